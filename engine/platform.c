@@ -1,0 +1,47 @@
+#include "engine/platform.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Core types whose kernels stop at AVX2 or below (OpenBLAS's names). */
+static const char *const pre_avx512_cores[] = {
+  "Haswell", "Zen", "SandyBridge", "Sandybridge", "Nehalem", "Core2", "Penryn", "Dunnington",
+  "Atom", "Prescott", "Barcelona", "Bulldozer", "Piledriver", "Steamroller", "Excavator",
+  "Opteron", "Nano", "Katmai", "Coppermine", "Northwood", "Banias", NULL,
+};
+
+void platform_fix_openblas_env(char **argv) {
+  const char *core = getenv("OPENBLAS_CORETYPE");
+  if (!core || !*core) return;
+  const char *keep = getenv("MASKD_KEEP_OPENBLAS_CORETYPE");
+  if (keep && strcmp(keep, "1") == 0) return;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) return;
+  int slow = 0;
+  for (int i = 0; pre_avx512_cores[i]; i++)
+    if (strcasecmp(core, pre_avx512_cores[i]) == 0) slow = 1;
+  if (!slow) return;
+  fprintf(stderr,
+          "maskd: note: OPENBLAS_CORETYPE=%s would force AVX2 kernels on this AVX-512 CPU (about half "
+          "the matrix speed); running without it (set MASKD_KEEP_OPENBLAS_CORETYPE=1 to keep it)\n", core);
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv("OPENBLAS_L2_SIZE");
+  execv("/proc/self/exe", argv);
+  fprintf(stderr, "maskd: warning: could not re-execute without OPENBLAS_CORETYPE; "
+                  "run `env -u OPENBLAS_CORETYPE maskd ...` for full speed\n");
+}
+
+double platform_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int platform_cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}

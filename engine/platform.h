@@ -1,0 +1,17 @@
+/* Process-level facts about the machine that the numbers depend on. */
+#ifndef MASKD_PLATFORM_H
+#define MASKD_PLATFORM_H
+
+/* OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE if set. A
+** pre-AVX-512 core type on an AVX-512 CPU halves sgemm speed, so this re-executes
+** the program without it (saying so on stderr), unless MASKD_KEEP_OPENBLAS_CORETYPE=1.
+** Call first thing in main(); returns only when no re-exec was needed or possible. */
+void platform_fix_openblas_env(char **argv);
+
+/* Monotonic wall-clock time in seconds. */
+double platform_now(void);
+
+/* Number of online CPUs (at least 1). */
+int platform_cpu_count(void);
+
+#endif

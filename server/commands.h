@@ -1,0 +1,13 @@
+/* The maskd subcommands. Each takes the arguments after its own name
+** (argv[0] is the subcommand name) and returns the process exit status. */
+#ifndef MASKD_COMMANDS_H
+#define MASKD_COMMANDS_H
+
+typedef struct Command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} Command;
+
+
+#endif

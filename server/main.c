@@ -1,0 +1,35 @@
+/* maskd: train and serve masked language models on CPUs. This file only
+** dispatches to the subcommands in server/cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/platform.h"
+#include "server/commands.h"
+
+#define MASKD_VERSION "0.1.0"
+
+static int cmd_version(int argc, char **argv) {
+  (void)argc; (void)argv;
+  printf("maskd %s\n", MASKD_VERSION);
+  return 0;
+}
+
+static const Command commands[] = {
+  {"version", cmd_version, "print the version"},
+};
+static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: maskd COMMAND [ARGS...]   (maskd COMMAND --help for its options)\n\ncommands:\n");
+  for (int i = 0; i < n_commands; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+  platform_fix_openblas_env(argv);
+  if (argc < 2) { usage(stderr); return 2; }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+  for (int i = 0; i < n_commands; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "maskd: unknown command '%s' (maskd --help lists them)\n", argv[1]);
+  return 2;
+}
