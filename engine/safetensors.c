@@ -475,21 +475,18 @@ done:
   return rc;
 }
 
-int st_write(const char *path, const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Err *err) {
-  unsigned char *bytes;
-  size_t len;
-  if (st_serialize(ts, n, meta, n_meta, &bytes, &len, err)) return err_prefix(err, path);
-  /* Written aside and renamed so that a crash never leaves a half file under path. */
+int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 5);
-  if (!tmp) { free(bytes); return err_set(err, "%s: out of memory", path); }
+  if (!tmp) return err_set(err, "%s: out of memory", path);
   memcpy(tmp, path, plen);
   memcpy(tmp + plen, ".tmp", 5);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) { err_set(err, "%s: %s", tmp, strerror(errno)); free(tmp); free(bytes); return -1; }
+  if (fd < 0) { err_set(err, "%s: %s", tmp, strerror(errno)); free(tmp); return -1; }
+  const unsigned char *b = bytes;
   size_t done = 0;
   while (done < len) {
-    ssize_t w = write(fd, bytes + done, len - done);
+    ssize_t w = write(fd, b + done, len - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     done += (size_t)w;
@@ -498,7 +495,6 @@ int st_write(const char *path, const StWriteTensor *ts, int n, const char *const
   int saved = errno;
   bad |= fsync(fd) != 0;
   bad |= close(fd) != 0;
-  free(bytes);
   if (bad || rename(tmp, path) != 0) {
     err_set(err, "%s: write failed: %s", path, strerror(bad ? saved : errno));
     unlink(tmp);
@@ -507,4 +503,13 @@ int st_write(const char *path, const StWriteTensor *ts, int n, const char *const
   }
   free(tmp);
   return 0;
+}
+
+int st_write(const char *path, const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Err *err) {
+  unsigned char *bytes;
+  size_t len;
+  if (st_serialize(ts, n, meta, n_meta, &bytes, &len, err)) return err_prefix(err, path);
+  int rc = st_write_bytes(path, bytes, len, err);
+  free(bytes);
+  return rc;
 }

@@ -86,5 +86,8 @@ int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_
                  unsigned char **out, size_t *out_len, Err *err);
 /* st_serialize() to a file, atomically: written to path.tmp, synced, renamed. */
 int st_write(const char *path, const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Err *err);
+/* Writes len bytes to path atomically (path.tmp, fsync, rename), so a crash
+** leaves either the old file or the whole new one. */
+int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err);
 
 #endif
