@@ -331,6 +331,23 @@ int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err) {
   return 0;
 }
 
+int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err) {
+  if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
+  if (t->dtype == ST_I32) { memcpy(out, t->data, (size_t)numel * 4); return 0; }
+  /* Other integer types go through int64 one element at a time (no big buffer). */
+  StTensor one = *t;
+  one.numel = 1;
+  int bytes = st_dtype_bits(t->dtype) / 8;
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t v = 0;
+    one.data = (const unsigned char *)t->data + i * bytes;
+    if (st_read_i64(&one, &v, 1, err)) return -1;
+    if (v < INT32_MIN || v > INT32_MAX) return err_set(err, "tensor \"%s\": value %lld does not fit in I32", t->name, (long long)v);
+    out[i] = (int32_t)v;
+  }
+  return 0;
+}
+
 /* ---- writer ---- */
 
 /* A growable byte buffer for the header text. */

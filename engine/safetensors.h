@@ -63,6 +63,8 @@ int st_dtype_bits(StDtype d);
 int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err);
 /* Copies an integer (or BOOL) tensor into numel int64s; U64 values above INT64_MAX are errors. */
 int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err);
+/* Copies an integer (or BOOL) tensor into numel int32s; values outside int32 are errors. */
+int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err);
 /* Float conversions used by the readers and for BF16 export (round to nearest even). */
 float st_bf16_to_f32(uint16_t h);
 float st_f16_to_f32(uint16_t h);
