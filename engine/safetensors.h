@@ -34,7 +34,9 @@ typedef struct StTensor {
 
 typedef struct StFile StFile;
 
-/* Reads and validates a whole file; NULL with a message naming the file and the problem. */
+/* Maps (read-only) and validates a whole file; NULL with a message naming the file
+** and the problem. The file must not be truncated while open (st_write replaces
+** files by rename, which is safe). */
 StFile *st_open(const char *path, Err *err);
 /* Same for bytes in memory (copied; the caller keeps buf). */
 StFile *st_open_memory(const void *buf, size_t len, Err *err);
