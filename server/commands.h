@@ -9,5 +9,7 @@ typedef struct Command {
   const char *summary;
 } Command;
 
+int cmd_runs(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 
 #endif

@@ -16,6 +16,8 @@ static int cmd_version(int argc, char **argv) {
 
 static const Command commands[] = {
   {"version", cmd_version, "print the version"},
+  {"runs", cmd_runs, "list training runs in the store"},
+  {"models", cmd_models, "list model repositories and their revisions in the store"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

@@ -577,6 +577,76 @@ static void kill_test(void) {
   check(all_ok && revs > 0 && steps > 0, "store_survives_kill_9", "%s (%lld revisions, %lld steps written before the kills)", why, revs, steps);
 }
 
+/* Runs a maskd command line; its stdout (malloc'd) and exit status. */
+static char *run_maskd(const char *args, int *status) {
+  const char *bin = getenv("MASKD");
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "MASKD_KEEP_OPENBLAS_CORETYPE=1 %s %s 2>&1", bin && *bin ? bin : "build/maskd", args);
+  FILE *p = popen(cmd, "r");
+  if (!p) { *status = -1; return NULL; }
+  size_t cap = 1 << 16, n = 0;
+  char *out = malloc(cap);
+  size_t r;
+  while ((r = fread(out + n, 1, cap - 1 - n, p)) > 0) n += r;
+  out[n] = '\0';
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+/* maskd runs / maskd models read what the API wrote. */
+static void cli_test(void) {
+  Err e = {{0}};
+  char db[400], args[600];
+  snprintf(db, sizeof db, "%s", make_db_path("cli.db"));
+  Store *s = store_open(db, &e);
+  int64_t run = store_run_create(s, "cli-run", "{\"epochs\": 1}", &e);
+  store_run_set_status(s, run, "running", NULL, &e);
+  store_run_progress(s, run, 40, 120, 1, &e);
+  StoreStepMetric m = {40, 0.3, 6.25, 1e-4, 1, 100, 0};
+  store_step_metrics_add(s, run, &m, 1, &e);
+  StorePush p = {"Training in progress epoch 1", "{}", "w", 1, NULL, 0, NULL, run, 40, 1, NULL};
+  StoreRevision rv;
+  store_push(s, "cli-model", &p, &rv, &e);
+  store_close(s);
+  int st;
+  snprintf(args, sizeof args, "runs --db %s", db);
+  char *out = run_maskd(args, &st);
+  check(st == 0 && out && strstr(out, "cli-run") && strstr(out, "running") && strstr(out, "40/120") && strstr(out, "6.2500"),
+        "cli_runs_table", "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "runs --json --db %s", db);
+  out = run_maskd(args, &st);
+  json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+  check(st == 0 && json_is_array(j) && json_array_size(j) == 1 &&
+            json_integer_value(json_object_get(json_array_get(j, 0), "step")) == 40,
+        "cli_runs_json", "status %d:\n%s", st, out ? out : "");
+  json_decref(j);
+  free(out);
+  snprintf(args, sizeof args, "models --db %s", db);
+  out = run_maskd(args, &st);
+  check(st == 0 && out && strstr(out, "cli-model") && strstr(out, "Training in progress epoch 1"), "cli_models_table",
+        "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "models --db %s cli-model", db);
+  out = run_maskd(args, &st);
+  char shortc[13];
+  snprintf(shortc, sizeof shortc, "%.12s", rv.commit);
+  check(st == 0 && out && strstr(out, shortc), "cli_models_revisions", "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "models --db %s nobody", db);
+  out = run_maskd(args, &st);
+  check(st == 1 && out && strstr(out, "nobody"), "cli_models_unknown", "status %d: %s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "runs --db %s/none.db", tmpdir);
+  out = run_maskd(args, &st);
+  check(st == 1 && out && strstr(out, "no database"), "cli_runs_no_database", "status %d: %s", st, out ? out : "");
+  free(out);
+  out = run_maskd("runs --bogus", &st);
+  check(st == 2 && out && strstr(out, "--bogus"), "cli_runs_bad_flag", "status %d: %s", st, out ? out : "");
+  free(out);
+}
+
 int main(void) {
   const char *t = getenv("MASKD_TMP");
   snprintf(tmpdir, sizeof tmpdir, "%s/store_%d", t ? t : "/tmp", (int)getpid());
@@ -588,6 +658,7 @@ int main(void) {
   api_tests();
   concurrency_test();
   kill_test();
+  cli_test();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd) != 0) return 1;
   return check_exit();
