@@ -276,6 +276,7 @@ int ckpt_state_bytes(Model *m, const AdamW *o, const CkptState *s, unsigned char
   ts[k++] = (StWriteTensor){"state.epoch", ST_I64, 1, {1}, &s->epoch};
   ts[k++] = (StWriteTensor){"state.position", ST_I64, 1, {1}, &s->position};
   ts[k++] = (StWriteTensor){"state.rng", ST_I64, 1, {4}, rng};
+  /* u64 words are stored as I64 with the same bits (safetensors readers lack U64 often). */
   ts[k++] = (StWriteTensor){"state.extra", ST_I64, 1, {s->n_extra}, s->extra};
   char step[32], params[32];
   snprintf(step, sizeof step, "%lld", (long long)s->step);
@@ -339,9 +340,11 @@ int ckpt_load_state(Model *m, AdamW *o, CkptState *s, const StFile *f, Err *err)
   CkptState ns;
   memset(&ns, 0, sizeof ns);
   int64_t rng[4];
+  int64_t extra[CKPT_EXTRA_WORDS];
   if (st_read_i64(ts, &ns.step, 1, err) || st_read_i64(te, &ns.epoch, 1, err) || st_read_i64(tp, &ns.position, 1, err) ||
-      st_read_i64(tr, rng, 4, err) || st_read_i64(tx, ns.extra, tx->numel, err))
+      st_read_i64(tr, rng, 4, err) || st_read_i64(tx, extra, tx->numel, err))
     return -1;
+  memcpy(ns.extra, extra, (size_t)tx->numel * sizeof *extra);
   if (ns.step < 0 || ns.epoch < 0 || ns.position < 0) return err_set(err, "state: negative step, epoch or position");
   if (!(rng[0] | rng[1] | rng[2] | rng[3])) return err_set(err, "tensor \"state.rng\": all zero, not a generator state");
   memcpy(ns.rng.s, rng, sizeof rng);
