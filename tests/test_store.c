@@ -484,6 +484,8 @@ static void concurrency_test(void) {
       StoreStepMetric m[10];
       for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){b * 10 + i, 0, 1, 1, 1, 1, 0};
       if (store_step_metrics_add(w, run, m, 10, &ce)) _exit(4);
+      struct timespec pause = {0, 1000000L};   /* spread the writes so reads fall between them */
+      nanosleep(&pause, NULL);
     }
     store_close(w);
     _exit(0);
@@ -532,8 +534,13 @@ static void kill_test(void) {
   rng_seed(&r, 8);
   char why[600] = "";
   for (int k = 0; k < rounds; k++) {
+    /* The child says when its first push is in, so the kill always lands while it
+    ** is writing (however slow the machine), not before it started. */
+    int ready[2];
+    if (pipe(ready) != 0) { check(0, "store_survives_kill_9", "pipe"); return; }
     pid_t child = fork();
     if (child == 0) {
+      close(ready[0]);
       Err ce;
       Store *w = store_open(db, &ce);
       if (!w) _exit(3);
@@ -546,9 +553,14 @@ static void kill_test(void) {
         StoreStepMetric m[50];
         for (int j = 0; j < 50; j++) m[j] = (StoreStepMetric){(int64_t)k * 1000000 + i * 50 + j, 0, 1, 1, 1, 1, 0};
         store_step_metrics_add(w, run, m, 50, &ce);
+        if (i == 0 && (write(ready[1], "x", 1) != 1 || close(ready[1]) != 0)) _exit(5);
       }
     }
-    struct timespec ts = {0, (long)(50 + rng_below(&r, 250)) * 1000000L};
+    close(ready[1]);
+    char byte;
+    if (read(ready[0], &byte, 1) != 1) all_ok = 0;
+    close(ready[0]);
+    struct timespec ts = {0, (long)(20 + rng_below(&r, 200)) * 1000000L};
     nanosleep(&ts, NULL);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
