@@ -516,6 +516,39 @@ static void concurrency_test(void) {
       break;
     }
   }
+  /* Two writers at once (a CLI run and a server job, say): both finish, nothing lost. */
+  int64_t run2 = store_run_create(s, "conc2", "{}", &e);
+  pid_t kids[2];
+  for (int w = 0; w < 2; w++) {
+    kids[w] = fork();
+    if (kids[w] == 0) {
+      Err ce;
+      Store *ws = store_open(db, &ce);
+      if (!ws) _exit(3);
+      for (int b = 0; b < 50; b++) {
+        StoreStepMetric m[10];
+        for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){w * 100000 + b * 10 + i, 0, 1, 1, 1, 1, 0};
+        if (store_step_metrics_add(ws, run2, m, 10, &ce)) _exit(4);
+        StorePush p = {"x", "{}", m, sizeof m, NULL, 0, NULL, 0, b, 0, NULL};
+        if (b % 10 == 0 && store_push(ws, "conc-model", &p, NULL, &ce)) _exit(5);
+      }
+      store_close(ws);
+      _exit(0);
+    }
+  }
+  int exits_ok = 1;
+  for (int w = 0; w < 2; w++) {
+    int status;
+    waitpid(kids[w], &status, 0);
+    exits_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  json_t *all = store_run_metrics(s, run2, -1, &e);
+  json_t *mg = store_model_get(s, "conc-model", &e);
+  check(exits_ok && all && json_array_size(json_object_get(all, "steps")) == 1000 && mg &&
+            json_array_size(json_object_get(mg, "revisions")) == 10,
+        "store_two_writers", "exits ok %d (%s)", exits_ok, e.msg);
+  json_decref(all);
+  json_decref(mg);
   check(store_integrity_check(s, &e) == 0, "store_integrity_after_concurrency", "%s", e.msg);
   store_close(s);
 }
