@@ -387,6 +387,11 @@ static void api_tests(void) {
   check(rc == 0 && removed == 5 && q1(db, sql) == 1 && store_resolve(s, "user/small-wiki@1", &got, &e) == -1 &&
             q1(db, "SELECT COUNT(*) FROM blob_chunks WHERE sha256 NOT IN (SELECT sha256 FROM blobs)") == 0,
         "store_drop_delete_gc", "removed %lld (%s)", (long long)removed, e.msg);
+  /* The 16 MiB blob's pages went back: no free pages left, the file far below 16 MiB. */
+  long long pages = q1(db, "PRAGMA page_count"), psize = q1(db, "PRAGMA page_size");
+  check(q1(db, "PRAGMA auto_vacuum") == 2 && q1(db, "PRAGMA freelist_count") == 0 && pages * psize < (4 << 20),
+        "store_gc_returns_space", "auto_vacuum %lld, free %lld, %lld bytes", q1(db, "PRAGMA auto_vacuum"),
+        q1(db, "PRAGMA freelist_count"), pages * psize);
   check(store_revision_delete(s, 12345, &e) == -1 && strstr(e.msg, "12345"), "store_revision_delete_unknown", "%s", e.msg);
   snprintf(sql, sizeof sql, "DELETE FROM blobs WHERE sha256 = '%s'", rv[2].weights);
   {
