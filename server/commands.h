@@ -9,5 +9,6 @@ typedef struct Command {
   const char *summary;
 } Command;
 
+int cmd_prepare(int argc, char **argv);
 
 #endif
