@@ -9,6 +9,7 @@ typedef struct Command {
   const char *summary;
 } Command;
 
+int cmd_tokenizer(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 
 #endif
