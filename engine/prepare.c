@@ -12,6 +12,21 @@
 #include "engine/platform.h"
 #include "engine/shards.h"
 
+int prepare_file_hash(const char *path, char *out, size_t cap, Err *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+  unsigned char buf[1 << 16];
+  uint64_t h = SHARD_FNV_INIT;
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) h = shard_fnv1a64(h, buf, n);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) return err_set(err, "%s: read error", path);
+  int k = snprintf(out, cap, "fnv1a64:%016" PRIx64, h);
+  if (k < 0 || (size_t)k >= cap) return err_set(err, "hash buffer too small");
+  return 0;
+}
+
 PrepareOptions prepare_default_options(const char *split, int seq_len, uint32_t vocab_size) {
   PrepareOptions o;
   memset(&o, 0, sizeof o);
@@ -156,6 +171,7 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   int rc = 0;
   if (!buf || !enc || !w.list) rc = err_set(err, "out of memory");
 
+  const char *src = opt->source && *opt->source ? opt->source : "input";
   double t0 = platform_now(), last = t0;
   uint64_t fill = 0, bytes = 0;
   ssize_t got;
@@ -174,12 +190,18 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
         enc = bigger;
         enc_cap = k;
         k = encode(ctx, line, n, enc, enc_cap, err);
-        if (k > enc_cap) { rc = err_set(err, "line %" PRIu64 ": the encoder's length changed between calls", s.lines); break; }
+        if (k > enc_cap) { rc = err_set(err, "%s line %" PRIu64 ": the encoder's length changed between calls", src, s.lines); break; }
       }
-      if (k < 0) { err_prefix(err, "encode"); rc = -1; break; }
+      if (k < 0) {
+        char where[300];
+        snprintf(where, sizeof where, "%.200s line %" PRIu64 ": encode", src, s.lines);
+        err_prefix(err, where);
+        rc = -1;
+        break;
+      }
       for (int i = 0; i < k; i++) {
         if (enc[i] < 0 || (uint32_t)enc[i] >= opt->vocab_size) {
-          rc = err_set(err, "line %" PRIu64 ": id %d is outside the vocabulary [0, %" PRIu32 ")", s.lines, (int)enc[i], opt->vocab_size);
+          rc = err_set(err, "%s line %" PRIu64 ": id %d is outside the vocabulary [0, %" PRIu32 ")", src, s.lines, (int)enc[i], opt->vocab_size);
           break;
         }
         buf[fill++] = enc[i];
@@ -201,7 +223,7 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
       if (now - last >= 1.0) { show_progress(&s, opt, bytes, total_bytes, now - t0, 0); last = now; }
     }
   }
-  if (rc == 0 && ferror(in)) rc = err_set(err, "read error after line %" PRIu64 ": %s", s.lines, strerror(errno));
+  if (rc == 0 && ferror(in)) rc = err_set(err, "%s: read error after line %" PRIu64 ": %s", src, s.lines, strerror(errno));
   if (rc == 0) {
     s.tokens_dropped += fill % L;
     fill -= fill % L;

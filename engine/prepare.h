@@ -16,7 +16,7 @@
 ** (through a temp file and a rename), so its presence marks a complete set:
 **
 **   {"format": "maskd-shards", "version": 1, "split": S, "seq_len": L, "vocab_size": V,
-**    "token_width": 2|4, "tokenizer_hash": H, "source": FILE, "total_samples": N,
+**    "token_width": 2|4, "tokenizer_hash": H (see prepare_file_hash), "source": FILE, "total_samples": N,
 **    "lines": .., "lines_skipped": .., "tokens": .., "tokens_dropped": ..,
 **    "group_lines": .., "shard_size": ..,
 **    "shards": [{"file": NAME, "samples": n, "checksum": "<16 hex digits, FNV-1a 64>"}, ...]}
@@ -43,7 +43,7 @@ typedef struct PrepareOptions {
   int keep_empty;             /* 1: encode blank lines too */
   int overwrite;              /* 1: remove an existing set of this split first */
   const char *tokenizer_hash; /* recorded in the manifest ("" when NULL) */
-  const char *source;         /* recorded in the manifest (the input's name) */
+  const char *source;         /* the input's name: recorded in the manifest, named in errors */
   int progress;               /* 1: progress lines (lines, rate, ETA) on stderr */
 } PrepareOptions;
 
@@ -52,6 +52,11 @@ typedef struct PrepareStats {
   int shards;
   double seconds;
 } PrepareStats;
+
+/* The tokenizer_hash prepare records for a tokenizer file: "fnv1a64:" and 16 hex digits of
+** FNV-1a 64 over the file's bytes (cap >= 25). The trainer compares it with
+** loader_tokenizer_hash() to refuse shards made with another tokenizer. */
+int prepare_file_hash(const char *path, char *out, size_t cap, Err *err);
 
 /* Options: split, seq_len, vocab_size given; shard_size 5000; the rest 0/NULL. */
 PrepareOptions prepare_default_options(const char *split, int seq_len, uint32_t vocab_size);

@@ -8,19 +8,24 @@
 
 #include "engine/prepare.h"
 #include "engine/shards.h"
+#include "engine/tokenizer.h"
 #include "server/commands.h"
 
 static void prepare_usage(FILE *f) {
   fprintf(f,
-          "usage: maskd prepare --input FILE --ids --vocab-size V --out DIR [options]\n"
+          "usage: maskd prepare --tokenizer T --input FILE --split NAME --seq-len N --out DIR [options]\n"
+          "       maskd prepare --ids --vocab-size V --input FILE --split NAME --seq-len N --out DIR [options]\n"
           "\n"
-          "Cuts token ids into fixed-length samples and writes them as shards\n"
+          "Encodes each input line as [CLS] ... [SEP], concatenates the ids, cuts them into\n"
+          "samples of N tokens (the tail is dropped) and writes shards\n"
           "(<split>-<index>-samples-<n>.shard) and a manifest.json into DIR.\n"
           "\n"
+          "  --tokenizer T      a tokenizer.json; its vocabulary size and hash go into the shards\n"
           "  --input FILE       input lines ('-' for stdin)\n"
-          "  --ids              each input line holds one text's ids, [CLS] ... [SEP] included,\n"
-          "                     as decimal numbers separated by blanks\n"
-          "  --vocab-size V     vocabulary size (every id must be below it)\n"
+          "  --ids              instead of a tokenizer: each input line holds one text's ids,\n"
+          "                     [CLS] ... [SEP] included, as decimal numbers separated by blanks\n"
+          "                     (what maskd tokenizer encode prints)\n"
+          "  --vocab-size V     vocabulary size with --ids (every id must be below it)\n"
           "  --split NAME       split name in the shard names (default train)\n"
           "  --seq-len N        tokens per sample (default 128)\n"
           "  --out DIR          output directory (created; must not hold a set already)\n"
@@ -64,8 +69,19 @@ static int ids_encode(void *ctx, const char *text, size_t len, int32_t *ids, int
   return n;
 }
 
+/* The --tokenizer encoder: HF's encode(text) with the post-processor's [CLS] ... [SEP]. */
+typedef struct TokCtx { Tokenizer *tok; Encoding enc; } TokCtx;
+
+static int tok_encode(void *ctx, const char *text, size_t len, int32_t *ids, int cap, Err *err) {
+  TokCtx *c = ctx;
+  if (tokenizer_encode(c->tok, text, len, 1, &c->enc, err) != 0) return -1;
+  int n = c->enc.n;
+  memcpy(ids, c->enc.ids, (size_t)(n < cap ? n : cap) * sizeof *ids);
+  return n;
+}
+
 int cmd_prepare(int argc, char **argv) {
-  const char *input = NULL, *out = NULL, *split = "train", *hash = NULL;
+  const char *input = NULL, *out = NULL, *split = "train", *hash = NULL, *tokenizer = NULL;
   long seq_len = 128, shard_size = 5000, vocab = 0, group = 0;
   int ids_mode = 0, keep_empty = 0, overwrite = 0, quiet = 0;
   for (int i = 1; i < argc; i++) {
@@ -78,6 +94,7 @@ int cmd_prepare(int argc, char **argv) {
     else if (!strcmp(a, "--overwrite")) overwrite = 1;
     else if (!strcmp(a, "--quiet")) quiet = 1;
     else if (!strcmp(a, "--input")) { input = v; i++; bad = !v; }
+    else if (!strcmp(a, "--tokenizer")) { tokenizer = v; i++; bad = !v; }
     else if (!strcmp(a, "--out")) { out = v; i++; bad = !v; }
     else if (!strcmp(a, "--split")) { split = v; i++; bad = !v; }
     else if (!strcmp(a, "--tokenizer-hash")) { hash = v; i++; bad = !v; }
@@ -87,18 +104,37 @@ int cmd_prepare(int argc, char **argv) {
     else if (!strcmp(a, "--group-lines")) { i++; bad = parse_long(v, 0, 1L << 30, &group); }
     else { fprintf(stderr, "maskd prepare: unknown option '%s' (maskd prepare --help)\n", a); return 2; }
     if (bad) {
-      int text = !strcmp(a, "--input") || !strcmp(a, "--out") || !strcmp(a, "--split") || !strcmp(a, "--tokenizer-hash");
+      int text = !strcmp(a, "--input") || !strcmp(a, "--tokenizer") || !strcmp(a, "--out") || !strcmp(a, "--split") || !strcmp(a, "--tokenizer-hash");
       fprintf(stderr, "maskd prepare: %s needs %s, got '%s'\n", a, text ? "a value" : "a whole number in range", v ? v : "nothing");
       return 2;
     }
   }
   if (!input) { fprintf(stderr, "maskd prepare: --input is required\n"); return 2; }
   if (!out) { fprintf(stderr, "maskd prepare: --out is required\n"); return 2; }
-  if (!ids_mode) { fprintf(stderr, "maskd prepare: give --ids (input already encoded); text input needs a tokenizer, which this build lacks\n"); return 2; }
-  if (!vocab) { fprintf(stderr, "maskd prepare: --ids needs --vocab-size\n"); return 2; }
+  if (!ids_mode == !tokenizer) { fprintf(stderr, "maskd prepare: give either --tokenizer T or --ids (input already encoded)\n"); return 2; }
+  if (ids_mode && !vocab) { fprintf(stderr, "maskd prepare: --ids needs --vocab-size\n"); return 2; }
+  if (tokenizer && hash) { fprintf(stderr, "maskd prepare: --tokenizer-hash is for --ids; with --tokenizer the file's hash is recorded\n"); return 2; }
+
+  Err err = {{0}};
+  TokCtx tc;
+  memset(&tc, 0, sizeof tc);
+  char tok_hash[32];
+  if (tokenizer) {
+    tc.tok = tokenizer_load(tokenizer, &err);
+    if (!tc.tok) { fprintf(stderr, "maskd prepare: %s\n", err.msg); return 1; }
+    if (prepare_file_hash(tokenizer, tok_hash, sizeof tok_hash, &err)) { fprintf(stderr, "maskd prepare: %s\n", err.msg); tokenizer_free(tc.tok); return 1; }
+    long tv = tokenizer_vocab_size(tc.tok);
+    if (vocab && vocab != tv) {
+      fprintf(stderr, "maskd prepare: --vocab-size %ld differs from the tokenizer's %ld\n", vocab, tv);
+      tokenizer_free(tc.tok);
+      return 2;
+    }
+    vocab = tv;
+    hash = tok_hash;
+  }
 
   FILE *in = strcmp(input, "-") ? fopen(input, "r") : stdin;
-  if (!in) { fprintf(stderr, "maskd prepare: %s: %s\n", input, strerror(errno)); return 1; }
+  if (!in) { fprintf(stderr, "maskd prepare: %s: %s\n", input, strerror(errno)); tokenizer_free(tc.tok); return 1; }
   struct stat st;
   uint64_t total = fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 
@@ -111,10 +147,12 @@ int cmd_prepare(int argc, char **argv) {
   o.source = input;
   o.progress = !quiet;
   PrepareStats s;
-  Err err = {{0}};
-  int rc = prepare_run(in, total, out, &o, ids_encode, NULL, &s, &err);
+  int rc = tokenizer ? prepare_run(in, total, out, &o, tok_encode, &tc, &s, &err)
+                     : prepare_run(in, total, out, &o, ids_encode, NULL, &s, &err);
   if (in != stdin) fclose(in);
-  if (rc) { fprintf(stderr, "maskd prepare: %s: %s\n", input, err.msg); return 1; }
+  encoding_free(&tc.enc);
+  tokenizer_free(tc.tok);
+  if (rc) { fprintf(stderr, "maskd prepare: %s\n", err.msg); return 1; }
   printf("%s: %" PRIu64 " samples of %ld tokens in %d shards (%" PRIu64 " lines, %" PRIu64 " skipped, %" PRIu64 " tokens, %" PRIu64 " dropped)\n",
          out, s.samples, seq_len, s.shards, s.lines, s.lines_skipped, s.tokens, s.tokens_dropped);
   return 0;

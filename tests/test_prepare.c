@@ -230,7 +230,7 @@ int main(void) {
   o = prepare_default_options("train", 16, V);
   o.shard_size = 10;
   rc = run_prepare(bad, dir, &o, &st, &e);
-  check(rc == -1 && strstr(e.msg, "toy encoder failure") && strstr(e.msg, "encode") && count_files(dir) == 0,
+  check(rc == -1 && strstr(e.msg, "toy encoder failure") && strstr(e.msg, "line 3001: encode") && count_files(dir) == 0,
         "encoder_error_cleans_up", "rc %d '%s', %d files left", rc, e.msg, count_files(dir));
   sprintf(bad, " a b \n c BIG d \n");
   rc = run_prepare(bad, dir, &o, &st, &e);
@@ -248,6 +248,19 @@ int main(void) {
   check(rc == 0 && got && n_got == n_exp && n_exp == 60 && !memcmp(got, want, sizeof *got * 6000), "long_line",
         "rc %d, %ld samples vs %ld: %s", rc, got ? n_got : -1, n_exp, e.msg);
   free(want); free(got); free(longline);
+
+  /* The tokenizer hash: FNV-1a 64 of the file's bytes ("foobar" is a published vector). */
+  {
+    char hp[768], hash[32];
+    snprintf(hp, sizeof hp, "%s/hashme", root);
+    FILE *hf = fopen(hp, "w");
+    fputs("foobar", hf);
+    fclose(hf);
+    int hr = prepare_file_hash(hp, hash, sizeof hash, &e);
+    check(hr == 0 && !strcmp(hash, "fnv1a64:85944171f73967e8"), "file_hash", "'%s' %s", hash, e.msg);
+    check(prepare_file_hash("/nonexistent/tok.json", hash, sizeof hash, &e) == -1 && strstr(e.msg, "/nonexistent/tok.json"),
+          "file_hash_missing", "'%s'", e.msg);
+  }
 
   /* Option refusals. */
   o = prepare_default_options("train", 0, V);
