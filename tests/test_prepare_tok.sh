@@ -11,7 +11,7 @@ T=$(mktemp -d "${MASKD_TMP:-/tmp}/prepare_tok.XXXXXX")
 PY=/usr/bin/python3
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
-TEXT=$DATA/wikitext-2/valid.txt
+TEXT=${PREPARE_TOK_TEXT:-$DATA/wikitext-2/valid.txt}  # long_prepare_wikitext.sh: the train split
 [ -f "$TEXT" ] || { fail prepare_tok_data "$TEXT is missing (MASKD_DATA)"; exit 0; }
 [ -d tests/node_modules/tokenizers ] || { fail prepare_tok_reference "tests/node_modules/tokenizers is missing (make setup)"; exit 0; }
 
