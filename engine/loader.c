@@ -282,3 +282,15 @@ int loader_set_state(Loader *l, const LoaderState *st, Err *err) {
   l->perm_valid = 0;
   return 0;
 }
+
+void loader_state_pack(const LoaderState *st, uint64_t out[LOADER_STATE_WORDS]) {
+  out[0] = st->epoch;
+  out[1] = st->batch;
+  for (int i = 0; i < 4; i++) out[2 + i] = st->rng.s[i];
+}
+
+void loader_state_unpack(const uint64_t in[LOADER_STATE_WORDS], LoaderState *st) {
+  st->epoch = in[0];
+  st->batch = in[1];
+  for (int i = 0; i < 4; i++) st->rng.s[i] = in[2 + i];
+}

@@ -73,4 +73,9 @@ void loader_get_state(const Loader *l, LoaderState *st);
 /* Moves to a saved position; refuses a batch index past the epoch's end. */
 int loader_set_state(Loader *l, const LoaderState *st, Err *err);
 
+/* A state as LOADER_STATE_WORDS plain words (epoch, batch, rng.s[0..3]), for checkpoints. */
+#define LOADER_STATE_WORDS 6
+void loader_state_pack(const LoaderState *st, uint64_t out[LOADER_STATE_WORDS]);
+void loader_state_unpack(const uint64_t in[LOADER_STATE_WORDS], LoaderState *st);
+
 #endif

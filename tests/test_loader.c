@@ -177,8 +177,12 @@ int main(void) {
       int k = ks[q];
       Loader *p = open_with(set, B, 1, 1, 0, 1, 9, &e);
       for (int i = 0; i < k; i++) loader_next(p, cont, NULL);
-      LoaderState saved;
-      loader_get_state(p, &saved);
+      LoaderState st0, saved;
+      uint64_t words[LOADER_STATE_WORDS];
+      loader_get_state(p, &st0);
+      loader_state_pack(&st0, words);  /* through the checkpoint form */
+      memset(&saved, 0xab, sizeof saved);
+      loader_state_unpack(words, &saved);
       loader_close(p);
       Loader *r2 = open_with(set, B, 1, 1, 0, 1, 12345, &e);  /* the state carries the seed */
       int rc = loader_set_state(r2, &saved, &e);
