@@ -76,6 +76,7 @@ static void test_matmul(void) {
   matmul_forward(out, in, w, b, 7, 5, 6);
   mm_ref(&m);
   check(rel_diff(out, m.out, 42) < 1e-5, "layer_matmul_forward", "%.3g", rel_diff(out, m.out, 42));
+  free(m.out);
   m.out = NULL;
   float din[35], dw[30] = {0}, db[6] = {0};
   matmul_backward(din, dw, db, dout, in, w, 7, 5, 6, 0);
