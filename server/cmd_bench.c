@@ -361,7 +361,7 @@ static int bench_model(const BenchArgs *a) {
       printf("{\"mode\":\"%s\",\"config\":\"%s\",\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
              "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"intermediate_size\":%d,\"params\":%zu,"
              "\"batch\":%d,\"seq\":%d,\"head_rows\":%d,\"threads\":%d,\"steps\":%d,\"warmup\":%d,"
-             "\"step_ms_median\":%.3f,\"step_ms_min\":%.3f,\"tokens_per_s\":%.1f,\"gflop_per_step\":%.3f,"
+             "\"step_ms_median\":%.6f,\"step_ms_min\":%.6f,\"tokens_per_s\":%.2f,\"gflop_per_step\":%.9g,"
              "\"gflops\":%.2f,\"peak_gflops\":%.2f,\"peak_fraction\":%.4f,"
              "\"phases_ms\":{\"forward\":%.3f,\"backward\":%.3f,\"optimizer\":%.3f}",
              a->mode, a->config, mt, cfg.vocab_size, cfg.hidden_size, cfg.num_hidden_layers,

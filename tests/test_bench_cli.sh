@@ -7,6 +7,9 @@ tmp=${MASKD_TMP:-/tmp}/bench_cli.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
+# tests/run does this too; here so that the script also runs on its own (maskd would
+# otherwise add a note about OPENBLAS_CORETYPE to stderr).
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
@@ -61,8 +64,12 @@ try:
     j = json.loads(open(sys.argv[1]).read())
 except Exception as e:
     print(f"not JSON: {e}"); sys.exit()
-if not eval(sys.argv[2], {"j": j, "math": math}):
-    print("condition failed: " + sys.argv[2] + " on " + json.dumps(j)[:600])
+try:
+    ok = eval("(" + sys.argv[2] + ")", {"j": j, "math": math})
+except Exception as e:
+    ok, sys.argv[2] = False, f"{sys.argv[2]} raised {e!r}"
+if not ok:
+    print("condition failed: " + " ".join(sys.argv[2].split()) + " on " + json.dumps(j)[:600])
 EOF
 )
   if [ $rc -eq 0 ] && [ -z "$why" ]; then pass "$name"; else fail "$name" "rc $rc $(head -c 200 "$tmp/err") $why"; fi
