@@ -112,9 +112,11 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *in, co
     const float *x = in + (size_t)r * c;
     float *y = out + (size_t)r * c;
     float s = 0;
+#pragma omp simd reduction(+ : s)
     for (int i = 0; i < c; i++) s += x[i];
     float mu = s / c, v = 0;
     /* Two passes, as torch does: the variance of centred values loses nothing to cancellation. */
+#pragma omp simd reduction(+ : v)
     for (int i = 0; i < c; i++) { float d = x[i] - mu; v += d * d; }
     float rs = 1.0f / sqrtf(v / c + eps);
     for (int i = 0; i < c; i++) y[i] = (x[i] - mu) * rs * w[i] + b[i];
@@ -130,6 +132,7 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
     const float *x = in + (size_t)r * c, *dy = dout + (size_t)r * c;
     float *dx = din + (size_t)r * c;
     float mu = mean[r], rs = rstd[r], a = 0, bsum = 0;
+#pragma omp simd reduction(+ : a, bsum)
     for (int i = 0; i < c; i++) {
       float g = dy[i] * w[i];
       a += g;
@@ -255,8 +258,10 @@ static void softmax_rows_masked(float *s, const float *mask_add, int rows, int T
     if (mask_add)
       for (int k = 0; k < T; k++) row[k] += mask_add[k];
     float mx = row[0];
+#pragma omp simd reduction(max : mx)
     for (int k = 1; k < T; k++) mx = row[k] > mx ? row[k] : mx;
     float sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int k = 0; k < T; k++) { float e = fast_expf(row[k] - mx); row[k] = e; sum += e; }
     float inv = 1.0f / sum;
     for (int k = 0; k < T; k++) row[k] *= inv;
@@ -323,6 +328,7 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
       const float *pr = p + (size_t)r * T;
       float *g = dp + (size_t)r * T;
       float dot = 0;
+#pragma omp simd reduction(+ : dot)
       for (int j = 0; j < T; j++) dot += g[j] * pr[j];
       for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
     }
@@ -341,19 +347,23 @@ void crossentropy_forward(float *probs_out, const float *logits, const int32_t *
 #pragma omp parallel for schedule(static) reduction(+ : loss, correct)
   for (int r = 0; r < m; r++) {
     const float *l = logits + (size_t)r * v;
+    /* The maximum by a vector reduction, then its first index (torch's argmax on ties). */
     float mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int j = 1; j < v; j++) mx = l[j] > mx ? l[j] : mx;
     int am = 0;
-    for (int j = 1; j < v; j++)
-      if (l[j] > mx) { mx = l[j]; am = j; }
+    while (am < v - 1 && l[am] != mx) am++;
     int lab = labels[r];
     float target = l[lab];
     float sum = 0;
     if (probs_out) {
       float *p = probs_out + (size_t)r * v;
+#pragma omp simd reduction(+ : sum)
       for (int j = 0; j < v; j++) { float e = fast_expf(l[j] - mx); p[j] = e; sum += e; }
       float inv = 1.0f / sum;
       for (int j = 0; j < v; j++) p[j] *= inv;
     } else {
+#pragma omp simd reduction(+ : sum)
       for (int j = 0; j < v; j++) sum += fast_expf(l[j] - mx);
     }
     loss += log((double)sum) + (double)mx - (double)target;
