@@ -91,3 +91,10 @@ check_json bench_infer_json infer \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 2 --threads 2 --peak 100
 check_json bench_sgemm_json sgemm 'j["gflops_median"]>0.1 and j["m"]==64 and j["n"]==48 and j["k"]==32' \
   --mnk 64,48,32 --reps 3 --threads 1
+# The matrix products of a training step, listed shape by shape, must add up to the
+# FLOP count above (two independent ways of counting the same step).
+check_json bench_sgemm_shapes_json sgemm \
+  'j["mode"]=="sgemm-shapes" and len(j["shapes"])==24 and abs(j["gflop_per_step"]-3*2464512e-9)<1e-6
+   and all(s["gflops"]>0 for s in j["shapes"]) and j["matmul_ms_per_step"]>0' \
+  --config "$tmp/config.json" --batch 3 --seq 20 --reps 2 --threads 1
+bad sgemm_config_no_batch "--batch" sgemm --config tiny --seq 8
