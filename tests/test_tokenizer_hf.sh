@@ -130,7 +130,7 @@ if [ "$long" = 1 ]; then cat "$D/wikitext-2/valid.txt" "$D/wikitext-2/test.txt" 
 else cp "$D/wikitext-2/test.txt" "$T/vt.txt"; fi
 node $H encode "$T/hf.json" "$T/vt.txt" > "$T/h_raw"
 grep -n '^ERR' "$T/h_raw" | cut -d: -f1 > "$T/err_lines"
-awk 'NR==FNR { bad[$1]=1; next } !(FNR in bad)' "$T/err_lines" "$T/vt.txt" > "$T/vt_ok.txt"
+awk -v f="$T/err_lines" 'BEGIN { while ((getline l < f) > 0) bad[l] = 1 } !(FNR in bad)' "$T/vt.txt" > "$T/vt_ok.txt"
 grep -v '^ERR' "$T/h_raw" > "$T/h"
 M_ encode --tokenizer "$T/hf.json" --input "$T/vt.txt" > /dev/null 2> "$T/err"
 first_bad=$(head -1 "$T/err_lines")
