@@ -26,6 +26,8 @@ typedef struct UtOptions {
   int n_special;
   const char *unk_token;             /* NULL: none; added at id 0 when not a special token */
   int progress;                      /* progress lines on stderr */
+  int seed_distinct;                 /* 1: a substring's seed frequency counts distinct words (HF);
+                                        0: every occurrence, weighted by word count (default) */
 } UtOptions;
 
 /* Fills the defaults above, with no special tokens, unk_token NULL, progress off. */
