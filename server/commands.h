@@ -9,5 +9,6 @@ typedef struct Command {
   const char *summary;
 } Command;
 
+int cmd_tokenizer(int argc, char **argv);
 
 #endif
