@@ -680,7 +680,9 @@ double ut_state_estep(UtState *s, double *expected) {
     int t = omp_get_thread_num();
     double *A = scratch + (size_t)t * 2 * ((size_t)s->max_wlen + 1), *B = A + s->max_wlen + 1;
     double *mine = ex + (size_t)t * (size_t)n;
-    #pragma omp for schedule(dynamic, 512)
+    /* Static chunks: each thread sums the same words in the same order every run,
+    ** so a training is reproducible for a given thread count. */
+    #pragma omp for schedule(static, 512)
     for (int32_t w = 0; w < s->nw; w++) {
       double z = NAN;
       if (s->wlen[w] <= prob_max) z = fb_prob(s, w, p, punk, A, B, mine);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/tokenizer.h"
+#include "engine/unigram.h"
 #include "engine/unigram_trainer.h"
 #include "tests/check.h"
 
@@ -111,6 +113,36 @@ static int has_piece(const UtResult *r, const char *p) {
 }
 
 /* ---- tests ----------------------------------------------------------------- */
+
+static void count_word(void *ctx, const char *w, size_t n) { ut_words_add(ctx, w, n, 1, NULL); }
+
+/* The trainer's one-pass front end against the tokenizer's own normalizer and
+** Metaspace (engine/tokenizer.c, written independently): same words, same counts. */
+static void test_words_vs_tokenizer_pretokenize(void) {
+  const char *pieces[] = {"<unk>", "a"};
+  double scores[] = {0, -1};
+  Err err;
+  Tokenizer *t = tokenizer_new_seed(2, pieces, scores, 0, 1, &err);
+  const char *lines[] = {" = Valkyria Chronicles III = \n", "\n", "  two  spaces  \n", "``quoted'' and '''triple''' ```x``` \n",
+                         "▁already▁metaspace ▁ ▁▁ x\n", "tab\there, naïve café 東京 😀 \n", "no newline", " ' ` '' `` \n"};
+  UtWords *a = ut_words_new(), *b = ut_words_new();
+  int ok = t != NULL;
+  for (int r = 0; ok && r < 3; r++)
+    for (size_t i = 0; ok && i < sizeof lines / sizeof lines[0]; i++) {
+      ok &= ut_words_add_text(a, lines[i], strlen(lines[i]), &err) == 0;
+      ok &= tokenizer_pretokenize(t, lines[i], strlen(lines[i]), count_word, b, &err) == 0;
+    }
+  ok &= ut_words_unique(a) == ut_words_unique(b) && ut_words_total(a) == ut_words_total(b);
+  for (size_t i = 0; ok && i < ut_words_unique(a); i++) {
+    size_t la, lb; uint64_t ca, cb;
+    const char *pa = ut_words_get(a, i, &la, &ca), *pb = ut_words_get(b, i, &lb, &cb);
+    ok = la == lb && !memcmp(pa, pb, la) && ca == cb;
+  }
+  check(ok, "words_match_tokenizer_pretokenize", "%zu/%zu words, %llu/%llu total", ut_words_unique(a), ut_words_unique(b),
+        (unsigned long long)ut_words_total(a), (unsigned long long)ut_words_total(b));
+  tokenizer_free(t);
+  ut_words_free(a); ut_words_free(b);
+}
 
 static void test_digamma(void) {
   /* Reference values: psi(1) = -gamma, psi(1/2) = -gamma - 2 ln 2, psi(10) =
@@ -228,6 +260,29 @@ static void test_estep_brute_force(void) {
   llb = brute_estep(&t, w, want);
   check(max_rel_diff(got, want, n2) < 1e-9 && fabs(ll - llb) < 1e-9 * fabs(llb) && want[0] > 0, "estep_with_unknowns_vs_enumeration",
         "max rel diff %g, unk expected %g", max_rel_diff(got, want, n2), want[0]);
+  /* The same E-step through the Unigram model's forward-backward (engine/unigram.c,
+  ** written independently): the training <UNK> gets score 0 so min_score is the
+  ** pieces' own; unknown nodes count for id 0 in both. */
+  const char **pp = malloc((size_t)n2 * sizeof *pp);
+  char **owned = calloc((size_t)n2, sizeof *owned);
+  double *sc = malloc((size_t)n2 * sizeof *sc), *viau = calloc((size_t)n2, sizeof *viau), llu = 0;
+  for (int i = 0; i < n2; i++) {
+    size_t len;
+    const char *p = ut_state_piece(s, i, &len);
+    owned[i] = strndup(p, len); pp[i] = owned[i];
+    sc[i] = i ? ut_state_score(s, i) : 0.0;
+  }
+  Unigram *u = unigram_new(n2, pp, sc, 0, &err);
+  for (size_t j = 0; u && j < ut_words_unique(w); j++) {
+    size_t len; uint64_t cnt;
+    const char *str = ut_words_get(w, j, &len, &cnt);
+    llu += (double)cnt * unigram_expected_counts(u, str, len, (double)cnt, viau);
+  }
+  check(u && max_rel_diff(got, viau, n2) < 1e-9 && fabs(ll - llu) < 1e-9 * fabs(llu), "estep_vs_unigram_forward_backward",
+        "max rel diff %g, loglik %.12f vs %.12f", u ? max_rel_diff(got, viau, n2) : -1.0, ll, llu);
+  unigram_free(u);
+  for (int i = 0; i < n2; i++) free(owned[i]);
+  free(owned); free(pp); free(sc); free(viau);
   free(got); free(want); free(logsp);
   ut_state_free(s);
   ut_words_free(w);
@@ -401,6 +456,7 @@ int main(void) {
   test_estep_brute_force();
   test_prune_vs_rederivation();
   test_words();
+  test_words_vs_tokenizer_pretokenize();
   test_train_end_to_end();
   return check_exit();
 }
