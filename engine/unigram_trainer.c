@@ -74,6 +74,14 @@ static long utf8_invalid_at(const unsigned char *s, size_t n, int *is_nul) {
   size_t i = 0;
   *is_nul = 0;
   while (i < n) {
+    /* Fast path: eight ASCII bytes, none of them NUL. */
+    while (i + 8 <= n) {
+      uint64_t v;
+      memcpy(&v, s + i, 8);
+      if ((v & 0x8080808080808080ULL) || ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL)) break;
+      i += 8;
+    }
+    if (i >= n) break;
     unsigned c = s[i];
     if (c < 0x80) { if (c == 0) { *is_nul = 1; return (long)i; } i++; continue; }
     size_t m; unsigned cp;
@@ -122,7 +130,7 @@ typedef struct WordEntry { size_t off; uint32_t len; uint32_t hash; uint64_t cou
 struct UtWords {
   char *arena; size_t arena_len, arena_cap;
   WordEntry *e; size_t n, cap;
-  uint32_t *slots; size_t nslots;   /* open addressing: entry index + 1, 0 empty */
+  uint64_t *slots; size_t nslots;   /* open addressing: hash << 32 | (entry index + 1), 0 empty */
   uint64_t total;
   char *scratch; size_t scratch_cap;
   uint32_t *starts; size_t starts_cap;
@@ -152,20 +160,33 @@ const char *ut_words_get(const UtWords *w, size_t i, size_t *len, uint64_t *coun
   return w->arena + w->e[i].off;
 }
 
+/* Eight bytes at a time: multiply, rotate; then a final mix. */
 static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 0x100000001b3ULL; }
-  return h ^ (h >> 29);
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, s + i, 8);
+    h = (h ^ v) * 0xff51afd7ed558ccdULL;
+    h = (h << 29) | (h >> 35);
+  }
+  if (i < n) {
+    uint64_t v = 0;
+    memcpy(&v, s + i, n - i);
+    h = (h ^ v) * 0xff51afd7ed558ccdULL;
+  }
+  h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ULL; h ^= h >> 33;
+  return h;
 }
 
 static int words_rehash(UtWords *w) {
   size_t ns = w->nslots * 2;
-  uint32_t *slots = calloc(ns, sizeof *slots);
+  uint64_t *slots = calloc(ns, sizeof *slots);
   if (!slots) return -1;
   for (size_t i = 0; i < w->n; i++) {
     size_t j = w->e[i].hash & (ns - 1);
     while (slots[j]) j = (j + 1) & (ns - 1);
-    slots[j] = (uint32_t)(i + 1);
+    slots[j] = (uint64_t)w->e[i].hash << 32 | (uint64_t)(i + 1);
   }
   free(w->slots);
   w->slots = slots; w->nslots = ns;
@@ -178,9 +199,10 @@ static int words_count(UtWords *w, const char *s, size_t len, uint64_t count, Er
   uint64_t h64 = hash_bytes(s, len);
   uint32_t h = (uint32_t)h64;
   size_t mask = w->nslots - 1, j = h & mask;
-  for (uint32_t k; (k = w->slots[j]); j = (j + 1) & mask) {
-    WordEntry *e = &w->e[k - 1];
-    if (e->hash == h && e->len == len && !memcmp(w->arena + e->off, s, len)) { e->count += count; w->total += count; return 0; }
+  for (uint64_t k; (k = w->slots[j]); j = (j + 1) & mask) {
+    if ((uint32_t)(k >> 32) != h) continue;
+    WordEntry *e = &w->e[(uint32_t)k - 1];
+    if (e->len == len && !memcmp(w->arena + e->off, s, len)) { e->count += count; w->total += count; return 0; }
   }
   if (w->n >= UINT32_MAX - 1) return err_set(err, "too many distinct words");
   if (w->n == w->cap) {
@@ -199,7 +221,7 @@ static int words_count(UtWords *w, const char *s, size_t len, uint64_t count, Er
   memcpy(w->arena + w->arena_len, s, len);
   w->e[w->n] = (WordEntry){w->arena_len, (uint32_t)len, h, count};
   w->arena_len += len;
-  w->slots[j] = (uint32_t)(++w->n);
+  w->slots[j] = (uint64_t)h << 32 | (uint64_t)(++w->n);
   w->total += count;
   if (w->n * 2 > w->nslots && words_rehash(w)) return err_set(err, "out of memory counting words");
   return 0;
@@ -240,6 +262,10 @@ int ut_words_add_text(UtWords *w, const char *text, size_t len, Err *err) {
   int starts_with_meta = t[0] == ' ' || (len >= 3 && t[0] == 0xE2 && t[1] == 0x96 && t[2] == 0x81);
   if (!starts_with_meta) { w->starts[ns++] = 0; o[n++] = (char)0xE2; o[n++] = (char)0x96; o[n++] = (char)0x81; }
   for (size_t i = 0; i < len;) {
+    /* Copy the run of bytes that need no attention in one go. */
+    size_t j = i;
+    while (j < len && t[j] != ' ' && t[j] != '`' && t[j] != '\'' && t[j] != 0xE2) j++;
+    if (j > i) { memcpy(o + n, t + i, j - i); n += j - i; i = j; if (i >= len) break; }
     unsigned char c = t[i];
     if (c == ' ') { w->starts[ns++] = (uint32_t)n; o[n++] = (char)0xE2; o[n++] = (char)0x96; o[n++] = (char)0x81; i++; }
     else if ((c == '`' || c == '\'') && i + 1 < len && t[i + 1] == c) { o[n++] = '"'; i += 2; }
