@@ -279,25 +279,98 @@ int ut_words_add_text(UtWords *w, const char *text, size_t len, Err *err) {
   return 0;
 }
 
-int ut_words_add_file(UtWords *w, const char *path, Err *err) {
+/* Counts the lines of buf[0..n) (each keeps its '\n'; the last may lack one);
+** *lines counts the lines read, the failing one included. */
+static int add_lines(UtWords *w, const char *buf, size_t n, long *lines, Err *err) {
+  for (size_t i = 0; i < n;) {
+    const char *nl = memchr(buf + i, '\n', n - i);
+    size_t end = nl ? (size_t)(nl - buf) + 1 : n;
+    (*lines)++;
+    if (ut_words_add_text(w, buf + i, end - i, err)) return -1;
+    i = end;
+  }
+  return 0;
+}
+
+/* Adds from's words to into, in from's order (so merging the tables of
+** consecutive parts in order keeps first-seen order: the order is the same
+** whatever the thread count). */
+static int words_merge(UtWords *into, const UtWords *from, Err *err) {
+  for (size_t i = 0; i < from->n; i++)
+    if (words_count(into, from->arena + from->e[i].off, from->e[i].len, from->e[i].count, err)) return -1;
+  return 0;
+}
+
+#define MAX_READ_THREADS 64
+static size_t read_block = (size_t)32 << 20;
+
+void ut_words_set_read_block(size_t bytes) { read_block = bytes >= 16 ? bytes : ((size_t)32 << 20); }
+
+int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return err_set(err, "%s: %s", path, strerror(errno));
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t got;
-  long lineno = 0;
+  if (threads <= 0) threads = platform_cpu_count();
+  if (threads > MAX_READ_THREADS) threads = MAX_READ_THREADS;
+  UtWords *part[MAX_READ_THREADS] = {0};
+  Err perr[MAX_READ_THREADS];
+  long plines[MAX_READ_THREADS];
+  int prc[MAX_READ_THREADS];
+  size_t cap = read_block, have = 0;
+  char *buf = malloc(cap);
+  long base = 0;
   int rc = 0;
-  while ((got = getline(&line, &cap, f)) >= 0) {
-    lineno++;
-    if (ut_words_add_text(w, line, (size_t)got, err)) {
-      char where[300];
-      snprintf(where, sizeof where, "%s:%ld", path, lineno);
-      rc = err_prefix(err, where);
-      break;
+  if (!buf) { fclose(f); return err_set(err, "out of memory reading %s", path); }
+  for (int t = 1; t < threads; t++)
+    if (!(part[t] = ut_words_new())) { rc = err_set(err, "out of memory reading %s", path); goto done; }
+  for (;;) {
+    size_t got = fread(buf + have, 1, cap - have, f);
+    if (ferror(f)) { rc = err_set(err, "%s: read error: %s", path, strerror(errno)); break; }
+    have += got;
+    int eof = feof(f);
+    size_t cut = have;
+    if (!eof) {
+      while (cut > 0 && buf[cut - 1] != '\n') cut--;
+      if (cut == 0) {  /* one line longer than the buffer: grow it */
+        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (!nb) { rc = err_set(err, "%s: out of memory for a line of more than %zu bytes", path, cap); break; }
+        buf = nb; cap *= 2;
+        continue;
+      }
     }
+    /* Parts of about equal size, cut after a newline; part 0 goes straight into w. */
+    int T = cut < read_block / 32 ? 1 : threads;
+    size_t bound[MAX_READ_THREADS + 1];
+    bound[0] = 0; bound[T] = cut;
+    for (int t = 1; t < T; t++) {
+      size_t b = cut / (size_t)T * (size_t)t;
+      if (b < bound[t - 1]) b = bound[t - 1];
+      const char *nl = memchr(buf + b, '\n', cut - b);
+      bound[t] = nl ? (size_t)(nl - buf) + 1 : cut;
+    }
+    #pragma omp parallel for num_threads(T) schedule(static, 1)
+    for (int t = 0; t < T; t++) {
+      plines[t] = 0;
+      prc[t] = add_lines(t ? part[t] : w, buf + bound[t], bound[t + 1] - bound[t], &plines[t], &perr[t]);
+    }
+    long lines = base;
+    for (int t = 0; t < T && !rc; t++) {
+      lines += plines[t];
+      if (prc[t]) {
+        char where[300];
+        snprintf(where, sizeof where, "%s:%ld", path, lines);
+        if (err) *err = perr[t];
+        rc = err_prefix(err, where);
+      } else if (t && words_merge(w, part[t], err)) rc = -1;
+      if (t) { ut_words_free(part[t]); if (!(part[t] = ut_words_new()) && !rc) rc = err_set(err, "out of memory"); }
+    }
+    base = lines;
+    if (rc || eof) break;
+    memmove(buf, buf + cut, have - cut);
+    have -= cut;
   }
-  if (!rc && ferror(f)) rc = err_set(err, "%s: read error: %s", path, strerror(errno));
-  free(line);
+done:
+  for (int t = 1; t < threads; t++) ut_words_free(part[t]);
+  free(buf);
   fclose(f);
   return rc;
 }

@@ -45,8 +45,11 @@ void ut_words_free(UtWords *w);
 int ut_words_add(UtWords *w, const char *word, size_t len, uint64_t count, Err *err);
 /* Normalises and pre-tokenises text (valid UTF-8, no NUL: checked) and counts its words. */
 int ut_words_add_text(UtWords *w, const char *text, size_t len, Err *err);
-/* Counts the words of every line of a file; errors name the file and line. */
-int ut_words_add_file(UtWords *w, const char *path, Err *err);
+/* Counts the words of every line of a file on `threads` threads (0: one per CPU);
+** the table ends up as a sequential read would leave it. Errors name the file and line. */
+int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err);
+/* Reads files in blocks of this many bytes (default 32 MiB; 0 restores it); for tests. */
+void ut_words_set_read_block(size_t bytes);
 /* Number of distinct words. */
 size_t ut_words_unique(const UtWords *w);
 /* Total number of words counted. */

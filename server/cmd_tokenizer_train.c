@@ -135,7 +135,7 @@ int cmd_tokenizer_train(int argc, char **argv) {
   Tokenizer *tok = NULL;
   if (!w) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); goto done_dir; }
   for (int i = 0; i < n_inputs; i++)
-    if (ut_words_add_file(w, inputs[i], &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
+    if (ut_words_add_file(w, inputs[i], o.threads, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
   if (o.progress) fprintf(stderr, "tokenizer train: read %d file(s) in %.2fs\n", n_inputs, platform_now() - t0);
   if (ut_train(w, &o, &r, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
   int added_unk = o.unk_token != NULL;  /* the trainer puts the unk token first unless it is a special token */
