@@ -134,9 +134,15 @@ int cmd_tokenizer_train(int argc, char **argv) {
   UtResult r = {0};
   Tokenizer *tok = NULL;
   if (!w) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); goto done_dir; }
-  for (int i = 0; i < n_inputs; i++)
+  double bytes = 0;
+  for (int i = 0; i < n_inputs; i++) {
     if (ut_words_add_file(w, inputs[i], o.threads, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
-  if (o.progress) fprintf(stderr, "tokenizer train: read %d file(s) in %.2fs\n", n_inputs, platform_now() - t0);
+    if (!stat(inputs[i], &st)) bytes += (double)st.st_size;
+  }
+  if (o.progress) {
+    double dt = platform_now() - t0;
+    fprintf(stderr, "tokenizer train: read %d file(s), %.1f MB in %.2fs (%.0f MB/s)\n", n_inputs, bytes / 1e6, dt, bytes / 1e6 / (dt > 0 ? dt : 1e-9));
+  }
   if (ut_train(w, &o, &r, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
   int added_unk = o.unk_token != NULL;  /* the trainer puts the unk token first unless it is a special token */
   for (int i = 0; i < n_special; i++) if (o.unk_token && !strcmp(special[i], o.unk_token)) added_unk = 0;
