@@ -196,6 +196,7 @@ static int cmd_decode(Tokenizer *t, char *text, size_t len, int skip_special) {
 
 int cmd_tokenizer(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(argc < 2 ? stderr : stdout); return argc < 2 ? 2 : 0; }
+  if (!strcmp(argv[1], "train")) return cmd_tokenizer_train(argc - 1, argv + 1);
   const char *verb = argv[1], *tok_path = NULL, *input = NULL, *out_dir = NULL;
   int pieces = 0, offsets = 0, add_special = 1, skip_special = 0, threads = 0, jsonl = 0;
   if (strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "export")) {

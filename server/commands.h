@@ -10,5 +10,6 @@ typedef struct Command {
 } Command;
 
 int cmd_tokenizer(int argc, char **argv);
+int cmd_tokenizer_train(int argc, char **argv);
 
 #endif
