@@ -14,5 +14,6 @@ int cmd_prepare(int argc, char **argv);
 int cmd_runs(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tokenizer_train(int argc, char **argv);
 
 #endif
