@@ -25,16 +25,23 @@ double unigram_score(const Unigram *u, int id);
 int unigram_piece_id(const Unigram *u, const char *piece, size_t len);
 /* The unknown id, or -1. */
 int unigram_unk_id(const Unigram *u);
+/* The smallest score over all pieces (unknown characters score this minus 10). */
+double unigram_min_score(const Unigram *u);
 
 /* Viterbi segmentation of s[0..len): writes up to cap ids and byte start offsets
 ** (starts may be NULL); returns the number of tokens, or -1 when cap is too small
 ** or s contains a character no piece covers and there is no unk id. */
 int unigram_encode(const Unigram *u, const char *s, size_t len, int32_t *ids, int32_t *starts, int cap);
 /* Like unigram_encode, but the single piece `banned_id` may not be used (pruning's
-** "best segmentation without this piece"); returns -1 when none exists. */
+** "best segmentation without this piece"); returns -1 when none exists. Unknown
+** nodes are not fused here, and a banned single-character piece still counts as
+** covering its character (no unk node replaces it), so a one-character piece has
+** no alternative, as in HF's 2-best. */
 int unigram_encode_without(const Unigram *u, const char *s, size_t len, int banned_id, int32_t *ids, int cap);
 /* Forward-backward over the lattice of s: adds freq * marginal count of each piece
-** into expected[0..size); returns log Z (the log-partition of the lattice). */
+** into expected[0..size) (unknown nodes count for the unk id; expected may be NULL);
+** returns log Z (the log-partition of the lattice), -inf when no path exists
+** (an uncovered character and no unk id), 0 for the empty string. Thread-safe. */
 double unigram_expected_counts(const Unigram *u, const char *s, size_t len, double freq, double *expected);
 
 #endif

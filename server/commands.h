@@ -9,7 +9,11 @@ typedef struct Command {
   const char *summary;
 } Command;
 
+int cmd_tokenizer(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
 int cmd_runs(int argc, char **argv);
 int cmd_models(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_tokenizer_train(int argc, char **argv);
 
 #endif

@@ -1,0 +1,69 @@
+/* Text lines -> token ids -> fixed-length chunks -> shards (engine/shards.h) + manifest.
+**
+** Each input line (without its "\n" or "\r\n") is encoded by the caller's encoder, which
+** adds [CLS] ... [SEP] as the tokenizer's post-processor does. Lines that are empty or only
+** blanks are skipped by default (WikiText's blank separator lines would otherwise add a bare
+** "[CLS] [SEP]" pair each; the seed's prepare_tfrecord_shards.py encodes them, keep_empty = 1
+** does the same). The ids are concatenated and cut into seq_len chunks; the tail shorter than
+** seq_len is dropped. The seed concatenates per map() batch of 1000 dataset rows and drops
+** each batch's remainder; group_lines = 1000 mirrors that (groups count input lines, blank
+** ones included), group_lines = 0 (the default) concatenates the whole input and drops only
+** the final tail, which loses less text. (The seed's num_proc=4 also restarts batches at
+** each of its 4 process slices; that accident is not mirrored.)
+**
+** Chunks are written shard_size to a shard, named <split>-<index>-samples-<n>.shard in out_dir
+** (the last shard holds the rest). After the last shard, out_dir/manifest.json is written
+** (through a temp file and a rename), so its presence marks a complete set:
+**
+**   {"format": "maskd-shards", "version": 1, "split": S, "seq_len": L, "vocab_size": V,
+**    "token_width": 2|4, "tokenizer_hash": H (see prepare_file_hash), "source": FILE, "total_samples": N,
+**    "lines": .., "lines_skipped": .., "tokens": .., "tokens_dropped": ..,
+**    "group_lines": .., "shard_size": ..,
+**    "shards": [{"file": NAME, "samples": n, "checksum": "<16 hex digits, FNV-1a 64>"}, ...]}
+**
+** out_dir is created if missing; it must not already hold a manifest.json or .shard files
+** of this split (unless overwrite is set, in which case they are removed first). */
+#ifndef MASKD_PREPARE_H
+#define MASKD_PREPARE_H
+#include <stdint.h>
+#include <stdio.h>
+#include "engine/err.h"
+
+/* Encodes text[0..len) (not NUL-terminated) into at most cap ids; returns the number of
+** ids the full encoding has (when that exceeds cap, it is called again with a larger
+** buffer), or -1 with err set. */
+typedef int (*PrepareEncodeFn)(void *ctx, const char *text, size_t len, int32_t *ids, int cap, Err *err);
+
+typedef struct PrepareOptions {
+  const char *split;          /* split name in the file names, e.g. "train" */
+  int seq_len;                /* tokens per chunk (> 0) */
+  int shard_size;             /* chunks per shard (> 0; 5000 as the seed's README) */
+  uint32_t vocab_size;        /* every id must be below it */
+  int group_lines;            /* 0: one stream; N: drop the remainder after every N lines */
+  int keep_empty;             /* 1: encode blank lines too */
+  int overwrite;              /* 1: remove an existing set of this split first */
+  const char *tokenizer_hash; /* recorded in the manifest ("" when NULL) */
+  const char *source;         /* the input's name: recorded in the manifest, named in errors */
+  int progress;               /* 1: progress lines (lines, rate, ETA) on stderr */
+} PrepareOptions;
+
+typedef struct PrepareStats {
+  uint64_t lines, lines_skipped, tokens, tokens_dropped, samples;
+  int shards;
+  double seconds;
+} PrepareStats;
+
+/* The tokenizer_hash prepare records for a tokenizer file: "fnv1a64:" and 16 hex digits of
+** FNV-1a 64 over the file's bytes (cap >= 25). The trainer compares it with
+** loader_tokenizer_hash() to refuse shards made with another tokenizer. */
+int prepare_file_hash(const char *path, char *out, size_t cap, Err *err);
+
+/* Options: split, seq_len, vocab_size given; shard_size 5000; the rest 0/NULL. */
+PrepareOptions prepare_default_options(const char *split, int seq_len, uint32_t vocab_size);
+
+/* Reads lines from in (total_bytes: its size for the ETA, 0 when unknown), writes the shard
+** set into out_dir. Refuses input that yields no full chunk. stats may be NULL. */
+int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const PrepareOptions *opt,
+                PrepareEncodeFn encode, void *ctx, PrepareStats *stats, Err *err);
+
+#endif
