@@ -749,6 +749,25 @@ char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_s
   return b.p;
 }
 
+void tokenizer_clean_up_spaces(char *s) {
+  static const char *from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+  static const char *to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+  for (int r = 0; r < 10; r++) {
+    /* One pass per pattern, as Python's str.replace chain does. */
+    size_t fl = strlen(from[r]), tl = strlen(to[r]);
+    char *rd = s, *wr = s, *hit;
+    while ((hit = strstr(rd, from[r]))) {
+      size_t run = (size_t)(hit - rd);
+      memmove(wr, rd, run);
+      wr += run;
+      memcpy(wr, to[r], tl);
+      wr += tl;
+      rd = hit + fl;
+    }
+    memmove(wr, rd, strlen(rd) + 1);
+  }
+}
+
 /* ---- lookups --------------------------------------------------------------------- */
 
 const Unigram *tokenizer_model(const Tokenizer *t) { return t->model; }

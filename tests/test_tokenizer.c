@@ -133,6 +133,19 @@ int main(void) {
           "tokenizer_decode", "'%s' '%s' '%s'", s1 ? s1 : "", s2 ? s2 : "", s3 ? s3 : "");
     free(s1); free(s2); free(s3);
   }
+  /* transformers' clean-up, against Python's replace chain (outputs taken from it). */
+  {
+    const char *in[] = {"Hello , world . Is it ?", "I do n't know , it 's ok", "a ' b ' c", " . . ..", "we 've they 're I 'm", "x  ,y", ""};
+    const char *want[] = {"Hello, world. Is it?", "I don't know, it's ok", "a'b'c", "....", "we've they're I'm", "x ,y", ""};
+    int ok = 1;
+    for (int i = 0; i < 7; i++) {
+      char tmp[64];
+      strcpy(tmp, in[i]);
+      tokenizer_clean_up_spaces(tmp);
+      if (strcmp(tmp, want[i])) { ok = 0; snprintf(buf, sizeof buf, "'%s' -> '%s'", in[i], tmp); }
+    }
+    check(ok, "tokenizer_clean_up_spaces", "%s", buf);
+  }
   /* What the trainer sees: normalised, Metaspace words, no special matching. */
   {
     char got[256] = "";
