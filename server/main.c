@@ -21,6 +21,7 @@ static const Command commands[] = {
   {"runs", cmd_runs, "list training runs in the store"},
   {"models", cmd_models, "list model repositories and their revisions in the store"},
   {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
+  {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
