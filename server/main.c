@@ -16,7 +16,7 @@ static int cmd_version(int argc, char **argv) {
 
 static const Command commands[] = {
   {"version", cmd_version, "print the version"},
-  {"tokenizer", cmd_tokenizer, "encode and decode text with a tokenizer.json"},
+  {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
