@@ -18,6 +18,7 @@ static const Command commands[] = {
   {"version", cmd_version, "print the version"},
   {"tokenizer", cmd_tokenizer, "encode and decode text with a tokenizer.json"},
   {"prepare", cmd_prepare, "cut token ids into fixed-length dataset shards"},
+  {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
