@@ -12,5 +12,6 @@ typedef struct Command {
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_fillmask(int argc, char **argv);
 
 #endif
