@@ -122,14 +122,14 @@ FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err)
   /* Both files are optional (a bare tokenizer.json is enough); when present they must parse. */
   if ((f = fopen(sp, "rb"))) {
     fclose(f);
-    if (!(sm = json_load_file(sp, 0, &je)) || !json_is_object(sm)) {
+    if (!(sm = json_load_file(sp, JSON_DECODE_INT_AS_REAL, &je)) || !json_is_object(sm)) {
       err_set(err, "%s: not a JSON object (%s)", sp, sm ? "wrong type" : je.text);
       goto done;
     }
   }
   if ((f = fopen(cp, "rb"))) {
     fclose(f);
-    if (!(tc = json_load_file(cp, 0, &je)) || !json_is_object(tc)) {
+    if (!(tc = json_load_file(cp, JSON_DECODE_INT_AS_REAL, &je)) || !json_is_object(tc)) {
       err_set(err, "%s: not a JSON object (%s)", cp, tc ? "wrong type" : je.text);
       goto done;
     }

@@ -226,7 +226,7 @@ def load_model(d):
     cfg = json.load(open(os.path.join(d, "config.json")))
     model = TorchMLM(cfg)
     _, sd = read_safetensors(os.path.join(d, "model.safetensors"))
-    model.load_hf_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()}, strict=False)
+    model.load_hf_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()}, strict=True)
     model.eval()
     return model
 

@@ -19,6 +19,8 @@ static const Command commands[] = {
   {"tokenizer", cmd_tokenizer, "encode and decode text with a tokenizer.json"},
   {"prepare", cmd_prepare, "cut token ids into fixed-length dataset shards"},
   {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
+  {"export", cmd_export, "write a model revision as a Hugging Face folder"},
+  {"import", cmd_import, "add a Hugging Face model folder to the store"},
   {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
