@@ -88,6 +88,7 @@ void fillmask_free(FillMask *fm) {
 Model *fillmask_model(FillMask *fm) { return fm->model; }
 const Tokenizer *fillmask_tokenizer(const FillMask *fm) { return fm->tok; }
 int fillmask_max_tokens(const FillMask *fm) { return fm->max_tokens; }
+void fillmask_forget_plan(FillMask *fm) { fm->plan_b = fm->plan_t = fm->plan_m = 0; }
 
 /* ---- loading an HF folder ---- */
 

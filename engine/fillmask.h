@@ -44,6 +44,9 @@ void fillmask_free(FillMask *fm);
 /* The model and tokenizer the pipeline uses. */
 Model *fillmask_model(FillMask *fm);
 const Tokenizer *fillmask_tokenizer(const FillMask *fm);
+/* The pipeline plans the model for its batches and keeps that plan between
+** calls; code that plans the same model itself must call this afterwards. */
+void fillmask_forget_plan(FillMask *fm);
 /* Largest number of tokens (with [CLS]/[SEP]) an input may have: the model's positions. */
 int fillmask_max_tokens(const FillMask *fm);
 
