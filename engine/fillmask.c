@@ -591,9 +591,10 @@ json_t *fillmask_run(FillMask *fm, const char *const *texts, int n, int is_list,
     for (int t = 0; t < enc.n; t++) if (enc.ids[t] == fm->mask_id) it->masks[it->n_masks++] = t;
     if (it->n_masks == 0) { err_set(err, "No mask_token (%s) found on the input", fm->mask_token); goto done; }
     if (enc.n > fm->max_tokens) {
-      err_set(err, "%s%d tokens is longer than the model's maximum of %d positions",
-              is_list ? "" : "input of ", enc.n, fm->max_tokens);
-      if (is_list) { char p[48]; snprintf(p, sizeof p, "inputs[%d]: input of", i); err_prefix(err, p); }
+      char where[32] = "";
+      if (is_list) snprintf(where, sizeof where, "inputs[%d]: ", i);
+      err_set(err, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
+              fm->max_tokens);
       goto done;
     }
     for (int t = 0; t < enc.n; t++)

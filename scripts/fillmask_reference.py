@@ -30,12 +30,19 @@ import subprocess
 import sys
 
 import numpy as np
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from torch_mlm import TorchMLM  # noqa: E402
-from torch_reference import read_safetensors, write_safetensors  # noqa: E402
+# torch is imported only by the modes that run the model (check does not).
+torch = TorchMLM = read_safetensors = write_safetensors = None
+
+
+def need_torch():
+    global torch, TorchMLM, read_safetensors, write_safetensors
+    import torch as _torch
+    from torch_mlm import TorchMLM as _T
+    from torch_reference import read_safetensors as _r, write_safetensors as _w
+    torch, TorchMLM, read_safetensors, write_safetensors = _torch, _T, _r, _w
 
 NODE_MODULES = os.path.join(HERE, "..", "tests", "node_modules")
 
@@ -223,6 +230,7 @@ def pipeline(model, tok, inputs, top_k=None, targets=None, warnings=None):
 
 
 def load_model(d):
+    need_torch()
     cfg = json.load(open(os.path.join(d, "config.json")))
     model = TorchMLM(cfg)
     _, sd = read_safetensors(os.path.join(d, "model.safetensors"))
@@ -232,6 +240,7 @@ def load_model(d):
 
 
 def make_model(a):
+    need_torch()
     vocab_size = len(json.load(open(a.tokenizer))["model"]["vocab"])
     mt = a.model_type
     cfg = {"architectures": ["RobertaForMaskedLM" if mt == "roberta" else "BertForMaskedLM"], "model_type": mt,
