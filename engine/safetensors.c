@@ -1,5 +1,6 @@
-/* safetensors reader and writer. The reader holds the whole file in one buffer;
-** every tensor's data pointer points into it. Validation follows the reference
+/* safetensors reader and writer. The reader holds the whole file in one buffer
+** (a read-only mapping of the file, or a copy of bytes in memory); every tensor's
+** data pointer points into it. Validation follows the reference
 ** implementation (safetensors' tensor.rs): header length bounded and inside the
 ** file, JSON object, known dtype, shape x dtype size equal to the offsets' span,
 ** and the tensors tiling the data buffer exactly. */
@@ -12,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 struct StFile {
   unsigned char *buf;       /* the whole file */
   size_t len;
+  int mapped;               /* buf is an mmap of the file (else malloc'd) */
   int n;
   StTensor *tensors;        /* sorted by data offset */
   char **names;             /* owned copies, parallel to tensors */
@@ -61,7 +64,8 @@ void st_close(StFile *f) {
   free(f->names);
   free(f->meta);
   free(f->tensors);
-  free(f->buf);
+  if (f->mapped) munmap(f->buf, f->len);
+  else free(f->buf);
   free(f);
 }
 
@@ -144,13 +148,19 @@ static int parse_entry(const char *name, json_t *v, const unsigned char *data, s
   return 0;
 }
 
-/* Takes ownership of buf (freed on failure too). */
-static StFile *st_parse(unsigned char *buf, size_t len, Err *err) {
+/* Takes ownership of buf (released on failure too). */
+static StFile *st_parse(unsigned char *buf, size_t len, int mapped, Err *err) {
   StFile *f = calloc(1, sizeof *f);
   json_t *root = NULL;
-  if (!f) { free(buf); err_set(err, "out of memory"); return NULL; }
+  if (!f) {
+    if (mapped) munmap(buf, len);
+    else free(buf);
+    err_set(err, "out of memory");
+    return NULL;
+  }
   f->buf = buf;
   f->len = len;
+  f->mapped = mapped;
   if (len < 8) { err_set(err, "file is %zu bytes, shorter than the 8-byte header length", len); goto fail; }
   uint64_t n = le64(buf);
   if (n > ST_MAX_HEADER) { err_set(err, "header length %llu exceeds the format's limit of %d", (unsigned long long)n, ST_MAX_HEADER); goto fail; }
@@ -225,7 +235,7 @@ StFile *st_open_memory(const void *buf, size_t len, Err *err) {
   unsigned char *copy = malloc(len ? len : 1);
   if (!copy) { err_set(err, "out of memory for %zu bytes", len); return NULL; }
   if (len) memcpy(copy, buf, len);
-  return st_parse(copy, len, err);
+  return st_parse(copy, len, 0, err);
 }
 
 StFile *st_open(const char *path, Err *err) {
@@ -238,18 +248,29 @@ StFile *st_open(const char *path, Err *err) {
     return NULL;
   }
   size_t len = (size_t)sb.st_size;
-  unsigned char *buf = malloc(len ? len : 1);
-  if (!buf) { close(fd); err_set(err, "%s: out of memory for %zu bytes", path, len); return NULL; }
-  size_t got = 0;
-  while (got < len) {
-    ssize_t r = read(fd, buf + got, len - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
+  /* Mapped, not read: the page cache is the buffer, which saves a copy of a
+  ** model-sized file. Our writers replace files by rename, so a mapped file is
+  ** never truncated under us. Files too small to hold a header are read. */
+  unsigned char *buf = NULL;
+  int mapped = 0;
+  if (len >= 8) {
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) { buf = p; mapped = 1; }
+  }
+  if (!mapped) {
+    buf = malloc(len ? len : 1);
+    if (!buf) { close(fd); err_set(err, "%s: out of memory for %zu bytes", path, len); return NULL; }
+    size_t got = 0;
+    while (got < len) {
+      ssize_t r = read(fd, buf + got, len - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    if (got != len) { close(fd); free(buf); err_set(err, "%s: short read (%zu of %zu bytes)", path, got, len); return NULL; }
   }
   close(fd);
-  if (got != len) { free(buf); err_set(err, "%s: short read (%zu of %zu bytes)", path, got, len); return NULL; }
-  StFile *f = st_parse(buf, len, err);
+  StFile *f = st_parse(buf, len, mapped, err);
   if (!f) err_prefix(err, path);
   return f;
 }
@@ -331,6 +352,23 @@ int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err) {
   return 0;
 }
 
+int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err) {
+  if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
+  if (t->dtype == ST_I32) { memcpy(out, t->data, (size_t)numel * 4); return 0; }
+  /* Other integer types go through int64 one element at a time (no big buffer). */
+  StTensor one = *t;
+  one.numel = 1;
+  int bytes = st_dtype_bits(t->dtype) / 8;
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t v = 0;
+    one.data = (const unsigned char *)t->data + i * bytes;
+    if (st_read_i64(&one, &v, 1, err)) return -1;
+    if (v < INT32_MIN || v > INT32_MAX) return err_set(err, "tensor \"%s\": value %lld does not fit in I32", t->name, (long long)v);
+    out[i] = (int32_t)v;
+  }
+  return 0;
+}
+
 /* ---- writer ---- */
 
 /* A growable byte buffer for the header text. */
@@ -383,82 +421,97 @@ static int cmp_planned(const void *a, const void *b) {
   return strcmp(x->t->name, y->t->name);
 }
 
-int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_meta,
-                 unsigned char **out, size_t *out_len, Err *err) {
-  *out = NULL;
-  *out_len = 0;
+/* Checks the tensors and metadata, orders the tensors as the HF writer does and
+** builds the padded header; *plan and h->p are the caller's to free. */
+static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Planned **plan_out, Buf *h,
+                     int64_t *data_len, Err *err) {
+  *plan_out = NULL;
   if (n < 0 || n_meta < 0) return err_set(err, "safetensors: negative count");
   Planned *plan = calloc((size_t)n + 1, sizeof *plan);
   if (!plan) return err_set(err, "safetensors: out of memory");
-  int rc = -1, caller_format = 0;
-  Buf h = {0};
+  int caller_format = 0;
   for (int i = 0; i < n; i++) {
     const StWriteTensor *t = &ts[i];
-    if (!t->name) { err_set(err, "safetensors: tensor %d has no name", i); goto done; }
-    if (strcmp(t->name, "__metadata__") == 0) { err_set(err, "safetensors: \"__metadata__\" is not a tensor name"); goto done; }
-    if ((unsigned)t->dtype >= ST_NDTYPES) { err_set(err, "safetensors: tensor \"%s\": bad dtype %d", t->name, (int)t->dtype); goto done; }
-    if (t->ndim < 0 || t->ndim > ST_MAX_DIMS) { err_set(err, "safetensors: tensor \"%s\": %d dimensions", t->name, t->ndim); goto done; }
+    if (!t->name) { err_set(err, "safetensors: tensor %d has no name", i); goto fail; }
+    if (strcmp(t->name, "__metadata__") == 0) { err_set(err, "safetensors: \"__metadata__\" is not a tensor name"); goto fail; }
+    if ((unsigned)t->dtype >= ST_NDTYPES) { err_set(err, "safetensors: tensor \"%s\": bad dtype %d", t->name, (int)t->dtype); goto fail; }
+    if (t->ndim < 0 || t->ndim > ST_MAX_DIMS) { err_set(err, "safetensors: tensor \"%s\": %d dimensions", t->name, t->ndim); goto fail; }
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
       if (t->shape[d] < 0 || (t->shape[d] && numel > INT64_MAX / 64 / t->shape[d])) {
         err_set(err, "safetensors: tensor \"%s\": bad shape", t->name);
-        goto done;
+        goto fail;
       }
       numel *= t->shape[d];
     }
     plan[i].t = t;
     plan[i].nbytes = st_nbytes(t->dtype, numel);
-    if (plan[i].nbytes < 0) { err_set(err, "safetensors: tensor \"%s\": elements do not fill whole bytes", t->name); goto done; }
-    if (plan[i].nbytes > 0 && !t->data) { err_set(err, "safetensors: tensor \"%s\": no data", t->name); goto done; }
+    if (plan[i].nbytes < 0) { err_set(err, "safetensors: tensor \"%s\": elements do not fill whole bytes", t->name); goto fail; }
+    if (plan[i].nbytes > 0 && !t->data) { err_set(err, "safetensors: tensor \"%s\": no data", t->name); goto fail; }
   }
   qsort(plan, (size_t)n, sizeof *plan, cmp_planned);
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++)
       if (strcmp(plan[i].t->name, plan[j].t->name) == 0) {
         err_set(err, "safetensors: tensor \"%s\" given twice", plan[i].t->name);
-        goto done;
+        goto fail;
       }
   for (int i = 0; i < n_meta; i++) {
-    if (!meta[2 * i] || !meta[2 * i + 1]) { err_set(err, "safetensors: metadata pair %d has a NULL", i); goto done; }
+    if (!meta[2 * i] || !meta[2 * i + 1]) { err_set(err, "safetensors: metadata pair %d has a NULL", i); goto fail; }
     if (strcmp(meta[2 * i], "format") == 0) caller_format = 1;
     for (int j = 0; j < i; j++)
-      if (strcmp(meta[2 * i], meta[2 * j]) == 0) { err_set(err, "safetensors: metadata key \"%s\" given twice", meta[2 * i]); goto done; }
+      if (strcmp(meta[2 * i], meta[2 * j]) == 0) { err_set(err, "safetensors: metadata key \"%s\" given twice", meta[2 * i]); goto fail; }
   }
 
-  buf_str(&h, "{\"__metadata__\":{");
-  if (!caller_format) buf_str(&h, n_meta ? "\"format\":\"pt\"," : "\"format\":\"pt\"");
+  buf_str(h, "{\"__metadata__\":{");
+  if (!caller_format) buf_str(h, n_meta ? "\"format\":\"pt\"," : "\"format\":\"pt\"");
   for (int i = 0; i < n_meta; i++) {
-    buf_json_string(&h, meta[2 * i]);
-    buf_str(&h, ":");
-    buf_json_string(&h, meta[2 * i + 1]);
-    if (i + 1 < n_meta) buf_str(&h, ",");
+    buf_json_string(h, meta[2 * i]);
+    buf_str(h, ":");
+    buf_json_string(h, meta[2 * i + 1]);
+    if (i + 1 < n_meta) buf_str(h, ",");
   }
-  buf_str(&h, "}");
+  buf_str(h, "}");
   int64_t off = 0;
   for (int i = 0; i < n; i++) {
     const StWriteTensor *t = plan[i].t;
     char num[64];
-    buf_str(&h, ",");
-    buf_json_string(&h, t->name);
-    buf_str(&h, ":{\"dtype\":\"");
-    buf_str(&h, DTYPES[t->dtype].name);
-    buf_str(&h, "\",\"shape\":[");
+    buf_str(h, ",");
+    buf_json_string(h, t->name);
+    buf_str(h, ":{\"dtype\":\"");
+    buf_str(h, DTYPES[t->dtype].name);
+    buf_str(h, "\",\"shape\":[");
     for (int d = 0; d < t->ndim; d++) {
       snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-      buf_str(&h, num);
+      buf_str(h, num);
     }
     snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + plan[i].nbytes));
-    buf_str(&h, num);
+    buf_str(h, num);
     off += plan[i].nbytes;
   }
-  buf_str(&h, "}");
-  while (!h.oom && h.n % 8) buf_str(&h, " ");
-  if (h.oom) { err_set(err, "safetensors: out of memory"); goto done; }
-  if (h.n > ST_MAX_HEADER) { err_set(err, "safetensors: header of %zu bytes exceeds the format's limit", h.n); goto done; }
+  buf_str(h, "}");
+  while (!h->oom && h->n % 8) buf_str(h, " ");
+  if (h->oom) { err_set(err, "safetensors: out of memory"); goto fail; }
+  if (h->n > ST_MAX_HEADER) { err_set(err, "safetensors: header of %zu bytes exceeds the format's limit", h->n); goto fail; }
+  *plan_out = plan;
+  *data_len = off;
+  return 0;
+fail:
+  free(plan);
+  return -1;
+}
 
-  size_t total = 8 + h.n + (size_t)off;
+int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_meta,
+                 unsigned char **out, size_t *out_len, Err *err) {
+  *out = NULL;
+  *out_len = 0;
+  Planned *plan;
+  Buf h = {0};
+  int64_t data_len;
+  if (st_layout(ts, n, meta, n_meta, &plan, &h, &data_len, err)) { free(h.p); return -1; }
+  size_t total = 8 + h.n + (size_t)data_len;
   unsigned char *o = malloc(total);
-  if (!o) { err_set(err, "safetensors: out of memory for %zu bytes", total); goto done; }
+  if (!o) { free(h.p); free(plan); return err_set(err, "safetensors: out of memory for %zu bytes", total); }
   for (int i = 0; i < 8; i++) o[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
   memcpy(o + 8, h.p, h.n);
   unsigned char *p = o + 8 + h.n;
@@ -466,16 +519,15 @@ int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_
     if (plan[i].nbytes) memcpy(p, plan[i].t->data, (size_t)plan[i].nbytes);
     p += plan[i].nbytes;
   }
-  *out = o;
-  *out_len = total;
-  rc = 0;
-done:
   free(h.p);
   free(plan);
-  return rc;
+  *out = o;
+  *out_len = total;
+  return 0;
 }
 
-int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
+/* Writes the pieces one after another to path atomically: path.tmp, fsync, rename. */
+static int write_pieces(const char *path, const void *const *ptr, const size_t *len, int k, Err *err) {
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 5);
   if (!tmp) return err_set(err, "%s: out of memory", path);
@@ -483,18 +535,20 @@ int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
   memcpy(tmp + plen, ".tmp", 5);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) { err_set(err, "%s: %s", tmp, strerror(errno)); free(tmp); return -1; }
-  const unsigned char *b = bytes;
-  size_t done = 0;
-  while (done < len) {
-    ssize_t w = write(fd, b + done, len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += (size_t)w;
+  int bad = 0, saved = 0;
+  for (int i = 0; i < k && !bad; i++) {
+    const unsigned char *b = ptr[i];
+    size_t done = 0;
+    while (done < len[i]) {
+      ssize_t w = write(fd, b + done, len[i] - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) { saved = w < 0 ? errno : ENOSPC; break; }
+      done += (size_t)w;
+    }
+    bad = done != len[i];
   }
-  int bad = done != len;
-  int saved = errno;
-  bad |= fsync(fd) != 0;
-  bad |= close(fd) != 0;
+  if (!bad && fsync(fd) != 0) { bad = 1; saved = errno; }
+  if (close(fd) != 0 && !bad) { bad = 1; saved = errno; }
   if (bad || rename(tmp, path) != 0) {
     err_set(err, "%s: write failed: %s", path, strerror(bad ? saved : errno));
     unlink(tmp);
@@ -505,11 +559,33 @@ int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
   return 0;
 }
 
+int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
+  const void *ptr[1] = {bytes};
+  return write_pieces(path, ptr, &len, 1, err);
+}
+
 int st_write(const char *path, const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Err *err) {
-  unsigned char *bytes;
-  size_t len;
-  if (st_serialize(ts, n, meta, n_meta, &bytes, &len, err)) return err_prefix(err, path);
-  int rc = st_write_bytes(path, bytes, len, err);
-  free(bytes);
+  Planned *plan;
+  Buf h = {0};
+  int64_t data_len;
+  if (st_layout(ts, n, meta, n_meta, &plan, &h, &data_len, err)) { free(h.p); return err_prefix(err, path); }
+  /* Streamed from the callers' buffers: no model-sized copy. */
+  const void **ptr = calloc((size_t)n + 2, sizeof *ptr);
+  size_t *len = calloc((size_t)n + 2, sizeof *len);
+  unsigned char head[8];
+  int rc = -1;
+  if (ptr && len) {
+    for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    ptr[0] = head; len[0] = 8;
+    ptr[1] = h.p; len[1] = h.n;
+    for (int i = 0; i < n; i++) { ptr[i + 2] = plan[i].t->data; len[i + 2] = (size_t)plan[i].nbytes; }
+    rc = write_pieces(path, ptr, len, n + 2, err);
+  } else {
+    err_set(err, "%s: out of memory", path);
+  }
+  free(ptr);
+  free(len);
+  free(h.p);
+  free(plan);
   return rc;
 }

@@ -205,6 +205,7 @@ static int push_token(Encoding *e, int id, int type_id, int32_t a, int32_t b, in
 static int apply_replace(Work *w, const Replace *r, int align) {
   size_t n = w->nlen, out = 0;
   if (r->plen == 0 || n < r->plen) return 0;
+  if (!memmem(w->nb, n, r->pat, r->plen)) return 0;  /* the common case: nothing to copy */
   /* Grow first: the result is at most n / plen * clen + n. */
   size_t worst = r->clen > r->plen ? n + (n / r->plen) * (r->clen - r->plen) : n;
   if (work_reserve(w, worst + 8) < 0) return -1;

@@ -30,13 +30,15 @@
 static const char bench_usage[] =
   "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
   "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
-  "       maskd bench sgemm [--n N | --mnk M,N,K] [--threads N] [--reps N] [--json]\n"
+  "       maskd bench sgemm [--n N | --mnk M,N,K | --config C --batch B --seq T] [--threads N] [--reps N] [--json]\n"
   "\n"
   "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
   "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
   "       the positions labelled; the MLM head runs at the labelled rows only.\n"
   "infer: timed forward passes returning the logits at those same positions.\n"
-  "sgemm: the C = A*B single-precision peak of this machine's BLAS (default 2048^3).\n"
+  "sgemm: the C = A*B single-precision peak of this machine's BLAS (default 2048^3); with\n"
+  "       --config/--batch/--seq, each matrix product of a training step of that model\n"
+  "       timed alone, and their sum: the step time if nothing else cost anything.\n"
   "\n"
   "  --config     an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
   "               small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)\n"
@@ -97,12 +99,12 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
     if (!strcmp(f, "--json")) { a->json = 1; used = 0; }
     else if (!strcmp(f, "--keep-dropout") && !sgemm) { a->keep_dropout = 1; used = 0; }
     else if (!strcmp(f, "--threads")) r = parse_int(f, v, 1, 1024, &a->threads);
-    else if (!strcmp(f, "--config") && !sgemm) {
+    else if (!strcmp(f, "--config")) {
       if (!v) { fprintf(stderr, "maskd bench: --config needs a value\n"); return -1; }
       a->config = v;
     }
-    else if (!strcmp(f, "--batch") && !sgemm) r = parse_int(f, v, 1, 1 << 16, &a->batch);
-    else if (!strcmp(f, "--seq") && !sgemm) r = parse_int(f, v, 1, 1 << 16, &a->seq);
+    else if (!strcmp(f, "--batch")) r = parse_int(f, v, 1, 1 << 16, &a->batch);
+    else if (!strcmp(f, "--seq")) r = parse_int(f, v, 1, 1 << 16, &a->seq);
     else if (!strcmp(f, "--steps") && !sgemm) r = parse_int(f, v, 1, 1000000, &a->steps);
     else if (!strcmp(f, "--warmup") && !sgemm) r = parse_int(f, v, 0, 1000000, &a->warmup);
     else if (!strcmp(f, "--seed") && !sgemm) {
@@ -135,7 +137,13 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
     if (r) return -1;
     i += used;
   }
-  if (sgemm) return 0;
+  if (sgemm) {
+    if (a->config && (!a->batch || !a->seq)) {
+      fprintf(stderr, "maskd bench sgemm: --config needs --batch and --seq\n");
+      return -1;
+    }
+    return 0;
+  }
   if (!a->config) { fprintf(stderr, "maskd bench %s: --config is required\n", a->mode); return -1; }
   if (!a->batch) { fprintf(stderr, "maskd bench %s: --batch is required\n", a->mode); return -1; }
   if (!a->seq) { fprintf(stderr, "maskd bench %s: --seq is required\n", a->mode); return -1; }
@@ -161,7 +169,7 @@ static double median(double *v, int n) {
 
 /* Median GFLOP/s of reps C = A*B products (row-major, M x K times K x N) after one
 ** untimed call; returns -1 when the matrices cannot be allocated. */
-static double sgemm_gflops(long M, long N, long K, int reps, double *best) {
+static double sgemm_gflops_t(int ta, int tb, long M, long N, long K, int reps, double *best) {
   float *A = malloc(sizeof(float) * (size_t)(M * K));
   float *B = malloc(sizeof(float) * (size_t)(K * N));
   float *C = malloc(sizeof(float) * (size_t)(M * N));
@@ -172,14 +180,14 @@ static double sgemm_gflops(long M, long N, long K, int reps, double *best) {
     rng_seed(&r, 7);
     for (long i = 0; i < M * K; i++) A[i] = (float)rng_uniform(&r) - 0.5f;
     for (long i = 0; i < K * N; i++) B[i] = (float)rng_uniform(&r) - 0.5f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, A, (int)K, B, (int)N,
-                0.0f, C, (int)N);
+    CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    int lda = ta ? (int)M : (int)K, ldb = tb ? (int)K : (int)N;
+    cblas_sgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, 1.0f, A, lda, B, ldb, 0.0f, C, (int)N);
     double flop = 2.0 * (double)M * (double)N * (double)K;
     *best = 0;
     for (int i = 0; i < reps; i++) {
       double t0 = platform_now();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, A, (int)K, B, (int)N,
-                  0.0f, C, (int)N);
+      cblas_sgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, 1.0f, A, lda, B, ldb, 0.0f, C, (int)N);
       t[i] = platform_now() - t0;
       if (flop / t[i] * 1e-9 > *best) *best = flop / t[i] * 1e-9;
     }
@@ -189,7 +197,84 @@ static double sgemm_gflops(long M, long N, long K, int reps, double *best) {
   return g;
 }
 
+static double sgemm_gflops(long M, long N, long K, int reps, double *best) {
+  return sgemm_gflops_t(0, 0, M, N, K, reps, best);
+}
+
+static int load_config(const char *spec, ModelConfig *c, Err *err);
+
+/* One matrix-product shape of a training step: C(MxN) = op(A) op(B), `count` times. */
+typedef struct Shape { const char *name; int ta, tb; long m, n, k, count; } Shape;
+
+/* The products of one training step of a Linear layer y = x W^T (x: rows x in):
+** forward, input gradient dx = dy W, weight gradient dW = dy^T x. */
+static int linear_shapes(Shape *s, const char *name, long rows, long in, long out, long count, int need_dx) {
+  int n = 0;
+  s[n++] = (Shape){name, 0, 1, rows, out, in, count};
+  if (need_dx) s[n++] = (Shape){"  dx", 0, 0, rows, in, out, count};
+  s[n++] = (Shape){"  dW", 1, 0, out, in, rows, count};
+  return n;
+}
+
+/* --config with sgemm: times each matmul shape of a training step of that config
+** and batch (attention as one head's product, counted B*A times), and the sum of
+** count x time: the step time if everything but the matrix products were free. */
+static int bench_sgemm_shapes(const BenchArgs *a) {
+  ModelConfig c;
+  Err err = {{0}};
+  if (load_config(a->config, &c, &err)) { fprintf(stderr, "maskd bench sgemm: %s\n", err.msg); return 1; }
+  long B = a->batch, T = a->seq, H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  long L = c.num_hidden_layers, A = c.num_attention_heads, d = H / A, BT = B * T;
+  long n = (long)(0.15 * T + 0.5) < 1 ? B : B * (long)(0.15 * T + 0.5);
+  Shape sh[32];
+  int ns = 0;
+  ns += linear_shapes(sh + ns, "QKV", BT, H, 3 * H, L, 1);
+  ns += linear_shapes(sh + ns, "attn.out", BT, H, H, L, 1);
+  ns += linear_shapes(sh + ns, "ffn.up", BT, H, F, L, 1);
+  ns += linear_shapes(sh + ns, "ffn.down", BT, F, H, L, 1);
+  ns += linear_shapes(sh + ns, "head.dense", n, H, H, 1, 1);
+  ns += linear_shapes(sh + ns, "decoder", n, H, V, 1, 1);
+  /* per head: S = Q K^T (T x T, K = d), ctx = P V (T x d, K = T); backward dP = dctx V^T,
+  ** dV = P^T dctx, dQ = dS K, dK = dS^T Q. */
+  sh[ns++] = (Shape){"QK^T/head", 0, 1, T, T, d, L * B * A};
+  sh[ns++] = (Shape){"PV/head", 0, 0, T, d, T, L * B * A};
+  sh[ns++] = (Shape){"  dP", 0, 1, T, T, d, L * B * A};
+  sh[ns++] = (Shape){"  dV", 1, 0, T, d, T, L * B * A};
+  sh[ns++] = (Shape){"  dQ", 0, 0, T, d, T, L * B * A};
+  sh[ns++] = (Shape){"  dK", 1, 0, T, d, T, L * B * A};
+  set_threads(a->threads);
+  double total_t = 0, total_f = 0;
+  if (!a->json)
+    printf("maskd bench sgemm: the matrix products of a training step of %s, batch %ld x seq %ld, head at %ld rows, "
+           "%d threads\n  %-11s %5s %6s %6s %6s %6s %9s %9s\n", a->config, B, T, n, a->threads, "product", "op",
+           "M", "N", "K", "count", "GFLOP/s", "ms/step");
+  else
+    printf("{\"mode\":\"sgemm-shapes\",\"config\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"shapes\":[",
+           a->config, B, T, a->threads);
+  for (int i = 0; i < ns; i++) {
+    double best, g = sgemm_gflops_t(sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, &best);
+    if (g < 0) { fprintf(stderr, "maskd bench sgemm: out of memory\n"); return 1; }
+    double f = 2.0 * sh[i].m * sh[i].n * sh[i].k * sh[i].count, t = f / (g * 1e9);
+    total_t += t; total_f += f;
+    if (a->json)
+      printf("%s{\"name\":\"%s\",\"ta\":%d,\"tb\":%d,\"m\":%ld,\"n\":%ld,\"k\":%ld,\"count\":%ld,"
+             "\"gflops\":%.2f,\"ms_per_step\":%.4f}", i ? "," : "", sh[i].name, sh[i].ta, sh[i].tb, sh[i].m,
+             sh[i].n, sh[i].k, sh[i].count, g, t * 1e3);
+    else
+      printf("  %-11s %c%c %6ld %6ld %6ld %6ld %9.1f %9.2f\n", sh[i].name, sh[i].ta ? 'T' : 'N',
+             sh[i].tb ? 'T' : 'N', sh[i].m, sh[i].n, sh[i].k, sh[i].count, g, t * 1e3);
+  }
+  if (a->json)
+    printf("],\"gflop_per_step\":%.6f,\"matmul_ms_per_step\":%.3f,\"gflops\":%.2f}\n", total_f * 1e-9,
+           total_t * 1e3, total_f / total_t * 1e-9);
+  else
+    printf("  all products: %.1f GFLOP in %.1f ms = %.1f GFLOP/s: a training step cannot be faster than this "
+           "(%.0f tokens/s)\n", total_f * 1e-9, total_t * 1e3, total_f / total_t * 1e-9, (double)BT / total_t);
+  return 0;
+}
+
 static int bench_sgemm(const BenchArgs *a) {
+  if (a->config) return bench_sgemm_shapes(a);
   double best;
   set_threads(a->threads);
   double g = sgemm_gflops(a->m, a->n, a->k, a->reps, &best);
@@ -361,7 +446,7 @@ static int bench_model(const BenchArgs *a) {
       printf("{\"mode\":\"%s\",\"config\":\"%s\",\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
              "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"intermediate_size\":%d,\"params\":%zu,"
              "\"batch\":%d,\"seq\":%d,\"head_rows\":%d,\"threads\":%d,\"steps\":%d,\"warmup\":%d,"
-             "\"step_ms_median\":%.3f,\"step_ms_min\":%.3f,\"tokens_per_s\":%.1f,\"gflop_per_step\":%.3f,"
+             "\"step_ms_median\":%.6f,\"step_ms_min\":%.6f,\"tokens_per_s\":%.2f,\"gflop_per_step\":%.9g,"
              "\"gflops\":%.2f,\"peak_gflops\":%.2f,\"peak_fraction\":%.4f,"
              "\"phases_ms\":{\"forward\":%.3f,\"backward\":%.3f,\"optimizer\":%.3f}",
              a->mode, a->config, mt, cfg.vocab_size, cfg.hidden_size, cfg.num_hidden_layers,

@@ -18,6 +18,8 @@ static const Command commands[] = {
   {"version", cmd_version, "print the version"},
   {"tokenizer", cmd_tokenizer, "encode and decode text with a tokenizer.json"},
   {"prepare", cmd_prepare, "cut token ids into fixed-length dataset shards"},
+  {"runs", cmd_runs, "list training runs in the store"},
+  {"models", cmd_models, "list model repositories and their revisions in the store"},
   {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},
   {"import", cmd_import, "add a Hugging Face model folder to the store"},

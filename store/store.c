@@ -299,6 +299,15 @@ Store *store_open(const char *path, Err *err) {
   }
   sqlite3_busy_timeout(s->db, 30000);
   sqlite3_extended_result_codes(s->db, 1);
+  /* Checkpoints are big and keep-last-N deletes them, so freed pages must go back
+  ** to the file system: incremental auto-vacuum (only takes effect on a new file,
+  ** before the first table) and a WAL truncated back to 64 MiB after it grew for a
+  ** large push. */
+  if (exec(s, "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_size_limit = 67108864", err)) {
+    err_prefix(err, path);
+    store_close(s);
+    return NULL;
+  }
   /* WAL: readers never block the writer and a killed writer leaves the last
   ** committed state. synchronous=NORMAL is durable across process crashes (only
   ** a power loss can drop the newest transactions, never corrupt). */
@@ -463,6 +472,8 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
     return rollback(s);
   int64_t n = sqlite3_changes(s->db);
   if (commit(s, err)) return -1;
+  /* Give the freed pages back (its own transaction; harmless when there are none). */
+  if (n > 0 && exec(s, "PRAGMA incremental_vacuum", err)) return -1;
   if (removed) *removed = n;
   return 0;
 }
@@ -696,21 +707,29 @@ static int recover(Store *s, const char *table, int *n, Err *err) {
   snprintf(sql, sizeof sql, "SELECT id, pid FROM %s WHERE status = 'running'", table);
   sqlite3_stmt *st = prep(s, sql, err);
   if (!st) return rollback(s);
-  int64_t ids[256];
-  int k = 0, rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW && k < 256)
-    if (pid_gone(sqlite3_column_int64(st, 1))) ids[k++] = sqlite3_column_int64(st, 0);
+  int64_t *ids = NULL;
+  int k = 0, cap = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (!pid_gone(sqlite3_column_int64(st, 1))) continue;
+    if (k == cap) {
+      int64_t *more = realloc(ids, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *ids);
+      if (!more) { free(ids); sqlite3_finalize(st); err_set(err, "store: out of memory"); return rollback(s); }
+      ids = more;
+    }
+    ids[k++] = sqlite3_column_int64(st, 0);
+  }
   sqlite3_finalize(st);
   for (int i = 0; i < k; i++) {
     snprintf(sql, sizeof sql,
              "UPDATE %s SET status = 'interrupted', finished = ?, error = COALESCE(error, 'the process ended while running')"
              " WHERE id = ?", table);
     st = prep(s, sql, err);
-    if (!st) return rollback(s);
+    if (!st) { free(ids); return rollback(s); }
     sqlite3_bind_double(st, 1, now_s());
     sqlite3_bind_int64(st, 2, ids[i]);
-    if (step_done(s, st, err, table)) return rollback(s);
+    if (step_done(s, st, err, table)) { free(ids); return rollback(s); }
   }
+  free(ids);
   if (commit(s, err)) return -1;
   if (n) *n = k;
   return 0;

@@ -7,6 +7,9 @@ tmp=${MASKD_TMP:-/tmp}/bench_cli.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
+# tests/run does this too; here so that the script also runs on its own (maskd would
+# otherwise add a note about OPENBLAS_CORETYPE to stderr).
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
@@ -61,8 +64,12 @@ try:
     j = json.loads(open(sys.argv[1]).read())
 except Exception as e:
     print(f"not JSON: {e}"); sys.exit()
-if not eval(sys.argv[2], {"j": j, "math": math}):
-    print("condition failed: " + sys.argv[2] + " on " + json.dumps(j)[:600])
+try:
+    ok = eval("(" + sys.argv[2] + ")", {"j": j, "math": math})
+except Exception as e:
+    ok, sys.argv[2] = False, f"{sys.argv[2]} raised {e!r}"
+if not ok:
+    print("condition failed: " + " ".join(sys.argv[2].split()) + " on " + json.dumps(j)[:600])
 EOF
 )
   if [ $rc -eq 0 ] && [ -z "$why" ]; then pass "$name"; else fail "$name" "rc $rc $(head -c 200 "$tmp/err") $why"; fi
@@ -84,3 +91,10 @@ check_json bench_infer_json infer \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 2 --threads 2 --peak 100
 check_json bench_sgemm_json sgemm 'j["gflops_median"]>0.1 and j["m"]==64 and j["n"]==48 and j["k"]==32' \
   --mnk 64,48,32 --reps 3 --threads 1
+# The matrix products of a training step, listed shape by shape, must add up to the
+# FLOP count above (two independent ways of counting the same step).
+check_json bench_sgemm_shapes_json sgemm \
+  'j["mode"]=="sgemm-shapes" and len(j["shapes"])==24 and abs(j["gflop_per_step"]-3*2464512e-9)<1e-6
+   and all(s["gflops"]>0 for s in j["shapes"]) and j["matmul_ms_per_step"]>0' \
+  --config "$tmp/config.json" --batch 3 --seq 20 --reps 2 --threads 1
+bad sgemm_config_no_batch "--batch" sgemm --config tiny --seq 8
