@@ -114,13 +114,16 @@ async function bench(tokPath, file) {
   const bytes = Buffer.byteLength(fs.readFileSync(file, 'utf8'), 'utf8');
   const B = 10000;
   let ntok = 0;
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < lines.length; i += B) {
     const encs = await tok.encodeBatch(lines.slice(i, i + B), { addSpecialTokens: true });
     for (const e of encs) ntok += e.getLength();
   }
   const s = Number(process.hrtime.bigint() - t0) / 1e9;
-  console.log(JSON.stringify({ seconds: s, bytes, tokens: ntok, mb_per_s: bytes / 1e6 / s }));
+  const c = process.cpuUsage(c0);
+  const cpu = (c.user + c.system) / 1e6;
+  console.log(JSON.stringify({ seconds: s, cpu_seconds: cpu, bytes, tokens: ntok, mb_per_s: bytes / 1e6 / s }));
 }
 
 (async () => {
