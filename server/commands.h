@@ -9,5 +9,6 @@ typedef struct Command {
   const char *summary;
 } Command;
 
+int cmd_bench(int argc, char **argv);
 
 #endif

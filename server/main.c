@@ -16,6 +16,7 @@ static int cmd_version(int argc, char **argv) {
 
 static const Command commands[] = {
   {"version", cmd_version, "print the version"},
+  {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
