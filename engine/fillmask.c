@@ -166,29 +166,9 @@ done:
 
 /* ---- decoding as transformers' PreTrainedTokenizerFast.decode does ---- */
 
-/* clean_up_tokenization: the same ten replacements, applied one after the other. */
-static char *clean_up(char *s) {
-  static const char *const pairs[][2] = {
-    {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
-    {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
-  };
-  /* Each replacement shortens (or keeps) the text, so it can run in place. */
-  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
-    const char *from = pairs[k][0], *to = pairs[k][1];
-    size_t fl = strlen(from), tl = strlen(to);
-    char *r = s, *w = s;
-    while (*r) {
-      if (!strncmp(r, from, fl)) { memmove(w, to, tl); w += tl; r += fl; }
-      else *w++ = *r++;
-    }
-    *w = 0;
-  }
-  return s;
-}
-
 static char *decode(const FillMask *fm, const int32_t *ids, int n, int skip_special, Err *err) {
   char *s = tokenizer_decode(fm->tok, ids, n, skip_special, err);
-  if (s && fm->clean_up) clean_up(s);
+  if (s && fm->clean_up) tokenizer_clean_up_spaces(s);   /* transformers' clean_up_tokenization */
   return s;
 }
 
