@@ -21,6 +21,9 @@ static const Command commands[] = {
   {"runs", cmd_runs, "list training runs in the store"},
   {"models", cmd_models, "list model repositories and their revisions in the store"},
   {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
+  {"export", cmd_export, "write a model revision as a Hugging Face folder"},
+  {"import", cmd_import, "add a Hugging Face model folder to the store"},
+  {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
   {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
