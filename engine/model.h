@@ -81,4 +81,24 @@ void model_backward(Model *m, float loss_scale);
 int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions,
                     float *logits_out, Err *err);
 
+/* Per-phase wall time of forward/backward, for benchmarks. Off by default; when
+** on, each phase costs two clock reads. Matmul = the large Linear sgemms,
+** attention = per-head products and their softmax, loss = the cross-entropy,
+** elementwise = embeddings, LayerNorm, GELU, dropout, residuals, gathers. */
+typedef enum {
+  MODEL_PHASE_MATMUL, MODEL_PHASE_ATTENTION, MODEL_PHASE_LOSS, MODEL_PHASE_ELEMENTWISE, MODEL_PHASE_COUNT
+} ModelPhase;
+/* Turns the profile on or off and resets the accumulated times to zero. */
+void model_profile_enable(Model *m, int on);
+/* Seconds accumulated per phase since the last model_profile_enable(). */
+void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]);
+/* "matmul", "attention", "loss", "elementwise". */
+const char *model_phase_name(int phase);
+/* Floating-point operations of the matrix products of one forward (training = 0)
+** or forward+backward (training = 1) pass over batch x seq tokens with the head
+** at head_rows positions (multiply-add = 2). */
+double model_flops(const ModelConfig *cfg, int batch, int seq, int head_rows, int training);
+/* Threads the model currently uses. */
+int model_threads(const Model *m);
+
 #endif
