@@ -1,5 +1,6 @@
-/* safetensors reader and writer. The reader holds the whole file in one buffer;
-** every tensor's data pointer points into it. Validation follows the reference
+/* safetensors reader and writer. The reader holds the whole file in one buffer
+** (a read-only mapping of the file, or a copy of bytes in memory); every tensor's
+** data pointer points into it. Validation follows the reference
 ** implementation (safetensors' tensor.rs): header length bounded and inside the
 ** file, JSON object, known dtype, shape x dtype size equal to the offsets' span,
 ** and the tensors tiling the data buffer exactly. */
@@ -12,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 struct StFile {
   unsigned char *buf;       /* the whole file */
   size_t len;
+  int mapped;               /* buf is an mmap of the file (else malloc'd) */
   int n;
   StTensor *tensors;        /* sorted by data offset */
   char **names;             /* owned copies, parallel to tensors */
@@ -61,7 +64,8 @@ void st_close(StFile *f) {
   free(f->names);
   free(f->meta);
   free(f->tensors);
-  free(f->buf);
+  if (f->mapped) munmap(f->buf, f->len);
+  else free(f->buf);
   free(f);
 }
 
@@ -144,13 +148,19 @@ static int parse_entry(const char *name, json_t *v, const unsigned char *data, s
   return 0;
 }
 
-/* Takes ownership of buf (freed on failure too). */
-static StFile *st_parse(unsigned char *buf, size_t len, Err *err) {
+/* Takes ownership of buf (released on failure too). */
+static StFile *st_parse(unsigned char *buf, size_t len, int mapped, Err *err) {
   StFile *f = calloc(1, sizeof *f);
   json_t *root = NULL;
-  if (!f) { free(buf); err_set(err, "out of memory"); return NULL; }
+  if (!f) {
+    if (mapped) munmap(buf, len);
+    else free(buf);
+    err_set(err, "out of memory");
+    return NULL;
+  }
   f->buf = buf;
   f->len = len;
+  f->mapped = mapped;
   if (len < 8) { err_set(err, "file is %zu bytes, shorter than the 8-byte header length", len); goto fail; }
   uint64_t n = le64(buf);
   if (n > ST_MAX_HEADER) { err_set(err, "header length %llu exceeds the format's limit of %d", (unsigned long long)n, ST_MAX_HEADER); goto fail; }
@@ -225,7 +235,7 @@ StFile *st_open_memory(const void *buf, size_t len, Err *err) {
   unsigned char *copy = malloc(len ? len : 1);
   if (!copy) { err_set(err, "out of memory for %zu bytes", len); return NULL; }
   if (len) memcpy(copy, buf, len);
-  return st_parse(copy, len, err);
+  return st_parse(copy, len, 0, err);
 }
 
 StFile *st_open(const char *path, Err *err) {
@@ -238,18 +248,29 @@ StFile *st_open(const char *path, Err *err) {
     return NULL;
   }
   size_t len = (size_t)sb.st_size;
-  unsigned char *buf = malloc(len ? len : 1);
-  if (!buf) { close(fd); err_set(err, "%s: out of memory for %zu bytes", path, len); return NULL; }
-  size_t got = 0;
-  while (got < len) {
-    ssize_t r = read(fd, buf + got, len - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
+  /* Mapped, not read: the page cache is the buffer, which saves a copy of a
+  ** model-sized file. Our writers replace files by rename, so a mapped file is
+  ** never truncated under us. Files too small to hold a header are read. */
+  unsigned char *buf = NULL;
+  int mapped = 0;
+  if (len >= 8) {
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) { buf = p; mapped = 1; }
+  }
+  if (!mapped) {
+    buf = malloc(len ? len : 1);
+    if (!buf) { close(fd); err_set(err, "%s: out of memory for %zu bytes", path, len); return NULL; }
+    size_t got = 0;
+    while (got < len) {
+      ssize_t r = read(fd, buf + got, len - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    if (got != len) { close(fd); free(buf); err_set(err, "%s: short read (%zu of %zu bytes)", path, got, len); return NULL; }
   }
   close(fd);
-  if (got != len) { free(buf); err_set(err, "%s: short read (%zu of %zu bytes)", path, got, len); return NULL; }
-  StFile *f = st_parse(buf, len, err);
+  StFile *f = st_parse(buf, len, mapped, err);
   if (!f) err_prefix(err, path);
   return f;
 }
@@ -327,6 +348,23 @@ int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err) {
       default:
         return err_set(err, "tensor \"%s\": dtype %s is not an integer type", t->name, st_dtype_name(t->dtype));
     }
+  }
+  return 0;
+}
+
+int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err) {
+  if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
+  if (t->dtype == ST_I32) { memcpy(out, t->data, (size_t)numel * 4); return 0; }
+  /* Other integer types go through int64 one element at a time (no big buffer). */
+  StTensor one = *t;
+  one.numel = 1;
+  int bytes = st_dtype_bits(t->dtype) / 8;
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t v = 0;
+    one.data = (const unsigned char *)t->data + i * bytes;
+    if (st_read_i64(&one, &v, 1, err)) return -1;
+    if (v < INT32_MIN || v > INT32_MAX) return err_set(err, "tensor \"%s\": value %lld does not fit in I32", t->name, (long long)v);
+    out[i] = (int32_t)v;
   }
   return 0;
 }

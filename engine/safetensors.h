@@ -34,7 +34,9 @@ typedef struct StTensor {
 
 typedef struct StFile StFile;
 
-/* Reads and validates a whole file; NULL with a message naming the file and the problem. */
+/* Maps (read-only) and validates a whole file; NULL with a message naming the file
+** and the problem. The file must not be truncated while open (st_write replaces
+** files by rename, which is safe). */
 StFile *st_open(const char *path, Err *err);
 /* Same for bytes in memory (copied; the caller keeps buf). */
 StFile *st_open_memory(const void *buf, size_t len, Err *err);
@@ -63,6 +65,8 @@ int st_dtype_bits(StDtype d);
 int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err);
 /* Copies an integer (or BOOL) tensor into numel int64s; U64 values above INT64_MAX are errors. */
 int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err);
+/* Copies an integer (or BOOL) tensor into numel int32s; values outside int32 are errors. */
+int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err);
 /* Float conversions used by the readers and for BF16 export (round to nearest even). */
 float st_bf16_to_f32(uint16_t h);
 float st_f16_to_f32(uint16_t h);

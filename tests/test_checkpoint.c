@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/checkpoint.h"
+#include "store/store.h"
 #include "tests/check.h"
 
 static char tmpdir[200];
@@ -398,6 +399,55 @@ static void folder_tests(ModelType type, const char *tag) {
   model_free(m);
 }
 
+/* The trainer's path through the store: push weights + optimizer state as a
+** revision, resolve it as resume does, load both back: bit-identical. */
+static void store_round_trip(void) {
+  Err e = {{0}};
+  char db[300];
+  snprintf(db, sizeof db, "%s/hub.db", tmpdir);
+  Store *s = store_open(db, &e);
+  ModelConfig c = tiny(MODEL_ROBERTA);
+  Model *m = model_new(&c, &e);
+  model_init_weights(m, 21);
+  AdamW *o = make_optim(m);
+  for (size_t i = 0; i < o->n; i++) { o->m[i] = (float)i * 1e-6f; o->v[i] = (float)i * 1e-9f; }
+  o->step = 12;
+  CkptState st = {.step = 12, .epoch = 2, .position = 0, .n_extra = 0};
+  rng_seed(&st.rng, 77);
+  unsigned char *w = NULL, *opt = NULL;
+  size_t wl = 0, ol = 0;
+  char *cfg = config_to_json(&c);
+  int64_t run = s ? store_run_create(s, "ckpt-run", "{}", &e) : -1;
+  int rc = ckpt_weights_bytes(m, 0, &w, &wl, &e) | ckpt_state_bytes(m, o, &st, &opt, &ol, &e);
+  StorePush p = {"Training in progress epoch 2", cfg, w, wl, opt, ol, NULL, run, 12, 2, "{\"eval_loss\": 3.5}"};
+  rc |= s ? store_push(s, "ckpt-model", &p, NULL, &e) : -1;
+  StoreRevision rv;
+  void *wb = NULL, *ob = NULL, *cb = NULL;
+  size_t wbl, obl, cbl;
+  rc |= s ? store_run_checkpoint(s, run, &rv, &e) : -1;
+  rc |= s ? store_revision_file(s, &rv, "model.safetensors", &wb, &wbl, &e) : -1;
+  rc |= s ? store_revision_file(s, &rv, "optimizer.safetensors", &ob, &obl, &e) : -1;
+  rc |= s ? store_revision_file(s, &rv, "config.json", &cb, &cbl, &e) : -1;
+  ModelConfig c2;
+  Model *m2 = NULL;
+  AdamW *o2 = NULL;
+  CkptState st2;
+  if (rc == 0 && config_parse(cb, &c2, &e) == 0 && (m2 = model_new(&c2, &e)) != NULL) {
+    o2 = make_optim(m2);
+    rc |= ckpt_load_weights_memory(m2, wb, wbl, &e) | ckpt_load_state_memory(m2, o2, &st2, ob, obl, &e);
+  } else {
+    rc = -1;
+  }
+  check(rc == 0 && m2 && memcmp(model_params(m), model_params(m2), model_num_params(m) * sizeof(float)) == 0 &&
+            memcmp(o->m, o2->m, o->n * sizeof(float)) == 0 && memcmp(o->v, o2->v, o->n * sizeof(float)) == 0 &&
+            o2->step == 12 && st2.epoch == 2 && memcmp(&st2.rng, &st.rng, sizeof st.rng) == 0,
+        "ckpt_through_store_bit_identical", "rc %d (%s)", rc, e.msg);
+  free(w); free(opt); free(cfg); free(wb); free(ob); free(cb);
+  adamw_free(o); adamw_free(o2);
+  model_free(m); model_free(m2);
+  store_close(s);
+}
+
 int main(void) {
   const char *t = getenv("MASKD_TMP");
   snprintf(tmpdir, sizeof tmpdir, "%s/ckpt_%d", t ? t : "/tmp", (int)getpid());
@@ -408,6 +458,7 @@ int main(void) {
   folder_tests(MODEL_BERT, "bert");
   resume_test(MODEL_ROBERTA, "roberta");
   resume_test(MODEL_BERT, "bert");
+  store_round_trip();
   Err e = {{0}};
   check(ckpt_save_model(NULL, "", 0, &e) == -1 && e.msg[0], "ckpt_save_refuses_empty_dir", "%s", e.msg);
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -235,6 +235,13 @@ int main(void) {
     ok &= st_read_i64(st_find(f, "ids"), ints, 6, &e) == 0;
     ok &= st_read_i64(st_find(f, "i32"), ints + 6, 4, &e) == 0;
     ok &= st_read_i64(st_find(f, "flag"), ints + 10, 3, &e) == 0;
+    int32_t i32[4], small[3];
+    ok &= st_read_i32(st_find(f, "i32"), i32, 4, &e) == 0 && i32[2] == 2147483647 && i32[3] == -2147483647 - 1;
+    ok &= st_read_i32(st_find(f, "flag"), small, 3, &e) == 0 && small[0] == 1 && small[1] == 0;
+    int32_t six[6];
+    ok &= st_read_i32(st_find(f, "ids"), six, 5, &e) == -1 && strstr(e.msg, "elements");
+    ok &= st_read_i32(st_find(f, "ids"), six, 6, &e) == -1 && strstr(e.msg, "does not fit");
+    ok &= st_read_i32(st_find(f, "z.weight"), six, 15, &e) == -1 && strstr(e.msg, "not an integer");
     ok &= memcmp(got, exp, sizeof got) == 0 && memcmp(ints, exp + sizeof got, sizeof ints) == 0;
     const StTensor *z = st_find(f, "z.weight"), *em = st_find(f, "empty");
     ok &= z->ndim == 2 && z->shape[0] == 3 && z->shape[1] == 5 && em && em->numel == 0 && em->shape[0] == 0;
