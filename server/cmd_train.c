@@ -91,8 +91,10 @@ static void cb_step(void *ctx, const TrainerStep *s) {
 
 static void cb_eval(void *ctx, const TrainerEval *e) {
   TrainCtx *c = ctx;
-  progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_perplexity %.3f (eval %.1fs)",
-                e->epoch + 1, c->epochs, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds);
+  if (isnan(e->loss)) progress_line(&c->prog, "epoch %d/%d: loss %.4f (no validation set)", e->epoch + 1, c->epochs, e->train_loss);
+  else
+    progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_perplexity %.3f (eval %.1fs)",
+                  e->epoch + 1, c->epochs, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds);
   StoreEpochMetric m = {e->epoch, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds, 0};
   if (store_epoch_metrics_add(c->db, c->run, &m, &c->err)) c->failed = 1;
 }
