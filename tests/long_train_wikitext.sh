@@ -4,7 +4,8 @@
 # Checks that validation perplexity falls every epoch; prints the curve, wall time per
 # epoch and the final validation loss/accuracy. Slow (tens of minutes on 2 cores).
 # Environment: EPOCHS (3), BATCH (16), LR (5e-4), THREADS (all CPUs), KEEP=DIR keeps the work,
-# TRAIN_BYTES=N trains on the first N bytes of train.txt only (whole lines; for a quick curve).
+# TRAIN_BYTES=N trains on the first N bytes of train.txt only (whole lines; for a quick curve),
+# EVAL_BATCHES=N evaluates on the first N validation batches only (0: all).
 set -u
 M=${MASKD:-$PWD/build/maskd}
 DATA=${1:-${MASKD_DATA:-../shared/data}}/wikitext-2
@@ -33,6 +34,7 @@ rm -f "$T/maskd.db" "$T/maskd.db-wal" "$T/maskd.db-shm"
 start=$(date +%s)
 "$M" train --db "$T/maskd.db" --name wikitext-small --tokenizer "$T/tok/tokenizer.json" --train "$T/train-$TB" \
   --validation "$T/valid-0" --config small --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --threads "$THREADS" \
+  --eval-batches "${EVAL_BATCHES:-0}" \
   --out "$T/final" 2> >(tee "$T/train.log" >&2 | grep -E '^(epoch [0-9]+/[0-9]+:|run )' >&2)
 rc=$?
 wall=$(( $(date +%s) - start ))
