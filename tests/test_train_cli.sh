@@ -106,7 +106,15 @@ for sig in INT TERM; do
   last=$(sqlite3 "$T/b.db" "SELECT message || ' ' || (optimizer IS NOT NULL) FROM revisions ORDER BY seq DESC LIMIT 1")
   if [ $rc = 130 ] && [ "$st" = "interrupted stopped by SIG$sig" ] && [[ "$last" == "Interrupted at step "*" 1" ]]; then :
   else sig_ok=0; echo "# SIG$sig: rc $rc, status '$st', last revision '$last': $(tail -1 "$T/b.err")"; fi
-  "$M" train --db "$T/b.db" --resume cli 2>>"$T/b.err" &
+  if [ $sig = INT ]; then
+    "$M" train --db "$T/b.db" --resume cli 2>>"$T/b.err" &
+  else
+    # The DESIGN spelling: the run's own options and a bare --resume; they must match the stored run.
+    out=$("$M" train --db "$T/b.db" --run "$T/run.json" --lr 1e-3 --resume 2>&1); rc=$?
+    [ $rc != 0 ] && grep -q "lr: differs from the stored run" <<<"$out" && pass train_cli_resume_refuses_changed_options ||
+      fail train_cli_resume_refuses_changed_options "rc $rc: $out"
+    "$M" train --db "$T/b.db" --run "$T/run.json" --resume 2>>"$T/b.err" &
+  fi
   pid=$!
   prev=$(sqlite3 "$T/b.db" "SELECT MAX(step) FROM revisions")
 done
