@@ -196,6 +196,15 @@ void residual_dropout_forward(float *out, const float *res, const float *in, siz
   uint64_t key = dropout_key(d);
   uint32_t th = dropout_threshold(d);
   float scale = 1.0f / (1.0f - d->p);
+  if (d->rows) {
+    size_t cols = (size_t)d->cols, nr = n / cols;
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < nr; r++) {
+      size_t base = (size_t)d->rows[r] * cols, o = r * cols;
+      for (size_t c = 0; c < cols; c++) out[o + c] = res[o + c] + in[o + c] * dropout_factor(key, th, scale, base + c);
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i] * dropout_factor(key, th, scale, i);
 }
@@ -208,6 +217,15 @@ void dropout_backward(float *din, const float *dout, size_t n, const LayerDropou
   uint64_t key = dropout_key(d);
   uint32_t th = dropout_threshold(d);
   float scale = 1.0f / (1.0f - d->p);
+  if (d->rows) {
+    size_t cols = (size_t)d->cols, nr = n / cols;
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < nr; r++) {
+      size_t base = (size_t)d->rows[r] * cols, o = r * cols;
+      for (size_t c = 0; c < cols; c++) din[o + c] = dout[o + c] * dropout_factor(key, th, scale, base + c);
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) din[i] = dout[i] * dropout_factor(key, th, scale, i);
 }
@@ -335,6 +353,91 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
     /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q. */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
+  }
+}
+
+void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
+                            const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
+                            const LayerDropout *d, float *scratch) {
+  int hd = C / A, ld = 2 * C;
+  float scale = 1.0f / sqrtf((float)hd);
+  int drop = dropout_on(d);
+  uint64_t key = drop ? dropout_key(d) : 0;
+  uint32_t th = drop ? dropout_threshold(d) : 0;
+  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+#pragma omp parallel for schedule(dynamic)
+  for (int bh = 0; bh < B * A; bh++) {
+    int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
+    if (mb == 0) continue;
+    const float *qb = q + (size_t)r0 * C + h * hd, *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
+    float *s = att + ((size_t)h * M + r0) * T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T);
+    softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, mb, T);
+    const float *p = s;
+    if (drop) {
+      float *pd = scratch + (size_t)omp_get_thread_num() * T * T;
+      for (int i = 0; i < mb; i++) {
+        int t = qrows[r0 + i] - b * T;
+        size_t base = (((size_t)b * A + h) * T + t) * T;
+        for (int j = 0; j < T; j++) pd[(size_t)i * T + j] = s[(size_t)i * T + j] * dropout_factor(key, th, dscale, base + j);
+      }
+      p = pd;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, T, 1.0f, p, T, v, ld, 0.0f,
+                ctx + (size_t)r0 * C + h * hd, C);
+  }
+}
+
+void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
+                             const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
+                             int A, int M, const LayerDropout *d, float *scratch) {
+  int hd = C / A, ld = 2 * C;
+  float scale = 1.0f / sqrtf((float)hd);
+  int drop = dropout_on(d);
+  uint64_t key = drop ? dropout_key(d) : 0;
+  uint32_t th = drop ? dropout_threshold(d) : 0;
+  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+#pragma omp parallel for schedule(dynamic)
+  for (int bh = 0; bh < B * A; bh++) {
+    int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
+    const float *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
+    float *dk = dkv + (size_t)b * T * ld + h * hd, *dv = dk + C;
+    if (mb == 0) {   /* no query of this row: its keys and values get no gradient */
+      for (int t = 0; t < T; t++) {
+        memset(dk + (size_t)t * ld, 0, (size_t)hd * sizeof(float));
+        memset(dv + (size_t)t * ld, 0, (size_t)hd * sizeof(float));
+      }
+      continue;
+    }
+    const float *qb = q + (size_t)r0 * C + h * hd, *dc = dctx + (size_t)r0 * C + h * hd;
+    const float *p = att + ((size_t)h * M + r0) * T;
+    float *s1 = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *dp = s1 + (size_t)T * T;
+    const float *pd = p;
+    if (drop) {
+      for (int i = 0; i < mb; i++) {
+        size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
+        for (int j = 0; j < T; j++) s1[(size_t)i * T + j] = p[(size_t)i * T + j] * dropout_factor(key, th, dscale, base + j);
+      }
+      pd = s1;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, mb, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
+    if (drop)
+      for (int i = 0; i < mb; i++) {
+        size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
+        for (int j = 0; j < T; j++) dp[(size_t)i * T + j] *= dropout_factor(key, th, dscale, base + j);
+      }
+    for (int r = 0; r < mb; r++) {
+      const float *pr = p + (size_t)r * T;
+      float *g = dp + (size_t)r * T;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int j = 0; j < T; j++) dot += g[j] * pr[j];
+      for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, T, scale, dp, T, k, ld, 0.0f,
+                dq + (size_t)r0 * C + h * hd, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, mb, scale, dp, T, qb, C, 0.0f, dk, ld);
   }
 }
 

@@ -16,6 +16,11 @@ typedef struct LayerDropout {
   float p;              /* drop probability; 0 = identity */
   uint64_t seed;        /* per-step seed */
   uint64_t site;        /* distinct per dropout site of the network */
+  /* When rows != NULL the data are a subset of the rows of a (?, cols) tensor:
+  ** row r of the data is row rows[r] there, and the masks are that row's, so a
+  ** layer computed on a subset of rows drops exactly what the full layer would. */
+  const int32_t *rows;
+  int cols;
 } LayerDropout;
 
 /* 1 when element i is kept by dropout d (always 1 when d->p == 0). */
@@ -69,6 +74,19 @@ void attention_forward(float *ctx, float *att, const float *qkv, const float *ma
 /* dqkv (B*T, 3C) = gradient of the above given dctx; scratch 2*T*T per thread. */
 void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C,
                         int A, const LayerDropout *d, float *scratch);
+
+/* Attention for a subset of the queries (sorted by batch row): q (M, C) holds
+** the queries of flat positions qrows[0..M), grouped so that batch b's are
+** qrows[qstart[b]..qstart[b+1]); kv (B*T, 2C) = [K | V] of every position.
+** ctx (M, C); att (A, M, T) receives the probabilities before dropout, whose
+** masks are those of the full attention at the same (b, h, query, key). */
+void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
+                            const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
+                            const LayerDropout *d, float *scratch);
+/* dq (M, C) and dkv (B*T, 2C) (overwritten) from dctx (M, C); scratch 2*T*T per thread. */
+void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
+                             const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
+                             int A, int M, const LayerDropout *d, float *scratch);
 
 /* Cross-entropy of each row of logits (m, v) against labels: adds the losses to
 ** *loss_sum and the argmax hits to *n_correct; when probs_out != NULL the rows'

@@ -54,6 +54,9 @@ struct Model {
   float *mask_add, *emb_sum, *emb_m, *emb_r, *x0, *proj;
   LayerActs *la;                 /* L slots when training, else 1 reused */
   float *hin, *hpre, *hact, *hm, *hr, *hln, *logits;
+  const float *head_in;          /* the head's input rows: hin, or the pruned last layer's output */
+  int32_t *qstart;               /* per batch row, the first of its head rows (pB + 1) */
+  int pruned;                    /* the last forward computed the last layer at the head rows only */
   float *dX, *dY, *dqkv, *dI, *dh1, *dh2;
   float *att_scratch;
   int scratch_threads;
@@ -272,7 +275,7 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
                + M * H * 3 + 2 * M + M * H + M * V;      /* head */
   if (training) total += N * H * 2 + N * 3 * H + N * I + M * H * 2;
   m->acts = malloc(total * sizeof(float));
-  m->iacts = malloc((3 * N + 2 * M) * sizeof(int32_t));
+  m->iacts = malloc((3 * N + 2 * M + (size_t)batch + 1) * sizeof(int32_t));
   m->la = calloc((size_t)slots, sizeof(LayerActs));
   if (training) m->grads = calloc(m->n_params, sizeof(float));
   if (m->grads) layout(m, m->grads, &m->g, 0);   /* gradient views: the parameters' layout */
@@ -303,6 +306,7 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
 #undef GIVE
   int32_t *ia = m->iacts;
   m->ids = ia; m->pos = ia + N; m->types = ia + 2 * N; m->hrows = ia + 3 * N; m->hlabels = ia + 3 * N + M;
+  m->qstart = ia + 3 * N + 2 * M;
   m->pB = batch; m->pT = seq; m->pM = head_rows; m->training = training; m->planned = 1;
   int th = m->threads > omp_get_max_threads() ? m->threads : omp_get_max_threads();
   if (ensure_scratch(m, th)) {
@@ -337,28 +341,27 @@ int model_threads(const Model *m) { return m->threads; }
 /* ------------------------------------------------------------ forward */
 
 static LayerDropout dropout_site(const Model *m, int site, double p) {
-  LayerDropout d = {0.0f, m->drop_seed, (uint64_t)site};
+  LayerDropout d = {0.0f, m->drop_seed, (uint64_t)site, NULL, 0};
   if (m->drop_on && m->training) d.p = (float)p;
   return d;
 }
 
 static LayerActs *slot(Model *m, int l) { return &m->la[m->training ? l : 0]; }
 
-/* Checks the batch, fills ids/positions/types/mask and runs embeddings and the
-** encoder; returns the last hidden state (B*T, H) or NULL. */
-static const float *encoder_forward(Model *m, const ModelBatch *b, Err *err) {
-  if (!m->planned) { err_set(err, "forward: the model has no plan (call model_plan first)"); return NULL; }
+/* Checks the batch, fills ids/positions/types/mask and runs the embeddings
+** into m->x0; -1 on bad input. */
+static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
+  if (!m->planned) return err_set(err, "forward: the model has no plan (call model_plan first)");
   if (!b || !b->input_ids || b->batch <= 0 || b->seq <= 0 || b->batch > m->pB || b->seq > m->pT) {
-    err_set(err, "forward: batch %d x seq %d does not fit the plan %d x %d", b ? b->batch : 0, b ? b->seq : 0,
-            m->pB, m->pT);
-    return NULL;
+    return err_set(err, "forward: batch %d x seq %d does not fit the plan %d x %d", b ? b->batch : 0,
+                   b ? b->seq : 0, m->pB, m->pT);
   }
   int B = b->batch, T = b->seq, N = B * T, H = m->H, pad = m->cfg.pad_token_id;
   for (int i = 0; i < N; i++) {
     int32_t id = b->input_ids[i];
-    if (id < 0 || id >= m->V) { err_set(err, "forward: input id %d at %d is outside the vocabulary of %d", id, i, m->V); return NULL; }
+    if (id < 0 || id >= m->V) return err_set(err, "forward: input id %d at %d is outside the vocabulary of %d", id, i, m->V);
     int32_t ty = b->token_type_ids ? b->token_type_ids[i] : 0;
-    if (ty < 0 || ty >= m->TV) { err_set(err, "forward: token type %d at %d is outside 0..%d", ty, i, m->TV - 1); return NULL; }
+    if (ty < 0 || ty >= m->TV) return err_set(err, "forward: token type %d at %d is outside 0..%d", ty, i, m->TV - 1);
     m->ids[i] = id;
     m->types[i] = ty;
     m->mask_add[i] = (!b->attention_mask || b->attention_mask[i]) ? 0.0f : -FLT_MAX;
@@ -385,10 +388,56 @@ static const float *encoder_forward(Model *m, const ModelBatch *b, Err *err) {
     d = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
     dropout_forward_inplace(m->x0, (size_t)N * H, &d);
   });
+  m->fB = B; m->fT = T;
+  return 0;
+}
+
+/* The last encoder layer computed only at the M head rows (m->hrows, sorted):
+** keys and values need every position, but queries, the attention output, the
+** FFN and both LayerNorms act per row, and no other row reaches the loss.
+** Returns the layer's output at those rows, (M, H). */
+static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
+  int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I;
+  LayerTensors *w = &m->p.layer[l];
+  LayerActs *a = slot(m, l);
+  float eps = (float)m->cfg.layer_norm_eps;
+  LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
+  LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
+  LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
+  dao.rows = dfo.rows = m->hrows;
+  dao.cols = dfo.cols = H;
+  float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
+  size_t MH = (size_t)M * H;
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H));
+  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(a->ctx, a->att, q, kv, m->hrows, m->qstart, m->mask_add, B,
+                                                        T, H, m->A, M, &datt, m->att_scratch));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    residual_dropout_forward(a->res1, m->hin, m->proj, MH, &dao);
+    layernorm_forward(a->h1, a->m1, a->r1, a->res1, w->ln1_w, w->ln1_b, M, H, eps);
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->ffpre, a->h1, w->fi_w, w->fi_b, M, H, I));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_forward(a->ffact, a->ffpre, (size_t)M * I));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    residual_dropout_forward(a->res2, a->h1, m->proj, MH, &dfo);
+    layernorm_forward(a->out, a->m2, a->r2, a->res2, w->ln2_w, w->ln2_b, M, H, eps);
+  });
+  return a->out;
+}
+
+/* Runs encoder layers [0, n_layers) on the prepared batch; returns the last
+** output (B*T, H). */
+static const float *encoder_layers_forward(Model *m, int n_layers) {
+  int B = m->fB, T = m->fT, N = B * T, H = m->H;
   const float *x = m->x0;
   float eps = (float)m->cfg.layer_norm_eps;
   size_t NH = (size_t)N * H;
-  for (int l = 0; l < m->L; l++) {
+  for (int l = 0; l < n_layers; l++) {
     LayerTensors *w = &m->p.layer[l];
     LayerActs *a = slot(m, l);
     LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
@@ -411,17 +460,22 @@ static const float *encoder_forward(Model *m, const ModelBatch *b, Err *err) {
     });
     x = a->out;
   }
-  m->fB = B; m->fT = T;
   return x;
 }
 
-/* The MLM head on the M rows of x listed in m->hrows: leaves logits (M, V) in out. */
-static void head_forward(Model *m, const float *x, int M, float *out) {
+/* The MLM head on M rows: x holds them already gathered (M, H) when gathered,
+** else x is (B*T, H) and the rows are m->hrows. Leaves logits (M, V) in out. */
+static void head_forward(Model *m, const float *x, int M, int gathered, float *out) {
   int H = m->H;
-  PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
-  });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->hpre, m->hin, m->p.hd_w, m->p.hd_b, M, H, H));
+  if (gathered) {
+    m->head_in = x;
+  } else {
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
+    });
+    m->head_in = m->hin;
+  }
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->hpre, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     gelu_forward(m->hact, m->hpre, (size_t)M * H);
     layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps);
@@ -433,8 +487,7 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
   m->has_forward = 0;
   ModelLoss res = {0, 0, 0};
   if (out) *out = res;
-  const float *x = encoder_forward(m, b, err);
-  if (!x) return -1;
+  if (batch_forward(m, b, err)) return -1;
   int N = b->batch * b->seq, M = 0;
   if (b->labels) {
     for (int i = 0; i < N; i++) {
@@ -447,8 +500,16 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
       M++;
     }
   }
+  /* Head rows are in flat order, so each batch row's are one run. */
+  for (int r = 0, i = 0; r <= b->batch; r++) {
+    while (i < M && m->hrows[i] < r * b->seq) i++;
+    m->qstart[r] = i;
+  }
+  m->pruned = M > 0;
   if (M > 0) {
-    head_forward(m, x, M, m->logits);
+    const float *x = encoder_layers_forward(m, m->L - 1);
+    const float *hx = last_layer_rows_forward(m, x, M);
+    head_forward(m, hx, M, 1, m->logits);
     /* Training keeps the softmax in the logits buffer for backward. */
     PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->V,
                                                    &res.loss_sum, &res.n_correct));
@@ -465,14 +526,15 @@ int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int
   m->has_forward = 0;
   if (n_positions < 0 || n_positions > m->pM)
     return err_set(err, "logits: %d positions, the plan has room for %d", n_positions, m->pM);
-  const float *x = encoder_forward(m, b, err);
-  if (!x) return -1;
+  if (batch_forward(m, b, err)) return -1;
   int N = b->batch * b->seq;
   for (int i = 0; i < n_positions; i++) {
     if (positions[i] < 0 || positions[i] >= N) return err_set(err, "logits: position %d outside 0..%d", positions[i], N - 1);
     m->hrows[i] = positions[i];
   }
-  if (n_positions > 0) head_forward(m, x, n_positions, logits_out);
+  m->pruned = 0;
+  const float *x = encoder_layers_forward(m, m->L);
+  if (n_positions > 0) head_forward(m, x, n_positions, 0, logits_out);
   return 0;
 }
 
@@ -482,31 +544,68 @@ void model_zero_grad(Model *m) {
   if (m->grads) memset(m->grads, 0, m->n_params * sizeof(float));
 }
 
+/* Backward of last_layer_rows_forward: dout (M, H) is the gradient at the head
+** rows; leaves the gradient of the layer's input, (B*T, H), in dfull. dA and
+** dB are (M, H) scratch (they may be the two halves of nothing else in use). */
+static void last_layer_rows_backward(Model *m, const float *x, const float *dout, float *dfull, float *dA, float *dB) {
+  int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM;
+  LayerTensors *w = &m->p.layer[l], *gw = &m->g.layer[l];
+  LayerActs *a = slot(m, l);
+  LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
+  LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
+  LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
+  dao.rows = dfo.rows = m->hrows;
+  dao.cols = dfo.cols = H;
+  size_t MH = (size_t)M * H;
+  const float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
+  float *dkv = m->dqkv, *dq = m->dqkv + (size_t)N * 2 * H;
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0);
+    dropout_backward(dB, dA, MH, &dfo);
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, w->fo_w, M, I, H, 0));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_backward(m->dI, m->dI, a->ffpre, (size_t)M * I));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0);
+    dropout_backward(dA, dB, MH, &dao);
+  });
+  /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0));
+  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
+                                                         H, m->A, M, &datt, m->att_scratch));
+  PROF(m, MODEL_PHASE_MATMUL, {
+    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1);
+    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0);
+  });
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    for (int i = 0; i < M; i++) {
+      float *dst = dfull + (size_t)m->hrows[i] * H;
+      const float *src = dB + (size_t)i * H;
+      for (int j2 = 0; j2 < H; j2++) dst[j2] += src[j2];
+    }
+  });
+}
+
 void model_backward(Model *m, float loss_scale) {
-  if (!m->has_forward || !m->grads) return;
+  if (!m->has_forward || !m->grads || m->fM == 0) return;
   int B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM, V = m->V;
   size_t NH = (size_t)N * H;
   Tensors *p = &m->p, *g = &m->g;
+  float *dX = m->dX, *dY = m->dY;
 
-  memset(m->dX, 0, NH * sizeof(float));
-  if (M > 0) {
-    PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale));
-    /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0));
-    PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0);
-      gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H);
-    });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->hin, p->hd_w, M, H, H, 0));
-    PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      for (int i = 0; i < M; i++) {
-        float *dst = m->dX + (size_t)m->hrows[i] * H;
-        const float *src = m->dh1 + (size_t)i * H;
-        for (int j = 0; j < H; j++) dst[j] += src[j];
-      }
-    });
-  }
-  for (int l = m->L - 1; l >= 0; l--) {
+  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale));
+  /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0);
+    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H);
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0));
+  /* m->dh1 is d(last layer output at the head rows). */
+  const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
+  last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H);
+  for (int l = m->L - 2; l >= 0; l--) {
     LayerTensors *w = &p->layer[l], *gw = &g->layer[l];
     LayerActs *a = slot(m, l);
     const float *x = l == 0 ? m->x0 : slot(m, l - 1)->out;
@@ -514,27 +613,27 @@ void model_backward(Model *m, float loss_scale) {
     LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(m->dY, gw->ln2_w, gw->ln2_b, m->dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0);
-      dropout_backward(m->dX, m->dY, NH, &dfo);
+      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0);
+      dropout_backward(dX, dY, NH, &dfo);
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, m->dX, a->ffact, w->fo_w, N, I, H, 0));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dX, a->ffact, w->fo_w, N, I, H, 0));
     PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_backward(m->dI, m->dI, a->ffpre, (size_t)N * I));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(m->dX, gw->ln1_w, gw->ln1_b, m->dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0);
-      dropout_backward(m->dY, m->dX, NH, &dao);
+      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0);
+      dropout_backward(dY, dX, NH, &dao);
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, m->dY, a->ctx, w->ao_w, N, H, H, 0));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dY, a->ctx, w->ao_w, N, H, H, 0));
     PROF(m, MODEL_PHASE_ATTENTION,
          attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1));
   }
   LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
   int pad = m->cfg.pad_token_id;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    dropout_backward(m->dX, m->dX, NH, &demb);
-    layernorm_backward(m->dY, g->emb_ln_w, g->emb_ln_b, m->dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0);
-    embeddings_backward(g->wte, g->wpe, g->tte, m->dY, m->ids, m->pos, m->types, N, H, pad,
+    dropout_backward(dX, dX, NH, &demb);
+    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0);
+    embeddings_backward(g->wte, g->wpe, g->tte, dY, m->ids, m->pos, m->types, N, H, pad,
                         m->cfg.model_type == MODEL_ROBERTA ? pad : -1);
   });
 }
@@ -543,9 +642,13 @@ void model_backward(Model *m, float loss_scale) {
 
 double model_flops(const ModelConfig *c, int batch, int seq, int head_rows, int training) {
   double N = (double)batch * seq, H = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
+  double M = head_rows, T = seq;
   double layer = 2 * N * H * 3 * H + 2 * N * H * H + 2 * 2 * N * H * I   /* QKV, output, FFN */
-               + 2 * 2 * (double)batch * seq * seq * H;                 /* scores and context */
-  double head = 2 * (double)head_rows * H * H + 2 * (double)head_rows * H * c->vocab_size;
-  double fwd = L * layer + head;
+               + 2 * 2 * N * T * H;                                     /* scores and context */
+  /* model_forward computes the last layer's queries, attention output and FFN at the head rows only. */
+  double last = M > 0 ? 2 * N * H * 2 * H + 2 * M * H * H + 2 * 2 * M * T * H + 2 * M * H * H + 2 * 2 * M * H * I
+                      : layer;
+  double head = 2 * M * H * H + 2 * M * H * c->vocab_size;
+  double fwd = (L - 1) * layer + last + head;
   return training ? 3 * fwd : fwd;
 }

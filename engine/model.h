@@ -70,7 +70,8 @@ void model_set_dropout(Model *m, int enabled, uint64_t seed);
 /* Threads used by the model's own loops and by BLAS. */
 void model_set_threads(Model *m, int threads);
 
-/* Forward pass with labels: loss at labelled positions (sum, count, correct). */
+/* Forward pass with labels: loss at labelled positions (sum, count, correct). The
+** last layer is computed at the labelled rows only (the loss is identical). */
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err);
 /* Sets the gradient buffer to zero. */
 void model_zero_grad(Model *m);
@@ -94,9 +95,11 @@ void model_profile_enable(Model *m, int on);
 void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]);
 /* "matmul", "attention", "loss", "elementwise". */
 const char *model_phase_name(int phase);
-/* Floating-point operations of the matrix products of one forward (training = 0)
-** or forward+backward (training = 1) pass over batch x seq tokens with the head
-** at head_rows positions (multiply-add = 2). */
+/* Floating-point operations of the matrix products of one model_forward (training
+** = 0) or model_forward + model_backward (training = 1) over batch x seq tokens
+** with head_rows labelled positions (multiply-add = 2). model_forward computes the
+** last layer's queries, attention output and FFN at the labelled rows only (no
+** other row reaches the loss), and so does this count. */
 double model_flops(const ModelConfig *cfg, int batch, int seq, int head_rows, int training);
 /* Threads the model currently uses. */
 int model_threads(const Model *m);

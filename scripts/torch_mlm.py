@@ -64,7 +64,7 @@ PRESETS = {
 def preset_config(name, model_type="roberta", **over):
     d = dict(model_type=model_type, max_position_embeddings=514 if model_type == "roberta" else 512,
              type_vocab_size=1 if model_type == "roberta" else 2,
-             pad_token_id=1 if model_type == "roberta" else 0,
+             pad_token_id=3 if model_type == "roberta" else 0,  # maskd presets: pad 3 (our tokenizer)
              layer_norm_eps=1e-5 if model_type == "roberta" else 1e-12,
              hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02,
              hidden_act="gelu")

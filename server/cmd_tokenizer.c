@@ -13,7 +13,8 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-    "usage: maskd tokenizer encode --tokenizer T [--input FILE] [--pieces | --offsets]\n"
+    "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
+    "       maskd tokenizer encode --tokenizer T [--input FILE] [--pieces | --offsets]\n"
     "                              [--no-special-tokens] [--threads N] [--jsonl]\n"
     "       maskd tokenizer decode --tokenizer T [--input FILE] [--skip-special-tokens]\n"
     "       maskd tokenizer export --tokenizer T --out DIR\n"
@@ -26,6 +27,7 @@ static void usage(FILE *f) {
     "decode: reads space-separated ids per line and prints the decoded text.\n"
     "export: writes DIR/tokenizer.json (HF's layout), tokenizer_config.json and\n"
     "        special_tokens_map.json (as transformers saves an AlbertTokenizerFast).\n"
+    "train: see maskd tokenizer train --help.\n"
     "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin.\n");
 }
 
@@ -200,7 +202,7 @@ int cmd_tokenizer(int argc, char **argv) {
   const char *verb = argv[1], *tok_path = NULL, *input = NULL, *out_dir = NULL;
   int pieces = 0, offsets = 0, add_special = 1, skip_special = 0, threads = 0, jsonl = 0;
   if (strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "export")) {
-    fprintf(stderr, "maskd tokenizer: unknown verb '%s' (encode, decode, export; maskd tokenizer --help)\n", verb);
+    fprintf(stderr, "maskd tokenizer: unknown verb '%s' (train, encode, decode, export; maskd tokenizer --help)\n", verb);
     return 2;
   }
   for (int i = 2; i < argc; i++) {

@@ -70,12 +70,17 @@ int main(void) {
   check(rc == 0 && memcmp(le, l0, sizeof le) == 0, "dropout_eval_plan_is_deterministic_and_dropout_free",
         "max diff %.3g", check_max_abs_diff(le, l0, B * T * 50));
 
+  ModelLoss le_loss, l0_loss;
+  rc = model_forward(e, &bb, &le_loss, &err) | model_forward(m0, &bb, &l0_loss, &err);
+  check(rc == 0 && le_loss.loss_sum == l0_loss.loss_sum && le_loss.n_labels == l0_loss.n_labels,
+        "dropout_eval_plan_loss_equals_dropout_free", "%.9g vs %.9g", le_loss.loss_sum, l0_loss.loss_sum);
+
   /* Expectation, per layer: over 2^20 ones, the kept fraction is 1-p within 5
   ** sigma and the mean output is 1 within 5 sigma. */
   size_t n = 1 << 20;
   static float ones[1 << 20], zero[1 << 20], out[1 << 20];
   for (size_t i = 0; i < n; i++) ones[i] = 1;
-  LayerDropout d = {0.1f, 42, 7};
+  LayerDropout d = {0.1f, 42, 7, NULL, 0};
   residual_dropout_forward(out, zero, ones, n, &d);
   double kept = 0, mean = 0;
   int values_ok = 1;
@@ -91,7 +96,7 @@ int main(void) {
   dropout_backward(zero, ones, n, &d);
   check(memcmp(zero, out, n * sizeof(float)) == 0, "dropout_backward_same_mask", "masks differ");
   /* Attention-probability dropout keeps each row's expected sum at 1. */
-  LayerDropout da = {0.3f, 42, 8};
+  LayerDropout da = {0.3f, 42, 8, NULL, 0};
   float qkv[1 * 64 * 3 * 8], ctx[64 * 8], att[64 * 64], scratch[4 * 2 * 64 * 64];
   for (int i = 0; i < 64 * 24; i++) qkv[i] = (i % 24) >= 16 ? 1.0f : 0.01f * (float)((i * 37) % 11);
   attention_forward(ctx, att, qkv, NULL, 1, 64, 8, 1, &da, scratch);

@@ -76,6 +76,7 @@ static void test_matmul(void) {
   matmul_forward(out, in, w, b, 7, 5, 6);
   mm_ref(&m);
   check(rel_diff(out, m.out, 42) < 1e-5, "layer_matmul_forward", "%.3g", rel_diff(out, m.out, 42));
+  free(m.out);
   m.out = NULL;
   float din[35], dw[30] = {0}, db[6] = {0};
   matmul_backward(din, dw, db, dout, in, w, 7, 5, 6, 0);
@@ -197,7 +198,7 @@ static void test_attention(float p, const char *name) {
   enum { B = 2, T = 7, C = 12, A = 3 };
   float mask[B * T] = {0};
   for (int t = 4; t < T; t++) mask[T + t] = -FLT_MAX;   /* row 1: last 3 keys are padding */
-  AT a = {B, T, C, A, rnd(B * T * 3 * C, 1), rnd(B * T * C, 1), calloc(B * T * C, sizeof(double)), mask, {p, 99, 4}};
+  AT a = {B, T, C, A, rnd(B * T * 3 * C, 1), rnd(B * T * C, 1), calloc(B * T * C, sizeof(double)), mask, {p, 99, 4, NULL, 0}};
   round_to_float(a.qkv, B * T * 3 * C); round_to_float(a.dout, B * T * C);
   float *qkv = tof(a.qkv, B * T * 3 * C), *dout = tof(a.dout, B * T * C);
   float ctx[B * T * C], att[B * A * T * T], dqkv[B * T * 3 * C], scratch[8 * 2 * T * T];
@@ -219,7 +220,7 @@ static void test_residual_dropout(void) {
   enum { n = 300 };
   float res[n], in[n], out[n], din[n];
   for (int i = 0; i < n; i++) { res[i] = (float)rng_normal(&rng); in[i] = (float)rng_normal(&rng); }
-  LayerDropout d = {0.25f, 5, 3};
+  LayerDropout d = {0.25f, 5, 3, NULL, 0};
   residual_dropout_forward(out, res, in, n, &d);
   dropout_backward(din, in, n, &d);   /* the derivative of out w.r.t. in is the mask times 1/(1-p) */
   int ok = 1, dropped = 0;

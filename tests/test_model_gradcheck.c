@@ -67,7 +67,7 @@ static double gelu(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
 
 static double keep(const Ref *r, int site, double p, size_t i) {
   if (!r->drop || p <= 0) return 1;
-  LayerDropout d = {(float)p, r->seed, (uint64_t)site};
+  LayerDropout d = {(float)p, r->seed, (uint64_t)site, NULL, 0};
   return layer_dropout_keep(&d, i) ? 1.0 / (1.0 - (double)(float)p) : 0.0;
 }
 
@@ -170,10 +170,10 @@ static double ref_forward(const Ref *r, double *logits_all) {
   return loss;
 }
 
-static void run_case(ModelType type, int dropout, const char *tag) {
+static void run_case(ModelType type, int dropout, int layers, const char *tag) {
   ModelConfig c = {0};
   c.model_type = type;
-  c.vocab_size = 11; c.hidden_size = 8; c.num_hidden_layers = 2; c.num_attention_heads = 2;
+  c.vocab_size = 11; c.hidden_size = 8; c.num_hidden_layers = layers; c.num_attention_heads = 2;
   c.intermediate_size = 12; c.max_position_embeddings = type == MODEL_ROBERTA ? T + 3 : T;
   c.type_vocab_size = type == MODEL_ROBERTA ? 1 : 2; c.pad_token_id = 1;
   c.layer_norm_eps = type == MODEL_ROBERTA ? 1e-5 : 1e-12;
@@ -280,9 +280,11 @@ static void run_case(ModelType type, int dropout, const char *tag) {
 }
 
 int main(void) {
-  run_case(MODEL_ROBERTA, 0, "roberta");
-  run_case(MODEL_BERT, 0, "bert");
-  run_case(MODEL_ROBERTA, 1, "roberta_dropout");
-  run_case(MODEL_BERT, 1, "bert_dropout");
+  run_case(MODEL_ROBERTA, 0, 2, "roberta");
+  run_case(MODEL_BERT, 0, 2, "bert");
+  run_case(MODEL_ROBERTA, 1, 2, "roberta_dropout");
+  run_case(MODEL_BERT, 1, 2, "bert_dropout");
+  /* One layer: the last layer (computed at the labelled rows only) reads the embeddings. */
+  run_case(MODEL_BERT, 1, 1, "bert_1layer_dropout");
   return check_exit();
 }

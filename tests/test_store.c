@@ -387,6 +387,11 @@ static void api_tests(void) {
   check(rc == 0 && removed == 5 && q1(db, sql) == 1 && store_resolve(s, "user/small-wiki@1", &got, &e) == -1 &&
             q1(db, "SELECT COUNT(*) FROM blob_chunks WHERE sha256 NOT IN (SELECT sha256 FROM blobs)") == 0,
         "store_drop_delete_gc", "removed %lld (%s)", (long long)removed, e.msg);
+  /* The 16 MiB blob's pages went back: no free pages left, the file far below 16 MiB. */
+  long long pages = q1(db, "PRAGMA page_count"), psize = q1(db, "PRAGMA page_size");
+  check(q1(db, "PRAGMA auto_vacuum") == 2 && q1(db, "PRAGMA freelist_count") == 0 && pages * psize < (4 << 20),
+        "store_gc_returns_space", "auto_vacuum %lld, free %lld, %lld bytes", q1(db, "PRAGMA auto_vacuum"),
+        q1(db, "PRAGMA freelist_count"), pages * psize);
   check(store_revision_delete(s, 12345, &e) == -1 && strstr(e.msg, "12345"), "store_revision_delete_unknown", "%s", e.msg);
   snprintf(sql, sizeof sql, "DELETE FROM blobs WHERE sha256 = '%s'", rv[2].weights);
   {
@@ -484,6 +489,8 @@ static void concurrency_test(void) {
       StoreStepMetric m[10];
       for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){b * 10 + i, 0, 1, 1, 1, 1, 0};
       if (store_step_metrics_add(w, run, m, 10, &ce)) _exit(4);
+      struct timespec pause = {0, 1000000L};   /* spread the writes so reads fall between them */
+      nanosleep(&pause, NULL);
     }
     store_close(w);
     _exit(0);
@@ -514,6 +521,39 @@ static void concurrency_test(void) {
       break;
     }
   }
+  /* Two writers at once (a CLI run and a server job, say): both finish, nothing lost. */
+  int64_t run2 = store_run_create(s, "conc2", "{}", &e);
+  pid_t kids[2];
+  for (int w = 0; w < 2; w++) {
+    kids[w] = fork();
+    if (kids[w] == 0) {
+      Err ce;
+      Store *ws = store_open(db, &ce);
+      if (!ws) _exit(3);
+      for (int b = 0; b < 50; b++) {
+        StoreStepMetric m[10];
+        for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){w * 100000 + b * 10 + i, 0, 1, 1, 1, 1, 0};
+        if (store_step_metrics_add(ws, run2, m, 10, &ce)) _exit(4);
+        StorePush p = {"x", "{}", m, sizeof m, NULL, 0, NULL, 0, b, 0, NULL};
+        if (b % 10 == 0 && store_push(ws, "conc-model", &p, NULL, &ce)) _exit(5);
+      }
+      store_close(ws);
+      _exit(0);
+    }
+  }
+  int exits_ok = 1;
+  for (int w = 0; w < 2; w++) {
+    int status;
+    waitpid(kids[w], &status, 0);
+    exits_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  json_t *all = store_run_metrics(s, run2, -1, &e);
+  json_t *mg = store_model_get(s, "conc-model", &e);
+  check(exits_ok && all && json_array_size(json_object_get(all, "steps")) == 1000 && mg &&
+            json_array_size(json_object_get(mg, "revisions")) == 10,
+        "store_two_writers", "exits ok %d (%s)", exits_ok, e.msg);
+  json_decref(all);
+  json_decref(mg);
   check(store_integrity_check(s, &e) == 0, "store_integrity_after_concurrency", "%s", e.msg);
   store_close(s);
 }
@@ -532,8 +572,13 @@ static void kill_test(void) {
   rng_seed(&r, 8);
   char why[600] = "";
   for (int k = 0; k < rounds; k++) {
+    /* The child says when its first push is in, so the kill always lands while it
+    ** is writing (however slow the machine), not before it started. */
+    int ready[2];
+    if (pipe(ready) != 0) { check(0, "store_survives_kill_9", "pipe"); return; }
     pid_t child = fork();
     if (child == 0) {
+      close(ready[0]);
       Err ce;
       Store *w = store_open(db, &ce);
       if (!w) _exit(3);
@@ -546,9 +591,14 @@ static void kill_test(void) {
         StoreStepMetric m[50];
         for (int j = 0; j < 50; j++) m[j] = (StoreStepMetric){(int64_t)k * 1000000 + i * 50 + j, 0, 1, 1, 1, 1, 0};
         store_step_metrics_add(w, run, m, 50, &ce);
+        if (i == 0 && (write(ready[1], "x", 1) != 1 || close(ready[1]) != 0)) _exit(5);
       }
     }
-    struct timespec ts = {0, (long)(50 + rng_below(&r, 250)) * 1000000L};
+    close(ready[1]);
+    char byte;
+    if (read(ready[0], &byte, 1) != 1) all_ok = 0;
+    close(ready[0]);
+    struct timespec ts = {0, (long)(20 + rng_below(&r, 200)) * 1000000L};
     nanosleep(&ts, NULL);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
@@ -577,6 +627,76 @@ static void kill_test(void) {
   check(all_ok && revs > 0 && steps > 0, "store_survives_kill_9", "%s (%lld revisions, %lld steps written before the kills)", why, revs, steps);
 }
 
+/* Runs a maskd command line; its stdout (malloc'd) and exit status. */
+static char *run_maskd(const char *args, int *status) {
+  const char *bin = getenv("MASKD");
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "MASKD_KEEP_OPENBLAS_CORETYPE=1 %s %s 2>&1", bin && *bin ? bin : "build/maskd", args);
+  FILE *p = popen(cmd, "r");
+  if (!p) { *status = -1; return NULL; }
+  size_t cap = 1 << 16, n = 0;
+  char *out = malloc(cap);
+  size_t r;
+  while ((r = fread(out + n, 1, cap - 1 - n, p)) > 0) n += r;
+  out[n] = '\0';
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+/* maskd runs / maskd models read what the API wrote. */
+static void cli_test(void) {
+  Err e = {{0}};
+  char db[400], args[600];
+  snprintf(db, sizeof db, "%s", make_db_path("cli.db"));
+  Store *s = store_open(db, &e);
+  int64_t run = store_run_create(s, "cli-run", "{\"epochs\": 1}", &e);
+  store_run_set_status(s, run, "running", NULL, &e);
+  store_run_progress(s, run, 40, 120, 1, &e);
+  StoreStepMetric m = {40, 0.3, 6.25, 1e-4, 1, 100, 0};
+  store_step_metrics_add(s, run, &m, 1, &e);
+  StorePush p = {"Training in progress epoch 1", "{}", "w", 1, NULL, 0, NULL, run, 40, 1, NULL};
+  StoreRevision rv;
+  store_push(s, "cli-model", &p, &rv, &e);
+  store_close(s);
+  int st;
+  snprintf(args, sizeof args, "runs --db %s", db);
+  char *out = run_maskd(args, &st);
+  check(st == 0 && out && strstr(out, "cli-run") && strstr(out, "running") && strstr(out, "40/120") && strstr(out, "6.2500"),
+        "cli_runs_table", "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "runs --json --db %s", db);
+  out = run_maskd(args, &st);
+  json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+  check(st == 0 && json_is_array(j) && json_array_size(j) == 1 &&
+            json_integer_value(json_object_get(json_array_get(j, 0), "step")) == 40,
+        "cli_runs_json", "status %d:\n%s", st, out ? out : "");
+  json_decref(j);
+  free(out);
+  snprintf(args, sizeof args, "models --db %s", db);
+  out = run_maskd(args, &st);
+  check(st == 0 && out && strstr(out, "cli-model") && strstr(out, "Training in progress epoch 1"), "cli_models_table",
+        "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "models --db %s cli-model", db);
+  out = run_maskd(args, &st);
+  char shortc[13];
+  snprintf(shortc, sizeof shortc, "%.12s", rv.commit);
+  check(st == 0 && out && strstr(out, shortc), "cli_models_revisions", "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "models --db %s nobody", db);
+  out = run_maskd(args, &st);
+  check(st == 1 && out && strstr(out, "nobody"), "cli_models_unknown", "status %d: %s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "runs --db %s/none.db", tmpdir);
+  out = run_maskd(args, &st);
+  check(st == 1 && out && strstr(out, "no database"), "cli_runs_no_database", "status %d: %s", st, out ? out : "");
+  free(out);
+  out = run_maskd("runs --bogus", &st);
+  check(st == 2 && out && strstr(out, "--bogus"), "cli_runs_bad_flag", "status %d: %s", st, out ? out : "");
+  free(out);
+}
+
 int main(void) {
   const char *t = getenv("MASKD_TMP");
   snprintf(tmpdir, sizeof tmpdir, "%s/store_%d", t ? t : "/tmp", (int)getpid());
@@ -588,6 +708,7 @@ int main(void) {
   api_tests();
   concurrency_test();
   kill_test();
+  cli_test();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd) != 0) return 1;
   return check_exit();

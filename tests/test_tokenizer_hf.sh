@@ -3,7 +3,8 @@
 # a Unigram tokenizer.json that HF trains (and the seed's layout around it) loads
 # in maskd and gives the same ids, byte offsets and decoded text as HF on every
 # line of WikiText-2 valid and test, the BANKING77 texts, and edge cases; maskd
-# writes tokenizer.json byte for byte as HF does. make test runs a representative
+# writes tokenizer.json byte for byte as HF does; a tokenizer maskd trains gives
+# the same ids in HF as in maskd. make test runs a representative
 # part (HF trained on 6000 lines of WikiText-2 train; the first 1200 lines of valid,
 # BANKING77 test, edge cases); TOK_HF_LONG=1 (tests/long_tokenizer_hf.sh) trains on
 # all of train and compares all of valid, test and BANKING77 train+test.
@@ -160,6 +161,24 @@ assert c["mask_token"] == "[MASK]" and c["added_tokens_decoder"]["4"]["content"]
 assert m["cls_token"] == "[CLS]" and m["sep_token"] == "[SEP]" and m["pad_token"] == "<pad>" and m["unk_token"] == "<unk>"
 assert list(c) == sorted(c) and list(m) == sorted(m)
 EOF
+
+# 3b. A tokenizer maskd trains (seed recipe, vocab 8000) loads in HF: same ids,
+# offsets and decoded text.
+mkdir -p "$T/mtrain"
+if M_ train --input "$T/train.txt" --vocab-size 8000 --out "$T/mtrain/tokenizer.json" --quiet 2> "$T/mtrain.err"; then
+  for c in $corpora; do
+    f="$D/wikitext-2/$c.txt"; [ "$long" != 1 ] && f="$T/$c.part"
+    node $H encode "$T/mtrain/tokenizer.json" "$f" > "$T/h" && M_ encode --tokenizer "$T/mtrain/tokenizer.json" --input "$f" > "$T/m"; same "tokenizer_maskd_trained_in_hf_ids_wikitext_$c" "$T/h" "$T/m"
+    node $H decode "$T/mtrain/tokenizer.json" "$T/m" --skip-special > "$T/h" && M_ decode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/m" --skip-special-tokens > "$T/m2"; same "tokenizer_maskd_trained_in_hf_decode_wikitext_$c" "$T/h" "$T/m2"
+  done
+  for c in banking edge; do
+    node $H encode "$T/mtrain/tokenizer.json" "$T/$c.jsonl" --jsonl --offsets > "$T/h" && M_ encode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/$c.jsonl" --jsonl --offsets > "$T/m"; same "tokenizer_maskd_trained_in_hf_offsets_$c" "$T/h" "$T/m"
+    node $H encode "$T/mtrain/tokenizer.json" "$T/$c.jsonl" --jsonl > "$T/h" && M_ encode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/$c.jsonl" --jsonl > "$T/m"; same "tokenizer_maskd_trained_in_hf_ids_$c" "$T/h" "$T/m"
+    node $H decode "$T/mtrain/tokenizer.json" "$T/m" > "$T/h" && M_ decode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/m" > "$T/m2"; same "tokenizer_maskd_trained_in_hf_decode_$c" "$T/h" "$T/m2"
+  done
+else
+  fail tokenizer_maskd_train "$(tail -2 "$T/mtrain.err")"
+fi
 
 # 4. Variants on the edge cases and WikiText valid.
 nvar=300; [ "$long" = 1 ] && nvar=100000000
