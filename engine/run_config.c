@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/loader.h"
+#include "engine/platform.h"
 #include "engine/prepare.h"
 #include "engine/tokenizer.h"
 
@@ -38,7 +39,7 @@ void run_config_defaults(RunConfig *rc) {
   rc->epochs = 1; rc->batch = 8; rc->grad_accum = 1;
   rc->lr = 1e-4; rc->weight_decay = 1e-3; rc->warmup_steps = -1;
   rc->adam_beta1 = 0.9; rc->adam_beta2 = 0.999; rc->adam_epsilon = 1e-8;
-  rc->seed = 42; rc->eval_seed = 1234; rc->threads = 1;
+  rc->seed = 42; rc->eval_seed = 1234; rc->threads = 0;
   rc->checkpoint_epochs = 1; rc->keep_last = 2; rc->mlm_probability = 0.15;
 }
 
@@ -211,7 +212,7 @@ int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
   if (!(rc->adam_beta1 >= 0 && rc->adam_beta1 < 1)) return err_set(err, "adam_beta1: %g must be in [0, 1)", rc->adam_beta1);
   if (!(rc->adam_beta2 >= 0 && rc->adam_beta2 < 1)) return err_set(err, "adam_beta2: %g must be in [0, 1)", rc->adam_beta2);
   if (!(rc->adam_epsilon > 0)) return err_set(err, "adam_epsilon: %g must be > 0", rc->adam_epsilon);
-  if (rc->threads < 1 || rc->threads > 1024) return err_set(err, "threads: %ld must be in [1, 1024]", rc->threads);
+  if (rc->threads < 0 || rc->threads > 1024) return err_set(err, "threads: %ld must be in [0, 1024] (0: all CPUs)", rc->threads);
   if (rc->eval_batches < 0) return err_set(err, "eval_batches: %ld must be >= 0 (0 = all)", rc->eval_batches);
   if (rc->checkpoint_steps < 0) return err_set(err, "checkpoint_steps: %ld must be >= 0", rc->checkpoint_steps);
   if (rc->checkpoint_epochs < 1) return err_set(err, "checkpoint_epochs: %ld must be >= 1", rc->checkpoint_epochs);
@@ -285,7 +286,7 @@ int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
   o->clip_norm = rc->clip_norm; o->min_lr_ratio = rc->min_lr_ratio;
   o->warmup_steps = rc->warmup_steps;
   o->seed = rc->seed; o->eval_seed = rc->eval_seed;
-  o->threads = (int)rc->threads;
+  o->threads = rc->threads > 0 ? (int)rc->threads : platform_cpu_count();
   o->eval_batches = rc->eval_batches;
   o->checkpoint_steps = rc->checkpoint_steps;
   o->checkpoint_epochs = (int)rc->checkpoint_epochs;

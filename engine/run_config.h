@@ -50,7 +50,7 @@ typedef struct RunPlan {
 
 /* Defaults: epochs 1, batch 8, grad_accum 1, lr 1e-4, weight decay 1e-3, warm-up -1
 ** (total // 20), no clipping, betas 0.9/0.999, eps 1e-8, seed 42, eval seed 1234,
-** threads 1, checkpoint every epoch, keep_last 2, mlm 0.15, config "small". */
+** threads 0 (all CPUs), checkpoint every epoch, keep_last 2, mlm 0.15, config "small". */
 void run_config_defaults(RunConfig *rc);
 /* Applies a JSON object's keys over rc; unknown keys and wrong types are refused by name. */
 int run_config_apply_json(RunConfig *rc, const char *json_text, Err *err);

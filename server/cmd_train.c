@@ -49,7 +49,8 @@ static void train_usage(FILE *f) {
           "  --batch B (8)          --grad-accum K (1): micro-batches per step\n"
           "  --lr X (1e-4)          --weight-decay X (1e-3)   --warmup-steps N (-1: total // 20)\n"
           "  --clip-norm X (0: off) --min-lr-ratio X (0)      --adam-beta1/--adam-beta2/--adam-epsilon\n"
-          "  --seed N (42)          --eval-seed N (1234)      --threads N (1)\n"
+          "  --seed N (42)          --eval-seed N (1234)      --threads N (0: all CPUs, fixed\n"
+          "                         when the run is created, so a resumed run uses the same count)\n"
           "  --eval-batches N (0: all)   --checkpoint-steps N (0: epochs only)\n"
           "  --checkpoint-epochs N (1)   --keep-last N (2): checkpoints that keep optimizer state\n"
           "  --mlm-probability X (0.15)\n");
@@ -297,6 +298,7 @@ int cmd_train(int argc, char **argv) {
     int r = cj ? run_config_apply_json(&rc, cj, &e) : err_set(&e, "run %s has no stored description", resume);
     free(cj);
     if (r) goto fail_early;
+    if (resume_flag && given.threads == 0) given.threads = rc.threads;   /* "all CPUs" was resolved when stored */
     if (resume_flag && differing_key(&rc, &given, &e)) goto fail_early;
   }
   RunPlan plan;
@@ -306,6 +308,7 @@ int cmd_train(int argc, char **argv) {
 
   /* Everything is checked; from here on failures are the run's and are recorded. */
   if (run < 0) {
+    rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
     cfg_json = run_config_to_json(&rc);
     run = store_run_create(db, rc.name, cfg_json, &e);
     if (run < 0) goto fail_early;
