@@ -14,6 +14,7 @@ int cmd_prepare(int argc, char **argv);
 int cmd_runs(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_tokenizer_train(int argc, char **argv);
 int cmd_fillmask(int argc, char **argv);
 int cmd_export(int argc, char **argv);

@@ -24,6 +24,7 @@ static const Command commands[] = {
   {"import", cmd_import, "add a Hugging Face model folder to the store"},
   {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
   {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
+  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
