@@ -2,6 +2,7 @@
 ** file against the model's tensor table before it copies a single number, so a
 ** refused file leaves the model as it was. */
 #include "engine/checkpoint.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -58,37 +59,9 @@ int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err
   return rc;
 }
 
-/* mkdir -p. */
-static int make_dirs(const char *dir, Err *err) {
-  char path[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof path) return err_set(err, "bad directory name \"%s\"", dir);
-  memcpy(path, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (path[i] != '/' && path[i] != '\0') continue;
-    char c = path[i];
-    path[i] = '\0';
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) return err_set(err, "%s: %s", path, strerror(errno));
-    path[i] = c;
-  }
-  struct stat sb;
-  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(err, "%s: not a directory", dir);
-  return 0;
-}
-
-static char *join(const char *dir, const char *file) {
-  size_t a = strlen(dir), b = strlen(file);
-  char *s = malloc(a + b + 2);
-  if (!s) return NULL;
-  memcpy(s, dir, a);
-  s[a] = '/';
-  memcpy(s + a + 1, file, b + 1);
-  return s;
-}
-
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
-  if (make_dirs(dir, err)) return -1;
-  char *cfg = join(dir, CKPT_CONFIG_FILE), *w = join(dir, CKPT_WEIGHTS_FILE);
+  if (files_make_dirs(dir, err)) return -1;
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
   StWriteTensor *ts = NULL;
   uint16_t *half = NULL;
   int rc = -1;
@@ -247,7 +220,7 @@ int ckpt_load_weights_memory(Model *m, const void *buf, size_t len, Err *err) {
 }
 
 Model *ckpt_load_model(const char *dir, Err *err) {
-  char *cfg = join(dir, CKPT_CONFIG_FILE), *w = join(dir, CKPT_WEIGHTS_FILE);
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
   Model *m = NULL;
   ModelConfig c;
   if (!cfg || !w) { err_set(err, "out of memory"); goto done; }

@@ -7,6 +7,7 @@
 ** the real tokens (padding is masked out of attention and RoBERTa's position ids
 ** skip pad ids). */
 #include "engine/fillmask.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <math.h>
@@ -92,13 +93,6 @@ void fillmask_forget_plan(FillMask *fm) { fm->plan_b = fm->plan_t = fm->plan_m =
 
 /* ---- loading an HF folder ---- */
 
-static char *path_join(const char *dir, const char *name) {
-  size_t n = strlen(dir) + strlen(name) + 2;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", dir, name);
-  return p;
-}
-
 /* A token field of tokenizer_config.json / special_tokens_map.json: a string,
 ** or an AddedToken object {"content": ...}. */
 static const char *token_field(const json_t *obj, const char *key) {
@@ -110,8 +104,8 @@ static const char *token_field(const json_t *obj, const char *key) {
 FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err) {
   FillMaskOptions opt;
   if (o) opt = *o; else fillmask_options_default(&opt);
-  char *tp = path_join(dir, "tokenizer.json"), *cp = path_join(dir, "tokenizer_config.json"),
-       *sp = path_join(dir, "special_tokens_map.json");
+  char *tp = files_join(dir, "tokenizer.json"), *cp = files_join(dir, "tokenizer_config.json"),
+       *sp = files_join(dir, "special_tokens_map.json");
   json_t *tc = NULL, *sm = NULL;
   FillMask *fm = NULL;
   Model *m = NULL;

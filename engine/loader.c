@@ -1,4 +1,5 @@
 #include "engine/loader.h"
+#include "engine/files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,16 +39,6 @@ void loader_close(Loader *l) {
   free(l->start);
   free(l->perm);
   free(l);
-}
-
-static char *join(const char *dir, const char *name) {
-  size_t a = strlen(dir), b = strlen(name);
-  char *p = malloc(a + b + 2);
-  if (!p) return NULL;
-  memcpy(p, dir, a);
-  p[a] = '/';
-  memcpy(p + a + 1, name, b + 1);
-  return p;
 }
 
 static int add_shard(Loader *l, const char *path, Err *err) {
@@ -99,7 +90,7 @@ static int open_dir_glob(Loader *l, const char *dir, Err *err) {
       rc = err_set(err, "%s: shard index %d of split '%.*s' is missing (found %s)", dir, i, (int)split0, names[0], names[i]);
       break;
     }
-    char *p = join(dir, names[i]);
+    char *p = files_join(dir, names[i]);
     if (!p) { rc = err_set(err, "out of memory"); break; }
     rc = add_shard(l, p, err);
     free(p);
@@ -137,7 +128,7 @@ static int open_manifest(Loader *l, const char *path, Err *err) {
     const char *file = json_string_value(json_object_get(s, "file"));
     json_t *js = json_object_get(s, "samples");
     if (!file || !json_is_integer(js) || strchr(file, '/')) { rc = err_set(err, "%s: shard entry %zu lacks a plain file name or samples", path, i); break; }
-    char *p = join(dir, file);
+    char *p = files_join(dir, file);
     if (!p) { rc = err_set(err, "out of memory"); break; }
     rc = add_shard(l, p, err);
     if (rc == 0 && shard_info(l->shards[l->n_shards - 1])->n_samples != (uint64_t)json_integer_value(js))
@@ -173,7 +164,7 @@ Loader *loader_open(const char *path, const LoaderOptions *opt, const Rng *seed,
   int rc;
   if (stat(path, &st) != 0) rc = err_set(err, "%s: cannot open shard set: %s", path, strerror(errno));
   else if (S_ISDIR(st.st_mode)) {
-    char *m = join(path, "manifest.json");
+    char *m = files_join(path, "manifest.json");
     struct stat ms;
     if (!m) rc = err_set(err, "out of memory");
     else if (stat(m, &ms) == 0) rc = open_manifest(l, m, err);

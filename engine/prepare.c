@@ -1,4 +1,5 @@
 #include "engine/prepare.h"
+#include "engine/files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,25 +36,6 @@ PrepareOptions prepare_default_options(const char *split, int seq_len, uint32_t 
   o.shard_size = 5000;
   o.vocab_size = vocab_size;
   return o;
-}
-
-/* mkdir -p. */
-static int make_dirs(const char *dir, Err *err) {
-  char *p = strdup(dir);
-  if (!p) return err_set(err, "out of memory");
-  for (char *s = p + 1; ; s++) {
-    if (*s == '/' || *s == '\0') {
-      char c = *s;
-      *s = '\0';
-      if (mkdir(p, 0777) != 0 && errno != EEXIST) { int rc = err_set(err, "%s: cannot create directory: %s", p, strerror(errno)); free(p); return rc; }
-      *s = c;
-      if (c == '\0') break;
-    }
-  }
-  free(p);
-  struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return err_set(err, "%s: not a directory", dir);
-  return 0;
 }
 
 static int path_of(char *buf, size_t cap, const char *dir, const char *name, Err *err) {
@@ -157,7 +139,7 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   if (opt->shard_size <= 0) return err_set(err, "shard size %d must be > 0", opt->shard_size);
   if (opt->vocab_size == 0) return err_set(err, "vocabulary size must be > 0");
   if (opt->group_lines < 0) return err_set(err, "group size %d must be >= 0", opt->group_lines);
-  if (make_dirs(out_dir, err) || clear_existing(out_dir, opt->split, opt->overwrite, err)) return -1;
+  if (files_make_dirs(out_dir, err) || clear_existing(out_dir, opt->split, opt->overwrite, err)) return -1;
 
   uint64_t L = (uint64_t)opt->seq_len, cap_tokens = L * (uint64_t)opt->shard_size;
   int32_t *buf = malloc((size_t)cap_tokens * sizeof *buf);

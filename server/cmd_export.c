@@ -13,6 +13,7 @@
 #include "engine/checkpoint.h"
 #include "engine/config.h"
 #include "engine/fillmask.h"
+#include "engine/files.h"
 #include "engine/tokenizer.h"
 #include "server/commands.h"
 #include "store/store.h"
@@ -22,35 +23,9 @@ const char *fillmask_db_path(const char *flag);   /* server/cmd_fillmask.c */
 static const char *const folder_files[] = {"config.json", "model.safetensors", "tokenizer.json",
                                            "tokenizer_config.json", "special_tokens_map.json"};
 
-static char *join(const char *dir, const char *name) {
-  size_t n = strlen(dir) + strlen(name) + 2;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", dir, name);
-  return p;
-}
-
 static int exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *dir, Err *err) {
-  char *p = strdup(dir);
-  if (!p) return err_set(err, "out of memory");
-  for (char *q = p + 1; ; q++) {
-    if (*q == '/' || *q == 0) {
-      char c = *q;
-      *q = 0;
-      if (mkdir(p, 0755) && errno != EEXIST) { err_set(err, "%s: %s", p, strerror(errno)); free(p); return -1; }
-      *q = c;
-      if (!c) break;
-    }
-  }
-  free(p);
-  struct stat st;
-  if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return err_set(err, "%s: not a directory", dir);
-  return 0;
 }
 
 static int write_bytes(const char *path, const void *data, size_t len, Err *err) {
@@ -89,24 +64,24 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, Err
     err_set(err, "the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t), c.vocab_size);
     goto done;
   }
-  if (make_dirs(dir, err)) goto done;
+  if (files_make_dirs(dir, err)) goto done;
   if (!force) {
     for (size_t i = 0; i < sizeof folder_files / sizeof folder_files[0]; i++) {
       free(path);
-      if (!(path = join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
+      if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
       if (exists(path)) { err_set(err, "%s exists (use --force to overwrite)", path); goto done; }
     }
   }
   /* config.json as maskd writes it (architectures, model_type, every field); the
   ** weights as ckpt writes them: F32, HF names, tied decoder left out, format "pt". */
   free(path);
-  if (!(path = join(dir, "config.json"))) { err_set(err, "out of memory"); goto done; }
+  if (!(path = files_join(dir, "config.json"))) { err_set(err, "out of memory"); goto done; }
   if (config_save(&c, path, err)) goto done;
   unsigned char *wb = NULL;
   size_t wb_len = 0;
   if (ckpt_weights_bytes(m, 0, &wb, &wb_len, err)) goto done;
   free(path);
-  path = join(dir, "model.safetensors");
+  path = files_join(dir, "model.safetensors");
   int wrc = path ? write_bytes(path, wb, wb_len, err) : err_set(err, "out of memory");
   free(wb);
   if (wrc) goto done;
@@ -135,7 +110,7 @@ static const char *role(const json_t *o, const char *key) {
 static int check_tokenizer_configs(const char *dir, Err *err) {
   static const char *files[] = {"tokenizer_config.json", "special_tokens_map.json"};
   for (int i = 0; i < 2; i++) {
-    char *p = join(dir, files[i]);
+    char *p = files_join(dir, files[i]);
     if (!p) return err_set(err, "out of memory");
     if (!exists(p)) { free(p); continue; }
     json_error_t je;
@@ -175,7 +150,7 @@ static Tokenizer *load_unigram_tokenizer(const char *path, Err *err) {
 }
 
 static int do_import(Store *s, const char *dir, const char *name, const char *message, Err *err) {
-  char *cp = join(dir, "config.json"), *wp = join(dir, "model.safetensors"), *tp = join(dir, "tokenizer.json");
+  char *cp = files_join(dir, "config.json"), *wp = files_join(dir, "model.safetensors"), *tp = files_join(dir, "tokenizer.json");
   char *cfg_json = NULL, *tok_json = NULL, msg[512];
   unsigned char *wb = NULL;
   size_t wb_len = 0;
