@@ -11,5 +11,6 @@ typedef struct Command {
 
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif
