@@ -107,7 +107,7 @@ int cmd_serve(int argc, char **argv) {
   if (hc.token && !*hc.token) hc.token = NULL;
   if (hc.auth_reads && !hc.token) { fprintf(stderr, "maskd serve: --auth-reads needs --token\n"); return 2; }
   app.db_path = db && *db ? db : "maskd.db";
-  app.started = (double)time(NULL);
+  app.started = wall_now();
   Err err = {{0}};
   app.static_root = find_static(static_dir, &err);
   if (!app.static_root) { fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }

@@ -7,7 +7,7 @@
 #include "server/serve.h"
 #include "server/static_files.h"
 
-static double wall_now(void) {
+double wall_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;

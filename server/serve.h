@@ -14,6 +14,7 @@ typedef struct App {
 } App;
 
 /* routes_core.c: health, metrics, the page. */
+double wall_now(void);  /* unix seconds */
 void route_healthz(void *app, HttpReq *rq, HttpRes *rs);
 void route_metrics(void *app, HttpReq *rq, HttpRes *rs);
 int route_static(void *app, HttpReq *rq, HttpRes *rs);
