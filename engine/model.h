@@ -70,7 +70,8 @@ void model_set_dropout(Model *m, int enabled, uint64_t seed);
 /* Threads used by the model's own loops and by BLAS. */
 void model_set_threads(Model *m, int threads);
 
-/* Forward pass with labels: loss at labelled positions (sum, count, correct). */
+/* Forward pass with labels: loss at labelled positions (sum, count, correct). The
+** last layer is computed at the labelled rows only (the loss is identical). */
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err);
 /* Sets the gradient buffer to zero. */
 void model_zero_grad(Model *m);
@@ -80,5 +81,27 @@ void model_backward(Model *m, float loss_scale);
 /* Inference: logits (n_positions x vocab) at the given flat positions (b*seq+t) of the batch. */
 int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions,
                     float *logits_out, Err *err);
+
+/* Per-phase wall time of forward/backward, for benchmarks. Off by default; when
+** on, each phase costs two clock reads. Matmul = the large Linear sgemms,
+** attention = per-head products and their softmax, loss = the cross-entropy,
+** elementwise = embeddings, LayerNorm, GELU, dropout, residuals, gathers. */
+typedef enum {
+  MODEL_PHASE_MATMUL, MODEL_PHASE_ATTENTION, MODEL_PHASE_LOSS, MODEL_PHASE_ELEMENTWISE, MODEL_PHASE_COUNT
+} ModelPhase;
+/* Turns the profile on or off and resets the accumulated times to zero. */
+void model_profile_enable(Model *m, int on);
+/* Seconds accumulated per phase since the last model_profile_enable(). */
+void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]);
+/* "matmul", "attention", "loss", "elementwise". */
+const char *model_phase_name(int phase);
+/* Floating-point operations of the matrix products of one model_forward (training
+** = 0) or model_forward + model_backward (training = 1) over batch x seq tokens
+** with head_rows labelled positions (multiply-add = 2). model_forward computes the
+** last layer's queries, attention output and FFN at the labelled rows only (no
+** other row reaches the loss), and so does this count. */
+double model_flops(const ModelConfig *cfg, int batch, int seq, int head_rows, int training);
+/* Threads the model currently uses. */
+int model_threads(const Model *m);
 
 #endif

@@ -31,6 +31,7 @@ typedef struct Added {
   char *match;       /* what is searched for: content, normalised when `normalized` */
   size_t mlen;
   unsigned char lstrip, rstrip, single_word, normalized, special;
+  unsigned char normalized_json, special_json;  /* as written back (differ only for repeated contents) */
 } Added;
 
 typedef struct Replace { char *pat, *content; size_t plen, clen; } Replace;
@@ -204,6 +205,7 @@ static int push_token(Encoding *e, int id, int type_id, int32_t a, int32_t b, in
 static int apply_replace(Work *w, const Replace *r, int align) {
   size_t n = w->nlen, out = 0;
   if (r->plen == 0 || n < r->plen) return 0;
+  if (!memmem(w->nb, n, r->pat, r->plen)) return 0;  /* the common case: nothing to copy */
   /* Grow first: the result is at most n / plen * clen + n. */
   size_t worst = r->clen > r->plen ? n + (n / r->plen) * (r->clen - r->plen) : n;
   if (work_reserve(w, worst + 8) < 0) return -1;
@@ -822,7 +824,7 @@ Tokenizer *tokenizer_new_seed(int n, const char *const *pieces, const double *sc
     Added *a = &t->added[t->n_added++];
     a->content = strdup(pieces[i]);
     if (!a->content) goto oom;
-    a->special = 1;
+    a->special = a->special_json = 1;
     a->lstrip = !strcmp(pieces[i], "[MASK]");
     if (!strcmp(pieces[i], "[CLS]")) cls = i;
     if (!strcmp(pieces[i], "[SEP]")) sep = i;
@@ -1061,6 +1063,19 @@ static Tokenizer *from_root(json_t *root, Err *err) {
           get_bool(a, "rstrip", 0, &rs, "added_tokens", err) < 0 || get_bool(a, "special", 0, &sp, "added_tokens", err) < 0 ||
           get_bool(a, "normalized", !sp, &no, "added_tokens", err) < 0) goto fail;
       if (sw) { err_set(err, "added token %s: single_word true is not supported", json_string_value(c)); goto fail; }
+      /* A repeated content is one token, as in HF's AddedVocabulary: the last
+      ** definition's strip flags and what it writes back, special if any said so,
+      ** matched where the first definition put it. */
+      int dup = -1;
+      for (int j = 0; j < t->n_added; j++) if (!strcmp(t->added[j].content, json_string_value(c))) dup = j;
+      if (dup >= 0) {
+        Added *d = &t->added[dup];
+        d->lstrip = (unsigned char)ls; d->rstrip = (unsigned char)rs;
+        d->special |= (unsigned char)sp;
+        d->special_json = (unsigned char)sp; d->normalized_json = (unsigned char)no;
+        continue;
+      }
+      ad->special_json = (unsigned char)sp; ad->normalized_json = (unsigned char)no;
       ad->content = strdup(json_string_value(c));
       if (!ad->content) { err_set(err, "out of memory"); goto fail; }
       ad->single_word = 0; ad->lstrip = (unsigned char)ls; ad->rstrip = (unsigned char)rs;
@@ -1246,8 +1261,8 @@ char *tokenizer_to_json(const Tokenizer *t, Err *err) {
     json_object_set_new(o, "single_word", json_boolean(a->single_word));
     json_object_set_new(o, "lstrip", json_boolean(a->lstrip));
     json_object_set_new(o, "rstrip", json_boolean(a->rstrip));
-    json_object_set_new(o, "normalized", json_boolean(a->normalized));
-    json_object_set_new(o, "special", json_boolean(a->special));
+    json_object_set_new(o, "normalized", json_boolean(a->normalized_json));
+    json_object_set_new(o, "special", json_boolean(a->special_json));
     json_array_append_new(added, o);
   }
   json_object_set_new(root, "added_tokens", added);
@@ -1326,7 +1341,7 @@ int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
 ** true, remove_space true, keep_accents false) are written as transformers
 ** writes them: with tokenizer.json present they do not change encoding.
 ** clean_up_tokenization_spaces is stated explicitly because its default changed
-** across transformers versions. */
+** across transformers versions; true is what the seed's transformers 4.x used. */
 int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err) {
   char path[4096];
   snprintf(path, sizeof path, "%s/tokenizer.json", dir);
@@ -1369,9 +1384,8 @@ int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err) {
     if (tokenizer_token_to_id(t, roles[r][1]) < 0) continue;
     cfg[nc].key = roles[r][0]; cfg[nc].val = roles[r][1]; cfg[nc].raw = 0; nc++;
   }
-  cfg[nc].key = "clean_up_tokenization_spaces"; cfg[nc].val = "false"; cfg[nc].raw = 1; nc++;
+  cfg[nc].key = "clean_up_tokenization_spaces"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
   cfg[nc].key = "do_lower_case"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
-  cfg[nc].key = "extra_special_tokens"; cfg[nc].val = "{}"; cfg[nc].raw = 1; nc++;
   cfg[nc].key = "keep_accents"; cfg[nc].val = "false"; cfg[nc].raw = 1; nc++;
   cfg[nc].key = "model_max_length"; cfg[nc].val = "1000000000000000019884624838656"; cfg[nc].raw = 1; nc++;
   cfg[nc].key = "remove_space"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;

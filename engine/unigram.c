@@ -54,12 +54,15 @@ static inline size_t char_len_at(const char *s, size_t pos, size_t len) {
 
 /* ---- double-array construction ------------------------------------------ */
 
+/* Free slots form a doubly linked list (slot 0, the root, is its head sentinel)
+** so that the search for a base visits only free slots: a first-fit scan over
+** the dense low region would make construction quadratic. */
 typedef struct Builder {
   Unigram *u;
   int32_t cap;
-  int32_t first_free;   /* every slot below this is taken */
+  int32_t *next, *prev;  /* free list; next[0] is the first free slot, 0 ends it */
   int32_t max_base;
-  const int32_t *order; /* piece ids sorted by bytes, duplicates removed */
+  const int32_t *order;  /* piece ids sorted by bytes, duplicates removed */
 } Builder;
 
 static int da_grow(Builder *b, int32_t need) {
@@ -79,9 +82,27 @@ static int da_grow(Builder *b, int32_t need) {
   int32_t *nt = realloc(u->term, (size_t)cap * sizeof *nt);
   if (!nt) return -1;
   u->term = nt;
-  for (int32_t i = b->cap; i < cap; i++) { u->base[i] = 0; u->check[i] = -1; u->term[i] = -1; }
+  int32_t *nn = realloc(b->next, (size_t)cap * sizeof *nn);
+  if (!nn) return -1;
+  b->next = nn;
+  int32_t *np = realloc(b->prev, (size_t)cap * sizeof *np);
+  if (!np) return -1;
+  b->prev = np;
+  int32_t first_new = b->cap ? b->cap : 1;
+  if (b->cap == 0) { b->next[0] = 0; b->prev[0] = 0; u->base[0] = 0; u->check[0] = -2; u->term[0] = -1; }
+  /* Append the new slots at the tail of the free list. */
+  for (int32_t i = first_new; i < cap; i++) {
+    u->base[i] = 0; u->check[i] = -1; u->term[i] = -1;
+    int32_t tail = b->prev[0];
+    b->next[tail] = i; b->prev[i] = tail; b->next[i] = 0; b->prev[0] = i;
+  }
   b->cap = cap;
   return 0;
+}
+
+static void da_take(Builder *b, int32_t t) {
+  b->next[b->prev[t]] = b->next[t];
+  b->prev[b->next[t]] = b->prev[t];
 }
 
 static const char *piece_bytes(const Unigram *u, int id, size_t *len) {
@@ -105,19 +126,24 @@ static int da_place(Builder *b, int32_t s, int lo, int hi, size_t depth) {
     if (nl == 0 || labels[nl - 1] != c) { labels[nl] = c; child_lo[nl] = i; nl++; }
   }
   child_lo[nl] = hi;
-  /* First-fit: the smallest base whose slots for all labels are free. */
-  int32_t bs = b->first_free - labels[0];
-  if (bs < 1) bs = 1;
-  for (;; bs++) {
-    if (da_grow(b, bs + 256 + 1) < 0) return -1;
+  /* First fit over free slots for the first label; the others must be free too. */
+  int32_t bs;
+  for (int32_t p = b->next[0];; p = b->next[p]) {
+    if (p == 0) {  /* list exhausted: grow, and go on from the new slots */
+      int32_t old = b->cap;
+      if (da_grow(b, b->cap * 2) < 0) return -1;
+      p = old;
+    }
+    bs = p - labels[0];
+    if (bs < 1) continue;
+    if (bs + 257 > b->cap && da_grow(b, bs + 257) < 0) return -1;
     int ok = 1;
-    for (int k = 0; k < nl && ok; k++) ok = u->check[bs + labels[k]] == -1;
+    for (int k = 1; k < nl && ok; k++) ok = u->check[bs + labels[k]] == -1;
     if (ok) break;
   }
   u->base[s] = bs;
   if (bs > b->max_base) b->max_base = bs;
-  for (int k = 0; k < nl; k++) u->check[bs + labels[k]] = s;
-  while (b->first_free < b->cap && u->check[b->first_free] != -1) b->first_free++;
+  for (int k = 0; k < nl; k++) { u->check[bs + labels[k]] = s; da_take(b, bs + labels[k]); }
   for (int k = 0; k < nl; k++)
     if (da_place(b, bs + labels[k], child_lo[k], child_lo[k + 1], depth + 1) < 0) return -1;
   return 0;
@@ -186,13 +212,12 @@ Unigram *unigram_new(int n, const char *const *pieces, const double *scores, int
     }
     order[k++] = order[i];
   }
-  Builder b = {.u = u, .first_free = 1, .order = order};
-  int rc = da_grow(&b, 1024);
-  if (rc == 0) {
-    u->check[0] = -2;  /* the root is nobody's child */
-    if (k > 0) rc = da_place(&b, 0, 0, k, 0);
-  }
+  Builder b = {.u = u, .order = order};
+  int rc = da_grow(&b, 1024);  /* also makes slot 0 the root, nobody's child */
+  if (rc == 0 && k > 0) rc = da_place(&b, 0, 0, k, 0);
   free(order);
+  free(b.next);
+  free(b.prev);
   if (rc < 0) { unigram_free(u); err_set(err, "unigram: out of memory building the trie"); return NULL; }
   u->da_size = b.cap;
   return u;

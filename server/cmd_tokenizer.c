@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -12,9 +13,11 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-    "usage: maskd tokenizer encode --tokenizer T [--input FILE] [--pieces | --offsets]\n"
+    "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
+    "       maskd tokenizer encode --tokenizer T [--input FILE] [--pieces | --offsets]\n"
     "                              [--no-special-tokens] [--threads N] [--jsonl]\n"
     "       maskd tokenizer decode --tokenizer T [--input FILE] [--skip-special-tokens]\n"
+    "       maskd tokenizer export --tokenizer T --out DIR\n"
     "\n"
     "encode: prints the ids of each input line (space separated, one line per line);\n"
     "        --pieces prints the pieces instead, --offsets start:end byte offsets into the line.\n"
@@ -22,6 +25,9 @@ static void usage(FILE *f) {
     "        --no-special-tokens. --threads: encoding threads (default: all CPUs).\n"
     "        --jsonl: each input line is a JSON string (for texts holding newlines).\n"
     "decode: reads space-separated ids per line and prints the decoded text.\n"
+    "export: writes DIR/tokenizer.json (HF's layout), tokenizer_config.json and\n"
+    "        special_tokens_map.json (as transformers saves an AlbertTokenizerFast).\n"
+    "train: see maskd tokenizer train --help.\n"
     "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin.\n");
 }
 
@@ -192,10 +198,11 @@ static int cmd_decode(Tokenizer *t, char *text, size_t len, int skip_special) {
 
 int cmd_tokenizer(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(argc < 2 ? stderr : stdout); return argc < 2 ? 2 : 0; }
-  const char *verb = argv[1], *tok_path = NULL, *input = NULL;
+  if (!strcmp(argv[1], "train")) return cmd_tokenizer_train(argc - 1, argv + 1);
+  const char *verb = argv[1], *tok_path = NULL, *input = NULL, *out_dir = NULL;
   int pieces = 0, offsets = 0, add_special = 1, skip_special = 0, threads = 0, jsonl = 0;
-  if (strcmp(verb, "encode") && strcmp(verb, "decode")) {
-    fprintf(stderr, "maskd tokenizer: unknown verb '%s' (encode, decode; maskd tokenizer --help)\n", verb);
+  if (strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "export")) {
+    fprintf(stderr, "maskd tokenizer: unknown verb '%s' (train, encode, decode, export; maskd tokenizer --help)\n", verb);
     return 2;
   }
   for (int i = 2; i < argc; i++) {
@@ -203,7 +210,8 @@ int cmd_tokenizer(int argc, char **argv) {
     int has_val = i + 1 < argc;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     else if (!strcmp(a, "--tokenizer") && has_val) tok_path = argv[++i];
-    else if (!strcmp(a, "--input") && has_val) input = argv[++i];
+    else if (!strcmp(a, "--input") && has_val && verb[1] != 'x') input = argv[++i];
+    else if (!strcmp(a, "--out") && has_val && verb[1] == 'x') out_dir = argv[++i];
     else if (!strcmp(a, "--threads") && has_val) {
       char *end;
       long v = strtol(argv[++i], &end, 10);
@@ -222,9 +230,21 @@ int cmd_tokenizer(int argc, char **argv) {
   }
   if (!tok_path) { fprintf(stderr, "maskd tokenizer %s: --tokenizer is required\n", verb); return 2; }
   if (pieces && offsets) { fprintf(stderr, "maskd tokenizer encode: --pieces and --offsets exclude each other\n"); return 2; }
+  if (verb[1] == 'x' && !out_dir) { fprintf(stderr, "maskd tokenizer export: --out is required\n"); return 2; }
   Err err;
   Tokenizer *t = tokenizer_load(tok_path, &err);
   if (!t) { fprintf(stderr, "maskd tokenizer %s: %s\n", verb, err.msg); return 1; }
+  if (verb[1] == 'x') {
+    if (mkdir(out_dir, 0777) < 0 && errno != EEXIST) {
+      fprintf(stderr, "maskd tokenizer export: %s: %s\n", out_dir, strerror(errno));
+      tokenizer_free(t);
+      return 1;
+    }
+    int rc = tokenizer_save_pretrained(t, out_dir, &err) < 0;
+    if (rc) fprintf(stderr, "maskd tokenizer export: %s\n", err.msg);
+    tokenizer_free(t);
+    return rc;
+  }
   size_t len = 0;
   char *text = slurp(input, &len);
   if (!text) {

@@ -11,6 +11,10 @@ typedef struct Command {
 
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
+int cmd_runs(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_tokenizer_train(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 #endif

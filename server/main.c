@@ -18,6 +18,9 @@ static const Command commands[] = {
   {"version", cmd_version, "print the version"},
   {"tokenizer", cmd_tokenizer, "encode and decode text with a tokenizer.json"},
   {"prepare", cmd_prepare, "cut token ids into fixed-length dataset shards"},
+  {"runs", cmd_runs, "list training runs in the store"},
+  {"models", cmd_models, "list model repositories and their revisions in the store"},
+  {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
   {"serve", cmd_serve, "serve the HTTP API and the web page"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);

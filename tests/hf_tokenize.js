@@ -6,6 +6,10 @@
 //   node hf_tokenize.js decode TOKENIZER FILE [--skip-special]
 //   node hf_tokenize.js train OUT.json FILE...      (HF's Unigram trainer, seed pipeline)
 //   node hf_tokenize.js bench TOKENIZER FILE         (encodeBatch MB/s on FILE's lines)
+//   node hf_tokenize.js seed IN.json OUT.json         (the seed's layout around a trained
+//        Unigram: special tokens first as HF's trainer puts them, unk_id, [MASK] lstrip,
+//        TemplateProcessing; loaded and saved by HF so OUT is HF-written)
+//   node hf_tokenize.js resave IN.json OUT.json       (HF loads IN and saves it)
 //
 // A line HF refuses prints "ERR <message>". Offsets are turned from HF's
 // character offsets into byte offsets, which is what maskd reports.
@@ -85,6 +89,25 @@ function train(out, files) {
   process.stderr.write(`hf train: ${s.toFixed(3)} s\n`);
 }
 
+// What UnigramTrainer({special_tokens, unk_token: "<unk>"}) then AlbertTokenizerFast
+// produce: specials prepended with score 0.0 (the trainer fills vocab_size minus the
+// specials, so the last pieces make room), unk_id the index of <unk>, the mask
+// token with lstrip, and the post-processor of the seed recipe.
+function seed(inPath, outPath) {
+  const d = JSON.parse(fs.readFileSync(inPath, 'utf8'));
+  const sp = ['[CLS]', '[SEP]', '<unk>', '<pad>', '[MASK]'];
+  const keep = d.model.vocab.filter(([p]) => !sp.includes(p)).slice(0, d.model.vocab.length - sp.length);
+  d.model.vocab = sp.map(c => [c, 0.0]).concat(keep);
+  d.model.unk_id = 2;
+  d.added_tokens = sp.map((c, i) => ({ id: i, content: c, single_word: false, lstrip: c === '[MASK]',
+                                        rstrip: false, normalized: false, special: true }));
+  const S = (id, t) => ({ SpecialToken: { id, type_id: t } }), Q = (id, t) => ({ Sequence: { id, type_id: t } });
+  d.post_processor = { type: 'TemplateProcessing', single: [S('[CLS]', 0), Q('A', 0), S('[SEP]', 0)],
+    pair: [S('[CLS]', 0), Q('A', 0), S('[SEP]', 0), Q('B', 1), S('[SEP]', 1)],
+    special_tokens: { '[CLS]': { id: '[CLS]', ids: [0], tokens: ['[CLS]'] }, '[SEP]': { id: '[SEP]', ids: [1], tokens: ['[SEP]'] } } };
+  hf.Tokenizer.fromString(JSON.stringify(d)).save(outPath, true);
+}
+
 async function bench(tokPath, file) {
   const tok = hf.Tokenizer.fromFile(tokPath);
   const lines = readLines(file);
@@ -108,6 +131,8 @@ async function bench(tokPath, file) {
   if (cmd === 'decode' && pos.length === 2) return decode(pos[0], pos[1], flags);
   if (cmd === 'train' && pos.length >= 2) return train(pos[0], pos.slice(1));
   if (cmd === 'bench' && pos.length === 2) return bench(pos[0], pos[1]);
+  if (cmd === 'seed' && pos.length === 2) return seed(pos[0], pos[1]);
+  if (cmd === 'resave' && pos.length === 2) return hf.Tokenizer.fromFile(pos[0]).save(pos[1], true);
   process.stderr.write('usage: hf_tokenize.js encode|decode|train|bench ... (see the header)\n');
   process.exit(2);
 })().catch(e => { process.stderr.write(String(e.stack || e) + '\n'); process.exit(1); });

@@ -1,0 +1,487 @@
+#include "engine/layers.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- helpers */
+
+/* splitmix64's finaliser: a strong 64-bit mix, cheap enough to run per element. */
+static inline uint64_t mix64(uint64_t z) {
+  z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL;
+  z ^= z >> 27; z *= 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static inline uint64_t dropout_key(const LayerDropout *d) {
+  return mix64(d->seed ^ mix64(d->site + 0x632be59bd9b4e019ULL));
+}
+
+/* The top 24 bits of the element's hash, compared with p * 2^24. */
+static inline uint32_t dropout_threshold(const LayerDropout *d) {
+  return (uint32_t)((double)d->p * 16777216.0);
+}
+
+static inline float dropout_factor(uint64_t key, uint32_t thresh, float scale, size_t i) {
+  uint32_t r = (uint32_t)(mix64(key + (uint64_t)i * 0x9e3779b97f4a7c15ULL) >> 40);
+  return r >= thresh ? scale : 0.0f;
+}
+
+int layer_dropout_keep(const LayerDropout *d, size_t i) {
+  if (!d || d->p <= 0) return 1;
+  return dropout_factor(dropout_key(d), dropout_threshold(d), 1.0f, i) != 0.0f;
+}
+
+static inline int dropout_on(const LayerDropout *d) { return d && d->p > 0; }
+
+/* exp by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 Taylor
+** polynomial (truncation < 2.5e-8 relative); 2^n is built in the exponent bits.
+** Branch-free so loops over it vectorise; below -87.3 it returns exactly 0,
+** which softmax of masked scores relies on. */
+static inline float fast_expf(float x) {
+  float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  float t = xc * 1.44269504f + 12582912.0f;   /* adding 1.5*2^23 rounds to an integer */
+  float n = t - 12582912.0f;
+  float r = xc - n * 0.693145751953125f;
+  r = r - n * 1.428606765330187e-06f;
+  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
+            r * (8.3333338e-3f + r * 1.3888889e-3f)))));
+  int32_t ni = (int32_t)n;
+  int32_t bits = (ni + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
+  return x < -87.3f ? 0.0f : y;
+}
+
+/* erf from Numerical Recipes' erfc Chebyshev fit (fractional error < 1.2e-7). */
+static inline float fast_erff(float x) {
+  float z = fabsf(x);
+  float t = 1.0f / (1.0f + 0.5f * z);
+  float poly = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
+               t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+  float erfc = t * fast_expf(-z * z + poly);
+  float r = 1.0f - erfc;
+  return x < 0 ? -r : r;
+}
+
+float layer_expf(float x) { return fast_expf(x); }
+float layer_erff(float x) { return fast_erff(x); }
+
+/* ----------------------------------------------------------------- matmul */
+
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o) {
+  if (bias) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n; r++) memcpy(out + (size_t)r * o, bias, (size_t)o * sizeof(float));
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o, k, 1.0f, in, k, w, k, bias ? 1.0f : 0.0f, out, o);
+}
+
+/* db[c] += sum_r dout[r, c], parallel over column blocks so no two threads share an output. */
+static void column_sums(float *db, const float *dout, int n, int o) {
+  int nb = (o + 63) / 64;
+#pragma omp parallel for schedule(static)
+  for (int bi = 0; bi < nb; bi++) {
+    int c0 = bi * 64, c1 = c0 + 64 < o ? c0 + 64 : o;
+    float acc[64] = {0};
+    for (int r = 0; r < n; r++) {
+      const float *row = dout + (size_t)r * o;
+      for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
+    }
+    for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
+  }
+}
+
+void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                     int n, int k, int o, int din_accumulate) {
+  if (db) column_sums(db, dout, n, o);
+  if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, k, n, 1.0f, dout, o, in, k, 1.0f, dw, k);
+  if (din)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, o, 1.0f, dout, o, w, k,
+                din_accumulate ? 1.0f : 0.0f, din, k);
+}
+
+/* -------------------------------------------------------------- layernorm */
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+                       int n, int c, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < n; r++) {
+    const float *x = in + (size_t)r * c;
+    float *y = out + (size_t)r * c;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < c; i++) s += x[i];
+    float mu = s / c, v = 0;
+    /* Two passes, as torch does: the variance of centred values loses nothing to cancellation. */
+#pragma omp simd reduction(+ : v)
+    for (int i = 0; i < c; i++) { float d = x[i] - mu; v += d * d; }
+    float rs = 1.0f / sqrtf(v / c + eps);
+    for (int i = 0; i < c; i++) y[i] = (x[i] - mu) * rs * w[i] + b[i];
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
+                        const float *rstd, const float *w, int n, int c, int din_accumulate) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < n; r++) {
+    const float *x = in + (size_t)r * c, *dy = dout + (size_t)r * c;
+    float *dx = din + (size_t)r * c;
+    float mu = mean[r], rs = rstd[r], a = 0, bsum = 0;
+#pragma omp simd reduction(+ : a, bsum)
+    for (int i = 0; i < c; i++) {
+      float g = dy[i] * w[i];
+      a += g;
+      bsum += g * (x[i] - mu) * rs;
+    }
+    a /= c;
+    bsum /= c;
+    if (din_accumulate)
+      for (int i = 0; i < c; i++) dx[i] += rs * (dy[i] * w[i] - a - (x[i] - mu) * rs * bsum);
+    else
+      for (int i = 0; i < c; i++) dx[i] = rs * (dy[i] * w[i] - a - (x[i] - mu) * rs * bsum);
+  }
+  int nb = (c + 63) / 64;
+#pragma omp parallel for schedule(static)
+  for (int bi = 0; bi < nb; bi++) {
+    int c0 = bi * 64, c1 = c0 + 64 < c ? c0 + 64 : c;
+    float aw[64] = {0}, ab[64] = {0};
+    for (int r = 0; r < n; r++) {
+      const float *x = in + (size_t)r * c, *dy = dout + (size_t)r * c;
+      float mu = mean[r], rs = rstd[r];
+      for (int i = c0; i < c1; i++) {
+        aw[i - c0] += dy[i] * (x[i] - mu) * rs;
+        ab[i - c0] += dy[i];
+      }
+    }
+    for (int i = c0; i < c1; i++) { dw[i] += aw[i - c0]; db[i] += ab[i - c0]; }
+  }
+}
+
+/* ------------------------------------------------------------------- gelu */
+
+#define GELU_INV_SQRT2 0.70710678118654752f
+#define GELU_INV_SQRT2PI 0.39894228040143268f
+
+void gelu_forward(float *out, const float *in, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    float x = in[i];
+    out[i] = 0.5f * x * (1.0f + fast_erff(x * GELU_INV_SQRT2));
+  }
+}
+
+void gelu_backward(float *din, const float *dout, const float *in, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    float x = in[i];
+    float cdf = 0.5f * (1.0f + fast_erff(x * GELU_INV_SQRT2));
+    float pdf = GELU_INV_SQRT2PI * fast_expf(-0.5f * x * x);
+    din[i] = dout[i] * (cdf + x * pdf);
+  }
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+void residual_dropout_forward(float *out, const float *res, const float *in, size_t n, const LayerDropout *d) {
+  if (!dropout_on(d)) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i];
+    return;
+  }
+  uint64_t key = dropout_key(d);
+  uint32_t th = dropout_threshold(d);
+  float scale = 1.0f / (1.0f - d->p);
+  if (d->rows) {
+    size_t cols = (size_t)d->cols, nr = n / cols;
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < nr; r++) {
+      size_t base = (size_t)d->rows[r] * cols, o = r * cols;
+      for (size_t c = 0; c < cols; c++) out[o + c] = res[o + c] + in[o + c] * dropout_factor(key, th, scale, base + c);
+    }
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i] * dropout_factor(key, th, scale, i);
+}
+
+void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d) {
+  if (!dropout_on(d)) {
+    if (din != dout) memcpy(din, dout, n * sizeof(float));
+    return;
+  }
+  uint64_t key = dropout_key(d);
+  uint32_t th = dropout_threshold(d);
+  float scale = 1.0f / (1.0f - d->p);
+  if (d->rows) {
+    size_t cols = (size_t)d->cols, nr = n / cols;
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < nr; r++) {
+      size_t base = (size_t)d->rows[r] * cols, o = r * cols;
+      for (size_t c = 0; c < cols; c++) din[o + c] = dout[o + c] * dropout_factor(key, th, scale, base + c);
+    }
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) din[i] = dout[i] * dropout_factor(key, th, scale, i);
+}
+
+void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d) {
+  if (dropout_on(d)) dropout_backward(x, x, n, d);
+}
+
+/* ------------------------------------------------------------- embeddings */
+
+void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types,
+                        const float *wte, const float *wpe, const float *tte, int n, int c) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < n; r++) {
+    const float *a = wte + (size_t)ids[r] * c, *p = wpe + (size_t)pos[r] * c;
+    const float *t = tte + (size_t)(types ? types[r] : 0) * c;
+    float *y = out + (size_t)r * c;
+    for (int i = 0; i < c; i++) y[i] = a[i] + t[i] + p[i];
+  }
+}
+
+void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
+                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe) {
+  /* Parallel over column blocks: repeated ids then never race on a row. */
+  int nb = (c + 31) / 32;
+#pragma omp parallel for schedule(static)
+  for (int bi = 0; bi < nb; bi++) {
+    int c0 = bi * 32, c1 = c0 + 32 < c ? c0 + 32 : c;
+    for (int r = 0; r < n; r++) {
+      const float *g = dout + (size_t)r * c;
+      float *a = ids[r] == skip_wte ? NULL : dwte + (size_t)ids[r] * c;
+      float *p = pos[r] == skip_wpe ? NULL : dwpe + (size_t)pos[r] * c;
+      float *t = dtte + (size_t)(types ? types[r] : 0) * c;
+      for (int i = c0; i < c1; i++) t[i] += g[i];
+      if (a) for (int i = c0; i < c1; i++) a[i] += g[i];
+      if (p) for (int i = c0; i < c1; i++) p[i] += g[i];
+    }
+  }
+}
+
+/* -------------------------------------------------------------- attention */
+
+/* Row-wise softmax of s (rows x T) after adding the key mask; fully masked rows
+** become uniform, exactly as softmax over equal float32 minima does in torch. */
+static void softmax_rows_masked(float *s, const float *mask_add, int rows, int T) {
+  for (int q = 0; q < rows; q++) {
+    float *row = s + (size_t)q * T;
+    if (mask_add)
+      for (int k = 0; k < T; k++) row[k] += mask_add[k];
+    float mx = row[0];
+#pragma omp simd reduction(max : mx)
+    for (int k = 1; k < T; k++) mx = row[k] > mx ? row[k] : mx;
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int k = 0; k < T; k++) { float e = fast_expf(row[k] - mx); row[k] = e; sum += e; }
+    float inv = 1.0f / sum;
+    for (int k = 0; k < T; k++) row[k] *= inv;
+  }
+}
+
+void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C,
+                       int A, const LayerDropout *d, float *scratch) {
+  int hd = C / A, ld = 3 * C;
+  float scale = 1.0f / sqrtf((float)hd);
+  int drop = dropout_on(d);
+  uint64_t key = drop ? dropout_key(d) : 0;
+  uint32_t th = drop ? dropout_threshold(d) : 0;
+  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < B * A; bh++) {
+    int b = bh / A, h = bh % A;
+    const float *q = qkv + (size_t)b * T * ld + h * hd, *k = q + C, *v = q + 2 * C;
+    float *s = att + (size_t)bh * T * T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, q, ld, k, ld, 0.0f, s, T);
+    softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, T, T);
+    const float *p = s;
+    if (drop) {
+      float *pd = scratch + (size_t)omp_get_thread_num() * T * T;
+      size_t base = (size_t)bh * T * T;
+      for (size_t i = 0; i < (size_t)T * T; i++) pd[i] = s[i] * dropout_factor(key, th, dscale, base + i);
+      p = pd;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, p, T, v, ld, 0.0f,
+                ctx + (size_t)b * T * C + h * hd, C);
+  }
+}
+
+void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C,
+                        int A, const LayerDropout *d, float *scratch) {
+  int hd = C / A, ld = 3 * C;
+  float scale = 1.0f / sqrtf((float)hd);
+  int drop = dropout_on(d);
+  uint64_t key = drop ? dropout_key(d) : 0;
+  uint32_t th = drop ? dropout_threshold(d) : 0;
+  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < B * A; bh++) {
+    int b = bh / A, h = bh % A;
+    size_t off = (size_t)b * T * ld + h * hd;
+    const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
+    float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
+    const float *dc = dctx + (size_t)b * T * C + h * hd;
+    const float *p = att + (size_t)bh * T * T;
+    float *s1 = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *dp = s1 + (size_t)T * T;
+    size_t base = (size_t)bh * T * T;
+    const float *pd = p;
+    if (drop) {
+      for (size_t i = 0; i < (size_t)T * T; i++) s1[i] = p[i] * dropout_factor(key, th, dscale, base + i);
+      pd = s1;
+    }
+    /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T. */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
+    if (drop)
+      for (size_t i = 0; i < (size_t)T * T; i++) dp[i] *= dropout_factor(key, th, dscale, base + i);
+    /* Softmax: dS = P (dP - <dP, P>) per row; the additive mask has no gradient. */
+    for (int r = 0; r < T; r++) {
+      const float *pr = p + (size_t)r * T;
+      float *g = dp + (size_t)r * T;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int j = 0; j < T; j++) dot += g[j] * pr[j];
+      for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
+    }
+    /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
+  }
+}
+
+void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
+                            const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
+                            const LayerDropout *d, float *scratch) {
+  int hd = C / A, ld = 2 * C;
+  float scale = 1.0f / sqrtf((float)hd);
+  int drop = dropout_on(d);
+  uint64_t key = drop ? dropout_key(d) : 0;
+  uint32_t th = drop ? dropout_threshold(d) : 0;
+  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+#pragma omp parallel for schedule(dynamic)
+  for (int bh = 0; bh < B * A; bh++) {
+    int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
+    if (mb == 0) continue;
+    const float *qb = q + (size_t)r0 * C + h * hd, *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
+    float *s = att + ((size_t)h * M + r0) * T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T);
+    softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, mb, T);
+    const float *p = s;
+    if (drop) {
+      float *pd = scratch + (size_t)omp_get_thread_num() * T * T;
+      for (int i = 0; i < mb; i++) {
+        int t = qrows[r0 + i] - b * T;
+        size_t base = (((size_t)b * A + h) * T + t) * T;
+        for (int j = 0; j < T; j++) pd[(size_t)i * T + j] = s[(size_t)i * T + j] * dropout_factor(key, th, dscale, base + j);
+      }
+      p = pd;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, T, 1.0f, p, T, v, ld, 0.0f,
+                ctx + (size_t)r0 * C + h * hd, C);
+  }
+}
+
+void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
+                             const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
+                             int A, int M, const LayerDropout *d, float *scratch) {
+  int hd = C / A, ld = 2 * C;
+  float scale = 1.0f / sqrtf((float)hd);
+  int drop = dropout_on(d);
+  uint64_t key = drop ? dropout_key(d) : 0;
+  uint32_t th = drop ? dropout_threshold(d) : 0;
+  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+#pragma omp parallel for schedule(dynamic)
+  for (int bh = 0; bh < B * A; bh++) {
+    int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
+    const float *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
+    float *dk = dkv + (size_t)b * T * ld + h * hd, *dv = dk + C;
+    if (mb == 0) {   /* no query of this row: its keys and values get no gradient */
+      for (int t = 0; t < T; t++) {
+        memset(dk + (size_t)t * ld, 0, (size_t)hd * sizeof(float));
+        memset(dv + (size_t)t * ld, 0, (size_t)hd * sizeof(float));
+      }
+      continue;
+    }
+    const float *qb = q + (size_t)r0 * C + h * hd, *dc = dctx + (size_t)r0 * C + h * hd;
+    const float *p = att + ((size_t)h * M + r0) * T;
+    float *s1 = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *dp = s1 + (size_t)T * T;
+    const float *pd = p;
+    if (drop) {
+      for (int i = 0; i < mb; i++) {
+        size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
+        for (int j = 0; j < T; j++) s1[(size_t)i * T + j] = p[(size_t)i * T + j] * dropout_factor(key, th, dscale, base + j);
+      }
+      pd = s1;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, mb, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
+    if (drop)
+      for (int i = 0; i < mb; i++) {
+        size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
+        for (int j = 0; j < T; j++) dp[(size_t)i * T + j] *= dropout_factor(key, th, dscale, base + j);
+      }
+    for (int r = 0; r < mb; r++) {
+      const float *pr = p + (size_t)r * T;
+      float *g = dp + (size_t)r * T;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int j = 0; j < T; j++) dot += g[j] * pr[j];
+      for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, T, scale, dp, T, k, ld, 0.0f,
+                dq + (size_t)r0 * C + h * hd, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, mb, scale, dp, T, qb, C, 0.0f, dk, ld);
+  }
+}
+
+/* ---------------------------------------------------------- cross-entropy */
+
+void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
+                          double *loss_sum, int *n_correct) {
+  double loss = 0;
+  int correct = 0;
+#pragma omp parallel for schedule(static) reduction(+ : loss, correct)
+  for (int r = 0; r < m; r++) {
+    const float *l = logits + (size_t)r * v;
+    /* The maximum by a vector reduction, then its first index (torch's argmax on ties). */
+    float mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int j = 1; j < v; j++) mx = l[j] > mx ? l[j] : mx;
+    int am = 0;
+    while (am < v - 1 && l[am] != mx) am++;
+    int lab = labels[r];
+    float target = l[lab];
+    float sum = 0;
+    if (probs_out) {
+      float *p = probs_out + (size_t)r * v;
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < v; j++) { float e = fast_expf(l[j] - mx); p[j] = e; sum += e; }
+      float inv = 1.0f / sum;
+      for (int j = 0; j < v; j++) p[j] *= inv;
+    } else {
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < v; j++) sum += fast_expf(l[j] - mx);
+    }
+    loss += log((double)sum) + (double)mx - (double)target;
+    correct += am == lab;
+  }
+  *loss_sum += loss;
+  *n_correct += correct;
+}
+
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < m; r++) {
+    const float *p = probs + (size_t)r * v;
+    float *g = dlogits + (size_t)r * v;
+    for (int j = 0; j < v; j++) g[j] = p[j] * scale;
+    g[labels[r]] -= scale;
+  }
+}

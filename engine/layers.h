@@ -1,0 +1,99 @@
+/* The layers of the masked-LM model as forward/backward pairs on float arrays
+** (llm.c style). Rows are tokens: an activation of N rows and C columns is
+** row-major (N, C). Linear weights are PyTorch's (out, in). Every backward
+** ADDS into parameter gradients (dw, db) and OVERWRITES input gradients (din)
+** unless its comment says otherwise. Loops are OpenMP-parallel over the
+** calling thread's team size; matrix products go through cblas_sgemm. */
+#ifndef MASKD_LAYERS_H
+#define MASKD_LAYERS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Dropout is a pure function of (seed, site, element index): forward and
+** backward recompute the same keep decision, so no mask is stored, and the
+** result does not depend on the thread count. */
+typedef struct LayerDropout {
+  float p;              /* drop probability; 0 = identity */
+  uint64_t seed;        /* per-step seed */
+  uint64_t site;        /* distinct per dropout site of the network */
+  /* When rows != NULL the data are a subset of the rows of a (?, cols) tensor:
+  ** row r of the data is row rows[r] there, and the masks are that row's, so a
+  ** layer computed on a subset of rows drops exactly what the full layer would. */
+  const int32_t *rows;
+  int cols;
+} LayerDropout;
+
+/* 1 when element i is kept by dropout d (always 1 when d->p == 0). */
+int layer_dropout_keep(const LayerDropout *d, size_t i);
+
+/* Vectorisable exp and erf in float (about 2 ulp and 1.2e-7 absolute). */
+float layer_expf(float x);
+float layer_erff(float x);
+
+/* out[n,o] = sum_k in[n,k] w[o,k] + bias[o]  (bias may be NULL). */
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o);
+/* dw += dout^T in; db += column sums of dout (NULL skips); din = dout w, or
+** din += dout w when din_accumulate (din NULL skips). */
+void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                     int n, int k, int o, int din_accumulate);
+
+/* out = LayerNorm(in) * w + b per row of c; saves mean and 1/std per row. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+                       int n, int c, float eps);
+/* din = dLN/din dout (overwrite, or add when din_accumulate); dw, db += . */
+void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
+                        const float *rstd, const float *w, int n, int c, int din_accumulate);
+
+/* out = gelu(in) with the exact erf form, n elements (out may equal in). */
+void gelu_forward(float *out, const float *in, size_t n);
+/* din = gelu'(in) * dout (din may equal dout). */
+void gelu_backward(float *din, const float *dout, const float *in, size_t n);
+
+/* out = res + dropout(in) elementwise over n (out may equal in or res). */
+void residual_dropout_forward(float *out, const float *res, const float *in, size_t n, const LayerDropout *d);
+/* din = dropout'(dout) (din may equal dout). */
+void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d);
+/* x = dropout(x) in place. */
+void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d);
+
+/* out[n,:] = wte[ids[n]] + wpe[pos[n]] + tte[types[n]] (types NULL = type 0). */
+void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types,
+                        const float *wte, const float *wpe, const float *tte, int n, int c);
+/* Scatters dout into the three tables; rows equal to skip_wte (or skip_wpe)
+** get no gradient, as nn.Embedding's padding_idx (-1 = none). */
+void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
+                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe);
+
+/* Multi-head self-attention on a fused qkv (B*T, 3C) = [Q | K | V]:
+** ctx (B*T, C) = softmax(Q K^T / sqrt(d) + mask_add[b, key]) V per head, with
+** dropout on the probabilities. att (B, A, T, T) receives the probabilities
+** before dropout; scratch holds T*T floats per thread. mask_add (B, T) is 0 for
+** real keys and the float32 minimum for padding (NULL = none). */
+void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C,
+                       int A, const LayerDropout *d, float *scratch);
+/* dqkv (B*T, 3C) = gradient of the above given dctx; scratch 2*T*T per thread. */
+void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C,
+                        int A, const LayerDropout *d, float *scratch);
+
+/* Attention for a subset of the queries (sorted by batch row): q (M, C) holds
+** the queries of flat positions qrows[0..M), grouped so that batch b's are
+** qrows[qstart[b]..qstart[b+1]); kv (B*T, 2C) = [K | V] of every position.
+** ctx (M, C); att (A, M, T) receives the probabilities before dropout, whose
+** masks are those of the full attention at the same (b, h, query, key). */
+void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
+                            const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
+                            const LayerDropout *d, float *scratch);
+/* dq (M, C) and dkv (B*T, 2C) (overwritten) from dctx (M, C); scratch 2*T*T per thread. */
+void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
+                             const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
+                             int A, int M, const LayerDropout *d, float *scratch);
+
+/* Cross-entropy of each row of logits (m, v) against labels: adds the losses to
+** *loss_sum and the argmax hits to *n_correct; when probs_out != NULL the rows'
+** softmax is written there (may equal logits) for crossentropy_backward. */
+void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
+                          double *loss_sum, int *n_correct);
+/* dlogits = (probs - onehot(label)) * scale (dlogits may equal probs). */
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale);
+
+#endif

@@ -1,0 +1,164 @@
+/* maskd tokenizer train: a Unigram tokenizer from text files, written as HF's
+** tokenizer.json (plus tokenizer_config.json and special_tokens_map.json when the
+** output is named tokenizer.json, as transformers' save_pretrained lays them out). */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/platform.h"
+#include "engine/tokenizer.h"
+#include "engine/unigram_trainer.h"
+#include "server/commands.h"
+
+#define MAX_SPECIAL 64
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
+    "\n"
+    "Trains a Unigram tokenizer (the algorithm of SentencePiece / HF UnigramTrainer) on the\n"
+    "lines of the input files, with the seed recipe: normalizer Replace(``->\") Replace(''->\"),\n"
+    "Metaspace pre-tokenizer and decoder, TemplateProcessing \"[CLS] $A [SEP]\".\n"
+    "\n"
+    "  --input FILE...           text files (UTF-8), one or more\n"
+    "  --vocab-size N            final vocabulary size, special tokens included\n"
+    "  --out PATH                tokenizer.json to write; when named tokenizer.json, its folder\n"
+    "                            also gets tokenizer_config.json and special_tokens_map.json\n"
+    "  --special-tokens A,B,..   special tokens, first ids (default [CLS],[SEP],<unk>,<pad>,[MASK])\n"
+    "  --unk-token T             unknown token (default <unk>; added first if not a special token)\n"
+    "  --max-piece-length N      longest piece in characters (default 16)\n"
+    "  --shrinking-factor X      share of pieces one pruning keeps (default 0.75)\n"
+    "  --seed-size N             seed pieces from the suffix array (default 1000000)\n"
+    "  --sub-iterations N        EM iterations between prunings (default 2)\n"
+    "  --threads N               threads (default: all CPUs)\n"
+    "  --hf-seeds                count seed substrings once per distinct word, exactly as HF\n"
+    "                            tokenizers does (default: every occurrence, as SentencePiece)\n"
+    "  --quiet                   no progress on stderr\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || errno || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+int cmd_tokenizer_train(int argc, char **argv) {
+  const char *inputs[1024], *out = NULL, *unk = "<unk>";
+  int n_inputs = 0;
+  char *special_buf = NULL;
+  const char *special[MAX_SPECIAL] = {"[CLS]", "[SEP]", "<unk>", "<pad>", "[MASK]"};
+  int n_special = 5;
+  UtOptions o;
+  ut_options_default(&o);
+  o.progress = 1;
+  o.vocab_size = 0;
+  int rc = 2;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has = i + 1 < argc;
+    long v;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); free(special_buf); return 0; }
+    else if (!strcmp(a, "--input") && has) {
+      while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
+        if (n_inputs == 1024) { fprintf(stderr, "maskd tokenizer train: more than 1024 input files\n"); goto done; }
+        inputs[n_inputs++] = argv[++i];
+      }
+    }
+    else if (!strcmp(a, "--out") && has) out = argv[++i];
+    else if (!strcmp(a, "--vocab-size") && has) {
+      if (parse_int(argv[++i], 1, 10000000, &v)) { fprintf(stderr, "maskd tokenizer train: --vocab-size wants a number from 1 to 10000000\n"); goto done; }
+      o.vocab_size = (int)v;
+    }
+    else if (!strcmp(a, "--max-piece-length") && has) {
+      if (parse_int(argv[++i], 1, 255, &v)) { fprintf(stderr, "maskd tokenizer train: --max-piece-length wants a number from 1 to 255\n"); goto done; }
+      o.max_piece_length = (int)v;
+    }
+    else if (!strcmp(a, "--seed-size") && has) {
+      if (parse_int(argv[++i], 1, 100000000, &v)) { fprintf(stderr, "maskd tokenizer train: --seed-size wants a positive number\n"); goto done; }
+      o.seed_size = (int)v;
+    }
+    else if (!strcmp(a, "--sub-iterations") && has) {
+      if (parse_int(argv[++i], 1, 100, &v)) { fprintf(stderr, "maskd tokenizer train: --sub-iterations wants a number from 1 to 100\n"); goto done; }
+      o.n_sub_iterations = (int)v;
+    }
+    else if (!strcmp(a, "--threads") && has) {
+      if (parse_int(argv[++i], 1, 1024, &v)) { fprintf(stderr, "maskd tokenizer train: --threads wants a number from 1 to 1024\n"); goto done; }
+      o.threads = (int)v;
+    }
+    else if (!strcmp(a, "--shrinking-factor") && has) {
+      char *end;
+      double x = strtod(argv[++i], &end);
+      if (*end || !(x > 0 && x < 1)) { fprintf(stderr, "maskd tokenizer train: --shrinking-factor wants a number in (0, 1)\n"); goto done; }
+      o.shrinking_factor = x;
+    }
+    else if (!strcmp(a, "--special-tokens") && has) {
+      free(special_buf);
+      special_buf = strdup(argv[++i]);
+      n_special = 0;
+      for (char *save = NULL, *tok = strtok_r(special_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n_special == MAX_SPECIAL) { fprintf(stderr, "maskd tokenizer train: more than %d special tokens\n", MAX_SPECIAL); goto done; }
+        special[n_special++] = tok;
+      }
+    }
+    else if (!strcmp(a, "--unk-token") && has) unk = argv[++i];
+    else if (!strcmp(a, "--hf-seeds")) o.seed_distinct = 1;
+    else if (!strcmp(a, "--quiet")) o.progress = 0;
+    else { fprintf(stderr, "maskd tokenizer train: unknown option or missing value: %s (maskd tokenizer train --help)\n", a); goto done; }
+  }
+  if (!n_inputs) { fprintf(stderr, "maskd tokenizer train: --input is required\n"); goto done; }
+  if (!o.vocab_size) { fprintf(stderr, "maskd tokenizer train: --vocab-size is required\n"); goto done; }
+  if (!out) { fprintf(stderr, "maskd tokenizer train: --out is required\n"); goto done; }
+  o.special_tokens = special;
+  o.n_special = n_special;
+  o.unk_token = unk[0] ? unk : NULL;
+
+  /* Check the output folder before spending time on training. */
+  char *outdup = strdup(out), *dir = dirname(outdup);
+  struct stat st;
+  if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "maskd tokenizer train: output folder %s does not exist\n", dir);
+    free(outdup);
+    goto done;
+  }
+
+  rc = 1;
+  Err err;
+  double t0 = platform_now();
+  UtWords *w = ut_words_new();
+  UtResult r = {0};
+  Tokenizer *tok = NULL;
+  if (!w) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); goto done_dir; }
+  double bytes = 0;
+  for (int i = 0; i < n_inputs; i++) {
+    if (ut_words_add_file(w, inputs[i], o.threads, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
+    if (!stat(inputs[i], &st)) bytes += (double)st.st_size;
+  }
+  if (o.progress) {
+    double dt = platform_now() - t0;
+    fprintf(stderr, "tokenizer train: read %d file(s), %.1f MB in %.2fs (%.0f MB/s)\n", n_inputs, bytes / 1e6, dt, bytes / 1e6 / (dt > 0 ? dt : 1e-9));
+  }
+  if (ut_train(w, &o, &r, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
+  int added_unk = o.unk_token != NULL;  /* the trainer puts the unk token first unless it is a special token */
+  for (int i = 0; i < n_special; i++) if (o.unk_token && !strcmp(special[i], o.unk_token)) added_unk = 0;
+  tok = tokenizer_new_seed(r.n, (const char *const *)r.pieces, r.scores, r.unk_id, n_special + added_unk, &err);
+  if (!tok) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
+  const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+  int ok = !strcmp(base, "tokenizer.json") ? tokenizer_save_pretrained(tok, dir, &err) : tokenizer_save(tok, out, &err);
+  if (ok < 0) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
+  if (o.progress) fprintf(stderr, "tokenizer train: wrote %s (%d pieces) in %.2fs\n", out, r.n, platform_now() - t0);
+  rc = 0;
+done_dir:
+  tokenizer_free(tok);
+  ut_result_free(&r);
+  ut_words_free(w);
+  free(outdup);
+done:
+  free(special_buf);
+  return rc;
+}

@@ -1,0 +1,176 @@
+/* The store: one SQLite database (WAL, foreign keys on) that plays the part of
+** the Hugging Face Hub and of the run tracker. It holds training runs with their
+** per-step and per-epoch metrics, model repositories whose revisions are pushed
+** checkpoints (weights, optional optimizer state, tokenizer; content-addressed
+** blobs by sha256), tokenizers, datasets (shard sets with counts) and jobs.
+**
+** Every write is one transaction, so a killed process leaves the database as it
+** was before or after the write, never between. The schema is versioned with
+** PRAGMA user_version and migrated forward on open. A Store is one connection:
+** use it from one thread at a time (open one per thread or process; WAL lets
+** readers run while another connection writes).
+**
+** Lists and records come back as jansson values (the HTTP API's JSON); the caller
+** json_decref()s them. Functions return 0 / an id >= 1 on success and -1 with a
+** one-line message in err on failure. */
+#ifndef MASKD_STORE_H
+#define MASKD_STORE_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/err.h"
+
+#define STORE_SCHEMA_VERSION 1
+
+typedef struct Store Store;
+
+/* Opens (creating if needed) and migrates the database at path. */
+Store *store_open(const char *path, Err *err);
+/* Closes; NULL allowed. */
+void store_close(Store *s);
+/* The schema version of the open database (STORE_SCHEMA_VERSION after open). */
+int store_schema_version(Store *s);
+/* PRAGMA integrity_check and foreign_key_check; 0 when both are clean. */
+int store_integrity_check(Store *s, Err *err);
+
+/* ---- blobs: content-addressed bytes (safetensors, tokenizer.json) ---- */
+
+/* Lower-case hex SHA-256 of len bytes into hex (65 bytes with the NUL). */
+void store_sha256_hex(const void *data, size_t len, char hex[65]);
+/* Stores bytes (once per content); hex receives their sha256. */
+int store_blob_put(Store *s, const void *data, size_t len, char hex[65], Err *err);
+/* The bytes of a blob (malloc'd, caller frees); checked against their sha256. */
+int store_blob_get(Store *s, const char *hex, void **data, size_t *len, Err *err);
+/* Deletes blobs no revision or tokenizer refers to; *removed (may be NULL) counts them. */
+int store_gc(Store *s, int64_t *removed, Err *err);
+
+/* ---- tokenizers ---- */
+
+/* Adds tokenizer.json text under a new name; returns its id. */
+int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_json, int vocab_size, Err *err);
+/* The tokenizer.json text (malloc'd) of a name; *id may be NULL. */
+int store_tokenizer_get(Store *s, const char *name, char **tokenizer_json, int64_t *id, Err *err);
+/* [{id, name, vocab_size, sha256, created}] */
+json_t *store_tokenizers_list(Store *s, Err *err);
+
+/* ---- datasets: shard sets ---- */
+
+typedef struct StoreShard {
+  const char *split;      /* "train", "validation", ... */
+  const char *path;       /* shard file */
+  int64_t n_samples;
+} StoreShard;
+
+/* Adds a dataset (its shards with their sample counts); tokenizer may be NULL. */
+int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int seq_len,
+                          const StoreShard *shards, int n_shards, Err *err);
+/* {id, name, tokenizer, seq_len, created, splits: {split: {shards, samples}}, shards: [{split, path, n_samples}]} */
+json_t *store_dataset_get(Store *s, const char *name, Err *err);
+/* [{id, name, tokenizer, seq_len, created, samples}] */
+json_t *store_datasets_list(Store *s, Err *err);
+
+/* ---- runs and metrics ---- */
+
+/* Run statuses: created, running, done, failed, interrupted, cancelled. */
+int64_t store_run_create(Store *s, const char *name, const char *config_json, Err *err);
+/* Sets the status (with started/finished times and the pid for "running"); error may be NULL. */
+int store_run_set_status(Store *s, int64_t run, const char *status, const char *error, Err *err);
+/* Records progress: step of total_steps, in epoch. */
+int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err);
+/* Marks runs left "running" by a process that no longer exists as "interrupted"; *n counts them. */
+int store_runs_recover(Store *s, int *n, Err *err);
+
+typedef struct StoreStepMetric {
+  int64_t step;
+  double epoch;           /* fractional epoch, as Keras/Trainer report it */
+  double loss, lr, grad_norm, tokens_per_s;
+  double time;            /* unix seconds; 0 = now */
+} StoreStepMetric;
+
+typedef struct StoreEpochMetric {
+  int64_t epoch;
+  double train_loss, eval_loss, eval_accuracy, perplexity, eval_runtime;
+  double time;            /* 0 = now */
+} StoreEpochMetric;
+
+/* Appends step metrics (one transaction for all n). Non-finite values are stored as null. */
+int store_step_metrics_add(Store *s, int64_t run, const StoreStepMetric *m, int n, Err *err);
+/* Records one epoch's metrics (replacing an earlier record of the same epoch, as a resumed run re-evaluates). */
+int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Err *err);
+/* The run's id for "ID" or a run name (the newest of that name); -1 if none. */
+int64_t store_run_find(Store *s, const char *id_or_name, Err *err);
+/* {id, name, status, config (object), created, started, finished, error, step, total_steps, epoch, pid} */
+json_t *store_run_get(Store *s, int64_t run, Err *err);
+/* Runs, newest first: [{id, name, status, created, started, finished, step, total_steps, epoch, error,
+** last_loss, eval_loss}] */
+json_t *store_runs_list(Store *s, Err *err);
+/* {steps: [{step, epoch, loss, lr, grad_norm, tokens_per_s, time}] (step > since_step),
+**  epochs: [{epoch, train_loss, eval_loss, eval_accuracy, perplexity, eval_runtime, time}]} */
+json_t *store_run_metrics(Store *s, int64_t run, int64_t since_step, Err *err);
+
+/* ---- model repositories and revisions ---- */
+
+/* What a push carries; weights and config are required, the rest may be NULL / 0. */
+typedef struct StorePush {
+  const char *message;            /* "Training in progress epoch 3" */
+  const char *config_json;        /* config.json text */
+  const void *weights; size_t weights_len;        /* model.safetensors bytes */
+  const void *optimizer; size_t optimizer_len;    /* optimizer-state safetensors, for resume */
+  const char *tokenizer_json;     /* tokenizer.json text */
+  int64_t run;                    /* producing run, 0 = none */
+  int64_t step, epoch;
+  const char *metrics_json;       /* JSON object, e.g. {"eval_loss": 2.3} */
+} StorePush;
+
+typedef struct StoreRevision {
+  int64_t id, model_id, seq;      /* seq: 1, 2, ... within the model */
+  char model[129];
+  char commit[41];                /* hex id shown as the revision (like a Hub commit) */
+  char weights[65], optimizer[65], tokenizer[65];   /* blob sha256s; "" when absent */
+  char message[256];
+  int64_t run, step, epoch;
+  double created;
+} StoreRevision;
+
+/* Creates the repository if needed; returns its id. */
+int64_t store_model_create(Store *s, const char *name, Err *err);
+/* Pushes a revision to model (created if needed), in one transaction; out may be NULL. */
+int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *out, Err *err);
+/* Resolves "NAME", "NAME@main" (newest), "NAME@N" (seq) or "NAME@<commit prefix>" (>= 4 hex). */
+int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err);
+/* A revision's file as the Hub serves it: "config.json", "model.safetensors",
+** "tokenizer.json", "optimizer.safetensors", "metrics.json"; malloc'd bytes. */
+int store_revision_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *err);
+/* The newest revision of a run that holds optimizer state (for resume); 1 when there is none. */
+int store_run_checkpoint(Store *s, int64_t run, StoreRevision *out, Err *err);
+/* Drops a revision's optimizer state (keep-last-N), or the whole revision; then collect blobs with store_gc(). */
+int store_revision_drop_optimizer(Store *s, int64_t revision_id, Err *err);
+int store_revision_delete(Store *s, int64_t revision_id, Err *err);
+/* [{id, name, created, revisions, last_commit, last_message, last_created}] */
+json_t *store_models_list(Store *s, Err *err);
+/* {id, name, created, revisions: [{seq, commit, message, created, run, step, epoch, metrics, has_optimizer}]} newest first */
+json_t *store_model_get(Store *s, const char *name, Err *err);
+
+/* ---- jobs ---- */
+
+/* Job kinds: tokenizer, prepare, train, finetune. Statuses: queued, running, done, failed, interrupted, cancelled. */
+int64_t store_job_submit(Store *s, const char *kind, const char *params_json, Err *err);
+/* Takes the oldest queued job and marks it running: 0 and fills the outputs (strings
+** malloc'd), 1 when the queue is empty, -1 on error. */
+int store_job_claim(Store *s, int64_t *job, char **kind, char **params_json, Err *err);
+/* Links a job to the run it started. */
+int store_job_set_run(Store *s, int64_t job, int64_t run, Err *err);
+/* Ends a running job: done, failed, interrupted or cancelled; error may be NULL. */
+int store_job_finish(Store *s, int64_t job, const char *status, const char *error, Err *err);
+/* Cancels: a queued job at once; a running one is flagged for its worker to stop. */
+int store_job_cancel(Store *s, int64_t job, Err *err);
+/* 1 when cancellation of job was requested, 0 if not, -1 on error. */
+int store_job_cancel_requested(Store *s, int64_t job, Err *err);
+/* Marks jobs left "running" (by a dead worker) "interrupted"; *n counts them. */
+int store_jobs_recover(Store *s, int *n, Err *err);
+/* {id, kind, status, params (object), run, created, started, finished, error, cancel_requested} */
+json_t *store_job_get(Store *s, int64_t job, Err *err);
+/* Jobs, newest first. */
+json_t *store_jobs_list(Store *s, Err *err);
+
+#endif
