@@ -16,5 +16,8 @@ int cmd_models(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenizer_train(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_fillmask(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 #endif

@@ -22,6 +22,9 @@ static const Command commands[] = {
   {"models", cmd_models, "list model repositories and their revisions in the store"},
   {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
   {"serve", cmd_serve, "serve the HTTP API and the web page"},
+  {"export", cmd_export, "write a model revision as a Hugging Face folder"},
+  {"import", cmd_import, "add a Hugging Face model folder to the store"},
+  {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

@@ -1,0 +1,706 @@
+/* The fill-mask pipeline (see fillmask.h). The semantics follow transformers'
+** FillMaskPipeline (pipelines/fill_mask.py): preprocess = tokenizer(text) with
+** special tokens and a check for the mask; postprocess = softmax over the full
+** vocabulary at every mask position, probabilities restricted to the targets,
+** topk, then one {"score","token","token_str","sequence"} per candidate. HF runs
+** each input alone; we pad several into one batch, which changes nothing for
+** the real tokens (padding is masked out of attention and RoBERTa's position ids
+** skip pad ids). */
+#include "engine/fillmask.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/checkpoint.h"
+#include "engine/config.h"
+
+struct FillMask {
+  Model *model;
+  Tokenizer *tok;
+  int own;
+  int mask_id, pad_id;            /* pad_id: the tokenizer's pad (-1 when it has none) */
+  char *mask_token;
+  int clean_up;
+  int max_batch;
+  int V;                          /* the model's vocabulary: the softmax width */
+  int max_tokens;
+  int plan_b, plan_t, plan_m;     /* the model's current inference plan (0 = none) */
+  void (*warn)(void *ctx, const char *msg);
+  void *warn_ctx;
+};
+
+void fillmask_options_default(FillMaskOptions *o) {
+  memset(o, 0, sizeof *o);
+  o->clean_up_spaces = 1;
+  o->max_batch = 32;
+}
+
+FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own, Err *err) {
+  FillMaskOptions def;
+  if (!o) { fillmask_options_default(&def); o = &def; }
+  FillMask *fm = NULL;
+  if (!m || !t) { err_set(err, "fill-mask: a model and a tokenizer are required"); goto fail; }
+  const char *mask = o->mask_token ? o->mask_token : "[MASK]";
+  const char *pad = o->pad_token ? o->pad_token : "<pad>";
+  int mask_id = tokenizer_token_to_id(t, mask);
+  if (mask_id < 0) { err_set(err, "The tokenizer does not define a `mask_token`. (no token '%s')", mask); goto fail; }
+  const ModelConfig *c = model_config(m);
+  if (tokenizer_vocab_size(t) > c->vocab_size) {
+    err_set(err, "fill-mask: the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t),
+            c->vocab_size);
+    goto fail;
+  }
+  fm = calloc(1, sizeof *fm);
+  if (!fm || !(fm->mask_token = strdup(mask))) { err_set(err, "out of memory"); goto fail; }
+  fm->model = m;
+  fm->tok = t;
+  fm->own = own;
+  fm->mask_id = mask_id;
+  fm->pad_id = tokenizer_token_to_id(t, pad);
+  fm->clean_up = o->clean_up_spaces != 0;
+  fm->max_batch = o->max_batch > 0 ? o->max_batch : 32;
+  fm->V = c->vocab_size;
+  /* RoBERTa's position ids start after padding_idx, so pad+1 positions are unusable. */
+  fm->max_tokens = c->model_type == MODEL_ROBERTA ? c->max_position_embeddings - c->pad_token_id - 1
+                                                  : c->max_position_embeddings;
+  fm->warn = o->warn;
+  fm->warn_ctx = o->warn_ctx;
+  return fm;
+fail:
+  if (fm) free(fm->mask_token);
+  free(fm);
+  if (own) { model_free(m); tokenizer_free(t); }
+  return NULL;
+}
+
+void fillmask_free(FillMask *fm) {
+  if (!fm) return;
+  if (fm->own) { model_free(fm->model); tokenizer_free(fm->tok); }
+  free(fm->mask_token);
+  free(fm);
+}
+
+Model *fillmask_model(FillMask *fm) { return fm->model; }
+const Tokenizer *fillmask_tokenizer(const FillMask *fm) { return fm->tok; }
+int fillmask_max_tokens(const FillMask *fm) { return fm->max_tokens; }
+
+/* ---- loading an HF folder ---- */
+
+static char *path_join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/%s", dir, name);
+  return p;
+}
+
+/* A token field of tokenizer_config.json / special_tokens_map.json: a string,
+** or an AddedToken object {"content": ...}. */
+static const char *token_field(const json_t *obj, const char *key) {
+  const json_t *v = json_object_get(obj, key);
+  if (json_is_object(v)) v = json_object_get(v, "content");
+  return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err) {
+  FillMaskOptions opt;
+  if (o) opt = *o; else fillmask_options_default(&opt);
+  char *tp = path_join(dir, "tokenizer.json"), *cp = path_join(dir, "tokenizer_config.json"),
+       *sp = path_join(dir, "special_tokens_map.json");
+  json_t *tc = NULL, *sm = NULL;
+  FillMask *fm = NULL;
+  Model *m = NULL;
+  Tokenizer *t = NULL;
+  char mask[256] = "", pad[256] = "";
+  if (!tp || !cp || !sp) { err_set(err, "out of memory"); goto done; }
+  json_error_t je;
+  FILE *f;
+  /* Both files are optional (a bare tokenizer.json is enough); when present they must parse. */
+  if ((f = fopen(sp, "rb"))) {
+    fclose(f);
+    if (!(sm = json_load_file(sp, JSON_DECODE_INT_AS_REAL, &je)) || !json_is_object(sm)) {
+      err_set(err, "%s: not a JSON object (%s)", sp, sm ? "wrong type" : je.text);
+      goto done;
+    }
+  }
+  if ((f = fopen(cp, "rb"))) {
+    fclose(f);
+    if (!(tc = json_load_file(cp, JSON_DECODE_INT_AS_REAL, &je)) || !json_is_object(tc)) {
+      err_set(err, "%s: not a JSON object (%s)", cp, tc ? "wrong type" : je.text);
+      goto done;
+    }
+  }
+  /* transformers reads special_tokens_map.json after tokenizer_config.json, so its roles win. */
+  const json_t *srcs[2] = {tc, sm};
+  for (int i = 0; i < 2; i++) {
+    if (!srcs[i]) continue;
+    const char *s;
+    if ((s = token_field(srcs[i], "mask_token"))) snprintf(mask, sizeof mask, "%s", s);
+    if ((s = token_field(srcs[i], "pad_token"))) snprintf(pad, sizeof pad, "%s", s);
+  }
+  if (tc) {
+    const json_t *cu = json_object_get(tc, "clean_up_tokenization_spaces");
+    if (json_is_boolean(cu)) opt.clean_up_spaces = json_is_true(cu);
+    else if (cu && !json_is_null(cu)) { err_set(err, "%s: clean_up_tokenization_spaces is not a boolean", cp); goto done; }
+  }
+  if (!opt.mask_token && mask[0]) opt.mask_token = mask;
+  if (!opt.pad_token && pad[0]) opt.pad_token = pad;
+  if (!(t = tokenizer_load(tp, err))) goto done;
+  if (!(m = ckpt_load_model(dir, err))) goto done;
+  fm = fillmask_new(m, t, &opt, 1, err);
+  m = NULL;
+  t = NULL;
+done:
+  model_free(m);
+  tokenizer_free(t);
+  json_decref(tc);
+  json_decref(sm);
+  free(tp); free(cp); free(sp);
+  return fm;
+}
+
+/* ---- decoding as transformers' PreTrainedTokenizerFast.decode does ---- */
+
+/* clean_up_tokenization: the same ten replacements, applied one after the other. */
+static char *clean_up(char *s) {
+  static const char *const pairs[][2] = {
+    {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+    {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+  };
+  /* Each replacement shortens (or keeps) the text, so it can run in place. */
+  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+    const char *from = pairs[k][0], *to = pairs[k][1];
+    size_t fl = strlen(from), tl = strlen(to);
+    char *r = s, *w = s;
+    while (*r) {
+      if (!strncmp(r, from, fl)) { memmove(w, to, tl); w += tl; r += fl; }
+      else *w++ = *r++;
+    }
+    *w = 0;
+  }
+  return s;
+}
+
+static char *decode(const FillMask *fm, const int32_t *ids, int n, int skip_special, Err *err) {
+  char *s = tokenizer_decode(fm->tok, ids, n, skip_special, err);
+  if (s && fm->clean_up) clean_up(s);
+  return s;
+}
+
+/* ---- Python's float repr ---- */
+
+/* Digits of x (> 0, finite) with p significant digits, correctly rounded: the
+** digit string into d (no dot) and the decimal exponent of the first digit. */
+static void digits_of(double x, int p, char *d, int *exp10) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.*e", p - 1, x);
+  int k = 0;
+  const char *q = buf;
+  for (; *q && *q != 'e'; q++) if (*q >= '0' && *q <= '9') d[k++] = *q;
+  d[k] = 0;
+  *exp10 = atoi(q + 1);
+}
+
+/* Value of the digit string d with the first digit at 10^e. */
+static double value_of(const char *d, int e) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%c.%se%d", d[0], d + 1, e);
+  return strtod(buf, NULL);
+}
+
+/* Adds delta (+1 or -1) to the last digit of d, with carry; the exponent moves
+** when the length of the number changes. Returns 0 when the result is not a
+** p-digit string (it became zero). */
+static int bump(char *d, int *e, int delta) {
+  int p = (int)strlen(d);
+  int i = p - 1;
+  if (delta > 0) {
+    while (i >= 0 && d[i] == '9') d[i--] = '0';
+    if (i < 0) { memmove(d + 1, d, (size_t)p); d[0] = '1'; d[p] = 0; ++*e; return 1; }
+    d[i]++;
+  } else {
+    while (i >= 0 && d[i] == '0') d[i--] = '9';
+    if (i < 0) return 0;
+    d[i]--;
+    if (d[0] == '0') {
+      if (p == 1) return 0;
+      memmove(d, d + 1, (size_t)p); d[p - 1] = '9'; d[p] = 0; --*e;
+    }
+  }
+  return 1;
+}
+
+char *fillmask_repr_double(double x, char *buf) {
+  if (isnan(x)) { strcpy(buf, "NaN"); return buf; }
+  if (isinf(x)) { strcpy(buf, x > 0 ? "Infinity" : "-Infinity"); return buf; }
+  char *o = buf;
+  if (signbit(x)) { *o++ = '-'; x = -x; }
+  if (x == 0) { strcpy(o, "0.0"); return buf; }
+  /* The shortest digit string that reads back as x; among those of that length,
+  ** the nearest to x (what repr() prints). The correctly rounded p digits are the
+  ** nearest p-digit string; only next to a power of two, where the gap below x is
+  ** half the gap above, can its neighbour round-trip while it does not. */
+  char d[40] = "";
+  int e = 0;
+  for (int p = 1; p <= 17; p++) {
+    digits_of(x, p, d, &e);
+    if (value_of(d, e) == x) break;
+    int found = 0;
+    for (int s = -1; s <= 1 && !found; s += 2) {
+      char d2[40];
+      int e2 = e;
+      memcpy(d2, d, sizeof d2);
+      if (bump(d2, &e2, s) && (int)strlen(d2) == p && value_of(d2, e2) == x) {
+        memcpy(d, d2, sizeof d); e = e2; found = 1;
+      }
+    }
+    if (found) break;
+  }
+  int n = (int)strlen(d);
+  while (n > 1 && d[n - 1] == '0') d[--n] = 0;
+  int decpt = e + 1;   /* x = 0.d1d2... x 10^decpt */
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) {
+      o += sprintf(o, "0.");
+      for (int i = 0; i < -decpt; i++) *o++ = '0';
+      strcpy(o, d);
+    } else if (decpt >= n) {
+      strcpy(o, d); o += n;
+      for (int i = 0; i < decpt - n; i++) *o++ = '0';
+      strcpy(o, ".0");
+    } else {
+      memcpy(o, d, (size_t)decpt); o += decpt;
+      *o++ = '.';
+      strcpy(o, d + decpt);
+    }
+  } else {
+    *o++ = d[0];
+    if (n > 1) { *o++ = '.'; memcpy(o, d + 1, (size_t)n - 1); o += n - 1; }
+    sprintf(o, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+  }
+  return buf;
+}
+
+/* ---- JSON text as Python's json.dumps writes it ---- */
+
+typedef struct Out { char *p; size_t n, cap; int oom; } Out;
+
+static void out_put(Out *o, const char *s, size_t n) {
+  if (o->oom) return;
+  if (o->n + n + 1 > o->cap) {
+    size_t cap = o->cap ? o->cap : 256;
+    while (o->n + n + 1 > cap) cap *= 2;
+    char *p = realloc(o->p, cap);
+    if (!p) { o->oom = 1; return; }
+    o->p = p; o->cap = cap;
+  }
+  memcpy(o->p + o->n, s, n);
+  o->n += n;
+  o->p[o->n] = 0;
+}
+static void out_puts(Out *o, const char *s) { out_put(o, s, strlen(s)); }
+
+/* Python's py_encode_basestring(_ascii): \" \\ \n \r \t \b \f, other controls as
+** \u00XX; with ensure_ascii every code point outside ' '..'~' as \uXXXX
+** (surrogate pairs above U+FFFF). Input is valid UTF-8 (jansson checks). */
+static void put_string(Out *o, const char *s, size_t len, int ensure_ascii) {
+  out_put(o, "\"", 1);
+  const unsigned char *p = (const unsigned char *)s, *end = p + len;
+  char esc[16];
+  while (p < end) {
+    unsigned c = *p;
+    const char *rep = NULL;
+    switch (c) {
+      case '"': rep = "\\\""; break;
+      case '\\': rep = "\\\\"; break;
+      case '\n': rep = "\\n"; break;
+      case '\r': rep = "\\r"; break;
+      case '\t': rep = "\\t"; break;
+      case '\b': rep = "\\b"; break;
+      case '\f': rep = "\\f"; break;
+      default: break;
+    }
+    if (rep) { out_puts(o, rep); p++; continue; }
+    if (c < 0x20) { snprintf(esc, sizeof esc, "\\u%04x", c); out_puts(o, esc); p++; continue; }
+    if (c < 0x7f || (!ensure_ascii)) { out_put(o, (const char *)p, 1); p++; continue; }
+    if (c == 0x7f) { out_puts(o, "\\u007f"); p++; continue; }
+    /* A multi-byte sequence: decode the code point. */
+    unsigned cp; int k;
+    if (c >= 0xf0) { cp = c & 0x07; k = 3; }
+    else if (c >= 0xe0) { cp = c & 0x0f; k = 2; }
+    else { cp = c & 0x1f; k = 1; }
+    p++;
+    for (int i = 0; i < k && p < end; i++, p++) cp = (cp << 6) | (*p & 0x3f);
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+    } else {
+      snprintf(esc, sizeof esc, "\\u%04x", cp);
+    }
+    out_puts(o, esc);
+  }
+  out_put(o, "\"", 1);
+}
+
+static void newline(Out *o, int indent, int level) {
+  out_put(o, "\n", 1);
+  for (int i = 0; i < indent * level; i++) out_put(o, " ", 1);
+}
+
+static int put_value(Out *o, const json_t *v, int indent, int level, int ascii) {
+  char buf[64];
+  switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+      if (json_object_size(v) == 0) { out_puts(o, "{}"); return 0; }
+      out_puts(o, "{");
+      const char *key;
+      json_t *val;
+      int first = 1;
+      json_object_foreach((json_t *)v, key, val) {
+        if (!first) out_puts(o, indent ? "," : ", ");
+        if (indent) newline(o, indent, level + 1);
+        first = 0;
+        put_string(o, key, strlen(key), ascii);
+        out_puts(o, ": ");
+        if (put_value(o, val, indent, level + 1, ascii)) return -1;
+      }
+      if (indent) newline(o, indent, level);
+      out_puts(o, "}");
+      return 0;
+    }
+    case JSON_ARRAY: {
+      if (json_array_size(v) == 0) { out_puts(o, "[]"); return 0; }
+      out_puts(o, "[");
+      for (size_t i = 0; i < json_array_size(v); i++) {
+        if (i) out_puts(o, indent ? "," : ", ");
+        if (indent) newline(o, indent, level + 1);
+        if (put_value(o, json_array_get(v, i), indent, level + 1, ascii)) return -1;
+      }
+      if (indent) newline(o, indent, level);
+      out_puts(o, "]");
+      return 0;
+    }
+    case JSON_STRING: put_string(o, json_string_value(v), json_string_length(v), ascii); return 0;
+    case JSON_INTEGER: snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); out_puts(o, buf); return 0;
+    case JSON_REAL:
+      if (!isfinite(json_real_value(v))) return -1;   /* Python writes NaN/Infinity: not JSON */
+      out_puts(o, fillmask_repr_double(json_real_value(v), buf));
+      return 0;
+    case JSON_TRUE: out_puts(o, "true"); return 0;
+    case JSON_FALSE: out_puts(o, "false"); return 0;
+    case JSON_NULL: out_puts(o, "null"); return 0;
+  }
+  return -1;
+}
+
+char *fillmask_dumps(const json_t *v, int indent, int ensure_ascii) {
+  if (!v) return NULL;
+  Out o = {0};
+  if (put_value(&o, v, indent > 0 ? indent : 0, 0, ensure_ascii) || o.oom) { free(o.p); return NULL; }
+  if (!o.p) out_puts(&o, "");
+  return o.p;
+}
+
+/* ---- the pipeline ---- */
+
+static void warnf(const FillMask *fm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warnf(const FillMask *fm, const char *fmt, ...) {
+  if (!fm->warn) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fm->warn(fm->warn_ctx, msg);
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* get_target_ids: vocabulary lookup (added tokens included), else the first id
+** of the target encoded without special tokens; nothing -> skipped; set(). */
+static int target_ids(FillMask *fm, const char *const *targets, int n, int **out, int *n_out, Err *err) {
+  int *ids = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1)), k = 0;
+  if (!ids) return err_set(err, "out of memory");
+  Encoding enc = {0};
+  for (int i = 0; i < n; i++) {
+    int id = tokenizer_token_to_id(fm->tok, targets[i]);
+    if (id < 0) {
+      if (tokenizer_encode(fm->tok, targets[i], strlen(targets[i]), 0, &enc, err)) {
+        err_prefix(err, "targets");
+        free(ids); encoding_free(&enc);
+        return -1;
+      }
+      if (enc.n == 0) {
+        warnf(fm, "The specified target token `%s` does not exist in the model vocabulary. "
+                  "We cannot replace it with anything meaningful, ignoring it", targets[i]);
+        continue;
+      }
+      id = enc.ids[0];
+      const char *piece = tokenizer_id_to_token(fm->tok, id);
+      warnf(fm, "The specified target token `%s` does not exist in the model vocabulary. Replacing with `%s`.",
+            targets[i], piece ? piece : "None");
+    }
+    ids[k++] = id;
+  }
+  encoding_free(&enc);
+  qsort(ids, (size_t)k, sizeof *ids, cmp_int);
+  int u = 0;
+  for (int i = 0; i < k; i++) if (u == 0 || ids[u - 1] != ids[i]) ids[u++] = ids[i];
+  if (u == 0) { free(ids); return err_set(err, "At least one target must be provided when passed."); }
+  for (int i = 0; i < u; i++)
+    if (ids[i] >= fm->V) { int bad = ids[i]; free(ids); return err_set(err, "targets: id %d is outside the model's vocabulary of %d", bad, fm->V); }
+  *out = ids;
+  *n_out = u;
+  return 0;
+}
+
+/* One candidate: its probability (as torch holds it, a float) and id. */
+typedef struct Cand { float p; int id; } Cand;
+
+/* Descending probability; equal probabilities by ascending id. */
+static int cmp_cand(const void *a, const void *b) {
+  const Cand *x = a, *y = b;
+  if (x->p != y->p) return x->p < y->p ? 1 : -1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The k best of c[0..n) into c[0..k), sorted. */
+static void top_k(Cand *c, int n, int k) {
+  if (k >= 16 || k >= n) { qsort(c, (size_t)n, sizeof *c, cmp_cand); return; }
+  for (int i = 0; i < k; i++) {   /* selection: k passes, k small */
+    int best = i;
+    for (int j = i + 1; j < n; j++) if (cmp_cand(&c[j], &c[best]) < 0) best = j;
+    Cand t = c[i]; c[i] = c[best]; c[best] = t;
+  }
+}
+
+/* One encoded input waiting for the model. */
+typedef struct Item {
+  int32_t *ids;
+  int n;
+  int *masks, n_masks;
+} Item;
+
+/* The result for one input: a list of candidates per mask position. */
+static json_t *item_result(FillMask *fm, const Item *it, const float *logits, int top_k_req, const int *tids,
+                           int n_tids, Cand *cand, int32_t *seq, Err *err) {
+  int single = it->n_masks == 1;
+  int width = tids ? n_tids : fm->V;
+  int k = top_k_req < width ? top_k_req : width;
+  json_t *res = json_array();
+  if (!res) { err_set(err, "out of memory"); return NULL; }
+  for (int mi = 0; mi < it->n_masks; mi++) {
+    const float *l = logits + (size_t)mi * fm->V;
+    /* logits.softmax(-1), accumulated in double, stored as float as torch does. */
+    float mx = l[0];
+    for (int v = 1; v < fm->V; v++) if (l[v] > mx) mx = l[v];
+    double sum = 0;
+    for (int v = 0; v < fm->V; v++) sum += exp((double)l[v] - (double)mx);
+    for (int j = 0; j < width; j++) {
+      int id = tids ? tids[j] : j;
+      cand[j].id = id;
+      cand[j].p = (float)(exp((double)l[id] - (double)mx) / sum);
+    }
+    top_k(cand, width, k);
+    json_t *row = json_array();
+    if (!row || json_array_append_new(res, row)) { err_set(err, "out of memory"); json_decref(res); return NULL; }
+    for (int j = 0; j < k; j++) {
+      int id = cand[j].id, ns = 0;
+      for (int t = 0; t < it->n; t++) {
+        int32_t x = t == it->masks[mi] ? id : it->ids[t];
+        if (x != fm->pad_id) seq[ns++] = x;   /* "Filter padding out" */
+      }
+      int32_t one = id;
+      char *ts = decode(fm, &one, 1, 0, err);
+      char *ss = ts ? decode(fm, seq, ns, single, err) : NULL;
+      json_t *o = json_object();
+      int bad = !ts || !ss || !o;
+      if (!bad) {
+        json_t *js = json_string(ts), *jq = json_string(ss);
+        bad = !js || !jq;
+        bad |= json_object_set_new(o, "score", json_real((double)cand[j].p));
+        bad |= json_object_set_new(o, "token", json_integer(id));
+        bad |= js ? json_object_set_new(o, "token_str", js) : -1;
+        bad |= jq ? json_object_set_new(o, "sequence", jq) : -1;
+        if (!bad) bad = json_array_append(row, o);
+        if (bad && !(err && err->msg[0])) err_set(err, "fill-mask: decoded text is not valid UTF-8 or out of memory");
+      }
+      json_decref(o);
+      free(ts); free(ss);
+      if (bad) { json_decref(res); return NULL; }
+    }
+  }
+  if (single) {
+    json_t *only = json_incref(json_array_get(res, 0));
+    json_decref(res);
+    return only;
+  }
+  return res;
+}
+
+/* Keeps the model's plan large enough for batch x seq with heads at m rows. */
+static int ensure_plan(FillMask *fm, int b, int t, int m, Err *err) {
+  if (fm->plan_b >= b && fm->plan_t >= t && fm->plan_m >= m) return 0;
+  int nb = b > fm->plan_b ? b : fm->plan_b, nt = t > fm->plan_t ? t : fm->plan_t, nm = m > fm->plan_m ? m : fm->plan_m;
+  fm->plan_b = fm->plan_t = fm->plan_m = 0;
+  if (model_plan(fm->model, nb, nt, nm, 0, err)) return -1;
+  fm->plan_b = nb; fm->plan_t = nt; fm->plan_m = nm;
+  return 0;
+}
+
+json_t *fillmask_run(FillMask *fm, const char *const *texts, int n, int is_list, int top_k_req,
+                     const char *const *targets, int n_targets, Err *err) {
+  if (err) err->msg[0] = 0;
+  if (n < 0 || (n > 0 && !texts)) { err_set(err, "fill-mask: no inputs"); return NULL; }
+  if (!is_list && n != 1) { err_set(err, "fill-mask: a single input must be exactly one text"); return NULL; }
+  if (top_k_req < 1) { err_set(err, "top_k: must be a positive integer, got %d", top_k_req); return NULL; }
+  int *tids = NULL, n_tids = 0;
+  if (targets && target_ids(fm, targets, n_targets, &tids, &n_tids, err)) return NULL;
+
+  json_t *results = json_array();
+  Item *items = calloc((size_t)(n > 0 ? n : 1), sizeof *items);
+  Encoding enc = {0};
+  int32_t *ids = NULL, *att = NULL, *pos = NULL, *seqbuf = NULL;
+  float *logits = NULL;
+  Cand *cand = malloc(sizeof(Cand) * (size_t)fm->V);
+  int ok = 0, maxlen = 1;
+  if (!results || !items || !cand) { err_set(err, "out of memory"); goto done; }
+
+  /* preprocess: every input encoded and checked before any model work. */
+  for (int i = 0; i < n; i++) {
+    const char *tx = texts[i];
+    if (!tx) { err_set(err, "inputs[%d]: not a string", i); goto done; }
+    if (tokenizer_encode(fm->tok, tx, strlen(tx), 1, &enc, err)) {
+      if (is_list) { char p[32]; snprintf(p, sizeof p, "inputs[%d]", i); err_prefix(err, p); }
+      goto done;
+    }
+    Item *it = &items[i];
+    it->n = enc.n;
+    it->ids = malloc(sizeof(int32_t) * (size_t)(enc.n > 0 ? enc.n : 1));
+    it->masks = malloc(sizeof(int) * (size_t)(enc.n > 0 ? enc.n : 1));
+    if (!it->ids || !it->masks) { err_set(err, "out of memory"); goto done; }
+    memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)enc.n);
+    for (int t = 0; t < enc.n; t++) if (enc.ids[t] == fm->mask_id) it->masks[it->n_masks++] = t;
+    if (it->n_masks == 0) { err_set(err, "No mask_token (%s) found on the input", fm->mask_token); goto done; }
+    if (enc.n > fm->max_tokens) {
+      err_set(err, "%s%d tokens is longer than the model's maximum of %d positions",
+              is_list ? "" : "input of ", enc.n, fm->max_tokens);
+      if (is_list) { char p[48]; snprintf(p, sizeof p, "inputs[%d]: input of", i); err_prefix(err, p); }
+      goto done;
+    }
+    for (int t = 0; t < enc.n; t++)
+      if (enc.ids[t] >= fm->V) { err_set(err, "input id %d is outside the model's vocabulary of %d", enc.ids[t], fm->V); goto done; }
+    if (enc.n > maxlen) maxlen = enc.n;
+  }
+  seqbuf = malloc(sizeof(int32_t) * (size_t)maxlen);
+  if (!seqbuf) { err_set(err, "out of memory"); goto done; }
+
+  /* forward in batches of max_batch inputs, padded to the longest of the batch. */
+  for (int s = 0; s < n; s += fm->max_batch) {
+    int b = n - s < fm->max_batch ? n - s : fm->max_batch, T = 1, M = 0;
+    for (int i = s; i < s + b; i++) { if (items[i].n > T) T = items[i].n; M += items[i].n_masks; }
+    free(ids); free(att); free(pos); free(logits);
+    ids = malloc(sizeof(int32_t) * (size_t)b * T);
+    att = malloc(sizeof(int32_t) * (size_t)b * T);
+    pos = malloc(sizeof(int32_t) * (size_t)M);
+    logits = malloc(sizeof(float) * (size_t)M * fm->V);
+    if (!ids || !att || !pos || !logits) { err_set(err, "out of memory for %d mask positions", M); goto done; }
+    int k = 0;
+    for (int r = 0; r < b; r++) {
+      const Item *it = &items[s + r];
+      for (int t = 0; t < T; t++) {
+        ids[r * T + t] = t < it->n ? it->ids[t] : model_config(fm->model)->pad_token_id;
+        att[r * T + t] = t < it->n;
+      }
+      for (int q = 0; q < it->n_masks; q++) pos[k++] = r * T + it->masks[q];
+    }
+    if (ensure_plan(fm, b, T, M, err)) goto done;
+    ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att};
+    if (model_logits_at(fm->model, &mb, pos, M, logits, err)) goto done;
+    k = 0;
+    for (int r = 0; r < b; r++) {
+      const Item *it = &items[s + r];
+      json_t *one = item_result(fm, it, logits + (size_t)k * fm->V, top_k_req, tids, n_tids, cand, seqbuf, err);
+      if (!one) goto done;
+      if (json_array_append_new(results, one)) { err_set(err, "out of memory"); goto done; }
+      k += it->n_masks;
+    }
+  }
+  ok = 1;
+done:
+  for (int i = 0; items && i < n; i++) { free(items[i].ids); free(items[i].masks); }
+  free(items); free(ids); free(att); free(pos); free(logits); free(cand); free(seqbuf); free(tids);
+  encoding_free(&enc);
+  if (!ok) { json_decref(results); return NULL; }
+  /* A single text gives its own result; so does a list of one (FillMaskPipeline.__call__). */
+  if (!is_list || n == 1) {
+    json_t *only = json_incref(json_array_get(results, 0));
+    json_decref(results);
+    return only;
+  }
+  return results;
+}
+
+json_t *fillmask_call(FillMask *fm, const json_t *inputs, const json_t *parameters, Err *err) {
+  int top_k = FILLMASK_DEFAULT_TOP_K, n = 0, is_list = 0, nt = 0;
+  const char **texts = NULL, **targets = NULL;
+  const char *one = NULL, *one_target = NULL;
+  json_t *res = NULL;
+  if (json_is_string(inputs)) { one = json_string_value(inputs); texts = &one; n = 1; }
+  else if (json_is_array(inputs)) {
+    is_list = 1;
+    n = (int)json_array_size(inputs);
+    texts = malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
+    if (!texts) { err_set(err, "out of memory"); return NULL; }
+    for (int i = 0; i < n; i++) {
+      const json_t *x = json_array_get(inputs, i);
+      if (!json_is_string(x)) { err_set(err, "inputs[%d]: expected a string", i); goto done; }
+      texts[i] = json_string_value(x);
+    }
+  } else {
+    err_set(err, "inputs: expected a string or a list of strings");
+    return NULL;
+  }
+  if (parameters && !json_is_null(parameters)) {
+    if (!json_is_object(parameters)) { err_set(err, "parameters: expected an object"); goto done; }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)parameters, key, v) {
+      if (!strcmp(key, "top_k")) {
+        if (json_is_null(v)) continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000000) {
+          err_set(err, "parameters.top_k: expected a positive integer");
+          goto done;
+        }
+        top_k = (int)json_integer_value(v);
+      } else if (!strcmp(key, "targets")) {
+        if (json_is_null(v)) continue;
+        if (json_is_string(v)) { one_target = json_string_value(v); targets = &one_target; nt = 1; continue; }
+        if (!json_is_array(v)) { err_set(err, "parameters.targets: expected a string or a list of strings"); goto done; }
+        nt = (int)json_array_size(v);
+        targets = malloc(sizeof(char *) * (size_t)(nt > 0 ? nt : 1));
+        if (!targets) { err_set(err, "out of memory"); goto done; }
+        for (int i = 0; i < nt; i++) {
+          const json_t *x = json_array_get(v, i);
+          if (!json_is_string(x)) { err_set(err, "parameters.targets[%d]: expected a string", i); goto done; }
+          targets[i] = json_string_value(x);
+        }
+      } else {
+        err_set(err, "parameters: unknown parameter '%s' (top_k, targets)", key);
+        goto done;
+      }
+    }
+  }
+  res = fillmask_run(fm, texts, n, is_list, top_k, targets, nt, err);
+done:
+  if (texts != &one) free(texts);
+  if (targets != &one_target) free(targets);
+  return res;
+}
