@@ -25,6 +25,9 @@ static const Command commands[] = {
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},
   {"import", cmd_import, "add a Hugging Face model folder to the store"},
   {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
+  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
+  {"runs", cmd_runs, "list training runs (or one run's epochs)"},
+  {"models", cmd_models, "list model repositories (or one model's revisions)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
