@@ -30,6 +30,10 @@ static void serve_usage(FILE *f) {
           "  --max-body BYTES  largest request body (default 1048576)\n"
           "  --max-conns N     simultaneous connections (default 256)\n"
           "  --timeout S       close a connection idle for S seconds (default 60)\n"
+          "  --model NAME[@REV] fill-mask's model when a request names none (default: the\n"
+          "                    newest revision of the most recently pushed model)\n"
+          "  --cache N         models kept loaded for fill-mask (default 2)\n"
+          "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
           "  --quiet           no access log on stderr\n");
 }
 
@@ -66,6 +70,21 @@ static char *find_static(const char *given, Err *err) {
 static const HttpRoute routes[] = {
   {"GET", "/healthz", route_healthz, HTTP_OPEN},
   {"GET", "/metrics", route_metrics, 0},
+  {"POST", "/fill-mask", route_fill_mask, 0},
+  {"GET", "/runs", route_runs, 0},
+  {"POST", "/runs", route_submit_run, HTTP_WRITE},
+  {"GET", "/runs/{id}", route_run, 0},
+  {"GET", "/runs/{id}/metrics", route_run_metrics, 0},
+  {"GET", "/runs/{id}/events", route_run_events, 0},
+  {"POST", "/runs/{id}/cancel", route_cancel_run, HTTP_WRITE},
+  {"POST", "/tokenizers", route_submit_tokenizer, HTTP_WRITE},
+  {"POST", "/datasets", route_submit_dataset, HTTP_WRITE},
+  {"GET", "/jobs", route_jobs, 0},
+  {"GET", "/jobs/{id}", route_job, 0},
+  {"POST", "/jobs/{id}/cancel", route_cancel_job, HTTP_WRITE},
+  {"GET", "/models", route_models, 0},
+  {"GET", "/models/{name}", route_model, 0},
+  {"GET", "/models/{name}/resolve/{revision}/{file}", route_resolve, 0},
 };
 
 int cmd_serve(int argc, char **argv) {
@@ -74,6 +93,7 @@ int cmd_serve(int argc, char **argv) {
   hc.token = getenv("MASKD_TOKEN");
   App app;
   memset(&app, 0, sizeof app);
+  int no_worker = 0, cache = 2;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -81,12 +101,18 @@ int cmd_serve(int argc, char **argv) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { serve_usage(stdout); return 0; }
     else if (!strcmp(a, "--auth-reads")) { hc.auth_reads = 1; continue; }
     else if (!strcmp(a, "--quiet")) { app.quiet = 1; continue; }
+    else if (!strcmp(a, "--no-worker")) { no_worker = 1; continue; }
     if (!v) { fprintf(stderr, "maskd serve: %s needs a value (maskd serve --help)\n", a); return 2; }
     i++;
     if (!strcmp(a, "--host")) hc.host = v;
     else if (!strcmp(a, "--db")) db = v;
     else if (!strcmp(a, "--token")) hc.token = v;
     else if (!strcmp(a, "--static")) static_dir = v;
+    else if (!strcmp(a, "--model")) app.default_model = v;
+    else if (!strcmp(a, "--cache")) {
+      if (parse_long(v, 1, 64, &n)) { fprintf(stderr, "maskd serve: --cache must be 1..64, not '%s'\n", v); return 2; }
+      cache = (int)n;
+    }
     else if (!strcmp(a, "--port")) {
       if (parse_long(v, 0, 65535, &n)) { fprintf(stderr, "maskd serve: --port must be 0..65535, not '%s'\n", v); return 2; }
       hc.port = (int)n;
@@ -111,8 +137,18 @@ int cmd_serve(int argc, char **argv) {
   Err err = {{0}};
   app.static_root = find_static(static_dir, &err);
   if (!app.static_root) { fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
+  char exe[PATH_MAX];
+  ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (exe_len <= 0) { free(app.static_root); fprintf(stderr, "maskd serve: cannot find its own binary\n"); return 1; }
+  exe[exe_len] = '\0';
+  app.exe = exe;
+  /* Open (create, migrate) the store once now, so a bad --db fails at start, not per request. */
+  Store *st = store_open(app.db_path, &err);
+  if (!st) { free(app.static_root); fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
+  store_close(st);
   app.metrics = metrics_new();
-  if (!app.metrics) { free(app.static_root); fprintf(stderr, "maskd serve: out of memory\n"); return 1; }
+  app.fill = fill_cache_new(cache);
+  if (!app.metrics || !app.fill) { free(app.static_root); fprintf(stderr, "maskd serve: out of memory\n"); return 1; }
 
   /* Block the stop signals before any thread starts, so every thread inherits the
   ** mask and only sigwait() below receives them. */
@@ -129,9 +165,14 @@ int cmd_serve(int argc, char **argv) {
   hc.observe = route_observe;
   hc.app = &app;
   app.http = http_start(&hc, &err);
+  if (app.http && !no_worker && !(app.worker = worker_start(&app, &err))) {
+    http_stop(app.http);
+    app.http = NULL;
+  }
   if (!app.http) {
     fprintf(stderr, "maskd serve: %s\n", err.msg);
     metrics_free(app.metrics);
+    fill_cache_free(app.fill);
     free(app.static_root);
     return 1;
   }
@@ -141,7 +182,9 @@ int cmd_serve(int argc, char **argv) {
   int sig = 0;
   sigwait(&stop, &sig);
   fprintf(stderr, "maskd serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  worker_stop(app.worker);  /* a running job is stopped at its step boundary and marked interrupted */
   http_stop(app.http);
+  fill_cache_free(app.fill);
   metrics_free(app.metrics);
   free(app.static_root);
   return 0;

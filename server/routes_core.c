@@ -22,7 +22,9 @@ void route_healthz(void *app, HttpReq *rq, HttpRes *rs) {
 void route_metrics(void *app, HttpReq *rq, HttpRes *rs) {
   (void)rq;
   App *a = app;
-  char *text = metrics_render(a->metrics, NULL);
+  char *jobs = jobs_metrics_text(a);
+  char *text = metrics_render(a->metrics, jobs);
+  free(jobs);
   if (!text) { http_error(rs, 500, "out of memory", NULL); return; }
   free(rs->body);
   rs->body = text;
