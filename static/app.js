@@ -307,11 +307,15 @@ $("#fill-form").addEventListener("submit", async (ev) => {
     const res = await api("POST", "/fill-mask", { inputs: f.inputs.value, model: f.model.value || undefined, parameters });
     msg.textContent = `${Math.round(performance.now() - t0)} ms`;
     const perMask = Array.isArray(res[0]) ? res : [res];
+    // Bars are relative to the best guess of each mask (an untrained model's top score
+    // can be 0.3%); the number beside each bar is the probability itself.
+    const shown = (t) => (t.trim() ? t : `"${t}" (space)`);
     out.replaceChildren(...perMask.map((preds, i) => el("div", { class: "mask-card" },
       el("h3", { text: perMask.length > 1 ? `Mask ${i + 1}` : "Predictions" }),
       ...preds.map((p) => el("div", { class: "pred" },
-        el("span", { class: "tok", text: p.token_str, title: `id ${p.token}` }),
-        el("div", { class: "track" }, Object.assign(el("div", { class: "fill" }), { style: `width:${(100 * p.score).toFixed(2)}%` })),
+        el("span", { class: "tok", text: shown(p.token_str), title: `id ${p.token}` }),
+        el("div", { class: "track" }, Object.assign(el("div", { class: "fill" }),
+          { style: `width:${(100 * p.score / Math.max(preds[0].score, 1e-12)).toFixed(2)}%` })),
         el("span", { class: "p", text: (100 * p.score).toFixed(2) + "%" }),
         el("span", { class: "seq", text: p.sequence }))))));
   } catch (e) { msg.className = "msg error"; msg.textContent = e.message; out.replaceChildren(); }
