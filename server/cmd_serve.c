@@ -33,6 +33,10 @@ static void serve_usage(FILE *f) {
           "  --model NAME[@REV] fill-mask's model when a request names none (default: the\n"
           "                    newest revision of the most recently pushed model)\n"
           "  --cache N         models kept loaded for fill-mask (default 2)\n"
+          "  --fill-threads N  threads of a fill-mask forward pass (default 1: requests are small,\n"
+          "                    and on a busy machine thread hand-offs cost more than they save)\n"
+          "  --no-batch        one request per forward pass (default: concurrent requests\n"
+          "                    with the same parameters share one padded forward pass)\n"
           "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
           "  --quiet           no access log on stderr\n");
 }
@@ -93,7 +97,7 @@ int cmd_serve(int argc, char **argv) {
   hc.token = getenv("MASKD_TOKEN");
   App app;
   memset(&app, 0, sizeof app);
-  int no_worker = 0, cache = 2;
+  int no_worker = 0, cache = 2, batch = 1, fill_threads = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -102,6 +106,7 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--auth-reads")) { hc.auth_reads = 1; continue; }
     else if (!strcmp(a, "--quiet")) { app.quiet = 1; continue; }
     else if (!strcmp(a, "--no-worker")) { no_worker = 1; continue; }
+    else if (!strcmp(a, "--no-batch")) { batch = 0; continue; }
     if (!v) { fprintf(stderr, "maskd serve: %s needs a value (maskd serve --help)\n", a); return 2; }
     i++;
     if (!strcmp(a, "--host")) hc.host = v;
@@ -109,7 +114,10 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--token")) hc.token = v;
     else if (!strcmp(a, "--static")) static_dir = v;
     else if (!strcmp(a, "--model")) app.default_model = v;
-    else if (!strcmp(a, "--cache")) {
+    else if (!strcmp(a, "--fill-threads")) {
+      if (parse_long(v, 1, 256, &n)) { fprintf(stderr, "maskd serve: --fill-threads must be 1..256, not '%s'\n", v); return 2; }
+      fill_threads = (int)n;
+    } else if (!strcmp(a, "--cache")) {
       if (parse_long(v, 1, 64, &n)) { fprintf(stderr, "maskd serve: --cache must be 1..64, not '%s'\n", v); return 2; }
       cache = (int)n;
     }
@@ -147,7 +155,7 @@ int cmd_serve(int argc, char **argv) {
   if (!st) { free(app.static_root); fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
   store_close(st);
   app.metrics = metrics_new();
-  app.fill = fill_cache_new(cache);
+  app.fill = fill_cache_new(cache, batch, fill_threads, app.metrics);
   if (!app.metrics || !app.fill) { free(app.static_root); fprintf(stderr, "maskd serve: out of memory\n"); return 1; }
 
   /* Block the stop signals before any thread starts, so every thread inherits the

@@ -30,6 +30,7 @@ struct Metrics {
   int n, cap;
   Hist requests, fill;
   double tokens_per_s;
+  unsigned long long passes, batched;
 };
 
 Metrics *metrics_new(void) {
@@ -79,6 +80,13 @@ void metrics_request(Metrics *m, const char *route, const char *method, int stat
 void metrics_fill_mask(Metrics *m, double seconds) {
   pthread_mutex_lock(&m->mu);
   hist_add(&m->fill, seconds);
+  pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_fill_pass(Metrics *m, int requests) {
+  pthread_mutex_lock(&m->mu);
+  m->passes++;
+  if (requests > 1) m->batched += (unsigned long long)requests;
   pthread_mutex_unlock(&m->mu);
 }
 
@@ -132,6 +140,11 @@ char *metrics_render(Metrics *m, const char *extra) {
               &m->requests);
   hist_render(&b, "maskd_fill_mask_duration_seconds", "Fill-mask latency: model lookup, forward pass and answer.",
               &m->fill);
+  bprintf(&b, "# HELP maskd_fill_mask_passes_total Fill-mask pipeline calls (forward passes over one or more requests).\n"
+              "# TYPE maskd_fill_mask_passes_total counter\nmaskd_fill_mask_passes_total %llu\n"
+              "# HELP maskd_fill_mask_batched_requests_total Requests answered in a pass shared with others.\n"
+              "# TYPE maskd_fill_mask_batched_requests_total counter\nmaskd_fill_mask_batched_requests_total %llu\n",
+          m->passes, m->batched);
   bprintf(&b, "# HELP maskd_training_tokens_per_second Throughput of the running training job (0 when none).\n"
               "# TYPE maskd_training_tokens_per_second gauge\nmaskd_training_tokens_per_second %.6g\n",
           m->tokens_per_s);

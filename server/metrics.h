@@ -15,6 +15,8 @@ void metrics_free(Metrics *m);
 void metrics_request(Metrics *m, const char *route, const char *method, int status, double seconds);
 /* Records one fill-mask computation's latency (model lookup to answer). */
 void metrics_fill_mask(Metrics *m, double seconds);
+/* Counts one fill-mask forward pass that answered requests requests (> 1: batched). */
+void metrics_fill_pass(Metrics *m, int requests);
 /* Sets the tokens/s of the running training job (0 when none runs). */
 void metrics_training(Metrics *m, double tokens_per_s);
 /* The exposition text (malloc'd), with extra (more families, already formatted; may be NULL) appended. */

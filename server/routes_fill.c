@@ -15,26 +15,48 @@ FillMask *fillmask_from_store(Store *s, const char *spec, const FillMaskOptions 
 
 #define FILL_MAX_INPUTS 256
 
-/* A loaded revision. A FillMask holds the model's activation buffers, so one request
-** at a time uses it (lock); refs keeps it alive while a request holds it unlocked. */
+/* One request waiting for a model. */
+typedef struct Job {
+  const json_t *inputs, *params;
+  json_t *result;           /* set when done and it worked */
+  char error[512];          /* set when done and it failed */
+  int done;
+  struct Job *next;
+} Job;
+
+/* A loaded revision. A FillMask holds the model's activation buffers, so one thread
+** at a time runs it. Requests queue up; whichever finds the model idle takes the
+** whole queue and answers it, requests with the same parameters in one padded
+** forward pass (the pipeline's answer for each input does not depend on its batch),
+** so under load the per-pass overhead is shared instead of paid per request.
+** refs keeps the entry alive while requests use it. */
 typedef struct Entry {
   char key[256];            /* "model@commit" */
   FillMask *fm;
-  pthread_mutex_t lock;
+  pthread_mutex_t lock;     /* guards queue, busy */
+  pthread_cond_t cond;
+  Job *queue;
+  int busy;
   int refs;
   double used;
 } Entry;
 
 struct FillCache {
+  Metrics *metrics;
+  int batch;                /* 0: one request per forward pass */
+  int threads;              /* threads of each loaded model's forward pass */
   pthread_mutex_t mu;
   pthread_mutex_t load;     /* one load at a time: two requests for a new model load it once */
   Entry **e;
   int n, cap;
 };
 
-FillCache *fill_cache_new(int capacity) {
+FillCache *fill_cache_new(int capacity, int batch, int threads, Metrics *metrics) {
   FillCache *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  c->metrics = metrics;
+  c->batch = batch;
+  c->threads = threads;
   c->e = calloc((size_t)capacity, sizeof *c->e);
   if (!c->e) { free(c); return NULL; }
   c->cap = capacity;
@@ -46,6 +68,7 @@ FillCache *fill_cache_new(int capacity) {
 static void entry_free(Entry *e) {
   fillmask_free(e->fm);
   pthread_mutex_destroy(&e->lock);
+  pthread_cond_destroy(&e->cond);
   free(e);
 }
 
@@ -89,6 +112,7 @@ static Entry *cache_add(FillCache *c, const char *key, FillMask *fm) {
   e->refs = 1;
   e->used = mono();
   pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->cond, NULL);
   pthread_mutex_lock(&c->mu);
   if (c->n == c->cap) {
     int victim = -1;
@@ -101,6 +125,141 @@ static Entry *cache_add(FillCache *c, const char *key, FillMask *fm) {
   c->e[c->n++] = e;
   pthread_mutex_unlock(&c->mu);
   return e;
+}
+
+/* top_k and targets of a parameters object when they are plain (a valid top_k, targets
+** a string or a list of strings, nothing else): 1, else 0 (the job then runs alone and
+** fillmask_call() words the refusal). */
+static int plain_params(const json_t *p, int *top_k, const char **targets, int *nt, int cap) {
+  *top_k = FILLMASK_DEFAULT_TOP_K;
+  *nt = 0;
+  if (!p) return 1;
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)p, k, v) {
+    if (!strcmp(k, "top_k") && json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000)
+      *top_k = (int)json_integer_value(v);
+    else if (!strcmp(k, "targets") && json_is_string(v)) { targets[0] = json_string_value(v); *nt = 1; }
+    else if (!strcmp(k, "targets") && json_is_array(v) && json_array_size(v) > 0 && json_array_size(v) <= (size_t)cap) {
+      size_t i;
+      json_t *x;
+      json_array_foreach(v, i, x) {
+        if (!json_is_string(x)) return 0;
+        targets[i] = json_string_value(x);
+      }
+      *nt = (int)json_array_size(v);
+    } else return 0;
+  }
+  return 1;
+}
+
+static void run_alone(FillMask *fm, Job *j) {
+  Err e = {{0}};
+  j->result = fillmask_call(fm, j->inputs, j->params, &e);
+  if (!j->result) snprintf(j->error, sizeof j->error, "%s", e.msg[0] ? e.msg : "fill-mask failed");
+}
+
+/* Answers jobs[0..n), which share plain parameters, with one call: every input in one
+** list, then each job's slice (a list of one unwrapped, as the pipeline does). When
+** the joint call fails (one input without a mask, say) each job runs alone, so a
+** bad request never fails its neighbours. */
+static void run_batch(FillMask *fm, Job **jobs, int n) {
+  if (n == 1) { run_alone(fm, jobs[0]); return; }
+  int top_k, nt, total = 0;
+  const char *targets[256];
+  plain_params(jobs[0]->params, &top_k, targets, &nt, 256);
+  for (int i = 0; i < n; i++) total += json_is_string(jobs[i]->inputs) ? 1 : (int)json_array_size(jobs[i]->inputs);
+  const char **texts = malloc(sizeof *texts * (size_t)(total ? total : 1));
+  json_t *all = NULL;
+  Err e = {{0}};
+  if (texts) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+      if (json_is_string(jobs[i]->inputs)) texts[k++] = json_string_value(jobs[i]->inputs);
+      else for (size_t t = 0; t < json_array_size(jobs[i]->inputs); t++) texts[k++] = json_string_value(json_array_get(jobs[i]->inputs, t));
+    }
+    all = fillmask_run(fm, texts, total, 1, top_k, nt ? targets : NULL, nt, &e);
+  }
+  free(texts);
+  if (!all || (size_t)total != json_array_size(all)) {
+    json_decref(all);
+    for (int i = 0; i < n; i++) run_alone(fm, jobs[i]);
+    return;
+  }
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    Job *j = jobs[i];
+    if (json_is_string(j->inputs)) { j->result = json_incref(json_array_get(all, (size_t)k++)); continue; }
+    size_t m = json_array_size(j->inputs);
+    if (m == 1) { j->result = json_incref(json_array_get(all, (size_t)k++)); continue; }
+    j->result = json_array();
+    for (size_t t = 0; t < m; t++) json_array_append(j->result, json_array_get(all, (size_t)k++));
+  }
+  json_decref(all);
+}
+
+/* Answers a list of taken jobs: batchable ones grouped by their parameters. */
+static void answer(FillCache *c, FillMask *fm, Job *list) {
+  Job *group[64];
+  while (list) {
+    int top_k, nt;
+    const char *targets[256];
+    Job *j = list;
+    list = list->next;
+    int empty_list = json_is_array(j->inputs) && json_array_size(j->inputs) == 0;
+    if (!c->batch || empty_list || !plain_params(j->params, &top_k, targets, &nt, 256)) {
+      run_alone(fm, j);
+      metrics_fill_pass(c->metrics, 1);
+      continue;
+    }
+    int n = 0;
+    group[n++] = j;
+    /* Pull every later job with the same parameters out of the list. */
+    Job **pp = &list;
+    while (*pp && n < 64) {
+      Job *o = *pp;
+      int same = (o->params == NULL && j->params == NULL) ||
+                 (o->params && j->params && json_equal((json_t *)o->params, (json_t *)j->params));
+      int ok = same && !(json_is_array(o->inputs) && json_array_size(o->inputs) == 0);
+      if (ok) { group[n++] = o; *pp = o->next; }
+      else pp = &o->next;
+    }
+    run_batch(fm, group, n);
+    metrics_fill_pass(c->metrics, n);
+  }
+}
+
+/* Queues a job on the entry and returns once it is answered. */
+static void submit(FillCache *c, Entry *e, Job *job) {
+  pthread_mutex_lock(&e->lock);
+  Job **tail = &e->queue;
+  while (*tail) tail = &(*tail)->next;
+  *tail = job;
+  while (!job->done) {
+    if (e->busy) { pthread_cond_wait(&e->cond, &e->lock); continue; }
+    e->busy = 1;
+    Job *taken = e->queue;
+    e->queue = NULL;
+    pthread_mutex_unlock(&e->lock);
+    /* The list is private now; remember its members, answer() relinks them. */
+    int n = 0;
+    for (Job *j = taken; j; j = j->next) n++;
+    Job **members = malloc(sizeof *members * (size_t)n);
+    if (members) {
+      n = 0;
+      for (Job *j = taken; j; j = j->next) members[n++] = j;
+      answer(c, e->fm, taken);
+    } else {
+      for (Job *j = taken; j; j = j->next) snprintf(j->error, sizeof j->error, "out of memory");
+    }
+    pthread_mutex_lock(&e->lock);
+    if (members) for (int i = 0; i < n; i++) members[i]->done = 1;
+    else for (Job *j = taken; j; j = j->next) j->done = 1;
+    free(members);
+    e->busy = 0;
+    pthread_cond_broadcast(&e->cond);
+  }
+  pthread_mutex_unlock(&e->lock);
 }
 
 /* The spec of the model to use: the request's, the server's default, or the newest
@@ -186,6 +345,7 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
     ent = cache_find(a->fill, ckey);  /* another request may have loaded it meanwhile */
     if (!ent) {
       FillMask *fm = fillmask_from_store(s, ckey, NULL, &e);
+      if (fm) model_set_threads(fillmask_model(fm), a->fill->threads);
       if (!fm) {
         pthread_mutex_unlock(&a->fill->load);
         http_error(rs, 500, "cannot load the model", json_pack("{s:s, s:s}", "model", ckey, "why", e.msg));
@@ -198,14 +358,17 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
   }
   store_close(s);
   s = NULL;
-  pthread_mutex_lock(&ent->lock);
-  json_t *res = fillmask_call(ent->fm, inputs, json_is_null(params) ? NULL : params, &e);
-  char *text = res ? fillmask_dumps(res, 0, 0) : NULL;
-  pthread_mutex_unlock(&ent->lock);
+  Job job;
+  memset(&job, 0, sizeof job);
+  job.inputs = inputs;
+  job.params = json_is_null(params) ? NULL : params;
+  submit(a->fill, ent, &job);
   cache_release(a->fill, ent);
+  json_t *res = job.result;
+  char *text = res ? fillmask_dumps(res, 0, 0) : NULL;
   json_decref(res);
   if (!res) {
-    http_error(rs, fill_status(e.msg), e.msg, json_pack("{s:s}", "model", ckey));
+    http_error(rs, fill_status(job.error), job.error, json_pack("{s:s}", "model", ckey));
   } else if (!text) {
     http_error(rs, 500, "cannot write the answer", NULL);
   } else {

@@ -73,6 +73,12 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
     double ds = num(last, "step") - num(first, "step");
     double total = num(run, "total_steps");
     const char *status = json_string_value(json_object_get(run, "status"));
+    /* Step metrics are written in blocks that share a time; when the recent window is
+    ** one block, fall back to the rate since the run started. */
+    if (!(ds > 0 && dt > 0)) {
+      dt = num(last, "time") - num(run, "started");
+      ds = num(last, "step");
+    }
     if (ds > 0 && dt > 0 && isfinite(total) && status && !strcmp(status, "running"))
       eta = (total - num(last, "step")) * dt / ds;
   }

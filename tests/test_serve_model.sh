@@ -118,6 +118,38 @@ else
   fail http_fill_reference "the reference failed: $(tail -2 "$T/ref.err")"
 fi
 
+# Concurrent requests share forward passes: each still gets its own answer (the one
+# it gets alone), a bad one among them is refused alone.
+$PY - "$base" <<'EOF' || fail http_fill_concurrent "see above"
+import json, sys, threading, urllib.request, urllib.error
+base = sys.argv[1]
+reqs = [{"inputs": f"Number {i} is [MASK] ." if i % 3 else [f"It was [MASK] {i} .", "The [MASK] of [MASK] ."],
+         "model": "tiny-rob", **({"parameters": {"top_k": 2}} if i % 2 else {})} for i in range(24)]
+reqs[5] = {"inputs": "no mask at all", "model": "tiny-rob", "parameters": {"top_k": 2}}
+def post(body):
+    r = urllib.request.Request(base + "/fill-mask", data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(r, timeout=120) as f:
+            return f.status, json.loads(f.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+alone = [post(b) for b in reqs]
+together = [None] * len(reqs)
+def worker(i): together[i] = post(reqs[i])
+ts = [threading.Thread(target=worker, args=(i,)) for i in range(len(reqs))]
+[t.start() for t in ts]; [t.join() for t in ts]
+def close(a, b):
+    if isinstance(a, list): return isinstance(b, list) and len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict): return isinstance(b, dict) and list(a) == list(b) and all(close(a[k], b[k]) for k in a)
+    if isinstance(a, float): return isinstance(b, float) and abs(a - b) <= 1e-6
+    return a == b
+bad = [i for i in range(len(reqs)) if alone[i][0] != together[i][0] or not close(alone[i][1], together[i][1])]
+ok = not bad and alone[5][0] == 400 and all(alone[i][0] == 200 for i in range(len(reqs)) if i != 5)
+print(("PASS" if ok else "FAIL") + " http_fill_concurrent" + ("" if ok else f": differ at {bad}, statuses {[a[0] for a in alone]}"))
+EOF
+call GET /metrics
+ok http_fill_batched grep -q '^maskd_fill_mask_batched_requests_total [1-9]' "$T/body"
+
 # Refusals: each a 4xx with a JSON error naming the problem.
 call POST /fill-mask --data-binary '{"inputs": 5}'
 ok fill_inputs_wrong_type error_is 422 inputs
