@@ -248,6 +248,9 @@ static void submit(FillCache *c, Entry *e, Job *job) {
     if (members) {
       n = 0;
       for (Job *j = taken; j; j = j->next) members[n++] = j;
+      /* OpenMP's thread count is a per-thread setting, and each connection has its
+      ** own thread: set it in the one that runs the pass. */
+      model_set_threads(fillmask_model(e->fm), c->threads);
       answer(c, e->fm, taken);
     } else {
       for (Job *j = taken; j; j = j->next) snprintf(j->error, sizeof j->error, "out of memory");

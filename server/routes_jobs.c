@@ -284,7 +284,8 @@ static void arg(Argv *a, const char *s) { if (a->n < 62) a->v[a->n++] = strdup(s
 static void args_free(Argv *a) { for (int i = 0; i < a->n; i++) free(a->v[i]); a->n = 0; }
 
 /* The command line for a job. */
-static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, char *name, size_t ncap) {
+static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, char *name, size_t ncap,
+                    int *resuming) {
   App *a = w->app;
   json_t *p = json_loads(params, 0, NULL);
   if (!p) return -1;
@@ -295,6 +296,7 @@ static int job_argv(Worker *w, int64_t job, const char *kind, const char *params
     char path[1100];
     snprintf(path, sizeof path, "%s/job-%lld.json", w->logdir, (long long)job);
     json_t *resume = json_object_get(p, "resume");
+    *resuming = json_is_string(resume);
     if (write_file(path, params)) rc = -1;
     arg(av, "train");
     arg(av, "--db");
@@ -348,7 +350,8 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   Argv av = {{0}, 0};
   char name[256], log[1100];
   snprintf(log, sizeof log, "%s/job-%lld.log", w->logdir, (long long)job);
-  if (job_argv(w, job, kind, params, &av, name, sizeof name)) {
+  int resuming = 0;
+  if (job_argv(w, job, kind, params, &av, name, sizeof name, &resuming)) {
     store_job_finish(s, job, "failed", "cannot prepare the job's command line", &e);
     args_free(&av);
     return;
@@ -385,7 +388,9 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
       run = store_run_find(s, name, &e2);
       json_t *rj = run > 0 ? store_run_get(s, run, &e2) : NULL;
       json_t *c = json_object_get(rj, "created");
-      if (json_is_number(c) && json_number_value(c) >= started - 1) linked = !store_job_set_run(s, job, run, &e2);
+      /* A resumed run is the one named; a new one must have been made by this job. */
+      if (run > 0 && (resuming || (json_is_number(c) && json_number_value(c) >= started - 1)))
+        linked = !store_job_set_run(s, job, run, &e2);
       json_decref(rj);
     }
     if (linked && run > 0 && ++polls % 5 == 0) {  /* tokens/s of the newest step, for /metrics */

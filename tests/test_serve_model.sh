@@ -270,6 +270,17 @@ ok cancel_twice error_is 409
 post /runs/demo/cancel ''
 ok cancel_finished error_is 409
 
+# Resume the cancelled run from its checkpoint; it goes on past where it stopped.
+stopped=$(call GET /runs/long && jget 'b["step"]')
+post /runs '{"resume": 5}'
+ok resume_wrong_type error_is 422 resume
+post /runs '{"resume": "long"}'
+ok resume_accepted status_is 202
+ok resume_runs_on wait_for 60 /runs/long "b['status'] == 'running' and b['step'] > $stopped"
+post /runs/long/cancel ''
+ok resume_cancel status_is 202
+ok resume_cancelled wait_for 60 /runs/long 'b["status"] == "cancelled"'
+
 # ---- a job queued before a restart runs once after it ----
 stop
 start --no-worker || fail restart_start "$(cat "$T/err")"
@@ -282,7 +293,7 @@ stop
 start || fail restart_start2 "$(cat "$T/err")"
 ok queued_job_runs_after_restart wait_for 120 /runs/later 'b["status"] == "done"'
 call GET /jobs
-ok no_job_lost_or_duplicated test "$(jget '[j["status"] for j in b]')" = "['done', 'cancelled', 'done']"
+ok no_job_lost_or_duplicated test "$(jget '[j["status"] for j in b]')" = "['done', 'cancelled', 'cancelled', 'done']"
 call POST /fill-mask --data-binary '{"inputs": "It [MASK] ."}'
 call GET /metrics
 ok metrics_jobs grep -q '^maskd_jobs{state="done"} 2$' "$T/body"
