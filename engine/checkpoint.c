@@ -20,7 +20,9 @@ static int has_prefix(const char *s, const char *prefix) { return strncmp(s, pre
 
 /* ---- weights ---- */
 
-int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err) {
+/* The model's tensors as writer entries: views of the parameter buffer (F32), or
+** of a BF16 copy made here (*half, the caller frees it with *ts). */
+static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, uint16_t **half_out, Err *err) {
   int n = model_tensor_count(m);
   float *p = model_params(m);
   StWriteTensor *ts = calloc((size_t)n + 1, sizeof *ts);
@@ -40,8 +42,17 @@ int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err
     for (int d = 0; d < t->ndim; d++) ts[i].shape[d] = t->shape[d];
     ts[i].data = bf16 ? (const void *)(half + t->offset) : (const void *)(p + t->offset);
   }
+  *ts_out = ts;
+  *half_out = half;
+  return 0;
+}
+
+int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err) {
+  StWriteTensor *ts;
+  uint16_t *half;
+  if (weight_entries(m, bf16, &ts, &half, err)) return -1;
   /* save_pretrained writes only {"format": "pt"}; transformers requires it. */
-  int rc = st_serialize(ts, n, NULL, 0, out, len, err);
+  int rc = st_serialize(ts, model_tensor_count(m), NULL, 0, out, len, err);
   free(half);
   free(ts);
   return rc;
@@ -78,16 +89,17 @@ static char *join(const char *dir, const char *file) {
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
   if (make_dirs(dir, err)) return -1;
   char *cfg = join(dir, CKPT_CONFIG_FILE), *w = join(dir, CKPT_WEIGHTS_FILE);
-  unsigned char *bytes = NULL;
-  size_t len = 0;
+  StWriteTensor *ts = NULL;
+  uint16_t *half = NULL;
   int rc = -1;
   if (!cfg || !w) { err_set(err, "out of memory"); goto done; }
-  if (ckpt_weights_bytes(m, bf16, &bytes, &len, err)) { err_prefix(err, w); goto done; }
-  if (st_write_bytes(w, bytes, len, err)) goto done;
+  if (weight_entries(m, bf16, &ts, &half, err)) goto done;
+  if (st_write(w, ts, model_tensor_count(m), NULL, 0, err)) goto done;
   if (config_save(model_config(m), cfg, err)) goto done;
   rc = 0;
 done:
-  free(bytes);
+  free(ts);
+  free(half);
   free(cfg);
   free(w);
   return rc;
@@ -276,6 +288,7 @@ int ckpt_state_bytes(Model *m, const AdamW *o, const CkptState *s, unsigned char
   ts[k++] = (StWriteTensor){"state.epoch", ST_I64, 1, {1}, &s->epoch};
   ts[k++] = (StWriteTensor){"state.position", ST_I64, 1, {1}, &s->position};
   ts[k++] = (StWriteTensor){"state.rng", ST_I64, 1, {4}, rng};
+  /* u64 words are stored as I64 with the same bits (safetensors readers lack U64 often). */
   ts[k++] = (StWriteTensor){"state.extra", ST_I64, 1, {s->n_extra}, s->extra};
   char step[32], params[32];
   snprintf(step, sizeof step, "%lld", (long long)s->step);
@@ -339,9 +352,11 @@ int ckpt_load_state(Model *m, AdamW *o, CkptState *s, const StFile *f, Err *err)
   CkptState ns;
   memset(&ns, 0, sizeof ns);
   int64_t rng[4];
+  int64_t extra[CKPT_EXTRA_WORDS];
   if (st_read_i64(ts, &ns.step, 1, err) || st_read_i64(te, &ns.epoch, 1, err) || st_read_i64(tp, &ns.position, 1, err) ||
-      st_read_i64(tr, rng, 4, err) || st_read_i64(tx, ns.extra, tx->numel, err))
+      st_read_i64(tr, rng, 4, err) || st_read_i64(tx, extra, tx->numel, err))
     return -1;
+  memcpy(ns.extra, extra, (size_t)tx->numel * sizeof *extra);
   if (ns.step < 0 || ns.epoch < 0 || ns.position < 0) return err_set(err, "state: negative step, epoch or position");
   if (!(rng[0] | rng[1] | rng[2] | rng[3])) return err_set(err, "tensor \"state.rng\": all zero, not a generator state");
   memcpy(ns.rng.s, rng, sizeof rng);

@@ -24,8 +24,8 @@ typedef struct CkptState {
   int64_t epoch;                      /* epochs completed */
   int64_t position;                   /* batches consumed in the current epoch */
   Rng rng;                            /* the run's generator, all four words */
-  int n_extra;                        /* 0..CKPT_EXTRA_WORDS caller-defined words, saved verbatim */
-  int64_t extra[CKPT_EXTRA_WORDS];
+  int n_extra;                        /* 0..CKPT_EXTRA_WORDS words in extra */
+  uint64_t extra[CKPT_EXTRA_WORDS];   /* the caller's words, bit for bit (e.g. loader_state_pack's six) */
 } CkptState;
 
 /* model.safetensors bytes for m (F32, or BF16 when bf16 != 0); caller frees *out. */

@@ -88,6 +88,7 @@ void fillmask_free(FillMask *fm) {
 Model *fillmask_model(FillMask *fm) { return fm->model; }
 const Tokenizer *fillmask_tokenizer(const FillMask *fm) { return fm->tok; }
 int fillmask_max_tokens(const FillMask *fm) { return fm->max_tokens; }
+void fillmask_forget_plan(FillMask *fm) { fm->plan_b = fm->plan_t = fm->plan_m = 0; }
 
 /* ---- loading an HF folder ---- */
 
@@ -165,29 +166,9 @@ done:
 
 /* ---- decoding as transformers' PreTrainedTokenizerFast.decode does ---- */
 
-/* clean_up_tokenization: the same ten replacements, applied one after the other. */
-static char *clean_up(char *s) {
-  static const char *const pairs[][2] = {
-    {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
-    {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
-  };
-  /* Each replacement shortens (or keeps) the text, so it can run in place. */
-  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
-    const char *from = pairs[k][0], *to = pairs[k][1];
-    size_t fl = strlen(from), tl = strlen(to);
-    char *r = s, *w = s;
-    while (*r) {
-      if (!strncmp(r, from, fl)) { memmove(w, to, tl); w += tl; r += fl; }
-      else *w++ = *r++;
-    }
-    *w = 0;
-  }
-  return s;
-}
-
 static char *decode(const FillMask *fm, const int32_t *ids, int n, int skip_special, Err *err) {
   char *s = tokenizer_decode(fm->tok, ids, n, skip_special, err);
-  if (s && fm->clean_up) clean_up(s);
+  if (s && fm->clean_up) tokenizer_clean_up_spaces(s);   /* transformers' clean_up_tokenization */
   return s;
 }
 
@@ -590,9 +571,10 @@ json_t *fillmask_run(FillMask *fm, const char *const *texts, int n, int is_list,
     for (int t = 0; t < enc.n; t++) if (enc.ids[t] == fm->mask_id) it->masks[it->n_masks++] = t;
     if (it->n_masks == 0) { err_set(err, "No mask_token (%s) found on the input", fm->mask_token); goto done; }
     if (enc.n > fm->max_tokens) {
-      err_set(err, "%s%d tokens is longer than the model's maximum of %d positions",
-              is_list ? "" : "input of ", enc.n, fm->max_tokens);
-      if (is_list) { char p[48]; snprintf(p, sizeof p, "inputs[%d]: input of", i); err_prefix(err, p); }
+      char where[32] = "";
+      if (is_list) snprintf(where, sizeof where, "inputs[%d]: ", i);
+      err_set(err, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
+              fm->max_tokens);
       goto done;
     }
     for (int t = 0; t < enc.n; t++)

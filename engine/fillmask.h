@@ -44,12 +44,17 @@ void fillmask_free(FillMask *fm);
 /* The model and tokenizer the pipeline uses. */
 Model *fillmask_model(FillMask *fm);
 const Tokenizer *fillmask_tokenizer(const FillMask *fm);
+/* The pipeline plans the model for its batches and keeps that plan between
+** calls; code that plans the same model itself must call this afterwards. */
+void fillmask_forget_plan(FillMask *fm);
 /* Largest number of tokens (with [CLS]/[SEP]) an input may have: the model's positions. */
 int fillmask_max_tokens(const FillMask *fm);
 
 /* Runs texts[0..n): is_list says the caller passed a list (results are then a
-** list, a 1-element list unwrapped as HF does); top_k >= 1; targets may be NULL.
-** One mask gives a list of objects, several masks a list per mask. */
+** list, a 1-element list unwrapped as HF does; an empty list gives []); top_k >= 1,
+** capped at the number of targets as HF does and at the vocabulary (where torch's
+** topk would fail); targets may be NULL. One mask gives a list of objects, several
+** masks a list per mask. Inputs longer than fillmask_max_tokens() are refused. */
 json_t *fillmask_run(FillMask *fm, const char *const *texts, int n, int is_list, int top_k,
                      const char *const *targets, int n_targets, Err *err);
 /* The HTTP/Inference-API form: inputs is a string or a list of strings;

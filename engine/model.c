@@ -612,18 +612,21 @@ void model_backward(Model *m, float loss_scale) {
     LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
     LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
+    /* Without dropout its backward is the identity: the next product reads the
+    ** residual's gradient buffer directly (it is read before being added to). */
+    const float *dffn = dX, *dattn = dY;
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0);
-      dropout_backward(dX, dY, NH, &dfo);
+      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo); else dffn = dY;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dX, a->ffact, w->fo_w, N, I, H, 0));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, w->fo_w, N, I, H, 0));
     PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_backward(m->dI, m->dI, a->ffpre, (size_t)N * I));
     PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0);
-      dropout_backward(dY, dX, NH, &dao);
+      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao); else dattn = dX;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dY, a->ctx, w->ao_w, N, H, H, 0));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0));
     PROF(m, MODEL_PHASE_ATTENTION,
          attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch));
     PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1));

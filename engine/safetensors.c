@@ -421,82 +421,97 @@ static int cmp_planned(const void *a, const void *b) {
   return strcmp(x->t->name, y->t->name);
 }
 
-int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_meta,
-                 unsigned char **out, size_t *out_len, Err *err) {
-  *out = NULL;
-  *out_len = 0;
+/* Checks the tensors and metadata, orders the tensors as the HF writer does and
+** builds the padded header; *plan and h->p are the caller's to free. */
+static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Planned **plan_out, Buf *h,
+                     int64_t *data_len, Err *err) {
+  *plan_out = NULL;
   if (n < 0 || n_meta < 0) return err_set(err, "safetensors: negative count");
   Planned *plan = calloc((size_t)n + 1, sizeof *plan);
   if (!plan) return err_set(err, "safetensors: out of memory");
-  int rc = -1, caller_format = 0;
-  Buf h = {0};
+  int caller_format = 0;
   for (int i = 0; i < n; i++) {
     const StWriteTensor *t = &ts[i];
-    if (!t->name) { err_set(err, "safetensors: tensor %d has no name", i); goto done; }
-    if (strcmp(t->name, "__metadata__") == 0) { err_set(err, "safetensors: \"__metadata__\" is not a tensor name"); goto done; }
-    if ((unsigned)t->dtype >= ST_NDTYPES) { err_set(err, "safetensors: tensor \"%s\": bad dtype %d", t->name, (int)t->dtype); goto done; }
-    if (t->ndim < 0 || t->ndim > ST_MAX_DIMS) { err_set(err, "safetensors: tensor \"%s\": %d dimensions", t->name, t->ndim); goto done; }
+    if (!t->name) { err_set(err, "safetensors: tensor %d has no name", i); goto fail; }
+    if (strcmp(t->name, "__metadata__") == 0) { err_set(err, "safetensors: \"__metadata__\" is not a tensor name"); goto fail; }
+    if ((unsigned)t->dtype >= ST_NDTYPES) { err_set(err, "safetensors: tensor \"%s\": bad dtype %d", t->name, (int)t->dtype); goto fail; }
+    if (t->ndim < 0 || t->ndim > ST_MAX_DIMS) { err_set(err, "safetensors: tensor \"%s\": %d dimensions", t->name, t->ndim); goto fail; }
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
       if (t->shape[d] < 0 || (t->shape[d] && numel > INT64_MAX / 64 / t->shape[d])) {
         err_set(err, "safetensors: tensor \"%s\": bad shape", t->name);
-        goto done;
+        goto fail;
       }
       numel *= t->shape[d];
     }
     plan[i].t = t;
     plan[i].nbytes = st_nbytes(t->dtype, numel);
-    if (plan[i].nbytes < 0) { err_set(err, "safetensors: tensor \"%s\": elements do not fill whole bytes", t->name); goto done; }
-    if (plan[i].nbytes > 0 && !t->data) { err_set(err, "safetensors: tensor \"%s\": no data", t->name); goto done; }
+    if (plan[i].nbytes < 0) { err_set(err, "safetensors: tensor \"%s\": elements do not fill whole bytes", t->name); goto fail; }
+    if (plan[i].nbytes > 0 && !t->data) { err_set(err, "safetensors: tensor \"%s\": no data", t->name); goto fail; }
   }
   qsort(plan, (size_t)n, sizeof *plan, cmp_planned);
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++)
       if (strcmp(plan[i].t->name, plan[j].t->name) == 0) {
         err_set(err, "safetensors: tensor \"%s\" given twice", plan[i].t->name);
-        goto done;
+        goto fail;
       }
   for (int i = 0; i < n_meta; i++) {
-    if (!meta[2 * i] || !meta[2 * i + 1]) { err_set(err, "safetensors: metadata pair %d has a NULL", i); goto done; }
+    if (!meta[2 * i] || !meta[2 * i + 1]) { err_set(err, "safetensors: metadata pair %d has a NULL", i); goto fail; }
     if (strcmp(meta[2 * i], "format") == 0) caller_format = 1;
     for (int j = 0; j < i; j++)
-      if (strcmp(meta[2 * i], meta[2 * j]) == 0) { err_set(err, "safetensors: metadata key \"%s\" given twice", meta[2 * i]); goto done; }
+      if (strcmp(meta[2 * i], meta[2 * j]) == 0) { err_set(err, "safetensors: metadata key \"%s\" given twice", meta[2 * i]); goto fail; }
   }
 
-  buf_str(&h, "{\"__metadata__\":{");
-  if (!caller_format) buf_str(&h, n_meta ? "\"format\":\"pt\"," : "\"format\":\"pt\"");
+  buf_str(h, "{\"__metadata__\":{");
+  if (!caller_format) buf_str(h, n_meta ? "\"format\":\"pt\"," : "\"format\":\"pt\"");
   for (int i = 0; i < n_meta; i++) {
-    buf_json_string(&h, meta[2 * i]);
-    buf_str(&h, ":");
-    buf_json_string(&h, meta[2 * i + 1]);
-    if (i + 1 < n_meta) buf_str(&h, ",");
+    buf_json_string(h, meta[2 * i]);
+    buf_str(h, ":");
+    buf_json_string(h, meta[2 * i + 1]);
+    if (i + 1 < n_meta) buf_str(h, ",");
   }
-  buf_str(&h, "}");
+  buf_str(h, "}");
   int64_t off = 0;
   for (int i = 0; i < n; i++) {
     const StWriteTensor *t = plan[i].t;
     char num[64];
-    buf_str(&h, ",");
-    buf_json_string(&h, t->name);
-    buf_str(&h, ":{\"dtype\":\"");
-    buf_str(&h, DTYPES[t->dtype].name);
-    buf_str(&h, "\",\"shape\":[");
+    buf_str(h, ",");
+    buf_json_string(h, t->name);
+    buf_str(h, ":{\"dtype\":\"");
+    buf_str(h, DTYPES[t->dtype].name);
+    buf_str(h, "\",\"shape\":[");
     for (int d = 0; d < t->ndim; d++) {
       snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-      buf_str(&h, num);
+      buf_str(h, num);
     }
     snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + plan[i].nbytes));
-    buf_str(&h, num);
+    buf_str(h, num);
     off += plan[i].nbytes;
   }
-  buf_str(&h, "}");
-  while (!h.oom && h.n % 8) buf_str(&h, " ");
-  if (h.oom) { err_set(err, "safetensors: out of memory"); goto done; }
-  if (h.n > ST_MAX_HEADER) { err_set(err, "safetensors: header of %zu bytes exceeds the format's limit", h.n); goto done; }
+  buf_str(h, "}");
+  while (!h->oom && h->n % 8) buf_str(h, " ");
+  if (h->oom) { err_set(err, "safetensors: out of memory"); goto fail; }
+  if (h->n > ST_MAX_HEADER) { err_set(err, "safetensors: header of %zu bytes exceeds the format's limit", h->n); goto fail; }
+  *plan_out = plan;
+  *data_len = off;
+  return 0;
+fail:
+  free(plan);
+  return -1;
+}
 
-  size_t total = 8 + h.n + (size_t)off;
+int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_meta,
+                 unsigned char **out, size_t *out_len, Err *err) {
+  *out = NULL;
+  *out_len = 0;
+  Planned *plan;
+  Buf h = {0};
+  int64_t data_len;
+  if (st_layout(ts, n, meta, n_meta, &plan, &h, &data_len, err)) { free(h.p); return -1; }
+  size_t total = 8 + h.n + (size_t)data_len;
   unsigned char *o = malloc(total);
-  if (!o) { err_set(err, "safetensors: out of memory for %zu bytes", total); goto done; }
+  if (!o) { free(h.p); free(plan); return err_set(err, "safetensors: out of memory for %zu bytes", total); }
   for (int i = 0; i < 8; i++) o[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
   memcpy(o + 8, h.p, h.n);
   unsigned char *p = o + 8 + h.n;
@@ -504,16 +519,15 @@ int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_
     if (plan[i].nbytes) memcpy(p, plan[i].t->data, (size_t)plan[i].nbytes);
     p += plan[i].nbytes;
   }
-  *out = o;
-  *out_len = total;
-  rc = 0;
-done:
   free(h.p);
   free(plan);
-  return rc;
+  *out = o;
+  *out_len = total;
+  return 0;
 }
 
-int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
+/* Writes the pieces one after another to path atomically: path.tmp, fsync, rename. */
+static int write_pieces(const char *path, const void *const *ptr, const size_t *len, int k, Err *err) {
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 5);
   if (!tmp) return err_set(err, "%s: out of memory", path);
@@ -521,18 +535,20 @@ int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
   memcpy(tmp + plen, ".tmp", 5);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) { err_set(err, "%s: %s", tmp, strerror(errno)); free(tmp); return -1; }
-  const unsigned char *b = bytes;
-  size_t done = 0;
-  while (done < len) {
-    ssize_t w = write(fd, b + done, len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += (size_t)w;
+  int bad = 0, saved = 0;
+  for (int i = 0; i < k && !bad; i++) {
+    const unsigned char *b = ptr[i];
+    size_t done = 0;
+    while (done < len[i]) {
+      ssize_t w = write(fd, b + done, len[i] - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) { saved = w < 0 ? errno : ENOSPC; break; }
+      done += (size_t)w;
+    }
+    bad = done != len[i];
   }
-  int bad = done != len;
-  int saved = errno;
-  bad |= fsync(fd) != 0;
-  bad |= close(fd) != 0;
+  if (!bad && fsync(fd) != 0) { bad = 1; saved = errno; }
+  if (close(fd) != 0 && !bad) { bad = 1; saved = errno; }
   if (bad || rename(tmp, path) != 0) {
     err_set(err, "%s: write failed: %s", path, strerror(bad ? saved : errno));
     unlink(tmp);
@@ -543,11 +559,33 @@ int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
   return 0;
 }
 
+int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {
+  const void *ptr[1] = {bytes};
+  return write_pieces(path, ptr, &len, 1, err);
+}
+
 int st_write(const char *path, const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Err *err) {
-  unsigned char *bytes;
-  size_t len;
-  if (st_serialize(ts, n, meta, n_meta, &bytes, &len, err)) return err_prefix(err, path);
-  int rc = st_write_bytes(path, bytes, len, err);
-  free(bytes);
+  Planned *plan;
+  Buf h = {0};
+  int64_t data_len;
+  if (st_layout(ts, n, meta, n_meta, &plan, &h, &data_len, err)) { free(h.p); return err_prefix(err, path); }
+  /* Streamed from the callers' buffers: no model-sized copy. */
+  const void **ptr = calloc((size_t)n + 2, sizeof *ptr);
+  size_t *len = calloc((size_t)n + 2, sizeof *len);
+  unsigned char head[8];
+  int rc = -1;
+  if (ptr && len) {
+    for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    ptr[0] = head; len[0] = 8;
+    ptr[1] = h.p; len[1] = h.n;
+    for (int i = 0; i < n; i++) { ptr[i + 2] = plan[i].t->data; len[i + 2] = (size_t)plan[i].nbytes; }
+    rc = write_pieces(path, ptr, len, n + 2, err);
+  } else {
+    err_set(err, "%s: out of memory", path);
+  }
+  free(ptr);
+  free(len);
+  free(h.p);
+  free(plan);
   return rc;
 }

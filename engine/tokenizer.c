@@ -49,6 +49,7 @@ typedef struct TItem { int special; char *name; int type_id; } TItem;  /* name: 
 typedef struct TSpecial { char *name; int n; int32_t *ids; char **tokens; } TSpecial;
 
 struct Tokenizer {
+  unsigned long serial;                 /* unique per tokenizer made in this process (cache key) */
   char *version;
   Unigram *model;
   int byte_fallback_written;            /* the model had the key (written back the same) */
@@ -122,6 +123,20 @@ static int is_ws(unsigned c) {
 
 /* ---- scratch -------------------------------------------------------------- */
 
+/* A word cache (the ids-only path): natural text repeats its words, and a hit
+** costs a hash and a compare instead of a Viterbi pass. Direct mapped; words up
+** to CW bytes with up to CT tokens. Keyed on the tokenizer's serial number, so a
+** scratch reused with another tokenizer starts empty. HF keeps such a cache too. */
+#define CACHE_SLOTS 4096
+#define CW 30
+#define CT 12
+typedef struct CacheEntry {
+  uint64_t hash;
+  uint8_t wlen, ntok;
+  char word[CW];
+  int32_t ids[CT];
+} CacheEntry;
+
 typedef struct Work {
   char *nb, *tb;              /* normalised text, and a second buffer to transform into */
   int32_t *na0, *na1, *ta0, *ta1;
@@ -129,12 +144,30 @@ typedef struct Work {
   int32_t *wids, *wst;        /* one word's Viterbi output */
   size_t wcap;
   size_t nlen;
+  CacheEntry *cache;
+  unsigned long cache_serial;
 } Work;
+
+static uint64_t word_hash(const char *s, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, s, 8);
+    h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+    s += 8; n -= 8;
+  }
+  uint64_t v = 0;
+  memcpy(&v, s, n);
+  h = (h ^ v) * 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 29);
+}
 
 static void work_free(Work *w) {
   if (!w) return;
   free(w->nb); free(w->tb); free(w->na0); free(w->na1); free(w->ta0); free(w->ta1);
   free(w->wids); free(w->wst);
+  free(w->cache);
   free(w);
 }
 
@@ -324,15 +357,28 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
       if (align) for (size_t k = 0; k < m->rlen; k++) { w->ta0[k] = w->na0[a]; w->ta1[k] = w->na1[a]; }
       out = m->rlen;
     }
-    for (size_t i = 0; i < n; i++) {
-      if (src[i] == ' ') {
-        memcpy(w->tb + out, m->rep, m->rlen);
-        if (align) for (size_t k = 0; k < m->rlen; k++) { w->ta0[out + k] = w->na0[a + i]; w->ta1[out + k] = w->na1[a + i]; }
-        out += m->rlen;
-      } else {
-        w->tb[out] = src[i];
-        if (align) { w->ta0[out] = w->na0[a + i]; w->ta1[out] = w->na1[a + i]; }
-        out++;
+    if (!align) {
+      /* Runs between spaces are copied whole. */
+      size_t i = 0;
+      while (i < n) {
+        const char *sp = memchr(src + i, ' ', n - i);
+        size_t run = sp ? (size_t)(sp - src) - i : n - i;
+        memcpy(w->tb + out, src + i, run);
+        out += run;
+        i += run;
+        if (sp) { memcpy(w->tb + out, m->rep, m->rlen); out += m->rlen; i++; }
+      }
+    } else {
+      for (size_t i = 0; i < n; i++) {
+        if (src[i] == ' ') {
+          memcpy(w->tb + out, m->rep, m->rlen);
+          for (size_t k = 0; k < m->rlen; k++) { w->ta0[out + k] = w->na0[a + i]; w->ta1[out + k] = w->na1[a + i]; }
+          out += m->rlen;
+        } else {
+          w->tb[out] = src[i];
+          w->ta0[out] = w->na0[a + i]; w->ta1[out] = w->na1[a + i];
+          out++;
+        }
       }
     }
     wbuf = w->tb; wn = out;
@@ -357,7 +403,41 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
         from = p + 1;
       }
     }
-    int k = unigram_encode(t->model, wbuf + ws, we - ws, w->wids, w->wst, (int)w->wcap);
+    size_t wl = we - ws;
+    CacheEntry *ce = NULL;
+    int k = -1;
+    if (!align && wl <= CW) {
+      if (w->cache_serial != t->serial || !w->cache) {
+        if (!w->cache && !(w->cache = malloc(CACHE_SLOTS * sizeof *w->cache))) return err_set(err, "out of memory");
+        for (int i = 0; i < CACHE_SLOTS; i++) w->cache[i].wlen = 0xFF;  /* no word is that long: empty */
+        w->cache_serial = t->serial;
+      }
+      uint64_t h = word_hash(wbuf + ws, wl);
+      ce = &w->cache[h & (CACHE_SLOTS - 1)];
+      if (ce->hash == h && ce->wlen == wl && !memcmp(ce->word, wbuf + ws, wl)) {
+        if (enc_reserve(e, e->n + ce->ntok) < 0) return err_set(err, "out of memory");
+        for (int i = 0; i < ce->ntok; i++) {
+          e->ids[e->n] = ce->ids[i];
+          e->type_ids[e->n] = type_id;
+          e->offsets[2 * e->n] = 0;
+          e->offsets[2 * e->n + 1] = 0;
+          e->special[e->n] = 0;
+          e->n++;
+        }
+        ws = we;
+        continue;
+      }
+      ce->hash = h;
+    }
+    k = unigram_encode(t->model, wbuf + ws, wl, w->wids, w->wst, (int)w->wcap);
+    if (ce) {
+      if (k >= 0 && k <= CT) {
+        ce->wlen = (uint8_t)wl;
+        ce->ntok = (uint8_t)k;
+        memcpy(ce->word, wbuf + ws, wl);
+        memcpy(ce->ids, w->wids, (size_t)k * sizeof *ce->ids);
+      } else ce->wlen = 0xFF;
+    }
     if (k < 0) {
       size_t l;
       unsigned cp = decode_at(wbuf, ws, &l);
@@ -669,6 +749,25 @@ char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_s
   return b.p;
 }
 
+void tokenizer_clean_up_spaces(char *s) {
+  static const char *from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+  static const char *to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+  for (int r = 0; r < 10; r++) {
+    /* One pass per pattern, as Python's str.replace chain does. */
+    size_t fl = strlen(from[r]), tl = strlen(to[r]);
+    char *rd = s, *wr = s, *hit;
+    while ((hit = strstr(rd, from[r]))) {
+      size_t run = (size_t)(hit - rd);
+      memmove(wr, rd, run);
+      wr += run;
+      memcpy(wr, to[r], tl);
+      wr += tl;
+      rd = hit + fl;
+    }
+    memmove(wr, rd, strlen(rd) + 1);
+  }
+}
+
 /* ---- lookups --------------------------------------------------------------------- */
 
 const Unigram *tokenizer_model(const Tokenizer *t) { return t->model; }
@@ -718,6 +817,8 @@ void tokenizer_free(Tokenizer *t) {
 ** free id, as HF's AddedVocabulary assigns them), the match strings, the lookup
 ** tables. */
 static int finish(Tokenizer *t, Err *err) {
+  static unsigned long serials;
+  t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
   int next = unigram_size(t->model);
   for (int i = 0; i < t->n_added; i++) {
     Added *a = &t->added[i];

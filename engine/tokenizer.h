@@ -74,6 +74,12 @@ int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const si
 ** Unknown ids are skipped, as HF does. */
 char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, Err *err);
 
+/* transformers' clean_up_tokenization (applied by decode when the tokenizer config
+** says clean_up_tokenization_spaces): " ." -> ".", " ?", " !", " ,", " ' " -> "'",
+** " n't", " 'm", " 's", " 've", " 're", each replaced left to right in that order.
+** Rewrites s in place (it only shrinks). */
+void tokenizer_clean_up_spaces(char *s);
+
 /* What training sees of a text, as HF's trainer does: the normalizer then the
 ** pre-tokenizer over the whole text (no added-token matching); calls word() for
 ** every pre-token. Returns 0, or -1 on invalid UTF-8. */

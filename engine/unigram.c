@@ -28,10 +28,11 @@ struct Unigram {
   double *score;
   uint32_t *off;     /* piece i is arena[off[i] .. off[i+1]) */
   char *arena;       /* pieces, each followed by a NUL */
-  /* Double-array trie: the child of node s by byte c is t = base[s] + c when
-  ** check[t] == s; term[t] is the id of the piece ending there or -1. Arrays are
+  /* Double-array trie: the child of node s by byte c is t = da[s].base + c when
+  ** da[t].check == s; da[t].term is the id of the piece ending there or -1. The
+  ** three live side by side so one step touches one cache line. The array is
   ** padded by 256 slots past the largest base, so t never needs a bounds test. */
-  int32_t *base, *check, *term;
+  struct DaUnit { int32_t base, check, term; } *da;
   int32_t da_size;
 };
 
@@ -73,15 +74,9 @@ static int da_grow(Builder *b, int32_t need) {
     cap *= 2;
   }
   Unigram *u = b->u;
-  int32_t *nb = realloc(u->base, (size_t)cap * sizeof *nb);
-  if (!nb) return -1;
-  u->base = nb;
-  int32_t *nc = realloc(u->check, (size_t)cap * sizeof *nc);
-  if (!nc) return -1;
-  u->check = nc;
-  int32_t *nt = realloc(u->term, (size_t)cap * sizeof *nt);
-  if (!nt) return -1;
-  u->term = nt;
+  struct DaUnit *nd = realloc(u->da, (size_t)cap * sizeof *nd);
+  if (!nd) return -1;
+  u->da = nd;
   int32_t *nn = realloc(b->next, (size_t)cap * sizeof *nn);
   if (!nn) return -1;
   b->next = nn;
@@ -89,10 +84,10 @@ static int da_grow(Builder *b, int32_t need) {
   if (!np) return -1;
   b->prev = np;
   int32_t first_new = b->cap ? b->cap : 1;
-  if (b->cap == 0) { b->next[0] = 0; b->prev[0] = 0; u->base[0] = 0; u->check[0] = -2; u->term[0] = -1; }
+  if (b->cap == 0) { b->next[0] = 0; b->prev[0] = 0; u->da[0].base = 0; u->da[0].check = -2; u->da[0].term = -1; }
   /* Append the new slots at the tail of the free list. */
   for (int32_t i = first_new; i < cap; i++) {
-    u->base[i] = 0; u->check[i] = -1; u->term[i] = -1;
+    u->da[i].base = 0; u->da[i].check = -1; u->da[i].term = -1;
     int32_t tail = b->prev[0];
     b->next[tail] = i; b->prev[i] = tail; b->next[i] = 0; b->prev[0] = i;
   }
@@ -117,7 +112,7 @@ static int da_place(Builder *b, int32_t s, int lo, int hi, size_t depth) {
   size_t len;
   /* Sorted order puts the key that ends here (at most one: duplicates are gone) first. */
   piece_bytes(u, b->order[lo], &len);
-  if (len == depth) { u->term[s] = b->order[lo]; lo++; }
+  if (len == depth) { u->da[s].term = b->order[lo]; lo++; }
   if (lo >= hi) return 0;
   unsigned char labels[256];
   int child_lo[257], nl = 0;
@@ -138,12 +133,12 @@ static int da_place(Builder *b, int32_t s, int lo, int hi, size_t depth) {
     if (bs < 1) continue;
     if (bs + 257 > b->cap && da_grow(b, bs + 257) < 0) return -1;
     int ok = 1;
-    for (int k = 1; k < nl && ok; k++) ok = u->check[bs + labels[k]] == -1;
+    for (int k = 1; k < nl && ok; k++) ok = u->da[bs + labels[k]].check == -1;
     if (ok) break;
   }
-  u->base[s] = bs;
+  u->da[s].base = bs;
   if (bs > b->max_base) b->max_base = bs;
-  for (int k = 0; k < nl; k++) { u->check[bs + labels[k]] = s; da_take(b, bs + labels[k]); }
+  for (int k = 0; k < nl; k++) { u->da[bs + labels[k]].check = s; da_take(b, bs + labels[k]); }
   for (int k = 0; k < nl; k++)
     if (da_place(b, bs + labels[k], child_lo[k], child_lo[k + 1], depth + 1) < 0) return -1;
   return 0;
@@ -226,7 +221,7 @@ Unigram *unigram_new(int n, const char *const *pieces, const double *scores, int
 void unigram_free(Unigram *u) {
   if (!u) return;
   free(u->score); free(u->off); free(u->arena);
-  free(u->base); free(u->check); free(u->term);
+  free(u->da);
   free(u);
 }
 
@@ -240,11 +235,11 @@ int unigram_piece_id(const Unigram *u, const char *piece, size_t len) {
   if (len == 0 || u->n == 0) return -1;
   int32_t s = 0;
   for (size_t i = 0; i < len; i++) {
-    int32_t t = u->base[s] + (unsigned char)piece[i];
-    if (u->check[t] != s) return -1;
+    int32_t t = u->da[s].base + (unsigned char)piece[i];
+    if (u->da[t].check != s) return -1;
     s = t;
   }
-  return u->term[s];
+  return u->da[s].term;
 }
 
 /* ---- Viterbi --------------------------------------------------------------- */
@@ -259,7 +254,7 @@ typedef struct Best { double score; int32_t start, id; } Best;
 ** Returns 0, or -1 when a character is uncovered and there is no unk id. */
 static int viterbi(const Unigram *u, const char *s, size_t len, Best *best, int banned, int allow_unk) {
   const double unk_score = u->min_score - UNK_PENALTY;
-  const int32_t *base = u->base, *check = u->check, *term = u->term;
+  const struct DaUnit *da = u->da;
   for (size_t i = 0; i <= len; i++) best[i].start = -1;
   best[0].score = 0; best[0].start = 0; best[0].id = -1;
   size_t pos = 0;
@@ -271,10 +266,10 @@ static int viterbi(const Unigram *u, const char *s, size_t len, Best *best, int 
       int32_t st = 0;
       if (u->n > 0) {
         for (size_t k = pos; k < len; k++) {
-          int32_t t = base[st] + (unsigned char)s[k];
-          if (check[t] != st) break;
+          int32_t t = da[st].base + (unsigned char)s[k];
+          if (da[t].check != st) break;
           st = t;
-          int id = term[st];
+          int id = da[st].term;
           if (id < 0) continue;
           size_t end = k + 1;
           if (end - pos == mb) single = 1;
@@ -372,7 +367,7 @@ double unigram_expected_counts(const Unigram *u, const char *s, size_t len, doub
   }
   double *beta = alpha + len + 1;
   const double unk_score = u->min_score - UNK_PENALTY;
-  const int32_t *base = u->base, *check = u->check, *term = u->term;
+  const struct DaUnit *da = u->da;
   for (size_t i = 0; i <= len; i++) { alpha[i] = -INFINITY; beta[i] = -INFINITY; }
   alpha[0] = 0;
   size_t nb = 0;
@@ -383,10 +378,10 @@ double unigram_expected_counts(const Unigram *u, const char *s, size_t len, doub
     int32_t st = 0;
     if (u->n > 0) {
       for (size_t k = pos; k < len; k++) {
-        int32_t t = base[st] + (unsigned char)s[k];
-        if (check[t] != st) break;
+        int32_t t = da[st].base + (unsigned char)s[k];
+        if (da[t].check != st) break;
         st = t;
-        int id = term[st];
+        int id = da[st].term;
         if (id < 0) continue;
         if (k + 1 - pos == mb) single = 1;
         alpha[k + 1] = log_add(alpha[k + 1], alpha[pos] + u->score[id]);
@@ -405,10 +400,10 @@ double unigram_expected_counts(const Unigram *u, const char *s, size_t len, doub
       int32_t st = 0;
       if (u->n > 0) {
         for (size_t k = pos; k < len; k++) {
-          int32_t t = base[st] + (unsigned char)s[k];
-          if (check[t] != st) break;
+          int32_t t = da[st].base + (unsigned char)s[k];
+          if (da[t].check != st) break;
           st = t;
-          int id = term[st];
+          int id = da[st].term;
           if (id < 0) continue;
           if (k + 1 - pos == mb) single = 1;
           double w = u->score[id] + beta[k + 1];

@@ -16,10 +16,11 @@ Results are printed with Python's json.dumps, as the pipeline's float scores
   fillmask_reference.py make-model --tokenizer T --out DIR [--model-type roberta|bert] [--seed S]
         a small random model folder (config.json, model.safetensors, tokenizer.json,
         tokenizer_config.json, special_tokens_map.json) with peaked predictions
-  fillmask_reference.py run --model-dir DIR --cases CASES.json
+  fillmask_reference.py make-models --tokenizer T OUT,TYPE,SEED,CLEAN...   (several at once)
+  fillmask_reference.py run --model-dir DIR --cases CASES.json  |  run --job DIR CASES OUT ...
         one JSON line per case: {"name", "result"} or {"name", "error"}
-  fillmask_reference.py compare --expected EXP.jsonl --name NAME --actual FILE --rc RC --stderr FILE
-        PASS/FAIL line: maskd's output against the reference (scores within 1e-5 and
+  fillmask_reference.py check --model-dir DIR --cases CASES.json --expected EXP.jsonl --maskd MASKD
+        runs maskd fill-mask on every case; a PASS/FAIL line each: maskd's output against the reference (scores within 1e-5 and
         printed as repr(float32 value); everything else identical, key order included)
 """
 import argparse
@@ -30,12 +31,19 @@ import subprocess
 import sys
 
 import numpy as np
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from torch_mlm import TorchMLM  # noqa: E402
-from torch_reference import read_safetensors, write_safetensors  # noqa: E402
+# torch is imported only by the modes that run the model (check does not).
+torch = TorchMLM = read_safetensors = write_safetensors = None
+
+
+def need_torch():
+    global torch, TorchMLM, read_safetensors, write_safetensors
+    import torch as _torch
+    from torch_mlm import TorchMLM as _T
+    from torch_reference import read_safetensors as _r, write_safetensors as _w
+    torch, TorchMLM, read_safetensors, write_safetensors = _torch, _T, _r, _w
 
 NODE_MODULES = os.path.join(HERE, "..", "tests", "node_modules")
 
@@ -223,6 +231,7 @@ def pipeline(model, tok, inputs, top_k=None, targets=None, warnings=None):
 
 
 def load_model(d):
+    need_torch()
     cfg = json.load(open(os.path.join(d, "config.json")))
     model = TorchMLM(cfg)
     _, sd = read_safetensors(os.path.join(d, "model.safetensors"))
@@ -232,6 +241,7 @@ def load_model(d):
 
 
 def make_model(a):
+    need_torch()
     vocab_size = len(json.load(open(a.tokenizer))["model"]["vocab"])
     mt = a.model_type
     cfg = {"architectures": ["RobertaForMaskedLM" if mt == "roberta" else "BertForMaskedLM"], "model_type": mt,
@@ -265,16 +275,31 @@ def make_model(a):
                    "unk_token": "<unk>"}, f, indent=2)
 
 
-def run(a):
-    model = load_model(a.model_dir)
-    tok = Tok(a.model_dir)
-    for case in json.load(open(a.cases)):
+def run_cases(model_dir, cases, out):
+    model = load_model(model_dir)
+    tok = Tok(model_dir)
+    for case in json.load(open(cases)):
         rec = {"name": case["name"]}
         try:
             rec["result"] = pipeline(model, tok, case["inputs"], case.get("top_k"), case.get("targets"))
         except (PipelineError, ValueError) as e:
             rec["error"] = str(e)
-        print(json.dumps(rec))
+        print(json.dumps(rec), file=out)
+
+
+def run(a):
+    if a.model_dir and a.cases:
+        run_cases(a.model_dir, a.cases, sys.stdout)
+    for d, cases, path in a.job or []:   # several models in one process (torch starts once)
+        with open(path, "w") as out:
+            run_cases(d, cases, out)
+
+
+def make_models(a):
+    for spec in a.spec:
+        out, mt, seed, clean = spec.split(",")
+        make_model(argparse.Namespace(tokenizer=a.tokenizer, out=out, model_type=mt, seed=int(seed),
+                                      max_pos=a.max_pos, clean_up=clean))
 
 
 def compare(exp, name, rc, text, err):
@@ -374,9 +399,14 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-pos", type=int, default=64)
     p.add_argument("--clean-up", default="true", choices=["true", "false"])
+    p = sub.add_parser("make-models")
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--max-pos", type=int, default=64)
+    p.add_argument("spec", nargs="+", help="OUT,roberta|bert,SEED,true|false (clean-up)")
     p = sub.add_parser("run")
-    p.add_argument("--model-dir", required=True)
-    p.add_argument("--cases", required=True)
+    p.add_argument("--model-dir")
+    p.add_argument("--cases")
+    p.add_argument("--job", nargs=3, action="append", metavar=("DIR", "CASES", "OUT"))
     p = sub.add_parser("check")
     p.add_argument("--model-dir", required=True)
     p.add_argument("--cases", required=True)
@@ -384,7 +414,7 @@ def main():
     p.add_argument("--maskd", required=True)
     p.add_argument("--prefix", default="fillmask_ref_")
     a = ap.parse_args()
-    {"make-model": make_model, "run": run, "check": check}[a.cmd](a)
+    {"make-model": make_model, "make-models": make_models, "run": run, "check": check}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -31,11 +31,13 @@ static void usage(FILE *f) {
     "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin.\n");
 }
 
-/* Whole file (or stdin) into memory. */
+/* Whole file (or stdin) into memory; a regular file in one read of its size. */
 static char *slurp(const char *path, size_t *len) {
   FILE *f = path ? fopen(path, "rb") : stdin;
   if (!f) return NULL;
+  struct stat st;
   size_t cap = 1 << 16, n = 0;
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) cap = (size_t)st.st_size + 1;
   char *buf = malloc(cap);
   size_t got;
   while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
@@ -52,14 +54,16 @@ static char *slurp(const char *path, size_t *len) {
 /* Splits at '\n' (a final unterminated line counts; a final '\n' ends the last line). */
 static size_t split_lines(char *text, size_t len, const char ***lines, size_t **lens) {
   size_t n = 0;
-  for (size_t i = 0; i < len; i++) n += text[i] == '\n';
+  for (const char *p = text, *end = text + len; (p = memchr(p, '\n', (size_t)(end - p))); p++) n++;
   if (len > 0 && text[len - 1] != '\n') n++;
   *lines = malloc((n + 1) * sizeof **lines);
   *lens = malloc((n + 1) * sizeof **lens);
   if (!*lines || !*lens) return (size_t)-1;
   size_t k = 0, start = 0;
-  for (size_t i = 0; i < len; i++)
-    if (text[i] == '\n') { (*lines)[k] = text + start; (*lens)[k] = i - start; k++; start = i + 1; }
+  for (const char *p = text, *end = text + len; (p = memchr(p, '\n', (size_t)(end - p))); p++) {
+    size_t i = (size_t)(p - text);
+    (*lines)[k] = text + start; (*lens)[k] = i - start; k++; start = i + 1;
+  }
   if (start < len) { (*lines)[k] = text + start; (*lens)[k] = len - start; k++; }
   return k;
 }
@@ -73,15 +77,20 @@ static void out_put(Out *o, const char *s, size_t n) {
   memcpy(o->p + o->n, s, n);
   o->n += n;
 }
+/* Decimal digits, two at a time (printing ids is a fair share of encode's time). */
 static void out_int(Out *o, long v) {
+  static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
   char tmp[24];
-  int k = 0;
+  int k = 24;
   unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
-  do { tmp[k++] = (char)('0' + u % 10); u /= 10; } while (u);
-  if (v < 0) tmp[k++] = '-';
-  char rev[24];
-  for (int i = 0; i < k; i++) rev[i] = tmp[k - 1 - i];
-  out_put(o, rev, (size_t)k);
+  while (u >= 100) { unsigned d = (unsigned)(u % 100) * 2; u /= 100; tmp[--k] = pairs[d + 1]; tmp[--k] = pairs[d]; }
+  if (u >= 10) { unsigned d = (unsigned)u * 2; tmp[--k] = pairs[d + 1]; tmp[--k] = pairs[d]; }
+  else tmp[--k] = (char)('0' + u);
+  if (v < 0) tmp[--k] = '-';
+  out_put(o, tmp + k, (size_t)(24 - k));
 }
 
 /* --jsonl: replaces every line by the string it encodes (kept alive in *vals). */
@@ -113,26 +122,31 @@ static int cmd_encode(Tokenizer *t, char *text, size_t len, int pieces, int offs
   if (!o.p || (jsonl && !vals)) { fprintf(stderr, "maskd tokenizer encode: out of memory\n"); rc = 1; goto done; }
   if (jsonl && decode_jsonl(lines, lens, n, vals) < 0) { rc = 1; goto done; }
   if (!pieces && !offsets) {
-    int32_t *ids;
-    size_t *starts;
-    if (tokenizer_encode_many(t, lines, lens, n, add_special, threads, &ids, &starts, &err) < 0) {
-      /* "text N" is 0-based in the engine; lines are 1-based for people. */
-      long long bad = -1;
-      if (sscanf(err.msg, "text %lld:", &bad) == 1) {
-        const char *why = strchr(err.msg, ':');
-        fprintf(stderr, "maskd tokenizer encode: line %lld%s\n", bad + 1, why ? why : "");
-      } else fprintf(stderr, "maskd tokenizer encode: %s\n", err.msg);
-      rc = 1;
-      goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-      for (size_t j = starts[i]; j < starts[i + 1]; j++) {
-        if (j > starts[i]) out_put(&o, " ", 1);
-        out_int(&o, ids[j]);
+    /* Blocks of lines, so the id arrays stay small and warm in cache. */
+    const size_t block = 16384;
+    for (size_t b0 = 0; b0 < n; b0 += block) {
+      size_t nb = n - b0 < block ? n - b0 : block;
+      int32_t *ids;
+      size_t *starts;
+      if (tokenizer_encode_many(t, lines + b0, lens + b0, nb, add_special, threads, &ids, &starts, &err) < 0) {
+        /* "text N" is 0-based within the block; lines are 1-based for people. */
+        long long bad = -1;
+        if (sscanf(err.msg, "text %lld:", &bad) == 1) {
+          const char *why = strchr(err.msg, ':');
+          fprintf(stderr, "maskd tokenizer encode: line %lld%s\n", bad + 1 + (long long)b0, why ? why : "");
+        } else fprintf(stderr, "maskd tokenizer encode: %s\n", err.msg);
+        rc = 1;
+        goto done;
       }
-      out_put(&o, "\n", 1);
+      for (size_t i = 0; i < nb; i++) {
+        for (size_t j = starts[i]; j < starts[i + 1]; j++) {
+          if (j > starts[i]) out_put(&o, " ", 1);
+          out_int(&o, ids[j]);
+        }
+        out_put(&o, "\n", 1);
+      }
+      free(ids); free(starts);
     }
-    free(ids); free(starts);
   } else {
     Encoding e = {0};
     for (size_t i = 0; i < n; i++) {

@@ -16,7 +16,6 @@ static int cmd_version(int argc, char **argv) {
 
 static const Command commands[] = {
   {"version", cmd_version, "print the version"},
-  {"tokenizer", cmd_tokenizer, "encode and decode text with a tokenizer.json"},
   {"prepare", cmd_prepare, "cut token ids into fixed-length dataset shards"},
   {"runs", cmd_runs, "list training runs in the store"},
   {"models", cmd_models, "list model repositories and their revisions in the store"},
@@ -28,6 +27,7 @@ static const Command commands[] = {
   {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
   {"runs", cmd_runs, "list training runs (or one run's epochs)"},
   {"models", cmd_models, "list model repositories (or one model's revisions)"},
+  {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

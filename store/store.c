@@ -299,6 +299,15 @@ Store *store_open(const char *path, Err *err) {
   }
   sqlite3_busy_timeout(s->db, 30000);
   sqlite3_extended_result_codes(s->db, 1);
+  /* Checkpoints are big and keep-last-N deletes them, so freed pages must go back
+  ** to the file system: incremental auto-vacuum (only takes effect on a new file,
+  ** before the first table) and a WAL truncated back to 64 MiB after it grew for a
+  ** large push. */
+  if (exec(s, "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_size_limit = 67108864", err)) {
+    err_prefix(err, path);
+    store_close(s);
+    return NULL;
+  }
   /* WAL: readers never block the writer and a killed writer leaves the last
   ** committed state. synchronous=NORMAL is durable across process crashes (only
   ** a power loss can drop the newest transactions, never corrupt). */
@@ -463,6 +472,8 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
     return rollback(s);
   int64_t n = sqlite3_changes(s->db);
   if (commit(s, err)) return -1;
+  /* Give the freed pages back (its own transaction; harmless when there are none). */
+  if (n > 0 && exec(s, "PRAGMA incremental_vacuum", err)) return -1;
   if (removed) *removed = n;
   return 0;
 }

@@ -41,7 +41,8 @@ void store_sha256_hex(const void *data, size_t len, char hex[65]);
 int store_blob_put(Store *s, const void *data, size_t len, char hex[65], Err *err);
 /* The bytes of a blob (malloc'd, caller frees); checked against their sha256. */
 int store_blob_get(Store *s, const char *hex, void **data, size_t *len, Err *err);
-/* Deletes blobs no revision or tokenizer refers to; *removed (may be NULL) counts them. */
+/* Deletes blobs no revision or tokenizer refers to and returns their pages to the
+** file system; *removed (may be NULL) counts them. */
 int store_gc(Store *s, int64_t *removed, Err *err);
 
 /* ---- tokenizers ---- */

@@ -10,6 +10,8 @@
 //        Unigram: special tokens first as HF's trainer puts them, unk_id, [MASK] lstrip,
 //        TemplateProcessing; loaded and saved by HF so OUT is HF-written)
 //   node hf_tokenize.js resave IN.json OUT.json       (HF loads IN and saves it)
+//   node hf_tokenize.js multi JOBS                    (many encode/decode runs in one
+//        process: each line OUT<TAB>encode|decode<TAB>args..., output to OUT)
 //
 // A line HF refuses prints "ERR <message>". Offsets are turned from HF's
 // character offsets into byte offsets, which is what maskd reports.
@@ -42,8 +44,24 @@ function format(enc, line, mode, tok) {
   return enc.getIds().join(' ');
 }
 
-async function encode(tokPath, file, flags) {
-  const tok = hf.Tokenizer.fromFile(tokPath);
+async function encode(tokPath, file, flags) { process.stdout.write(await encodeText(tokPath, file, flags)); }
+async function decode(tokPath, file, flags) { process.stdout.write(await decodeText(tokPath, file, flags)); }
+
+// Many jobs in one process: each line of JOBS is OUT<TAB>encode|decode<TAB>args...
+async function multi(jobsPath) {
+  for (const line of readLines(jobsPath)) {
+    const [out, cmd, ...args] = line.split('\t');
+    const flags = args.filter(a => a.startsWith('--')), pos = args.filter(a => !a.startsWith('--'));
+    const text = cmd === 'encode' ? await encodeText(pos[0], pos[1], flags) : await decodeText(pos[0], pos[1], flags);
+    fs.writeFileSync(out, text);
+  }
+}
+
+const tokCache = new Map();
+function loadTok(p) { if (!tokCache.has(p)) tokCache.set(p, hf.Tokenizer.fromFile(p)); return tokCache.get(p); }
+
+async function encodeText(tokPath, file, flags) {
+  const tok = loadTok(tokPath);
   const opts = { addSpecialTokens: !flags.includes('--no-special') };
   const mode = flags.includes('--pieces') ? 'pieces' : flags.includes('--offsets') ? 'offsets' : 'ids';
   let lines = readLines(file);
@@ -60,18 +78,18 @@ async function encode(tokPath, file, flags) {
       catch (e) { out.push('ERR ' + String(e.message || e).split('\n')[0]); }
     }
   }
-  process.stdout.write(out.length ? out.join('\n') + '\n' : '');
+  return out.length ? out.join('\n') + '\n' : '';
 }
 
-async function decode(tokPath, file, flags) {
-  const tok = hf.Tokenizer.fromFile(tokPath);
+async function decodeText(tokPath, file, flags) {
+  const tok = loadTok(tokPath);
   const skip = flags.includes('--skip-special');
   const lines = readLines(file);
   const ids = lines.map(l => l.trim() === '' ? [] : l.trim().split(/\s+/).map(Number));
   const out = [];
   const B = 2000;
   for (let i = 0; i < ids.length; i += B) out.push(...await tok.decodeBatch(ids.slice(i, i + B), skip));
-  process.stdout.write(out.length ? out.join('\n') + '\n' : '');
+  return out.length ? out.join('\n') + '\n' : '';
 }
 
 // HF's own training: the seed's normalizer, Metaspace pre-tokenizer and decoder
@@ -114,13 +132,16 @@ async function bench(tokPath, file) {
   const bytes = Buffer.byteLength(fs.readFileSync(file, 'utf8'), 'utf8');
   const B = 10000;
   let ntok = 0;
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < lines.length; i += B) {
     const encs = await tok.encodeBatch(lines.slice(i, i + B), { addSpecialTokens: true });
     for (const e of encs) ntok += e.getLength();
   }
   const s = Number(process.hrtime.bigint() - t0) / 1e9;
-  console.log(JSON.stringify({ seconds: s, bytes, tokens: ntok, mb_per_s: bytes / 1e6 / s }));
+  const c = process.cpuUsage(c0);
+  const cpu = (c.user + c.system) / 1e6;
+  console.log(JSON.stringify({ seconds: s, cpu_seconds: cpu, bytes, tokens: ntok, mb_per_s: bytes / 1e6 / s }));
 }
 
 (async () => {
@@ -131,6 +152,7 @@ async function bench(tokPath, file) {
   if (cmd === 'decode' && pos.length === 2) return decode(pos[0], pos[1], flags);
   if (cmd === 'train' && pos.length >= 2) return train(pos[0], pos.slice(1));
   if (cmd === 'bench' && pos.length === 2) return bench(pos[0], pos[1]);
+  if (cmd === 'multi' && pos.length === 1) return multi(pos[0]);
   if (cmd === 'seed' && pos.length === 2) return seed(pos[0], pos[1]);
   if (cmd === 'resave' && pos.length === 2) return hf.Tokenizer.fromFile(pos[0]).save(pos[1], true);
   process.stderr.write('usage: hf_tokenize.js encode|decode|train|bench ... (see the header)\n');

@@ -83,7 +83,8 @@ check_json bench_train_json train \
    and abs(j["tokens_per_s"]-60/j["step_ms_median"]*1e3)<1e-3*j["tokens_per_s"]+0.1
    and abs(j["gflops"]-j["gflop_per_step"]/j["step_ms_median"]*1e3)<0.01*j["gflops"]+1e-3
    and abs(j["loss_first"]-math.log(300))<0.3 and j["loss_last"]<j["loss_first"]
-   and j["peak_gflops"]==100 and all(j["phases_ms"][k]>0 for k in ("forward","backward","optimizer"))' \
+   and j["peak_gflops"]==100 and 0 < j["executed_gflop_per_step"] <= j["gflop_per_step"]
+   and abs(j["peak_fraction"]-j["executed_gflops"]/100)<1e-3 and all(j["phases_ms"][k]>0 for k in ("forward","backward","optimizer"))' \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 3 --warmup 1 --threads 1 --peak 100
 check_json bench_infer_json infer \
   'j["mode"]=="infer" and j["head_rows"]==9 and abs(j["gflop_per_step"]-2464512e-9)<1e-6

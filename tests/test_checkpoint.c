@@ -105,7 +105,7 @@ static void resume_test(ModelType type, const char *tag) {
   Rng r;
   rng_seed(&r, 99);
   for (int k = 0; k < K; k++) train_step(a, oa, &r, B, T);
-  CkptState s = {.step = oa->step, .epoch = 1, .position = 7, .rng = r, .n_extra = 2, .extra = {42, -5}};
+  CkptState s = {.step = oa->step, .epoch = 1, .position = 7, .rng = r, .n_extra = 2, .extra = {42, UINT64_MAX - 4}};
   snprintf(path, sizeof path, "%s/resume_%s", tmpdir, tag);
   snprintf(spath, sizeof spath, "%s/resume_%s/optimizer.safetensors", tmpdir, tag);
   int rc = ckpt_save_model(a, path, 0, &e);
@@ -131,7 +131,7 @@ static void resume_test(ModelType type, const char *tag) {
   int same_losses = 1;
   if (ok) {
     ok = sb.step == K && ob->step == K && sb.epoch == 1 && sb.position == 7 && sb.n_extra == 2 && sb.extra[0] == 42 &&
-         sb.extra[1] == -5 && memcmp(&sb.rng, &s.rng, sizeof s.rng) == 0;
+         sb.extra[1] == UINT64_MAX - 4 && memcmp(&sb.rng, &s.rng, sizeof s.rng) == 0;
     for (int k = 0; k < K; k++) { lb[k] = train_step(b, ob, &sb.rng, B, T); same_losses &= lb[k] == la[k]; }
     ok &= same_losses && memcmp(model_params(a), model_params(b), model_num_params(a) * sizeof(float)) == 0 &&
           memcmp(oa->m, ob->m, oa->n * sizeof(float)) == 0 && memcmp(oa->v, ob->v, oa->n * sizeof(float)) == 0;

@@ -27,10 +27,8 @@ fail() { echo "FAIL $1: $2"; }
 head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
 node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" 2>/dev/null &&
   node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" || { fail export_setup "HF tokenizer training failed"; exit 1; }
-$PY $R make-model --tokenizer "$T/tok.json" --out "$T/rob" --model-type roberta --seed 5 &&
-  $PY $R make-model --tokenizer "$T/tok.json" --out "$T/bert" --model-type bert --seed 6 &&
-  $PY $R make-model --tokenizer "$T/tok.json" --out "$T/noclean" --seed 7 --clean-up false ||
-  { fail export_setup "make-model failed"; exit 1; }
+$PY $R make-models --tokenizer "$T/tok.json" "$T/rob,roberta,5,true" "$T/bert,bert,6,true" "$T/noclean,roberta,7,false" ||
+  { fail export_setup "make-models failed"; exit 1; }
 
 # Fill-mask answers (several inputs, targets) of a model source, into a file.
 answers() {  # out, source args...
@@ -68,11 +66,11 @@ cat > "$T/cases.json" <<'EOF'
  {"name": "multi_list", "inputs": ["The [MASK] of France is [MASK] .", "[MASK] was here ."]},
  {"name": "targets", "inputs": "He said [MASK] it , didn't he ?", "targets": ["▁the", "▁of", "zzqx"], "top_k": 3}]
 EOF
-for m in rob bert; do
-  if $PY $R run --model-dir "$T/out-$m" --cases "$T/cases.json" > "$T/exp-$m.jsonl" 2> "$T/ref.err"; then
+if $PY $R run --job "$T/out-rob" "$T/cases.json" "$T/exp-rob.jsonl" --job "$T/out-bert" "$T/cases.json" "$T/exp-bert.jsonl" 2> "$T/ref.err"; then
+  for m in rob bert; do
     $PY $R check --model-dir "$T/out-$m" --cases "$T/cases.json" --expected "$T/exp-$m.jsonl" --maskd "$M" --prefix "export_torch_hf_${m}_"
-  else fail "export_torch_hf_$m" "the reference cannot read the exported folder: $(tail -1 "$T/ref.err")"; fi
-done
+  done
+else fail export_torch_hf "the reference cannot read the exported folders: $(tail -1 "$T/ref.err")"; fi
 
 # What transformers' loaders look at.
 msg=$($PY - "$T/out-rob" <<'EOF'

@@ -29,11 +29,8 @@ $PY -c 'import torch' 2>/dev/null || { fail fillmask_ref_setup "no torch in $PY"
 head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
 node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" 2>/dev/null &&
   node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" || { fail fillmask_ref_setup "HF tokenizer training failed"; exit 1; }
-for spec in "roberta 1 true" "bert 2 true" "roberta 3 false"; do
-  set -- $spec
-  $PY $R make-model --tokenizer "$T/tok.json" --out "$T/$1-$2" --model-type "$1" --seed "$2" --clean-up "$3" ||
-    { fail fillmask_ref_setup "make-model $spec failed"; exit 1; }
-done
+$PY $R make-models --tokenizer "$T/tok.json" "$T/roberta-1,roberta,1,true" "$T/bert-2,bert,2,true" \
+  "$T/roberta-3,roberta,3,false" || { fail fillmask_ref_setup "make-models failed"; exit 1; }
 
 cat > "$T/cases.json" <<'EOF'
 [
@@ -55,18 +52,17 @@ cat > "$T/cases.json" <<'EOF'
  {"name": "only_mask", "inputs": "[MASK]"}
 ]
 EOF
-for d in roberta-1 bert-2 roberta-3; do
-  cases="$T/cases.json"
-  if [ "$d" = roberta-3 ]; then   # clean_up_tokenization_spaces false: the cases where it shows
-    $PY -c "import json,sys; c=json.load(open(sys.argv[1])); json.dump([x for x in c if x['name'] in ('single','multi','targets','list')], open(sys.argv[2],'w'))" "$T/cases.json" "$T/cases3.json"
-    cases="$T/cases3.json"
-  fi
-  if ! $PY $R run --model-dir "$T/$d" --cases "$cases" > "$T/exp-$d.jsonl" 2> "$T/ref.err"; then
-    fail "fillmask_ref_$d" "reference failed: $(tail -2 "$T/ref.err")"
-    continue
-  fi
-  $PY $R check --model-dir "$T/$d" --cases "$cases" --expected "$T/exp-$d.jsonl" --maskd "$M" --prefix "fillmask_ref_${d}_"
-done
+# clean_up_tokenization_spaces false (roberta-3): the cases where it shows.
+$PY -c "import json,sys; c=json.load(open(sys.argv[1])); json.dump([x for x in c if x['name'] in ('single','multi','targets','list')], open(sys.argv[2],'w'))" "$T/cases.json" "$T/cases3.json"
+if $PY $R run --job "$T/roberta-1" "$T/cases.json" "$T/exp-roberta-1.jsonl" --job "$T/bert-2" "$T/cases.json" "$T/exp-bert-2.jsonl" \
+     --job "$T/roberta-3" "$T/cases3.json" "$T/exp-roberta-3.jsonl" 2> "$T/ref.err"; then
+  for d in roberta-1 bert-2 roberta-3; do
+    cases="$T/cases.json"; [ "$d" = roberta-3 ] && cases="$T/cases3.json"
+    $PY $R check --model-dir "$T/$d" --cases "$cases" --expected "$T/exp-$d.jsonl" --maskd "$M" --prefix "fillmask_ref_${d}_"
+  done
+else
+  fail fillmask_ref_reference "reference failed: $(tail -2 "$T/ref.err")"
+fi
 
 # Inputs longer than the model's positions (RoBERTa, max_position_embeddings 64,
 # padding_idx 3: 60 tokens) are refused clearly (HF would fail inside the model).

@@ -91,6 +91,18 @@ static void test_matmul(void) {
   for (int i = 0; i < 35; i++) acc &= fabsf(din2[i] - 2 * din[i]) <= 1e-5f * (1 + fabsf(din[i]));
   check(acc, "layer_matmul_backward_accumulates", "din/dw do not add up");
   free(m.in); free(m.w); free(m.b); free(m.dout); free(in); free(w); free(b); free(dout);
+  /* Few rows take the weight-streaming kernel: 1 and 3 rows, 11 outputs (not a multiple of 4). */
+  for (int rows = 1; rows <= 3; rows += 2) {
+    MM f = {rows, 37, 11, rnd(rows * 37, 1), rnd(11 * 37, 1), rnd(11, 1), rnd(rows * 11, 1), calloc(rows * 11, sizeof(double))};
+    round_to_float(f.in, rows * 37); round_to_float(f.w, 11 * 37); round_to_float(f.b, 11);
+    float *fi = tof(f.in, rows * 37), *fw = tof(f.w, 11 * 37), *fb = tof(f.b, 11), fo[33];
+    matmul_forward(fo, fi, fw, fb, rows, 37, 11);
+    mm_ref(&f);
+    char nm[64];
+    snprintf(nm, sizeof nm, "layer_matmul_forward_%d_rows", rows);
+    check(rel_diff(fo, f.out, rows * 11) < 1e-5, nm, "%.3g", rel_diff(fo, f.out, rows * 11));
+    free(f.in); free(f.w); free(f.b); free(f.dout); free(f.out); free(fi); free(fw); free(fb);
+  }
 }
 
 /* --------------------------------------------------------- layernorm */

@@ -387,6 +387,11 @@ static void api_tests(void) {
   check(rc == 0 && removed == 5 && q1(db, sql) == 1 && store_resolve(s, "user/small-wiki@1", &got, &e) == -1 &&
             q1(db, "SELECT COUNT(*) FROM blob_chunks WHERE sha256 NOT IN (SELECT sha256 FROM blobs)") == 0,
         "store_drop_delete_gc", "removed %lld (%s)", (long long)removed, e.msg);
+  /* The 16 MiB blob's pages went back: no free pages left, the file far below 16 MiB. */
+  long long pages = q1(db, "PRAGMA page_count"), psize = q1(db, "PRAGMA page_size");
+  check(q1(db, "PRAGMA auto_vacuum") == 2 && q1(db, "PRAGMA freelist_count") == 0 && pages * psize < (4 << 20),
+        "store_gc_returns_space", "auto_vacuum %lld, free %lld, %lld bytes", q1(db, "PRAGMA auto_vacuum"),
+        q1(db, "PRAGMA freelist_count"), pages * psize);
   check(store_revision_delete(s, 12345, &e) == -1 && strstr(e.msg, "12345"), "store_revision_delete_unknown", "%s", e.msg);
   snprintf(sql, sizeof sql, "DELETE FROM blobs WHERE sha256 = '%s'", rv[2].weights);
   {
@@ -484,6 +489,8 @@ static void concurrency_test(void) {
       StoreStepMetric m[10];
       for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){b * 10 + i, 0, 1, 1, 1, 1, 0};
       if (store_step_metrics_add(w, run, m, 10, &ce)) _exit(4);
+      struct timespec pause = {0, 1000000L};   /* spread the writes so reads fall between them */
+      nanosleep(&pause, NULL);
     }
     store_close(w);
     _exit(0);
@@ -514,6 +521,39 @@ static void concurrency_test(void) {
       break;
     }
   }
+  /* Two writers at once (a CLI run and a server job, say): both finish, nothing lost. */
+  int64_t run2 = store_run_create(s, "conc2", "{}", &e);
+  pid_t kids[2];
+  for (int w = 0; w < 2; w++) {
+    kids[w] = fork();
+    if (kids[w] == 0) {
+      Err ce;
+      Store *ws = store_open(db, &ce);
+      if (!ws) _exit(3);
+      for (int b = 0; b < 50; b++) {
+        StoreStepMetric m[10];
+        for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){w * 100000 + b * 10 + i, 0, 1, 1, 1, 1, 0};
+        if (store_step_metrics_add(ws, run2, m, 10, &ce)) _exit(4);
+        StorePush p = {"x", "{}", m, sizeof m, NULL, 0, NULL, 0, b, 0, NULL};
+        if (b % 10 == 0 && store_push(ws, "conc-model", &p, NULL, &ce)) _exit(5);
+      }
+      store_close(ws);
+      _exit(0);
+    }
+  }
+  int exits_ok = 1;
+  for (int w = 0; w < 2; w++) {
+    int status;
+    waitpid(kids[w], &status, 0);
+    exits_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  json_t *all = store_run_metrics(s, run2, -1, &e);
+  json_t *mg = store_model_get(s, "conc-model", &e);
+  check(exits_ok && all && json_array_size(json_object_get(all, "steps")) == 1000 && mg &&
+            json_array_size(json_object_get(mg, "revisions")) == 10,
+        "store_two_writers", "exits ok %d (%s)", exits_ok, e.msg);
+  json_decref(all);
+  json_decref(mg);
   check(store_integrity_check(s, &e) == 0, "store_integrity_after_concurrency", "%s", e.msg);
   store_close(s);
 }
@@ -532,8 +572,13 @@ static void kill_test(void) {
   rng_seed(&r, 8);
   char why[600] = "";
   for (int k = 0; k < rounds; k++) {
+    /* The child says when its first push is in, so the kill always lands while it
+    ** is writing (however slow the machine), not before it started. */
+    int ready[2];
+    if (pipe(ready) != 0) { check(0, "store_survives_kill_9", "pipe"); return; }
     pid_t child = fork();
     if (child == 0) {
+      close(ready[0]);
       Err ce;
       Store *w = store_open(db, &ce);
       if (!w) _exit(3);
@@ -546,9 +591,14 @@ static void kill_test(void) {
         StoreStepMetric m[50];
         for (int j = 0; j < 50; j++) m[j] = (StoreStepMetric){(int64_t)k * 1000000 + i * 50 + j, 0, 1, 1, 1, 1, 0};
         store_step_metrics_add(w, run, m, 50, &ce);
+        if (i == 0 && (write(ready[1], "x", 1) != 1 || close(ready[1]) != 0)) _exit(5);
       }
     }
-    struct timespec ts = {0, (long)(50 + rng_below(&r, 250)) * 1000000L};
+    close(ready[1]);
+    char byte;
+    if (read(ready[0], &byte, 1) != 1) all_ok = 0;
+    close(ready[0]);
+    struct timespec ts = {0, (long)(20 + rng_below(&r, 200)) * 1000000L};
     nanosleep(&ts, NULL);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);

@@ -133,6 +133,19 @@ int main(void) {
           "tokenizer_decode", "'%s' '%s' '%s'", s1 ? s1 : "", s2 ? s2 : "", s3 ? s3 : "");
     free(s1); free(s2); free(s3);
   }
+  /* transformers' clean-up, against Python's replace chain (outputs taken from it). */
+  {
+    const char *in[] = {"Hello , world . Is it ?", "I do n't know , it 's ok", "a ' b ' c", " . . ..", "we 've they 're I 'm", "x  ,y", ""};
+    const char *want[] = {"Hello, world. Is it?", "I don't know, it's ok", "a'b'c", "....", "we've they're I'm", "x ,y", ""};
+    int ok = 1;
+    for (int i = 0; i < 7; i++) {
+      char tmp[64];
+      strcpy(tmp, in[i]);
+      tokenizer_clean_up_spaces(tmp);
+      if (strcmp(tmp, want[i])) { ok = 0; snprintf(buf, sizeof buf, "'%s' -> '%s'", in[i], tmp); }
+    }
+    check(ok, "tokenizer_clean_up_spaces", "%s", buf);
+  }
   /* What the trainer sees: normalised, Metaspace words, no special matching. */
   {
     char got[256] = "";
@@ -188,6 +201,35 @@ int main(void) {
     lens[17] = 1;
     int rc = tokenizer_encode_many(t, texts, lens, N, 1, 2, &ids, &starts, &err);
     check(rc == -1 && strstr(err.msg, "text 17:"), "tokenizer_encode_many_error_index", "%s", err.msg);
+  }
+  /* Corrupted files: truncations and flipped bytes of a valid tokenizer.json are
+  ** refused with a message or load into something that still encodes safely. */
+  {
+    char *good = tokenizer_to_json(t, &err);
+    size_t n = good ? strlen(good) : 0;
+    char *bad = malloc(n + 1);
+    Rng r;
+    rng_seed(&r, 11);
+    int trials = getenv("MASKD_ASAN") ? 150 : 600, loaded = 0, refused = 0, silent = 0;
+    const char *flips = "{}[]\",:0-9.eE ntfx\\\xC3\xFF";
+    for (int i = 0; good && bad && i < trials; i++) {
+      memcpy(bad, good, n + 1);
+      size_t len = n;
+      if (i % 3 == 0) len = rng_below(&r, (uint32_t)n);
+      else for (int k = 0; k < 1 + (int)rng_below(&r, 4); k++) bad[rng_below(&r, (uint32_t)n)] = flips[rng_below(&r, (uint32_t)strlen(flips))];
+      err.msg[0] = 0;
+      Tokenizer *x = tokenizer_from_json(bad, len, &err);
+      if (!x) { refused++; silent += err.msg[0] == 0; continue; }
+      loaded++;
+      const char *s = "a ``b'' [MASK] \xE4\xB8\xAD ab";
+      if (tokenizer_encode(x, s, strlen(s), 1, &e, &err) == 0) {
+        char *d = tokenizer_decode(x, e.ids, e.n, 1, &err);
+        free(d);
+      }
+      tokenizer_free(x);
+    }
+    check(good && bad && silent == 0 && refused > 0, "tokenizer_corrupt_json_fuzz", "loaded %d refused %d without message %d", loaded, refused, silent);
+    free(good); free(bad);
   }
   tokenizer_free(t);
 

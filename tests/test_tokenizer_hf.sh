@@ -99,30 +99,52 @@ EOF
 
 M_() { "$M" tokenizer "$@"; }
 
+# The HF side of most comparisons is queued and run in ONE node process at the end
+# (node's start-up is most of the cost of a small comparison); maskd runs at once.
+: > "$T/jobs"; : > "$T/checks"
+hfq() {  # hfq KEY CMD ARGS...: HF's output for KEY goes to $T/h.KEY
+  local key=$1; shift
+  local IFS=$'\t'
+  echo "$T/h.$key"$'\t'"$*" >> "$T/jobs"
+}
+later() { echo "$1 $2" >> "$T/checks"; }  # later NAME KEY: compare $T/h.KEY with $T/m.KEY
+enc() {  # enc NAME KEY TOKENIZER INPUT [--jsonl] [--offsets] [--no-special]: both sides
+  local name=$1 key=$2 tok=$3 in=$4; shift 4
+  local mflags=()
+  for a in "$@"; do case "$a" in --no-special) mflags+=(--no-special-tokens) ;; *) mflags+=("$a") ;; esac; done
+  hfq "$key" encode "$tok" "$in" "$@"
+  M_ encode --tokenizer "$tok" --input "$in" "${mflags[@]}" > "$T/m.$key"
+  later "$name" "$key"
+}
+dec() {  # dec NAME KEY TOKENIZER IDS [--skip-special]
+  local name=$1 key=$2 tok=$3 in=$4; shift 4
+  local mflags=()
+  for a in "$@"; do case "$a" in --skip-special) mflags+=(--skip-special-tokens) ;; *) mflags+=("$a") ;; esac; done
+  hfq "$key" decode "$tok" "$in" "$@"
+  M_ decode --tokenizer "$tok" --input "$in" "${mflags[@]}" > "$T/m.$key"
+  later "$name" "$key"
+}
+
 # 1. The seed layout: ids, offsets, decode on the corpora.
 corpora="valid"; [ "$long" = 1 ] && corpora="valid test"
 for c in $corpora; do
   f="$D/wikitext-2/$c.txt"
   if [ "$long" != 1 ]; then head -n 1200 "$f" > "$T/$c.part"; f="$T/$c.part"; fi
-  node $H encode "$T/seed.json" "$f" > "$T/h" && M_ encode --tokenizer "$T/seed.json" --input "$f" > "$T/m"; same "tokenizer_hf_ids_wikitext_$c" "$T/h" "$T/m"
-  cp "$T/m" "$T/ids_$c"
-  node $H encode "$T/seed.json" "$f" --offsets > "$T/h" && M_ encode --tokenizer "$T/seed.json" --input "$f" --offsets > "$T/m"; same "tokenizer_hf_offsets_wikitext_$c" "$T/h" "$T/m"
-  node $H encode "$T/seed.json" "$f" --no-special > "$T/h" && M_ encode --tokenizer "$T/seed.json" --input "$f" --no-special-tokens --threads 2 > "$T/m"; same "tokenizer_hf_ids_nospecial_wikitext_$c" "$T/h" "$T/m"
+  enc "tokenizer_hf_ids_wikitext_$c" "ids_$c" "$T/seed.json" "$f"
+  enc "tokenizer_hf_offsets_wikitext_$c" "off_$c" "$T/seed.json" "$f" --offsets
+  enc "tokenizer_hf_ids_nospecial_wikitext_$c" "nosp_$c" "$T/seed.json" "$f" --no-special
 done
 for c in banking edge; do
-  node $H encode "$T/seed.json" "$T/$c.jsonl" --jsonl > "$T/h" && M_ encode --tokenizer "$T/seed.json" --input "$T/$c.jsonl" --jsonl > "$T/m"; same "tokenizer_hf_ids_$c" "$T/h" "$T/m"
-  cp "$T/m" "$T/ids_$c"
-  node $H encode "$T/seed.json" "$T/$c.jsonl" --jsonl --offsets > "$T/h" && M_ encode --tokenizer "$T/seed.json" --input "$T/$c.jsonl" --jsonl --offsets > "$T/m"; same "tokenizer_hf_offsets_$c" "$T/h" "$T/m"
+  enc "tokenizer_hf_ids_$c" "ids_$c" "$T/seed.json" "$T/$c.jsonl" --jsonl
+  enc "tokenizer_hf_offsets_$c" "off_$c" "$T/seed.json" "$T/$c.jsonl" --jsonl --offsets
 done
 # Decoding: maskd's ids back to text, and random ids (specials, out of range).
 python3 -c "
 import random; random.seed(7)
-for i in range(3000): print(' '.join(str(random.choice([random.randrange(0, 8000), random.randrange(0, 6), 7999, 8000, 8004])) for _ in range(random.randrange(0, 14))))" > "$T/ids_random"
+for i in range(3000): print(' '.join(str(random.choice([random.randrange(0, 8000), random.randrange(0, 6), 7999, 8000, 8004])) for _ in range(random.randrange(0, 14))))" > "$T/m.ids_random"
 for c in $corpora banking edge random; do
-  for skip in "" 1; do
-    node $H decode "$T/seed.json" "$T/ids_$c" ${skip:+--skip-special} > "$T/h" && M_ decode --tokenizer "$T/seed.json" --input "$T/ids_$c" ${skip:+--skip-special-tokens} > "$T/m"
-    same "tokenizer_hf_decode_${c}${skip:+_skip_special}" "$T/h" "$T/m"
-  done
+  dec "tokenizer_hf_decode_$c" "dec_$c" "$T/seed.json" "$T/m.ids_$c"
+  dec "tokenizer_hf_decode_${c}_skip_special" "decs_$c" "$T/seed.json" "$T/m.ids_$c" --skip-special
 done
 
 # 2. HF's trained file as HF wrote it (no unk id): lines HF encodes agree; lines HF
@@ -151,8 +173,10 @@ for f in hf seed; do
 done
 cp -r "$T/exp" "$T/exp_seed"
 rm -rf "$T/exp"; M_ export --tokenizer "$T/var_added.json" --out "$T/exp" || fail tokenizer_export_var_added "export failed"
-node $H encode "$T/exp/tokenizer.json" "$T/edge.jsonl" --jsonl > "$T/h" && M_ encode --tokenizer "$T/var_added.json" --input "$T/edge.jsonl" --jsonl > "$T/m"
-same tokenizer_hf_loads_maskd_json "$T/h" "$T/m"
+cp "$T/exp/tokenizer.json" "$T/var_added_by_maskd.json"
+hfq loads_maskd_json encode "$T/var_added_by_maskd.json" "$T/edge.jsonl" --jsonl
+M_ encode --tokenizer "$T/var_added.json" --input "$T/edge.jsonl" --jsonl > "$T/m.loads_maskd_json"
+later tokenizer_hf_loads_maskd_json loads_maskd_json
 python3 - "$T/exp_seed" <<'EOF' && pass tokenizer_config_files || fail tokenizer_config_files "tokenizer_config.json / special_tokens_map.json content"
 import json, sys
 c = json.load(open(sys.argv[1] + "/tokenizer_config.json")); m = json.load(open(sys.argv[1] + "/special_tokens_map.json"))
@@ -165,16 +189,17 @@ EOF
 # 3b. A tokenizer maskd trains (seed recipe, vocab 8000) loads in HF: same ids,
 # offsets and decoded text.
 mkdir -p "$T/mtrain"
-if M_ train --input "$T/train.txt" --vocab-size 8000 --out "$T/mtrain/tokenizer.json" --quiet 2> "$T/mtrain.err"; then
+mt="$T/mtrain/tokenizer.json"
+if M_ train --input "$T/train.txt" --vocab-size 8000 --out "$mt" --quiet 2> "$T/mtrain.err"; then
   for c in $corpora; do
     f="$D/wikitext-2/$c.txt"; [ "$long" != 1 ] && f="$T/$c.part"
-    node $H encode "$T/mtrain/tokenizer.json" "$f" > "$T/h" && M_ encode --tokenizer "$T/mtrain/tokenizer.json" --input "$f" > "$T/m"; same "tokenizer_maskd_trained_in_hf_ids_wikitext_$c" "$T/h" "$T/m"
-    node $H decode "$T/mtrain/tokenizer.json" "$T/m" --skip-special > "$T/h" && M_ decode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/m" --skip-special-tokens > "$T/m2"; same "tokenizer_maskd_trained_in_hf_decode_wikitext_$c" "$T/h" "$T/m2"
+    enc "tokenizer_maskd_trained_in_hf_ids_wikitext_$c" "mt_ids_$c" "$mt" "$f"
+    dec "tokenizer_maskd_trained_in_hf_decode_wikitext_$c" "mt_dec_$c" "$mt" "$T/m.mt_ids_$c" --skip-special
   done
   for c in banking edge; do
-    node $H encode "$T/mtrain/tokenizer.json" "$T/$c.jsonl" --jsonl --offsets > "$T/h" && M_ encode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/$c.jsonl" --jsonl --offsets > "$T/m"; same "tokenizer_maskd_trained_in_hf_offsets_$c" "$T/h" "$T/m"
-    node $H encode "$T/mtrain/tokenizer.json" "$T/$c.jsonl" --jsonl > "$T/h" && M_ encode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/$c.jsonl" --jsonl > "$T/m"; same "tokenizer_maskd_trained_in_hf_ids_$c" "$T/h" "$T/m"
-    node $H decode "$T/mtrain/tokenizer.json" "$T/m" > "$T/h" && M_ decode --tokenizer "$T/mtrain/tokenizer.json" --input "$T/m" > "$T/m2"; same "tokenizer_maskd_trained_in_hf_decode_$c" "$T/h" "$T/m2"
+    enc "tokenizer_maskd_trained_in_hf_offsets_$c" "mt_off_$c" "$mt" "$T/$c.jsonl" --jsonl --offsets
+    enc "tokenizer_maskd_trained_in_hf_ids_$c" "mt_ids_$c" "$mt" "$T/$c.jsonl" --jsonl
+    dec "tokenizer_maskd_trained_in_hf_decode_$c" "mt_dec_$c" "$mt" "$T/m.mt_ids_$c"
   done
 else
   fail tokenizer_maskd_train "$(tail -2 "$T/mtrain.err")"
@@ -187,11 +212,15 @@ import json, sys
 for l in sys.stdin.read().split('\n')[:-1]: print(json.dumps(l, ensure_ascii=False))" > "$T/var_in.jsonl"
 cat "$T/edge.jsonl" >> "$T/var_in.jsonl"
 for v in var_first var_never var_legacy var_added var_bare; do
-  node $H encode "$T/$v.json" "$T/var_in.jsonl" --jsonl --offsets > "$T/h" && M_ encode --tokenizer "$T/$v.json" --input "$T/var_in.jsonl" --jsonl --offsets > "$T/m"
-  same "tokenizer_hf_offsets_$v" "$T/h" "$T/m"
-  node $H encode "$T/$v.json" "$T/var_in.jsonl" --jsonl > "$T/h" && M_ encode --tokenizer "$T/$v.json" --input "$T/var_in.jsonl" --jsonl > "$T/m"
-  same "tokenizer_hf_ids_$v" "$T/h" "$T/m"
-  node $H decode "$T/$v.json" "$T/m" > "$T/h" && M_ decode --tokenizer "$T/$v.json" --input "$T/m" > "$T/m2"
-  same "tokenizer_hf_decode_$v" "$T/h" "$T/m2"
+  enc "tokenizer_hf_offsets_$v" "off_$v" "$T/$v.json" "$T/var_in.jsonl" --jsonl --offsets
+  enc "tokenizer_hf_ids_$v" "ids_$v" "$T/$v.json" "$T/var_in.jsonl" --jsonl
+  dec "tokenizer_hf_decode_$v" "dec_$v" "$T/$v.json" "$T/m.ids_$v"
 done
+
+# The queued HF side, then every comparison.
+if node $H multi "$T/jobs" 2> "$T/multi.err"; then
+  while read -r name key; do same "$name" "$T/h.$key" "$T/m.$key"; done < "$T/checks"
+else
+  fail tokenizer_hf_reference "hf_tokenize.js multi failed: $(tail -2 "$T/multi.err")"
+fi
 exit 0
