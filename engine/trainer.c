@@ -48,8 +48,8 @@ static uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-static int64_t shape_word(const TrainerOptions *o, int seq) {
-  return ((int64_t)o->batch << 32) | ((int64_t)o->grad_accum << 16) | (int64_t)(seq & 0xffff);
+static uint64_t shape_word(const TrainerOptions *o, int seq) {
+  return ((uint64_t)o->batch << 32) | ((uint64_t)o->grad_accum << 16) | (uint64_t)(seq & 0xffff);
 }
 
 void trainer_free(Trainer *t) {
@@ -181,7 +181,7 @@ static void current_state(const Trainer *t, CkptState *s) {
   uint64_t w[LOADER_STATE_WORDS];
   loader_state_pack(&ls, w);
   s->n_extra = X_WORDS;
-  for (int i = 0; i < LOADER_STATE_WORDS; i++) s->extra[X_LOADER + i] = (int64_t)w[i];
+  for (int i = 0; i < LOADER_STATE_WORDS; i++) s->extra[X_LOADER + i] = w[i];
   memcpy(&s->extra[X_LOSS_SUM], &t->loss_sum, sizeof(double));
   s->extra[X_SHAPE] = shape_word(&t->opt, t->seq);
 }
@@ -218,7 +218,7 @@ int trainer_restore(Trainer *t, const void *weights, size_t wlen, const void *st
                    (long long)s.step, (long long)s.epoch, (long long)s.position, t->total, t->spe);
   }
   uint64_t w[LOADER_STATE_WORDS];
-  for (int i = 0; i < LOADER_STATE_WORDS; i++) w[i] = (uint64_t)s.extra[X_LOADER + i];
+  for (int i = 0; i < LOADER_STATE_WORDS; i++) w[i] = s.extra[X_LOADER + i];
   LoaderState ls;
   loader_state_unpack(w, &ls);
   if (ls.epoch != (uint64_t)s.epoch || ls.batch != (uint64_t)(s.position * t->opt.grad_accum)) {

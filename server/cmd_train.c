@@ -28,13 +28,16 @@ static void train_usage(FILE *f) {
           "usage: maskd train [--db PATH] --name NAME --tokenizer T --train DIR [--validation DIR]\n"
           "                   --config config.json|tiny|small|base [options]\n"
           "       maskd train [--db PATH] --resume RUN\n"
+          "       maskd train [--db PATH] --name NAME [the run's options] --resume\n"
           "\n"
           "Trains a masked language model from scratch. Each epoch is evaluated on the\n"
           "validation shards and pushed as a revision of the model NAME in the store.\n"
           "\n"
           "  --db PATH              the store (default $MASKD_DB, else ./maskd.db)\n"
           "  --run FILE             a run description (JSON object with the keys below); flags override it\n"
-          "  --resume RUN           continue run RUN (id or name) from its newest checkpoint\n"
+          "  --resume RUN           continue run RUN (id or name) from its newest checkpoint; as the\n"
+          "                         last flag, --resume alone continues the newest run named NAME,\n"
+          "                         whose stored description the other options must then match\n"
           "  --out DIR              also write the final model folder (config.json, model.safetensors,\n"
           "                         tokenizer files) to DIR\n"
           "  --quiet                no progress line\n"
@@ -91,8 +94,10 @@ static void cb_step(void *ctx, const TrainerStep *s) {
 
 static void cb_eval(void *ctx, const TrainerEval *e) {
   TrainCtx *c = ctx;
-  progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_perplexity %.3f (eval %.1fs)",
-                e->epoch + 1, c->epochs, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds);
+  if (isnan(e->loss)) progress_line(&c->prog, "epoch %d/%d: loss %.4f (no validation set)", e->epoch + 1, c->epochs, e->train_loss);
+  else
+    progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_perplexity %.3f (eval %.1fs)",
+                  e->epoch + 1, c->epochs, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds);
   StoreEpochMetric m = {e->epoch, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds, 0};
   if (store_epoch_metrics_add(c->db, c->run, &m, &c->err)) c->failed = 1;
 }
@@ -197,10 +202,31 @@ static int write_out(Trainer *t, const RunConfig *rc, const char *dir, Err *err)
   return r;
 }
 
+/* With --name ... --resume the options given must describe the stored run; names the first key that differs. */
+static int differing_key(const RunConfig *stored, const RunConfig *given, Err *err) {
+  char *a = run_config_to_json(stored), *b = run_config_to_json(given);
+  json_t *ja = a ? json_loads(a, 0, NULL) : NULL, *jb = b ? json_loads(b, 0, NULL) : NULL;
+  int r = 0;
+  const char *k;
+  json_t *v;
+  if (!ja || !jb) r = err_set(err, "out of memory");
+  else
+    json_object_foreach(ja, k, v) {
+      if (!json_equal(v, json_object_get(jb, k))) {
+        r = err_set(err, "%s: differs from the stored run's (resume takes the run as it was described)", k);
+        break;
+      }
+    }
+  json_decref(ja); json_decref(jb);
+  free(a); free(b);
+  return r;
+}
+
 int cmd_train(int argc, char **argv) {
   const char *db_path = getenv("MASKD_DB");
   if (!db_path || !*db_path) db_path = "maskd.db";
   const char *run_file = NULL, *resume = NULL, *out = NULL;
+  int resume_flag = 0;   /* --resume without a value: the run named by --name */
   int quiet = 0;
   RunConfig rc;
   run_config_defaults(&rc);
@@ -212,6 +238,7 @@ int cmd_train(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_usage(stdout); free(keys); free(vals); return 0; }
     if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+    if (!strcmp(a, "--resume") && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) { resume_flag = 1; continue; }
     if (i + 1 >= argc) { fprintf(stderr, "maskd train: %s needs a value (maskd train --help)\n", a); free(keys); free(vals); return 2; }
     if (!strcmp(a, "--db")) db_path = argv[++i];
     else if (!strcmp(a, "--run")) run_file = argv[++i];
@@ -227,15 +254,27 @@ int cmd_train(int argc, char **argv) {
   void *wbuf = NULL, *sbuf = NULL;
   int64_t run = -1;
 
+  if (resume_flag && resume) {
+    fprintf(stderr, "maskd train: --resume given twice\n");
+    free(keys); free(vals);
+    return 2;
+  }
   if (resume && (run_file || nk)) {
     fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options\n");
     free(keys); free(vals);
     return 2;
   }
+  RunConfig given = rc;
   if (!resume) {
     if (run_file && run_config_load(&rc, run_file, &e)) goto fail_early;
     for (int i = 0; i < nk; i++)
       if (run_config_set(&rc, keys[i], vals[i], &e)) goto fail_early;
+    given = rc;
+    if (resume_flag) {
+      if (!rc.name[0]) { err_set(&e, "--resume without a run needs --name"); goto fail_early; }
+      resume = given.name;   /* the copy: rc is reset to take the stored description */
+      run_config_defaults(&rc);
+    }
   }
   db = store_open(db_path, &e);
   if (!db) goto fail_early;
@@ -258,6 +297,7 @@ int cmd_train(int argc, char **argv) {
     int r = cj ? run_config_apply_json(&rc, cj, &e) : err_set(&e, "run %s has no stored description", resume);
     free(cj);
     if (r) goto fail_early;
+    if (resume_flag && differing_key(&rc, &given, &e)) goto fail_early;
   }
   RunPlan plan;
   if (run_config_validate(&rc, &plan, &e)) goto fail_early;

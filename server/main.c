@@ -28,6 +28,7 @@ static const Command commands[] = {
   {"runs", cmd_runs, "list training runs (or one run's epochs)"},
   {"models", cmd_models, "list model repositories (or one model's revisions)"},
   {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
+  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

@@ -31,7 +31,8 @@ void progress_step(Progress *p, int epoch, int epochs, long step, long total, do
   p->ema = p->ema == 0 ? dt : 0.95 * p->ema + 0.05 * dt;
   if (p->quiet) return;
   double now = platform_now();
-  if (now - p->last < p->interval && step != total) return;
+  /* The first step of the process is always shown (a log then starts at once), and the last. */
+  if (now - p->last < p->interval && step != total && step != p->step0 + 1) return;
   p->last = now;
   char eta[32], el[32];
   progress_format_duration(eta, sizeof eta, p->ema * (double)(total - step));
