@@ -37,6 +37,8 @@ static void serve_usage(FILE *f) {
           "                    and on a busy machine thread hand-offs cost more than they save)\n"
           "  --no-batch        one request per forward pass (default: concurrent requests\n"
           "                    with the same parameters share one padded forward pass)\n"
+          "  --batch-window-ms MS  a pass waits this long for more requests to join it (default 0:\n"
+          "                    only requests that arrived while the model was busy share a pass)\n"
           "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
           "  --quiet           no access log on stderr\n");
 }
@@ -97,7 +99,7 @@ int cmd_serve(int argc, char **argv) {
   hc.token = getenv("MASKD_TOKEN");
   App app;
   memset(&app, 0, sizeof app);
-  int no_worker = 0, cache = 2, batch = 1, fill_threads = 1;
+  int no_worker = 0, cache = 2, batch = 1, fill_threads = 1, window_ms = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -117,6 +119,9 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--fill-threads")) {
       if (parse_long(v, 1, 256, &n)) { fprintf(stderr, "maskd serve: --fill-threads must be 1..256, not '%s'\n", v); return 2; }
       fill_threads = (int)n;
+    } else if (!strcmp(a, "--batch-window-ms")) {
+      if (parse_long(v, 0, 1000, &n)) { fprintf(stderr, "maskd serve: --batch-window-ms must be 0..1000, not '%s'\n", v); return 2; }
+      window_ms = (int)n;
     } else if (!strcmp(a, "--cache")) {
       if (parse_long(v, 1, 64, &n)) { fprintf(stderr, "maskd serve: --cache must be 1..64, not '%s'\n", v); return 2; }
       cache = (int)n;
@@ -155,7 +160,7 @@ int cmd_serve(int argc, char **argv) {
   if (!st) { free(app.static_root); fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
   store_close(st);
   app.metrics = metrics_new();
-  app.fill = fill_cache_new(cache, batch, fill_threads, app.metrics);
+  app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, app.metrics);
   if (!app.metrics || !app.fill) { free(app.static_root); fprintf(stderr, "maskd serve: out of memory\n"); return 1; }
 
   /* Block the stop signals before any thread starts, so every thread inherits the

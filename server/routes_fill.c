@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/fillmask.h"
 #include "server/serve.h"
@@ -44,6 +45,7 @@ typedef struct Entry {
 struct FillCache {
   Metrics *metrics;
   int batch;                /* 0: one request per forward pass */
+  int window_us;            /* how long a pass waits for more requests to join it */
   int threads;              /* threads of each loaded model's forward pass */
   pthread_mutex_t mu;
   pthread_mutex_t load;     /* one load at a time: two requests for a new model load it once */
@@ -51,9 +53,10 @@ struct FillCache {
   int n, cap;
 };
 
-FillCache *fill_cache_new(int capacity, int batch, int threads, Metrics *metrics) {
+FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, Metrics *metrics) {
   FillCache *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  c->window_us = batch ? window_us : 0;
   c->metrics = metrics;
   c->batch = batch;
   c->threads = threads;
@@ -238,6 +241,11 @@ static void submit(FillCache *c, Entry *e, Job *job) {
   while (!job->done) {
     if (e->busy) { pthread_cond_wait(&e->cond, &e->lock); continue; }
     e->busy = 1;
+    if (c->window_us > 0) {  /* let more requests join this pass */
+      pthread_mutex_unlock(&e->lock);
+      usleep((useconds_t)c->window_us);
+      pthread_mutex_lock(&e->lock);
+    }
     Job *taken = e->queue;
     e->queue = NULL;
     pthread_mutex_unlock(&e->lock);

@@ -38,8 +38,8 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_fill.c: POST /fill-mask with a cache of loaded models. */
 /* capacity models kept loaded; batch != 0 joins concurrent requests into one forward
-** pass; threads per model forward pass. */
-FillCache *fill_cache_new(int capacity, int batch, int threads, Metrics *metrics);
+** pass, whose start waits window_us for more to join; threads per model forward pass. */
+FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, Metrics *metrics);
 void fill_cache_free(FillCache *c);
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);
 

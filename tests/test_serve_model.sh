@@ -70,7 +70,8 @@ wait_for() {
   return 1
 }
 
-start || { fail serve_model_start "$(cat "$T/err")"; exit 1; }
+# A batching window makes concurrent requests share passes even with this tiny model.
+start --batch-window-ms 20 || { fail serve_model_start "$(cat "$T/err")"; exit 1; }
 pass serve_model_start
 
 # ---- fill-mask against the reference ----
@@ -281,6 +282,29 @@ post /runs/long/cancel ''
 ok resume_cancel status_is 202
 ok resume_cancelled wait_for 60 /runs/long 'b["status"] == "cancelled"'
 
+# ---- tokenizer and dataset jobs ----
+post /tokenizers '{"input": "/nonexistent/file.txt", "vocab_size": 500, "out": "x.json"}'
+ok tokenizer_job_missing_input error_is 422 nonexistent
+post /tokenizers "{\"input\": [\"$T/valid.txt\"], \"vocab_size\": \"500\", \"out\": \"$T/tok2.json\"}"
+ok tokenizer_job_wrong_type error_is 422 vocab_size
+post /tokenizers "{\"input\": [\"$T/valid.txt\"], \"vocab_size\": 600, \"out\": \"$T/tok2.json\", \"x\": 1}"
+ok tokenizer_job_unknown_field error_is 422 '"x"'
+post /tokenizers "{\"input\": [\"$T/valid.txt\"], \"vocab_size\": 600, \"out\": \"$T/tok2.json\"}"
+ok tokenizer_job_accepted status_is 202
+job=$(jget 'b["id"]')
+ok tokenizer_job_done wait_for 120 "/jobs/$job" 'b["status"] == "done"'
+ok tokenizer_job_output $PY -c "import json; t = json.load(open('$T/tok2.json')); assert t['model']['type'] == 'Unigram' and len(t['model']['vocab']) == 600, len(t['model']['vocab'])"
+post /datasets "{\"tokenizer\": \"$T/tok2.json\", \"input\": \"$T/valid.txt\", \"split\": \"validation\", \"seq_len\": 4}"
+ok dataset_job_bad_seq_len error_is 422 seq_len
+post /datasets "{\"tokenizer\": \"$T/tok2.json\", \"input\": \"$T/valid.txt\", \"split\": \"validation\", \"seq_len\": 32, \"out\": \"$T/ds2\"}"
+ok dataset_job_accepted status_is 202
+job=$(jget 'b["id"]')
+ok dataset_job_done wait_for 60 "/jobs/$job" 'b["status"] == "done"'
+ok dataset_job_output test -f "$T/ds2/manifest.json"
+post /datasets "{\"tokenizer\": \"$T/tok2.json\", \"input\": \"$T/valid.txt\", \"split\": \"validation\", \"seq_len\": 32, \"out\": \"$T/ds2\"}"
+job=$(jget 'b["id"]')
+ok dataset_job_failure_reported wait_for 60 "/jobs/$job" 'b["status"] == "failed" and len(b["error"] or "") > 0'
+
 # ---- a job queued before a restart runs once after it ----
 stop
 start --no-worker || fail restart_start "$(cat "$T/err")"
@@ -293,10 +317,10 @@ stop
 start || fail restart_start2 "$(cat "$T/err")"
 ok queued_job_runs_after_restart wait_for 120 /runs/later 'b["status"] == "done"'
 call GET /jobs
-ok no_job_lost_or_duplicated test "$(jget '[j["status"] for j in b]')" = "['done', 'cancelled', 'cancelled', 'done']"
+ok no_job_lost_or_duplicated test "$(jget '[j["status"] for j in b]')" = "['done', 'failed', 'done', 'done', 'cancelled', 'cancelled', 'done']"
 call POST /fill-mask --data-binary '{"inputs": "It [MASK] ."}'
 call GET /metrics
-ok metrics_jobs grep -q '^maskd_jobs{state="done"} 2$' "$T/body"
+ok metrics_jobs grep -q '^maskd_jobs{state="done"} 4$' "$T/body"
 ok metrics_fill_count grep -q '^maskd_fill_mask_duration_seconds_count [1-9]' "$T/body"
 stop
 ok clean_stop test $? -eq 0
