@@ -20,9 +20,13 @@ static const Command commands[] = {
   {"runs", cmd_runs, "list training runs in the store"},
   {"models", cmd_models, "list model repositories and their revisions in the store"},
   {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
+  {"serve", cmd_serve, "serve the HTTP API and the web page"},
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},
   {"import", cmd_import, "add a Hugging Face model folder to the store"},
   {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
+  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
+  {"runs", cmd_runs, "list training runs (or one run's epochs)"},
+  {"models", cmd_models, "list model repositories (or one model's revisions)"},
   {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
   {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
 };

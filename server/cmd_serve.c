@@ -1,0 +1,204 @@
+/* maskd serve: the HTTP API and the web page (server/http.h, server/routes_*.c). */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/commands.h"
+#include "server/serve.h"
+#include "server/static_files.h"
+
+static void serve_usage(FILE *f) {
+  fprintf(f,
+          "usage: maskd serve [--host 127.0.0.1] [--port 8080] [--db PATH] [--token SECRET] [options]\n"
+          "\n"
+          "Serves the HTTP API (fill-mask, training jobs, runs, models) and the web page\n"
+          "until SIGINT or SIGTERM. Prints \"listening on http://HOST:PORT/\" once ready.\n"
+          "\n"
+          "  --host H          numeric address to bind (default 127.0.0.1: this machine only)\n"
+          "  --port P          port (default 8080; 0 picks a free one and prints it)\n"
+          "  --db PATH         the store (default $MASKD_DB, else ./maskd.db)\n"
+          "  --token SECRET    requests that change state need 'Authorization: Bearer SECRET'\n"
+          "                    (default $MASKD_TOKEN; none: no authentication)\n"
+          "  --auth-reads      with a token, reads and fill-mask need it too (/healthz stays open)\n"
+          "  --static DIR      the web page's files (default ./static, else next to the binary)\n"
+          "  --max-body BYTES  largest request body (default 1048576)\n"
+          "  --max-conns N     simultaneous connections (default 256)\n"
+          "  --timeout S       close a connection idle for S seconds (default 60)\n"
+          "  --model NAME[@REV] fill-mask's model when a request names none (default: the\n"
+          "                    newest revision of the most recently pushed model)\n"
+          "  --cache N         models kept loaded for fill-mask (default 2)\n"
+          "  --fill-threads N  threads of a fill-mask forward pass (default 1: requests are small,\n"
+          "                    and on a busy machine thread hand-offs cost more than they save)\n"
+          "  --no-batch        one request per forward pass (default: concurrent requests\n"
+          "                    with the same parameters share one padded forward pass)\n"
+          "  --batch-window-ms MS  a pass waits this long for more requests to join it (default 0:\n"
+          "                    only requests that arrived while the model was busy share a pass)\n"
+          "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
+          "  --quiet           no access log on stderr\n");
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out) {
+  if (!s || !*s) return -1;
+  errno = 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+/* ./static when run from the repository, else ../static beside build/maskd. */
+static char *find_static(const char *given, Err *err) {
+  if (given) return static_root(given, err);
+  char *r = static_root("static", NULL);
+  if (r) return r;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      strcpy(slash, "/../static");
+      r = static_root(exe, NULL);
+      if (r) return r;
+    }
+  }
+  err_set(err, "no static/ directory here or beside the binary (give --static DIR)");
+  return NULL;
+}
+
+static const HttpRoute routes[] = {
+  {"GET", "/healthz", route_healthz, HTTP_OPEN},
+  {"GET", "/metrics", route_metrics, 0},
+  {"POST", "/fill-mask", route_fill_mask, 0},
+  {"GET", "/runs", route_runs, 0},
+  {"POST", "/runs", route_submit_run, HTTP_WRITE},
+  {"GET", "/runs/{id}", route_run, 0},
+  {"GET", "/runs/{id}/metrics", route_run_metrics, 0},
+  {"GET", "/runs/{id}/events", route_run_events, 0},
+  {"POST", "/runs/{id}/cancel", route_cancel_run, HTTP_WRITE},
+  {"POST", "/tokenizers", route_submit_tokenizer, HTTP_WRITE},
+  {"POST", "/datasets", route_submit_dataset, HTTP_WRITE},
+  {"GET", "/jobs", route_jobs, 0},
+  {"GET", "/jobs/{id}", route_job, 0},
+  {"POST", "/jobs/{id}/cancel", route_cancel_job, HTTP_WRITE},
+  {"GET", "/models", route_models, 0},
+  {"GET", "/models/{name}", route_model, 0},
+  {"GET", "/models/{name}/resolve/{revision}/{file}", route_resolve, 0},
+};
+
+int cmd_serve(int argc, char **argv) {
+  HttpConfig hc = http_default_config();
+  const char *db = getenv("MASKD_DB"), *static_dir = NULL;
+  hc.token = getenv("MASKD_TOKEN");
+  App app;
+  memset(&app, 0, sizeof app);
+  int no_worker = 0, cache = 2, batch = 1, fill_threads = 1, window_ms = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long n;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { serve_usage(stdout); return 0; }
+    else if (!strcmp(a, "--auth-reads")) { hc.auth_reads = 1; continue; }
+    else if (!strcmp(a, "--quiet")) { app.quiet = 1; continue; }
+    else if (!strcmp(a, "--no-worker")) { no_worker = 1; continue; }
+    else if (!strcmp(a, "--no-batch")) { batch = 0; continue; }
+    if (!v) { fprintf(stderr, "maskd serve: %s needs a value (maskd serve --help)\n", a); return 2; }
+    i++;
+    if (!strcmp(a, "--host")) hc.host = v;
+    else if (!strcmp(a, "--db")) db = v;
+    else if (!strcmp(a, "--token")) hc.token = v;
+    else if (!strcmp(a, "--static")) static_dir = v;
+    else if (!strcmp(a, "--model")) app.default_model = v;
+    else if (!strcmp(a, "--fill-threads")) {
+      if (parse_long(v, 1, 256, &n)) { fprintf(stderr, "maskd serve: --fill-threads must be 1..256, not '%s'\n", v); return 2; }
+      fill_threads = (int)n;
+    } else if (!strcmp(a, "--batch-window-ms")) {
+      if (parse_long(v, 0, 1000, &n)) { fprintf(stderr, "maskd serve: --batch-window-ms must be 0..1000, not '%s'\n", v); return 2; }
+      window_ms = (int)n;
+    } else if (!strcmp(a, "--cache")) {
+      if (parse_long(v, 1, 64, &n)) { fprintf(stderr, "maskd serve: --cache must be 1..64, not '%s'\n", v); return 2; }
+      cache = (int)n;
+    }
+    else if (!strcmp(a, "--port")) {
+      if (parse_long(v, 0, 65535, &n)) { fprintf(stderr, "maskd serve: --port must be 0..65535, not '%s'\n", v); return 2; }
+      hc.port = (int)n;
+    } else if (!strcmp(a, "--max-body")) {
+      if (parse_long(v, 1, 1L << 30, &n)) { fprintf(stderr, "maskd serve: --max-body must be 1..2^30, not '%s'\n", v); return 2; }
+      hc.max_body = (size_t)n;
+    } else if (!strcmp(a, "--max-conns")) {
+      if (parse_long(v, 1, 100000, &n)) { fprintf(stderr, "maskd serve: --max-conns must be 1..100000, not '%s'\n", v); return 2; }
+      hc.max_conns = (unsigned)n;
+    } else if (!strcmp(a, "--timeout")) {
+      if (parse_long(v, 1, 86400, &n)) { fprintf(stderr, "maskd serve: --timeout must be 1..86400 seconds, not '%s'\n", v); return 2; }
+      hc.timeout_s = (unsigned)n;
+    } else {
+      fprintf(stderr, "maskd serve: unknown option %s (maskd serve --help)\n", a);
+      return 2;
+    }
+  }
+  if (hc.token && !*hc.token) hc.token = NULL;
+  if (hc.auth_reads && !hc.token) { fprintf(stderr, "maskd serve: --auth-reads needs --token\n"); return 2; }
+  app.db_path = db && *db ? db : "maskd.db";
+  app.started = wall_now();
+  Err err = {{0}};
+  app.static_root = find_static(static_dir, &err);
+  if (!app.static_root) { fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
+  char exe[PATH_MAX];
+  ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (exe_len <= 0) { free(app.static_root); fprintf(stderr, "maskd serve: cannot find its own binary\n"); return 1; }
+  exe[exe_len] = '\0';
+  app.exe = exe;
+  /* Open (create, migrate) the store once now, so a bad --db fails at start, not per request. */
+  Store *st = store_open(app.db_path, &err);
+  if (!st) { free(app.static_root); fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
+  store_close(st);
+  app.metrics = metrics_new();
+  app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, app.metrics);
+  if (!app.metrics || !app.fill) { free(app.static_root); fprintf(stderr, "maskd serve: out of memory\n"); return 1; }
+
+  /* Block the stop signals before any thread starts, so every thread inherits the
+  ** mask and only sigwait() below receives them. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  hc.routes = routes;
+  hc.n_routes = (int)(sizeof routes / sizeof routes[0]);
+  hc.fallback = route_static;
+  hc.observe = route_observe;
+  hc.app = &app;
+  app.http = http_start(&hc, &err);
+  if (app.http && !no_worker && !(app.worker = worker_start(&app, &err))) {
+    http_stop(app.http);
+    app.http = NULL;
+  }
+  if (!app.http) {
+    fprintf(stderr, "maskd serve: %s\n", err.msg);
+    metrics_free(app.metrics);
+    fill_cache_free(app.fill);
+    free(app.static_root);
+    return 1;
+  }
+  printf("maskd serve: listening on http://%s%s%s:%d/\n", strchr(hc.host, ':') ? "[" : "", hc.host,
+         strchr(hc.host, ':') ? "]" : "", http_port(app.http));
+  fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  fprintf(stderr, "maskd serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  worker_stop(app.worker);  /* a running job is stopped at its step boundary and marked interrupted */
+  http_stop(app.http);
+  fill_cache_free(app.fill);
+  metrics_free(app.metrics);
+  free(app.static_root);
+  return 0;
+}

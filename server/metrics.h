@@ -1,0 +1,25 @@
+/* Prometheus metrics of maskd serve: requests by route, method and status, request
+** and fill-mask latency histograms, training throughput. Thread-safe; rendered in
+** the Prometheus text exposition format (version 0.0.4) by metrics_render(). */
+#ifndef MASKD_METRICS_H
+#define MASKD_METRICS_H
+#include <stddef.h>
+
+typedef struct Metrics Metrics;
+
+/* A new, empty set; NULL when out of memory. */
+Metrics *metrics_new(void);
+/* Frees; NULL allowed. */
+void metrics_free(Metrics *m);
+/* Counts one finished request. route must outlive m (the server's route patterns do). */
+void metrics_request(Metrics *m, const char *route, const char *method, int status, double seconds);
+/* Records one fill-mask computation's latency (model lookup to answer). */
+void metrics_fill_mask(Metrics *m, double seconds);
+/* Counts one fill-mask forward pass that answered requests requests (> 1: batched). */
+void metrics_fill_pass(Metrics *m, int requests);
+/* Sets the tokens/s of the running training job (0 when none runs). */
+void metrics_training(Metrics *m, double tokens_per_s);
+/* The exposition text (malloc'd), with extra (more families, already formatted; may be NULL) appended. */
+char *metrics_render(Metrics *m, const char *extra);
+
+#endif

@@ -1,0 +1,45 @@
+/* GET /healthz, GET /metrics, the page at / and the request observer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/serve.h"
+#include "server/static_files.h"
+
+double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void route_healthz(void *app, HttpReq *rq, HttpRes *rs) {
+  (void)rq;
+  App *a = app;
+  http_json(rs, 200, json_pack("{s:s, s:f}", "status", "ok", "uptime_s", wall_now() - a->started));
+}
+
+void route_metrics(void *app, HttpReq *rq, HttpRes *rs) {
+  (void)rq;
+  App *a = app;
+  char *jobs = jobs_metrics_text(a);
+  char *text = metrics_render(a->metrics, jobs);
+  free(jobs);
+  if (!text) { http_error(rs, 500, "out of memory", NULL); return; }
+  free(rs->body);
+  rs->body = text;
+  rs->len = strlen(text);
+  rs->status = 200;
+  rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+int route_static(void *app, HttpReq *rq, HttpRes *rs) {
+  App *a = app;
+  return static_serve(a->static_root, rq, rs);
+}
+
+void route_observe(void *app, const char *route, const char *method, int status, double seconds) {
+  App *a = app;
+  metrics_request(a->metrics, route, method, status, seconds);
+  if (!a->quiet) fprintf(stderr, "%s %s %d %.1fms\n", method, route, status, seconds * 1e3);
+}

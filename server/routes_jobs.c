@@ -1,0 +1,473 @@
+/* Jobs: POST /runs, /tokenizers, /datasets validate a description and queue it in
+** the store (202 with the job's id); one worker thread takes queued jobs one at a
+** time, oldest first, and runs each as a child maskd process (maskd train / tokenizer
+** train / prepare), so a job reports to the store exactly as the command line does,
+** and a crash or a long training step never touches the server. Cancelling a running
+** job sends SIGTERM: maskd train then checkpoints at the step boundary and stops.
+** Because the queue lives in the store, a restarted server neither loses queued jobs
+** nor runs one twice: a job that was running when the server died is marked
+** "interrupted" when the server starts again; its run keeps its checkpoints and
+** can be continued with POST /runs {"resume": RUN}. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/run_config.h"
+#include "server/serve.h"
+
+extern char **environ;
+
+struct Worker {
+  App *app;
+  pthread_t thread;
+  atomic_int stop;
+  char logdir[1024];
+};
+
+/* ---- submission ---- */
+
+static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) {
+  Store *s = app_store(a, rs);
+  if (!s) return;
+  Err e = {{0}};
+  int64_t id = store_job_submit(s, kind, params, &e);
+  store_close(s);
+  if (id < 1) { http_error(rs, 500, "cannot queue the job", json_string(e.msg)); return; }
+  snprintf(rs->location, sizeof rs->location, "/jobs/%lld", (long long)id);
+  http_json(rs, 202, json_pack("{s:I, s:s, s:s, s:s}", "id", (json_int_t)id, "kind", kind, "status", "queued",
+                               "location", rs->location));
+}
+
+void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
+  json_t *body = http_body_object(rq, rs);
+  if (!body) return;
+  json_t *resume = json_object_get(body, "resume");
+  if (resume) {  /* {"resume": RUN}: continue a stopped run from its newest checkpoint */
+    if (!json_is_string(resume) || json_object_size(body) != 1) {
+      http_error(rs, 422, "\"resume\" takes a run id or name (as a string) and nothing else",
+                 json_pack("{s:s}", "field", "resume"));
+    } else {
+      char *p = json_dumps(body, JSON_COMPACT);
+      accepted(app, rs, "train", p);
+      free(p);
+    }
+    json_decref(body);
+    return;
+  }
+  json_decref(body);
+  RunConfig rc;
+  RunPlan plan;
+  Err e = {{0}};
+  run_config_defaults(&rc);
+  if (run_config_apply_json(&rc, rq->body, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); return; }
+  if (!rc.name[0]) { http_error(rs, 422, "invalid run description", json_string("name: required")); return; }
+  if (run_config_validate(&rc, &plan, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); return; }
+  char *params = run_config_to_json(&rc);
+  if (!params) { http_error(rs, 500, "out of memory", NULL); return; }
+  accepted(app, rs, "train", params);
+  free(params);
+}
+
+/* A string field, or a list of strings when list is set; answers 422 naming it. */
+static int want_strings(HttpRes *rs, json_t *o, const char *field, int list, int required) {
+  json_t *v = json_object_get(o, field);
+  int ok = v ? (json_is_string(v) && json_string_length(v) > 0) : !required;
+  if (v && list && json_is_array(v) && json_array_size(v) > 0) {
+    ok = 1;
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) ok &= json_is_string(x) && json_string_length(x) > 0;
+  }
+  if (!ok)
+    http_error(rs, 422, list ? "field must be a non-empty string or list of strings" : "field must be a non-empty string",
+               json_pack("{s:s, s:s}", "field", field, "got", v ? http_json_type(v) : "missing"));
+  return ok;
+}
+
+static int want_int(HttpRes *rs, json_t *o, const char *field, long lo, long hi, int required) {
+  json_t *v = json_object_get(o, field);
+  int ok = v ? json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi : !required;
+  if (!ok)
+    http_error(rs, 422, "field must be an integer in range",
+               json_pack("{s:s, s:I, s:I, s:s}", "field", field, "min", (json_int_t)lo, "max", (json_int_t)hi, "got",
+                         v ? http_json_type(v) : "missing"));
+  return ok;
+}
+
+static int only_fields(HttpRes *rs, json_t *o, const char *const *names) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    int known = 0;
+    for (int i = 0; names[i]; i++) known |= !strcmp(k, names[i]);
+    if (!known) { http_error(rs, 422, "unknown field", json_pack("{s:s}", "field", k)); return 0; }
+  }
+  return 1;
+}
+
+/* Every input file must exist now, so a typo is refused at once rather than queued. */
+static int files_exist(HttpRes *rs, json_t *o, const char *field) {
+  json_t *v = json_object_get(o, field);
+  json_t *one = json_is_string(v) ? json_pack("[O]", v) : json_incref(v);
+  size_t i;
+  json_t *x;
+  int ok = 1;
+  json_array_foreach(one, i, x) {
+    if (ok && access(json_string_value(x), R_OK) != 0) {
+      http_error(rs, 422, "input file not readable", json_pack("{s:s, s:s}", "field", field, "path", json_string_value(x)));
+      ok = 0;
+    }
+  }
+  json_decref(one);
+  return ok;
+}
+
+void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs) {
+  static const char *const fields[] = {"input", "vocab_size", "out", NULL};
+  json_t *b = http_body_object(rq, rs);
+  if (!b) return;
+  if (only_fields(rs, b, fields) && want_strings(rs, b, "input", 1, 1) && want_int(rs, b, "vocab_size", 8, 1000000, 1) &&
+      want_strings(rs, b, "out", 0, 1) && files_exist(rs, b, "input")) {
+    char *p = json_dumps(b, JSON_COMPACT);
+    accepted(app, rs, "tokenizer", p);
+    free(p);
+  }
+  json_decref(b);
+}
+
+void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
+  static const char *const fields[] = {"tokenizer", "input", "split", "seq_len", "out", NULL};
+  json_t *b = http_body_object(rq, rs);
+  if (!b) return;
+  if (only_fields(rs, b, fields) && want_strings(rs, b, "tokenizer", 0, 1) && want_strings(rs, b, "input", 0, 1) &&
+      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", 8, 65536, 0) && want_strings(rs, b, "out", 0, 1) &&
+      files_exist(rs, b, "tokenizer") && files_exist(rs, b, "input")) {
+    char *p = json_dumps(b, JSON_COMPACT);
+    accepted(app, rs, "prepare", p);
+    free(p);
+  }
+  json_decref(b);
+}
+
+/* ---- reading and cancelling ---- */
+
+void route_jobs(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  json_t *j = store_jobs_list(s, &e);
+  store_close(s);
+  if (!j) { http_error(rs, 500, "cannot list jobs", json_string(e.msg)); return; }
+  http_json(rs, 200, j);
+}
+
+static int64_t parse_id(const char *s) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  return *s && !*end && v > 0 ? (int64_t)v : -1;
+}
+
+void route_job(void *app, HttpReq *rq, HttpRes *rs) {
+  int64_t id = parse_id(rq->params[0]);
+  if (id < 1) { http_error(rs, 404, "no such job", json_pack("{s:s}", "job", rq->params[0])); return; }
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  json_t *j = store_job_get(s, id, &e);
+  store_close(s);
+  if (!j) { http_error(rs, 404, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
+  http_json(rs, 200, j);
+}
+
+static void cancel_job(Store *s, HttpRes *rs, int64_t job) {
+  Err e = {{0}};
+  json_t *j = store_job_get(s, job, &e);
+  const char *st = json_string_value(json_object_get(j, "status"));
+  if (!j) {
+    http_error(rs, 404, "no such job", json_string(e.msg));
+  } else if (strcmp(st, "queued") && strcmp(st, "running")) {
+    http_error(rs, 409, "the job has already ended", json_pack("{s:I, s:s}", "job", (json_int_t)job, "status", st));
+  } else if (store_job_cancel(s, job, &e)) {
+    http_error(rs, 500, "cannot cancel", json_string(e.msg));
+  } else {
+    http_json(rs, 202, json_pack("{s:I, s:s}", "job", (json_int_t)job, "status",
+                                 !strcmp(st, "queued") ? "cancelled" : "cancelling"));
+  }
+  json_decref(j);
+}
+
+void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs) {
+  int64_t id = parse_id(rq->params[0]);
+  if (id < 1) { http_error(rs, 404, "no such job", json_pack("{s:s}", "job", rq->params[0])); return; }
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  cancel_job(s, rs, id);
+  store_close(s);
+}
+
+void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  int64_t run = store_run_find(s, rq->params[0], &e);
+  if (run < 1) {
+    http_error(rs, 404, "no such run", json_pack("{s:s}", "run", rq->params[0]));
+    store_close(s);
+    return;
+  }
+  json_t *jobs = store_jobs_list(s, &e);
+  int64_t job = -1;
+  size_t i;
+  json_t *j;
+  json_array_foreach(jobs, i, j)
+    if (json_integer_value(json_object_get(j, "run")) == run) { job = json_integer_value(json_object_get(j, "id")); break; }
+  json_decref(jobs);
+  if (job < 1) http_error(rs, 409, "this run was not started by the server's job queue (stop it where it runs)",
+                          json_pack("{s:I}", "run", (json_int_t)run));
+  else cancel_job(s, rs, job);
+  store_close(s);
+}
+
+char *jobs_metrics_text(App *a) {
+  static const char *states[] = {"queued", "running", "done", "failed", "interrupted", "cancelled"};
+  int count[6] = {0};
+  Err e = {{0}};
+  Store *s = store_open(a->db_path, &e);
+  json_t *jobs = s ? store_jobs_list(s, &e) : NULL;
+  store_close(s);
+  size_t i;
+  json_t *j;
+  json_array_foreach(jobs, i, j)
+    for (int k = 0; k < 6; k++)
+      if (!strcmp(json_string_value(json_object_get(j, "status")) ?: "", states[k])) count[k]++;
+  json_decref(jobs);
+  char *out = malloc(1024);
+  if (!out) return NULL;
+  int n = snprintf(out, 1024, "# HELP maskd_jobs Jobs in the store by state.\n# TYPE maskd_jobs gauge\n");
+  for (int k = 0; k < 6; k++) n += snprintf(out + n, 1024 - (size_t)n, "maskd_jobs{state=\"%s\"} %d\n", states[k], count[k]);
+  return out;
+}
+
+/* ---- the worker ---- */
+
+static int write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  int ok = fputs(text, f) >= 0;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* The last non-empty line of a log, for the job's error. */
+static void last_line(const char *path, char *out, size_t cap) {
+  out[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = '\0';
+    char *p = strrchr(line, '\r');  /* progress lines overwrite themselves with \r */
+    if (line[0]) snprintf(out, cap, "%s", p ? p + 1 : line);
+  }
+  fclose(f);
+}
+
+typedef struct Argv { char *v[64]; int n; } Argv;
+static void arg(Argv *a, const char *s) { if (a->n < 62) a->v[a->n++] = strdup(s); }
+static void args_free(Argv *a) { for (int i = 0; i < a->n; i++) free(a->v[i]); a->n = 0; }
+
+/* The command line for a job. */
+static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, char *name, size_t ncap,
+                    int *resuming) {
+  App *a = w->app;
+  json_t *p = json_loads(params, 0, NULL);
+  if (!p) return -1;
+  arg(av, a->exe);
+  name[0] = '\0';
+  int rc = 0;
+  if (!strcmp(kind, "train")) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/job-%lld.json", w->logdir, (long long)job);
+    json_t *resume = json_object_get(p, "resume");
+    *resuming = json_is_string(resume);
+    if (write_file(path, params)) rc = -1;
+    arg(av, "train");
+    arg(av, "--db");
+    arg(av, a->db_path);
+    arg(av, "--quiet");
+    if (json_is_string(resume)) {
+      arg(av, "--resume");
+      arg(av, json_string_value(resume));
+    } else {
+      arg(av, "--run");
+      arg(av, path);
+    }
+    const char *n = json_string_value(json_object_get(p, "name"));
+    snprintf(name, ncap, "%s", n ? n : json_is_string(resume) ? json_string_value(resume) : "");
+  } else if (!strcmp(kind, "tokenizer")) {
+    arg(av, "tokenizer");
+    arg(av, "train");
+    json_t *in = json_object_get(p, "input");
+    json_t *list = json_is_string(in) ? json_pack("[O]", in) : json_incref(in);
+    size_t i;
+    json_t *x;
+    json_array_foreach(list, i, x) { arg(av, "--input"); arg(av, json_string_value(x)); }
+    json_decref(list);
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)json_integer_value(json_object_get(p, "vocab_size")));
+    arg(av, "--vocab-size");
+    arg(av, v);
+    arg(av, "--out");
+    arg(av, json_string_value(json_object_get(p, "out")));
+  } else if (!strcmp(kind, "prepare")) {
+    arg(av, "prepare");
+    arg(av, "--quiet");
+    const char *k[] = {"tokenizer", "input", "split", "out"};
+    for (int i = 0; i < 4; i++) {
+      const char *v = json_string_value(json_object_get(p, k[i]));
+      if (v) { char f[32]; snprintf(f, sizeof f, "--%s", k[i]); arg(av, f); arg(av, v); }
+    }
+    json_t *sl = json_object_get(p, "seq_len");
+    if (sl) { char v[32]; snprintf(v, sizeof v, "%lld", (long long)json_integer_value(sl)); arg(av, "--seq-len"); arg(av, v); }
+  } else {
+    rc = -1;
+  }
+  av->v[av->n] = NULL;
+  json_decref(p);
+  return rc;
+}
+
+/* Runs one claimed job to its end. */
+static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const char *params) {
+  Err e = {{0}};
+  Argv av = {{0}, 0};
+  char name[256], log[1100];
+  snprintf(log, sizeof log, "%s/job-%lld.log", w->logdir, (long long)job);
+  int resuming = 0;
+  if (job_argv(w, job, kind, params, &av, name, sizeof name, &resuming)) {
+    store_job_finish(s, job, "failed", "cannot prepare the job's command line", &e);
+    args_free(&av);
+    return;
+  }
+  double started = wall_now();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  /* The server blocks SIGINT/SIGTERM for sigwait(); the child must get them back. */
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid;
+  int err = posix_spawn(&pid, av.v[0], &fa, &at, av.v, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  args_free(&av);
+  if (err) {
+    store_job_finish(s, job, "failed", strerror(err), &e);
+    return;
+  }
+  int linked = strcmp(kind, "train") != 0, cancelled = 0, status = 0, polls = 0;
+  int64_t run = -1;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (!linked && name[0]) {  /* the child creates its run; link the newest of that name made since */
+      Err e2 = {{0}};
+      run = store_run_find(s, name, &e2);
+      json_t *rj = run > 0 ? store_run_get(s, run, &e2) : NULL;
+      json_t *c = json_object_get(rj, "created");
+      /* A resumed run is the one named; a new one must have been made by this job. */
+      if (run > 0 && (resuming || (json_is_number(c) && json_number_value(c) >= started - 1)))
+        linked = !store_job_set_run(s, job, run, &e2);
+      json_decref(rj);
+    }
+    if (linked && run > 0 && ++polls % 5 == 0) {  /* tokens/s of the newest step, for /metrics */
+      Err e2 = {{0}};
+      json_t *rj = store_run_get(s, run, &e2);
+      json_int_t step = json_integer_value(json_object_get(rj, "step"));
+      json_t *m = rj ? store_run_metrics(s, run, step > 0 ? step - 1 : 0, &e2) : NULL;
+      json_t *steps = json_object_get(m, "steps");
+      json_t *tps = json_object_get(json_array_get(steps, json_array_size(steps) - 1), "tokens_per_s");
+      if (json_is_number(tps)) metrics_training(w->app->metrics, json_number_value(tps));
+      json_decref(m);
+      json_decref(rj);
+    }
+    if (!cancelled && (store_job_cancel_requested(s, job, &e) == 1 || atomic_load(&w->stop))) {
+      cancelled = 1 + atomic_load(&w->stop);
+      kill(pid, SIGTERM);  /* maskd train checkpoints at the step boundary, then exits */
+    }
+    usleep(200 * 1000);
+  }
+  metrics_training(w->app->metrics, 0);
+  char why[512];
+  last_line(log, why, sizeof why);
+  if (cancelled == 1) {
+    if (linked && run > 0) store_run_set_status(s, run, "cancelled", "cancelled over HTTP", &e);
+    store_job_finish(s, job, "cancelled", NULL, &e);
+  } else if (cancelled == 2) {
+    store_job_finish(s, job, "interrupted", "the server stopped", &e);
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    store_job_finish(s, job, "done", NULL, &e);
+  } else {
+    store_job_finish(s, job, "failed", why[0] ? why : "the job's process failed", &e);
+  }
+}
+
+static void *worker_main(void *arg) {
+  Worker *w = arg;
+  while (!atomic_load(&w->stop)) {
+    Err e = {{0}};
+    Store *s = store_open(w->app->db_path, &e);
+    if (!s) { fprintf(stderr, "maskd serve: worker: %s\n", e.msg); sleep(1); continue; }
+    int64_t job;
+    char *kind = NULL, *params = NULL;
+    int rc = store_job_claim(s, &job, &kind, &params, &e);
+    if (rc == 0) run_job(w, s, job, kind, params);
+    else if (rc < 0) fprintf(stderr, "maskd serve: worker: %s\n", e.msg);
+    free(kind);
+    free(params);
+    store_close(s);
+    if (rc != 0)
+      for (int i = 0; i < 5 && !atomic_load(&w->stop); i++) usleep(100 * 1000);
+  }
+  return NULL;
+}
+
+Worker *worker_start(App *a, Err *err) {
+  Worker *w = calloc(1, sizeof *w);
+  if (!w) { err_set(err, "out of memory"); return NULL; }
+  w->app = a;
+  snprintf(w->logdir, sizeof w->logdir, "%s.jobs", a->db_path);
+  if (mkdir(w->logdir, 0755) != 0 && errno != EEXIST) {
+    err_set(err, "cannot create the job log folder %s: %s", w->logdir, strerror(errno));
+    free(w);
+    return NULL;
+  }
+  Store *s = store_open(a->db_path, err);
+  if (!s) { free(w); return NULL; }
+  int n = 0;
+  store_jobs_recover(s, &n, err);
+  store_runs_recover(s, &n, err);
+  store_close(s);
+  if (pthread_create(&w->thread, NULL, worker_main, w)) { err_set(err, "cannot start the worker"); free(w); return NULL; }
+  return w;
+}
+
+void worker_stop(Worker *w) {
+  if (!w) return;
+  atomic_store(&w->stop, 1);
+  pthread_join(w->thread, NULL);
+  free(w);
+}

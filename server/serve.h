@@ -1,0 +1,66 @@
+/* What the handlers of maskd serve share (server/routes_*.c, server/cmd_serve.c). */
+#ifndef MASKD_SERVE_H
+#define MASKD_SERVE_H
+#include <pthread.h>
+#include "engine/err.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "store/store.h"
+
+typedef struct FillCache FillCache;
+typedef struct Worker Worker;
+
+typedef struct App {
+  HttpServer *http;
+  Metrics *metrics;
+  char *static_root;        /* canonical path of the page's directory */
+  const char *db_path;
+  double started;           /* unix seconds */
+  int quiet;                /* no access log */
+  const char *default_model;  /* fill-mask without "model": this, else the newest revision of any model */
+  FillCache *fill;
+  Worker *worker;
+  const char *exe;          /* this maskd binary, which the worker runs for jobs */
+} App;
+
+/* A store connection for one request (a Store is single-threaded, SQLite opens
+** are cheap); answers 500 and returns NULL when the store cannot be opened. */
+Store *app_store(App *a, HttpRes *rs);
+
+/* routes_store.c: runs and models over the store. */
+void route_runs(void *app, HttpReq *rq, HttpRes *rs);
+void route_run(void *app, HttpReq *rq, HttpRes *rs);
+void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs);
+void route_run_events(void *app, HttpReq *rq, HttpRes *rs);
+void route_models(void *app, HttpReq *rq, HttpRes *rs);
+void route_model(void *app, HttpReq *rq, HttpRes *rs);
+void route_resolve(void *app, HttpReq *rq, HttpRes *rs);
+
+/* routes_fill.c: POST /fill-mask with a cache of loaded models. */
+/* capacity models kept loaded; batch != 0 joins concurrent requests into one forward
+** pass, whose start waits window_us for more to join; threads per model forward pass. */
+FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, Metrics *metrics);
+void fill_cache_free(FillCache *c);
+void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);
+
+/* routes_jobs.c: job submission, cancellation, and the worker that runs jobs one at a time. */
+Worker *worker_start(App *a, Err *err);
+void worker_stop(Worker *w);
+void route_submit_run(void *app, HttpReq *rq, HttpRes *rs);
+void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs);
+void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs);
+void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs);
+void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs);
+void route_jobs(void *app, HttpReq *rq, HttpRes *rs);
+void route_job(void *app, HttpReq *rq, HttpRes *rs);
+/* The job-state gauges for /metrics (malloc'd text), from the store. */
+char *jobs_metrics_text(App *a);
+
+/* routes_core.c: health, metrics, the page. */
+double wall_now(void);  /* unix seconds */
+void route_healthz(void *app, HttpReq *rq, HttpRes *rs);
+void route_metrics(void *app, HttpReq *rq, HttpRes *rs);
+int route_static(void *app, HttpReq *rq, HttpRes *rs);
+void route_observe(void *app, const char *route, const char *method, int status, double seconds);
+
+#endif
