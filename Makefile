@@ -31,7 +31,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(B)/%.o)
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 LIBS       := $(B)/libmaskd-server.a $(B)/libmaskd-store.a $(B)/libmaskd-engine.a
 
-.PHONY: all asan setup run test test-unit test-long clean
+.PHONY: all asan setup setup-tests run test test-unit test-long clean
 all: $(B)/maskd $(TEST_BIN)
 
 $(B)/%.o: %.c
@@ -55,19 +55,24 @@ $(B)/tests/%: $(B)/tests/%.o $(LIBS)
 setup:
 	bash scripts/setup
 
+setup-tests:
+	bash scripts/setup --tests
+
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer, in their own tree.
 asan:
 	$(MAKE) B=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	        LDFLAGS="-fopenmp -fsanitize=address,undefined" all
 
-test: all
+test: setup-tests
+	$(MAKE) all
 	$(MAKE) asan
 	bash tests/run --build $(B) --asan build-asan
 
 test-unit: all
 	bash tests/run --build $(B)
 
-test-long: all
+test-long: setup-tests
+	$(MAKE) all
 	bash tests/run --build $(B) --long
 
 run: setup all

@@ -18,7 +18,6 @@
 #include "server/commands.h"
 #include "store/store.h"
 
-const char *fillmask_db_path(const char *flag);   /* server/cmd_fillmask.c */
 
 static const char *const folder_files[] = {"config.json", "model.safetensors", "tokenizer.json",
                                            "tokenizer_config.json", "special_tokens_map.json"};
@@ -212,7 +211,7 @@ static void usage_import(FILE *f) {
 }
 
 static Store *open_store(const char *db, const char *cmd, int must_exist) {
-  const char *path = fillmask_db_path(db);
+  const char *path = cli_db_path(db);
   Err err = {{0}};
   if (must_exist && !exists(path)) { fprintf(stderr, "maskd %s: no store at %s (--db PATH or MASKD_DB)\n", cmd, path); return NULL; }
   Store *s = store_open(path, &err);

@@ -13,8 +13,7 @@
 #include "server/commands.h"
 #include "store/store.h"
 
-/* The store path: --db, else $MASKD_DB, else ./maskd.db. */
-const char *fillmask_db_path(const char *flag) {
+const char *cli_db_path(const char *flag) {
   if (flag) return flag;
   const char *e = getenv("MASKD_DB");
   return e && *e ? e : "maskd.db";
@@ -147,7 +146,7 @@ int cmd_fillmask(int argc, char **argv) {
   if (dir) {
     fm = fillmask_load_dir(dir, &o, &err);
   } else {
-    const char *path = fillmask_db_path(db);
+    const char *path = cli_db_path(db);
     struct stat st;
     if (stat(path, &st)) { fprintf(stderr, "maskd fill-mask: no store at %s (--db PATH or MASKD_DB)\n", path); goto done; }
     if (!(s = store_open(path, &err))) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }

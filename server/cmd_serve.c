@@ -95,7 +95,7 @@ static const HttpRoute routes[] = {
 
 int cmd_serve(int argc, char **argv) {
   HttpConfig hc = http_default_config();
-  const char *db = getenv("MASKD_DB"), *static_dir = NULL;
+  const char *db = NULL, *static_dir = NULL;
   hc.token = getenv("MASKD_TOKEN");
   App app;
   memset(&app, 0, sizeof app);
@@ -145,7 +145,7 @@ int cmd_serve(int argc, char **argv) {
   }
   if (hc.token && !*hc.token) hc.token = NULL;
   if (hc.auth_reads && !hc.token) { fprintf(stderr, "maskd serve: --auth-reads needs --token\n"); return 2; }
-  app.db_path = db && *db ? db : "maskd.db";
+  app.db_path = cli_db_path(db);
   app.started = wall_now();
   Err err = {{0}};
   app.static_root = find_static(static_dir, &err);

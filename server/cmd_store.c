@@ -8,15 +8,9 @@
 #include "server/commands.h"
 #include "store/store.h"
 
-/* --db PATH, else $MASKD_DB, else ./maskd.db (DESIGN.md). */
-static const char *default_db(void) {
-  const char *e = getenv("MASKD_DB");
-  return e && *e ? e : "maskd.db";
-}
-
 /* Parses [--db PATH] [--json] [NAME]; -1 after printing a one-line error. */
 static int list_args(const char *cmd, int argc, char **argv, const char **db, int *json, const char **name, int allow_name) {
-  *db = default_db();
+  *db = cli_db_path(NULL);
   *json = 0;
   *name = NULL;
   for (int i = 1; i < argc; i++) {

@@ -224,8 +224,7 @@ static int differing_key(const RunConfig *stored, const RunConfig *given, Err *e
 }
 
 int cmd_train(int argc, char **argv) {
-  const char *db_path = getenv("MASKD_DB");
-  if (!db_path || !*db_path) db_path = "maskd.db";
+  const char *db_path = cli_db_path(NULL);
   const char *run_file = NULL, *resume = NULL, *out = NULL;
   int resume_flag = 0;   /* --resume without a value: the run named by --name */
   int quiet = 0;

@@ -3,6 +3,9 @@
 #ifndef MASKD_COMMANDS_H
 #define MASKD_COMMANDS_H
 
+#include "engine/fillmask.h"
+#include "store/store.h"
+
 typedef struct Command {
   const char *name;
   int (*run)(int argc, char **argv);
@@ -10,17 +13,21 @@ typedef struct Command {
 } Command;
 
 int cmd_tokenizer(int argc, char **argv);
-int cmd_prepare(int argc, char **argv);
-int cmd_runs(int argc, char **argv);
-int cmd_models(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_train(int argc, char **argv);
-int cmd_runs(int argc, char **argv);
-int cmd_models(int argc, char **argv);
 int cmd_tokenizer_train(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_fillmask(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_runs(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* The store path: the --db flag when given (non-NULL), else $MASKD_DB, else ./maskd.db. */
+const char *cli_db_path(const char *flag);
+
+/* A fill-mask pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>"). */
+FillMask *fillmask_from_store(Store *s, const char *spec, const FillMaskOptions *o, Err *err);
 
 #endif

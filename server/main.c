@@ -15,20 +15,17 @@ static int cmd_version(int argc, char **argv) {
 }
 
 static const Command commands[] = {
-  {"version", cmd_version, "print the version"},
-  {"prepare", cmd_prepare, "cut token ids into fixed-length dataset shards"},
-  {"runs", cmd_runs, "list training runs in the store"},
-  {"models", cmd_models, "list model repositories and their revisions in the store"},
-  {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
-  {"serve", cmd_serve, "serve the HTTP API and the web page"},
+  {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
+  {"prepare", cmd_prepare, "cut tokenized text into fixed-length dataset shards"},
+  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
+  {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},
   {"import", cmd_import, "add a Hugging Face model folder to the store"},
-  {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
-  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
-  {"runs", cmd_runs, "list training runs (or one run's epochs)"},
-  {"models", cmd_models, "list model repositories (or one model's revisions)"},
-  {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
-  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
+  {"runs", cmd_runs, "list training runs in the store"},
+  {"models", cmd_models, "list model repositories and their revisions in the store"},
+  {"serve", cmd_serve, "serve the HTTP API and the web page"},
+  {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
+  {"version", cmd_version, "print the version"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

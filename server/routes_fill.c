@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "engine/fillmask.h"
+#include "server/commands.h"
 #include "server/serve.h"
 
 /* server/cmd_fillmask.c: a pipeline over a store revision. */
-FillMask *fillmask_from_store(Store *s, const char *spec, const FillMaskOptions *o, Err *err);
 
 #define FILL_MAX_INPUTS 256
 
