@@ -4,6 +4,7 @@ model (torch's own modules, checked against a hand-written HF model) on maskd's 
 with the run description of a `maskd train` run, and evaluates it the way maskd does.
 
 usage: scripts/torch_train.py --run RUN.json [--key value ...] [--json OUT] [--quiet]
+       scripts/torch_train.py --selftest      # collator proportions, schedule, dropout sites
        scripts/torch_train.py --tokenizer T --train DIR --validation DIR --config small [...]
 
 --run takes the run description maskd stores with a run (runs.config in the store; the
@@ -169,7 +170,58 @@ class Masker:
         return inputs, labels
 
 
+def selftest():
+    """Checks the pieces that are not torch's own: the collator's proportions (HF's), that
+    specials and padding are never chosen, the schedule's values, the dropout sites."""
+    import torch
+    sys.path.insert(0, HERE)
+    from torch_mlm import TorchMLM, preset_config
+    ok = True
+
+    def check(good, name, why=""):
+        nonlocal ok
+        ok &= bool(good)
+        print(f"{'PASS' if good else 'FAIL'} torch_train_{name}" + ("" if good else f": {why}"))
+
+    specials = [0, 1, 2, 3, 4]
+    m = Masker(torch, 8000, 4, specials, 0.15)
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, 8000, (500, 128), generator=g)
+    ids[:, 0], ids[:, 1] = 0, 3
+    attn = torch.ones_like(ids)
+    attn[:50, 100:] = 0
+    inputs, labels = m(ids, attn, g)
+    chosen = labels != -100
+    cand = (ids >= 5) & (attn == 1)
+    n = int(cand.sum())
+    frac = int(chosen.sum()) / n
+    # Binomial standard deviations: 0.15 of ~62000 candidates: 0.0014; 0.8 of ~9400: 0.004.
+    check(abs(frac - 0.15) < 0.006, "masker_chosen_15pct", f"{frac:.4f}")
+    check(not bool((chosen & ~cand).any()), "masker_never_specials_or_padding")
+    check(bool((labels[chosen] == ids[chosen]).all()), "masker_labels_are_ids")
+    nm = int(chosen.sum())
+    fm = int((inputs[chosen] == 4).sum()) / nm
+    fk = int((inputs[chosen] == ids[chosen]).sum()) / nm
+    check(abs(fm - 0.8) < 0.016 and abs(fk - 0.1) < 0.012, "masker_80_10_10", f"mask {fm:.4f} kept {fk:.4f}")
+    check(bool((inputs[~chosen] == ids[~chosen]).all()), "masker_unchosen_unchanged")
+    f = lr_factor(10, 110, 0.1)
+    vals = [f(0), f(5), f(10), f(60), f(110), f(200)]
+    want = [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
+    check(all(abs(x - y) < 1e-12 for x, y in zip(vals, want)), "schedule", f"{vals}")
+    check(lr_factor(0, 10, 0.0)(0) == 1.0, "schedule_no_warmup")
+    model = TorchMLM(preset_config("tiny", vocab_size=100))
+    for layer in model.layers:
+        layer.dropout = torch.nn.Identity()
+    drops = [mod for mod in model.modules() if isinstance(mod, torch.nn.Dropout) and mod.p > 0]
+    attn_p = [layer.self_attn.dropout for layer in model.layers]
+    check(len(drops) == 1 + 2 * len(model.layers) and all(p == 0.1 for p in attn_p), "dropout_sites_as_hf",
+          f"{len(drops)} dropouts")
+    return ok
+
+
 def main():
+    if sys.argv[1:] == ["--selftest"]:
+        sys.exit(0 if selftest() else 1)
     a, rc = parse_args(sys.argv[1:])
     threads = int(rc["threads"]) if rc["threads"] else 2
     if os.environ.get(ENV_MARK) != "1":
