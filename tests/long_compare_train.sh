@@ -35,7 +35,7 @@ mkdir -p "$T"
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$T"' EXIT
 /usr/bin/python3 "$ROOT/scripts/compare-train" --maskd "$M" --data "$DATA" --preset "${PRESET:-tiny}" \
   --epochs "${EPOCHS:-2}" --lr "${LR:-5e-4}" --train-bytes "${TRAIN_BYTES:-600000}" --valid-bytes "${VALID_BYTES:-0}" \
-  --threads "${THREADS:-2}" --tolerance "${TOLERANCE:-0.02}" --work "$T/work" --json "$T/out.json" --quiet \
+  --threads "${THREADS:-2}" --timing-rounds 0 --tolerance "${TOLERANCE:-0.02}" --work "$T/work" --json "$T/out.json" --quiet \
   > "$T/table" 2> "$T/err"
 rc=$?
 sed 's/^/# /' "$T/table"
