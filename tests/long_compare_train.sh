@@ -17,9 +17,9 @@
 # ids, the evaluation's definition (mean over labelled tokens of the whole validation
 # set, 2612 samples, ~50k labels, mask noise ~0.3%); not a bug that only hurts the use of
 # context (attention), which needs runs past the plateau (thousands of steps: see
-# scripts/compare-train --preset small on the whole corpus, BENCHMARKS.md). Measured on the
-# loaded shared VM: maskd 1m45s, torch 7 min (4x: load, not only speed); set
-# TRAIN_BYTES/EPOCHS/LR/PRESET for longer runs.
+# scripts/compare-train --preset small on the whole corpus, BENCHMARKS.md). 71 s in all on the
+# 2 cores when they were quiet (maskd 21 s, torch 45 s with evaluations), ~6 min under the
+# team's load; set TRAIN_BYTES/EPOCHS/LR/PRESET for longer runs.
 # Environment: TRAIN_BYTES (600000), VALID_BYTES (0: all), EPOCHS (2), PRESET (tiny), LR (5e-4),
 # TOLERANCE (0.02), THREADS (2), KEEP=DIR keeps the work.
 set -u
