@@ -32,6 +32,8 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 LIBS       := $(B)/libmaskd-server.a $(B)/libmaskd-store.a $(B)/libmaskd-engine.a
 
 .PHONY: all asan setup setup-tests run test test-unit test-long clean
+# Keep object files between builds (they would otherwise be removed as intermediates).
+.SECONDARY:
 all: $(B)/maskd $(TEST_BIN)
 
 $(B)/%.o: %.c
