@@ -60,15 +60,11 @@ typedef struct BenchArgs {
 } BenchArgs;
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-  char *end;
-  long v;
   if (!s) { fprintf(stderr, "maskd bench: %s needs a value\n", flag); return -1; }
-  v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > hi) {
+  if (cli_parse_long(s, lo, hi, out)) {
     fprintf(stderr, "maskd bench: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
     return -1;
   }
-  *out = v;
   return 0;
 }
 

@@ -13,12 +13,6 @@
 #include "server/commands.h"
 #include "store/store.h"
 
-const char *cli_db_path(const char *flag) {
-  if (flag) return flag;
-  const char *e = getenv("MASKD_DB");
-  return e && *e ? e : "maskd.db";
-}
-
 /* A pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>"):
 ** its config.json, model.safetensors and tokenizer.json. The store keeps no
 ** tokenizer_config.json: revisions are maskd's own, whose tokenizer config says
@@ -79,10 +73,8 @@ static void warn_stderr(void *ctx, const char *msg) {
 }
 
 static int parse_int(const char *s, int lo, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > 1000000000) return -1;
+  long v;
+  if (cli_parse_long(s, lo, 1000000000, &v)) return -1;
   *out = (int)v;
   return 0;
 }

@@ -38,17 +38,6 @@ static void prepare_usage(FILE *f) {
           "  --quiet            no progress on stderr\n");
 }
 
-/* Parses a whole decimal number in [lo, hi]; -1 otherwise. */
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 /* The --ids encoder: the line's numbers as they are. */
 static int ids_encode(void *ctx, const char *text, size_t len, int32_t *ids, int cap, Err *err) {
   (void)ctx;
@@ -98,10 +87,10 @@ int cmd_prepare(int argc, char **argv) {
     else if (!strcmp(a, "--out")) { out = v; i++; bad = !v; }
     else if (!strcmp(a, "--split")) { split = v; i++; bad = !v; }
     else if (!strcmp(a, "--tokenizer-hash")) { hash = v; i++; bad = !v; }
-    else if (!strcmp(a, "--seq-len")) { i++; bad = parse_long(v, 1, 1 << 20, &seq_len); }
-    else if (!strcmp(a, "--shard-size")) { i++; bad = parse_long(v, 1, 1L << 30, &shard_size); }
-    else if (!strcmp(a, "--vocab-size")) { i++; bad = parse_long(v, 1, INT32_MAX, &vocab); }
-    else if (!strcmp(a, "--group-lines")) { i++; bad = parse_long(v, 0, 1L << 30, &group); }
+    else if (!strcmp(a, "--seq-len")) { i++; bad = cli_parse_long(v, 1, 1 << 20, &seq_len); }
+    else if (!strcmp(a, "--shard-size")) { i++; bad = cli_parse_long(v, 1, 1L << 30, &shard_size); }
+    else if (!strcmp(a, "--vocab-size")) { i++; bad = cli_parse_long(v, 1, INT32_MAX, &vocab); }
+    else if (!strcmp(a, "--group-lines")) { i++; bad = cli_parse_long(v, 0, 1L << 30, &group); }
     else { fprintf(stderr, "maskd prepare: unknown option '%s' (maskd prepare --help)\n", a); return 2; }
     if (bad) {
       int text = !strcmp(a, "--input") || !strcmp(a, "--tokenizer") || !strcmp(a, "--out") || !strcmp(a, "--split") || !strcmp(a, "--tokenizer-hash");

@@ -43,16 +43,6 @@ static void serve_usage(FILE *f) {
           "  --quiet           no access log on stderr\n");
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  if (!s || !*s) return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 /* ./static when run from the repository, else ../static beside build/maskd. */
 static char *find_static(const char *given, Err *err) {
   if (given) return static_root(given, err);
@@ -117,26 +107,26 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--static")) static_dir = v;
     else if (!strcmp(a, "--model")) app.default_model = v;
     else if (!strcmp(a, "--fill-threads")) {
-      if (parse_long(v, 1, 256, &n)) { fprintf(stderr, "maskd serve: --fill-threads must be 1..256, not '%s'\n", v); return 2; }
+      if (cli_parse_long(v, 1, 256, &n)) { fprintf(stderr, "maskd serve: --fill-threads must be 1..256, not '%s'\n", v); return 2; }
       fill_threads = (int)n;
     } else if (!strcmp(a, "--batch-window-ms")) {
-      if (parse_long(v, 0, 1000, &n)) { fprintf(stderr, "maskd serve: --batch-window-ms must be 0..1000, not '%s'\n", v); return 2; }
+      if (cli_parse_long(v, 0, 1000, &n)) { fprintf(stderr, "maskd serve: --batch-window-ms must be 0..1000, not '%s'\n", v); return 2; }
       window_ms = (int)n;
     } else if (!strcmp(a, "--cache")) {
-      if (parse_long(v, 1, 64, &n)) { fprintf(stderr, "maskd serve: --cache must be 1..64, not '%s'\n", v); return 2; }
+      if (cli_parse_long(v, 1, 64, &n)) { fprintf(stderr, "maskd serve: --cache must be 1..64, not '%s'\n", v); return 2; }
       cache = (int)n;
     }
     else if (!strcmp(a, "--port")) {
-      if (parse_long(v, 0, 65535, &n)) { fprintf(stderr, "maskd serve: --port must be 0..65535, not '%s'\n", v); return 2; }
+      if (cli_parse_long(v, 0, 65535, &n)) { fprintf(stderr, "maskd serve: --port must be 0..65535, not '%s'\n", v); return 2; }
       hc.port = (int)n;
     } else if (!strcmp(a, "--max-body")) {
-      if (parse_long(v, 1, 1L << 30, &n)) { fprintf(stderr, "maskd serve: --max-body must be 1..2^30, not '%s'\n", v); return 2; }
+      if (cli_parse_long(v, 1, 1L << 30, &n)) { fprintf(stderr, "maskd serve: --max-body must be 1..2^30, not '%s'\n", v); return 2; }
       hc.max_body = (size_t)n;
     } else if (!strcmp(a, "--max-conns")) {
-      if (parse_long(v, 1, 100000, &n)) { fprintf(stderr, "maskd serve: --max-conns must be 1..100000, not '%s'\n", v); return 2; }
+      if (cli_parse_long(v, 1, 100000, &n)) { fprintf(stderr, "maskd serve: --max-conns must be 1..100000, not '%s'\n", v); return 2; }
       hc.max_conns = (unsigned)n;
     } else if (!strcmp(a, "--timeout")) {
-      if (parse_long(v, 1, 86400, &n)) { fprintf(stderr, "maskd serve: --timeout must be 1..86400 seconds, not '%s'\n", v); return 2; }
+      if (cli_parse_long(v, 1, 86400, &n)) { fprintf(stderr, "maskd serve: --timeout must be 1..86400 seconds, not '%s'\n", v); return 2; }
       hc.timeout_s = (unsigned)n;
     } else {
       fprintf(stderr, "maskd serve: unknown option %s (maskd serve --help)\n", a);

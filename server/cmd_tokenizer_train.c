@@ -39,15 +39,6 @@ static void usage(FILE *f) {
     "  --quiet                   no progress on stderr\n");
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end || errno || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 int cmd_tokenizer_train(int argc, char **argv) {
   const char *inputs[1024], *out = NULL, *unk = "<unk>";
   int n_inputs = 0;
@@ -72,23 +63,23 @@ int cmd_tokenizer_train(int argc, char **argv) {
     }
     else if (!strcmp(a, "--out") && has) out = argv[++i];
     else if (!strcmp(a, "--vocab-size") && has) {
-      if (parse_int(argv[++i], 1, 10000000, &v)) { fprintf(stderr, "maskd tokenizer train: --vocab-size wants a number from 1 to 10000000\n"); goto done; }
+      if (cli_parse_long(argv[++i], 1, 10000000, &v)) { fprintf(stderr, "maskd tokenizer train: --vocab-size wants a number from 1 to 10000000\n"); goto done; }
       o.vocab_size = (int)v;
     }
     else if (!strcmp(a, "--max-piece-length") && has) {
-      if (parse_int(argv[++i], 1, 255, &v)) { fprintf(stderr, "maskd tokenizer train: --max-piece-length wants a number from 1 to 255\n"); goto done; }
+      if (cli_parse_long(argv[++i], 1, 255, &v)) { fprintf(stderr, "maskd tokenizer train: --max-piece-length wants a number from 1 to 255\n"); goto done; }
       o.max_piece_length = (int)v;
     }
     else if (!strcmp(a, "--seed-size") && has) {
-      if (parse_int(argv[++i], 1, 100000000, &v)) { fprintf(stderr, "maskd tokenizer train: --seed-size wants a positive number\n"); goto done; }
+      if (cli_parse_long(argv[++i], 1, 100000000, &v)) { fprintf(stderr, "maskd tokenizer train: --seed-size wants a positive number\n"); goto done; }
       o.seed_size = (int)v;
     }
     else if (!strcmp(a, "--sub-iterations") && has) {
-      if (parse_int(argv[++i], 1, 100, &v)) { fprintf(stderr, "maskd tokenizer train: --sub-iterations wants a number from 1 to 100\n"); goto done; }
+      if (cli_parse_long(argv[++i], 1, 100, &v)) { fprintf(stderr, "maskd tokenizer train: --sub-iterations wants a number from 1 to 100\n"); goto done; }
       o.n_sub_iterations = (int)v;
     }
     else if (!strcmp(a, "--threads") && has) {
-      if (parse_int(argv[++i], 1, 1024, &v)) { fprintf(stderr, "maskd tokenizer train: --threads wants a number from 1 to 1024\n"); goto done; }
+      if (cli_parse_long(argv[++i], 1, 1024, &v)) { fprintf(stderr, "maskd tokenizer train: --threads wants a number from 1 to 1024\n"); goto done; }
       o.threads = (int)v;
     }
     else if (!strcmp(a, "--shrinking-factor") && has) {

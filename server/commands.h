@@ -26,6 +26,8 @@ int cmd_bench(int argc, char **argv);
 
 /* The store path: the --db flag when given (non-NULL), else $MASKD_DB, else ./maskd.db. */
 const char *cli_db_path(const char *flag);
+/* Parses a whole decimal number in [lo, hi] into *out; -1 (and *out untouched) otherwise. */
+int cli_parse_long(const char *s, long lo, long hi, long *out);
 
 /* A fill-mask pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>"). */
 FillMask *fillmask_from_store(Store *s, const char *spec, const FillMaskOptions *o, Err *err);
