@@ -179,9 +179,9 @@ function showRun(id) {
   function renderCharts() {
     drawChart($("#chart-loss"), steps.map((s) => ({ x: s.step, y: s.loss })), "step");
     drawChart($("#chart-lr"), steps.map((s) => ({ x: s.step, y: s.lr })), "step");
-    drawChart($("#chart-eval-loss"), epochs.map((e) => ({ x: e.epoch, y: e.eval_loss })), "epoch");
-    drawChart($("#chart-accuracy"), epochs.map((e) => ({ x: e.epoch, y: e.eval_accuracy })), "epoch");
-    drawChart($("#chart-perplexity"), epochs.map((e) => ({ x: e.epoch, y: e.perplexity })), "epoch");
+    drawChart($("#chart-eval-loss"), epochs.map((e) => ({ x: e.epoch + 1, y: e.eval_loss })), "epoch");
+    drawChart($("#chart-accuracy"), epochs.map((e) => ({ x: e.epoch + 1, y: e.eval_accuracy })), "epoch");
+    drawChart($("#chart-perplexity"), epochs.map((e) => ({ x: e.epoch + 1, y: e.perplexity })), "epoch");
   }
   function renderDetails(full) {
     const rows = Object.entries(full.config || {}).map(([k, v]) => el("tr", {}, el("td", { text: k }), el("td", { text: String(v) })));
