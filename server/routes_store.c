@@ -1,6 +1,7 @@
 /* Runs and models over the store: GET /runs, /runs/{id}, /runs/{id}/metrics,
 ** /runs/{id}/events (server-sent events), /models, /models/{name},
 ** /models/{name}/resolve/{revision}/{file}. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/tokenizer.h"
 #include "server/serve.h"
 
 Store *app_store(App *a, HttpRes *rs) {
@@ -297,14 +299,58 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   http_json(rs, 200, m);
 }
 
+/* tokenizer_config.json and special_tokens_map.json are not stored: they follow
+** from tokenizer.json, so they are generated as `maskd export` writes them, by the
+** same function (tokenizer_save_pretrained) into a private temporary folder, which
+** keeps the bytes identical to an exported folder's. */
+static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
+  void *tj = NULL;
+  size_t tj_len = 0;
+  if (!r->tokenizer[0]) return err_set(e, "revision %s has no tokenizer", r->commit);
+  if (store_revision_file(s, r, "tokenizer.json", &tj, &tj_len, e)) return -1;
+  Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
+  free(tj);
+  if (!t) { err_prefix(e, "stored tokenizer.json"); return -1; }
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/maskd-resolve.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  int rc = -1;
+  if (!mkdtemp(dir)) { err_set(e, "%s: %s", dir, strerror(errno)); tokenizer_free(t); return -1; }
+  if (tokenizer_save_pretrained(t, dir, e) == 0) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) err_set(e, "%s: %s", path, strerror(errno));
+    else {
+      long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+      char *b = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+      if (!b) err_set(e, "%s: cannot read", path);
+      else if (fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); err_set(e, "%s: read failed", path); }
+      else { *data = b; *len = (size_t)n; rc = 0; }
+      fclose(f);
+    }
+  }
+  static const char *written[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+  for (int i = 0; i < 3; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, written[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+  tokenizer_free(t);
+  return rc;
+}
+
 void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
-  static const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "metrics.json"};
+  static const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                "special_tokens_map.json", "metrics.json"};
   const char *file = rq->params[2];
   int known = 0;
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) known |= !strcmp(file, files[i]);
   if (!known) {
-    http_error(rs, 404, "no such file in a revision",
-               json_pack("{s:s, s:[s,s,s,s]}", "file", file, "files", files[0], files[1], files[2], files[3]));
+    json_t *list = json_array();
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) json_array_append_new(list, json_string(files[i]));
+    http_error(rs, 404, "no such file in a revision", json_pack("{s:s, s:o}", "file", file, "files", list));
     return;
   }
   char spec[512];
@@ -324,7 +370,8 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   }
   void *data = NULL;
   size_t len = 0;
-  int rc = store_revision_file(s, &r, file, &data, &len, &e);
+  int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
+  int rc = generated ? generated_file(s, &r, file, &data, &len, &e) : store_revision_file(s, &r, file, &data, &len, &e);
   store_close(s);
   if (rc) { http_error(rs, 404, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
   free(rs->body);

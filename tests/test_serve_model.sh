@@ -237,6 +237,14 @@ assert len(d) == 8 + n + end, (len(d), n, end)
 EOF
 call GET "/models/demo/resolve/main/tokenizer.json"
 ok resolve_tokenizer test "$(jget 'b["model"]["type"]')" = Unigram
+# The generated tokenizer files are byte for byte what `maskd export` writes.
+"$MASKD" export --db "$T/hub.db" "demo@$commit" "$T/exported" >/dev/null 2>"$T/export.err" || fail resolve_export "$(cat "$T/export.err")"
+for f in tokenizer_config.json special_tokens_map.json tokenizer.json config.json; do
+  call GET "/models/demo/resolve/$commit/$f"
+  ok "resolve_${f%.json}_as_export" cmp -s "$T/body" "$T/exported/$f"
+done
+call GET "/models/demo/resolve/main/special_tokens_map.json"
+ok resolve_special_tokens_map test "$(jget '(b["mask_token"]["content"] if isinstance(b["mask_token"], dict) else b["mask_token"]) == "[MASK]"')" = True
 call GET "/models/demo/resolve/main/secrets.txt"
 ok resolve_unknown_file error_is 404 secrets
 call GET "/models/demo/resolve/ffff0000/config.json"
