@@ -39,6 +39,9 @@ static void serve_usage(FILE *f) {
           "                    with the same parameters share one padded forward pass)\n"
           "  --batch-window-ms MS  a pass waits this long for more requests to join it (default 0:\n"
           "                    only requests that arrived while the model was busy share a pass)\n"
+          "  --on-restart resume|interrupt  a training job that was running when the server died:\n"
+          "                    queue it again as a resume of its run from its newest checkpoint, or\n"
+          "                    leave it \"interrupted\" (default); a job's own \"on_restart\" wins\n"
           "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
           "  --quiet           no access log on stderr\n");
 }
@@ -106,6 +109,10 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--token")) hc.token = v;
     else if (!strcmp(a, "--static")) static_dir = v;
     else if (!strcmp(a, "--model")) app.default_model = v;
+    else if (!strcmp(a, "--on-restart")) {
+      if (strcmp(v, "resume") && strcmp(v, "interrupt")) { fprintf(stderr, "maskd serve: --on-restart must be resume or interrupt, not '%s'\n", v); return 2; }
+      app.on_restart_resume = !strcmp(v, "resume");
+    }
     else if (!strcmp(a, "--fill-threads")) {
       if (cli_parse_long(v, 1, 256, &n)) { fprintf(stderr, "maskd serve: --fill-threads must be 1..256, not '%s'\n", v); return 2; }
       fill_threads = (int)n;

@@ -7,7 +7,10 @@
 ** Because the queue lives in the store, a restarted server neither loses queued jobs
 ** nor runs one twice: a job that was running when the server died is marked
 ** "interrupted" when the server starts again; its run keeps its checkpoints and
-** can be continued with POST /runs {"resume": RUN}. */
+** can be continued with POST /runs {"resume": RUN}. With `serve --on-restart resume`
+** or a job's "on_restart": "resume", an interrupted training job is queued once more
+** as a new job {"resume": RUN, "requeued_from": JOB}: training continues exactly
+** where its newest checkpoint left it, and the interrupted job is not run again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -49,30 +52,52 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
 void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
   json_t *body = http_body_object(rq, rs);
   if (!body) return;
+  /* "on_restart" is the queue's, not the run's: kept beside the description, never given to maskd train. */
+  json_t *on_restart = json_incref(json_object_get(body, "on_restart"));
+  if (on_restart && (!json_is_string(on_restart) || (strcmp(json_string_value(on_restart), "resume") &&
+                                                     strcmp(json_string_value(on_restart), "interrupt")))) {
+    http_error(rs, 422, "\"on_restart\" must be \"resume\" or \"interrupt\"",
+               json_pack("{s:s, s:s}", "field", "on_restart", "got", http_json_type(on_restart)));
+    json_decref(on_restart);
+    json_decref(body);
+    return;
+  }
+  json_object_del(body, "on_restart");
   json_t *resume = json_object_get(body, "resume");
   if (resume) {  /* {"resume": RUN}: continue a stopped run from its newest checkpoint */
     if (!json_is_string(resume) || json_object_size(body) != 1) {
-      http_error(rs, 422, "\"resume\" takes a run id or name (as a string) and nothing else",
+      http_error(rs, 422, "\"resume\" takes a run id or name (as a string) and nothing else but \"on_restart\"",
                  json_pack("{s:s}", "field", "resume"));
     } else {
+      if (on_restart) json_object_set(body, "on_restart", on_restart);
       char *p = json_dumps(body, JSON_COMPACT);
       accepted(app, rs, "train", p);
       free(p);
     }
+    json_decref(on_restart);
     json_decref(body);
     return;
   }
+  char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);
   RunConfig rc;
   RunPlan plan;
   Err e = {{0}};
   run_config_defaults(&rc);
-  if (run_config_apply_json(&rc, rq->body, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); return; }
-  if (!rc.name[0]) { http_error(rs, 422, "invalid run description", json_string("name: required")); return; }
-  if (run_config_validate(&rc, &plan, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); return; }
-  char *params = run_config_to_json(&rc);
-  if (!params) { http_error(rs, 500, "out of memory", NULL); return; }
-  accepted(app, rs, "train", params);
+  char *params = NULL;
+  json_t *pj = NULL;
+  if (!text) http_error(rs, 500, "out of memory", NULL);
+  else if (run_config_apply_json(&rc, text, &e)) http_error(rs, 422, "invalid run description", json_string(e.msg));
+  else if (!rc.name[0]) http_error(rs, 422, "invalid run description", json_string("name: required"));
+  else if (run_config_validate(&rc, &plan, &e)) http_error(rs, 422, "invalid run description", json_string(e.msg));
+  else if (!(params = run_config_to_json(&rc))) http_error(rs, 500, "out of memory", NULL);
+  else if (on_restart && (!(pj = json_loads(params, 0, NULL)) || json_object_set(pj, "on_restart", on_restart) ||
+                          (free(params), !(params = json_dumps(pj, JSON_COMPACT)))))
+    http_error(rs, 500, "out of memory", NULL);
+  else accepted(app, rs, "train", params);
+  json_decref(pj);
+  json_decref(on_restart);
+  free(text);
   free(params);
 }
 
@@ -297,7 +322,13 @@ static int job_argv(Worker *w, int64_t job, const char *kind, const char *params
     snprintf(path, sizeof path, "%s/job-%lld.json", w->logdir, (long long)job);
     json_t *resume = json_object_get(p, "resume");
     *resuming = json_is_string(resume);
-    if (write_file(path, params)) rc = -1;
+    json_t *desc = json_copy(p);  /* the run description without the queue's own fields */
+    json_object_del(desc, "on_restart");
+    json_object_del(desc, "requeued_from");
+    char *text = desc ? json_dumps(desc, JSON_COMPACT) : NULL;
+    json_decref(desc);
+    if (!text || write_file(path, text)) rc = -1;
+    free(text);
     arg(av, "train");
     arg(av, "--db");
     arg(av, a->db_path);
@@ -445,6 +476,58 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* After recovery: the training jobs that were running (in `before`) and are now
+** "interrupted", whose policy is resume, are queued again as a resume of their run.
+** A run whose process still lives (status still "running": the server died, its
+** maskd train did not) is left to finish on its own; a run already ended needs nothing. */
+static void requeue_interrupted(App *a, Store *s, json_t *before) {
+  size_t i;
+  json_t *j;
+  json_array_foreach(before, i, j) {
+    if (strcmp(json_string_value(json_object_get(j, "status")) ?: "", "running")) continue;
+    if (strcmp(json_string_value(json_object_get(j, "kind")) ?: "", "train")) continue;
+    int64_t job = json_integer_value(json_object_get(j, "id"));
+    Err e = {{0}};
+    json_t *now = store_job_get(s, job, &e);
+    int interrupted = !strcmp(json_string_value(json_object_get(now, "status")) ?: "", "interrupted");
+    json_decref(now);
+    if (!interrupted) continue;
+    json_t *params = json_object_get(j, "params");
+    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+    const char *policy = json_string_value(json_object_get(p, "on_restart"));
+    int resume = policy ? !strcmp(policy, "resume") : a->on_restart_resume;
+    int64_t run = json_integer_value(json_object_get(j, "run"));
+    const char *name = json_string_value(json_object_get(p, "resume")) ?: json_string_value(json_object_get(p, "name"));
+    if (resume && run < 1 && name) run = store_run_find(s, name, &e);  /* it died before the run was linked */
+    json_t *next = NULL;
+    if (!resume) {
+    } else if (run > 0) {
+      json_t *r = store_run_get(s, run, &e);
+      const char *st = json_string_value(json_object_get(r, "status")) ?: "";
+      if (!strcmp(st, "interrupted")) {
+        char id[32];
+        snprintf(id, sizeof id, "%lld", (long long)run);
+        next = json_pack("{s:s, s:s, s:I}", "resume", id, "on_restart", "resume", "requeued_from", (json_int_t)job);
+      } else {
+        err_set(&e, "its run %lld is %s", (long long)run, st[0] ? st : "gone");
+      }
+      json_decref(r);
+    } else if (p) {  /* no run was made yet: the same description, from the start */
+      next = json_copy(p);
+      json_object_set_new(next, "on_restart", json_string("resume"));
+      json_object_set_new(next, "requeued_from", json_integer(job));
+    }
+    char *text = next ? json_dumps(next, JSON_COMPACT) : NULL;
+    int64_t id = text ? store_job_submit(s, "train", text, &e) : 0;
+    if (id > 0) fprintf(stderr, "maskd serve: job %lld was interrupted; queued again as job %lld\n", (long long)job, (long long)id);
+    else if (resume) fprintf(stderr, "maskd serve: job %lld was interrupted and is not resumed%s%s\n", (long long)job,
+                             e.msg[0] ? ": " : "", e.msg);
+    free(text);
+    json_decref(next);
+    json_decref(p);
+  }
+}
+
 Worker *worker_start(App *a, Err *err) {
   Worker *w = calloc(1, sizeof *w);
   if (!w) { err_set(err, "out of memory"); return NULL; }
@@ -457,9 +540,12 @@ Worker *worker_start(App *a, Err *err) {
   }
   Store *s = store_open(a->db_path, err);
   if (!s) { free(w); return NULL; }
+  json_t *before = store_jobs_list(s, err);
   int n = 0;
   store_jobs_recover(s, &n, err);
   store_runs_recover(s, &n, err);
+  requeue_interrupted(a, s, before);
+  json_decref(before);
   store_close(s);
   if (pthread_create(&w->thread, NULL, worker_main, w)) { err_set(err, "cannot start the worker"); free(w); return NULL; }
   return w;

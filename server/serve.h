@@ -21,6 +21,8 @@ typedef struct App {
   FillCache *fill;
   Worker *worker;
   const char *exe;          /* this maskd binary, which the worker runs for jobs */
+  int on_restart_resume;    /* a training job found running at start-up is queued again as a resume
+                            ** of its run (else it stays "interrupted"); a job's "on_restart" wins */
 } App;
 
 /* A store connection for one request (a Store is single-threaded, SQLite opens
