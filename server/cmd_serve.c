@@ -30,6 +30,9 @@ static void serve_usage(FILE *f) {
           "  --max-body BYTES  largest request body (default 1048576)\n"
           "  --max-conns N     simultaneous connections (default 256)\n"
           "  --timeout S       close a connection idle for S seconds (default 60)\n"
+          "  --request-timeout S  a fill-mask request still waiting for its model after S seconds\n"
+          "                    (fractions allowed) answers 503; one already in a forward pass is\n"
+          "                    answered (passes are bounded by the input limits). Default: no limit\n"
           "  --model NAME[@REV] fill-mask's model when a request names none (default: the\n"
           "                    newest revision of the most recently pushed model)\n"
           "  --cache N         models kept loaded for fill-mask (default 2)\n"
@@ -109,6 +112,12 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--token")) hc.token = v;
     else if (!strcmp(a, "--static")) static_dir = v;
     else if (!strcmp(a, "--model")) app.default_model = v;
+    else if (!strcmp(a, "--request-timeout")) {
+      char *end;
+      double t = strtod(v, &end);
+      if (*end || !(t > 0 && t <= 86400)) { fprintf(stderr, "maskd serve: --request-timeout must be 0 < S <= 86400 seconds, not '%s'\n", v); return 2; }
+      app.request_timeout = t;
+    }
     else if (!strcmp(a, "--on-restart")) {
       if (strcmp(v, "resume") && strcmp(v, "interrupt")) { fprintf(stderr, "maskd serve: --on-restart must be resume or interrupt, not '%s'\n", v); return 2; }
       app.on_restart_resume = !strcmp(v, "resume");

@@ -2,6 +2,7 @@
 ** ({"inputs": str | [str], "parameters": {"top_k", "targets"}, "model": "name[@rev]"})
 ** answered exactly as pipeline("fill-mask") does (engine/fillmask.h), over model
 ** revisions from the store that are loaded once and kept in a small cache. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,14 +233,28 @@ static void answer(FillCache *c, FillMask *fm, Job *list) {
   }
 }
 
-/* Queues a job on the entry and returns once it is answered. */
-static void submit(FillCache *c, Entry *e, Job *job) {
+/* Queues a job on the entry and returns 0 once it is answered, or -1 when
+** deadline (CLOCK_REALTIME; 0: none) passed while it still waited in the queue:
+** it is then taken out, unanswered. A job already taken into a pass is answered
+** whatever the time: the forward pass has no point where it could stop, and its
+** length is bounded by the input limits (max positions, FILL_MAX_INPUTS). */
+static int submit(FillCache *c, Entry *e, Job *job, double deadline) {
   pthread_mutex_lock(&e->lock);
   Job **tail = &e->queue;
   while (*tail) tail = &(*tail)->next;
   *tail = job;
   while (!job->done) {
-    if (e->busy) { pthread_cond_wait(&e->cond, &e->lock); continue; }
+    if (e->busy) {
+      if (deadline <= 0) { pthread_cond_wait(&e->cond, &e->lock); continue; }
+      struct timespec ts = {(time_t)deadline, (long)((deadline - (double)(time_t)deadline) * 1e9)};
+      if (pthread_cond_timedwait(&e->cond, &e->lock, &ts) != ETIMEDOUT || job->done) continue;
+      Job **pp = &e->queue;
+      while (*pp && *pp != job) pp = &(*pp)->next;
+      if (!*pp) continue;  /* taken into the running pass: it will be answered */
+      *pp = job->next;
+      pthread_mutex_unlock(&e->lock);
+      return -1;
+    }
     e->busy = 1;
     if (c->window_us > 0) {  /* let more requests join this pass */
       pthread_mutex_unlock(&e->lock);
@@ -271,6 +286,7 @@ static void submit(FillCache *c, Entry *e, Job *job) {
     pthread_cond_broadcast(&e->cond);
   }
   pthread_mutex_unlock(&e->lock);
+  return 0;
 }
 
 /* The spec of the model to use: the request's, the server's default, or the newest
@@ -373,12 +389,16 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
   memset(&job, 0, sizeof job);
   job.inputs = inputs;
   job.params = json_is_null(params) ? NULL : params;
-  submit(a->fill, ent, &job);
+  double deadline = a->request_timeout > 0 ? wall_now() + a->request_timeout - (mono() - t0) : 0;
+  int late = submit(a->fill, ent, &job, deadline);
   cache_release(a->fill, ent);
   json_t *res = job.result;
   char *text = res ? fillmask_dumps(res, 0, 0) : NULL;
   json_decref(res);
-  if (!res) {
+  if (late) {
+    http_error(rs, 503, "the model was busy past the request time limit; try again",
+               json_pack("{s:s, s:f}", "model", ckey, "timeout_s", a->request_timeout));
+  } else if (!res) {
     http_error(rs, fill_status(job.error), job.error, json_pack("{s:s}", "model", ckey));
   } else if (!text) {
     http_error(rs, 500, "cannot write the answer", NULL);

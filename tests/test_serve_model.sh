@@ -332,3 +332,24 @@ ok metrics_jobs grep -q '^maskd_jobs{state="done"} 4$' "$T/body"
 ok metrics_fill_count grep -q '^maskd_fill_mask_duration_seconds_count [1-9]' "$T/body"
 stop
 ok clean_stop test $? -eq 0
+
+# ---- --request-timeout: a request still queued behind a pass past its limit answers 503 ----
+"$MASKD" serve --request-timeout 0 --db "$T/hub.db" >/dev/null 2>"$T/body"
+ok request_timeout_bad_value test $? -eq 2
+# A 1 s batching window keeps the first request's pass busy; the second waits behind it.
+start --batch-window-ms 1000 --request-timeout 0.3 || fail timeout_start "$(cat "$T/err")"
+curl -s --max-time 60 -o "$T/first" -w '%{http_code}' -X POST "$base/fill-mask" \
+  --data-binary '{"inputs": "It [MASK] .", "model": "tiny-rob"}' >"$T/first.status" &
+first=$!
+sleep 0.1
+t0=$(date +%s.%N)
+call POST /fill-mask --data-binary '{"inputs": "The [MASK] .", "model": "tiny-rob", "parameters": {"top_k": 2}}'
+t1=$(date +%s.%N)
+ok request_timeout_503 error_is 503 timeout_s
+ok request_timeout_prompt test "$($PY -c "print($t1 - $t0 < 0.8)")" = True
+wait "$first"
+ok request_timeout_first_answered test "$(cat "$T/first.status")" = 200
+call POST /fill-mask --data-binary '{"inputs": "It [MASK] .", "model": "tiny-rob"}'
+ok request_timeout_alone_ok status_is 200
+stop
+ok timeout_clean_stop test $? -eq 0
