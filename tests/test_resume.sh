@@ -5,14 +5,7 @@
 # sha256 of the last pushed model.safetensors). The store passes PRAGMA integrity_check
 # and foreign_key_check after every kill. Fast config: a 16-wide 2-layer model, seq 32.
 set -u
-M=${MASKD:-$PWD/build/maskd}
-DATA=${1:-${MASKD_DATA:-../shared/data}}/wikitext-2
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/resume.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-unset OPENBLAS_CORETYPE
-export OMP_WAIT_POLICY=PASSIVE
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
+. "$(dirname "$0")/lib.sh" resume "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail resume_setup "no WikiText-2 at $DATA"; exit 1; }
 
 head -c 120000 "$DATA/train.txt" > "$T/tr.txt"

@@ -4,14 +4,7 @@
 # revisions pushed per epoch, keep-last-N plus best, --out, SIGINT and SIGTERM (checkpoint,
 # "interrupted", exit 130) and resume to the same end as an uninterrupted run.
 set -u
-M=${MASKD:-$PWD/build/maskd}
-DATA=${1:-${MASKD_DATA:-../shared/data}}/wikitext-2
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/traincli.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-unset OPENBLAS_CORETYPE
-export OMP_WAIT_POLICY=PASSIVE
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
+. "$(dirname "$0")/lib.sh" traincli "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail train_cli_setup "no WikiText-2 at $DATA"; exit 1; }
 
 head -c 120000 "$DATA/train.txt" > "$T/tr.txt"
