@@ -1,6 +1,6 @@
 #include "engine/layers.h"
 
-#include <cblas.h>
+#include "engine/gemm.h"
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -71,58 +71,12 @@ float layer_erff(float x) { return fast_erff(x); }
 
 /* ----------------------------------------------------------------- matmul */
 
-/* Very few rows (the head at the one or two masks of a fill-mask request):
-** sgemm would pack the whole weight matrix for very little arithmetic, so this
-** streams each weight row once and takes its dot products with the input rows,
-** four weight rows by two input rows at a time so each load feeds several
-** multiply-adds. Measured on a 768x3072 weight: 2 rows 1.3-5x faster than
-** sgemm; from about 16 rows sgemm is as fast or faster, hence the cut-off. */
-#define MATMUL_FEW_ROWS 4
-
-static void matmul_forward_few_rows(float *out, const float *in, const float *w, const float *bias, int n, int k,
-                                    int o) {
-  int o4 = o & ~3;
-#pragma omp parallel for schedule(static)
-  for (int j = 0; j < o4; j += 4) {
-    const float *w0 = w + (size_t)j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
-    for (int r = 0; r < n; r += 2) {
-      const float *x0 = in + (size_t)r * k, *x1 = r + 1 < n ? x0 + k : x0;
-      float a00 = 0, a01 = 0, a02 = 0, a03 = 0, a10 = 0, a11 = 0, a12 = 0, a13 = 0;
-#pragma omp simd reduction(+ : a00, a01, a02, a03, a10, a11, a12, a13)
-      for (int i = 0; i < k; i++) {
-        float u = x0[i], v = x1[i];
-        a00 += u * w0[i]; a01 += u * w1[i]; a02 += u * w2[i]; a03 += u * w3[i];
-        a10 += v * w0[i]; a11 += v * w1[i]; a12 += v * w2[i]; a13 += v * w3[i];
-      }
-      float b0 = bias ? bias[j] : 0, b1 = bias ? bias[j + 1] : 0, b2 = bias ? bias[j + 2] : 0;
-      float b3 = bias ? bias[j + 3] : 0;
-      float *o0 = out + (size_t)r * o + j;
-      o0[0] = a00 + b0; o0[1] = a01 + b1; o0[2] = a02 + b2; o0[3] = a03 + b3;
-      if (r + 1 < n) {
-        float *o1 = o0 + o;
-        o1[0] = a10 + b0; o1[1] = a11 + b1; o1[2] = a12 + b2; o1[3] = a13 + b3;
-      }
-    }
-  }
-  for (int j = o4; j < o; j++)
-    for (int r = 0; r < n; r++) {
-      const float *x = in + (size_t)r * k, *wr = w + (size_t)j * k;
-      float acc = 0;
-      for (int i = 0; i < k; i++) acc += x[i] * wr[i];
-      out[(size_t)r * o + j] = acc + (bias ? bias[j] : 0.0f);
-    }
-}
-
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o) {
-  if (n <= MATMUL_FEW_ROWS) {
-    matmul_forward_few_rows(out, in, w, bias, n, k, o);
-    return;
-  }
   if (bias) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) memcpy(out + (size_t)r * o, bias, (size_t)o * sizeof(float));
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o, k, 1.0f, in, k, w, k, bias ? 1.0f : 0.0f, out, o);
+  gemm_f32(0, 1, n, o, k, 1.0f, in, k, w, k, bias ? 1.0f : 0.0f, out, o);
 }
 
 /* db[c] += sum_r dout[r, c], parallel over column blocks so no two threads share an output. */
@@ -143,10 +97,9 @@ static void column_sums(float *db, const float *dout, int n, int o) {
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                      int n, int k, int o, int din_accumulate) {
   if (db) column_sums(db, dout, n, o);
-  if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, k, n, 1.0f, dout, o, in, k, 1.0f, dw, k);
+  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, 1.0f, dw, k);
   if (din)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, o, 1.0f, dout, o, w, k,
-                din_accumulate ? 1.0f : 0.0f, din, k);
+    gemm_f32(0, 0, n, k, o, 1.0f, dout, o, w, k, din_accumulate ? 1.0f : 0.0f, din, k);
 }
 
 /* -------------------------------------------------------------- layernorm */
@@ -345,7 +298,7 @@ void attention_forward(float *ctx, float *att, const float *qkv, const float *ma
     int b = bh / A, h = bh % A;
     const float *q = qkv + (size_t)b * T * ld + h * hd, *k = q + C, *v = q + 2 * C;
     float *s = att + (size_t)bh * T * T;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, q, ld, k, ld, 0.0f, s, T);
+    gemm_f32(0, 1, T, T, hd, scale, q, ld, k, ld, 0.0f, s, T);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, T, T);
     const float *p = s;
     if (drop) {
@@ -354,8 +307,7 @@ void attention_forward(float *ctx, float *att, const float *qkv, const float *ma
       for (size_t i = 0; i < (size_t)T * T; i++) pd[i] = s[i] * dropout_factor(key, th, dscale, base + i);
       p = pd;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, p, T, v, ld, 0.0f,
-                ctx + (size_t)b * T * C + h * hd, C);
+    gemm_f32(0, 0, T, hd, T, 1.0f, p, T, v, ld, 0.0f, ctx + (size_t)b * T * C + h * hd, C);
   }
 }
 
@@ -383,8 +335,8 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
       pd = s1;
     }
     /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
+    gemm_f32(1, 0, T, hd, T, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
+    gemm_f32(0, 1, T, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
     if (drop)
       for (size_t i = 0; i < (size_t)T * T; i++) dp[i] *= dropout_factor(key, th, dscale, base + i);
     /* Softmax: dS = P (dP - <dP, P>) per row; the additive mask has no gradient. */
@@ -397,8 +349,8 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
       for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
     }
     /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
+    gemm_f32(0, 0, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
+    gemm_f32(1, 0, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
   }
 }
 
@@ -417,7 +369,7 @@ void attention_rows_forward(float *ctx, float *att, const float *q, const float 
     if (mb == 0) continue;
     const float *qb = q + (size_t)r0 * C + h * hd, *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
     float *s = att + ((size_t)h * M + r0) * T;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T);
+    gemm_f32(0, 1, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, mb, T);
     const float *p = s;
     if (drop) {
@@ -429,8 +381,7 @@ void attention_rows_forward(float *ctx, float *att, const float *q, const float 
       }
       p = pd;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, T, 1.0f, p, T, v, ld, 0.0f,
-                ctx + (size_t)r0 * C + h * hd, C);
+    gemm_f32(0, 0, mb, hd, T, 1.0f, p, T, v, ld, 0.0f, ctx + (size_t)r0 * C + h * hd, C);
   }
 }
 
@@ -466,8 +417,8 @@ void attention_rows_backward(float *dq, float *dkv, const float *dctx, const flo
       }
       pd = s1;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, mb, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
+    gemm_f32(1, 0, T, hd, mb, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
+    gemm_f32(0, 1, mb, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
     if (drop)
       for (int i = 0; i < mb; i++) {
         size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
@@ -481,9 +432,8 @@ void attention_rows_backward(float *dq, float *dkv, const float *dctx, const flo
       for (int j = 0; j < T; j++) dot += g[j] * pr[j];
       for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, T, scale, dp, T, k, ld, 0.0f,
-                dq + (size_t)r0 * C + h * hd, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, mb, scale, dp, T, qb, C, 0.0f, dk, ld);
+    gemm_f32(0, 0, mb, hd, T, scale, dp, T, k, ld, 0.0f, dq + (size_t)r0 * C + h * hd, C);
+    gemm_f32(1, 0, T, hd, mb, scale, dp, T, qb, C, 0.0f, dk, ld);
   }
 }
 

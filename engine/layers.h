@@ -3,7 +3,7 @@
 ** row-major (N, C). Linear weights are PyTorch's (out, in). Every backward
 ** ADDS into parameter gradients (dw, db) and OVERWRITES input gradients (din)
 ** unless its comment says otherwise. Loops are OpenMP-parallel over the
-** calling thread's team size; matrix products go through cblas_sgemm. */
+** calling thread's team size; matrix products go through gemm_f32. */
 #ifndef MASKD_LAYERS_H
 #define MASKD_LAYERS_H
 #include <stddef.h>

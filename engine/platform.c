@@ -1,5 +1,8 @@
 #include "engine/platform.h"
 
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,4 +47,23 @@ double platform_now(void) {
 int platform_cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
+}
+
+int platform_pin_threads(int threads) {
+  const char *pin = getenv("MASKD_PIN_THREADS");
+  if (threads < 2 || (pin && strcmp(pin, "0") == 0)) return 0;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < threads) return 0;
+  int cpus[CPU_SETSIZE], n = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &allowed)) cpus[n++] = c;
+  int bound = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : bound)
+  {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[omp_get_thread_num()], &one);
+    bound = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+  }
+  return bound;
 }

@@ -14,4 +14,12 @@ double platform_now(void);
 /* Number of online CPUs (at least 1). */
 int platform_cpu_count(void);
 
+/* Binds OpenMP thread t of a `threads`-wide team (the calling thread is t = 0)
+** to the t-th CPU this process may use, when there are at least that many and
+** MASKD_PIN_THREADS is not "0". Why: on this project's VM the scheduler wakes a
+** sleeping OpenMP worker (OMP_WAIT_POLICY=PASSIVE) on its waker's CPU and only
+** moves it tens of milliseconds later, so a two-thread product ran at one
+** core's speed for its first dozen calls. Returns the number of threads bound. */
+int platform_pin_threads(int threads);
+
 #endif

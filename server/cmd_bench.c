@@ -1,5 +1,6 @@
 /* maskd bench: throughput of a fresh model on synthetic batches, and the
-** machine's sgemm peak that the achieved GFLOP/s is measured against.
+** machine's matrix-product peak (maskd's gemm_f32, with OpenBLAS's beside it)
+** that the achieved GFLOP/s is measured against.
 **
 **   maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N
 **                           [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]
@@ -23,6 +24,7 @@
 #include "engine/err.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/gemm.h"
 #include "engine/platform.h"
 #include "engine/rng.h"
 #include "server/commands.h"
@@ -36,9 +38,10 @@ static const char bench_usage[] =
   "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
   "       the positions labelled; the MLM head runs at the labelled rows only.\n"
   "infer: timed forward passes returning the logits at those same positions.\n"
-  "sgemm: the C = A*B single-precision peak of this machine's BLAS (default 2048^3); with\n"
-  "       --config/--batch/--seq, each matrix product of a training step of that model\n"
-  "       timed alone, and their sum: the step time if nothing else cost anything.\n"
+  "sgemm: the C = A*B single-precision speed of maskd's product (the one the model uses) and\n"
+  "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
+  "       matrix product of a training step of that model timed alone, and their sum: the\n"
+  "       step time if nothing else cost anything.\n"
   "\n"
   "  --config     an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
   "               small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)\n"
@@ -150,6 +153,7 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
 static void set_threads(int threads) {
   openblas_set_num_threads(threads);
   omp_set_num_threads(threads);
+  platform_pin_threads(threads);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -163,9 +167,20 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* One product C = op(A) op(B) by maskd's gemm_f32, or by OpenBLAS's cblas_sgemm. */
+static void product(int openblas, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                    float *C) {
+  if (openblas)
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda,
+                B, ldb, 0.0f, C, N);
+  else
+    gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+}
+
 /* Median GFLOP/s of reps C = A*B products (row-major, M x K times K x N) after one
-** untimed call; returns -1 when the matrices cannot be allocated. */
-static double sgemm_gflops_t(int ta, int tb, long M, long N, long K, int reps, double *best) {
+** untimed call, by maskd's product or OpenBLAS's; -1 when the matrices cannot be
+** allocated. */
+static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long K, int reps, double *best) {
   float *A = malloc(sizeof(float) * (size_t)(M * K));
   float *B = malloc(sizeof(float) * (size_t)(K * N));
   float *C = malloc(sizeof(float) * (size_t)(M * N));
@@ -176,14 +191,13 @@ static double sgemm_gflops_t(int ta, int tb, long M, long N, long K, int reps, d
     rng_seed(&r, 7);
     for (long i = 0; i < M * K; i++) A[i] = (float)rng_uniform(&r) - 0.5f;
     for (long i = 0; i < K * N; i++) B[i] = (float)rng_uniform(&r) - 0.5f;
-    CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
     int lda = ta ? (int)M : (int)K, ldb = tb ? (int)K : (int)N;
-    cblas_sgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, 1.0f, A, lda, B, ldb, 0.0f, C, (int)N);
+    product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, B, ldb, C);
     double flop = 2.0 * (double)M * (double)N * (double)K;
     *best = 0;
     for (int i = 0; i < reps; i++) {
       double t0 = platform_now();
-      cblas_sgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, 1.0f, A, lda, B, ldb, 0.0f, C, (int)N);
+      product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, B, ldb, C);
       t[i] = platform_now() - t0;
       if (flop / t[i] * 1e-9 > *best) *best = flop / t[i] * 1e-9;
     }
@@ -193,8 +207,8 @@ static double sgemm_gflops_t(int ta, int tb, long M, long N, long K, int reps, d
   return g;
 }
 
-static double sgemm_gflops(long M, long N, long K, int reps, double *best) {
-  return sgemm_gflops_t(0, 0, M, N, K, reps, best);
+static double sgemm_gflops(int openblas, long M, long N, long K, int reps, double *best) {
+  return sgemm_gflops_t(openblas, 0, 0, M, N, K, reps, best);
 }
 
 static int load_config(const char *spec, ModelConfig *c, Err *err);
@@ -242,23 +256,24 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   double total_t = 0, total_f = 0;
   if (!a->json)
     printf("maskd bench sgemm: the matrix products of a training step of %s, batch %ld x seq %ld, head at %ld rows, "
-           "%d threads\n  %-11s %5s %6s %6s %6s %6s %9s %9s\n", a->config, B, T, n, a->threads, "product", "op",
-           "M", "N", "K", "count", "GFLOP/s", "ms/step");
+           "%d threads\n  %-11s %5s %6s %6s %6s %6s %9s %9s %9s\n", a->config, B, T, n, a->threads, "product", "op",
+           "M", "N", "K", "count", "GFLOP/s", "ms/step", "OpenBLAS");
   else
     printf("{\"mode\":\"sgemm-shapes\",\"config\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"shapes\":[",
            a->config, B, T, a->threads);
   for (int i = 0; i < ns; i++) {
-    double best, g = sgemm_gflops_t(sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, &best);
-    if (g < 0) { fprintf(stderr, "maskd bench sgemm: out of memory\n"); return 1; }
+    double best = 0, g = sgemm_gflops_t(0, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, &best);
+    double gb = sgemm_gflops_t(1, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, &best);
+    if (g < 0 || gb < 0) { fprintf(stderr, "maskd bench sgemm: out of memory\n"); return 1; }
     double f = 2.0 * sh[i].m * sh[i].n * sh[i].k * sh[i].count, t = f / (g * 1e9);
     total_t += t; total_f += f;
     if (a->json)
       printf("%s{\"name\":\"%s\",\"ta\":%d,\"tb\":%d,\"m\":%ld,\"n\":%ld,\"k\":%ld,\"count\":%ld,"
-             "\"gflops\":%.2f,\"ms_per_step\":%.4f}", i ? "," : "", sh[i].name, sh[i].ta, sh[i].tb, sh[i].m,
-             sh[i].n, sh[i].k, sh[i].count, g, t * 1e3);
+             "\"gflops\":%.2f,\"ms_per_step\":%.4f,\"openblas_gflops\":%.2f}", i ? "," : "", sh[i].name, sh[i].ta,
+             sh[i].tb, sh[i].m, sh[i].n, sh[i].k, sh[i].count, g, t * 1e3, gb);
     else
-      printf("  %-11s %c%c %6ld %6ld %6ld %6ld %9.1f %9.2f\n", sh[i].name, sh[i].ta ? 'T' : 'N',
-             sh[i].tb ? 'T' : 'N', sh[i].m, sh[i].n, sh[i].k, sh[i].count, g, t * 1e3);
+      printf("  %-11s %c%c %6ld %6ld %6ld %6ld %9.1f %9.2f %9.1f\n", sh[i].name, sh[i].ta ? 'T' : 'N',
+             sh[i].tb ? 'T' : 'N', sh[i].m, sh[i].n, sh[i].k, sh[i].count, g, t * 1e3, gb);
   }
   if (a->json)
     printf("],\"gflop_per_step\":%.6f,\"matmul_ms_per_step\":%.3f,\"gflops\":%.2f}\n", total_f * 1e-9,
@@ -271,18 +286,24 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
 
 static int bench_sgemm(const BenchArgs *a) {
   if (a->config) return bench_sgemm_shapes(a);
-  double best;
+  double best = 0;
   set_threads(a->threads);
-  double g = sgemm_gflops(a->m, a->n, a->k, a->reps, &best);
-  if (g < 0) { fprintf(stderr, "maskd bench sgemm: out of memory for %ldx%ldx%ld\n", a->m, a->n, a->k); return 1; }
+  double best_b = 0, g = sgemm_gflops(0, a->m, a->n, a->k, a->reps, &best);
+  double gb = sgemm_gflops(1, a->m, a->n, a->k, a->reps, &best_b);
+  if (g < 0 || gb < 0) {
+    fprintf(stderr, "maskd bench sgemm: out of memory for %ldx%ldx%ld\n", a->m, a->n, a->k);
+    return 1;
+  }
   const char *core = openblas_get_corename();
   if (a->json)
-    printf("{\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"threads\":%d,\"reps\":%d,"
-           "\"gflops_median\":%.2f,\"gflops_best\":%.2f,\"openblas_core\":\"%s\"}\n",
-           a->m, a->n, a->k, a->threads, a->reps, g, best, core ? core : "");
+    printf("{\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"threads\":%d,\"reps\":%d,\"backend\":\"%s\","
+           "\"gflops_median\":%.2f,\"gflops_best\":%.2f,\"openblas_gflops_median\":%.2f,"
+           "\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\"}\n",
+           a->m, a->n, a->k, a->threads, a->reps, gemm_backend(), g, best, gb, best_b, core ? core : "");
   else
-    printf("maskd bench sgemm: %ldx%ldx%ld, %d threads, %d reps, OpenBLAS core %s: %.1f GFLOP/s median "
-           "(best %.1f)\n", a->m, a->n, a->k, a->threads, a->reps, core ? core : "?", g, best);
+    printf("maskd bench sgemm: %ldx%ldx%ld, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median (best %.1f); "
+           "OpenBLAS (core %s) %.1f (best %.1f)\n", a->m, a->n, a->k, a->threads, a->reps, gemm_backend(), g, best,
+           core ? core : "?", gb, best_b);
   return 0;
 }
 
@@ -367,7 +388,7 @@ static int bench_model(const BenchArgs *a) {
   }
   set_threads(a->threads);
   double peak = a->peak, peak_best = 0;
-  if (peak <= 0) peak = sgemm_gflops(2048, 2048, 2048, 5, &peak_best);
+  if (peak <= 0) peak = sgemm_gflops(0, 2048, 2048, 2048, 5, &peak_best);
   if (!(m = model_new(&cfg, &err))) { fprintf(stderr, "maskd bench %s: %s\n", a->mode, err.msg); goto done; }
   model_init_weights(m, a->seed);
   model_set_threads(m, a->threads);

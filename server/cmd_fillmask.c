@@ -10,6 +10,7 @@
 #include "engine/checkpoint.h"
 #include "engine/config.h"
 #include "engine/fillmask.h"
+#include "engine/platform.h"
 #include "server/commands.h"
 #include "store/store.h"
 
@@ -146,6 +147,7 @@ int cmd_fillmask(int argc, char **argv) {
   }
   if (!fm) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }
   if (threads) model_set_threads(fillmask_model(fm), threads);
+  platform_pin_threads(model_threads(fillmask_model(fm)));
   res = fillmask_run(fm, texts, n, n > 1 || force_list, top_k, targets, n_targets, &err);
   if (!res) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }
   if (!(out = fillmask_dumps(res, indent, ascii))) { fprintf(stderr, "maskd fill-mask: cannot write the JSON\n"); goto done; }

@@ -1,0 +1,100 @@
+/* gemm_f32 against a double-precision product computed here, over shapes
+** that hit every edge of the blocking (partial register tiles in M and N,
+** K slices shorter than a block, several K slices), all four transpose
+** combinations, alpha/beta, leading dimensions wider than the matrix, C
+** holding NaN when beta is 0, one and several threads, and a call from
+** inside a parallel region. */
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/gemm.h"
+#include "tests/check.h"
+
+static uint64_t state = 88172645463325252ull;
+static float uniform(void) {
+  state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+  return (float)((state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* Runs one product and compares every element of C (inside and outside the
+** M x N window: the margin of ldc must stay untouched) with the reference. */
+static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad, int threads, double *worst) {
+  int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  int arows = ta ? K : M, brows = tb ? N : K;
+  float *A = malloc(sizeof(float) * ((size_t)arows * lda + 1)), *B = malloc(sizeof(float) * ((size_t)brows * ldb + 1));
+  float *C = malloc(sizeof(float) * ((size_t)M * ldc + 1)), *C0 = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+  for (size_t i = 0; i < (size_t)arows * lda; i++) A[i] = uniform();
+  for (size_t i = 0; i < (size_t)brows * ldb; i++) B[i] = uniform();
+  for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = beta == 0.0f ? NAN : uniform();
+  memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
+  omp_set_num_threads(threads);
+  gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  int ok = 1;
+  for (int i = 0; i < M && ok; i++)
+    for (int j = 0; j < ldc; j++) {
+      size_t at = (size_t)i * ldc + j;
+      if (j >= N) {
+        if (memcmp(&C[at], &C0[at], sizeof(float))) { ok = 0; break; }
+        continue;
+      }
+      double s = 0, mag = 0;
+      for (int k = 0; k < K; k++) {
+        double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+        double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+        s += a * b;
+        mag += fabs(a * b);
+      }
+      double want = alpha * s + (beta == 0.0f ? 0.0 : (double)beta * C0[at]);
+      double err = fabs(C[at] - want) / (fabs(alpha) * mag + fabs(beta) + 1.0);
+      if (err > *worst || err != err) *worst = err;
+      if (!(err < 1e-6)) ok = 0;
+    }
+  free(A); free(B); free(C); free(C0);
+  return ok;
+}
+
+int main(void) {
+  /* Shapes around the 12 x 32 tile, the 256-deep K slice and the 120-row A block,
+  ** and few-row products (M <= 32, N >= 4M) that take the skinny path when B is transposed. */
+  static const int dims[][3] = {{1, 1, 1},     {12, 32, 256}, {13, 33, 257}, {11, 31, 255}, {5, 70, 3},
+                                {120, 64, 512}, {121, 96, 600}, {300, 40, 17}, {16, 768, 100}, {1, 100, 1000},
+                                {250, 250, 250}, {64, 128, 64}, {128, 64, 128}, {37, 5, 900}, {2, 300, 33},
+                                /* few rows by many columns: the skinny path */
+                                {20, 200, 50}, {32, 500, 70}, {31, 130, 17}, {16, 97, 3072}};
+  double worst = 0;
+  int bad = 0, runs = 0;
+  for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int variant = 0; variant < 3; variant++) {
+        float alpha = variant == 0 ? 1.0f : variant == 1 ? 0.125f : -1.5f;
+        float beta = variant == 0 ? 0.0f : variant == 1 ? 1.0f : 0.5f;
+        int pad = variant == 2 ? 3 : 0, threads = variant == 1 ? 1 : 2;
+        runs++;
+        if (!one(t & 1, t >> 1, dims[d][0], dims[d][1], dims[d][2], alpha, beta, pad, threads, &worst)) {
+          if (!bad) printf("# first mismatch: ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g pad=%d threads=%d\n", t & 1,
+                           t >> 1, dims[d][0], dims[d][1], dims[d][2], alpha, beta, pad, threads);
+          bad++;
+        }
+      }
+  check(bad == 0, "gemm_matches_double_reference", "%d of %d products differ (worst relative error %.3g)", bad, runs,
+        worst);
+  printf("# gemm backend %s, %d products, worst relative error %.3g\n", gemm_backend(), runs, worst);
+
+  /* Called from inside a parallel region, each thread runs its own product. */
+  int inner_ok = 1;
+#pragma omp parallel num_threads(2) reduction(& : inner_ok)
+  {
+    double w = 0;
+    inner_ok = one(omp_get_thread_num(), 1, 70, 90, 300, 1.0f, 0.0f, 1, 1, &w);
+  }
+  check(inner_ok, "gemm_inside_parallel_region", "a product run inside a parallel region differs");
+
+  /* K = 0 scales C by beta (zero when beta is 0, even over NaN). */
+  float A[4] = {1, 2, 3, 4}, C[4] = {NAN, NAN, NAN, NAN}, D[4] = {1, 2, 3, 4};
+  gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 0.0f, C, 2);
+  gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 2.0f, D, 2);
+  check(C[0] == 0 && C[3] == 0 && D[0] == 2 && D[3] == 8, "gemm_empty_k_scales_c", "C = %g %g, D = %g %g", C[0], C[3],
+        D[0], D[3]);
+  return check_exit();
+}
