@@ -12,8 +12,8 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 static void blas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc) {
@@ -25,17 +25,34 @@ static void blas(int trans_a, int trans_b, int M, int N, int K, float alpha, con
 #include <immintrin.h>
 
 /* The packed A^T of the few-row kernel, per thread, grown on first need and
-** kept, so that after the first pass of a shape no product allocates. */
-static _Thread_local float *xt_buf;
-static _Thread_local size_t xt_cap;
+** kept, so that after the first pass of a shape no product allocates. It is
+** held under a pthread key, not _Thread_local, so that it is freed when the
+** thread ends: the server runs passes on short-lived connection threads. */
+typedef struct XtBuf { float *p; size_t cap; } XtBuf;
+static pthread_key_t xt_key;
+static pthread_once_t xt_once = PTHREAD_ONCE_INIT;
 
-static float *grow(float **buf, size_t *cap, size_t n) {
-  if (n > *cap) {
-    free(*buf);
-    *buf = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
-    *cap = *buf ? n : 0;
+static void xt_free(void *v) {
+  XtBuf *b = v;
+  free(b->p);
+  free(b);
+}
+static void xt_key_make(void) { (void)pthread_key_create(&xt_key, xt_free); }
+
+/* The calling thread's buffer of at least n floats (64-byte aligned), or NULL. */
+static float *xt_buffer(size_t n) {
+  pthread_once(&xt_once, xt_key_make);
+  XtBuf *b = pthread_getspecific(xt_key);
+  if (!b) {
+    if (!(b = calloc(1, sizeof *b))) return NULL;
+    if (pthread_setspecific(xt_key, b)) { free(b); return NULL; }
   }
-  return *buf;
+  if (n > b->cap) {
+    free(b->p);
+    b->p = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
+    b->cap = b->p ? n : 0;
+  }
+  return b->p;
 }
 
 static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
@@ -131,7 +148,7 @@ static void skinny_range(int NV, int M, int K, const float *xt, const float *B, 
 static int gemm_skinny_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                           float *C, int ldc, int nt) {
   int NV = M <= 16 ? 1 : 2, w = 16 * NV;
-  float *xt = grow(&xt_buf, &xt_cap, (size_t)K * w);
+  float *xt = xt_buffer((size_t)K * w);
   if (!xt) return 0;
   for (int k = 0; k < K; k += 16)
     transpose_block(xt + (size_t)k * w, w, 16, A + k, lda, M < 16 ? M : 16, K - k < 16 ? K - k : 16);

@@ -5,6 +5,7 @@
 ** holding NaN when beta is 0, one and several threads, and a call from
 ** inside a parallel region. */
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -54,6 +55,14 @@ static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int
   return ok;
 }
 
+/* A few-row product on a thread of its own, which then ends: under ASan its
+** packing buffer must be freed with it (the server's connection threads). */
+static void *product_on_thread(void *ok) {
+  double w = 0;
+  *(int *)ok = one(0, 1, 16, 200, 300, 1.0f, 0.0f, 0, 1, &w);
+  return NULL;
+}
+
 int main(void) {
   /* Shapes around the 12 x 32 tile, the 256-deep K slice and the 120-row A block,
   ** and few-row products (M <= 32, N >= 4M) that take the skinny path when B is transposed. */
@@ -89,6 +98,12 @@ int main(void) {
     inner_ok = one(omp_get_thread_num(), 1, 70, 90, 300, 1.0f, 0.0f, 1, 1, &w);
   }
   check(inner_ok, "gemm_inside_parallel_region", "a product run inside a parallel region differs");
+
+  int thread_ok = 0;
+  pthread_t th;
+  int started = pthread_create(&th, NULL, product_on_thread, &thread_ok) == 0;
+  if (started) pthread_join(th, NULL);
+  check(started && thread_ok, "gemm_on_a_thread_that_ends", "the product on a short-lived thread differs");
 
   /* K = 0 scales C by beta (zero when beta is 0, even over NaN). */
   float A[4] = {1, 2, 3, 4}, C[4] = {NAN, NAN, NAN, NAN}, D[4] = {1, 2, 3, 4};
