@@ -20,6 +20,9 @@ static float uniform(void) {
 
 /* Runs one product and compares every element of C (inside and outside the
 ** M x N window: the margin of ldc must stay untouched) with the reference. */
+/* threads 0: the product runs inside a parallel region of two threads, as the
+** attention's per-head products do (one thread's product, never the few-row
+** kernel's threads). */
 static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad, int threads, double *worst) {
   int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
   int arows = ta ? K : M, brows = tb ? N : K;
@@ -29,8 +32,14 @@ static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int
   for (size_t i = 0; i < (size_t)brows * ldb; i++) B[i] = uniform();
   for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = beta == 0.0f ? NAN : uniform();
   memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
-  omp_set_num_threads(threads);
-  gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (threads) {
+    omp_set_num_threads(threads);
+    gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  } else {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+    gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   int ok = 1;
   for (int i = 0; i < M && ok; i++)
     for (int j = 0; j < ldc; j++) {
@@ -75,10 +84,10 @@ int main(void) {
   int bad = 0, runs = 0;
   for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
     for (int t = 0; t < 4; t++)
-      for (int variant = 0; variant < 3; variant++) {
-        float alpha = variant == 0 ? 1.0f : variant == 1 ? 0.125f : -1.5f;
-        float beta = variant == 0 ? 0.0f : variant == 1 ? 1.0f : 0.5f;
-        int pad = variant == 2 ? 3 : 0, threads = variant == 1 ? 1 : 2;
+      for (int variant = 0; variant < 4; variant++) {
+        float alpha = variant == 0 ? 1.0f : variant == 1 ? 0.125f : variant == 2 ? -1.5f : 0.5f;
+        float beta = variant == 0 ? 0.0f : variant == 1 ? 1.0f : variant == 2 ? 0.5f : (d & 1) ? 0.0f : 2.0f;
+        int pad = variant >= 2 ? 3 : 0, threads = variant == 1 ? 1 : variant == 3 ? 0 : 2;
         runs++;
         if (!one(t & 1, t >> 1, dims[d][0], dims[d][1], dims[d][2], alpha, beta, pad, threads, &worst)) {
           if (!bad) printf("# first mismatch: ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g pad=%d threads=%d\n", t & 1,
