@@ -35,6 +35,19 @@ int layer_dropout_keep(const LayerDropout *d, size_t i) {
 
 static inline int dropout_on(const LayerDropout *d) { return d && d->p > 0; }
 
+/* A dropout site's constants for one call: whether it drops, and the key,
+** threshold and kept-value scale that dropout_factor needs. */
+typedef struct DropoutMask { int on; uint64_t key; uint32_t th; float scale; } DropoutMask;
+
+static inline DropoutMask dropout_mask(const LayerDropout *d) {
+  DropoutMask m = {0, 0, 0, 1.0f};
+  if (dropout_on(d)) m = (DropoutMask){1, dropout_key(d), dropout_threshold(d), 1.0f / (1.0f - d->p)};
+  return m;
+}
+
+/* What dropout multiplies element i of the site's full tensor by: 0 or 1/(1-p). */
+static inline float mask_factor(DropoutMask m, size_t i) { return dropout_factor(m.key, m.th, m.scale, i); }
+
 /* exp by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 Taylor
 ** polynomial (truncation < 2.5e-8 relative); 2^n is built in the exponent bits.
 ** Branch-free so loops over it vectorise; below -87.3 it returns exactly 0,
@@ -186,47 +199,35 @@ void gelu_backward(float *din, const float *dout, const float *in, size_t n) {
 
 /* ---------------------------------------------------------------- dropout */
 
-void residual_dropout_forward(float *out, const float *res, const float *in, size_t n, const LayerDropout *d) {
-  if (!dropout_on(d)) {
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i];
-    return;
-  }
-  uint64_t key = dropout_key(d);
-  uint32_t th = dropout_threshold(d);
-  float scale = 1.0f / (1.0f - d->p);
+/* out = (res ? res : 0) + in * mask over n elements of a site that drops; with
+** d->rows the elements are rows of the full tensor and take those rows' masks. */
+static void masked_add(float *out, const float *res, const float *in, size_t n, const LayerDropout *d) {
+  DropoutMask m = dropout_mask(d);
   if (d->rows) {
     size_t cols = (size_t)d->cols, nr = n / cols;
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < nr; r++) {
       size_t base = (size_t)d->rows[r] * cols, o = r * cols;
-      for (size_t c = 0; c < cols; c++) out[o + c] = res[o + c] + in[o + c] * dropout_factor(key, th, scale, base + c);
+      for (size_t c = 0; c < cols; c++) out[o + c] = (res ? res[o + c] : 0.0f) + in[o + c] * mask_factor(m, base + c);
     }
     return;
   }
 #pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i] * dropout_factor(key, th, scale, i);
+  for (size_t i = 0; i < n; i++) out[i] = (res ? res[i] : 0.0f) + in[i] * mask_factor(m, i);
+}
+
+void residual_dropout_forward(float *out, const float *res, const float *in, size_t n, const LayerDropout *d) {
+  if (dropout_on(d)) {
+    masked_add(out, res, in, n, d);
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i];
 }
 
 void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d) {
-  if (!dropout_on(d)) {
-    if (din != dout) memcpy(din, dout, n * sizeof(float));
-    return;
-  }
-  uint64_t key = dropout_key(d);
-  uint32_t th = dropout_threshold(d);
-  float scale = 1.0f / (1.0f - d->p);
-  if (d->rows) {
-    size_t cols = (size_t)d->cols, nr = n / cols;
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < nr; r++) {
-      size_t base = (size_t)d->rows[r] * cols, o = r * cols;
-      for (size_t c = 0; c < cols; c++) din[o + c] = dout[o + c] * dropout_factor(key, th, scale, base + c);
-    }
-    return;
-  }
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) din[i] = dout[i] * dropout_factor(key, th, scale, i);
+  if (dropout_on(d)) masked_add(din, NULL, dout, n, d);
+  else if (din != dout) memcpy(din, dout, n * sizeof(float));
 }
 
 void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d) {
@@ -289,10 +290,7 @@ void attention_forward(float *ctx, float *att, const float *qkv, const float *ma
                        int A, const LayerDropout *d, float *scratch) {
   int hd = C / A, ld = 3 * C;
   float scale = 1.0f / sqrtf((float)hd);
-  int drop = dropout_on(d);
-  uint64_t key = drop ? dropout_key(d) : 0;
-  uint32_t th = drop ? dropout_threshold(d) : 0;
-  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+  DropoutMask m = dropout_mask(d);
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A;
@@ -301,10 +299,10 @@ void attention_forward(float *ctx, float *att, const float *qkv, const float *ma
     gemm_f32(0, 1, T, T, hd, scale, q, ld, k, ld, 0.0f, s, T);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, T, T);
     const float *p = s;
-    if (drop) {
+    if (m.on) {
       float *pd = scratch + (size_t)omp_get_thread_num() * T * T;
       size_t base = (size_t)bh * T * T;
-      for (size_t i = 0; i < (size_t)T * T; i++) pd[i] = s[i] * dropout_factor(key, th, dscale, base + i);
+      for (size_t i = 0; i < (size_t)T * T; i++) pd[i] = s[i] * mask_factor(m, base + i);
       p = pd;
     }
     gemm_f32(0, 0, T, hd, T, 1.0f, p, T, v, ld, 0.0f, ctx + (size_t)b * T * C + h * hd, C);
@@ -315,10 +313,7 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
                         int A, const LayerDropout *d, float *scratch) {
   int hd = C / A, ld = 3 * C;
   float scale = 1.0f / sqrtf((float)hd);
-  int drop = dropout_on(d);
-  uint64_t key = drop ? dropout_key(d) : 0;
-  uint32_t th = drop ? dropout_threshold(d) : 0;
-  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+  DropoutMask m = dropout_mask(d);
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A;
@@ -330,15 +325,15 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
     float *s1 = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *dp = s1 + (size_t)T * T;
     size_t base = (size_t)bh * T * T;
     const float *pd = p;
-    if (drop) {
-      for (size_t i = 0; i < (size_t)T * T; i++) s1[i] = p[i] * dropout_factor(key, th, dscale, base + i);
+    if (m.on) {
+      for (size_t i = 0; i < (size_t)T * T; i++) s1[i] = p[i] * mask_factor(m, base + i);
       pd = s1;
     }
     /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T. */
     gemm_f32(1, 0, T, hd, T, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
     gemm_f32(0, 1, T, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
-    if (drop)
-      for (size_t i = 0; i < (size_t)T * T; i++) dp[i] *= dropout_factor(key, th, dscale, base + i);
+    if (m.on)
+      for (size_t i = 0; i < (size_t)T * T; i++) dp[i] *= mask_factor(m, base + i);
     /* Softmax: dS = P (dP - <dP, P>) per row; the additive mask has no gradient. */
     for (int r = 0; r < T; r++) {
       const float *pr = p + (size_t)r * T;
@@ -359,10 +354,7 @@ void attention_rows_forward(float *ctx, float *att, const float *q, const float 
                             const LayerDropout *d, float *scratch) {
   int hd = C / A, ld = 2 * C;
   float scale = 1.0f / sqrtf((float)hd);
-  int drop = dropout_on(d);
-  uint64_t key = drop ? dropout_key(d) : 0;
-  uint32_t th = drop ? dropout_threshold(d) : 0;
-  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+  DropoutMask m = dropout_mask(d);
 #pragma omp parallel for schedule(dynamic)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
@@ -372,12 +364,12 @@ void attention_rows_forward(float *ctx, float *att, const float *q, const float 
     gemm_f32(0, 1, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, mb, T);
     const float *p = s;
-    if (drop) {
+    if (m.on) {
       float *pd = scratch + (size_t)omp_get_thread_num() * T * T;
       for (int i = 0; i < mb; i++) {
         int t = qrows[r0 + i] - b * T;
         size_t base = (((size_t)b * A + h) * T + t) * T;
-        for (int j = 0; j < T; j++) pd[(size_t)i * T + j] = s[(size_t)i * T + j] * dropout_factor(key, th, dscale, base + j);
+        for (int j = 0; j < T; j++) pd[(size_t)i * T + j] = s[(size_t)i * T + j] * mask_factor(m, base + j);
       }
       p = pd;
     }
@@ -390,10 +382,7 @@ void attention_rows_backward(float *dq, float *dkv, const float *dctx, const flo
                              int A, int M, const LayerDropout *d, float *scratch) {
   int hd = C / A, ld = 2 * C;
   float scale = 1.0f / sqrtf((float)hd);
-  int drop = dropout_on(d);
-  uint64_t key = drop ? dropout_key(d) : 0;
-  uint32_t th = drop ? dropout_threshold(d) : 0;
-  float dscale = drop ? 1.0f / (1.0f - d->p) : 1.0f;
+  DropoutMask m = dropout_mask(d);
 #pragma omp parallel for schedule(dynamic)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
@@ -410,19 +399,19 @@ void attention_rows_backward(float *dq, float *dkv, const float *dctx, const flo
     const float *p = att + ((size_t)h * M + r0) * T;
     float *s1 = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *dp = s1 + (size_t)T * T;
     const float *pd = p;
-    if (drop) {
+    if (m.on) {
       for (int i = 0; i < mb; i++) {
         size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
-        for (int j = 0; j < T; j++) s1[(size_t)i * T + j] = p[(size_t)i * T + j] * dropout_factor(key, th, dscale, base + j);
+        for (int j = 0; j < T; j++) s1[(size_t)i * T + j] = p[(size_t)i * T + j] * mask_factor(m, base + j);
       }
       pd = s1;
     }
     gemm_f32(1, 0, T, hd, mb, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
     gemm_f32(0, 1, mb, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
-    if (drop)
+    if (m.on)
       for (int i = 0; i < mb; i++) {
         size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
-        for (int j = 0; j < T; j++) dp[(size_t)i * T + j] *= dropout_factor(key, th, dscale, base + j);
+        for (int j = 0; j < T; j++) dp[(size_t)i * T + j] *= mask_factor(m, base + j);
       }
     for (int r = 0; r < mb; r++) {
       const float *pr = p + (size_t)r * T;
