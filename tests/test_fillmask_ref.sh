@@ -11,22 +11,16 @@
 # tokens, strings, structure and key order identical.
 set -u
 cd "$(dirname "$0")/.."
-M=${MASKD:-$PWD/build/maskd}
-D=${MASKD_DATA:-../shared/data}
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/fillref.XXXXXX")
+. tests/lib.sh fillref
 PY=/usr/bin/python3
 R=scripts/fillmask_reference.py
-trap 'rm -rf "$T"' EXIT
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
 [ -d tests/node_modules/tokenizers ] || { fail fillmask_ref_setup "tests/node_modules/tokenizers is missing (run scripts/setup)"; exit 1; }
-[ -f "$D/wikitext-2/train.txt" ] || { fail fillmask_ref_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)"; exit 1; }
+[ -f "$DATA/train.txt" ] || { fail fillmask_ref_setup "$DATA/train.txt missing (MASKD_DATA)"; exit 1; }
 $PY -c 'import torch' 2>/dev/null || { fail fillmask_ref_setup "no torch in $PY"; exit 1; }
 
-head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
+head -2000 "$DATA/train.txt" > "$T/train.txt"
 node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" 2>/dev/null &&
   node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" || { fail fillmask_ref_setup "HF tokenizer training failed"; exit 1; }
 $PY $R make-models --tokenizer "$T/tok.json" "$T/roberta-1,roberta,1,true" "$T/bert-2,bert,2,true" \
