@@ -114,7 +114,7 @@ Trainer *trainer_new(const ModelConfig *cfg, const TrainerOptions *opt, Err *err
   if (!t->m) goto fail;
   model_init_weights(t->m, opt->seed);
   model_set_threads(t->m, opt->threads);
-  platform_pin_threads(opt->threads);
+  platform_pin_threads(model_threads(t->m));
   t->n = (size_t)opt->batch * (size_t)t->seq;
   /* The head runs at labelled rows only; planning for every row makes any mask fit. */
   if (model_plan(t->m, opt->batch, t->seq, (int)t->n, 1, err)) goto fail;
