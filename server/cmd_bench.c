@@ -22,9 +22,9 @@
 
 #include "engine/config.h"
 #include "engine/err.h"
+#include "engine/gemm.h"
 #include "engine/model.h"
 #include "engine/optim.h"
-#include "engine/gemm.h"
 #include "engine/platform.h"
 #include "engine/rng.h"
 #include "server/commands.h"
