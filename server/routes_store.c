@@ -205,6 +205,10 @@ static void events_poll(Events *ev) {
   if (!run) { store_close(s); append(ev, "error", "{\"error\":\"the run is gone\"}"); ev->ended = 1; return; }
   json_t *m = store_run_metrics(s, ev->run, ev->since, &e);
   run_summary(s, run, ev->run, wall_now());
+  /* A run cancelled over HTTP is first "interrupted" by its own process, then
+  ** "cancelled" by the worker once that process has exited: the stream ends only
+  ** when no job still works on the run, so the page sees the final status. */
+  int working = store_run_has_running_job(s, ev->run, &e) == 1;
   store_close(s);
   json_object_del(run, "config");
   json_object_del(run, "duration_s");  /* changes every second; the page computes it */
@@ -229,7 +233,7 @@ static void events_poll(Events *ev) {
     free(t);
     json_decref(out);
   }
-  if (terminal(json_string_value(json_object_get(run, "status")))) {
+  if (terminal(json_string_value(json_object_get(run, "status"))) && !working) {
     append(ev, "end", "{}");
     ev->ended = 1;
   }

@@ -1234,6 +1234,16 @@ int store_job_cancel_requested(Store *s, int64_t job, Err *err) {
   return rc == SQLITE_DONE ? err_set(err, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
 }
 
+int store_run_has_running_job(Store *s, int64_t run, Err *err) {
+  sqlite3_stmt *st = prep(s, "SELECT EXISTS (SELECT 1 FROM jobs WHERE run_id = ? AND status = 'running')", err);
+  if (!st) return -1;
+  sqlite3_bind_int64(st, 1, run);
+  int rc = sqlite3_step(st);
+  int v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) != 0 : -1;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? v : db_err(s, err, "jobs");
+}
+
 int store_jobs_recover(Store *s, int *n, Err *err) { return recover(s, "jobs", n, err); }
 
 json_t *store_job_get(Store *s, int64_t job, Err *err) {

@@ -167,6 +167,8 @@ int store_job_finish(Store *s, int64_t job, const char *status, const char *erro
 int store_job_cancel(Store *s, int64_t job, Err *err);
 /* 1 when cancellation of job was requested, 0 if not, -1 on error. */
 int store_job_cancel_requested(Store *s, int64_t job, Err *err);
+/* 1 when a running job works on run (its final status may still change), 0 if none, -1 on error. */
+int store_run_has_running_job(Store *s, int64_t run, Err *err);
 /* Marks jobs left "running" (by a dead worker) "interrupted"; *n counts them. */
 int store_jobs_recover(Store *s, int *n, Err *err);
 /* {id, kind, status, params (object), run, created, started, finished, error, cancel_requested} */

@@ -67,8 +67,7 @@ async function main() {
     check(pre[0] === tokenizer && pre[1] === train, "browser_form_prefilled", JSON.stringify(pre));
     await page.fill("#new-form input[name=name]", "browser-run");
     await page.selectOption("#new-form select[name=config]", "tiny");
-    // Long enough that the cancel below always comes first: at 400 steps a fast run
-    // sometimes finished before it, and the page then waited for "cancelled" in vain.
+    // Long enough that the cancel below always comes before the run's end.
     await page.fill("#new-form input[name=max_steps]", "100000");
     await page.fill("#new-form input[name=batch]", "8");
     await page.fill("#new-form input[name=token]", "wrong");

@@ -412,10 +412,18 @@ static void api_tests(void) {
   check(j1 > 0 && c1 == 0 && jid == j1 && !strcmp(kind, "train") && !strcmp(params, "{\"name\": \"a\"}"), "store_job_claim_fifo", "%s", e.msg);
   free(kind);
   free(params);
+  int working_before = store_run_has_running_job(s, run, &e);
   rc = store_job_set_run(s, j1, run, &e);
+  int working = store_run_has_running_job(s, run, &e);
   rc |= store_job_cancel(s, j1, &e);
   int req = store_job_cancel_requested(s, j1, &e);
+  int working_cancelling = store_run_has_running_job(s, run, &e);
   rc |= store_job_finish(s, j1, "cancelled", NULL, &e);
+  int working_after = store_run_has_running_job(s, run, &e);
+  check(working_before == 0 && working == 1 && working_cancelling == 1 && working_after == 0 &&
+            store_run_has_running_job(s, run + 1000, &e) == 0,
+        "store_run_has_running_job", "before %d, linked %d, cancelling %d, finished %d", working_before, working,
+        working_cancelling, working_after);
   json_t *jj = store_job_get(s, j1, &e);
   check(rc == 0 && req == 1 && jj && !strcmp(json_string_value(json_object_get(jj, "status")), "cancelled") &&
             json_integer_value(json_object_get(jj, "run")) == run &&
