@@ -268,6 +268,19 @@ void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dou
 
 /* -------------------------------------------------------------- attention */
 
+/* Softmax backward in place, g (rows x T) from dP to dS = P (dP - <dP, P>) per
+** row, p the probabilities; the additive mask has no gradient. */
+static void softmax_rows_backward(float *g, const float *p, int rows, int T) {
+  for (int r = 0; r < rows; r++) {
+    const float *pr = p + (size_t)r * T;
+    float *gr = g + (size_t)r * T;
+    float dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < T; j++) dot += gr[j] * pr[j];
+    for (int j = 0; j < T; j++) gr[j] = pr[j] * (gr[j] - dot);
+  }
+}
+
 /* Row-wise softmax of s (rows x T) after adding the key mask; fully masked rows
 ** become uniform, exactly as softmax over equal float32 minima does in torch. */
 static void softmax_rows_masked(float *s, const float *mask_add, int rows, int T) {
@@ -334,15 +347,7 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
     gemm_f32(0, 1, T, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
     if (m.on)
       for (size_t i = 0; i < (size_t)T * T; i++) dp[i] *= mask_factor(m, base + i);
-    /* Softmax: dS = P (dP - <dP, P>) per row; the additive mask has no gradient. */
-    for (int r = 0; r < T; r++) {
-      const float *pr = p + (size_t)r * T;
-      float *g = dp + (size_t)r * T;
-      float dot = 0;
-#pragma omp simd reduction(+ : dot)
-      for (int j = 0; j < T; j++) dot += g[j] * pr[j];
-      for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
-    }
+    softmax_rows_backward(dp, p, T, T);
     /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q. */
     gemm_f32(0, 0, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
     gemm_f32(1, 0, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
@@ -413,14 +418,7 @@ void attention_rows_backward(float *dq, float *dkv, const float *dctx, const flo
         size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
         for (int j = 0; j < T; j++) dp[(size_t)i * T + j] *= mask_factor(m, base + j);
       }
-    for (int r = 0; r < mb; r++) {
-      const float *pr = p + (size_t)r * T;
-      float *g = dp + (size_t)r * T;
-      float dot = 0;
-#pragma omp simd reduction(+ : dot)
-      for (int j = 0; j < T; j++) dot += g[j] * pr[j];
-      for (int j = 0; j < T; j++) g[j] = pr[j] * (g[j] - dot);
-    }
+    softmax_rows_backward(dp, p, mb, T);
     gemm_f32(0, 0, mb, hd, T, scale, dp, T, k, ld, 0.0f, dq + (size_t)r0 * C + h * hd, C);
     gemm_f32(1, 0, T, hd, mb, scale, dp, T, qb, C, 0.0f, dk, ld);
   }
