@@ -4,8 +4,9 @@
 ** Why that one case: with few rows (a fill-mask request of 16 tokens) the
 ** cost of x W^T is reading W from memory, about 340 MB per forward pass of a
 ** base model. OpenBLAS packs W into panels first, reading it and writing it
-** again, and reached 13 GB/s on this machine; reading W in place, 12 rows at a
-** time, reaches 28-30 GB/s (BENCHMARKS.md). For larger products a 12x32 blocked
+** again, and read W at 10-11 GB/s on this machine; reading W in place, 12 rows
+** at a time, reaches 20-21 GB/s (`maskd bench sgemm --mnk 16,3072,768 --bt
+** --copies 36`, BENCHMARKS.md). For larger products a 12x32 blocked
 ** kernel of our own was tried: it beat OpenBLAS on operands already in cache,
 ** but lost 5-10% inside the model, where they come from memory. */
 #include "engine/gemm.h"

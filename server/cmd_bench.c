@@ -4,7 +4,7 @@
 **
 **   maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N
 **                           [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]
-**   maskd bench sgemm [--n N | --mnk M,N,K] [--threads N] [--reps N] [--json]
+**   maskd bench sgemm [--n N | --mnk M,N,K [--bt] [--copies N]] [--threads N] [--reps N] [--json]
 **
 ** FLOPs are counted from the shapes, not measured: a forward pass is the
 ** multiply-adds of its matrix products (Q/K/V/output projections, both
@@ -32,7 +32,8 @@
 static const char bench_usage[] =
   "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
   "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
-  "       maskd bench sgemm [--n N | --mnk M,N,K | --config C --batch B --seq T] [--threads N] [--reps N] [--json]\n"
+  "       maskd bench sgemm [--n N | --mnk M,N,K [--bt] [--copies N] | --config C --batch B --seq T] [--threads N]\n"
+  "                         [--reps N] [--json]\n"
   "\n"
   "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
   "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
@@ -41,7 +42,8 @@ static const char bench_usage[] =
   "sgemm: the C = A*B single-precision speed of maskd's product (the one the model uses) and\n"
   "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
   "       matrix product of a training step of that model timed alone, and their sum: the\n"
-  "       step time if nothing else cost anything.\n"
+  "       step time if nothing else cost anything. --bt takes B transposed (x W^T, a Linear\n"
+  "       layer); --copies N cycles through N copies of B so it comes from memory, as weights do.\n"
   "\n"
   "  --config     an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
   "               small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)\n"
@@ -56,7 +58,7 @@ static const char bench_usage[] =
 
 typedef struct BenchArgs {
   const char *mode, *config;
-  int batch, seq, steps, threads, warmup, reps, json, keep_dropout;
+  int batch, seq, steps, threads, warmup, reps, json, keep_dropout, tb, copies;
   long m, n, k;
   double peak;
   uint64_t seed;
@@ -83,6 +85,7 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
   a->threads = platform_cpu_count();
   a->warmup = 2;
   a->reps = 10;
+  a->copies = 1;
   a->seed = 1;
   a->m = a->n = a->k = 2048;
   if (argc < 2) { fprintf(stderr, "maskd bench: missing mode: train, infer or sgemm (maskd bench --help)\n"); return -1; }
@@ -120,6 +123,8 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
       }
     }
     else if (!strcmp(f, "--reps") && sgemm) r = parse_int(f, v, 1, 100000, &a->reps);
+    else if (!strcmp(f, "--copies") && sgemm) r = parse_int(f, v, 1, 4096, &a->copies);
+    else if (!strcmp(f, "--bt") && sgemm) { a->tb = 1; used = 0; }
     else if (!strcmp(f, "--n") && sgemm) { r = parse_long(f, v, 1, 65536, &a->n); a->m = a->k = a->n; }
     else if (!strcmp(f, "--mnk") && sgemm) {
       char tail;
@@ -178,11 +183,13 @@ static void product(int openblas, int ta, int tb, int M, int N, int K, const flo
 }
 
 /* Median GFLOP/s of reps C = A*B products (row-major, M x K times K x N) after one
-** untimed call, by maskd's product or OpenBLAS's; -1 when the matrices cannot be
-** allocated. */
-static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long K, int reps, double *best) {
+** untimed call, by maskd's product or OpenBLAS's; with copies > 1 the products
+** take B from that many copies in turn, so that B comes from memory, not cache,
+** as a model's weights do. -1 when the matrices cannot be allocated. */
+static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long K, int reps, int copies,
+                             double *best) {
   float *A = malloc(sizeof(float) * (size_t)(M * K));
-  float *B = malloc(sizeof(float) * (size_t)(K * N));
+  float *B = malloc(sizeof(float) * (size_t)(K * N) * (size_t)copies);
   float *C = malloc(sizeof(float) * (size_t)(M * N));
   double *t = malloc(sizeof(double) * (size_t)reps);
   double g = -1;
@@ -190,14 +197,15 @@ static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long 
     Rng r;
     rng_seed(&r, 7);
     for (long i = 0; i < M * K; i++) A[i] = (float)rng_uniform(&r) - 0.5f;
-    for (long i = 0; i < K * N; i++) B[i] = (float)rng_uniform(&r) - 0.5f;
+    for (long i = 0; i < K * N * copies; i++) B[i] = (float)rng_uniform(&r) - 0.5f;
     int lda = ta ? (int)M : (int)K, ldb = tb ? (int)K : (int)N;
     product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, B, ldb, C);
     double flop = 2.0 * (double)M * (double)N * (double)K;
     *best = 0;
     for (int i = 0; i < reps; i++) {
+      const float *Bi = B + (size_t)(K * N) * (size_t)((i + 1) % copies);
       double t0 = platform_now();
-      product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, B, ldb, C);
+      product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, ldb, C);
       t[i] = platform_now() - t0;
       if (flop / t[i] * 1e-9 > *best) *best = flop / t[i] * 1e-9;
     }
@@ -208,7 +216,7 @@ static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long 
 }
 
 static double sgemm_gflops(int openblas, long M, long N, long K, int reps, double *best) {
-  return sgemm_gflops_t(openblas, 0, 0, M, N, K, reps, best);
+  return sgemm_gflops_t(openblas, 0, 0, M, N, K, reps, 1, best);
 }
 
 static int load_config(const char *spec, ModelConfig *c, Err *err);
@@ -262,8 +270,8 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
     printf("{\"mode\":\"sgemm-shapes\",\"config\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"shapes\":[",
            a->config, B, T, a->threads);
   for (int i = 0; i < ns; i++) {
-    double best = 0, g = sgemm_gflops_t(0, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, &best);
-    double gb = sgemm_gflops_t(1, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, &best);
+    double best = 0, g = sgemm_gflops_t(0, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, &best);
+    double gb = sgemm_gflops_t(1, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, &best);
     if (g < 0 || gb < 0) { fprintf(stderr, "maskd bench sgemm: out of memory\n"); return 1; }
     double f = 2.0 * sh[i].m * sh[i].n * sh[i].k * sh[i].count, t = f / (g * 1e9);
     total_t += t; total_f += f;
@@ -288,22 +296,24 @@ static int bench_sgemm(const BenchArgs *a) {
   if (a->config) return bench_sgemm_shapes(a);
   double best = 0;
   set_threads(a->threads);
-  double best_b = 0, g = sgemm_gflops(0, a->m, a->n, a->k, a->reps, &best);
-  double gb = sgemm_gflops(1, a->m, a->n, a->k, a->reps, &best_b);
+  double best_b = 0, g = sgemm_gflops_t(0, 0, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best);
+  double gb = sgemm_gflops_t(1, 0, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best_b);
   if (g < 0 || gb < 0) {
     fprintf(stderr, "maskd bench sgemm: out of memory for %ldx%ldx%ld\n", a->m, a->n, a->k);
     return 1;
   }
   const char *core = openblas_get_corename();
   if (a->json)
-    printf("{\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"threads\":%d,\"reps\":%d,\"backend\":\"%s\","
-           "\"gflops_median\":%.2f,\"gflops_best\":%.2f,\"openblas_gflops_median\":%.2f,"
-           "\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\"}\n",
-           a->m, a->n, a->k, a->threads, a->reps, gemm_backend(), g, best, gb, best_b, core ? core : "");
+    printf("{\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"bt\":%d,\"copies\":%d,\"threads\":%d,"
+           "\"reps\":%d,\"backend\":\"%s\",\"gflops_median\":%.2f,\"gflops_best\":%.2f,"
+           "\"openblas_gflops_median\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\"}\n",
+           a->m, a->n, a->k, a->tb, a->copies, a->threads, a->reps, gemm_backend(), g, best, gb, best_b,
+           core ? core : "");
   else
-    printf("maskd bench sgemm: %ldx%ldx%ld, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median (best %.1f); "
-           "OpenBLAS (core %s) %.1f (best %.1f)\n", a->m, a->n, a->k, a->threads, a->reps, gemm_backend(), g, best,
-           core ? core : "?", gb, best_b);
+    printf("maskd bench sgemm: %ldx%ldx%ld%s, %d copies of B, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median "
+           "(best %.1f); OpenBLAS (core %s) %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n", a->m, a->n, a->k,
+           a->tb ? " B^T" : "", a->copies, a->threads, a->reps, gemm_backend(), g, best, core ? core : "?", gb,
+           best_b, g / (2.0 * a->m) * 4.0, gb / (2.0 * a->m) * 4.0);
   return 0;
 }
 

@@ -92,6 +92,10 @@ check_json bench_infer_json infer \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 2 --threads 2 --peak 100
 check_json bench_sgemm_json sgemm 'j["gflops_median"]>0.1 and j["m"]==64 and j["n"]==48 and j["k"]==32' \
   --mnk 64,48,32 --reps 3 --threads 1
+check_json bench_sgemm_bt_copies_json sgemm \
+  'j["bt"]==1 and j["copies"]==3 and j["gflops_median"]>0.1 and j["openblas_gflops_median"]>0.1' \
+  --mnk 16,200,64 --bt --copies 3 --reps 4 --threads 2
+bad bad_copies "--copies" sgemm --mnk 16,200,64 --copies 0
 # The matrix products of a training step, listed shape by shape, must add up to the
 # FLOP count above (two independent ways of counting the same step).
 check_json bench_sgemm_shapes_json sgemm \
