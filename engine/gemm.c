@@ -1,20 +1,28 @@
-/* The matrix product (see gemm.h): OpenBLAS's sgemm, except for the product
-** of a Linear layer on very few rows, which has a kernel of its own here.
+/* The matrix product (see gemm.h). On a CPU with AVX-512, two kernels of our
+** own; OpenBLAS's sgemm otherwise, and as the fallback when a thread cannot
+** have its packing buffers.
 **
-** Why that one case: with few rows (a fill-mask request of 16 tokens) the
-** cost of x W^T is reading W from memory, about 340 MB per forward pass of a
-** base model. OpenBLAS packs W into panels first, reading it and writing it
-** again, and read W at 10-11 GB/s on this machine; reading W in place, 12 rows
-** at a time, reaches 20-21 GB/s (`maskd bench sgemm --mnk 16,3072,768 --bt
-** --copies 36`, BENCHMARKS.md). For larger products a 12x32 blocked
-** kernel of our own was tried: it beat OpenBLAS on operands already in cache,
-** but lost 5-10% inside the model, where they come from memory. */
+** A Linear layer on very few rows (a fill-mask request of 16 tokens) costs
+** reading W from memory, about 340 MB per forward pass of a base model.
+** Packing W first reads it and writes it again: OpenBLAS read W at 10-11 GB/s
+** on this machine; the few-row kernel reads it in place, 12 rows at a time, at
+** 20-21 GB/s (`maskd bench sgemm --mnk 16,3072,768 --bt --copies 36`).
+**
+** Everything else takes the blocked kernel below, which runs as fast as
+** OpenBLAS on the model's shapes (BENCHMARKS.md) and does what OpenBLAS
+** cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
+** C first, to copy the bias in or to zero it), and the FFN's GELU is applied
+** as the last store is made. MASKD_GEMM=openblas sends those products to
+** OpenBLAS instead, to measure one against the other. */
 #include "engine/gemm.h"
+
+#include "engine/fastmath.h"
 
 #include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void blas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc) {
@@ -25,38 +33,39 @@ static void blas(int trans_a, int trans_b, int M, int N, int K, float alpha, con
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
-/* The packed A^T of the few-row kernel, per thread, grown on first need and
-** kept, so that after the first pass of a shape no product allocates. It is
-** held under a pthread key, not _Thread_local, so that it is freed when the
-** thread ends: the server runs passes on short-lived connection threads. */
-typedef struct XtBuf { float *p; size_t cap; } XtBuf;
-static pthread_key_t xt_key;
-static pthread_once_t xt_once = PTHREAD_ONCE_INIT;
+/* Packing buffers, per thread, grown on first need and kept, so that after
+** the first product of a shape none allocates. They are held under a pthread
+** key, not _Thread_local, so that they are freed when the thread ends: the
+** server runs passes on short-lived connection threads. */
+enum { BUF_XT, BUF_A, BUF_B, BUF_COUNT };
+typedef struct ThreadBufs { float *p[BUF_COUNT]; size_t cap[BUF_COUNT]; } ThreadBufs;
+static pthread_key_t bufs_key;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
 
-static void xt_free(void *v) {
-  XtBuf *b = v;
-  free(b->p);
+static void bufs_free(void *v) {
+  ThreadBufs *b = v;
+  for (int i = 0; i < BUF_COUNT; i++) free(b->p[i]);
   free(b);
 }
-static void xt_key_make(void) { (void)pthread_key_create(&xt_key, xt_free); }
+static void bufs_key_make(void) { (void)pthread_key_create(&bufs_key, bufs_free); }
 
-/* The calling thread's buffer of at least n floats (64-byte aligned), or NULL. */
-static float *xt_buffer(size_t n) {
-  pthread_once(&xt_once, xt_key_make);
-  XtBuf *b = pthread_getspecific(xt_key);
+/* The calling thread's buffer `slot` of at least n floats (64-byte aligned), or NULL. */
+static float *thread_buffer(int slot, size_t n) {
+  pthread_once(&bufs_once, bufs_key_make);
+  ThreadBufs *b = pthread_getspecific(bufs_key);
   if (!b) {
     if (!(b = calloc(1, sizeof *b))) return NULL;
-    if (pthread_setspecific(xt_key, b)) { free(b); return NULL; }
+    if (pthread_setspecific(bufs_key, b)) { free(b); return NULL; }
   }
-  if (n > b->cap) {
-    free(b->p);
-    b->p = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
-    b->cap = b->p ? n : 0;
+  if (n > b->cap[slot]) {
+    free(b->p[slot]);
+    b->p[slot] = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
+    b->cap[slot] = b->p[slot] ? n : 0;
   }
-  return b->p;
+  return b->p[slot];
 }
 
-static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* Transposes the 16x16 block held in r (r[i] = row i) in place. */
 static inline void transpose16(__m512 r[16]) {
@@ -104,7 +113,7 @@ static inline void transpose_block(float *dst, int ldd, int width, const float *
 #define SKINNY_ROWS 12
 
 static inline void skinny_tile(int NV, int K, const float *xt, const float *B, int ldb, int j0, int nr, float alpha,
-                               float beta, float *C, int ldc, int M) {
+                               float beta, const float *bias, float *C, float *G, int ldc, int M) {
   __m512 acc[SKINNY_ROWS][2];
   const float *w[SKINNY_ROWS];
 #pragma GCC unroll 12
@@ -131,25 +140,27 @@ static inline void skinny_tile(int NV, int K, const float *xt, const float *B, i
   }
   for (int t = 0; t < M; t++)
     for (int i = 0; i < nr; i++) {
-      float *c = C + (size_t)t * ldc + j0 + i;
-      *c = alpha * tile[i][t] + (beta != 0.0f ? beta * *c : 0.0f);
+      size_t at = (size_t)t * ldc + j0 + i;
+      float v = alpha * tile[i][t] + (beta != 0.0f ? beta * C[at] : 0.0f) + (bias ? bias[j0 + i] : 0.0f);
+      if (G) G[at] = fast_gelu(v);
+      if (!G || G != C) C[at] = v;
     }
 }
 
 static void skinny_range(int NV, int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha,
-                         float beta, float *C, int ldc) {
+                         float beta, const float *bias, float *C, float *G, int ldc) {
   for (int j = j0; j < j1; j += SKINNY_ROWS) {
     int nr = j1 - j < SKINNY_ROWS ? j1 - j : SKINNY_ROWS;
-    if (NV == 1) skinny_tile(1, K, xt, B, ldb, j, nr, alpha, beta, C, ldc, M);
-    else skinny_tile(2, K, xt, B, ldb, j, nr, alpha, beta, C, ldc, M);
+    if (NV == 1) skinny_tile(1, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M);
+    else skinny_tile(2, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M);
   }
 }
 
 /* 1 when done; 0 when the packed A^T cannot be allocated. */
 static int gemm_skinny_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                          float *C, int ldc, int nt) {
+                          const float *bias, float *C, float *G, int ldc, int nt) {
   int NV = M <= 16 ? 1 : 2, w = 16 * NV;
-  float *xt = xt_buffer((size_t)K * w);
+  float *xt = thread_buffer(BUF_XT, (size_t)K * w);
   if (!xt) return 0;
   for (int k = 0; k < K; k += 16)
     transpose_block(xt + (size_t)k * w, w, 16, A + k, lda, M < 16 ? M : 16, K - k < 16 ? K - k : 16);
@@ -159,28 +170,252 @@ static int gemm_skinny_nt(int M, int N, int K, float alpha, const float *A, int 
   int units = (N + SKINNY_ROWS - 1) / SKINNY_ROWS;
   if (nt > units) nt = units;
   if (nt <= 1) {
-    skinny_range(NV, M, K, xt, B, ldb, 0, N, alpha, beta, C, ldc);
+    skinny_range(NV, M, K, xt, B, ldb, 0, N, alpha, beta, bias, C, G, ldc);
     return 1;
   }
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
     int j0 = (int)((long)units * t / n) * SKINNY_ROWS, j1 = (int)((long)units * (t + 1) / n) * SKINNY_ROWS;
-    skinny_range(NV, M, K, xt, B, ldb, j0, j1 < N ? j1 : N, alpha, beta, C, ldc);
+    skinny_range(NV, M, K, xt, B, ldb, j0, j1 < N ? j1 : N, alpha, beta, bias, C, G, ldc);
   }
   return 1;
 }
 
-void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-              int ldb, float beta, float *C, int ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (!trans_a && trans_b && M <= 32 && N >= 4 * M && K > 0 && alpha != 0.0f &&
-      gemm_skinny_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, omp_in_parallel() ? 1 : omp_get_max_threads()))
-    return;
-  blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+/* The blocked product, C = alpha op(A) op(B) + beta C + bias, for everything
+** else. The usual three levels of blocking: op(B) is packed KC x NC at a time
+** into NR-column panels (kept in L3, each panel in L1 while in use), op(A)
+** MC x KC at a time into MR-row panels (kept in L2), and the kernel computes
+** an MR x NR tile of C in 24 registers, one rank-1 update per step of depth.
+** Threads split N (or M when N is narrow), each packing its own share of B
+** and the A it needs, so they never wait for one another inside a product.
+** Against OpenBLAS it saves the pass over C that OpenBLAS makes first (to
+** scale it by beta, or to zero it), and lets the bias land in the first store. */
+#ifndef BLK_KC
+#define BLK_KC 256
+#endif
+#ifndef BLK_MC
+#define BLK_MC 192
+#endif
+enum { BLK_MR = 12, BLK_NR = 32, BLK_NC = 2048 };
+
+/* A~ for the mc x kc block of op(A) at (i0, p0): MR-row panels, panel q at
+** dst + q * MR * kc holding [p * MR + i] = op(A)[i0 + q MR + i][p0 + p], rows
+** past mc zero. A transposed is read a whole row of the block at a time: the
+** rows are lda apart, and reading 12 floats of each of kc rows per panel would
+** walk a 4 KB stride through the same few L1 sets. */
+static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int mc, int p0, int kc) {
+  if (trans_a) {
+    for (int p = 0; p < kc; p++) {
+      const float *src = A + (size_t)(p0 + p) * lda + i0;
+      for (int ir = 0; ir < mc; ir += BLK_MR) {
+        __mmask16 m = lanes(mc - ir < BLK_MR ? mc - ir : BLK_MR), full = lanes(BLK_MR);
+        _mm512_mask_storeu_ps(dst + (size_t)ir * kc + (size_t)p * BLK_MR, full, _mm512_maskz_loadu_ps(m, src + ir));
+      }
+    }
+  } else {
+    for (int ir = 0; ir < mc; ir += BLK_MR) {
+      const float *src = A + (size_t)(i0 + ir) * lda + p0;
+      int mr = mc - ir < BLK_MR ? mc - ir : BLK_MR;
+      for (int p = 0; p < kc; p += 16)
+        transpose_block(dst + (size_t)ir * kc + (size_t)p * BLK_MR, BLK_MR, BLK_MR, src + p, lda, mr,
+                        kc - p < 16 ? kc - p : 16);
+    }
+  }
 }
 
-const char *gemm_backend(void) { return "openblas+avx512-few-rows"; }
+/* B~ for the kc x nc block of op(B) at (p0, j0): NR-column panels, panel q at
+** dst + q * NR * kc holding [p * NR + j] = op(B)[p0 + p][j0 + q NR + j],
+** columns past nc zero. B not transposed is read a whole row at a time, as A above. */
+static void pack_b(float *dst, const float *B, int ldb, int trans_b, int j0, int nc, int p0, int kc) {
+  if (!trans_b) {
+    for (int p = 0; p < kc; p++) {
+      const float *src = B + (size_t)(p0 + p) * ldb + j0;
+      for (int jr = 0; jr < nc; jr += BLK_NR) {
+        float *d = dst + (size_t)jr * kc + (size_t)p * BLK_NR;
+        __mmask16 m0 = lanes(nc - jr), m1 = lanes(nc - jr - 16);
+        _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, src + jr));
+        _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + jr + 16));
+      }
+    }
+  } else {
+    for (int jr = 0; jr < nc; jr += BLK_NR)
+      for (int h = 0; h < BLK_NR; h += 16) {
+        int rows = nc - jr - h < 0 ? 0 : nc - jr - h > 16 ? 16 : nc - jr - h;
+        const float *src = B + (size_t)(j0 + jr + h) * ldb + p0;
+        for (int p = 0; p < kc; p += 16)
+          transpose_block(dst + (size_t)jr * kc + (size_t)p * BLK_NR + h, BLK_NR, 16, src + p, ldb, rows,
+                          kc - p < 16 ? kc - p : 16);
+      }
+  }
+}
+
+/* GELU of the n <= 32 values v into dst (masked to n). */
+static inline void gelu_store(float *dst, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
+  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
+  _mm512_store_ps(x, v0);
+  _mm512_store_ps(x + 16, v1);
+#pragma omp simd
+  for (int j = 0; j < 32; j++) y[j] = fast_gelu(x[j]);
+  _mm512_mask_storeu_ps(dst, m0, _mm512_load_ps(y));
+  _mm512_mask_storeu_ps(dst + 16, m1, _mm512_load_ps(y + 16));
+}
+
+/* The mr x nr tile of C at c from kc steps of packed panels a and b. first:
+** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
+** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
+** stored at all when g == c. */
+static void blk_kernel(int kc, const float *restrict a, const float *restrict b, float *c, int ldc, float alpha,
+                       float beta, const float *bias, float *g, int first, int last, int mr, int nr) {
+  __m512 acc[BLK_MR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < BLK_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  /* C's lines are needed only after the kc steps: asking for them now hides the wait. */
+  for (int i = 0; i < mr; i++) {
+    _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
+  }
+  for (int p = 0; p < kc; p++) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < BLK_MR; i++) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += BLK_MR;
+    b += BLK_NR;
+  }
+  __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+  if (first && bias) { bias0 = _mm512_maskz_loadu_ps(m0, bias); bias1 = _mm512_maskz_loadu_ps(m1, bias + 16); }
+  int read_c = !first || beta != 0.0f, act = last && g, keep_c = !act || g != c;
+#pragma GCC unroll 12
+  for (int i = 0; i < BLK_MR; i++) {
+    if (i >= mr) break;
+    float *ci = c + (size_t)i * ldc;
+    __m512 r0 = _mm512_fmadd_ps(va, acc[i][0], bias0), r1 = _mm512_fmadd_ps(va, acc[i][1], bias1);
+    if (read_c) {
+      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
+      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
+    }
+    if (keep_c) {
+      _mm512_mask_storeu_ps(ci, m0, r0);
+      _mm512_mask_storeu_ps(ci + 16, m1, r1);
+    }
+    if (act) gelu_store(g + (size_t)i * ldc, r0, r1, m0, m1);
+  }
+}
+
+/* The product on the calling thread; 0 when its buffers cannot be had. */
+static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
+  int ncmax = N < BLK_NC ? N : BLK_NC;
+  float *pa = thread_buffer(BUF_A, (size_t)BLK_MC * BLK_KC);
+  float *pb = thread_buffer(BUF_B, (size_t)BLK_KC * ((ncmax + BLK_NR - 1) / BLK_NR) * BLK_NR);
+  if (!pa || !pb) return 0;
+  for (int jc = 0; jc < N; jc += BLK_NC) {
+    int nc = N - jc < BLK_NC ? N - jc : BLK_NC;
+    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += BLK_KC) {
+      int kc = K - pc < BLK_KC ? K - pc : BLK_KC;
+      pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
+      for (int ic = 0; ic < M; ic += BLK_MC) {
+        int mc = M - ic < BLK_MC ? M - ic : BLK_MC;
+        pack_a(pa, A, lda, trans_a, ic, mc, pc, kc);
+        for (int jr = 0; jr < nc; jr += BLK_NR)
+          for (int ir = 0; ir < mc; ir += BLK_MR)
+            blk_kernel(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
+                       alpha, beta, bias ? bias + jc + jr : NULL, G ? G + (size_t)(ic + ir) * ldc + jc + jr : NULL,
+                       pc == 0, pc + kc >= K, mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
+      }
+      if (K == 0) break;
+    }
+  }
+  return 1;
+}
+
+/* OpenBLAS for a share of the product, with the bias (beta must then be 0)
+** and the GELU: where a thread could not have its packing buffers. */
+static void blas_epilogue(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                          const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
+  if (bias) {
+    for (int i = 0; i < M; i++) memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof(float));
+    beta = 1.0f;
+  }
+  blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (G)
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) G[(size_t)i * ldc + j] = fast_gelu(C[(size_t)i * ldc + j]);
+}
+
+/* One thread's share: blocked, or OpenBLAS when its buffers cannot be had
+** (blk_serial fails before it writes anything). */
+static void blk_share(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
+  if (!blk_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc))
+    blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc);
+}
+
+static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc, int nt) {
+  int split_n = N >= 4 * BLK_NR * nt;
+  int unit = split_n ? BLK_NR : BLK_MR, dim = split_n ? N : M, units = (dim + unit - 1) / unit;
+  if (nt > units) nt = units;
+  if ((double)M * N * K < 1 << 20) nt = 1;   /* below about a million steps, a team costs more than it saves */
+  if (nt <= 1) {
+    blk_share(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    int t = omp_get_thread_num(), n = omp_get_num_threads();
+    int d0 = (int)((long)units * t / n) * unit, d1 = (int)((long)units * (t + 1) / n) * unit;
+    if (d1 > dim) d1 = dim;
+    if (split_n)
+      blk_share(trans_a, trans_b, M, d1 - d0, K, alpha, A, lda, trans_b ? B + (size_t)d0 * ldb : B + d0, ldb, beta,
+                bias ? bias + d0 : NULL, C + d0, G ? G + d0 : NULL, ldc);
+    else
+      blk_share(trans_a, trans_b, d1 - d0, N, K, alpha, trans_a ? A + d0 : A + (size_t)d0 * lda, lda, B, ldb, beta,
+                bias, C + (size_t)d0 * ldc, G ? G + (size_t)d0 * ldc : NULL, ldc);
+  }
+}
+
+/* MASKD_GEMM=openblas sends the products the blocked kernel would take to
+** OpenBLAS instead: the same program, for measuring one against the other. */
+static int openblas_wanted;
+static pthread_once_t openblas_once = PTHREAD_ONCE_INIT;
+static void openblas_read(void) {
+  const char *v = getenv("MASKD_GEMM");
+  openblas_wanted = v && strcmp(v, "openblas") == 0;
+}
+static int use_openblas(void) {
+  pthread_once(&openblas_once, openblas_read);
+  return openblas_wanted;
+}
+
+static void product(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (!trans_a && trans_b && M <= 32 && N >= 4 * M && K > 0 && alpha != 0.0f &&
+      gemm_skinny_nt(M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt))
+    return;
+  if (use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc);
+  else gemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt);
+}
+
+void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+              int ldb, float beta, float *C, int ldc) {
+  product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, NULL, ldc);
+}
+
+void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                   const float *bias, float *C, float *G, int ldc) {
+  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, ldc);
+}
+
+const char *gemm_backend(void) { return use_openblas() ? "openblas+avx512-few-rows" : "avx512-blocked"; }
 
 #else /* no AVX-512: OpenBLAS for every product */
 
@@ -188,6 +423,20 @@ void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
               int ldb, float beta, float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                   const float *bias, float *C, float *G, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  float beta = 0.0f;
+  if (bias) {
+    for (int i = 0; i < M; i++) memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof(float));
+    beta = 1.0f;
+  }
+  blas(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  if (G)
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) G[(size_t)i * ldc + j] = fast_gelu(C[(size_t)i * ldc + j]);
 }
 
 const char *gemm_backend(void) { return "openblas"; }

@@ -1,18 +1,24 @@
 /* Single-precision matrix product for the model.
 **
 ** C = alpha op(A) op(B) + beta C, row-major, op(X) = X or X^T: the contract of
-** cblas_sgemm(CblasRowMajor, ...), which does the work, except for a Linear
-** layer on few rows (A not transposed, B transposed, M <= 32), which on a CPU
-** with AVX-512 runs a kernel that reads B in place instead of packing it (see
-** gemm.c). That kernel uses omp_get_max_threads() threads outside a parallel
-** region and the calling thread inside one. beta == 0 means C is written
-** without being read (it may hold garbage). */
+** cblas_sgemm(CblasRowMajor, ...), plus a variant that adds a bias to every
+** row and can apply GELU as it stores. On a CPU with AVX-512 the work is done
+** by kernels of our own (gemm.c), elsewhere by OpenBLAS. Products use
+** omp_get_max_threads() threads outside a parallel region and the calling
+** thread inside one. beta == 0 means C is written without being read (it may
+** hold garbage). Results do not depend on the thread count. */
 #ifndef MASKD_GEMM_H
 #define MASKD_GEMM_H
 
 /* C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C; trans_a/trans_b nonzero = transposed. */
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
               int ldb, float beta, float *C, int ldc);
+
+/* C[M,N] = op(A)[M,K] op(B)[K,N] + bias[N] on every row (bias NULL = none), C not
+** read; with G != NULL also G = GELU(C) (exact erf, ldc too), and when G == C
+** only G is stored. */
+void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                   const float *bias, float *C, float *G, int ldc);
 
 /* What gemm_f32 runs: "openblas+avx512-few-rows" or "openblas". */
 const char *gemm_backend(void);

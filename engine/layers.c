@@ -1,5 +1,6 @@
 #include "engine/layers.h"
 
+#include "engine/fastmath.h"
 #include "engine/gemm.h"
 #include <math.h>
 #include <omp.h>
@@ -48,48 +49,18 @@ static inline DropoutMask dropout_mask(const LayerDropout *d) {
 /* What dropout multiplies element i of the site's full tensor by: 0 or 1/(1-p). */
 static inline float mask_factor(DropoutMask m, size_t i) { return dropout_factor(m.key, m.th, m.scale, i); }
 
-/* exp by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 Taylor
-** polynomial (truncation < 2.5e-8 relative); 2^n is built in the exponent bits.
-** Branch-free so loops over it vectorise; below -87.3 it returns exactly 0,
-** which softmax of masked scores relies on. */
-static inline float fast_expf(float x) {
-  float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-  float t = xc * 1.44269504f + 12582912.0f;   /* adding 1.5*2^23 rounds to an integer */
-  float n = t - 12582912.0f;
-  float r = xc - n * 0.693145751953125f;
-  r = r - n * 1.428606765330187e-06f;
-  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
-            r * (8.3333338e-3f + r * 1.3888889e-3f)))));
-  int32_t ni = (int32_t)n;
-  int32_t bits = (ni + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  float y = p * scale;
-  return x < -87.3f ? 0.0f : y;
-}
-
-/* erf from Numerical Recipes' erfc Chebyshev fit (fractional error < 1.2e-7). */
-static inline float fast_erff(float x) {
-  float z = fabsf(x);
-  float t = 1.0f / (1.0f + 0.5f * z);
-  float poly = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
-               t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-  float erfc = t * fast_expf(-z * z + poly);
-  float r = 1.0f - erfc;
-  return x < 0 ? -r : r;
-}
-
 float layer_expf(float x) { return fast_expf(x); }
 float layer_erff(float x) { return fast_erff(x); }
 
 /* ----------------------------------------------------------------- matmul */
 
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o) {
-  if (bias) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < n; r++) memcpy(out + (size_t)r * o, bias, (size_t)o * sizeof(float));
-  }
-  gemm_f32(0, 1, n, o, k, 1.0f, in, k, w, k, bias ? 1.0f : 0.0f, out, o);
+  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, out, NULL, o);
+}
+
+void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w, const float *bias, int n, int k,
+                         int o) {
+  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, pre, act, o);
 }
 
 /* db[c] += sum_r dout[r, c], parallel over column blocks so no two threads share an output. */
@@ -117,24 +88,27 @@ void matmul_backward(float *din, float *dw, float *db, const float *dout, const 
 
 /* -------------------------------------------------------------- layernorm */
 
+/* LayerNorm of one row of c values; y may equal x. */
+static inline void layernorm_row(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                                 int c, float eps) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int i = 0; i < c; i++) s += x[i];
+  float mu = s / c, v = 0;
+  /* Two passes, as torch does: the variance of centred values loses nothing to cancellation. */
+#pragma omp simd reduction(+ : v)
+  for (int i = 0; i < c; i++) { float d = x[i] - mu; v += d * d; }
+  float rs = 1.0f / sqrtf(v / c + eps);
+  for (int i = 0; i < c; i++) y[i] = (x[i] - mu) * rs * w[i] + b[i];
+  *mean = mu;
+  *rstd = rs;
+}
+
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                        int n, int c, float eps) {
 #pragma omp parallel for schedule(static)
-  for (int r = 0; r < n; r++) {
-    const float *x = in + (size_t)r * c;
-    float *y = out + (size_t)r * c;
-    float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < c; i++) s += x[i];
-    float mu = s / c, v = 0;
-    /* Two passes, as torch does: the variance of centred values loses nothing to cancellation. */
-#pragma omp simd reduction(+ : v)
-    for (int i = 0; i < c; i++) { float d = x[i] - mu; v += d * d; }
-    float rs = 1.0f / sqrtf(v / c + eps);
-    for (int i = 0; i < c; i++) y[i] = (x[i] - mu) * rs * w[i] + b[i];
-    mean[r] = mu;
-    rstd[r] = rs;
-  }
+  for (int r = 0; r < n; r++)
+    layernorm_row(out + (size_t)r * c, mean + r, rstd + r, in + (size_t)r * c, w, b, c, eps);
 }
 
 void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
@@ -176,15 +150,9 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
 
 /* ------------------------------------------------------------------- gelu */
 
-#define GELU_INV_SQRT2 0.70710678118654752f
-#define GELU_INV_SQRT2PI 0.39894228040143268f
-
 void gelu_forward(float *out, const float *in, size_t n) {
 #pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) {
-    float x = in[i];
-    out[i] = 0.5f * x * (1.0f + fast_erff(x * GELU_INV_SQRT2));
-  }
+  for (size_t i = 0; i < n; i++) out[i] = fast_gelu(in[i]);
 }
 
 void gelu_backward(float *din, const float *dout, const float *in, size_t n) {
@@ -223,6 +191,27 @@ void residual_dropout_forward(float *out, const float *res, const float *in, siz
   }
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i];
+}
+
+void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
+                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d) {
+  DropoutMask m = dropout_mask(d);
+  /* One pass per row: the sum is normalised while it is still in L1, instead
+  ** of being written out whole and read back by a second pass. */
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < n; r++) {
+    size_t o = (size_t)r * c;
+    float *sum = (res ? res : out) + o;
+    const float *xr = x + o, *yr = y + o;
+    if (m.on) {
+      size_t base = (size_t)(d->rows ? d->rows[r] : r) * c;
+      for (int i = 0; i < c; i++) sum[i] = xr[i] + yr[i] * mask_factor(m, base + i);
+    } else {
+#pragma omp simd
+      for (int i = 0; i < c; i++) sum[i] = xr[i] + yr[i];
+    }
+    layernorm_row(out + o, mean + r, rstd + r, sum, w, b, c, eps);
+  }
 }
 
 void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d) {
@@ -308,12 +297,13 @@ void attention_forward(float *ctx, float *att, const float *qkv, const float *ma
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A;
     const float *q = qkv + (size_t)b * T * ld + h * hd, *k = q + C, *v = q + 2 * C;
-    float *s = att + (size_t)bh * T * T;
+    float *own = scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+    float *s = att ? att + (size_t)bh * T * T : own + (size_t)T * T;
     gemm_f32(0, 1, T, T, hd, scale, q, ld, k, ld, 0.0f, s, T);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, T, T);
     const float *p = s;
     if (m.on) {
-      float *pd = scratch + (size_t)omp_get_thread_num() * T * T;
+      float *pd = own;
       size_t base = (size_t)bh * T * T;
       for (size_t i = 0; i < (size_t)T * T; i++) pd[i] = s[i] * mask_factor(m, base + i);
       p = pd;
@@ -365,12 +355,13 @@ void attention_rows_forward(float *ctx, float *att, const float *q, const float 
     int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
     if (mb == 0) continue;
     const float *qb = q + (size_t)r0 * C + h * hd, *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
-    float *s = att + ((size_t)h * M + r0) * T;
+    float *own = scratch + (size_t)omp_get_thread_num() * 2 * T * T;
+    float *s = att ? att + ((size_t)h * M + r0) * T : own + (size_t)T * T;
     gemm_f32(0, 1, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, mb, T);
     const float *p = s;
     if (m.on) {
-      float *pd = scratch + (size_t)omp_get_thread_num() * T * T;
+      float *pd = own;
       for (int i = 0; i < mb; i++) {
         int t = qrows[r0 + i] - b * T;
         size_t base = (((size_t)b * A + h) * T + t) * T;

@@ -26,12 +26,16 @@ typedef struct LayerDropout {
 /* 1 when element i is kept by dropout d (always 1 when d->p == 0). */
 int layer_dropout_keep(const LayerDropout *d, size_t i);
 
-/* Vectorisable exp and erf in float (about 2 ulp and 1.2e-7 absolute). */
+/* Vectorisable exp and erf in float (about 2 ulp; 1.5e-7 absolute). */
 float layer_expf(float x);
 float layer_erff(float x);
 
 /* out[n,o] = sum_k in[n,k] w[o,k] + bias[o]  (bias may be NULL). */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o);
+/* act = GELU(in w^T + bias) in the product's own pass; pre receives in w^T + bias
+** (for backward) unless pre == act. */
+void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w, const float *bias, int n, int k,
+                         int o);
 /* dw += dout^T in; db += column sums of dout (NULL skips); din = dout w, or
 ** din += dout w when din_accumulate (din NULL skips). */
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
@@ -51,6 +55,11 @@ void gelu_backward(float *din, const float *dout, const float *in, size_t n);
 
 /* out = res + dropout(in) elementwise over n (out may equal in or res). */
 void residual_dropout_forward(float *out, const float *res, const float *in, size_t n, const LayerDropout *d);
+/* res = x + dropout(y) and out = LayerNorm(res) with weight w and bias b, over
+** n rows of c, in one pass; mean and rstd as layernorm_forward. res NULL: the
+** sum is not kept (out receives it first). Dropout indexes as residual_dropout_forward. */
+void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
+                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d);
 /* din = dropout'(dout) (din may equal dout). */
 void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d);
 /* x = dropout(x) in place. */
@@ -67,7 +76,8 @@ void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dou
 /* Multi-head self-attention on a fused qkv (B*T, 3C) = [Q | K | V]:
 ** ctx (B*T, C) = softmax(Q K^T / sqrt(d) + mask_add[b, key]) V per head, with
 ** dropout on the probabilities. att (B, A, T, T) receives the probabilities
-** before dropout; scratch holds T*T floats per thread. mask_add (B, T) is 0 for
+** before dropout (NULL: not kept, as inference needs); scratch holds 2*T*T
+** floats per thread. mask_add (B, T) is 0 for
 ** real keys and the float32 minimum for padding (NULL = none). */
 void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C,
                        int A, const LayerDropout *d, float *scratch);
@@ -78,8 +88,9 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
 /* Attention for a subset of the queries (sorted by batch row): q (M, C) holds
 ** the queries of flat positions qrows[0..M), grouped so that batch b's are
 ** qrows[qstart[b]..qstart[b+1]); kv (B*T, 2C) = [K | V] of every position.
-** ctx (M, C); att (A, M, T) receives the probabilities before dropout, whose
-** masks are those of the full attention at the same (b, h, query, key). */
+** ctx (M, C); att (A, M, T) receives the probabilities before dropout (NULL:
+** not kept), whose masks are those of the full attention at the same (b, h,
+** query, key); scratch 2*T*T per thread. */
 void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
                             const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
                             const LayerDropout *d, float *scratch);

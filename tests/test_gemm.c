@@ -4,6 +4,7 @@
 ** combinations, alpha/beta, leading dimensions wider than the matrix, C
 ** holding NaN when beta is 0, one and several threads, and a call from
 ** inside a parallel region. */
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -64,6 +65,47 @@ static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int
   return ok;
 }
 
+/* gemm_f32_bias: C = op(A) op(B) + bias and G = GELU(C), G apart from C or
+** in place (G == C), against the double reference with the exact erf. */
+static int with_bias(int ta, int tb, int M, int N, int K, int in_place, int threads, double *worst) {
+  int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+  float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
+  float *bias = malloc(sizeof(float) * (size_t)N), *C = malloc(sizeof(float) * (size_t)M * N);
+  float *G = in_place ? C : malloc(sizeof(float) * (size_t)M * N);
+  for (size_t i = 0; i < (size_t)M * K; i++) A[i] = uniform();
+  for (size_t i = 0; i < (size_t)K * N; i++) B[i] = uniform();
+  for (int j = 0; j < N; j++) bias[j] = uniform();
+  for (size_t i = 0; i < (size_t)M * N; i++) C[i] = G[i] = NAN;
+  if (threads) {
+    omp_set_num_threads(threads);
+    gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc);
+  } else {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+    gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc);
+  }
+  int ok = 1;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double s = bias[j], mag = fabs(bias[j]);
+      for (int k = 0; k < K; k++) {
+        double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+        double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+        s += a * b;
+        mag += fabs(a * b);
+      }
+      double gelu = 0.5 * s * (1 + erf(s / sqrt(2.0)));
+      size_t at = (size_t)i * ldc + j;
+      double err = fabs(G[at] - gelu) / (mag + 1.0);
+      if (!in_place) err = fmax(err, fabs(C[at] - s) / (mag + 1.0));
+      if (err > *worst || err != err) *worst = err;
+      if (!(err < 1e-6)) ok = 0;
+    }
+  free(A); free(B); free(bias); free(C);
+  if (!in_place) free(G);
+  return ok;
+}
+
 /* A few-row product on a thread of its own, which then ends: under ASan its
 ** packing buffer must be freed with it (the server's connection threads). */
 static void *product_on_thread(void *ok) {
@@ -79,7 +121,9 @@ int main(void) {
                                 {120, 64, 512}, {121, 96, 600}, {300, 40, 17}, {16, 768, 100}, {1, 100, 1000},
                                 {250, 250, 250}, {64, 128, 64}, {128, 64, 128}, {37, 5, 900}, {2, 300, 33},
                                 /* few rows by many columns: the skinny path */
-                                {20, 200, 50}, {32, 500, 70}, {31, 130, 17}, {16, 97, 3072}};
+                                {20, 200, 50}, {32, 500, 70}, {31, 130, 17}, {16, 97, 3072},
+                                /* past the 192-row A block and the 2048-column B block of each thread */
+                                {193, 40, 100}, {385, 70, 513}, {40, 4200, 30}};
   double worst = 0;
   int bad = 0, runs = 0;
   for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
@@ -98,6 +142,19 @@ int main(void) {
   check(bad == 0, "gemm_matches_double_reference", "%d of %d products differ (worst relative error %.3g)", bad, runs,
         worst);
   printf("# gemm backend %s, %d products, worst relative error %.3g\n", gemm_backend(), runs, worst);
+
+  static const int bdims[][3] = {{13, 33, 257}, {1, 70, 5}, {200, 300, 600}, {16, 300, 70}, {32, 130, 9}};
+  int bias_bad = 0, bias_runs = 0;
+  double bias_worst = 0;
+  for (size_t d = 0; d < sizeof bdims / sizeof bdims[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int variant = 0; variant < 3; variant++) {
+        bias_runs++;
+        bias_bad += !with_bias(t & 1, t >> 1, bdims[d][0], bdims[d][1], bdims[d][2], variant == 1, variant == 2 ? 0 : 2,
+                               &bias_worst);
+      }
+  check(bias_bad == 0, "gemm_bias_and_gelu", "%d of %d products with bias and GELU differ (worst %.3g)", bias_bad,
+        bias_runs, bias_worst);
 
   /* Called from inside a parallel region, each thread runs its own product. */
   int inner_ok = 1;
