@@ -169,7 +169,9 @@ static void test_gelu(void) {
     em = fmax(em, fabs(layer_erff(x) - erf(x)));
     ex = fmax(ex, fabs(layer_expf(y) - exp((double)y)) / exp((double)y));
   }
-  check(em < 3e-7 && ex < 5e-7, "layer_erf_exp_accuracy", "erf abs error %.3g, exp rel error %.3g", em, ex);
+  /* erf: Abramowitz-Stegun 7.1.26 (1.5e-7 in exact arithmetic, PyTorch's own vectorised
+  ** erf) plus float rounding. */
+  check(em < 4e-7 && ex < 5e-7, "layer_erf_exp_accuracy", "erf abs error %.3g, exp rel error %.3g", em, ex);
   check(layer_expf(-3e38f) == 0.0f && layer_expf(-100.0f) == 0.0f, "layer_exp_underflows_to_zero",
         "exp of the float minimum must be 0 for masked scores");
   free(g.in); free(g.dout); free(in); free(dout);
