@@ -183,19 +183,21 @@ static int gemm_skinny_nt(int M, int N, int K, float alpha, const float *A, int 
 }
 
 /* The blocked product, C = alpha op(A) op(B) + beta C + bias, for everything
-** else. The usual three levels of blocking: op(B) is packed KC x NC at a time
-** into NR-column panels (kept in L3, each panel in L1 while in use), op(A)
-** MC x KC at a time into MR-row panels (kept in L2), and the kernel computes
-** an MR x NR tile of C in 24 registers, one rank-1 update per step of depth.
-** Threads split N (or M when N is narrow), each packing its own share of B
-** and the A it needs, so they never wait for one another inside a product.
-** Against OpenBLAS it saves the pass over C that OpenBLAS makes first (to
-** scale it by beta, or to zero it), and lets the bias land in the first store. */
+** else. op(B) is packed KC x NC at a time into NR-column panels, op(A) MC x KC
+** at a time into MR-row panels, and the kernel computes an MR x NR tile of C
+** in 24 registers, one rank-1 update per step of depth. KC is deep (768),
+** deeper than L1 holds a B panel: the kernel streams both panels from L2,
+** which keeps up, and every slice of K costs a read and a write of C, which
+** comes from memory. In the model, KC 768 took a base 32x128 forward from
+** 2055 to 1950 ms against KC 256 (MC 192 then), and the small training step
+** from 273 to 267 ms. Threads split N (or M when N is narrow), each packing
+** its own share of B and the A it needs, so they never wait for one another
+** inside a product. BLK_KC and BLK_MC can be set when compiling, to measure. */
 #ifndef BLK_KC
-#define BLK_KC 256
+#define BLK_KC 768
 #endif
 #ifndef BLK_MC
-#define BLK_MC 192
+#define BLK_MC 96   /* a multiple of BLK_MR */
 #endif
 enum { BLK_MR = 12, BLK_NR = 32, BLK_NC = 2048 };
 
@@ -312,13 +314,17 @@ static void blk_kernel(int kc, const float *restrict a, const float *restrict b,
 static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
   int ncmax = N < BLK_NC ? N : BLK_NC;
-  float *pa = thread_buffer(BUF_A, (size_t)BLK_MC * BLK_KC);
+  float *pa = thread_buffer(BUF_A, (size_t)(BLK_MC + BLK_MR - 1) / BLK_MR * BLK_MR * BLK_KC);
   float *pb = thread_buffer(BUF_B, (size_t)BLK_KC * ((ncmax + BLK_NR - 1) / BLK_NR) * BLK_NR);
   if (!pa || !pb) return 0;
+  /* K in equal slices of at most KC (1024 = 512 + 512, not 768 + 256): each
+  ** slice costs a pass over C, and a short last one would cost it for little work. */
+  int slices = (K + BLK_KC - 1) / BLK_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : BLK_KC;
+  if (step > BLK_KC) step = BLK_KC;
   for (int jc = 0; jc < N; jc += BLK_NC) {
     int nc = N - jc < BLK_NC ? N - jc : BLK_NC;
-    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += BLK_KC) {
-      int kc = K - pc < BLK_KC ? K - pc : BLK_KC;
+    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+      int kc = K - pc < step ? K - pc : step;
       pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
       for (int ic = 0; ic < M; ic += BLK_MC) {
         int mc = M - ic < BLK_MC ? M - ic : BLK_MC;
