@@ -150,11 +150,6 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
 
 /* ------------------------------------------------------------------- gelu */
 
-void gelu_forward(float *out, const float *in, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) out[i] = fast_gelu(in[i]);
-}
-
 void gelu_backward(float *din, const float *dout, const float *in, size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) {
@@ -182,15 +177,6 @@ static void masked_add(float *out, const float *res, const float *in, size_t n, 
   }
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) out[i] = (res ? res[i] : 0.0f) + in[i] * mask_factor(m, i);
-}
-
-void residual_dropout_forward(float *out, const float *res, const float *in, size_t n, const LayerDropout *d) {
-  if (dropout_on(d)) {
-    masked_add(out, res, in, n, d);
-    return;
-  }
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) out[i] = res[i] + in[i];
 }
 
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,

@@ -48,16 +48,13 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *in, co
 void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
                         const float *rstd, const float *w, int n, int c, int din_accumulate);
 
-/* out = gelu(in) with the exact erf form, n elements (out may equal in). */
-void gelu_forward(float *out, const float *in, size_t n);
 /* din = gelu'(in) * dout (din may equal dout). */
 void gelu_backward(float *din, const float *dout, const float *in, size_t n);
 
-/* out = res + dropout(in) elementwise over n (out may equal in or res). */
-void residual_dropout_forward(float *out, const float *res, const float *in, size_t n, const LayerDropout *d);
 /* res = x + dropout(y) and out = LayerNorm(res) with weight w and bias b, over
 ** n rows of c, in one pass; mean and rstd as layernorm_forward. res NULL: the
-** sum is not kept (out receives it first). Dropout indexes as residual_dropout_forward. */
+** sum is not kept (out receives it first). Dropout element i of
+** row r is element r*c+i (or rows[r]*c+i with d->rows) of its site. */
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
                                 const float *w, const float *b, int n, int c, float eps, const LayerDropout *d);
 /* din = dropout'(dout) (din may equal dout). */

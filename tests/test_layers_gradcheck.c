@@ -155,11 +155,18 @@ static void test_gelu(void) {
   GE g = {n, rnd(n, 3), rnd(n, 1)};
   g.in[0] = 0; g.in[1] = -12; g.in[2] = 12; g.in[3] = 1e-4f;   /* the flat tails and the origin */
   round_to_float(g.in, n); round_to_float(g.dout, n);
-  float *in = tof(g.in, n), *dout = tof(g.dout, n), out[n], din[n];
-  gelu_forward(out, in, n);
-  double d = 0;
-  for (int i = 0; i < n; i++) d = fmax(d, fabs(out[i] - 0.5 * g.in[i] * (1 + erf(g.in[i] / sqrt(2.0)))));
-  check(d < 1e-6, "layer_gelu_forward_exact_erf", "max |gelu - exact| %.3g", d);
+  float *in = tof(g.in, n), *dout = tof(g.dout, n), out[n], pre[n], din[n], one = 1.0f;
+  /* GELU is applied by the product that makes its input: n rows times a 1x1 identity. */
+  matmul_gelu_forward(pre, out, in, &one, NULL, n, 1, 1);
+  double d = 0, dp = 0;
+  for (int i = 0; i < n; i++) {
+    d = fmax(d, fabs(out[i] - 0.5 * g.in[i] * (1 + erf(g.in[i] / sqrt(2.0)))));
+    dp = fmax(dp, fabs(pre[i] - in[i]));
+  }
+  check(d < 1e-6 && dp == 0, "layer_matmul_gelu_forward_exact_erf", "max |gelu - exact| %.3g, |pre - x| %.3g", d, dp);
+  float inplace[n];
+  matmul_gelu_forward(inplace, inplace, in, &one, NULL, n, 1, 1);
+  check(!memcmp(inplace, out, sizeof out), "layer_matmul_gelu_forward_in_place", "GELU in place differs");
   gelu_backward(din, dout, in, n);
   double e = fd_compare(gelu_ref, &g, g.in, din, n);
   check(e < 1e-5, "layer_gelu_backward", "%.3g", e);
@@ -229,21 +236,34 @@ static void test_attention(float p, const char *name) {
   free(a.qkv); free(a.dout); free(qkv); free(dout);
 }
 
-/* -------------------------------------------------- residual + dropout */
-static void test_residual_dropout(void) {
-  enum { n = 300 };
-  float res[n], in[n], out[n], din[n];
-  for (int i = 0; i < n; i++) { res[i] = (float)rng_normal(&rng); in[i] = (float)rng_normal(&rng); }
+/* ---------------------------------------- residual + dropout + layernorm */
+static void test_residual_layernorm(void) {
+  enum { n = 6, c = 50 };
+  float x[n * c], y[n * c], w[c], b[c], res[n * c], out[n * c], mean[n], rstd[n], out2[n * c], mean2[n], rstd2[n];
+  for (int i = 0; i < n * c; i++) { x[i] = (float)rng_normal(&rng) + 2; y[i] = (float)rng_normal(&rng); }
+  for (int i = 0; i < c; i++) { w[i] = (float)rng_normal(&rng); b[i] = (float)rng_normal(&rng); }
   LayerDropout d = {0.25f, 5, 3, NULL, 0};
-  residual_dropout_forward(out, res, in, n, &d);
-  dropout_backward(din, in, n, &d);   /* the derivative of out w.r.t. in is the mask times 1/(1-p) */
-  int ok = 1, dropped = 0;
-  for (int i = 0; i < n; i++) {
+  residual_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, c, 1e-5f, &d);
+  int sum_ok = 1, dropped = 0;
+  double *ref = malloc(sizeof(double) * n * c), *lw = malloc(sizeof(double) * c), *lb = malloc(sizeof(double) * c);
+  for (int i = 0; i < n * c; i++) {
     double k = layer_dropout_keep(&d, i) ? 1 / 0.75 : 0;
     dropped += k == 0;
-    ok &= fabs(out[i] - (res[i] + in[i] * k)) < 1e-6 && fabs(din[i] - in[i] * k) < 1e-6;
+    sum_ok &= fabs(res[i] - (x[i] + y[i] * k)) < 1e-6;
+    ref[i] = res[i];
   }
-  check(ok && dropped > 0 && dropped < n, "layer_residual_dropout", "mismatch (%d dropped)", dropped);
+  for (int i = 0; i < c; i++) { lw[i] = w[i]; lb[i] = b[i]; }
+  double *zero = calloc(n * c, sizeof(double)), *lout = calloc(n * c, sizeof(double));
+  LN l = {n, c, ref, lw, lb, zero, lout, 1e-5};
+  ln_ref(&l);
+  double e = rel_diff(out, lout, n * c);
+  check(sum_ok && dropped > 0 && dropped < n * c && e < 1e-5, "layer_residual_dropout_layernorm",
+        "sum %s, %d dropped, LayerNorm rel diff %.3g", sum_ok ? "ok" : "wrong", dropped, e);
+  /* Not keeping the sum (inference) changes nothing in the output. */
+  residual_layernorm_forward(NULL, out2, mean2, rstd2, x, y, w, b, n, c, 1e-5f, &d);
+  check(!memcmp(out, out2, sizeof out) && !memcmp(mean, mean2, sizeof mean) && !memcmp(rstd, rstd2, sizeof rstd),
+        "layer_residual_layernorm_without_sum", "the output differs when the sum is not kept");
+  free(ref); free(lw); free(lb); free(zero); free(lout);
 }
 
 /* --------------------------------------------------------- embeddings */
@@ -332,7 +352,7 @@ int main(void) {
   test_gelu();
   test_attention(0.0f, "");
   test_attention(0.3f, "_dropout");
-  test_residual_dropout();
+  test_residual_layernorm();
   test_embeddings();
   test_crossentropy();
   return check_exit();
