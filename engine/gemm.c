@@ -17,6 +17,7 @@
 #include "engine/gemm.h"
 
 #include "engine/fastmath.h"
+#include "engine/platform.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -59,7 +60,7 @@ static float *thread_buffer(int slot, size_t n) {
   }
   if (n > b->cap[slot]) {
     free(b->p[slot]);
-    b->p[slot] = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
+    b->p[slot] = platform_alloc_floats(n);
     b->cap[slot] = b->p[slot] ? n : 0;
   }
   return b->p[slot];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/layers.h"
+#include "engine/platform.h"
 #include "engine/rng.h"
 
 /* cblas.h pulls in <complex.h>, whose I would shadow the intermediate size. */
@@ -118,11 +119,6 @@ static int check_config(const ModelConfig *c, Err *err) {
   return 0;
 }
 
-/* n floats starting on a 64-byte line (free() releases them), or NULL. */
-static float *aligned_floats(size_t n) {
-  return aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
-}
-
 /* Lays out the tensors (in a fixed order) over base; with table != NULL also
 ** records the HF-named views. Returns the number of floats used. */
 static size_t layout(Model *m, float *base, Tensors *t, int with_table) {
@@ -198,7 +194,7 @@ Model *model_new(const ModelConfig *cfg, Err *err) {
   m->p.layer = m->layer_storage;
   m->g.layer = m->layer_storage + m->L;
   m->n_params = layout(m, NULL, &m->p, 0);
-  m->params = aligned_floats(m->n_params);
+  m->params = platform_alloc_floats(m->n_params);
   if (!m->params) goto oom;
   layout(m, m->params, &m->p, 1);
   return m;
@@ -252,7 +248,7 @@ const ModelTensor *model_tensor_by_name(const Model *m, const char *name) {
 
 static int ensure_scratch(Model *m, int threads) {
   if (!m->planned || threads <= m->scratch_threads) return 0;
-  float *s = aligned_floats((size_t)threads * 2 * m->pT * m->pT);
+  float *s = platform_alloc_floats((size_t)threads * 2 * m->pT * m->pT);
   if (!s) return -1;
   free(m->att_scratch);
   m->att_scratch = s;
@@ -283,10 +279,10 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
                + M * H * 3 + 2 * M + M * H + M * V;      /* head */
   if (training) total += N * H * 2 + N * 3 * H + N * I + M * H * 2;
   total += (size_t)(32 + 16 * slots) * 16;     /* each GIVE starts a cache line */
-  m->acts = aligned_floats(total);
+  m->acts = platform_alloc_floats(total);
   m->iacts = malloc((3 * N + 2 * M + (size_t)batch + 1) * sizeof(int32_t));
   m->la = calloc((size_t)slots, sizeof(LayerActs));
-  if (training && (m->grads = aligned_floats(m->n_params))) memset(m->grads, 0, m->n_params * sizeof(float));
+  if (training && (m->grads = platform_alloc_floats(m->n_params))) memset(m->grads, 0, m->n_params * sizeof(float));
   if (m->grads) layout(m, m->grads, &m->g, 0);   /* gradient views: the parameters' layout */
   if (!m->acts || !m->iacts || !m->la || (training && !m->grads)) {
     free(m->acts); free(m->iacts); free(m->la); free(m->grads);

@@ -1,5 +1,7 @@
 #include "engine/optim.h"
 
+#include "engine/platform.h"
+
 #include <math.h>
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -24,8 +26,10 @@ AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int
   if (!o) { err_set(err, "adamw: out of memory"); return NULL; }
   o->cfg = *cfg;
   o->n = n;
-  o->m = calloc(n ? n : 1, sizeof(float));
-  o->v = calloc(n ? n : 1, sizeof(float));
+  o->m = platform_alloc_floats(n ? n : 1);
+  o->v = platform_alloc_floats(n ? n : 1);
+  if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof(float));
+  if (o->v) memset(o->v, 0, (n ? n : 1) * sizeof(float));
   o->decay = calloc(n ? n : 1, 1);
   if (!o->m || !o->v || !o->decay) {
     adamw_free(o);

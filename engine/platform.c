@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,15 @@ void platform_fix_openblas_env(char **argv) {
   execv("/proc/self/exe", argv);
   fprintf(stderr, "maskd: warning: could not re-execute without OPENBLAS_CORETYPE; "
                   "run `env -u OPENBLAS_CORETYPE maskd ...` for full speed\n");
+}
+
+float *platform_alloc_floats(size_t n) {
+  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63, huge = (size_t)2 << 20;
+  if (bytes < huge) return aligned_alloc(64, bytes ? bytes : 64);
+  bytes = (bytes + huge - 1) & ~(huge - 1);
+  float *p = aligned_alloc(huge, bytes);
+  if (p) (void)madvise(p, bytes, MADV_HUGEPAGE);   /* advice only: without it, plain pages */
+  return p;
 }
 
 double platform_now(void) {

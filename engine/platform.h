@@ -1,12 +1,19 @@
 /* Process-level facts about the machine that the numbers depend on. */
 #ifndef MASKD_PLATFORM_H
 #define MASKD_PLATFORM_H
+#include <stddef.h>
 
 /* OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE if set. A
 ** pre-AVX-512 core type on an AVX-512 CPU halves sgemm speed, so this re-executes
 ** the program without it (saying so on stderr), unless MASKD_KEEP_OPENBLAS_CORETYPE=1.
 ** Call first thing in main(); returns only when no re-exec was needed or possible. */
 void platform_fix_openblas_env(char **argv);
+
+/* n floats starting on a 64-byte line, or NULL; free() releases them. From
+** 2 MiB up they start on a 2 MiB boundary and are offered to the kernel as
+** transparent huge pages (madvise): the packing of strided matrix rows and the
+** optimizer's streams then miss the TLB far less. */
+float *platform_alloc_floats(size_t n);
 
 /* Monotonic wall-clock time in seconds. */
 double platform_now(void);
