@@ -19,6 +19,33 @@ static float uniform(void) {
   return (float)((state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
+/* Element (i, j) of op(A) op(B) in double; *mag = the sum of |terms|, the scale of its rounding error. */
+static double dot(int ta, int tb, int K, const float *A, int lda, const float *B, int ldb, int i, int j, double *mag) {
+  double s = 0, m = 0;
+  for (int k = 0; k < K; k++) {
+    double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+    double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+    s += a * b;
+    m += fabs(a * b);
+  }
+  *mag = m;
+  return s;
+}
+
+/* Product under test, run outside a parallel region with `threads` threads,
+** or (threads 0) inside a two-thread region, as the attention's per-head
+** products are; bias/G NULL: gemm_f32, otherwise gemm_f32_bias (alpha 1, beta 0). */
+static void run_product(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                        int ldb, float beta, const float *bias, float *C, float *G, int ldc, int threads, int with_bias) {
+  if (threads) omp_set_num_threads(threads);
+#pragma omp parallel num_threads(2) if (!threads)
+#pragma omp single
+  {
+    if (with_bias) gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc);
+    else gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
 /* Runs one product and compares every element of C (inside and outside the
 ** M x N window: the margin of ldc must stay untouched) with the reference. */
 /* threads 0: the product runs inside a parallel region of two threads, as the
@@ -33,14 +60,7 @@ static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int
   for (size_t i = 0; i < (size_t)brows * ldb; i++) B[i] = uniform();
   for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = beta == 0.0f ? NAN : uniform();
   memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
-  if (threads) {
-    omp_set_num_threads(threads);
-    gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  } else {
-#pragma omp parallel num_threads(2)
-#pragma omp single
-    gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  }
+  run_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, NULL, ldc, threads, 0);
   int ok = 1;
   for (int i = 0; i < M && ok; i++)
     for (int j = 0; j < ldc; j++) {
@@ -49,13 +69,7 @@ static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int
         if (memcmp(&C[at], &C0[at], sizeof(float))) { ok = 0; break; }
         continue;
       }
-      double s = 0, mag = 0;
-      for (int k = 0; k < K; k++) {
-        double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-        double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-        s += a * b;
-        mag += fabs(a * b);
-      }
+      double mag, s = dot(ta, tb, K, A, lda, B, ldb, i, j, &mag);
       double want = alpha * s + (beta == 0.0f ? 0.0 : (double)beta * C0[at]);
       double err = fabs(C[at] - want) / (fabs(alpha) * mag + fabs(beta) + 1.0);
       if (err > *worst || err != err) *worst = err;
@@ -76,24 +90,12 @@ static int with_bias(int ta, int tb, int M, int N, int K, int in_place, int thre
   for (size_t i = 0; i < (size_t)K * N; i++) B[i] = uniform();
   for (int j = 0; j < N; j++) bias[j] = uniform();
   for (size_t i = 0; i < (size_t)M * N; i++) C[i] = G[i] = NAN;
-  if (threads) {
-    omp_set_num_threads(threads);
-    gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc);
-  } else {
-#pragma omp parallel num_threads(2)
-#pragma omp single
-    gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc);
-  }
+  run_product(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, ldc, threads, 1);
   int ok = 1;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
-      double s = bias[j], mag = fabs(bias[j]);
-      for (int k = 0; k < K; k++) {
-        double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-        double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-        s += a * b;
-        mag += fabs(a * b);
-      }
+      double mag, s = dot(ta, tb, K, A, lda, B, ldb, i, j, &mag) + bias[j];
+      mag += fabs(bias[j]);
       double gelu = 0.5 * s * (1 + erf(s / sqrt(2.0)));
       size_t at = (size_t)i * ldc + j;
       double err = fabs(G[at] - gelu) / (mag + 1.0);
