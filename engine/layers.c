@@ -63,8 +63,8 @@ void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w
   gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, pre, act, o);
 }
 
-/* db[c] += sum_r dout[r, c], parallel over column blocks so no two threads share an output. */
-static void column_sums(float *db, const float *dout, int n, int o) {
+/* db[c] (+)= sum_r dout[r, c], parallel over column blocks so no two threads share an output. */
+static void column_sums(float *db, const float *dout, int n, int o, int accumulate) {
   int nb = (o + 63) / 64;
 #pragma omp parallel for schedule(static)
   for (int bi = 0; bi < nb; bi++) {
@@ -74,14 +74,14 @@ static void column_sums(float *db, const float *dout, int n, int o) {
       const float *row = dout + (size_t)r * o;
       for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
     }
-    for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
+    for (int c = c0; c < c1; c++) db[c] = (accumulate ? db[c] : 0.0f) + acc[c - c0];
   }
 }
 
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                     int n, int k, int o, int din_accumulate) {
-  if (db) column_sums(db, dout, n, o);
-  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, 1.0f, dw, k);
+                     int n, int k, int o, int din_accumulate, int params_accumulate) {
+  if (db) column_sums(db, dout, n, o, params_accumulate);
+  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, params_accumulate ? 1.0f : 0.0f, dw, k);
   if (din)
     gemm_f32(0, 0, n, k, o, 1.0f, dout, o, w, k, din_accumulate ? 1.0f : 0.0f, din, k);
 }
@@ -112,7 +112,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *in, co
 }
 
 void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
-                        const float *rstd, const float *w, int n, int c, int din_accumulate) {
+                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate) {
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < n; r++) {
     const float *x = in + (size_t)r * c, *dy = dout + (size_t)r * c;
@@ -144,7 +144,10 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
         ab[i - c0] += dy[i];
       }
     }
-    for (int i = c0; i < c1; i++) { dw[i] += aw[i - c0]; db[i] += ab[i - c0]; }
+    for (int i = c0; i < c1; i++) {
+      dw[i] = (params_accumulate ? dw[i] : 0.0f) + aw[i - c0];
+      db[i] = (params_accumulate ? db[i] : 0.0f) + ab[i - c0];
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 /* The layers of the masked-LM model as forward/backward pairs on float arrays
 ** (llm.c style). Rows are tokens: an activation of N rows and C columns is
 ** row-major (N, C). Linear weights are PyTorch's (out, in). Every backward
-** ADDS into parameter gradients (dw, db) and OVERWRITES input gradients (din)
-** unless its comment says otherwise. Loops are OpenMP-parallel over the
+** ADDS into parameter gradients (dw, db) (or overwrites them when told: the
+** first backward after zeroing) and OVERWRITES input gradients (din) unless
+** its comment says otherwise. Loops are OpenMP-parallel over the
 ** calling thread's team size; matrix products go through gemm_f32. */
 #ifndef MASKD_LAYERS_H
 #define MASKD_LAYERS_H
@@ -36,17 +37,18 @@ void matmul_forward(float *out, const float *in, const float *w, const float *bi
 ** (for backward) unless pre == act. */
 void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w, const float *bias, int n, int k,
                          int o);
-/* dw += dout^T in; db += column sums of dout (NULL skips); din = dout w, or
-** din += dout w when din_accumulate (din NULL skips). */
+/* dw += dout^T in; db += column sums of dout (NULL skips), or = when not
+** params_accumulate; din = dout w, or din += dout w when din_accumulate (din NULL skips). */
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                     int n, int k, int o, int din_accumulate);
+                     int n, int k, int o, int din_accumulate, int params_accumulate);
 
 /* out = LayerNorm(in) * w + b per row of c; saves mean and 1/std per row. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                        int n, int c, float eps);
-/* din = dLN/din dout (overwrite, or add when din_accumulate); dw, db += . */
+/* din = dLN/din dout (overwrite, or add when din_accumulate); dw, db += (= when
+** not params_accumulate). */
 void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
-                        const float *rstd, const float *w, int n, int c, int din_accumulate);
+                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate);
 
 /* din = gelu'(in) * dout (din may equal dout). */
 void gelu_backward(float *din, const float *dout, const float *in, size_t n);

@@ -41,6 +41,7 @@ struct Model {
   int V, H, L, A, I, P, TV;
   size_t n_params;
   float *params, *grads;
+  int grads_zeroed;              /* model_zero_grad ran and no backward since: the next one overwrites */
   Tensors p, g;
   LayerTensors *layer_storage;   /* 2*L: params then grads */
   ModelTensor *tensors;
@@ -233,7 +234,14 @@ void model_init_weights(Model *m, uint64_t seed) {
 const ModelConfig *model_config(const Model *m) { return &m->cfg; }
 size_t model_num_params(const Model *m) { return m->n_params; }
 float *model_params(Model *m) { return m->params; }
-float *model_grads(Model *m) { return m->grads; }
+float *model_grads(Model *m) {
+  /* Zeroed but not written since: make the zeros real for the reader. */
+  if (m->grads && m->grads_zeroed) {
+    memset(m->grads, 0, m->n_params * sizeof(float));
+    m->grads_zeroed = 0;
+  }
+  return m->grads;
+}
 int model_tensor_count(const Model *m) { return m->n_tensors; }
 const ModelTensor *model_tensor(const Model *m, int i) {
   return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
@@ -283,6 +291,7 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
   m->iacts = malloc((3 * N + 2 * M + (size_t)batch + 1) * sizeof(int32_t));
   m->la = calloc((size_t)slots, sizeof(LayerActs));
   if (training && (m->grads = platform_alloc_floats(m->n_params))) memset(m->grads, 0, m->n_params * sizeof(float));
+  m->grads_zeroed = 0;
   if (m->grads) layout(m, m->grads, &m->g, 0);   /* gradient views: the parameters' layout */
   if (!m->acts || !m->iacts || !m->la || (training && !m->grads)) {
     free(m->acts); free(m->iacts); free(m->la); free(m->grads);
@@ -543,14 +552,16 @@ int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int
 
 /* ----------------------------------------------------------- backward */
 
-void model_zero_grad(Model *m) {
-  if (m->grads) memset(m->grads, 0, m->n_params * sizeof(float));
-}
+/* No pass over the buffer: the next backward overwrites every gradient where it
+** would have added to zero (its first write of each tensor), and model_grads
+** writes the zeros if no backward comes first. */
+void model_zero_grad(Model *m) { m->grads_zeroed = m->grads != NULL; }
 
 /* Backward of last_layer_rows_forward: dout (M, H) is the gradient at the head
 ** rows; leaves the gradient of the layer's input, (B*T, H), in dfull. dA and
 ** dB are (M, H) scratch (they may be the two halves of nothing else in use). */
-static void last_layer_rows_backward(Model *m, const float *x, const float *dout, float *dfull, float *dA, float *dB) {
+static void last_layer_rows_backward(Model *m, const float *x, const float *dout, float *dfull, float *dA, float *dB,
+                                     int acc) {
   int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM;
   LayerTensors *w = &m->p.layer[l], *gw = &m->g.layer[l];
   LayerActs *a = slot(m, l);
@@ -563,23 +574,23 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
   const float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
   float *dkv = m->dqkv, *dq = m->dqkv + (size_t)N * 2 * H;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0);
+    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc);
     dropout_backward(dB, dA, MH, &dfo);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, w->fo_w, M, I, H, 0));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, w->fo_w, M, I, H, 0, acc));
   PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_backward(m->dI, m->dI, a->ffpre, (size_t)M * I));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0);
+    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc);
     dropout_backward(dA, dB, MH, &dao);
   });
   /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
                                                          H, m->A, M, &datt, m->att_scratch));
   PROF(m, MODEL_PHASE_MATMUL, {
-    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1);
-    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0);
+    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc);
+    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0, acc);
   });
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) {
@@ -592,6 +603,10 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
 
 void model_backward(Model *m, float loss_scale) {
   if (!m->has_forward || !m->grads || m->fM == 0) return;
+  /* The first backward after model_zero_grad writes each gradient tensor where
+  ** later ones add: no pass to zero the buffer, and no read of what it held. */
+  int acc = !m->grads_zeroed;
+  m->grads_zeroed = 0;
   int B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM, V = m->V;
   size_t NH = (size_t)N * H;
   Tensors *p = &m->p, *g = &m->g;
@@ -599,15 +614,15 @@ void model_backward(Model *m, float loss_scale) {
 
   PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale));
   /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0);
+    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc);
     gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc));
   /* m->dh1 is d(last layer output at the head rows). */
   const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
-  last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H);
+  last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H, acc);
   for (int l = m->L - 2; l >= 0; l--) {
     LayerTensors *w = &p->layer[l], *gw = &g->layer[l];
     LayerActs *a = slot(m, l);
@@ -619,26 +634,31 @@ void model_backward(Model *m, float loss_scale) {
     ** residual's gradient buffer directly (it is read before being added to). */
     const float *dffn = dX, *dattn = dY;
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0);
+      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc);
       if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo); else dffn = dY;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, w->fo_w, N, I, H, 0));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, w->fo_w, N, I, H, 0, acc));
     PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_backward(m->dI, m->dI, a->ffpre, (size_t)N * I));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0);
+      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc);
       if (dao.p > 0) dropout_backward(dY, dX, NH, &dao); else dattn = dX;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc));
     PROF(m, MODEL_PHASE_ATTENTION,
          attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc));
   }
   LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
   int pad = m->cfg.pad_token_id;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     dropout_backward(dX, dX, NH, &demb);
-    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0);
+    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc);
+    /* The tied decoder above wrote all of wte's gradient; positions and types only get the scatter. */
+    if (!acc) {
+      memset(g->wpe, 0, (size_t)m->P * H * sizeof(float));
+      memset(g->tte, 0, (size_t)m->TV * H * sizeof(float));
+    }
     embeddings_backward(g->wte, g->wpe, g->tte, dY, m->ids, m->pos, m->types, N, H, pad,
                         m->cfg.model_type == MODEL_ROBERTA ? pad : -1);
   });

@@ -73,7 +73,8 @@ void model_set_threads(Model *m, int threads);
 /* Forward pass with labels: loss at labelled positions (sum, count, correct). The
 ** last layer is computed at the labelled rows only (the loss is identical). */
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err);
-/* Sets the gradient buffer to zero. */
+/* Sets the gradient buffer to zero (lazily: the next backward overwrites instead
+** of adding, or model_grads writes the zeros). */
 void model_zero_grad(Model *m);
 /* Backward pass of the last forward, accumulating d(loss_sum * loss_scale) into the gradients. */
 void model_backward(Model *m, float loss_scale);

@@ -79,14 +79,14 @@ static void test_matmul(void) {
   free(m.out);
   m.out = NULL;
   float din[35], dw[30] = {0}, db[6] = {0};
-  matmul_backward(din, dw, db, dout, in, w, 7, 5, 6, 0);
+  matmul_backward(din, dw, db, dout, in, w, 7, 5, 6, 0, 1);
   double e1 = fd_compare(mm_ref, &m, m.in, din, 35), e2 = fd_compare(mm_ref, &m, m.w, dw, 30);
   double e3 = fd_compare(mm_ref, &m, m.b, db, 6);
   check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, "layer_matmul_backward", "din %.3g dw %.3g db %.3g", e1, e2, e3);
   /* Accumulation: a second backward doubles the parameter gradients and, with din_accumulate, din. */
   float din2[35];
   memcpy(din2, din, sizeof din);
-  matmul_backward(din2, dw, db, dout, in, w, 7, 5, 6, 1);
+  matmul_backward(din2, dw, db, dout, in, w, 7, 5, 6, 1, 1);
   int acc = 1;
   for (int i = 0; i < 35; i++) acc &= fabsf(din2[i] - 2 * din[i]) <= 1e-5f * (1 + fabsf(din[i]));
   check(acc, "layer_matmul_backward_accumulates", "din/dw do not add up");
@@ -135,7 +135,7 @@ static void test_layernorm(void) {
   ln_ref(&l);
   check(rel_diff(out, l.out, n * c) < 1e-5, "layer_layernorm_forward", "%.3g", rel_diff(out, l.out, n * c));
   free(l.out); l.out = NULL;
-  layernorm_backward(din, dw, db, dout, in, mean, rstd, w, n, c, 0);
+  layernorm_backward(din, dw, db, dout, in, mean, rstd, w, n, c, 0, 1);
   double e1 = fd_compare(ln_ref, &l, l.in, din, n * c), e2 = fd_compare(ln_ref, &l, l.w, dw, c);
   double e3 = fd_compare(ln_ref, &l, l.b, db, c);
   check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, "layer_layernorm_backward", "din %.3g dw %.3g db %.3g", e1, e2, e3);

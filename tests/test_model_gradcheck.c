@@ -260,6 +260,37 @@ static void run_case(ModelType type, int dropout, int layers, const char *tag) {
   check(all_ok, name, "worst relative error %.3g in %s", worst, worst_name);
   printf("  %s: worst gradient error %.2g of the tensor's max (%s)\n", tag, worst, worst_name);
 
+  /* The first backward after model_zero_grad writes the gradients, a second one
+  ** adds: the same batch again must give twice (to rounding: scatter-adds into
+  ** the embeddings sum in another order). And zeroed gradients with no
+  ** backward since read as zeros. */
+  float *once = malloc(n * sizeof(float));
+  memcpy(once, g, n * sizeof(float));
+  rc = model_forward(m, &batch, &ml, &err);
+  model_backward(m, 1.0f);
+  g = model_grads(m);
+  int zeros = 1;
+  double gmax_all = 0, dev = 0;
+  for (size_t i = 0; i < n; i++) {
+    gmax_all = fmax(gmax_all, fabs(once[i]));
+    dev = fmax(dev, fabs(g[i] - 2.0 * once[i]));
+  }
+  int twice = rc == 0 && dev <= 1e-6 * gmax_all;
+  /* Zeroed over those sums, a backward must give the first gradients again, bit for bit. */
+  model_zero_grad(m);
+  rc |= model_forward(m, &batch, &ml, &err);
+  model_backward(m, 1.0f);
+  g = model_grads(m);
+  int again = rc == 0 && memcmp(g, once, n * sizeof(float)) == 0;
+  model_zero_grad(m);
+  g = model_grads(m);
+  for (size_t i = 0; i < n; i++) zeros &= g[i] == 0;
+  snprintf(name, sizeof name, "gradcheck_%s_backward_accumulates", tag);
+  check(twice && again && zeros, name,
+        "second backward off twice the first by %.3g (of %.3g); after zeroing %s; zeroed gradients %s zero", dev,
+        gmax_all, again ? "the same" : "different", zeros ? "read" : "do not read");
+  free(once);
+
   /* Logits at every position (padding and the fully masked row included), dropout off. */
   if (!dropout) {
     int V = c.vocab_size;
