@@ -1223,24 +1223,30 @@ int store_job_cancel(Store *s, int64_t job, Err *err) {
   return update_one(s, st, "job", job, err);
 }
 
-int store_job_cancel_requested(Store *s, int64_t job, Err *err) {
-  sqlite3_stmt *st = prep(s, "SELECT cancel_requested FROM jobs WHERE id = ?", err);
+/* The first column of `sql`'s first row, as 0 or 1, in *flag, for the one id it
+** binds; returns sqlite3_step's code (SQLITE_ROW when there was a row), or -1
+** when the statement cannot be prepared. */
+static int query_flag(Store *s, const char *sql, int64_t id, int *flag, Err *err) {
+  sqlite3_stmt *st = prep(s, sql, err);
   if (!st) return -1;
-  sqlite3_bind_int64(st, 1, job);
+  sqlite3_bind_int64(st, 1, id);
   int rc = sqlite3_step(st);
-  int v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) != 0 : -1;
+  if (rc == SQLITE_ROW) *flag = sqlite3_column_int(st, 0) != 0;
   sqlite3_finalize(st);
+  return rc;
+}
+
+int store_job_cancel_requested(Store *s, int64_t job, Err *err) {
+  int v = 0, rc = query_flag(s, "SELECT cancel_requested FROM jobs WHERE id = ?", job, &v, err);
+  if (rc < 0) return -1;
   if (rc == SQLITE_ROW) return v;
   return rc == SQLITE_DONE ? err_set(err, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
 }
 
 int store_run_has_running_job(Store *s, int64_t run, Err *err) {
-  sqlite3_stmt *st = prep(s, "SELECT EXISTS (SELECT 1 FROM jobs WHERE run_id = ? AND status = 'running')", err);
-  if (!st) return -1;
-  sqlite3_bind_int64(st, 1, run);
-  int rc = sqlite3_step(st);
-  int v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) != 0 : -1;
-  sqlite3_finalize(st);
+  int v = 0, rc = query_flag(s, "SELECT EXISTS (SELECT 1 FROM jobs WHERE run_id = ? AND status = 'running')", run, &v,
+                             err);
+  if (rc < 0) return -1;
   return rc == SQLITE_ROW ? v : db_err(s, err, "jobs");
 }
 
