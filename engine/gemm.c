@@ -9,7 +9,7 @@
 ** 20-21 GB/s (`maskd bench sgemm --mnk 16,3072,768 --bt --copies 36`).
 **
 ** Everything else takes the blocked kernel below: on the model's shapes,
-** each timed alone, 390-412 GFLOP/s against OpenBLAS's 361-391 (`maskd bench
+** each timed alone, 382-410 GFLOP/s against OpenBLAS's 365-389 (`maskd bench
 ** sgemm --config base --batch 8 --seq 128`, BENCHMARKS.md run F). It also does
 ** what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
 ** C first, to copy the bias in or to zero it), and the FFN's GELU is applied
