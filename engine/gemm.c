@@ -32,11 +32,12 @@ static void blas(int trans_a, int trans_b, int M, int N, int K, float alpha, con
               A, lda, B, ldb, beta, C, ldc);
 }
 
-/* OpenBLAS with the bias (beta must then be 0) and the GELU applied over C
-** afterwards: every product without AVX-512, and with it a thread's share
-** when the thread cannot have its packing buffers. */
+/* OpenBLAS with the bias (beta must then be 0), the GELU or the GELU's
+** derivative at P applied over C afterwards: every product without AVX-512,
+** and with it a thread's share when the thread cannot have its packing buffers. */
 static void blas_epilogue(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                          const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
+                          const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
+                          int ldc) {
   if (bias) {
     for (int i = 0; i < M; i++) memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof(float));
     beta = 1.0f;
@@ -45,6 +46,9 @@ static void blas_epilogue(int trans_a, int trans_b, int M, int N, int K, float a
   if (G)
     for (int i = 0; i < M; i++)
       for (int j = 0; j < N; j++) G[(size_t)i * ldc + j] = fast_gelu(C[(size_t)i * ldc + j]);
+  if (P)
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] *= fast_gelu_grad(P[(size_t)i * ldc + j]);
 }
 
 #if defined(__AVX512F__)
@@ -280,12 +284,23 @@ static inline void gelu_store(float *dst, __m512 v0, __m512 v1, __mmask16 m0, __
   _mm512_mask_storeu_ps(dst + 16, m1, _mm512_load_ps(y + 16));
 }
 
+/* v0, v1 times GELU'(p[0..n)), n <= 32 (lanes past n are garbage, never stored). */
+static inline void gelu_grad_mul(__m512 *v0, __m512 *v1, const float *p, __mmask16 m0, __mmask16 m1) {
+  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
+  _mm512_store_ps(x, _mm512_maskz_loadu_ps(m0, p));
+  _mm512_store_ps(x + 16, _mm512_maskz_loadu_ps(m1, p + 16));
+#pragma omp simd
+  for (int j = 0; j < 32; j++) y[j] = fast_gelu_grad(x[j]);
+  *v0 = _mm512_mul_ps(*v0, _mm512_load_ps(y));
+  *v1 = _mm512_mul_ps(*v1, _mm512_load_ps(y + 16));
+}
+
 /* The mr x nr tile of C at c from kc steps of packed panels a and b. first:
 ** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
 ** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
-** stored at all when g == c. */
+** stored at all when g == c; with gp: C is multiplied by GELU'(gp) (same ldc). */
 static void blk_kernel(int kc, const float *restrict a, const float *restrict b, float *c, int ldc, float alpha,
-                       float beta, const float *bias, float *g, int first, int last, int mr, int nr) {
+                       float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
   __m512 acc[BLK_MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < BLK_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -309,7 +324,7 @@ static void blk_kernel(int kc, const float *restrict a, const float *restrict b,
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
   __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
   if (first && bias) { bias0 = _mm512_maskz_loadu_ps(m0, bias); bias1 = _mm512_maskz_loadu_ps(m1, bias + 16); }
-  int read_c = !first || beta != 0.0f, act = last && g, keep_c = !act || g != c;
+  int read_c = !first || beta != 0.0f, act = last && g, keep_c = !act || g != c, grad = last && gp;
 #pragma GCC unroll 12
   for (int i = 0; i < BLK_MR; i++) {
     if (i >= mr) break;
@@ -319,6 +334,7 @@ static void blk_kernel(int kc, const float *restrict a, const float *restrict b,
       r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
       r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
     }
+    if (grad) gelu_grad_mul(&r0, &r1, gp + (size_t)i * ldc, m0, m1);
     if (keep_c) {
       _mm512_mask_storeu_ps(ci, m0, r0);
       _mm512_mask_storeu_ps(ci + 16, m1, r1);
@@ -329,7 +345,8 @@ static void blk_kernel(int kc, const float *restrict a, const float *restrict b,
 
 /* The product on the calling thread; 0 when its buffers cannot be had. */
 static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
+                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
+                      int ldc) {
   int ncmax = N < BLK_NC ? N : BLK_NC;
   float *pa = thread_buffer(BUF_A, (size_t)(BLK_MC + BLK_MR - 1) / BLK_MR * BLK_MR * BLK_KC);
   float *pb = thread_buffer(BUF_B, (size_t)BLK_KC * ((ncmax + BLK_NR - 1) / BLK_NR) * BLK_NR);
@@ -350,7 +367,7 @@ static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha
           for (int ir = 0; ir < mc; ir += BLK_MR)
             blk_kernel(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
                        alpha, beta, bias ? bias + jc + jr : NULL, G ? G + (size_t)(ic + ir) * ldc + jc + jr : NULL,
-                       pc == 0, pc + kc >= K, mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
+                       P ? P + (size_t)(ic + ir) * ldc + jc + jr : NULL, pc == 0, pc + kc >= K, mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
       }
       if (K == 0) break;
     }
@@ -361,13 +378,15 @@ static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha
 /* One thread's share: blocked, or OpenBLAS when its buffers cannot be had
 ** (blk_serial fails before it writes anything). */
 static void blk_share(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
-  if (!blk_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc))
-    blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc);
+                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
+                      int ldc) {
+  if (!blk_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
+    blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
 }
 
 static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                         const float *B, int ldb, float beta, const float *bias, float *C, float *G, int ldc, int nt) {
+                         const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
+                         int ldc, int nt) {
   /* Each thread packs all of the operand the split does not divide: split the
   ** longer side, so that the smaller operand is the one packed twice (4096-row
   ** activations times 256-column weights: small step 268 -> 253 ms). */
@@ -376,7 +395,7 @@ static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float al
   if (nt > units) nt = units;
   if ((double)M * N * K < 1 << 20) nt = 1;   /* below about a million steps, a team costs more than it saves */
   if (nt <= 1) {
-    blk_share(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc);
+    blk_share(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
     return;
   }
 #pragma omp parallel num_threads(nt)
@@ -386,10 +405,10 @@ static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float al
     if (d1 > dim) d1 = dim;
     if (split_n)
       blk_share(trans_a, trans_b, M, d1 - d0, K, alpha, A, lda, trans_b ? B + (size_t)d0 * ldb : B + d0, ldb, beta,
-                bias ? bias + d0 : NULL, C + d0, G ? G + d0 : NULL, ldc);
+                bias ? bias + d0 : NULL, C + d0, G ? G + d0 : NULL, P ? P + d0 : NULL, ldc);
     else
       blk_share(trans_a, trans_b, d1 - d0, N, K, alpha, trans_a ? A + d0 : A + (size_t)d0 * lda, lda, B, ldb, beta,
-                bias, C + (size_t)d0 * ldc, G ? G + (size_t)d0 * ldc : NULL, ldc);
+                bias, C + (size_t)d0 * ldc, G ? G + (size_t)d0 * ldc : NULL, P ? P + (size_t)d0 * ldc : NULL, ldc);
   }
 }
 
@@ -407,24 +426,29 @@ static int use_openblas(void) {
 }
 
 static void product(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                    int ldb, float beta, const float *bias, float *C, float *G, int ldc) {
+                    int ldb, float beta, const float *bias, float *C, float *G, const float *P, int ldc) {
   if (M <= 0 || N <= 0) return;
   int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (!trans_a && trans_b && M <= 32 && N >= 4 * M && K > 0 && alpha != 0.0f &&
+  if (!trans_a && trans_b && M <= 32 && N >= 4 * M && K > 0 && alpha != 0.0f && !P &&
       gemm_skinny_nt(M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt))
     return;
-  if (use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc);
-  else gemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt);
+  if (use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
+  else gemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
 }
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
               int ldb, float beta, float *C, int ldc) {
-  product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, NULL, ldc);
+  product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, NULL, NULL, ldc);
 }
 
 void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                    const float *bias, float *C, float *G, int ldc) {
-  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, ldc);
+  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc);
+}
+
+void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        const float *P, float *C, int ldc) {
+  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc);
 }
 
 const char *gemm_backend(void) { return use_openblas() ? "openblas+avx512-few-rows" : "avx512-blocked"; }
@@ -440,7 +464,13 @@ void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                    const float *bias, float *C, float *G, int ldc) {
   if (M <= 0 || N <= 0) return;
-  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, ldc);
+  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc);
+}
+
+void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        const float *P, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc);
 }
 
 const char *gemm_backend(void) { return "openblas"; }

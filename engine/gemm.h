@@ -20,6 +20,11 @@ void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                    const float *bias, float *C, float *G, int ldc);
 
+/* C[M,N] = (op(A)[M,K] op(B)[K,N]) * GELU'(P) elementwise, P[M,N] with ldc too, C
+** not read: the gradient at P of GELU(P), given op(A) op(B) the gradient at GELU(P). */
+void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        const float *P, float *C, int ldc);
+
 /* What gemm_f32 runs: "openblas+avx512-few-rows" or "openblas". */
 const char *gemm_backend(void);
 

@@ -78,12 +78,22 @@ static void column_sums(float *db, const float *dout, int n, int o, int accumula
   }
 }
 
+static void param_grads(float *dw, float *db, const float *dout, const float *in, int n, int k, int o, int accumulate) {
+  if (db) column_sums(db, dout, n, o, accumulate);
+  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, accumulate ? 1.0f : 0.0f, dw, k);
+}
+
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                      int n, int k, int o, int din_accumulate, int params_accumulate) {
-  if (db) column_sums(db, dout, n, o, params_accumulate);
-  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, params_accumulate ? 1.0f : 0.0f, dw, k);
+  param_grads(dw, db, dout, in, n, k, o, params_accumulate);
   if (din)
     gemm_f32(0, 0, n, k, o, 1.0f, dout, o, w, k, din_accumulate ? 1.0f : 0.0f, din, k);
+}
+
+void gelu_matmul_backward(float *dpre, float *dw, float *db, const float *dout, const float *act, const float *pre,
+                          const float *w, int n, int k, int o, int params_accumulate) {
+  param_grads(dw, db, dout, act, n, k, o, params_accumulate);
+  gemm_f32_gelu_grad(0, 0, n, k, o, dout, o, w, k, pre, dpre, k);
 }
 
 /* -------------------------------------------------------------- layernorm */
@@ -155,12 +165,7 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
 
 void gelu_backward(float *din, const float *dout, const float *in, size_t n) {
 #pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) {
-    float x = in[i];
-    float cdf = 0.5f * (1.0f + fast_erff(x * GELU_INV_SQRT2));
-    float pdf = GELU_INV_SQRT2PI * fast_expf(-0.5f * x * x);
-    din[i] = dout[i] * (cdf + x * pdf);
-  }
+  for (size_t i = 0; i < n; i++) din[i] = dout[i] * fast_gelu_grad(in[i]);
 }
 
 /* ---------------------------------------------------------------- dropout */

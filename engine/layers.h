@@ -41,6 +41,11 @@ void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w
 ** params_accumulate; din = dout w, or din += dout w when din_accumulate (din NULL skips). */
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                      int n, int k, int o, int din_accumulate, int params_accumulate);
+/* Backward of out = GELU(pre) w^T + bias, whose input act = GELU(pre) was kept:
+** dpre = (dout w) GELU'(pre), written as the product stores (no pass of its
+** own); dw and db as matmul_backward. */
+void gelu_matmul_backward(float *dpre, float *dw, float *db, const float *dout, const float *act, const float *pre,
+                          const float *w, int n, int k, int o, int params_accumulate);
 
 /* out = LayerNorm(in) * w + b per row of c; saves mean and 1/std per row. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,

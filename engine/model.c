@@ -577,8 +577,7 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
     layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc);
     dropout_backward(dB, dA, MH, &dfo);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, w->fo_w, M, I, H, 0, acc));
-  PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_backward(m->dI, m->dI, a->ffpre, (size_t)M * I));
+  PROF(m, MODEL_PHASE_MATMUL, gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc));
   PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc);
@@ -637,8 +636,8 @@ void model_backward(Model *m, float loss_scale) {
       layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc);
       if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo); else dffn = dY;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, w->fo_w, N, I, H, 0, acc));
-    PROF(m, MODEL_PHASE_ELEMENTWISE, gelu_backward(m->dI, m->dI, a->ffpre, (size_t)N * I));
+    PROF(m, MODEL_PHASE_MATMUL,
+         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc));
     PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc);

@@ -108,6 +108,32 @@ static int with_bias(int ta, int tb, int M, int N, int K, int in_place, int thre
   return ok;
 }
 
+/* gemm_f32_gelu_grad: C = (op(A) op(B)) GELU'(P) elementwise, against the double
+** reference with the exact Phi(p) + p phi(p); threads 0 runs it inside a region. */
+static int with_gelu_grad(int ta, int tb, int M, int N, int K, int threads, double *worst) {
+  int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+  float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
+  float *P = malloc(sizeof(float) * (size_t)M * N), *C = malloc(sizeof(float) * (size_t)M * N);
+  for (size_t i = 0; i < (size_t)M * K; i++) A[i] = uniform();
+  for (size_t i = 0; i < (size_t)K * N; i++) B[i] = uniform();
+  for (size_t i = 0; i < (size_t)M * N; i++) { P[i] = 4 * uniform(); C[i] = NAN; }
+  if (threads) omp_set_num_threads(threads);
+#pragma omp parallel num_threads(2) if (!threads)
+#pragma omp single
+  gemm_f32_gelu_grad(ta, tb, M, N, K, A, lda, B, ldb, P, C, ldc);
+  int ok = 1;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double mag, s = dot(ta, tb, K, A, lda, B, ldb, i, j, &mag), p = P[(size_t)i * ldc + j];
+      double grad = 0.5 * (1 + erf(p / sqrt(2.0))) + p * exp(-0.5 * p * p) / sqrt(2 * M_PI);
+      double err = fabs(C[(size_t)i * ldc + j] - s * grad) / (mag + 1.0);
+      if (err > *worst || err != err) *worst = err;
+      if (!(err < 1e-6)) ok = 0;
+    }
+  free(A); free(B); free(P); free(C);
+  return ok;
+}
+
 /* A few-row product on a thread of its own, which then ends: under ASan its
 ** packing buffer must be freed with it (the server's connection threads). */
 static void *product_on_thread(void *ok) {
@@ -157,6 +183,19 @@ int main(void) {
       }
   check(bias_bad == 0, "gemm_bias_and_gelu", "%d of %d products with bias and GELU differ (worst %.3g)", bias_bad,
         bias_runs, bias_worst);
+
+  /* Past one slice of K too: the derivative is applied once, at the last. */
+  static const int gdims[][3] = {{13, 33, 257}, {200, 300, 1600}, {16, 300, 70}, {32, 130, 9}, {150, 40, 800}};
+  int grad_bad = 0, grad_runs = 0;
+  double grad_worst = 0;
+  for (size_t d = 0; d < sizeof gdims / sizeof gdims[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int threads = 0; threads < 3; threads++) {
+        grad_runs++;
+        grad_bad += !with_gelu_grad(t & 1, t >> 1, gdims[d][0], gdims[d][1], gdims[d][2], threads, &grad_worst);
+      }
+  check(grad_bad == 0, "gemm_times_gelu_derivative", "%d of %d products times GELU' differ (worst %.3g)", grad_bad,
+        grad_runs, grad_worst);
 
   /* Called from inside a parallel region, each thread runs its own product. */
   int inner_ok = 1;
