@@ -12,9 +12,10 @@
 ** each timed alone, 382-410 GFLOP/s against OpenBLAS's 365-389 (`maskd bench
 ** sgemm --config base --batch 8 --seq 128`, BENCHMARKS.md run F). It also does
 ** what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
-** C first, to copy the bias in or to zero it), and the FFN's GELU is applied
-** as the last store is made. MASKD_GEMM=openblas sends those products to
-** OpenBLAS instead, to measure one against the other. */
+** C first, to copy the bias in or to zero it), and the FFN's GELU (forward) or
+** GELU's derivative (backward) is applied as the last store is made.
+** MASKD_GEMM=openblas sends those products to OpenBLAS instead, to measure
+** one against the other. */
 #include "engine/gemm.h"
 
 #include "engine/fastmath.h"
