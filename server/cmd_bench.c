@@ -4,7 +4,7 @@
 **
 **   maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N
 **                           [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]
-**   maskd bench sgemm [--n N | --mnk M,N,K [--bt] [--copies N]] [--threads N] [--reps N] [--json]
+**   maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N]] [--threads N] [--reps N] [--json]
 **
 ** FLOPs are counted from the shapes, not measured: a forward pass is the
 ** multiply-adds of its matrix products (Q/K/V/output projections, both
@@ -32,8 +32,8 @@
 static const char bench_usage[] =
   "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
   "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
-  "       maskd bench sgemm [--n N | --mnk M,N,K [--bt] [--copies N] | --config C --batch B --seq T] [--threads N]\n"
-  "                         [--reps N] [--json]\n"
+  "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
+  "                         [--threads N] [--reps N] [--json]\n"
   "\n"
   "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
   "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
@@ -43,7 +43,8 @@ static const char bench_usage[] =
   "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
   "       matrix product of a training step of that model timed alone, and their sum: the\n"
   "       step time if nothing else cost anything. --bt takes B transposed (x W^T, a Linear\n"
-  "       layer); --copies N cycles through N copies of B so it comes from memory, as weights do.\n"
+  "       layer), --at A transposed (dy^T x, its weight gradient); --copies N cycles through\n"
+  "       N copies of B so it comes from memory, as weights do.\n"
   "\n"
   "  --config     an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
   "               small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)\n"
@@ -58,7 +59,7 @@ static const char bench_usage[] =
 
 typedef struct BenchArgs {
   const char *mode, *config;
-  int batch, seq, steps, threads, warmup, reps, json, keep_dropout, tb, copies;
+  int batch, seq, steps, threads, warmup, reps, json, keep_dropout, ta, tb, copies;
   long m, n, k;
   double peak;
   uint64_t seed;
@@ -125,6 +126,7 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
     else if (!strcmp(f, "--reps") && sgemm) r = parse_int(f, v, 1, 100000, &a->reps);
     else if (!strcmp(f, "--copies") && sgemm) r = parse_int(f, v, 1, 4096, &a->copies);
     else if (!strcmp(f, "--bt") && sgemm) { a->tb = 1; used = 0; }
+    else if (!strcmp(f, "--at") && sgemm) { a->ta = 1; used = 0; }
     else if (!strcmp(f, "--n") && sgemm) { r = parse_long(f, v, 1, 65536, &a->n); a->m = a->k = a->n; }
     else if (!strcmp(f, "--mnk") && sgemm) {
       char tail;
@@ -298,23 +300,23 @@ static int bench_sgemm(const BenchArgs *a) {
   if (a->config) return bench_sgemm_shapes(a);
   double best = 0;
   set_threads(a->threads);
-  double best_b = 0, g = sgemm_gflops_t(0, 0, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best);
-  double gb = sgemm_gflops_t(1, 0, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best_b);
+  double best_b = 0, g = sgemm_gflops_t(0, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best);
+  double gb = sgemm_gflops_t(1, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best_b);
   if (g < 0 || gb < 0) {
     fprintf(stderr, "maskd bench sgemm: out of memory for %ldx%ldx%ld\n", a->m, a->n, a->k);
     return 1;
   }
   const char *core = openblas_get_corename();
   if (a->json)
-    printf("{\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"bt\":%d,\"copies\":%d,\"threads\":%d,"
+    printf("{\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"at\":%d,\"bt\":%d,\"copies\":%d,\"threads\":%d,"
            "\"reps\":%d,\"backend\":\"%s\",\"gflops_median\":%.2f,\"gflops_best\":%.2f,"
            "\"openblas_gflops_median\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\"}\n",
-           a->m, a->n, a->k, a->tb, a->copies, a->threads, a->reps, gemm_backend(), g, best, gb, best_b,
+           a->m, a->n, a->k, a->ta, a->tb, a->copies, a->threads, a->reps, gemm_backend(), g, best, gb, best_b,
            core ? core : "");
   else
-    printf("maskd bench sgemm: %ldx%ldx%ld%s, %d copies of B, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median "
+    printf("maskd bench sgemm: %ldx%ldx%ld%s%s, %d copies of B, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median "
            "(best %.1f); OpenBLAS (core %s) %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n", a->m, a->n, a->k,
-           a->tb ? " B^T" : "", a->copies, a->threads, a->reps, gemm_backend(), g, best, core ? core : "?", gb,
+           a->ta ? " A^T" : "", a->tb ? " B^T" : "", a->copies, a->threads, a->reps, gemm_backend(), g, best, core ? core : "?", gb,
            best_b, g / (2.0 * a->m) * 4.0, gb / (2.0 * a->m) * 4.0);
   return 0;
 }

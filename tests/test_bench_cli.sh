@@ -95,6 +95,8 @@ check_json bench_sgemm_json sgemm 'j["gflops_median"]>0.1 and j["m"]==64 and j["
 check_json bench_sgemm_bt_copies_json sgemm \
   'j["bt"]==1 and j["copies"]==3 and j["gflops_median"]>0.1 and j["openblas_gflops_median"]>0.1' \
   --mnk 16,200,64 --bt --copies 3 --reps 4 --threads 2
+check_json bench_sgemm_at_json sgemm 'j["at"]==1 and j["bt"]==0 and j["gflops_median"]>0.1' \
+  --mnk 40,30,20 --at --reps 3 --threads 2
 bad bad_copies "--copies" sgemm --mnk 16,200,64 --copies 0
 # The matrix products of a training step, listed shape by shape, must add up to the
 # FLOP count above (two independent ways of counting the same step).
