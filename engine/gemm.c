@@ -236,6 +236,10 @@ static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int
   if (trans_a) {
     for (int p = 0; p < kc; p++) {
       const float *src = A + (size_t)(p0 + p) * lda + i0;
+      /* Rows lda apart, a few lines of each: ask for the row 8 ahead (weight
+      ** gradients, alone: 399 -> 404 GFLOP/s, 3 alternated rounds of 5 shapes). */
+      if (p + 8 < kc)
+        for (int j = 0; j < mc; j += 16) _mm_prefetch((const char *)(src + (size_t)8 * lda + j), _MM_HINT_T0);
       for (int ir = 0; ir < mc; ir += BLK_MR) {
         __mmask16 m = lanes(mc - ir < BLK_MR ? mc - ir : BLK_MR), full = lanes(BLK_MR);
         _mm512_mask_storeu_ps(dst + (size_t)ir * kc + (size_t)p * BLK_MR, full, _mm512_maskz_loadu_ps(m, src + ir));
