@@ -30,26 +30,50 @@ AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int
   o->v = platform_alloc_floats(n ? n : 1);
   if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof(float));
   if (o->v) memset(o->v, 0, (n ? n : 1) * sizeof(float));
-  o->decay = calloc(n ? n : 1, 1);
-  if (!o->m || !o->v || !o->decay) {
+  /* The flags as runs, not one byte per parameter: the update then reads
+  ** 7 floats' worth per parameter, not 7 and a byte. Later segments win where
+  ** segments overlap (a fused tensor and its views); uncovered entries do not decay. */
+  unsigned char *flag = calloc(n ? n : 1, 1);
+  if (!o->m || !o->v || !flag) {
+    free(flag);
     adamw_free(o);
     err_set(err, "adamw: out of memory for %zu parameters", n);
     return NULL;
   }
   for (int i = 0; i < n_segs; i++) {
     if (segs[i].offset > n || segs[i].count > n - segs[i].offset) {
+      free(flag);
       adamw_free(o);
       err_set(err, "adamw: segment %d (%zu + %zu) runs past %zu parameters", i, segs[i].offset, segs[i].count, n);
       return NULL;
     }
-    memset(o->decay + segs[i].offset, segs[i].decay ? 1 : 0, segs[i].count);
+    memset(flag + segs[i].offset, segs[i].decay ? 1 : 0, segs[i].count);
   }
+  int runs = 1;
+  for (size_t i = 1; i < n; i++) runs += flag[i] != flag[i - 1];
+  o->run_start = malloc(sizeof(size_t) * (size_t)runs);
+  o->run_decay = malloc((size_t)runs);
+  if (!o->run_start || !o->run_decay) {
+    free(flag);
+    adamw_free(o);
+    err_set(err, "adamw: out of memory");
+    return NULL;
+  }
+  o->run_start[0] = 0;
+  o->run_decay[0] = flag[0];
+  o->n_runs = 1;
+  for (size_t i = 1; i < n; i++)
+    if (flag[i] != flag[i - 1]) {
+      o->run_start[o->n_runs] = i;
+      o->run_decay[o->n_runs++] = flag[i];
+    }
+  free(flag);
   return o;
 }
 
 void adamw_free(AdamW *o) {
   if (!o) return;
-  free(o->m); free(o->v); free(o->decay);
+  free(o->m); free(o->v); free(o->run_start); free(o->run_decay);
   free(o);
 }
 
@@ -75,29 +99,25 @@ double adamw_grad_norm(const float *grads, size_t n) {
 
 typedef struct AdamRange {
   float *p, *g, *m, *v;
-  const unsigned char *decay;
   float gscale, b1, b2, eps, step_size, inv_sqrt_bc2, decay_mul;
 } AdamRange;
 
-/* torch.optim.AdamW on [lo, hi): p *= 1 - lr*wd (decayed entries only); m, v
-** updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). gcc will not vectorise
-** sqrtf without -fno-math-errno (which the build does not use), so the
-** AVX-512 path spells the vector loop out; the scalar loop is the definition. */
-static void adam_range(const AdamRange *r, size_t lo, size_t hi) {
+/* torch.optim.AdamW on [lo, hi): p *= 1 - lr*wd when decayed (times 1, exactly
+** p, when not); m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). gcc
+** will not vectorise sqrtf without -fno-math-errno (which the build does not
+** use), so the AVX-512 path spells the vector loop out; the scalar loop is the definition. */
+static void adam_range(const AdamRange *r, size_t lo, size_t hi, int decayed) {
   float *restrict p = r->p, *restrict g = r->g, *restrict m = r->m, *restrict v = r->v;
-  const unsigned char *restrict dec = r->decay;
   float gs = r->gscale, b1 = r->b1, b2 = r->b2, eps = r->eps, ss = r->step_size, ib = r->inv_sqrt_bc2;
-  float dm = r->decay_mul;
+  float keep = decayed ? r->decay_mul : 1.0f;
   size_t i = lo;
 #if defined(__AVX512F__)
   __m512 vgs = _mm512_set1_ps(gs), vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2);
   __m512 va1 = _mm512_set1_ps(1.0f - b1), va2 = _mm512_set1_ps(1.0f - b2), veps = _mm512_set1_ps(eps);
-  __m512 vss = _mm512_set1_ps(ss), vib = _mm512_set1_ps(ib), vdm1 = _mm512_set1_ps(dm - 1.0f);
-  __m512 one = _mm512_set1_ps(1.0f);
+  __m512 vss = _mm512_set1_ps(ss), vib = _mm512_set1_ps(ib), vkeep = _mm512_set1_ps(keep);
   for (; i + 16 <= hi; i += 16) {
     __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), vgs);
-    __m512 d = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(dec + i))));
-    __m512 pi = _mm512_mul_ps(_mm512_loadu_ps(p + i), _mm512_fmadd_ps(vdm1, d, one));
+    __m512 pi = _mm512_mul_ps(_mm512_loadu_ps(p + i), vkeep);
     __m512 mi = _mm512_fmadd_ps(vb1, _mm512_loadu_ps(m + i), _mm512_mul_ps(va1, gi));
     __m512 vi = _mm512_fmadd_ps(vb2, _mm512_loadu_ps(v + i), _mm512_mul_ps(_mm512_mul_ps(va2, gi), gi));
     _mm512_storeu_ps(m + i, mi);
@@ -108,7 +128,7 @@ static void adam_range(const AdamRange *r, size_t lo, size_t hi) {
 #endif
   for (; i < hi; i++) {
     float gi = g[i] * gs;
-    float pi = p[i] * (1.0f + (dm - 1.0f) * (float)dec[i]);   /* exact: dm - 1 is exact, so 1 + (dm - 1) == dm */
+    float pi = p[i] * keep;
     float mi = b1 * m[i] + (1.0f - b1) * gi;
     float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
     m[i] = mi;
@@ -129,7 +149,7 @@ double adamw_step(AdamW *o, float *params, float *grads) {
   long t = o->step + 1;
   double lr = adamw_lr_at(c, o->step);
   double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-  AdamRange r = {params, grads, o->m, o->v, o->decay, gscale, (float)c->beta1, (float)c->beta2, (float)c->eps,
+  AdamRange r = {params, grads, o->m, o->v, gscale, (float)c->beta1, (float)c->beta2, (float)c->eps,
                  (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)(1.0 - lr * c->weight_decay)};
   size_t n = o->n;
 #pragma omp parallel
@@ -138,7 +158,13 @@ double adamw_step(AdamW *o, float *params, float *grads) {
     size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
     size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
     size_t lo = id * per < n ? id * per : n, hi = lo + per < n ? lo + per : n;
-    adam_range(&r, lo, hi);
+    for (int k = 0; k < o->n_runs && lo < hi; k++) {
+      size_t end = k + 1 < o->n_runs ? o->run_start[k + 1] : n;
+      if (end <= lo) continue;
+      size_t stop = end < hi ? end : hi;
+      adam_range(&r, lo, stop, o->run_decay[k]);
+      lo = stop;
+    }
   }
   o->step = t;
   return norm;

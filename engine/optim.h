@@ -25,7 +25,9 @@ typedef struct AdamW {
   AdamWConfig cfg;
   size_t n;               /* parameters */
   float *m, *v;           /* first and second moments, n floats each */
-  unsigned char *decay;   /* per-parameter decay flag, n bytes */
+  size_t *run_start;      /* [0, n) in runs of one decay flag: run i starts here, */
+  unsigned char *run_decay; /* with this flag (n_runs of each) */
+  int n_runs;
   long step;              /* updates done so far */
 } AdamW;
 
