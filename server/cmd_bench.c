@@ -188,13 +188,18 @@ static void product(int openblas, int ta, int tb, int M, int N, int K, const flo
 ** untimed call, by maskd's product or OpenBLAS's; with copies > 1 the products
 ** take B from that many copies in turn, so that B comes from memory, not cache,
 ** as a model's weights do. -1 when the matrices cannot be allocated. */
+/* per_thread: every thread of a parallel region runs its own products (32 in a
+** row) on one thread, as the attention's per-head products run in the model,
+** many to a region (C one per thread). */
 static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long K, int reps, int copies,
-                             double *best) {
+                             int per_thread, double *best) {
   /* Allocated as the model allocates its tensors (64-byte lines, huge pages):
   ** rows that straddle cache lines would slow the product by about 10%. */
+  int teams = per_thread ? omp_get_max_threads() : 1;
+  size_t c_stride = ((size_t)(M * N) + 15) & ~(size_t)15;
   float *A = platform_alloc_floats((size_t)(M * K));
   float *B = platform_alloc_floats((size_t)(K * N) * (size_t)copies);
-  float *C = platform_alloc_floats((size_t)(M * N));
+  float *C = platform_alloc_floats(c_stride * (size_t)teams);
   double *t = malloc(sizeof(double) * (size_t)reps);
   double g = -1;
   if (A && B && C && t) {
@@ -203,13 +208,20 @@ static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long 
     for (long i = 0; i < M * K; i++) A[i] = (float)rng_uniform(&r) - 0.5f;
     for (long i = 0; i < K * N * copies; i++) B[i] = (float)rng_uniform(&r) - 0.5f;
     int lda = ta ? (int)M : (int)K, ldb = tb ? (int)K : (int)N;
-    product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, B, ldb, C);
-    double flop = 2.0 * (double)M * (double)N * (double)K;
+    int inner = per_thread ? 32 : 1;
+    double flop = 2.0 * (double)M * (double)N * (double)K * teams * inner;
     *best = 0;
-    for (int i = 0; i < reps; i++) {
+    for (int i = -1; i < reps; i++) {   /* the first, untimed */
       const float *Bi = B + (size_t)(K * N) * (size_t)((i + 1) % copies);
       double t0 = platform_now();
-      product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, ldb, C);
+      if (per_thread) {
+#pragma omp parallel num_threads(teams)
+        for (int j = 0; j < inner; j++)
+          product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, ldb, C + c_stride * (size_t)omp_get_thread_num());
+      } else {
+        product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, ldb, C);
+      }
+      if (i < 0) continue;
       t[i] = platform_now() - t0;
       if (flop / t[i] * 1e-9 > *best) *best = flop / t[i] * 1e-9;
     }
@@ -220,27 +232,28 @@ static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long 
 }
 
 static double sgemm_gflops(int openblas, long M, long N, long K, int reps, double *best) {
-  return sgemm_gflops_t(openblas, 0, 0, M, N, K, reps, 1, best);
+  return sgemm_gflops_t(openblas, 0, 0, M, N, K, reps, 1, 0, best);
 }
 
 static int load_config(const char *spec, ModelConfig *c, Err *err);
 
 /* One matrix-product shape of a training step: C(MxN) = op(A) op(B), `count` times. */
-typedef struct Shape { const char *name; int ta, tb; long m, n, k, count; } Shape;
+typedef struct Shape { const char *name; int ta, tb; long m, n, k, count; int per_thread; } Shape;
 
 /* The products of one training step of a Linear layer y = x W^T (x: rows x in):
 ** forward, input gradient dx = dy W, weight gradient dW = dy^T x. */
 static int linear_shapes(Shape *s, const char *name, long rows, long in, long out, long count, int need_dx) {
   int n = 0;
-  s[n++] = (Shape){name, 0, 1, rows, out, in, count};
-  if (need_dx) s[n++] = (Shape){"  dx", 0, 0, rows, in, out, count};
-  s[n++] = (Shape){"  dW", 1, 0, out, in, rows, count};
+  s[n++] = (Shape){name, 0, 1, rows, out, in, count, 0};
+  if (need_dx) s[n++] = (Shape){"  dx", 0, 0, rows, in, out, count, 0};
+  s[n++] = (Shape){"  dW", 1, 0, out, in, rows, count, 0};
   return n;
 }
 
 /* --config with sgemm: times each matmul shape of a training step of that config
-** and batch (attention as one head's product, counted B*A times), and the sum of
-** count x time: the step time if everything but the matrix products were free. */
+** and batch (attention as one head's product, counted B*A times, timed as the
+** model runs them: one per thread at once), and the sum of count x time: the
+** step time if everything but the matrix products were free. */
 static int bench_sgemm_shapes(const BenchArgs *a) {
   ModelConfig c;
   Err err = {{0}};
@@ -258,12 +271,12 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   ns += linear_shapes(sh + ns, "decoder", n, H, V, 1, 1);
   /* per head: S = Q K^T (T x T, K = d), ctx = P V (T x d, K = T); backward dP = dctx V^T,
   ** dV = P^T dctx, dQ = dS K, dK = dS^T Q. */
-  sh[ns++] = (Shape){"QK^T/head", 0, 1, T, T, d, L * B * A};
-  sh[ns++] = (Shape){"PV/head", 0, 0, T, d, T, L * B * A};
-  sh[ns++] = (Shape){"  dP", 0, 1, T, T, d, L * B * A};
-  sh[ns++] = (Shape){"  dV", 1, 0, T, d, T, L * B * A};
-  sh[ns++] = (Shape){"  dQ", 0, 0, T, d, T, L * B * A};
-  sh[ns++] = (Shape){"  dK", 1, 0, T, d, T, L * B * A};
+  sh[ns++] = (Shape){"QK^T/head", 0, 1, T, T, d, L * B * A, 1};
+  sh[ns++] = (Shape){"PV/head", 0, 0, T, d, T, L * B * A, 1};
+  sh[ns++] = (Shape){"  dP", 0, 1, T, T, d, L * B * A, 1};
+  sh[ns++] = (Shape){"  dV", 1, 0, T, d, T, L * B * A, 1};
+  sh[ns++] = (Shape){"  dQ", 0, 0, T, d, T, L * B * A, 1};
+  sh[ns++] = (Shape){"  dK", 1, 0, T, d, T, L * B * A, 1};
   set_threads(a->threads);
   double total_t = 0, total_f = 0;
   if (!a->json)
@@ -274,8 +287,9 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
     printf("{\"mode\":\"sgemm-shapes\",\"config\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"shapes\":[",
            a->config, B, T, a->threads);
   for (int i = 0; i < ns; i++) {
-    double best = 0, g = sgemm_gflops_t(0, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, &best);
-    double gb = sgemm_gflops_t(1, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, &best);
+    int pt = sh[i].per_thread;
+    double best = 0, g = sgemm_gflops_t(0, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, pt, &best);
+    double gb = sgemm_gflops_t(1, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, pt, &best);
     if (g < 0 || gb < 0) { fprintf(stderr, "maskd bench sgemm: out of memory\n"); return 1; }
     double f = 2.0 * sh[i].m * sh[i].n * sh[i].k * sh[i].count, t = f / (g * 1e9);
     total_t += t; total_f += f;
@@ -300,8 +314,8 @@ static int bench_sgemm(const BenchArgs *a) {
   if (a->config) return bench_sgemm_shapes(a);
   double best = 0;
   set_threads(a->threads);
-  double best_b = 0, g = sgemm_gflops_t(0, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best);
-  double gb = sgemm_gflops_t(1, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, &best_b);
+  double best_b = 0, g = sgemm_gflops_t(0, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, 0, &best);
+  double gb = sgemm_gflops_t(1, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, 0, &best_b);
   if (g < 0 || gb < 0) {
     fprintf(stderr, "maskd bench sgemm: out of memory for %ldx%ldx%ld\n", a->m, a->n, a->k);
     return 1;
