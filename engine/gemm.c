@@ -8,9 +8,9 @@
 ** on this machine; the few-row kernel reads it in place, 12 rows at a time, at
 ** 20-21 GB/s (`maskd bench sgemm --mnk 16,3072,768 --bt --copies 36`).
 **
-** Everything else takes the blocked kernel below: on the model's shapes,
-** each timed alone, 382-410 GFLOP/s against OpenBLAS's 365-389 (`maskd bench
-** sgemm --config base --batch 8 --seq 128`, BENCHMARKS.md run F). It also does
+** Everything else takes the blocked kernel below: on the base encoder's
+** shapes, each timed alone, 367-404 GFLOP/s against OpenBLAS's 338-371 (`maskd
+** bench sgemm --config base --batch 8 --seq 128`, two runs, BENCHMARKS.md run K). It also does
 ** what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
 ** C first, to copy the bias in or to zero it), and the FFN's GELU (forward) or
 ** GELU's derivative (backward) is applied as the last store is made.
