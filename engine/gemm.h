@@ -2,7 +2,8 @@
 **
 ** C = alpha op(A) op(B) + beta C, row-major, op(X) = X or X^T: the contract of
 ** cblas_sgemm(CblasRowMajor, ...), plus a variant that adds a bias to every
-** row and can apply GELU as it stores. On a CPU with AVX-512 the work is done
+** row and can apply GELU as it stores, and one that multiplies by GELU's
+** derivative as it stores (the FFN's backward). On a CPU with AVX-512 the work is done
 ** by kernels of our own (gemm.c), elsewhere by OpenBLAS. Products use
 ** omp_get_max_threads() threads outside a parallel region and the calling
 ** thread inside one. beta == 0 means C is written without being read (it may
@@ -25,7 +26,7 @@ void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A
 void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         const float *P, float *C, int ldc);
 
-/* What gemm_f32 runs: "openblas+avx512-few-rows" or "openblas". */
+/* What gemm_f32 runs: "avx512-blocked", "openblas+avx512-few-rows" (MASKD_GEMM=openblas) or "openblas". */
 const char *gemm_backend(void);
 
 #endif
