@@ -264,10 +264,10 @@ static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int
 ** set for every panel; 8 rows fill 1 KB of one panel before the next. */
 static void pack_b(float *dst, const float *B, int ldb, int trans_b, int j0, int nc, int p0, int kc) {
   if (!trans_b) {
-    for (int p0r = 0; p0r < kc; p0r += 8)
+    for (int p8 = 0; p8 < kc; p8 += 8)
       for (int jr = 0; jr < nc; jr += BLK_NR) {
         __mmask16 m0 = lanes(nc - jr), m1 = lanes(nc - jr - 16);
-        for (int p = p0r; p < p0r + 8 && p < kc; p++) {
+        for (int p = p8; p < p8 + 8 && p < kc; p++) {
           const float *src = B + (size_t)(p0 + p) * ldb + j0 + jr;
           float *d = dst + (size_t)jr * kc + (size_t)p * BLK_NR;
           _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, src));
@@ -297,7 +297,7 @@ static inline void gelu_store(float *dst, __m512 v0, __m512 v1, __mmask16 m0, __
   _mm512_mask_storeu_ps(dst + 16, m1, _mm512_load_ps(y + 16));
 }
 
-/* v0, v1 times GELU'(p[0..n)), n <= 32 (lanes past n are garbage, never stored). */
+/* v0, v1 times GELU' of the 32 values at p, those outside masks m0, m1 read as 0 (their lanes are never stored). */
 static inline void gelu_grad_mul(__m512 *v0, __m512 *v1, const float *p, __mmask16 m0, __mmask16 m1) {
   float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
   _mm512_store_ps(x, _mm512_maskz_loadu_ps(m0, p));
