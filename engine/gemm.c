@@ -377,10 +377,12 @@ static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha
         int mc = M - ic < BLK_MC ? M - ic : BLK_MC;
         pack_a(pa, A, lda, trans_a, ic, mc, pc, kc);
         for (int jr = 0; jr < nc; jr += BLK_NR)
-          for (int ir = 0; ir < mc; ir += BLK_MR)
-            blk_kernel(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
-                       alpha, beta, bias ? bias + jc + jr : NULL, G ? G + (size_t)(ic + ir) * ldc + jc + jr : NULL,
-                       P ? P + (size_t)(ic + ir) * ldc + jc + jr : NULL, pc == 0, pc + kc >= K, mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
+          for (int ir = 0; ir < mc; ir += BLK_MR) {
+            size_t at = (size_t)(ic + ir) * ldc + jc + jr;
+            blk_kernel(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + at, ldc, alpha, beta,
+                       bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
+                       mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
+          }
       }
       if (K == 0) break;
     }
