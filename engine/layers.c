@@ -170,21 +170,27 @@ void gelu_backward(float *din, const float *dout, const float *in, size_t n) {
 
 /* ---------------------------------------------------------------- dropout */
 
-/* out = (res ? res : 0) + in * mask over n elements of a site that drops; with
-** d->rows the elements are rows of the full tensor and take those rows' masks. */
-static void masked_add(float *out, const float *res, const float *in, size_t n, const LayerDropout *d) {
+/* Where row r of a site's elements starts in its full tensor: with d->rows the
+** rows are some rows of the full tensor (the last layer's labelled rows), and
+** take those rows' masks. */
+static inline size_t mask_row_base(const LayerDropout *d, size_t r, size_t cols) {
+  return (d->rows ? (size_t)d->rows[r] : r) * cols;
+}
+
+/* out = in * mask over n elements of a site that drops. */
+static void masked_copy(float *out, const float *in, size_t n, const LayerDropout *d) {
   DropoutMask m = dropout_mask(d);
   if (d->rows) {
     size_t cols = (size_t)d->cols, nr = n / cols;
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < nr; r++) {
-      size_t base = (size_t)d->rows[r] * cols, o = r * cols;
-      for (size_t c = 0; c < cols; c++) out[o + c] = (res ? res[o + c] : 0.0f) + in[o + c] * mask_factor(m, base + c);
+      size_t base = mask_row_base(d, r, cols), o = r * cols;
+      for (size_t c = 0; c < cols; c++) out[o + c] = in[o + c] * mask_factor(m, base + c);
     }
     return;
   }
 #pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) out[i] = (res ? res[i] : 0.0f) + in[i] * mask_factor(m, i);
+  for (size_t i = 0; i < n; i++) out[i] = in[i] * mask_factor(m, i);
 }
 
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
@@ -198,7 +204,7 @@ void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd
     float *sum = (res ? res : out) + o;
     const float *xr = x + o, *yr = y + o;
     if (m.on) {
-      size_t base = (size_t)(d->rows ? d->rows[r] : r) * c;
+      size_t base = mask_row_base(d, (size_t)r, (size_t)c);
       for (int i = 0; i < c; i++) sum[i] = xr[i] + yr[i] * mask_factor(m, base + i);
     } else {
 #pragma omp simd
@@ -209,7 +215,7 @@ void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd
 }
 
 void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d) {
-  if (dropout_on(d)) masked_add(din, NULL, dout, n, d);
+  if (dropout_on(d)) masked_copy(din, dout, n, d);
   else if (din != dout) memcpy(din, dout, n * sizeof(float));
 }
 
