@@ -166,7 +166,7 @@ char *run_config_to_json(const RunConfig *rc) {
   return s;
 }
 
-static int is_preset(const char *s) { return !strcmp(s, "tiny") || !strcmp(s, "small") || !strcmp(s, "base"); }
+int run_config_is_preset(const char *s) { return !strcmp(s, "tiny") || !strcmp(s, "small") || !strcmp(s, "base"); }
 
 /* Opens a shard set only to check it; fills its sequence length, vocabulary and counts. */
 static int check_shards(const char *field, const char *path, int batch, int vocab, const char *tok_hash,
@@ -193,9 +193,7 @@ static int check_shards(const char *field, const char *path, int batch, int voca
   return rc;
 }
 
-int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
-  memset(plan, 0, sizeof *plan);
-  /* Ranges first: they cost nothing and name the field. */
+int run_config_check(const RunConfig *rc, Err *err) {
   if (!rc->name[0]) return err_set(err, "name: a run needs a name");
   if (!rc->tokenizer[0]) return err_set(err, "tokenizer: missing (a tokenizer.json)");
   if (!rc->train[0]) return err_set(err, "train: missing (a shard directory)");
@@ -219,6 +217,13 @@ int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
   if (rc->keep_last < 1) return err_set(err, "keep_last: %ld must be >= 1", rc->keep_last);
   if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
     return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
+  return 0;
+}
+
+int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
+  memset(plan, 0, sizeof *plan);
+  /* Ranges first: they cost nothing and name the field. */
+  if (run_config_check(rc, err)) return -1;
 
   /* The tokenizer gives the vocabulary, the special ids and [MASK]. */
   Tokenizer *tok = tokenizer_load(rc->tokenizer, err);
@@ -240,7 +245,7 @@ int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
 
   /* The model config: a preset takes the tokenizer's vocabulary; a file must agree with it. */
   ModelConfig mc;
-  if (is_preset(rc->config)) {
+  if (run_config_is_preset(rc->config)) {
     if (config_preset(rc->config, &mc, err)) return err_prefix(err, "config");
     mc.vocab_size = vocab;
     mc.pad_token_id = pad;

@@ -62,6 +62,10 @@ int run_config_set(RunConfig *rc, const char *key, const char *value, Err *err);
 int run_config_has_key(const char *key);
 /* The whole description as a JSON object's text (malloc'd), every key present. */
 char *run_config_to_json(const RunConfig *rc);
+/* 1 when s names a built-in model config ("tiny", "small", "base"), not a config.json. */
+int run_config_is_preset(const char *s);
+/* Checks what needs no file: required fields present and every number in its range. */
+int run_config_check(const RunConfig *rc, Err *err);
 /* Checks everything that can be checked before training: ranges, the tokenizer, the
 ** model config, both shard sets (opened and validated) and their agreement. */
 int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err);

@@ -26,6 +26,11 @@ static void serve_usage(FILE *f) {
           "  --token SECRET    requests that change state need 'Authorization: Bearer SECRET'\n"
           "                    (default $MASKD_TOKEN; none: no authentication)\n"
           "  --auth-reads      with a token, reads and fill-mask need it too (/healthz stays open)\n"
+          "  --data-dir DIR    the folder whose files jobs may read: corpora, and tokenizers, shard\n"
+          "                    folders or config.json files, named by their path inside it\n"
+          "                    (default: none; jobs then use only what the server made)\n"
+          "  --work-dir DIR    where jobs write tokenizers/NAME, datasets/NAME and their logs\n"
+          "                    (default: the store's path with .work appended)\n"
           "  --static DIR      the web page's files (default ./static, else next to the binary)\n"
           "  --max-body BYTES  largest request body (default 1048576)\n"
           "  --max-conns N     simultaneous connections (default 256)\n"
@@ -81,6 +86,9 @@ static const HttpRoute routes[] = {
   {"POST", "/runs/{id}/cancel", route_cancel_run, HTTP_WRITE},
   {"POST", "/tokenizers", route_submit_tokenizer, HTTP_WRITE},
   {"POST", "/datasets", route_submit_dataset, HTTP_WRITE},
+  {"GET", "/corpora", route_corpora, 0},
+  {"GET", "/tokenizers", route_tokenizers, 0},
+  {"GET", "/datasets", route_datasets, 0},
   {"GET", "/jobs", route_jobs, 0},
   {"GET", "/jobs/{id}", route_job, 0},
   {"POST", "/jobs/{id}/cancel", route_cancel_job, HTTP_WRITE},
@@ -91,7 +99,7 @@ static const HttpRoute routes[] = {
 
 int cmd_serve(int argc, char **argv) {
   HttpConfig hc = http_default_config();
-  const char *db = NULL, *static_dir = NULL;
+  const char *db = NULL, *static_dir = NULL, *data_dir = NULL, *work_dir = NULL;
   hc.token = getenv("MASKD_TOKEN");
   App app;
   memset(&app, 0, sizeof app);
@@ -111,6 +119,8 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--db")) db = v;
     else if (!strcmp(a, "--token")) hc.token = v;
     else if (!strcmp(a, "--static")) static_dir = v;
+    else if (!strcmp(a, "--data-dir")) data_dir = v;
+    else if (!strcmp(a, "--work-dir")) work_dir = v;
     else if (!strcmp(a, "--model")) app.default_model = v;
     else if (!strcmp(a, "--request-timeout")) {
       char *end;
@@ -165,9 +175,21 @@ int cmd_serve(int argc, char **argv) {
   Store *st = store_open(app.db_path, &err);
   if (!st) { free(app.static_root); fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
   store_close(st);
+  char work_default[PATH_MAX];
+  snprintf(work_default, sizeof work_default, "%s.work", app.db_path);
+  if (workspace_open(&app.ws, data_dir, work_dir ? work_dir : work_default, &err)) {
+    free(app.static_root);
+    fprintf(stderr, "maskd serve: %s\n", err.msg);
+    return 1;
+  }
   app.metrics = metrics_new();
   app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, app.metrics);
-  if (!app.metrics || !app.fill) { free(app.static_root); fprintf(stderr, "maskd serve: out of memory\n"); return 1; }
+  if (!app.metrics || !app.fill) {
+    free(app.static_root);
+    workspace_close(&app.ws);
+    fprintf(stderr, "maskd serve: out of memory\n");
+    return 1;
+  }
 
   /* Block the stop signals before any thread starts, so every thread inherits the
   ** mask and only sigwait() below receives them. */
@@ -193,6 +215,7 @@ int cmd_serve(int argc, char **argv) {
     metrics_free(app.metrics);
     fill_cache_free(app.fill);
     free(app.static_root);
+    workspace_close(&app.ws);
     return 1;
   }
   printf("maskd serve: listening on http://%s%s%s:%d/\n", strchr(hc.host, ':') ? "[" : "", hc.host,
@@ -206,5 +229,6 @@ int cmd_serve(int argc, char **argv) {
   fill_cache_free(app.fill);
   metrics_free(app.metrics);
   free(app.static_root);
+  workspace_close(&app.ws);
   return 0;
 }

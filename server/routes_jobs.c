@@ -11,6 +11,7 @@
 ** or a job's "on_restart": "resume", an interrupted training job is queued once more
 ** as a new job {"resume": RUN, "requeued_from": JOB}: training continues exactly
 ** where its newest checkpoint left it, and the interrupted job is not run again. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 
 #include "engine/run_config.h"
 #include "server/serve.h"
+#include "server/workspace.h"
 
 extern char **environ;
 
@@ -32,7 +34,6 @@ struct Worker {
   App *app;
   pthread_t thread;
   atomic_int stop;
-  char logdir[1024];
 };
 
 /* ---- submission ---- */
@@ -49,54 +50,106 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
                                "location", rs->location));
 }
 
+/* Answers a name that did not resolve: 422 for a bad or unknown input, 409 for an
+** output name already taken, 500 when the work folder cannot be used. */
+static void workspace_refusal(HttpRes *rs, int status, const Err *e, const char *field) {
+  int http = status == WORKSPACE_EXISTS ? 409 : status == WORKSPACE_IO ? 500 : 422;
+  http_error(rs, http, e->msg, json_pack("{s:s}", "field", field));
+}
+
+/* "resume": a run id or name that the store knows and that is not running; on
+** success id_text receives the run's id, which is all the job passes on. */
+static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_text, size_t cap) {
+  Err e = {{0}};
+  const char *v = json_string_value(resume);
+  if (!v || json_string_length(resume) != strlen(v) || store_check_name("run", v, &e)) {
+    http_error(rs, 422, "\"resume\" takes a run id or name", json_pack("{s:s, s:s}", "field", "resume", "why",
+                                                                        v ? e.msg : "not a string"));
+    return -1;
+  }
+  Store *s = app_store(a, rs);
+  if (!s) return -1;
+  int64_t run = store_run_find(s, v, &e);
+  store_close(s);
+  if (run < 1) { http_error(rs, 422, "no such run to resume", json_pack("{s:s, s:s}", "field", "resume", "run", v)); return -1; }
+  snprintf(id_text, cap, "%lld", (long long)run);
+  return 0;
+}
+
+/* The names of a run description (tokenizer, train, validation, a config that is no
+** preset) must resolve now, so a typo is refused at once; the job resolves them again. */
+static int run_names_resolve(App *a, HttpRes *rs, const RunConfig *rc) {
+  char path[WORKSPACE_PATH_MAX];
+  Err e = {{0}};
+  int st;
+  if ((st = workspace_tokenizer(&a->ws, "tokenizer", rc->tokenizer, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "tokenizer");
+  } else if ((st = workspace_dataset(&a->ws, "train", rc->train, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "train");
+  } else if (rc->validation[0] && (st = workspace_dataset(&a->ws, "validation", rc->validation, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "validation");
+  } else if (!run_config_is_preset(rc->config) &&
+             (st = workspace_config(&a->ws, "config", rc->config, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "config");
+  }
+  return rs->status ? -1 : 0;
+}
+
 void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
+  App *a = app;
   json_t *body = http_body_object(rq, rs);
   if (!body) return;
   /* "on_restart" is the queue's, not the run's: kept beside the description, never given to maskd train. */
   json_t *on_restart = json_incref(json_object_get(body, "on_restart"));
+  json_t *resume = json_object_get(body, "resume");
+  json_t *queued = NULL;
+  char *text = NULL, *params = NULL;
+  RunConfig rc;
+  Err e = {{0}};
   if (on_restart && (!json_is_string(on_restart) || (strcmp(json_string_value(on_restart), "resume") &&
                                                      strcmp(json_string_value(on_restart), "interrupt")))) {
     http_error(rs, 422, "\"on_restart\" must be \"resume\" or \"interrupt\"",
                json_pack("{s:s, s:s}", "field", "on_restart", "got", http_json_type(on_restart)));
-    json_decref(on_restart);
-    json_decref(body);
-    return;
+    goto done;
   }
   json_object_del(body, "on_restart");
-  json_t *resume = json_object_get(body, "resume");
   if (resume) {  /* {"resume": RUN}: continue a stopped run from its newest checkpoint */
-    if (!json_is_string(resume) || json_object_size(body) != 1) {
-      http_error(rs, 422, "\"resume\" takes a run id or name (as a string) and nothing else but \"on_restart\"",
+    char id[32];
+    if (json_object_size(body) != 1) {
+      http_error(rs, 422, "\"resume\" takes a run id or name and nothing else but \"on_restart\"",
                  json_pack("{s:s}", "field", "resume"));
-    } else {
-      if (on_restart) json_object_set(body, "on_restart", on_restart);
-      char *p = json_dumps(body, JSON_COMPACT);
-      accepted(app, rs, "train", p);
-      free(p);
+      goto done;
     }
-    json_decref(on_restart);
-    json_decref(body);
-    return;
+    if (resume_target(a, rs, resume, id, sizeof id)) goto done;
+    queued = json_pack("{s:s}", "resume", id);
+  } else {
+    /* A run made over HTTP lives in the store; "out" would name a host folder. */
+    if (json_object_get(body, "out")) {
+      http_error(rs, 422, "unknown field: runs submitted over HTTP are kept in the store (export them with maskd export)",
+                 json_pack("{s:s}", "field", "out"));
+      goto done;
+    }
+    run_config_defaults(&rc);
+    if (!(text = json_dumps(body, JSON_COMPACT))) { http_error(rs, 500, "out of memory", NULL); goto done; }
+    if (run_config_apply_json(&rc, text, &e) || run_config_check(&rc, &e)) {
+      http_error(rs, 422, "invalid run description", json_string(e.msg));
+      goto done;
+    }
+    if (store_check_name("run", rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
+    if (run_names_resolve(a, rs, &rc)) goto done;
+    params = run_config_to_json(&rc);
+    if (!params || !(queued = json_loads(params, 0, NULL))) { http_error(rs, 500, "out of memory", NULL); goto done; }
+    json_object_del(queued, "out");
   }
-  char *text = json_dumps(body, JSON_COMPACT);
-  json_decref(body);
-  RunConfig rc;
-  RunPlan plan;
-  Err e = {{0}};
-  run_config_defaults(&rc);
-  char *params = NULL;
-  json_t *pj = NULL;
+  if (on_restart) json_object_set(queued, "on_restart", on_restart);
+  free(text);
+  text = json_dumps(queued, JSON_COMPACT);
   if (!text) http_error(rs, 500, "out of memory", NULL);
-  else if (run_config_apply_json(&rc, text, &e)) http_error(rs, 422, "invalid run description", json_string(e.msg));
-  else if (!rc.name[0]) http_error(rs, 422, "invalid run description", json_string("name: required"));
-  else if (run_config_validate(&rc, &plan, &e)) http_error(rs, 422, "invalid run description", json_string(e.msg));
-  else if (!(params = run_config_to_json(&rc))) http_error(rs, 500, "out of memory", NULL);
-  else if (on_restart && (!(pj = json_loads(params, 0, NULL)) || json_object_set(pj, "on_restart", on_restart) ||
-                          (free(params), !(params = json_dumps(pj, JSON_COMPACT)))))
-    http_error(rs, 500, "out of memory", NULL);
-  else accepted(app, rs, "train", params);
-  json_decref(pj);
+  else accepted(a, rs, "train", text);
+done:
+  json_decref(queued);
   json_decref(on_restart);
+  json_decref(body);
   free(text);
   free(params);
 }
@@ -105,14 +158,14 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
 static int want_strings(HttpRes *rs, json_t *o, const char *field, int list, int required) {
   json_t *v = json_object_get(o, field);
   int ok = v ? (json_is_string(v) && json_string_length(v) > 0) : !required;
-  if (v && list && json_is_array(v) && json_array_size(v) > 0) {
+  if (v && list && json_is_array(v) && json_array_size(v) > 0 && json_array_size(v) <= 64) {
     ok = 1;
     size_t i;
     json_t *x;
     json_array_foreach(v, i, x) ok &= json_is_string(x) && json_string_length(x) > 0;
   }
   if (!ok)
-    http_error(rs, 422, list ? "field must be a non-empty string or list of strings" : "field must be a non-empty string",
+    http_error(rs, 422, list ? "field must be a non-empty string or a list of 1 to 64 strings" : "field must be a non-empty string",
                json_pack("{s:s, s:s}", "field", field, "got", v ? http_json_type(v) : "missing"));
   return ok;
 }
@@ -127,40 +180,63 @@ static int want_int(HttpRes *rs, json_t *o, const char *field, long lo, long hi,
   return ok;
 }
 
-static int only_fields(HttpRes *rs, json_t *o, const char *const *names) {
+/* Unknown fields are refused by name: a field that would be ignored ("out" from an
+** older client, say) must not look accepted. */
+static int only_fields(HttpRes *rs, json_t *o, const char *const *names, const char *hint) {
   const char *k;
   json_t *v;
   json_object_foreach(o, k, v) {
     int known = 0;
     for (int i = 0; names[i]; i++) known |= !strcmp(k, names[i]);
-    if (!known) { http_error(rs, 422, "unknown field", json_pack("{s:s}", "field", k)); return 0; }
+    if (!known) {
+      http_error(rs, 422, !strcmp(k, "out") ? hint : "unknown field", json_pack("{s:s}", "field", k));
+      return 0;
+    }
   }
   return 1;
 }
 
-/* Every input file must exist now, so a typo is refused at once rather than queued. */
-static int files_exist(HttpRes *rs, json_t *o, const char *field) {
+static const char out_hint[] =
+    "unknown field: the server chooses where a job writes, under its work folder, by the job's \"name\"";
+
+/* Each input names a corpus under the data root (a string or a list of them). */
+static int corpora_resolve(App *a, HttpRes *rs, json_t *o, const char *field) {
   json_t *v = json_object_get(o, field);
-  json_t *one = json_is_string(v) ? json_pack("[O]", v) : json_incref(v);
+  json_t *list = json_is_string(v) ? json_pack("[O]", v) : json_incref(v);
   size_t i;
   json_t *x;
-  int ok = 1;
-  json_array_foreach(one, i, x) {
-    if (ok && access(json_string_value(x), R_OK) != 0) {
-      http_error(rs, 422, "input file not readable", json_pack("{s:s, s:s}", "field", field, "path", json_string_value(x)));
-      ok = 0;
-    }
+  json_array_foreach(list, i, x) {
+    char path[WORKSPACE_PATH_MAX];
+    Err e = {{0}};
+    int st = json_string_length(x) != strlen(json_string_value(x))
+                 ? (err_set(&e, "%s: a name cannot hold a NUL character", field), WORKSPACE_BAD_NAME)
+                 : workspace_corpus(&a->ws, field, json_string_value(x), path, sizeof path, &e);
+    if (st) { workspace_refusal(rs, st, &e, field); break; }
   }
-  json_decref(one);
-  return ok;
+  json_decref(list);
+  return rs->status ? 0 : 1;
+}
+
+/* The output name is free now (a second job of the same name fails when it runs). */
+static int output_free(App *a, HttpRes *rs, json_t *o, const char *kind) {
+  char path[WORKSPACE_PATH_MAX];
+  Err e = {{0}};
+  const char *name = json_string_value(json_object_get(o, "name"));
+  int st = strlen(name) != json_string_length(json_object_get(o, "name"))
+               ? (err_set(&e, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
+               : workspace_output(&a->ws, kind, name, path, sizeof path, &e);
+  if (st) workspace_refusal(rs, st, &e, "name");
+  return !st;
 }
 
 void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs) {
-  static const char *const fields[] = {"input", "vocab_size", "out", NULL};
+  static const char *const fields[] = {"name", "input", "vocab_size", NULL};
+  App *a = app;
   json_t *b = http_body_object(rq, rs);
   if (!b) return;
-  if (only_fields(rs, b, fields) && want_strings(rs, b, "input", 1, 1) && want_int(rs, b, "vocab_size", 8, 1000000, 1) &&
-      want_strings(rs, b, "out", 0, 1) && files_exist(rs, b, "input")) {
+  if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) && want_strings(rs, b, "input", 1, 1) &&
+      want_int(rs, b, "vocab_size", 8, 1000000, 1) && output_free(a, rs, b, "tokenizers") &&
+      corpora_resolve(a, rs, b, "input")) {
     char *p = json_dumps(b, JSON_COMPACT);
     accepted(app, rs, "tokenizer", p);
     free(p);
@@ -169,18 +245,41 @@ void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs) {
 }
 
 void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
-  static const char *const fields[] = {"tokenizer", "input", "split", "seq_len", "out", NULL};
+  static const char *const fields[] = {"name", "tokenizer", "input", "split", "seq_len", NULL};
+  App *a = app;
   json_t *b = http_body_object(rq, rs);
   if (!b) return;
-  if (only_fields(rs, b, fields) && want_strings(rs, b, "tokenizer", 0, 1) && want_strings(rs, b, "input", 0, 1) &&
-      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", 8, 65536, 0) && want_strings(rs, b, "out", 0, 1) &&
-      files_exist(rs, b, "tokenizer") && files_exist(rs, b, "input")) {
-    char *p = json_dumps(b, JSON_COMPACT);
-    accepted(app, rs, "prepare", p);
-    free(p);
+  if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) &&
+      want_strings(rs, b, "tokenizer", 0, 1) && want_strings(rs, b, "input", 0, 1) &&
+      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", 8, 65536, 0) &&
+      output_free(a, rs, b, "datasets") && corpora_resolve(a, rs, b, "input")) {
+    const char *split = json_string_value(json_object_get(b, "split"));
+    char path[WORKSPACE_PATH_MAX];
+    Err e = {{0}};
+    int st;
+    if (split && !workspace_name_ok(split)) {
+      http_error(rs, 422, "split: not a name (letters, digits, - _ .)", json_pack("{s:s}", "field", "split"));
+    } else if ((st = workspace_tokenizer(&a->ws, "tokenizer", json_string_value(json_object_get(b, "tokenizer")), path,
+                                         sizeof path, &e))) {
+      workspace_refusal(rs, st, &e, "tokenizer");
+    } else {
+      char *p = json_dumps(b, JSON_COMPACT);
+      accepted(app, rs, "prepare", p);
+      free(p);
+    }
   }
   json_decref(b);
 }
+
+/* GET /corpora, /tokenizers, /datasets: what a job may name. */
+static void list_route(App *a, HttpRes *rs, const char *kind) {
+  json_t *l = workspace_list(&a->ws, kind, 1000);
+  if (!l) { http_error(rs, 500, "out of memory", NULL); return; }
+  http_json(rs, 200, l);
+}
+void route_corpora(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "corpora"); }
+void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "tokenizers"); }
+void route_datasets(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "datasets"); }
 
 /* ---- reading and cancelling ---- */
 
@@ -283,12 +382,6 @@ char *jobs_metrics_text(App *a) {
 
 /* ---- the worker ---- */
 
-static int write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
-  int ok = fputs(text, f) >= 0;
-  return fclose(f) == 0 && ok ? 0 : -1;
-}
 
 /* The last non-empty line of a log, for the job's error. */
 static void last_line(const char *path, char *out, size_t cap) {
@@ -308,85 +401,173 @@ typedef struct Argv { char *v[64]; int n; } Argv;
 static void arg(Argv *a, const char *s) { if (a->n < 62) a->v[a->n++] = strdup(s); }
 static void args_free(Argv *a) { for (int i = 0; i < a->n; i++) free(a->v[i]); a->n = 0; }
 
-/* The command line for a job. */
-static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, char *name, size_t ncap,
-                    int *resuming) {
+/* What a job needs beyond its command line: the run name to link (train), and the
+** output folder it makes (tokenizer, prepare), removed again when the job fails so
+** that the name is free for another try. */
+typedef struct JobPlan {
+  char name[256];
+  int resuming;
+  char out_dir[WORKSPACE_PATH_MAX];
+} JobPlan;
+
+static int write_text(const char *path, const char *text, Err *e) {
+  FILE *f = fopen(path, "w");
+  if (!f) return err_set(e, "cannot write the job's description: %s", strerror(errno));
+  int ok = fputs(text, f) >= 0;
+  return fclose(f) == 0 && ok ? 0 : err_set(e, "cannot write the job's description");
+}
+
+/* Every value on a job's command line is a resolved absolute path, a number, or a
+** checked name, each behind its flag, so no value from a request can read as a flag. */
+static void arg_pair(Argv *av, const char *flag, const char *value) { arg(av, flag); arg(av, value); }
+
+/* A train job: the description's names resolved to paths, written to jobs/job-N.json. */
+static int train_argv(Worker *w, int64_t job, json_t *p, Argv *av, JobPlan *plan, Err *e) {
   App *a = w->app;
-  json_t *p = json_loads(params, 0, NULL);
-  if (!p) return -1;
-  arg(av, a->exe);
-  name[0] = '\0';
-  int rc = 0;
-  if (!strcmp(kind, "train")) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/job-%lld.json", w->logdir, (long long)job);
-    json_t *resume = json_object_get(p, "resume");
-    *resuming = json_is_string(resume);
-    json_t *desc = json_copy(p);  /* the run description without the queue's own fields */
-    json_object_del(desc, "on_restart");
-    json_object_del(desc, "requeued_from");
-    char *text = desc ? json_dumps(desc, JSON_COMPACT) : NULL;
-    json_decref(desc);
-    if (!text || write_file(path, text)) rc = -1;
-    free(text);
-    arg(av, "train");
-    arg(av, "--db");
-    arg(av, a->db_path);
-    arg(av, "--quiet");
-    if (json_is_string(resume)) {
-      arg(av, "--resume");
-      arg(av, json_string_value(resume));
-    } else {
-      arg(av, "--run");
-      arg(av, path);
-    }
-    const char *n = json_string_value(json_object_get(p, "name"));
-    snprintf(name, ncap, "%s", n ? n : json_is_string(resume) ? json_string_value(resume) : "");
-  } else if (!strcmp(kind, "tokenizer")) {
-    arg(av, "tokenizer");
-    arg(av, "train");
-    json_t *in = json_object_get(p, "input");
-    json_t *list = json_is_string(in) ? json_pack("[O]", in) : json_incref(in);
-    size_t i;
-    json_t *x;
-    json_array_foreach(list, i, x) { arg(av, "--input"); arg(av, json_string_value(x)); }
-    json_decref(list);
-    char v[32];
-    snprintf(v, sizeof v, "%lld", (long long)json_integer_value(json_object_get(p, "vocab_size")));
-    arg(av, "--vocab-size");
-    arg(av, v);
-    arg(av, "--out");
-    arg(av, json_string_value(json_object_get(p, "out")));
-  } else if (!strcmp(kind, "prepare")) {
-    arg(av, "prepare");
-    arg(av, "--quiet");
-    const char *k[] = {"tokenizer", "input", "split", "out"};
-    for (int i = 0; i < 4; i++) {
-      const char *v = json_string_value(json_object_get(p, k[i]));
-      if (v) { char f[32]; snprintf(f, sizeof f, "--%s", k[i]); arg(av, f); arg(av, v); }
-    }
-    json_t *sl = json_object_get(p, "seq_len");
-    if (sl) { char v[32]; snprintf(v, sizeof v, "%lld", (long long)json_integer_value(sl)); arg(av, "--seq-len"); arg(av, v); }
-  } else {
-    rc = -1;
+  json_t *resume = json_object_get(p, "resume");
+  arg_pair(av, "--db", a->db_path);
+  arg(av, "--quiet");
+  if (resume) {
+    /* The submission stored the run's id; digits alone cannot become a flag. */
+    const char *id = json_string_value(resume);
+    if (!id || !*id || strspn(id, "0123456789") != strlen(id)) return err_set(e, "resume: not a run id");
+    plan->resuming = 1;
+    snprintf(plan->name, sizeof plan->name, "%s", id);
+    arg_pair(av, "--resume", id);
+    return 0;
   }
+  json_t *desc = json_copy(p);  /* the run description without the queue's own fields */
+  json_object_del(desc, "on_restart");
+  json_object_del(desc, "requeued_from");
+  char *text = desc ? json_dumps(desc, JSON_COMPACT) : NULL;
+  json_decref(desc);
+  RunConfig rc;
+  run_config_defaults(&rc);
+  int r = text ? run_config_apply_json(&rc, text, e) : err_set(e, "out of memory");
+  free(text);
+  if (r) return -1;
+  char path[WORKSPACE_PATH_MAX];
+  /* Names resolve again now: what the submission saw may have changed since. */
+  struct { const char *field; char *value; int (*fn)(const Workspace *, const char *, const char *, char *, size_t, Err *); } names[] = {
+    {"tokenizer", rc.tokenizer, workspace_tokenizer},
+    {"train", rc.train, workspace_dataset},
+    {"validation", rc.validation, workspace_dataset},
+    {"config", rc.config, workspace_config},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (!names[i].value[0] || (!strcmp(names[i].field, "config") && run_config_is_preset(rc.config))) continue;
+    if (names[i].fn(&a->ws, names[i].field, names[i].value, path, sizeof path, e)) return -1;
+    if (strlen(path) >= RUN_PATH_MAX) return err_set(e, "%s: its path is too long", names[i].field);
+    strcpy(names[i].value, path);
+  }
+  rc.out[0] = '\0';
+  snprintf(plan->name, sizeof plan->name, "%s", rc.name);
+  char file[64];
+  snprintf(file, sizeof file, "job-%lld.json", (long long)job);
+  char *resolved = run_config_to_json(&rc);
+  r = resolved && !workspace_job_file(&a->ws, file, path, sizeof path, e) ? write_text(path, resolved, e) : -1;
+  free(resolved);
+  if (r) return -1;
+  arg_pair(av, "--run", path);
+  return 0;
+}
+
+/* A tokenizer or prepare job: inputs resolved, the output folder made, its own. */
+static int output_dir(Worker *w, json_t *p, const char *kind, JobPlan *plan, Err *e) {
+  if (workspace_output(&w->app->ws, kind, json_string_value(json_object_get(p, "name")), plan->out_dir,
+                       sizeof plan->out_dir, e))
+    return -1;
+  if (mkdir(plan->out_dir, 0700)) { plan->out_dir[0] = '\0'; return err_set(e, "cannot make the output folder: %s", strerror(errno)); }
+  return 0;
+}
+
+static int tokenizer_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e) {
+  json_t *in = json_object_get(p, "input");
+  json_t *list = json_is_string(in) ? json_pack("[O]", in) : json_incref(in);
+  size_t i;
+  json_t *x;
+  char path[WORKSPACE_PATH_MAX];
+  int r = 0;
+  arg(av, "train");
+  json_array_foreach(list, i, x) {
+    if ((r = workspace_corpus(&w->app->ws, "input", json_string_value(x), path, sizeof path, e))) break;
+    arg_pair(av, "--input", path);
+  }
+  json_decref(list);
+  if (r) return -1;
+  char v[32];
+  snprintf(v, sizeof v, "%lld", (long long)json_integer_value(json_object_get(p, "vocab_size")));
+  arg_pair(av, "--vocab-size", v);
+  if (output_dir(w, p, "tokenizers", plan, e)) return -1;
+  snprintf(path, sizeof path, "%s/tokenizer.json", plan->out_dir);
+  arg_pair(av, "--out", path);
+  return 0;
+}
+
+static int prepare_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e) {
+  char path[WORKSPACE_PATH_MAX];
+  arg(av, "--quiet");
+  if (workspace_tokenizer(&w->app->ws, "tokenizer", json_string_value(json_object_get(p, "tokenizer")), path, sizeof path, e))
+    return -1;
+  arg_pair(av, "--tokenizer", path);
+  if (workspace_corpus(&w->app->ws, "input", json_string_value(json_object_get(p, "input")), path, sizeof path, e)) return -1;
+  arg_pair(av, "--input", path);
+  const char *split = json_string_value(json_object_get(p, "split"));
+  if (split && !workspace_name_ok(split)) return err_set(e, "split: not a name");
+  arg_pair(av, "--split", split ? split : "train");
+  json_t *sl = json_object_get(p, "seq_len");
+  if (sl) { char v[32]; snprintf(v, sizeof v, "%lld", (long long)json_integer_value(sl)); arg_pair(av, "--seq-len", v); }
+  if (output_dir(w, p, "datasets", plan, e)) return -1;
+  arg_pair(av, "--out", plan->out_dir);
+  return 0;
+}
+
+/* The command line for a job; on failure e says why and the job fails with it. */
+static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, JobPlan *plan, Err *e) {
+  json_t *p = json_loads(params, 0, NULL);
+  if (!p) return err_set(e, "the job's description is not JSON");
+  arg(av, w->app->exe);
+  arg(av, !strcmp(kind, "train") ? "train" : !strcmp(kind, "tokenizer") ? "tokenizer" : "prepare");
+  int rc = !strcmp(kind, "train")       ? train_argv(w, job, p, av, plan, e)
+           : !strcmp(kind, "tokenizer") ? tokenizer_argv(w, p, av, plan, e)
+           : !strcmp(kind, "prepare")   ? prepare_argv(w, p, av, plan, e)
+                                        : err_set(e, "unknown job kind %s", kind);
   av->v[av->n] = NULL;
   json_decref(p);
   return rc;
+}
+
+/* Removes a failed job's output folder (flat: a tokenizer.json, or shards and a manifest). */
+static void remove_output(const char *dir) {
+  if (!dir[0]) return;
+  DIR *d = opendir(dir);
+  struct dirent *ent;
+  while (d && (ent = readdir(d))) {
+    if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+    char p[WORKSPACE_PATH_MAX + 300];
+    snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
+    unlink(p);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
 }
 
 /* Runs one claimed job to its end. */
 static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const char *params) {
   Err e = {{0}};
   Argv av = {{0}, 0};
-  char name[256], log[1100];
-  snprintf(log, sizeof log, "%s/job-%lld.log", w->logdir, (long long)job);
-  int resuming = 0;
-  if (job_argv(w, job, kind, params, &av, name, sizeof name, &resuming)) {
-    store_job_finish(s, job, "failed", "cannot prepare the job's command line", &e);
+  char log[WORKSPACE_PATH_MAX], logname[64];
+  snprintf(logname, sizeof logname, "job-%lld.log", (long long)job);
+  JobPlan plan;
+  memset(&plan, 0, sizeof plan);
+  if (workspace_job_file(&w->app->ws, logname, log, sizeof log, &e) || job_argv(w, job, kind, params, &av, &plan, &e)) {
+    store_job_finish(s, job, "failed", e.msg, &e);
     args_free(&av);
+    remove_output(plan.out_dir);
     return;
   }
+  const char *name = plan.name;
+  int resuming = plan.resuming;
   double started = wall_now();
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -407,6 +588,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   args_free(&av);
   if (err) {
     store_job_finish(s, job, "failed", strerror(err), &e);
+    remove_output(plan.out_dir);
     return;
   }
   int linked = strcmp(kind, "train") != 0, cancelled = 0, status = 0, polls = 0;
@@ -451,9 +633,11 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     store_job_finish(s, job, "interrupted", "the server stopped", &e);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     store_job_finish(s, job, "done", NULL, &e);
+    plan.out_dir[0] = '\0';  /* kept: the job made it */
   } else {
     store_job_finish(s, job, "failed", why[0] ? why : "the job's process failed", &e);
   }
+  remove_output(plan.out_dir);
 }
 
 static void *worker_main(void *arg) {
@@ -532,12 +716,6 @@ Worker *worker_start(App *a, Err *err) {
   Worker *w = calloc(1, sizeof *w);
   if (!w) { err_set(err, "out of memory"); return NULL; }
   w->app = a;
-  snprintf(w->logdir, sizeof w->logdir, "%s.jobs", a->db_path);
-  if (mkdir(w->logdir, 0755) != 0 && errno != EEXIST) {
-    err_set(err, "cannot create the job log folder %s: %s", w->logdir, strerror(errno));
-    free(w);
-    return NULL;
-  }
   Store *s = store_open(a->db_path, err);
   if (!s) { free(w); return NULL; }
   json_t *before = store_jobs_list(s, err);

@@ -5,6 +5,7 @@
 #include "engine/err.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/workspace.h"
 #include "store/store.h"
 
 typedef struct FillCache FillCache;
@@ -15,6 +16,7 @@ typedef struct App {
   Metrics *metrics;
   char *static_root;        /* canonical path of the page's directory */
   const char *db_path;
+  Workspace ws;             /* what jobs may read (--data-dir) and where they write (--work-dir) */
   double started;           /* unix seconds */
   int quiet;                /* no access log */
   const char *default_model;  /* fill-mask without "model": this, else the newest revision of any model */
@@ -56,6 +58,10 @@ void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs);
 void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs);
 void route_jobs(void *app, HttpReq *rq, HttpRes *rs);
 void route_job(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /corpora, /tokenizers, /datasets: the names a job may use (server/workspace.h). */
+void route_corpora(void *app, HttpReq *rq, HttpRes *rs);
+void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs);
+void route_datasets(void *app, HttpReq *rq, HttpRes *rs);
 /* The job-state gauges for /metrics (malloc'd text), from the store. */
 char *jobs_metrics_text(App *a);
 

@@ -236,7 +236,9 @@ function showRun(id) {
   };
 }
 
-// The form, prefilled from the newest run's paths so a second run is one click.
+// The form names what the server knows (its tokenizers and datasets, or paths inside
+// its data folder: the API takes no host paths), prefilled from the newest training
+// job's names so a second run is one click.
 async function showNew() {
   show("new");
   const f = $("#new-form"), msg = $("#new-msg");
@@ -244,11 +246,13 @@ async function showNew() {
   f.token.value = token();
   if (!f.name.value) f.name.value = "run-" + new Date().toISOString().slice(0, 16).replace(/[-:T]/g, "");
   try {
-    const runs = await api("GET", "/runs");
-    if (runs.length && !f.tokenizer.value) {
-      const last = await api("GET", "/runs/" + runs[0].id);
-      for (const k of ["tokenizer", "train", "validation"]) if (last.config && last.config[k]) f[k].value = last.config[k];
-    }
+    const [toks, sets] = await Promise.all([api("GET", "/tokenizers"), api("GET", "/datasets")]);
+    $("#known-tokenizers").replaceChildren(...toks.map((t) => el("option", { value: t.name })));
+    $("#known-datasets").replaceChildren(...sets.map((d) => el("option", { value: d.name })));
+    const jobs = await api("GET", "/jobs");
+    const last = jobs.find((j) => j.kind === "train" && j.params && j.params.tokenizer);
+    if (last && !f.tokenizer.value)
+      for (const k of ["tokenizer", "train", "validation"]) if (last.params[k]) f[k].value = last.params[k];
   } catch (_) { /* the form works without suggestions */ }
 }
 $("#new-form").addEventListener("submit", async (ev) => {

@@ -183,7 +183,7 @@ static void bind_real(sqlite3_stmt *st, int i, double v) {
 
 /* Names of runs, models, tokenizers, datasets: what a Hub repository name allows
 ** (letters, digits, - _ . and one namespace /), so they are safe in URLs and paths. */
-static int check_name(const char *what, const char *name, Err *err) {
+int store_check_name(const char *what, const char *name, Err *err) {
   if (!name || !*name) return err_set(err, "%s name: empty", what);
   size_t n = strlen(name);
   if (n > 128) return err_set(err, "%s name: longer than 128 characters", what);
@@ -481,7 +481,7 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
 /* ---- tokenizers ---- */
 
 int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_json, int vocab_size, Err *err) {
-  if (check_name("tokenizer", name, err) || check_json_object("tokenizer.json", tokenizer_json, err)) return -1;
+  if (store_check_name("tokenizer", name, err) || check_json_object("tokenizer.json", tokenizer_json, err)) return -1;
   if (vocab_size <= 0) return err_set(err, "tokenizer: vocab_size %d must be positive", vocab_size);
   char hex[65];
   size_t len = strlen(tokenizer_json);
@@ -542,11 +542,11 @@ json_t *store_tokenizers_list(Store *s, Err *err) {
 
 int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int seq_len, const StoreShard *shards,
                           int n_shards, Err *err) {
-  if (check_name("dataset", name, err)) return -1;
+  if (store_check_name("dataset", name, err)) return -1;
   if (seq_len <= 0) return err_set(err, "dataset: seq_len %d must be positive", seq_len);
   if (n_shards <= 0 || !shards) return err_set(err, "dataset: no shards");
   for (int i = 0; i < n_shards; i++) {
-    if (check_name("split", shards[i].split, err)) return -1;
+    if (store_check_name("split", shards[i].split, err)) return -1;
     if (!shards[i].path || !*shards[i].path) return err_set(err, "dataset: shard %d has no path", i);
     if (shards[i].n_samples < 0) return err_set(err, "dataset: shard %s has a negative sample count", shards[i].path);
   }
@@ -640,7 +640,7 @@ json_t *store_datasets_list(Store *s, Err *err) {
 /* ---- runs ---- */
 
 int64_t store_run_create(Store *s, const char *name, const char *config_json, Err *err) {
-  if (check_name("run", name, err) || check_json_object("run config", config_json, err)) return -1;
+  if (store_check_name("run", name, err) || check_json_object("run config", config_json, err)) return -1;
   if (begin(s, err)) return -1;
   sqlite3_stmt *st = prep(s, "INSERT INTO runs(name, config, status, created) VALUES (?, ?, 'created', ?)", err);
   if (!st) return rollback(s);
@@ -880,7 +880,7 @@ static int64_t model_id_tx(Store *s, const char *name, Err *err) {
 }
 
 int64_t store_model_create(Store *s, const char *name, Err *err) {
-  if (check_name("model", name, err)) return -1;
+  if (store_check_name("model", name, err)) return -1;
   if (begin(s, err)) return -1;
   int64_t id = model_id_tx(s, name, err);
   if (id < 0) return rollback(s);
@@ -910,7 +910,7 @@ static void read_revision(sqlite3_stmt *st, StoreRevision *r) {
 }
 
 int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *out, Err *err) {
-  if (check_name("model", model, err)) return -1;
+  if (store_check_name("model", model, err)) return -1;
   if (!p) return err_set(err, "push: nothing to push");
   if (check_json_object("config.json", p->config_json, err)) return -1;
   if (!p->weights || p->weights_len == 0) return err_set(err, "push: no model weights");
@@ -999,7 +999,7 @@ int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err) {
   if (n >= sizeof name) return err_set(err, "model name: too long");
   memcpy(name, spec, n);
   name[n] = '\0';
-  if (check_name("model", name, err)) return -1;
+  if (store_check_name("model", name, err)) return -1;
   const char *rev = at ? at + 1 : "main";
   int digits = *rev != '\0';
   for (const char *p = rev; *p; p++) digits &= isdigit((unsigned char)*p) != 0;

@@ -33,6 +33,10 @@ int store_schema_version(Store *s);
 /* PRAGMA integrity_check and foreign_key_check; 0 when both are clean. */
 int store_integrity_check(Store *s, Err *err);
 
+/* 0 when name is what a Hub repository name allows (letters, digits, - _ . and one
+** namespace '/', not starting with . or -, no "..", at most 128); else -1 naming what. */
+int store_check_name(const char *what, const char *name, Err *err);
+
 /* ---- blobs: content-addressed bytes (safetensors, tokenizer.json) ---- */
 
 /* Lower-case hex SHA-256 of len bytes into hex (65 bytes with the NUL). */

@@ -26,7 +26,7 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
   "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/valid.txt" --split validation --seq-len 32 --out "$T/vshards"; } \
   >"$T/setup.log" 2>&1 || { fail browser_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
-timeout 600 "$MASKD" serve --port 0 --db "$T/hub.db" --token tk --quiet >"$T/out" 2>"$T/err" &
+timeout 600 "$MASKD" serve --port 0 --db "$T/hub.db" --data-dir "$T" --token tk --quiet >"$T/out" 2>"$T/err" &
 pid=$!
 for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
@@ -34,10 +34,10 @@ base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
 
 # A finished run for the table, the charts and the playground.
 curl -s --max-time 20 -H 'Authorization: Bearer tk' -X POST "$base/runs" --data-binary \
-  "{\"name\":\"seed-run\",\"tokenizer\":\"$T/tok.json\",\"train\":\"$T/shards\",\"validation\":\"$T/vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":16,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
+  "{\"name\":\"seed-run\",\"tokenizer\":\"tok.json\",\"train\":\"shards\",\"validation\":\"vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":16,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
 for _ in $(seq 300); do
   curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"' && break
   sleep 0.2
 done
 rm -rf "$ART"
-timeout 300 node tests/browser.js "$base" "$ART" tk "$T/tok.json" "$T/shards" "$T/vshards"
+timeout 300 node tests/browser.js "$base" "$ART" tk tok.json shards vshards

@@ -36,7 +36,7 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
 
 start() {
   : >"$T/out"
-  timeout 600 "$MASKD" serve --port 0 --db "$T/hub.db" --token tk --quiet "$@" >"$T/out" 2>"$T/err" &
+  timeout 600 "$MASKD" serve --port 0 --db "$T/hub.db" --data-dir "$T" --token tk --quiet "$@" >"$T/out" 2>"$T/err" &
   pid=$!
   for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
@@ -187,7 +187,7 @@ ok fill_default_model status_is 200
 
 # ---- a training job ----
 runjson() { printf '{"name":"%s","tokenizer":"%s","train":"%s","validation":"%s","config":"tiny","max_steps":%d,"batch":16,"eval_batches":4%s}' \
-  "$1" "$T/tok.json" "$T/shards" "$T/vshards" "$2" "${3:-}"; }
+  "$1" tok.json shards vshards "$2" "${3:-}"; }
 call POST /runs --data-binary "$(runjson demo 30)"
 ok runs_needs_token error_is 401
 post /runs '{"name": "x"}'
@@ -290,28 +290,43 @@ post /runs/long/cancel ''
 ok resume_cancel status_is 202
 ok resume_cancelled wait_for 60 /runs/long 'b["status"] == "cancelled"'
 
-# ---- tokenizer and dataset jobs ----
-post /tokenizers '{"input": "/nonexistent/file.txt", "vocab_size": 500, "out": "x.json"}'
+# ---- tokenizer and dataset jobs: inputs named inside --data-dir, outputs named ----
+W="$T/hub.db.work"
+post /tokenizers '{"name": "tok2", "input": "nonexistent/file.txt", "vocab_size": 500}'
 ok tokenizer_job_missing_input error_is 422 nonexistent
-post /tokenizers "{\"input\": [\"$T/valid.txt\"], \"vocab_size\": \"500\", \"out\": \"$T/tok2.json\"}"
+post /tokenizers '{"name": "tok2", "input": ["valid.txt"], "vocab_size": "500"}'
 ok tokenizer_job_wrong_type error_is 422 vocab_size
-post /tokenizers "{\"input\": [\"$T/valid.txt\"], \"vocab_size\": 600, \"out\": \"$T/tok2.json\", \"x\": 1}"
+post /tokenizers '{"name": "tok2", "input": ["valid.txt"], "vocab_size": 600, "x": 1}'
 ok tokenizer_job_unknown_field error_is 422 '"x"'
-post /tokenizers "{\"input\": [\"$T/valid.txt\"], \"vocab_size\": 600, \"out\": \"$T/tok2.json\"}"
+post /tokenizers '{"input": ["valid.txt"], "vocab_size": 600}'
+ok tokenizer_job_needs_name error_is 422 '"name"'
+post /tokenizers '{"name": "tok2", "input": ["valid.txt"], "vocab_size": 600}'
 ok tokenizer_job_accepted status_is 202
 job=$(jget 'b["id"]')
 ok tokenizer_job_done wait_for 120 "/jobs/$job" 'b["status"] == "done"'
-ok tokenizer_job_output $PY -c "import json; t = json.load(open('$T/tok2.json')); assert t['model']['type'] == 'Unigram' and len(t['model']['vocab']) == 600, len(t['model']['vocab'])"
-post /datasets "{\"tokenizer\": \"$T/tok2.json\", \"input\": \"$T/valid.txt\", \"split\": \"validation\", \"seq_len\": 4}"
+ok tokenizer_job_output $PY -c "import json; t = json.load(open('$W/tokenizers/tok2/tokenizer.json')); assert t['model']['type'] == 'Unigram' and len(t['model']['vocab']) == 600, len(t['model']['vocab'])"
+post /tokenizers '{"name": "tok2", "input": ["valid.txt"], "vocab_size": 600}'
+ok tokenizer_job_name_taken error_is 409 tok2
+call GET /tokenizers
+ok tokenizers_listed test "$(jget '[t["name"] for t in b]')" = "['tok2']"
+call GET /corpora
+ok corpora_listed $PY -c "import json, sys; n = [c['name'] for c in json.load(open('$T/body'))]; assert 'valid.txt' in n and 'tok.json' in n, n"
+post /datasets '{"name": "ds2", "tokenizer": "tok2", "input": "valid.txt", "split": "validation", "seq_len": 4}'
 ok dataset_job_bad_seq_len error_is 422 seq_len
-post /datasets "{\"tokenizer\": \"$T/tok2.json\", \"input\": \"$T/valid.txt\", \"split\": \"validation\", \"seq_len\": 32, \"out\": \"$T/ds2\"}"
+post /datasets '{"name": "ds2", "tokenizer": "nosuch", "input": "valid.txt", "split": "validation", "seq_len": 32}'
+ok dataset_job_unknown_tokenizer error_is 422 nosuch
+post /datasets '{"name": "ds2", "tokenizer": "tok2", "input": "valid.txt", "split": "validation", "seq_len": 32}'
 ok dataset_job_accepted status_is 202
 job=$(jget 'b["id"]')
 ok dataset_job_done wait_for 60 "/jobs/$job" 'b["status"] == "done"'
-ok dataset_job_output test -f "$T/ds2/manifest.json"
-post /datasets "{\"tokenizer\": \"$T/tok2.json\", \"input\": \"$T/valid.txt\", \"split\": \"validation\", \"seq_len\": 32, \"out\": \"$T/ds2\"}"
+ok dataset_job_output test -f "$W/datasets/ds2/manifest.json"
+call GET /datasets
+ok datasets_listed test "$(jget '[t["name"] for t in b]')" = "['ds2']"
+# Fails when it runs (no full chunk of 65536 tokens); its half-made folder goes, so the name is free again.
+post /datasets '{"name": "ds3", "tokenizer": "tok2", "input": "valid.txt", "split": "validation", "seq_len": 65536}'
 job=$(jget 'b["id"]')
-ok dataset_job_failure_reported wait_for 60 "/jobs/$job" 'b["status"] == "failed" and len(b["error"] or "") > 0'
+ok dataset_job_failure_reported wait_for 60 "/jobs/$job" 'b["status"] == "failed" and "no full chunk" in (b["error"] or "")'
+ok dataset_job_failure_cleaned test ! -e "$W/datasets/ds3"
 
 # ---- a job queued before a restart runs once after it ----
 stop

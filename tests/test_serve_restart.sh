@@ -45,7 +45,7 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
 
 start() {
   : >"$T/out"
-  $PY -c "$REAP" "$MASKD" serve --port 0 --db "$T/hub.db" --quiet "$@" >"$T/out" 2>>"$T/err" &
+  $PY -c "$REAP" "$MASKD" serve --port 0 --db "$T/hub.db" --data-dir "$T" --quiet "$@" >"$T/out" 2>>"$T/err" &
   pid=$!
   for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
@@ -61,7 +61,7 @@ wait_for() {
 }
 # Checkpoints every 5 steps, so a kill after step 12 leaves one to resume from.
 runjson() { printf '{"name":"%s","tokenizer":"%s","train":"%s","validation":"%s","config":"tiny","max_steps":%d,"batch":16,"eval_batches":2,"checkpoint_steps":5,"threads":1%s}' \
-  "$1" "$T/tok.json" "$T/shards" "$T/vshards" "$2" "${3:-}"; }
+  "$1" tok.json shards vshards "$2" "${3:-}"; }
 # crash RUN: waits for the run to train past a checkpoint, then kills the server and its child.
 crash() { wait_for 120 "/runs/$1" 'b["status"] == "running" and b["step"] >= 12' && killall_; }
 # jobs of run NAME (its own and resumes of its id): "status,requeued_from" lines, oldest first.
