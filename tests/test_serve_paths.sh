@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The HTTP API reaches no file it should not (issue 11, finding 1, 3 and 6), tried as
+# an attacker would: host paths, "..", symbolic links out of the data folder, NUL
+# bytes, "out" fields, flag-shaped values. Each request must be refused with a 4xx,
+# queue no job, read nothing (a /dev/zero tokenizer answers at once, with no memory
+# growth) and write nothing outside the server's work folder.
+. tests/lib.sh serve_paths
+PY=/usr/bin/python3
+
+mkdir -p "$T/data/corpus" "$T/outside"
+printf 'a small corpus line\nand another one\n' > "$T/data/corpus/train.txt"
+echo 'root:secret-hash:19000:0:99999:7:::' > "$T/outside/shadow"
+ln -s "$T/outside/shadow" "$T/data/corpus/link-out.txt"
+ln -s "$T/outside" "$T/data/dir-out"
+
+"$M" serve --port 0 --db "$T/hub.db" --data-dir "$T/data" --quiet >"$T/out" 2>"$T/err" &
+pid=$!
+trap 'kill -9 $pid 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; sleep 0.1; done
+base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
+[ -n "$base" ] || { fail serve_paths_start "$(cat "$T/err")"; exit 1; }
+
+post() {  # path body: the status into $T/status, the body into $T/body
+  curl -s --max-time 10 -X POST -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' \
+    --data-binary "$2" "$base$1" >"$T/status"
+}
+# refused NAME STATUS [TEXT]: the answer has that status, a JSON error, TEXT in it, and
+# nothing from the file outside (the shadow line's hash) in it.
+refused() {
+  local got; got=$(cat "$T/status")
+  if [ "$got" != "$2" ]; then fail "$1" "status $got, not $2: $(head -c 300 "$T/body")"; return; fi
+  if grep -q 'secret-hash\|root:' "$T/body"; then fail "$1" "the answer leaks the file: $(head -c 300 "$T/body")"; return; fi
+  $PY - "$T/body" "${3:-}" <<'EOF' && pass "$1" || fail "$1" "$(head -c 300 "$T/body")"
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert isinstance(b.get("error"), str) and "detail" in b, b
+assert sys.argv[2] in json.dumps(b), (sys.argv[2], b)
+EOF
+}
+
+# ---- tokenizer jobs ----
+post /tokenizers '{"name": "t1", "input": "/etc/passwd", "vocab_size": 100}'
+refused tokenizer_absolute_path_refused 422 input
+post /tokenizers '{"name": "t1", "input": "../outside/shadow", "vocab_size": 100}'
+refused tokenizer_dotdot_refused 422 input
+post /tokenizers '{"name": "t1", "input": "corpus/../../outside/shadow", "vocab_size": 100}'
+refused tokenizer_inner_dotdot_refused 422 input
+post /tokenizers '{"name": "t1", "input": "corpus/link-out.txt", "vocab_size": 100}'
+refused tokenizer_symlink_out_refused 422 input
+msg_link=$(sed 's/link-out.txt/X/' "$T/body")
+post /tokenizers '{"name": "t1", "input": "corpus/missing.txt", "vocab_size": 100}'
+msg_missing=$(sed 's/missing.txt/X/' "$T/body")
+# A link that leads out and a file that does not exist get the same answer: no oracle.
+[ "$msg_link" = "$msg_missing" ] && pass tokenizer_no_existence_oracle || fail tokenizer_no_existence_oracle "$msg_link / $msg_missing"
+post /tokenizers '{"name": "t1", "input": "dir-out/shadow", "vocab_size": 100}'
+refused tokenizer_dir_symlink_out_refused 422 input
+post /tokenizers '{"name": "t1", "input": "corpus/train.txt\u0000/etc/passwd", "vocab_size": 100}'
+refused tokenizer_nul_refused 400 u0000   # jansson refuses NUL in strings outright
+post /tokenizers '{"name": "t1", "input": "corpus/train.txt", "vocab_size": 100, "out": "/tmp/x.json"}'
+refused tokenizer_out_refused 422 out
+post /tokenizers '{"name": "../../t1", "input": "corpus/train.txt", "vocab_size": 100}'
+refused tokenizer_name_dotdot_refused 422 name
+post /tokenizers '{"name": "--help", "input": "corpus/train.txt", "vocab_size": 100}'
+refused tokenizer_name_flag_refused 422 name
+post /tokenizers '{"name": "t1", "input": "--help", "vocab_size": 100}'
+refused tokenizer_input_flag_refused 422 input
+
+# ---- dataset jobs ----
+post /datasets '{"name": "d1", "tokenizer": "/etc/passwd", "input": "corpus/train.txt"}'
+refused dataset_tokenizer_path_refused 422 tokenizer
+post /datasets '{"name": "d1", "tokenizer": "corpus/link-out.txt", "input": "corpus/train.txt"}'
+refused dataset_tokenizer_symlink_refused 422 tokenizer
+post /datasets '{"name": "d1", "tokenizer": "x", "input": "corpus/train.txt", "out": "/tmp/evil"}'
+refused dataset_out_refused 422 out
+post /datasets '{"name": "a/b", "tokenizer": "x", "input": "corpus/train.txt"}'
+refused dataset_name_slash_refused 422 name
+
+# ---- runs ----
+run() { printf '{"name":"%s","tokenizer":"%s","train":"%s","config":"%s"%s}' "$1" "$2" "$3" "${5:-tiny}" "${4:-}"; }
+start=$(date +%s%N)
+post /runs "$(run r1 /dev/zero corpus)"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+refused run_dev_zero_refused 422 tokenizer
+[ "$ms" -lt 1000 ] && pass run_dev_zero_fast || fail run_dev_zero_fast "${ms} ms"
+rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+[ "${rss:-999999}" -lt 200000 ] && pass run_dev_zero_no_memory || fail run_dev_zero_no_memory "RSS ${rss} kB"
+post /runs "$(run r1 ../outside/shadow corpus)"
+refused run_tokenizer_dotdot_refused 422 tokenizer
+post /runs "$(run r1 corpus/train.txt /tmp)"
+refused run_train_path_refused 422 train
+post /runs "$(run r1 corpus/train.txt corpus '' /etc/passwd)"
+refused run_config_path_refused 422 config
+post /runs "$(run r1 corpus/train.txt corpus ',"out":"/tmp/evil"')"
+refused run_out_refused 422 out
+post /runs "$(run ../../.. corpus/train.txt corpus)"
+refused run_name_dotdot_refused 422 name
+post /runs '{"resume": "--help"}'
+refused run_resume_flag_refused 422 resume
+post /runs '{"resume": "no-such-run"}'
+refused run_resume_unknown_refused 422 no-such-run
+
+# ---- nothing was queued, read or written ----
+curl -s --max-time 10 "$base/jobs" >"$T/jobs"
+[ "$(cat "$T/jobs")" = "[]" ] && pass no_job_queued || fail no_job_queued "$(head -c 300 "$T/jobs")"
+[ ! -e /tmp/evil ] && [ ! -e /tmp/x.json ] && pass nothing_written_outside || fail nothing_written_outside "found /tmp/evil or /tmp/x.json"
+left=$(find "$T" -mindepth 1 -newer "$T/out" -not -path "$T/hub.db*" -not -name status -not -name body -not -name jobs | head -3)
+[ -z "$left" ] && pass only_work_folder_written || fail only_work_folder_written "$left"
+
+# ---- a server without --data-dir names no corpus ----
+kill -TERM $pid; wait $pid
+"$M" serve --port 0 --db "$T/hub2.db" --quiet >"$T/out" 2>"$T/err" &
+pid=$!
+for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; sleep 0.1; done
+base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
+post /tokenizers '{"name": "t1", "input": "corpus/train.txt", "vocab_size": 100}'
+refused no_data_dir_no_corpus 422 data-dir
+curl -s --max-time 10 "$base/corpora" >"$T/body"
+[ "$(cat "$T/body")" = "[]" ] && pass no_data_dir_lists_nothing || fail no_data_dir_lists_nothing "$(cat "$T/body")"
+kill -TERM $pid; wait $pid && pass serve_paths_stop || fail serve_paths_stop "exit status $?"
