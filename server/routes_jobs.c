@@ -499,7 +499,8 @@ static int tokenizer_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e)
   snprintf(v, sizeof v, "%lld", (long long)json_integer_value(json_object_get(p, "vocab_size")));
   arg_pair(av, "--vocab-size", v);
   if (output_dir(w, p, "tokenizers", plan, e)) return -1;
-  snprintf(path, sizeof path, "%s/tokenizer.json", plan->out_dir);
+  if (snprintf(path, sizeof path, "%s/tokenizer.json", plan->out_dir) >= (int)sizeof path)
+    return err_set(e, "the output folder's path is too long");
   arg_pair(av, "--out", path);
   return 0;
 }
