@@ -30,11 +30,11 @@ static void usage(FILE *f) {
     "        special_tokens_map.json (as transformers saves an AlbertTokenizerFast).\n"
     "train: see maskd tokenizer train --help.\n"
     "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin; it is read\n"
-    "whole, up to 4 GiB (a named input must be a regular file).\n");
+    "whole, up to 1 GiB (a named input must be a regular file).\n");
 }
 
 /* The most text encode/decode reads (a file or stdin), held whole in memory. */
-#define TEXT_MAX ((size_t)4 << 30)
+#define TEXT_MAX ((size_t)1 << 30)
 
 /* Whole file (a regular file) or stdin into memory, at most TEXT_MAX bytes. */
 static char *slurp(const char *path, size_t *len, Err *err) {
