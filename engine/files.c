@@ -253,7 +253,7 @@ int files_sync_dir(const char *dir, Err *err) {
   return rc;
 }
 
-static int sync_parent(const char *path, Err *err) {
+int files_sync_parent(const char *path, Err *err) {
   char *d = dir_of(path);
   if (!d) return err_set(err, "out of memory");
   int rc = files_sync_dir(d, err);
@@ -314,7 +314,7 @@ int files_atomic_commit(FilesAtomic *a, Err *err) {
   }
   free(a->tmp);
   a->tmp = NULL;
-  int rc = sync_parent(a->path, err);
+  int rc = files_sync_parent(a->path, err);
   free(a->path);
   a->path = NULL;
   return rc;

@@ -75,6 +75,8 @@ int files_write_atomic(const char *path, const void *data, size_t n, Err *err);
 
 /* fsync of a folder, so renames and new names in it are durable. */
 int files_sync_dir(const char *dir, Err *err);
+/* files_sync_dir() of the folder holding path. */
+int files_sync_parent(const char *path, Err *err);
 /* Makes an empty temporary folder ".NAME.tmp-XXXXXX" beside path (mode 0777 less the
 ** umask), for a folder that must appear complete or not at all; *tmp is malloc'd. */
 int files_make_temp_dir(const char *path, char **tmp, Err *err);

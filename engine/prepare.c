@@ -138,39 +138,29 @@ static char *target_dir(const char *out_dir, int *exists, Err *err) {
 ** never shows a manifest before its shards. With overwrite, the old set goes first. */
 static int commit_set(const char *tmp, const char *dir, const PrepareOptions *o, json_t *list, Err *err) {
   struct stat st;
-  if (stat(dir, &st) == 0) {
-    if (o->overwrite && remove_set(dir, o->split, err)) return -1;
-    if (!dir_is_empty(dir)) {
-      char from[4096], to[4096];
-      for (size_t i = 0; i <= json_array_size(list); i++) {
-        const char *name = i < json_array_size(list) ? json_string_value(json_object_get(json_array_get(list, i), "file"))
-                                                     : "manifest.json";
-        if (i == json_array_size(list) && files_sync_dir(dir, err)) return -1;
-        int bad = path_of(from, sizeof from, tmp, name, err) || path_of(to, sizeof to, dir, name, err);
-        if (!bad && rename(from, to) != 0) bad = err_set(err, "%s: cannot move into place: %s", to, strerror(errno));
-        if (bad) {  /* the shards moved so far go again: no part of a set stays behind */
-          for (size_t j = 0; j < i; j++)
-            if (!path_of(to, sizeof to, dir, json_string_value(json_object_get(json_array_get(list, j), "file")), NULL)) unlink(to);
-          return -1;
-        }
-      }
-      if (files_sync_dir(dir, err)) return -1;
-      rmdir(tmp);
-      return 0;
+  int exists = stat(dir, &st) == 0;
+  if (exists && o->overwrite && remove_set(dir, o->split, err)) return -1;
+  if (!exists || dir_is_empty(dir)) {
+    if (rename(tmp, dir) == 0) return files_sync_parent(dir, err);
+    if (!exists) return err_set(err, "%s: cannot rename into place: %s", dir, strerror(errno));
+    /* An empty folder that cannot be replaced (a mount point, say): the files move in. */
+  }
+  char from[4096], to[4096];
+  for (size_t i = 0; i <= json_array_size(list); i++) {
+    const char *name = i < json_array_size(list) ? json_string_value(json_object_get(json_array_get(list, i), "file"))
+                                                 : "manifest.json";
+    if (i == json_array_size(list) && files_sync_dir(dir, err)) return -1;
+    int bad = path_of(from, sizeof from, tmp, name, err) || path_of(to, sizeof to, dir, name, err);
+    if (!bad && rename(from, to) != 0) bad = err_set(err, "%s: cannot move into place: %s", to, strerror(errno));
+    if (bad) {  /* the shards moved so far go again: no part of a set stays behind */
+      for (size_t j = 0; j < i; j++)
+        if (!path_of(to, sizeof to, dir, json_string_value(json_object_get(json_array_get(list, j), "file")), NULL)) unlink(to);
+      return -1;
     }
   }
-  if (rename(tmp, dir) != 0) return err_set(err, "%s: cannot rename into place: %s", dir, strerror(errno));
-  char *parent = strdup(dir), *slash = parent ? strrchr(parent, '/') : NULL;
-  int rc = 0;
-  if (!parent) rc = err_set(err, "out of memory");
-  else {
-    if (slash && slash != parent) *slash = '\0';
-    else if (slash) slash[1] = '\0';
-    else strcpy(parent, ".");
-    rc = files_sync_dir(parent, err);
-  }
-  free(parent);
-  return rc;
+  if (files_sync_dir(dir, err)) return -1;
+  rmdir(tmp);
+  return 0;
 }
 
 typedef struct Writer {
