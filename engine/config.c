@@ -3,6 +3,7 @@
 ** use are ignored (real configs carry many), and anything that would make the
 ** model compute something other than the HF model is refused by name. */
 #include "engine/config.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -152,18 +153,9 @@ done:
 }
 
 int config_load(const char *path, ModelConfig *out, Err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return err_set(err, "%s: %s", path, strerror(errno));
-  /* A config.json is a few hundred bytes; anything beyond 1 MiB is not one. */
-  enum { MAX_CONFIG = 1 << 20 };
-  char *buf = malloc(MAX_CONFIG + 1);
-  if (!buf) { fclose(f); return err_set(err, "%s: out of memory", path); }
-  size_t n = fread(buf, 1, MAX_CONFIG + 1, f);
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) { free(buf); return err_set(err, "%s: read error", path); }
-  if (n > MAX_CONFIG) { free(buf); return err_set(err, "%s: larger than 1 MiB, not a config.json", path); }
-  buf[n] = '\0';
+  size_t n;
+  char *buf = files_read_all(path, CONFIG_MAX_FILE, &n, err);
+  if (!buf) return -1;
   if (strlen(buf) != n) { free(buf); return err_set(err, "%s: contains a NUL byte, not a config.json", path); }
   int rc = config_parse(buf, out, err);
   free(buf);
@@ -332,14 +324,9 @@ int config_save(const ModelConfig *c, const char *path, Err *err) {
   if (config_validate(c, err)) return -1;
   char *s = config_to_json(c);
   if (!s) return err_set(err, "%s: out of memory", path);
-  FILE *f = fopen(path, "wb");
-  if (!f) { free(s); return err_set(err, "%s: %s", path, strerror(errno)); }
-  size_t n = strlen(s);
-  int bad = fwrite(s, 1, n, f) != n;
-  bad |= fclose(f) != 0;
+  int rc = files_write_atomic(path, s, strlen(s), err);
   free(s);
-  if (bad) return err_set(err, "%s: write failed", path);
-  return 0;
+  return rc;
 }
 
 int config_head_dim(const ModelConfig *c) {

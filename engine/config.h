@@ -27,7 +27,9 @@ typedef struct ModelConfig {
 
 /* Parses config.json text; refuses nonsense with a message naming the field. */
 int config_parse(const char *json_text, ModelConfig *out, Err *err);
-/* Reads and parses a config.json file. */
+/* A config.json is a few hundred bytes; anything over 1 MiB is not one. */
+#define CONFIG_MAX_FILE ((size_t)1 << 20)
+/* Reads and parses a config.json file (a regular file of at most CONFIG_MAX_FILE bytes). */
 int config_load(const char *path, ModelConfig *out, Err *err);
 /* Checks sizes and ranges (hidden divisible by heads, positive sizes, ...). */
 int config_validate(const ModelConfig *c, Err *err);
@@ -35,7 +37,7 @@ int config_validate(const ModelConfig *c, Err *err);
 int config_preset(const char *name, ModelConfig *out, Err *err);
 /* HF config.json text (architectures, model_type, all fields); caller frees. */
 char *config_to_json(const ModelConfig *c);
-/* Writes config_to_json() to path. */
+/* Writes config_to_json() to path, atomically (a temporary beside it, then a rename). */
 int config_save(const ModelConfig *c, const char *path, Err *err);
 /* Size of each attention head: hidden_size / num_attention_heads. */
 int config_head_dim(const ModelConfig *c);

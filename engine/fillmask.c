@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/checkpoint.h"
 #include "engine/config.h"
@@ -101,6 +102,21 @@ static const char *token_field(const json_t *obj, const char *key) {
   return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* An optional JSON side file: *out stays NULL when path does not exist; a present one
+** must be a regular file of at most FILLMASK_MAX_SIDE_FILE bytes holding an object. */
+static int read_side_json(const char *path, json_t **out, Err *err) {
+  struct stat st;
+  if (lstat(path, &st) != 0 && errno == ENOENT) return 0;
+  size_t len;
+  char *text = files_read_all(path, FILLMASK_MAX_SIDE_FILE, &len, err);
+  if (!text) return -1;
+  json_error_t je;
+  *out = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &je);  /* model_max_length is 1e30 */
+  free(text);
+  if (!*out || !json_is_object(*out)) return err_set(err, "%s: not a JSON object (%s)", path, *out ? "wrong type" : je.text);
+  return 0;
+}
+
 FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err) {
   FillMaskOptions opt;
   if (o) opt = *o; else fillmask_options_default(&opt);
@@ -112,23 +128,8 @@ FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err)
   Tokenizer *t = NULL;
   char mask[256] = "", pad[256] = "";
   if (!tp || !cp || !sp) { err_set(err, "out of memory"); goto done; }
-  json_error_t je;
-  FILE *f;
   /* Both files are optional (a bare tokenizer.json is enough); when present they must parse. */
-  if ((f = fopen(sp, "rb"))) {
-    fclose(f);
-    if (!(sm = json_load_file(sp, JSON_DECODE_INT_AS_REAL, &je)) || !json_is_object(sm)) {
-      err_set(err, "%s: not a JSON object (%s)", sp, sm ? "wrong type" : je.text);
-      goto done;
-    }
-  }
-  if ((f = fopen(cp, "rb"))) {
-    fclose(f);
-    if (!(tc = json_load_file(cp, JSON_DECODE_INT_AS_REAL, &je)) || !json_is_object(tc)) {
-      err_set(err, "%s: not a JSON object (%s)", cp, tc ? "wrong type" : je.text);
-      goto done;
-    }
-  }
+  if (read_side_json(sp, &sm, err) || read_side_json(cp, &tc, err)) goto done;
   /* transformers reads special_tokens_map.json after tokenizer_config.json, so its roles win. */
   const json_t *srcs[2] = {tc, sm};
   for (int i = 0; i < 2; i++) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/prepare.h"
 #include "engine/shards.h"
 
 struct Loader {
@@ -103,7 +104,11 @@ static int open_dir_glob(Loader *l, const char *dir, Err *err) {
 /* The manifest prepare writes (engine/prepare.h): the listed shards, checked against it. */
 static int open_manifest(Loader *l, const char *path, Err *err) {
   json_error_t je;
-  json_t *m = json_load_file(path, 0, &je);
+  size_t len;
+  char *text = files_read_all(path, PREPARE_MAX_MANIFEST, &len, err);
+  if (!text) return -1;
+  json_t *m = json_loadb(text, len, 0, &je);
+  free(text);
   if (!m) return err_set(err, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
   int rc = 0;
   const char *format = json_string_value(json_object_get(m, "format"));

@@ -12,8 +12,8 @@
 ** each of its 4 process slices; that accident is not mirrored.)
 **
 ** Chunks are written shard_size to a shard, named <split>-<index>-samples-<n>.shard in out_dir
-** (the last shard holds the rest). After the last shard, out_dir/manifest.json is written
-** (through a temp file and a rename), so its presence marks a complete set:
+** (the last shard holds the rest). After the last shard, out_dir/manifest.json is written,
+** so its presence marks a complete set:
 **
 **   {"format": "maskd-shards", "version": 1, "split": S, "seq_len": L, "vocab_size": V,
 **    "token_width": 2|4, "tokenizer_hash": H (see prepare_file_hash), "source": FILE, "total_samples": N,
@@ -21,13 +21,30 @@
 **    "group_lines": .., "shard_size": ..,
 **    "shards": [{"file": NAME, "samples": n, "checksum": "<16 hex digits, FNV-1a 64>"}, ...]}
 **
-** out_dir is created if missing; it must not already hold a manifest.json or .shard files
-** of this split (unless overwrite is set, in which case they are removed first). */
+** The set appears complete or not at all: shards and manifest are written into a temporary
+** folder beside out_dir (".NAME.tmp-XXXXXX"), which replaces out_dir in one rename when
+** out_dir is missing (its parents are created) or empty; into a folder holding other files
+** the shards are moved first and the manifest last. On any error, or when *stop is set,
+** the temporary folder is removed and out_dir is left as it was. out_dir must not already
+** hold a manifest.json or .shard files of this split (unless overwrite is set, in which case
+** they are removed when the new set is put in place).
+**
+** Limits: an input line of at most PREPARE_MAX_LINE bytes (a longer one is refused after
+** reading that much of it), shards of at most SHARD_MAX_FILE bytes (shard_size * seq_len
+** ids are checked before anything is read), a manifest of at most PREPARE_MAX_MANIFEST. */
 #ifndef MASKD_PREPARE_H
 #define MASKD_PREPARE_H
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include "engine/err.h"
+
+/* One input line: a long document on one line is fine, a gigabyte without a newline is not. */
+#define PREPARE_MAX_LINE ((size_t)64 << 20)
+/* A manifest lists its shards, about 100 bytes each: 16 MiB is over 100,000 shards. */
+#define PREPARE_MAX_MANIFEST ((size_t)16 << 20)
+/* prepare_file_hash() hashes tokenizer files: nothing larger is one. */
+#define PREPARE_MAX_HASHED ((uint64_t)1 << 30)
 
 /* Encodes text[0..len) (not NUL-terminated) into at most cap ids; returns the number of
 ** ids the full encoding has (when that exceeds cap, it is called again with a larger
@@ -45,6 +62,7 @@ typedef struct PrepareOptions {
   const char *tokenizer_hash; /* recorded in the manifest ("" when NULL) */
   const char *source;         /* the input's name: recorded in the manifest, named in errors */
   int progress;               /* 1: progress lines (lines, rate, ETA) on stderr */
+  const volatile sig_atomic_t *stop;  /* when set (a signal handler's flag), stop: nothing is written */
 } PrepareOptions;
 
 typedef struct PrepareStats {

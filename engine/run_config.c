@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/files.h"
 #include "engine/loader.h"
 #include "engine/platform.h"
 #include "engine/prepare.h"
@@ -56,6 +57,12 @@ static const Field *find_field(const char *key) {
 }
 
 int run_config_has_key(const char *key) { return find_field(key) != NULL; }
+
+int run_config_json_key(const char *key) {
+  for (int i = 0; i < n_fields; i++)
+    if (!strcmp(fields[i].key, key)) return 1;
+  return 0;
+}
 
 static int set_text(RunConfig *rc, const Field *f, const char *v, Err *err) {
   char *p = (char *)rc + f->off;
@@ -132,18 +139,10 @@ int run_config_apply_json(RunConfig *rc, const char *text, Err *err) {
 }
 
 int run_config_load(RunConfig *rc, const char *path, Err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return err_set(err, "run description %s: %s", path, strerror(errno));
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  if (n < 0 || n > (1 << 20)) { fclose(f); return err_set(err, "run description %s: unreadable or over 1 MB", path); }
-  char *buf = malloc((size_t)n + 1);
-  if (!buf) { fclose(f); return err_set(err, "run description %s: out of memory", path); }
-  size_t got = fread(buf, 1, (size_t)n, f);
-  fclose(f);
-  buf[got] = 0;
-  int r = run_config_apply_json(rc, buf, err);
+  size_t n;
+  char *buf = files_read_all(path, RUN_CONFIG_MAX_FILE, &n, err);
+  if (!buf) return err_prefix(err, "run description");
+  int r = strlen(buf) == n ? run_config_apply_json(rc, buf, err) : err_set(err, "run description: contains a NUL byte");
   free(buf);
   if (r) err_prefix(err, path);
   return r;

@@ -54,12 +54,16 @@ typedef struct RunPlan {
 void run_config_defaults(RunConfig *rc);
 /* Applies a JSON object's keys over rc; unknown keys and wrong types are refused by name. */
 int run_config_apply_json(RunConfig *rc, const char *json_text, Err *err);
-/* Reads a JSON file and applies it. */
+/* A run description is a few hundred bytes; anything over 1 MiB is not one. */
+#define RUN_CONFIG_MAX_FILE ((size_t)1 << 20)
+/* Reads a JSON file (a regular file of at most RUN_CONFIG_MAX_FILE bytes) and applies it. */
 int run_config_load(RunConfig *rc, const char *path, Err *err);
 /* Sets one key from text (a flag's value); "--lr" and "lr", "grad-accum" and "grad_accum" alike. */
 int run_config_set(RunConfig *rc, const char *key, const char *value, Err *err);
 /* 1 when key (with or without "--", '-' or '_') names a field. */
 int run_config_has_key(const char *key);
+/* 1 when key is exactly one of a JSON description's keys ("grad_accum", not "grad-accum"). */
+int run_config_json_key(const char *key);
 /* The whole description as a JSON object's text (malloc'd), every key present. */
 char *run_config_to_json(const RunConfig *rc);
 /* 1 when s names a built-in model config ("tiny", "small", "base"), not a config.json. */

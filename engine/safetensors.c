@@ -5,6 +5,7 @@
 ** file, JSON object, known dtype, shape x dtype size equal to the offsets' span,
 ** and the tensors tiling the data buffer exactly. */
 #include "engine/safetensors.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -239,15 +240,17 @@ StFile *st_open_memory(const void *buf, size_t len, Err *err) {
 }
 
 StFile *st_open(const char *path, Err *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) { err_set(err, "%s: %s", path, strerror(errno)); return NULL; }
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+  uint64_t size;
+  int fd = files_open_regular(path, &size, err);
+  if (fd < 0) return NULL;
+  if (size > ST_MAX_FILE) {
+    char cap[32];
     close(fd);
-    err_set(err, "%s: not a regular file", path);
+    err_set(err, "%s: %llu bytes, more than the %s a safetensors file may have here", path, (unsigned long long)size,
+            files_size_text(ST_MAX_FILE, cap, sizeof cap));
     return NULL;
   }
-  size_t len = (size_t)sb.st_size;
+  size_t len = (size_t)size;
   /* Mapped, not read: the page cache is the buffer, which saves a copy of a
   ** model-sized file. Our writers replace files by rename, so a mapped file is
   ** never truncated under us. Files too small to hold a header are read. */
@@ -526,37 +529,13 @@ int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_
   return 0;
 }
 
-/* Writes the pieces one after another to path atomically: path.tmp, fsync, rename. */
+/* Writes the pieces one after another to path atomically: a temporary, fsync, rename. */
 static int write_pieces(const char *path, const void *const *ptr, const size_t *len, int k, Err *err) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 5);
-  if (!tmp) return err_set(err, "%s: out of memory", path);
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) { err_set(err, "%s: %s", tmp, strerror(errno)); free(tmp); return -1; }
-  int bad = 0, saved = 0;
-  for (int i = 0; i < k && !bad; i++) {
-    const unsigned char *b = ptr[i];
-    size_t done = 0;
-    while (done < len[i]) {
-      ssize_t w = write(fd, b + done, len[i] - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) { saved = w < 0 ? errno : ENOSPC; break; }
-      done += (size_t)w;
-    }
-    bad = done != len[i];
-  }
-  if (!bad && fsync(fd) != 0) { bad = 1; saved = errno; }
-  if (close(fd) != 0 && !bad) { bad = 1; saved = errno; }
-  if (bad || rename(tmp, path) != 0) {
-    err_set(err, "%s: write failed: %s", path, strerror(bad ? saved : errno));
-    unlink(tmp);
-    free(tmp);
-    return -1;
-  }
-  free(tmp);
-  return 0;
+  FilesAtomic f;
+  if (files_atomic_open(&f, path, err)) return -1;
+  for (int i = 0; i < k; i++)
+    if (files_atomic_write(&f, ptr[i], len[i], err)) { files_atomic_abort(&f); return -1; }
+  return files_atomic_commit(&f, err);
 }
 
 int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err) {

@@ -12,6 +12,8 @@
 
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER 100000000  /* the format's limit on N */
+/* The largest file opened: a "base" model with its optimizer state is about 1.5 GB. */
+#define ST_MAX_FILE ((uint64_t)64 << 30)
 
 /* The format's dtypes, in the order of the HF writer's enum (its sort key). */
 typedef enum {
@@ -34,9 +36,9 @@ typedef struct StTensor {
 
 typedef struct StFile StFile;
 
-/* Maps (read-only) and validates a whole file; NULL with a message naming the file
-** and the problem. The file must not be truncated while open (st_write replaces
-** files by rename, which is safe). */
+/* Maps (read-only) and validates a whole file, a regular file of at most ST_MAX_FILE
+** bytes; NULL with a message naming the file and the problem. The file must not be
+** truncated while open (st_write replaces files by rename, which is safe). */
 StFile *st_open(const char *path, Err *err);
 /* Same for bytes in memory (copied; the caller keeps buf). */
 StFile *st_open_memory(const void *buf, size_t len, Err *err);
@@ -88,9 +90,9 @@ typedef struct StWriteTensor {
 ** to a multiple of 8 so every tensor starts 8-byte aligned. */
 int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_meta,
                  unsigned char **out, size_t *out_len, Err *err);
-/* st_serialize() to a file, atomically: written to path.tmp, synced, renamed. */
+/* st_serialize() to a file, atomically: a temporary beside it, synced, renamed. */
 int st_write(const char *path, const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Err *err);
-/* Writes len bytes to path atomically (path.tmp, fsync, rename), so a crash
+/* Writes len bytes to path atomically (a temporary, fsync, rename), so a crash
 ** leaves either the old file or the whole new one. */
 int st_write_bytes(const char *path, const void *bytes, size_t len, Err *err);
 

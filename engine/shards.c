@@ -1,4 +1,5 @@
 #include "engine/shards.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -79,18 +80,19 @@ int shard_write(const char *path, const int32_t *ids, uint64_t n_samples, uint32
   uint64_t nbytes = data_bytes(n_samples, seq_len, w);
   if (n_samples > 0 && nbytes == 0) return err_set(err, "%s: %" PRIu64 " samples overflow the size", path, n_samples);
   if (nbytes > SIZE_MAX) return err_set(err, "%s: too large for this machine", path);
-  size_t pathlen = strlen(path);
   uint64_t name_count;
   if (shard_parse_name(path, NULL, NULL, &name_count) != 0)
     return err_set(err, "%s: shard file name must end in -<index>-samples-<count>.shard", path);
   if (name_count != n_samples)
     return err_set(err, "%s: name says %" PRIu64 " samples but %" PRIu64 " are written", path, name_count, n_samples);
 
+  if (SHARD_HEADER_SIZE + nbytes > SHARD_MAX_FILE) {
+    char cap[32];
+    return err_set(err, "%s: %" PRIu64 " bytes of ids, more than a shard may hold (%s); use fewer samples per shard", path,
+                   nbytes, files_size_text(SHARD_MAX_FILE, cap, sizeof cap));
+  }
   unsigned char *buf = malloc(SHARD_HEADER_SIZE + (size_t)nbytes);
-  char *tmp = malloc(pathlen + 5);
-  if (!buf || !tmp) { free(buf); free(tmp); return err_set(err, "%s: out of memory", path); }
-  memcpy(tmp, path, pathlen);
-  memcpy(tmp + pathlen, ".tmp", 5);
+  if (!buf) return err_set(err, "%s: out of memory", path);
 
   unsigned char *d = buf + SHARD_HEADER_SIZE;
   uint64_t n = n_samples * seq_len;
@@ -98,7 +100,7 @@ int shard_write(const char *path, const int32_t *ids, uint64_t n_samples, uint32
     if (ids[i] < 0 || (uint32_t)ids[i] >= vocab_size) {
       int rc = err_set(err, "%s: id %" PRId32 " at sample %" PRIu64 " position %" PRIu64 " is outside [0, %" PRIu32 ")",
                        path, ids[i], i / seq_len, i % seq_len, vocab_size);
-      free(buf); free(tmp);
+      free(buf);
       return rc;
     }
     uint32_t v = (uint32_t)ids[i];
@@ -114,28 +116,10 @@ int shard_write(const char *path, const int32_t *ids, uint64_t n_samples, uint32
   put64(buf + 40, h.checksum);
   put64(buf + 56, shard_fnv1a64(SHARD_FNV_INIT, buf, 56));
 
-  FILE *f = fopen(tmp, "wb");
-  if (!f) { int rc = err_set(err, "%s: cannot create: %s", tmp, strerror(errno)); free(buf); free(tmp); return rc; }
-  size_t total = SHARD_HEADER_SIZE + (size_t)nbytes;
-  int ok = fwrite(buf, 1, total, f) == total;
-  ok = (fflush(f) == 0) && ok;
-  ok = (fsync(fileno(f)) == 0) && ok;
-  int saved = errno;
-  ok = (fclose(f) == 0) && ok;
+  int rc = files_write_atomic(path, buf, SHARD_HEADER_SIZE + (size_t)nbytes, err);
   free(buf);
-  if (!ok) {
-    int rc = err_set(err, "%s: write failed: %s", tmp, strerror(saved ? saved : errno));
-    unlink(tmp); free(tmp);
-    return rc;
-  }
-  if (rename(tmp, path) != 0) {
-    int rc = err_set(err, "%s: cannot rename into place: %s", path, strerror(errno));
-    unlink(tmp); free(tmp);
-    return rc;
-  }
-  free(tmp);
-  if (info) *info = h;
-  return 0;
+  if (rc == 0 && info) *info = h;
+  return rc;
 }
 
 /* Decodes and checks the 64 header bytes against the file size and name. */
@@ -155,6 +139,10 @@ static int parse_header(const char *path, const unsigned char *b, uint64_t file_
     return err_set(err, "%s: token width %" PRIu32 " does not fit vocabulary size %" PRIu32, path, h.token_width, h.vocab_size);
   uint64_t nbytes = data_bytes(h.n_samples, h.seq_len, h.token_width);
   if (h.n_samples > 0 && nbytes == 0) return err_set(err, "%s: sample count %" PRIu64 " overflows", path, h.n_samples);
+  if (file_size > SHARD_MAX_FILE || nbytes > SHARD_MAX_FILE - SHARD_HEADER_SIZE) {
+    char cap[32];
+    return err_set(err, "%s: more than the %s a shard may have", path, files_size_text(SHARD_MAX_FILE, cap, sizeof cap));
+  }
   if (file_size != SHARD_HEADER_SIZE + nbytes)
     return err_set(err, "%s: %s: file has %" PRIu64 " bytes, header says %" PRIu64 " (%" PRIu64 " samples x %" PRIu32 " tokens x %" PRIu32 " bytes + %u)",
                    path, file_size < SHARD_HEADER_SIZE + nbytes ? "truncated shard" : "trailing bytes after shard",
@@ -170,20 +158,19 @@ static int parse_header(const char *path, const unsigned char *b, uint64_t file_
 
 /* Opens path and reads its header; returns the FILE positioned after it. */
 static FILE *open_header(const char *path, ShardInfo *info, Err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { err_set(err, "%s: cannot open shard: %s", path, strerror(errno)); return NULL; }
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) { err_set(err, "%s: not a regular file", path); fclose(f); return NULL; }
+  uint64_t size;
+  FILE *f = files_fopen_regular(path, &size, err);
+  if (!f) return NULL;
   unsigned char b[SHARD_HEADER_SIZE];
-  if ((uint64_t)st.st_size < SHARD_HEADER_SIZE) {
+  if (size < SHARD_HEADER_SIZE) {
     size_t got = fread(b, 1, sizeof b, f);
     if (got >= 8 && memcmp(b, SHARD_MAGIC, 8) != 0) err_set(err, "%s: not a maskd shard (bad magic)", path);
-    else err_set(err, "%s: truncated shard: %lld bytes, the header alone needs %u", path, (long long)st.st_size, SHARD_HEADER_SIZE);
+    else err_set(err, "%s: truncated shard: %" PRIu64 " bytes, the header alone needs %u", path, size, SHARD_HEADER_SIZE);
     fclose(f);
     return NULL;
   }
   if (fread(b, 1, sizeof b, f) != sizeof b) { err_set(err, "%s: read error: %s", path, strerror(errno)); fclose(f); return NULL; }
-  if (parse_header(path, b, (uint64_t)st.st_size, info, err) != 0) { fclose(f); return NULL; }
+  if (parse_header(path, b, size, info, err) != 0) { fclose(f); return NULL; }
   return f;
 }
 

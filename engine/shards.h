@@ -25,8 +25,9 @@
 ** is not in the name, so shards can be written while the input streams; a set's
 ** completeness is recorded by the manifest that prepare writes last (engine/prepare.h).
 **
-** The writer writes "<path>.tmp" and renames it over <path> after fsync, so a final name
-** never holds a half-written shard. The reader refuses, with one line naming the file, a
+** A shard file is at most SHARD_MAX_FILE bytes (the writer refuses more, the reader
+** refuses a header that claims more). The writer writes a temporary beside <path> and
+** renames it over <path> after fsync, so a final name never holds a half-written shard. The reader refuses, with one line naming the file, a
 ** file that is too short or too long, a foreign file (magic), an unknown version, a header
 ** or data checksum mismatch, a name whose sample count differs from the header's, and an
 ** id >= V. FNV-1a 64: h = 0xcbf29ce484222325; for each byte b: h ^= b; h *= 0x100000001b3. */
@@ -40,6 +41,8 @@
 #define SHARD_VERSION 1u
 #define SHARD_HEADER_SIZE 64u
 #define SHARD_FNV_INIT 0xcbf29ce484222325ULL
+/* The largest shard file: 4 GiB, 400 times the default 5,000 samples of 512 tokens. */
+#define SHARD_MAX_FILE ((uint64_t)4 << 30)
 
 typedef struct ShardInfo {
   uint32_t version, header_size, seq_len, token_width, vocab_size;
@@ -64,7 +67,7 @@ int shard_name(char *buf, size_t cap, const char *split, int index, uint64_t n_s
 int shard_parse_name(const char *path, size_t *split_len, int *index, uint64_t *n_samples);
 
 /* Writes n_samples * seq_len ids (each in [0, vocab_size)) as a shard at path, through
-** "<path>.tmp" and a rename. On success *info (may be NULL) receives the header written. */
+** a temporary beside it and a rename. On success *info (may be NULL) receives the header written. */
 int shard_write(const char *path, const int32_t *ids, uint64_t n_samples, uint32_t seq_len,
                 uint32_t vocab_size, ShardInfo *info, Err *err);
 

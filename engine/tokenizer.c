@@ -17,6 +17,7 @@
 ** all take the span of the last byte they replace; a prepended replacement takes
 ** the span of the segment's first byte. */
 #include "engine/tokenizer.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -1210,17 +1211,11 @@ Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err) {
 }
 
 Tokenizer *tokenizer_load(const char *path, Err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { err_set(err, "%s: %s", path, strerror(errno)); return NULL; }
-  Buf b = {0};
-  char chunk[65536];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, got);
-  int rd = ferror(f);
-  fclose(f);
-  if (rd || b.oom) { free(b.p); err_set(err, "%s: read error", path); return NULL; }
-  Tokenizer *t = tokenizer_from_json(b.p ? b.p : "", b.n, err);
-  free(b.p);
+  size_t n;
+  char *text = files_read_all(path, TOKENIZER_MAX_FILE, &n, err);
+  if (!text) return NULL;
+  Tokenizer *t = tokenizer_from_json(text, n, err);
+  free(text);
   if (!t) err_prefix(err, path);
   return t;
 }
@@ -1418,20 +1413,10 @@ char *tokenizer_to_json(const Tokenizer *t, Err *err) {
   return b.p;
 }
 
-static int write_file(const char *path, const char *text, Err *err) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return err_set(err, "%s: %s", path, strerror(errno));
-  size_t n = strlen(text);
-  int bad = fwrite(text, 1, n, f) != n;
-  bad |= fclose(f) != 0;
-  if (bad) return err_set(err, "%s: write failed", path);
-  return 0;
-}
-
 int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
   char *s = tokenizer_to_json(t, err);
   if (!s) return -1;
-  int rc = write_file(path, s, err);
+  int rc = files_write_atomic(path, s, strlen(s), err);
   free(s);
   return rc;
 }
@@ -1443,10 +1428,8 @@ int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
 ** writes them: with tokenizer.json present they do not change encoding.
 ** clean_up_tokenization_spaces is stated explicitly because its default changed
 ** across transformers versions; true is what the seed's transformers 4.x used. */
-int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-  if (tokenizer_save(t, path, err) < 0) return -1;
+int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err) {
+  *config = *special_map = NULL;
   /* The seed's role names, looked up among the special tokens. */
   static const char *roles[][2] = {{"bos_token", "[CLS]"}, {"cls_token", "[CLS]"}, {"eos_token", "[SEP]"},
                                    {"mask_token", "[MASK]"}, {"pad_token", "<pad>"}, {"sep_token", "[SEP]"}};
@@ -1520,10 +1503,32 @@ int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err) {
   }
   buf_puts(&c, "\n}\n");
   buf_puts(&m, mfirst ? "}\n" : "\n}\n");
-  int rc = 0;
-  if (c.oom || m.oom) rc = err_set(err, "out of memory");
-  if (rc == 0) { snprintf(path, sizeof path, "%s/tokenizer_config.json", dir); rc = write_file(path, c.p, err); }
-  if (rc == 0) { snprintf(path, sizeof path, "%s/special_tokens_map.json", dir); rc = write_file(path, m.p, err); }
-  free(c.p); free(m.p);
+  if (c.oom || m.oom) { free(c.p); free(m.p); return err_set(err, "out of memory"); }
+  *config = c.p;
+  *special_map = m.p;
+  return 0;
+}
+
+/* The three files change together: all are written beside their names first, and
+** renamed over them only when every one was written whole. */
+int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err) {
+  static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+  char *text[3] = {NULL, NULL, NULL};
+  FilesAtomic f[3];
+  memset(f, 0, sizeof f);
+  for (int i = 0; i < 3; i++) f[i].fd = -1;
+  int rc = -1, i;
+  if (!(text[0] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[1], &text[2], err)) goto done;
+  for (i = 0; i < 3; i++) {
+    char *path = files_join(dir, names[i]);
+    int r = path ? files_atomic_open(&f[i], path, err) : err_set(err, "out of memory");
+    free(path);
+    if (r || files_atomic_write(&f[i], text[i], strlen(text[i]), err) || files_atomic_finish(&f[i], err)) goto done;
+  }
+  for (i = 0; i < 3; i++)
+    if (files_atomic_commit(&f[i], err)) goto done;
+  rc = 0;
+done:
+  for (i = 0; i < 3; i++) { files_atomic_abort(&f[i]); free(text[i]); }
   return rc;
 }

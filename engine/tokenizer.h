@@ -24,7 +24,10 @@ typedef struct Encoding {
   void *work;            /* private scratch */
 } Encoding;
 
-/* Reads a tokenizer.json file. */
+/* The largest tokenizer.json read: a 250,000-piece vocabulary is under 20 MB. */
+#define TOKENIZER_MAX_FILE ((size_t)256 << 20)
+
+/* Reads a tokenizer.json file (a regular file of at most TOKENIZER_MAX_FILE bytes). */
 Tokenizer *tokenizer_load(const char *path, Err *err);
 /* Parses tokenizer.json text. */
 Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err);
@@ -38,10 +41,13 @@ void tokenizer_free(Tokenizer *t);
 
 /* tokenizer.json text in HF's layout and key order (malloc'd, NUL-terminated). */
 char *tokenizer_to_json(const Tokenizer *t, Err *err);
-/* Writes tokenizer.json to path. */
+/* Writes tokenizer.json to path, atomically (a temporary beside it, then a rename). */
 int tokenizer_save(const Tokenizer *t, const char *path, Err *err);
+/* The texts of tokenizer_config.json and special_tokens_map.json as transformers saves
+** them for an AlbertTokenizerFast around t (both malloc'd). */
+int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err);
 /* Writes tokenizer.json, tokenizer_config.json and special_tokens_map.json into dir
-** (which must exist), the config files as transformers saves an AlbertTokenizerFast. */
+** (which must exist): all three or, on any error, none of them is replaced. */
 int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err);
 
 /* The Unigram model. */

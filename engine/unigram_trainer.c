@@ -29,6 +29,7 @@
 **    Viterbi occurrences fall in, once per occurrence, which equals the piece's
 **    Viterbi frequency, so the frequency is used directly. */
 #include "engine/unigram_trainer.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <math.h>
@@ -307,8 +308,8 @@ static size_t read_block = (size_t)32 << 20;
 void ut_words_set_read_block(size_t bytes) { read_block = bytes >= 16 ? bytes : ((size_t)32 << 20); }
 
 int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return err_set(err, "%s: %s", path, strerror(errno));
+  FILE *f = files_fopen_regular(path, NULL, err);
+  if (!f) return -1;
   if (threads <= 0) threads = platform_cpu_count();
   if (threads > MAX_READ_THREADS) threads = MAX_READ_THREADS;
   UtWords *part[MAX_READ_THREADS] = {0};
@@ -328,14 +329,19 @@ int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
     have += got;
     int eof = feof(f);
     size_t cut = have;
-    if (!eof) {
-      while (cut > 0 && buf[cut - 1] != '\n') cut--;
-      if (cut == 0) {  /* one line longer than the buffer: grow it */
-        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-        if (!nb) { rc = err_set(err, "%s: out of memory for a line of more than %zu bytes", path, cap); break; }
-        buf = nb; cap *= 2;
-        continue;
-      }
+    while (cut > 0 && buf[cut - 1] != '\n') cut--;
+    if (have - cut > UT_MAX_LINE) {  /* the unfinished last line is already too long */
+      long line = base + 1;
+      for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + cut - p))); p++) line++;
+      rc = err_set(err, "%s:%ld: a line of more than %zu bytes (the limit for one line)", path, line, (size_t)UT_MAX_LINE);
+      break;
+    }
+    if (eof) cut = have;
+    else if (cut == 0) {  /* one line longer than the buffer: grow it (the check above bounds it) */
+      char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+      if (!nb) { rc = err_set(err, "%s: out of memory for a line of more than %zu bytes", path, cap); break; }
+      buf = nb; cap *= 2;
+      continue;
     }
     /* Parts of about equal size, cut after a newline; part 0 goes straight into w. */
     int T = cut < read_block / 32 ? 1 : threads;

@@ -45,8 +45,13 @@ void ut_words_free(UtWords *w);
 int ut_words_add(UtWords *w, const char *word, size_t len, uint64_t count, Err *err);
 /* Normalises and pre-tokenises text (valid UTF-8, no NUL: checked) and counts its words. */
 int ut_words_add_text(UtWords *w, const char *text, size_t len, Err *err);
+/* The longest line ut_words_add_file() reads: one document per line is fine, a gigabyte
+** without a newline (or /dev/zero) is not. */
+#define UT_MAX_LINE ((size_t)64 << 20)
 /* Counts the words of every line of a file on `threads` threads (0: one per CPU);
-** the table ends up as a sequential read would leave it. Errors name the file and line. */
+** the table ends up as a sequential read would leave it. Errors name the file and line.
+** path must be a regular file (a FIFO or a device is refused before reading); a line
+** over UT_MAX_LINE bytes is refused. */
 int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err);
 /* Reads files in blocks of this many bytes (default 32 MiB; 0 restores it); for tests. */
 void ut_words_set_read_block(size_t bytes);

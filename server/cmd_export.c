@@ -5,10 +5,12 @@
 ** tokenizer. Both directions validate everything (the weights are loaded into a
 ** model) before writing anything. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/checkpoint.h"
 #include "engine/config.h"
@@ -21,18 +23,11 @@
 
 static const char *const folder_files[] = {"config.json", "model.safetensors", "tokenizer.json",
                                            "tokenizer_config.json", "special_tokens_map.json"};
+#define N_FOLDER_FILES (sizeof folder_files / sizeof folder_files[0])
 
 static int exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
-}
-
-static int write_bytes(const char *path, const void *data, size_t len, Err *err) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return err_set(err, "%s: %s", path, strerror(errno));
-  size_t w = fwrite(data, 1, len, f);
-  if (fclose(f) || w != len) return err_set(err, "%s: write failed", path);
-  return 0;
 }
 
 /* ---- export ---- */
@@ -45,7 +40,13 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, Err
   Model *m = NULL;
   Tokenizer *t = NULL;
   ModelConfig c;
-  int rc = -1;
+  char *text[N_FOLDER_FILES] = {NULL};
+  size_t len[N_FOLDER_FILES] = {0};
+  FilesAtomic f[N_FOLDER_FILES];
+  memset(f, 0, sizeof f);
+  for (size_t i = 0; i < N_FOLDER_FILES; i++) f[i].fd = -1;
+  sigset_t old_mask;
+  int rc = -1, created = 0;
   if (store_resolve(s, spec, &r, err)) return -1;
   if (!r.tokenizer[0]) return err_set(err, "%s: revision %s has no tokenizer; export needs one", r.model, r.commit);
   if (store_revision_file(s, &r, "config.json", &cfg, &cfg_len, err)) goto done;
@@ -63,31 +64,43 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, Err
     err_set(err, "the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t), c.vocab_size);
     goto done;
   }
-  if (files_make_dirs(dir, err)) goto done;
-  if (!force) {
-    for (size_t i = 0; i < sizeof folder_files / sizeof folder_files[0]; i++) {
+  if (!(created = !exists(dir)) && !force) {
+    for (size_t i = 0; i < N_FOLDER_FILES; i++) {
       free(path);
       if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
       if (exists(path)) { err_set(err, "%s exists (use --force to overwrite)", path); goto done; }
     }
   }
+  if (files_make_dirs(dir, err)) { created = 0; goto done; }
   /* config.json as maskd writes it (architectures, model_type, every field); the
   ** weights as ckpt writes them: F32, HF names, tied decoder left out, format "pt". */
-  free(path);
-  if (!(path = files_join(dir, "config.json"))) { err_set(err, "out of memory"); goto done; }
-  if (config_save(&c, path, err)) goto done;
+  if (!(text[0] = config_to_json(&c))) { err_set(err, "out of memory"); goto done; }
+  len[0] = strlen(text[0]);
   unsigned char *wb = NULL;
-  size_t wb_len = 0;
-  if (ckpt_weights_bytes(m, 0, &wb, &wb_len, err)) goto done;
-  free(path);
-  path = files_join(dir, "model.safetensors");
-  int wrc = path ? write_bytes(path, wb, wb_len, err) : err_set(err, "out of memory");
-  free(wb);
-  if (wrc) goto done;
-  if (tokenizer_save_pretrained(t, dir, err)) goto done;
+  if (ckpt_weights_bytes(m, 0, &wb, &len[1], err)) goto done;
+  text[1] = (char *)wb;
+  if (!(text[2] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[3], &text[4], err)) goto done;
+  for (size_t i = 2; i < N_FOLDER_FILES; i++) len[i] = strlen(text[i]);
+  /* All five are written beside their names first and renamed into place only when every
+  ** one is whole: a full disk leaves the folder as it was, with no temporary behind. A
+  ** stop signal waits until the renames are done. */
+  for (size_t i = 0; i < N_FOLDER_FILES; i++) {
+    free(path);
+    if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
+    if (files_atomic_open(&f[i], path, err) || files_atomic_write(&f[i], text[i], len[i], err) ||
+        files_atomic_finish(&f[i], err))
+      goto done;
+  }
+  cli_block_stop_signals(&old_mask);
+  for (size_t i = 0; i < N_FOLDER_FILES; i++)
+    if (files_atomic_commit(&f[i], err)) { cli_restore_signals(&old_mask); goto done; }
+  cli_restore_signals(&old_mask);
+  created = 0;
   printf("exported %s@%s (revision %lld) to %s\n", r.model, r.commit, (long long)r.seq, dir);
   rc = 0;
 done:
+  for (size_t i = 0; i < N_FOLDER_FILES; i++) { files_atomic_abort(&f[i]); free(text[i]); }
+  if (created) rmdir(dir);   /* a folder this export made and could not fill goes again */
   model_free(m);
   tokenizer_free(t);
   free(cfg); free(w); free(tj); free(cfg_s); free(path);
@@ -113,10 +126,14 @@ static int check_tokenizer_configs(const char *dir, Err *err) {
     if (!p) return err_set(err, "out of memory");
     if (!exists(p)) { free(p); continue; }
     json_error_t je;
-    json_t *o = json_load_file(p, JSON_DECODE_INT_AS_REAL, &je);  /* model_max_length is 1e30 */
+    size_t n;
+    char *text = files_read_all(p, FILLMASK_MAX_SIDE_FILE, &n, err);
+    json_t *o = text ? json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je) : NULL;  /* model_max_length is 1e30 */
+    free(text);
     int rc = 0;
     const char *v;
-    if (!json_is_object(o)) rc = err_set(err, "%s: not a JSON object (%s)", p, o ? "wrong type" : je.text);
+    if (!text) rc = -1;
+    else if (!json_is_object(o)) rc = err_set(err, "%s: not a JSON object (%s)", p, o ? "wrong type" : je.text);
     else if ((v = role(o, "mask_token")) && strcmp(v, "[MASK]"))
       rc = err_set(err, "%s: mask_token '%s' is not supported (maskd models use [MASK])", p, v);
     else if ((v = role(o, "pad_token")) && strcmp(v, "<pad>"))
@@ -133,7 +150,11 @@ static int check_tokenizer_configs(const char *dir, Err *err) {
 /* Reads tokenizer.json, refusing tokenizer types other than Unigram by name. */
 static Tokenizer *load_unigram_tokenizer(const char *path, Err *err) {
   json_error_t je;
-  json_t *o = json_load_file(path, 0, &je);
+  size_t n;
+  char *text = files_read_all(path, TOKENIZER_MAX_FILE, &n, err);
+  if (!text) return NULL;
+  json_t *o = json_loadb(text, n, 0, &je);
+  free(text);
   if (!o) { err_set(err, "%s: %s", path, je.text); return NULL; }
   const char *type = json_string_value(json_object_get(json_object_get(o, "model"), "type"));
   if (!type || strcmp(type, "Unigram")) {
@@ -198,7 +219,9 @@ static void usage_export(FILE *f) {
     "special_tokens_map.json: a folder transformers loads with from_pretrained (RobertaForMaskedLM or\n"
     "BertForMaskedLM, AlbertTokenizerFast). REV: main (newest, default), a revision number or a commit.\n"
     "  --db PATH   the store (default $MASKD_DB, else ./maskd.db)\n"
-    "  --force     overwrite those files when DIR already has them\n");
+    "  --force     overwrite those files when DIR already has them\n"
+    "The five files are written beside their names and renamed into place together, so a\n"
+    "failure (a full disk) leaves DIR as it was.\n");
 }
 
 static void usage_import(FILE *f) {

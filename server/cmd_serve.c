@@ -50,6 +50,9 @@ static void serve_usage(FILE *f) {
           "  --on-restart resume|interrupt  a training job that was running when the server died:\n"
           "                    queue it again as a resume of its run from its newest checkpoint, or\n"
           "                    leave it \"interrupted\" (default); a job's own \"on_restart\" wins\n"
+          "  --stop-grace S    on SIGINT/SIGTERM a running job is asked to stop (training\n"
+          "                    checkpoints first) and marked interrupted; after S seconds (default\n"
+          "                    30, fractions allowed) it is killed\n"
           "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
           "  --quiet           no access log on stderr\n");
 }
@@ -103,6 +106,7 @@ int cmd_serve(int argc, char **argv) {
   hc.token = getenv("MASKD_TOKEN");
   App app;
   memset(&app, 0, sizeof app);
+  app.job_stop_grace = 30;
   int no_worker = 0, cache = 2, batch = 1, fill_threads = 1, window_ms = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -127,6 +131,12 @@ int cmd_serve(int argc, char **argv) {
       double t = strtod(v, &end);
       if (*end || !(t > 0 && t <= 86400)) { fprintf(stderr, "maskd serve: --request-timeout must be 0 < S <= 86400 seconds, not '%s'\n", v); return 2; }
       app.request_timeout = t;
+    }
+    else if (!strcmp(a, "--stop-grace")) {
+      char *end;
+      double t = strtod(v, &end);
+      if (*end || !(t >= 0 && t <= 3600)) { fprintf(stderr, "maskd serve: --stop-grace must be 0 <= S <= 3600 seconds, not '%s'\n", v); return 2; }
+      app.job_stop_grace = t;
     }
     else if (!strcmp(a, "--on-restart")) {
       if (strcmp(v, "resume") && strcmp(v, "interrupt")) { fprintf(stderr, "maskd serve: --on-restart must be resume or interrupt, not '%s'\n", v); return 2; }

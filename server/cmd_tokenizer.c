@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "engine/files.h"
 #include "engine/platform.h"
 #include "engine/tokenizer.h"
 #include "server/commands.h"
@@ -28,27 +29,16 @@ static void usage(FILE *f) {
     "export: writes DIR/tokenizer.json (HF's layout), tokenizer_config.json and\n"
     "        special_tokens_map.json (as transformers saves an AlbertTokenizerFast).\n"
     "train: see maskd tokenizer train --help.\n"
-    "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin.\n");
+    "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin; it is read\n"
+    "whole, up to 1 GiB (a named input must be a regular file).\n");
 }
 
-/* Whole file (or stdin) into memory; a regular file in one read of its size. */
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = path ? fopen(path, "rb") : stdin;
-  if (!f) return NULL;
-  struct stat st;
-  size_t cap = 1 << 16, n = 0;
-  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) cap = (size_t)st.st_size + 1;
-  char *buf = malloc(cap);
-  size_t got;
-  while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-    n += got;
-    if (n == cap) { char *nb = realloc(buf, cap *= 2); if (!nb) { free(buf); buf = NULL; } else buf = nb; }
-  }
-  int bad = ferror(f);
-  if (path) fclose(f);
-  if (bad) { free(buf); return NULL; }
-  if (buf) { *len = n; buf[n] = 0; }
-  return buf;
+/* The most text encode/decode reads (a file or stdin), held whole in memory. */
+#define TEXT_MAX ((size_t)1 << 30)
+
+/* Whole file (a regular file) or stdin into memory, at most TEXT_MAX bytes. */
+static char *slurp(const char *path, size_t *len, Err *err) {
+  return path ? files_read_all(path, TEXT_MAX, len, err) : files_read_stream(stdin, "stdin", TEXT_MAX, len, err);
 }
 
 /* Splits at '\n' (a final unterminated line counts; a final '\n' ends the last line). */
@@ -260,9 +250,9 @@ int cmd_tokenizer(int argc, char **argv) {
     return rc;
   }
   size_t len = 0;
-  char *text = slurp(input, &len);
+  char *text = slurp(input, &len, &err);
   if (!text) {
-    fprintf(stderr, "maskd tokenizer %s: %s: %s\n", verb, input ? input : "stdin", errno ? strerror(errno) : "read error");
+    fprintf(stderr, "maskd tokenizer %s: %s\n", verb, err.msg);
     tokenizer_free(t);
     return 1;
   }

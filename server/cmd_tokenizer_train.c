@@ -23,10 +23,13 @@ static void usage(FILE *f) {
     "lines of the input files, with the seed recipe: normalizer Replace(``->\") Replace(''->\"),\n"
     "Metaspace pre-tokenizer and decoder, TemplateProcessing \"[CLS] $A [SEP]\".\n"
     "\n"
-    "  --input FILE...           text files (UTF-8), one or more\n"
+    "  --input FILE...           text files (UTF-8, regular files), one or more; --input=FILE\n"
+    "                            names one whatever it starts with (repeatable); a line may\n"
+    "                            have up to 64 MiB\n"
     "  --vocab-size N            final vocabulary size, special tokens included\n"
     "  --out PATH                tokenizer.json to write; when named tokenizer.json, its folder\n"
     "                            also gets tokenizer_config.json and special_tokens_map.json\n"
+    "                            (written to temporaries beside them and renamed into place)\n"
     "  --special-tokens A,B,..   special tokens, first ids (default [CLS],[SEP],<unk>,<pad>,[MASK])\n"
     "  --unk-token T             unknown token (default <unk>; added first if not a special token)\n"
     "  --max-piece-length N      longest piece in characters (default 16)\n"
@@ -51,56 +54,59 @@ int cmd_tokenizer_train(int argc, char **argv) {
   o.vocab_size = 0;
   int rc = 2;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has = i + 1 < argc;
-    long v;
+    const char *a = argv[i], *v = NULL;
+    long n;
+    int r;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); free(special_buf); return 0; }
-    else if (!strcmp(a, "--input") && has) {
-      while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
+    else if (!strcmp(a, "--hf-seeds")) o.seed_distinct = 1;
+    else if (!strcmp(a, "--quiet")) o.progress = 0;
+    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--input", &v))) {
+      if (r < 0) goto done;
+      /* "--input A B C": the files up to the next option; "--input=A" is one file, whatever its name. */
+      int more = strcmp(a, "--input") == 0;
+      for (;;) {
         if (n_inputs == 1024) { fprintf(stderr, "maskd tokenizer train: more than 1024 input files\n"); goto done; }
-        inputs[n_inputs++] = argv[++i];
+        inputs[n_inputs++] = v;
+        if (!more || i + 1 >= argc || cli_looks_like_flag(argv[i + 1])) break;
+        v = argv[++i];
       }
     }
-    else if (!strcmp(a, "--out") && has) out = argv[++i];
-    else if (!strcmp(a, "--vocab-size") && has) {
-      if (cli_parse_long(argv[++i], 1, 10000000, &v)) { fprintf(stderr, "maskd tokenizer train: --vocab-size wants a number from 1 to 10000000\n"); goto done; }
-      o.vocab_size = (int)v;
-    }
-    else if (!strcmp(a, "--max-piece-length") && has) {
-      if (cli_parse_long(argv[++i], 1, 255, &v)) { fprintf(stderr, "maskd tokenizer train: --max-piece-length wants a number from 1 to 255\n"); goto done; }
-      o.max_piece_length = (int)v;
-    }
-    else if (!strcmp(a, "--seed-size") && has) {
-      if (cli_parse_long(argv[++i], 1, 100000000, &v)) { fprintf(stderr, "maskd tokenizer train: --seed-size wants a positive number\n"); goto done; }
-      o.seed_size = (int)v;
-    }
-    else if (!strcmp(a, "--sub-iterations") && has) {
-      if (cli_parse_long(argv[++i], 1, 100, &v)) { fprintf(stderr, "maskd tokenizer train: --sub-iterations wants a number from 1 to 100\n"); goto done; }
-      o.n_sub_iterations = (int)v;
-    }
-    else if (!strcmp(a, "--threads") && has) {
-      if (cli_parse_long(argv[++i], 1, 1024, &v)) { fprintf(stderr, "maskd tokenizer train: --threads wants a number from 1 to 1024\n"); goto done; }
-      o.threads = (int)v;
-    }
-    else if (!strcmp(a, "--shrinking-factor") && has) {
-      char *end;
-      double x = strtod(argv[++i], &end);
-      if (*end || !(x > 0 && x < 1)) { fprintf(stderr, "maskd tokenizer train: --shrinking-factor wants a number in (0, 1)\n"); goto done; }
-      o.shrinking_factor = x;
-    }
-    else if (!strcmp(a, "--special-tokens") && has) {
+    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--out", &v))) { if (r < 0) goto done; out = v; }
+    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--unk-token", &v))) { if (r < 0) goto done; unk = v; }
+    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--special-tokens", &v))) {
+      if (r < 0) goto done;
       free(special_buf);
-      special_buf = strdup(argv[++i]);
+      special_buf = strdup(v);
       n_special = 0;
       for (char *save = NULL, *tok = strtok_r(special_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (n_special == MAX_SPECIAL) { fprintf(stderr, "maskd tokenizer train: more than %d special tokens\n", MAX_SPECIAL); goto done; }
         special[n_special++] = tok;
       }
     }
-    else if (!strcmp(a, "--unk-token") && has) unk = argv[++i];
-    else if (!strcmp(a, "--hf-seeds")) o.seed_distinct = 1;
-    else if (!strcmp(a, "--quiet")) o.progress = 0;
-    else { fprintf(stderr, "maskd tokenizer train: unknown option or missing value: %s (maskd tokenizer train --help)\n", a); goto done; }
+    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--shrinking-factor", &v))) {
+      if (r < 0) goto done;
+      char *end;
+      double x = strtod(v, &end);
+      if (*end || !(x > 0 && x < 1)) { fprintf(stderr, "maskd tokenizer train: --shrinking-factor wants a number in (0, 1)\n"); goto done; }
+      o.shrinking_factor = x;
+    }
+    else {
+      static const struct { const char *flag; long lo, hi; } nums[] = {
+        {"--vocab-size", 1, 10000000}, {"--max-piece-length", 1, 255}, {"--seed-size", 1, 100000000},
+        {"--sub-iterations", 1, 100}, {"--threads", 1, 1024}};
+      int *dst[] = {&o.vocab_size, &o.max_piece_length, &o.seed_size, &o.n_sub_iterations, &o.threads};
+      r = 0;
+      for (size_t k = 0; !r && k < sizeof nums / sizeof *nums; k++) {
+        if ((r = cli_flag_value("tokenizer train", argc, argv, &i, nums[k].flag, &v)) != 1) continue;
+        if (cli_parse_long(v, nums[k].lo, nums[k].hi, &n)) {
+          fprintf(stderr, "maskd tokenizer train: %s wants a number from %ld to %ld\n", nums[k].flag, nums[k].lo, nums[k].hi);
+          goto done;
+        }
+        *dst[k] = (int)n;
+      }
+      if (r < 0) goto done;
+      if (r == 0) { fprintf(stderr, "maskd tokenizer train: unknown option or missing value: %s (maskd tokenizer train --help)\n", a); goto done; }
+    }
   }
   if (!n_inputs) { fprintf(stderr, "maskd tokenizer train: --input is required\n"); goto done; }
   if (!o.vocab_size) { fprintf(stderr, "maskd tokenizer train: --vocab-size is required\n"); goto done; }
@@ -140,7 +146,11 @@ int cmd_tokenizer_train(int argc, char **argv) {
   tok = tokenizer_new_seed(r.n, (const char *const *)r.pieces, r.scores, r.unk_id, n_special + added_unk, &err);
   if (!tok) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
   const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+  /* Written atomically; a stop signal waits until the files are in place (or not). */
+  sigset_t old_mask;
+  cli_block_stop_signals(&old_mask);
   int ok = !strcmp(base, "tokenizer.json") ? tokenizer_save_pretrained(tok, dir, &err) : tokenizer_save(tok, out, &err);
+  cli_restore_signals(&old_mask);
   if (ok < 0) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
   if (o.progress) fprintf(stderr, "tokenizer train: wrote %s (%d pieces) in %.2fs\n", out, r.n, platform_now() - t0);
   rc = 0;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "engine/checkpoint.h"
+#include "engine/files.h"
 #include "engine/platform.h"
 #include "engine/run_config.h"
 #include "engine/tokenizer.h"
@@ -53,7 +54,10 @@ static void train_usage(FILE *f) {
           "                         when the run is created, so a resumed run uses the same count)\n"
           "  --eval-batches N (0: all)   --checkpoint-steps N (0: epochs only)\n"
           "  --checkpoint-epochs N (1)   --keep-last N (2): checkpoints that keep optimizer state\n"
-          "  --mlm-probability X (0.15)\n");
+          "  --mlm-probability X (0.15)\n"
+          "\n"
+          "Values may also be written --option=VALUE (so a value may start with '-');\n"
+          "--resume=RUN always takes RUN as the run.\n");
 }
 
 static volatile sig_atomic_t stop_signal;
@@ -179,20 +183,6 @@ static int cb_should_stop(void *ctx) {
   return stop_signal != 0 || c->failed;
 }
 
-static char *read_text(const char *path, Err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { err_set(err, "%s: %s", path, strerror(errno)); return NULL; }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (!b) { fclose(f); err_set(err, "%s: unreadable", path); return NULL; }
-  size_t got = fread(b, 1, (size_t)n, f);
-  fclose(f);
-  b[got] = 0;
-  return b;
-}
-
 /* The final model as an HF folder with the tokenizer files. */
 static int write_out(Trainer *t, const RunConfig *rc, const char *dir, Err *err) {
   if (ckpt_save_model(trainer_model(t), dir, 0, err)) return -1;
@@ -223,30 +213,73 @@ static int differing_key(const RunConfig *stored, const RunConfig *given, Err *e
   return r;
 }
 
+/* The command line: the store, the run's options (applied after --run's file whatever
+** their order, so collected first) and what to do. */
+typedef struct TrainArgs {
+  const char *db_path, *run_file, *resume, *out;
+  int resume_flag;     /* --resume without a value: the run named by --name */
+  int quiet;
+  int nk;
+  char **keys;         /* "--key" of each run option (owned) */
+  const char **vals;
+} TrainArgs;
+
+static void train_args_free(TrainArgs *t) {
+  for (int i = 0; i < t->nk; i++) free(t->keys[i]);
+  free(t->keys);
+  free(t->vals);
+}
+
+/* 0: parsed; 1: --help printed; -1: refused (a line on stderr). Values are taken as
+** cli_flag_value() says, so a value can never be read as an option. */
+static int train_args(int argc, char **argv, TrainArgs *t) {
+  memset(t, 0, sizeof *t);
+  t->db_path = cli_db_path(NULL);
+  t->keys = calloc((size_t)argc + 1, sizeof *t->keys);
+  t->vals = calloc((size_t)argc + 1, sizeof *t->vals);
+  if (!t->keys || !t->vals) { fprintf(stderr, "maskd train: out of memory\n"); return -1; }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    int r;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_usage(stdout); return 1; }
+    if (!strcmp(a, "--quiet")) { t->quiet = 1; continue; }
+    /* --resume alone (last, or before another option) continues the run named by --name. */
+    if (!strcmp(a, "--resume") && (i + 1 >= argc || cli_looks_like_flag(argv[i + 1]))) { t->resume_flag = 1; continue; }
+    if ((r = cli_flag_value("train", argc, argv, &i, "--db", &v))) t->db_path = v;
+    else if ((r = cli_flag_value("train", argc, argv, &i, "--run", &v))) t->run_file = v;
+    else if ((r = cli_flag_value("train", argc, argv, &i, "--resume", &v))) t->resume = v;
+    else if ((r = cli_flag_value("train", argc, argv, &i, "--out", &v))) t->out = v;
+    else if (!strncmp(a, "--", 2)) {
+      const char *eq = strchr(a, '=');
+      char *key = eq ? strndup(a, (size_t)(eq - a)) : strdup(a);
+      if (!key || !run_config_has_key(key)) {
+        fprintf(stderr, "maskd train: unknown option %s (maskd train --help)\n", key ? key : a);
+        free(key);
+        return -1;
+      }
+      t->keys[t->nk] = key;
+      if ((r = cli_flag_value("train", argc, argv, &i, key, &v)) == 1) t->vals[t->nk] = v;
+      t->nk++;
+    } else {
+      fprintf(stderr, "maskd train: unknown option %s (maskd train --help)\n", a);
+      return -1;
+    }
+    if (r < 0) return -1;
+  }
+  if (t->resume && !*t->resume) { fprintf(stderr, "maskd train: --resume= needs a run id or name\n"); return -1; }
+  return 0;
+}
+
 int cmd_train(int argc, char **argv) {
-  const char *db_path = cli_db_path(NULL);
-  const char *run_file = NULL, *resume = NULL, *out = NULL;
-  int resume_flag = 0;   /* --resume without a value: the run named by --name */
-  int quiet = 0;
+  TrainArgs args;
+  int parsed = train_args(argc, argv, &args);
+  if (parsed) { train_args_free(&args); return parsed > 0 ? 0 : 2; }
+  const char *db_path = args.db_path, *run_file = args.run_file, *resume = args.resume, *out = args.out;
+  int resume_flag = args.resume_flag, quiet = args.quiet, nk = args.nk;
+  const char *const *keys = (const char *const *)args.keys, *const *vals = args.vals;
   RunConfig rc;
   run_config_defaults(&rc);
   Err e = {{0}};
-  /* Flags apply after --run's file whatever their order, so collect them first. */
-  const char **keys = calloc((size_t)argc + 1, sizeof *keys), **vals = calloc((size_t)argc + 1, sizeof *vals);
-  int nk = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_usage(stdout); free(keys); free(vals); return 0; }
-    if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-    if (!strcmp(a, "--resume") && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) { resume_flag = 1; continue; }
-    if (i + 1 >= argc) { fprintf(stderr, "maskd train: %s needs a value (maskd train --help)\n", a); free(keys); free(vals); return 2; }
-    if (!strcmp(a, "--db")) db_path = argv[++i];
-    else if (!strcmp(a, "--run")) run_file = argv[++i];
-    else if (!strcmp(a, "--resume")) resume = argv[++i];
-    else if (!strcmp(a, "--out")) out = argv[++i];
-    else if (!strncmp(a, "--", 2) && run_config_has_key(a)) { keys[nk] = a; vals[nk++] = argv[++i]; }
-    else { fprintf(stderr, "maskd train: unknown option %s (maskd train --help)\n", a); free(keys); free(vals); return 2; }
-  }
   int status = 1;
   Store *db = NULL;
   Trainer *t = NULL;
@@ -256,12 +289,12 @@ int cmd_train(int argc, char **argv) {
 
   if (resume_flag && resume) {
     fprintf(stderr, "maskd train: --resume given twice\n");
-    free(keys); free(vals);
+    train_args_free(&args);
     return 2;
   }
   if (resume && (run_file || nk)) {
     fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options\n");
-    free(keys); free(vals);
+    train_args_free(&args);
     return 2;
   }
   RunConfig given = rc;
@@ -302,7 +335,8 @@ int cmd_train(int argc, char **argv) {
   }
   RunPlan plan;
   if (run_config_validate(&rc, &plan, &e)) goto fail_early;
-  tok_json = read_text(rc.tokenizer, &e);
+  size_t tok_len;
+  tok_json = files_read_all(rc.tokenizer, TOKENIZER_MAX_FILE, &tok_len, &e);
   if (!tok_json) goto fail_early;
 
   /* Everything is checked; from here on failures are the run's and are recorded. */
@@ -395,6 +429,6 @@ cleanup:
   trainer_free(t);
   store_close(db);
   free(tok_json); free(cfg_json);
-  free(keys); free(vals);
+  train_args_free(&args);
   return status;
 }

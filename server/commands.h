@@ -3,6 +3,8 @@
 #ifndef MASKD_COMMANDS_H
 #define MASKD_COMMANDS_H
 
+#include <signal.h>
+
 #include "engine/fillmask.h"
 #include "store/store.h"
 
@@ -28,6 +30,19 @@ int cmd_bench(int argc, char **argv);
 const char *cli_db_path(const char *flag);
 /* Parses a whole decimal number in [lo, hi] into *out; -1 (and *out untouched) otherwise. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
+/* 1 when s reads as an option: '-' and then anything but a digit or '.' ("-" alone, "-1"
+** and "-0.5" are values). */
+int cli_looks_like_flag(const char *s);
+/* A flag that takes a value, so that no value is ever read as a flag and no flag as a
+** value: "--flag=VALUE" gives VALUE as written (whatever it starts with); "--flag VALUE"
+** takes the next argument unless it looks like a flag. Returns 1 with *value set and *i
+** past the value, 0 when argv[*i] is not this flag, -1 (one line on stderr, "maskd cmd:
+** ...") when the value is missing. */
+int cli_flag_value(const char *cmd, int argc, char **argv, int *i, const char *flag, const char **value);
+/* Blocks SIGINT, SIGTERM and SIGHUP (old receives the mask before), for the short
+** stretch where files are put in place: a stop then waits until they are whole. */
+void cli_block_stop_signals(sigset_t *old);
+void cli_restore_signals(const sigset_t *old);
 
 /* A fill-mask pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>"). */
 FillMask *fillmask_from_store(Store *s, const char *spec, const FillMaskOptions *o, Err *err);

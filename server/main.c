@@ -1,5 +1,6 @@
 /* maskd: train and serve masked language models on CPUs. This file only
 ** dispatches to the subcommands in server/cmd_*.c. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,9 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   platform_fix_openblas_env(argv);
+  /* Past a file-size limit (ulimit -f) a write fails with EFBIG, which every writer
+  ** reports and cleans up after, instead of the process being killed mid-file. */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) { usage(stderr); return 2; }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
   for (int i = 0; i < n_commands; i++)

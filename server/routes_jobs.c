@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/files.h"
 #include "engine/run_config.h"
 #include "server/serve.h"
 #include "server/workspace.h"
@@ -113,22 +114,31 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
     goto done;
   }
   json_object_del(body, "on_restart");
-  if (resume) {  /* {"resume": RUN}: continue a stopped run from its newest checkpoint */
-    char id[32];
-    if (json_object_size(body) != 1) {
-      http_error(rs, 422, "\"resume\" takes a run id or name and nothing else but \"on_restart\"",
-                 json_pack("{s:s}", "field", "resume"));
+  /* Every field is one the job uses: anything else, or a field that would be ignored, is
+  ** refused by name rather than looking accepted. */
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (resume && strcmp(k, "resume")) {
+      http_error(rs, 422, "\"resume\" takes a run id or name and nothing else but \"on_restart\" (a resumed run keeps its description)",
+                 json_pack("{s:s}", "field", k));
       goto done;
     }
-    if (resume_target(a, rs, resume, id, sizeof id)) goto done;
-    queued = json_pack("{s:s}", "resume", id);
-  } else {
-    /* A run made over HTTP lives in the store; "out" would name a host folder. */
-    if (json_object_get(body, "out")) {
+    if (!resume && !strcmp(k, "out")) {
       http_error(rs, 422, "unknown field: runs submitted over HTTP are kept in the store (export them with maskd export)",
                  json_pack("{s:s}", "field", "out"));
       goto done;
     }
+    if (!resume && !run_config_json_key(k)) {
+      http_error(rs, 422, "unknown field", json_pack("{s:s}", "field", k));
+      goto done;
+    }
+  }
+  if (resume) {  /* {"resume": RUN}: continue a stopped run from its newest checkpoint */
+    char id[32];
+    if (resume_target(a, rs, resume, id, sizeof id)) goto done;
+    queued = json_pack("{s:s}", "resume", id);
+  } else {
     run_config_defaults(&rc);
     if (!(text = json_dumps(body, JSON_COMPACT))) { http_error(rs, 500, "out of memory", NULL); goto done; }
     if (run_config_apply_json(&rc, text, &e) || run_config_check(&rc, &e)) {
@@ -383,18 +393,30 @@ char *jobs_metrics_text(App *a) {
 /* ---- the worker ---- */
 
 
-/* The last non-empty line of a log, for the job's error. */
+/* The last non-empty line of a log, for the job's error: only the log's last
+** LOG_TAIL bytes are read, however long the log has grown. */
+#define LOG_TAIL 65536
 static void last_line(const char *path, char *out, size_t cap) {
   out[0] = '\0';
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[512];
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = '\0';
-    char *p = strrchr(line, '\r');  /* progress lines overwrite themselves with \r */
-    if (line[0]) snprintf(out, cap, "%s", p ? p + 1 : line);
-  }
-  fclose(f);
+  Err e;
+  uint64_t size;
+  int fd = files_open_regular(path, &size, &e);
+  if (fd < 0) return;
+  char *buf = malloc(LOG_TAIL + 1);
+  off_t from = size > LOG_TAIL ? (off_t)(size - LOG_TAIL) : 0;
+  ssize_t n = buf ? pread(fd, buf, LOG_TAIL, from) : -1;
+  close(fd);
+  if (n <= 0) { free(buf); return; }
+  buf[n] = '\0';
+  for (ssize_t i = 0; i < n; i++)
+    if (buf[i] == '\0') buf[i] = ' ';
+  /* Lines end at '\n'; progress lines overwrite themselves with '\r'. */
+  char *end = buf + n;
+  while (end > buf && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ')) *--end = '\0';
+  char *start = end;
+  while (start > buf && start[-1] != '\n' && start[-1] != '\r') start--;
+  snprintf(out, cap, "%s", start);
+  free(buf);
 }
 
 typedef struct Argv { char *v[64]; int n; } Argv;
@@ -411,15 +433,21 @@ typedef struct JobPlan {
 } JobPlan;
 
 static int write_text(const char *path, const char *text, Err *e) {
-  FILE *f = fopen(path, "w");
-  if (!f) return err_set(e, "cannot write the job's description: %s", strerror(errno));
-  int ok = fputs(text, f) >= 0;
-  return fclose(f) == 0 && ok ? 0 : err_set(e, "cannot write the job's description");
+  if (files_write_atomic(path, text, strlen(text), e)) return err_prefix(e, "cannot write the job's description");
+  return 0;
 }
 
 /* Every value on a job's command line is a resolved absolute path, a number, or a
-** checked name, each behind its flag, so no value from a request can read as a flag. */
-static void arg_pair(Argv *av, const char *flag, const char *value) { arg(av, flag); arg(av, value); }
+** checked name, and it travels inside its flag's argument ("--flag=VALUE"), which the
+** commands read as that flag's value whatever it starts with: no value from a request
+** can become a flag, and no flag can swallow the next argument. */
+static void arg_pair(Argv *av, const char *flag, const char *value) {
+  size_t n = strlen(flag) + strlen(value) + 2;
+  char *a = av->n < 62 ? malloc(n) : NULL;
+  if (!a) return;
+  snprintf(a, n, "%s=%s", flag, value);
+  av->v[av->n++] = a;
+}
 
 /* A train job: the description's names resolved to paths, written to jobs/job-N.json. */
 static int train_argv(Worker *w, int64_t job, json_t *p, Argv *av, JobPlan *plan, Err *e) {
@@ -538,19 +566,87 @@ static int job_argv(Worker *w, int64_t job, const char *kind, const char *params
   return rc;
 }
 
-/* Removes a failed job's output folder (flat: a tokenizer.json, or shards and a manifest). */
+/* Removes a failed job's output folder (flat: a tokenizer.json, or shards and a
+** manifest) and the temporaries its command may have left beside it when it was
+** killed (".NAME.tmp-XXXXXX", engine/files.h), so nothing half-written stays. */
 static void remove_output(const char *dir) {
   if (!dir[0]) return;
-  DIR *d = opendir(dir);
+  files_remove_flat_dir(dir);
+  char parent[WORKSPACE_PATH_MAX];
+  snprintf(parent, sizeof parent, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (!slash) return;
+  *slash = '\0';
+  const char *name = slash + 1;
+  size_t n = strlen(name);
+  DIR *d = opendir(parent);
   struct dirent *ent;
   while (d && (ent = readdir(d))) {
-    if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+    if (!files_is_temp_name(ent->d_name) || strncmp(ent->d_name + 1, name, n) || strncmp(ent->d_name + 1 + n, ".tmp-", 5)) continue;
     char p[WORKSPACE_PATH_MAX + 300];
-    snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
-    unlink(p);
+    snprintf(p, sizeof p, "%s/%s", parent, ent->d_name);
+    struct stat st;
+    if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) files_remove_flat_dir(p);
+    else unlink(p);
   }
   if (d) closedir(d);
-  rmdir(dir);
+}
+
+/* 1 when name (n bytes) is the output name of a job still running (a live server's worker runs it). */
+static int name_running(json_t *running, const char *name, size_t n) {
+  size_t i;
+  json_t *j;
+  json_array_foreach(running, i, j) {
+    json_t *params = json_object_get(j, "params");
+    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+    const char *jn = json_string_value(json_object_get(p, "name"));
+    int same = jn && strlen(jn) == n && !strncmp(jn, name, n);
+    json_decref(p);
+    if (same) return 1;
+  }
+  return 0;
+}
+
+/* At start-up this worker runs no job yet: what a server that died left in the work
+** folder's output folders goes (temporaries, and output folders with no finished output
+** in them), except the names of jobs another live server's worker is running. */
+static void sweep_outputs(const Workspace *ws, Store *s) {
+  Err e = {{0}};
+  json_t *jobs = store_jobs_list(s, &e), *running = json_array();
+  size_t i;
+  json_t *j;
+  json_array_foreach(jobs, i, j)
+    if (!strcmp(json_string_value(json_object_get(j, "status")) ?: "", "running")) json_array_append(running, j);
+  json_decref(jobs);
+  static const char *const kinds[] = {"tokenizers", "datasets"};
+  static const char *const done_file[] = {"tokenizer.json", "manifest.json"};
+  for (int k = 0; k < 2; k++) {
+    char dir[WORKSPACE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", ws->work_root, kinds[k]);
+    DIR *d = opendir(dir);
+    struct dirent *ent;
+    while (d && (ent = readdir(d))) {
+      if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+      char p[WORKSPACE_PATH_MAX + 300], f[WORKSPACE_PATH_MAX + 400];
+      snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
+      struct stat st;
+      if (lstat(p, &st) != 0) continue;
+      int temp = files_is_temp_name(ent->d_name);
+      const char *name = temp ? ent->d_name + 1 : ent->d_name;
+      if (name_running(running, name, temp ? strlen(name) - 11 : strlen(name))) continue;
+      if (temp) {
+        if (S_ISDIR(st.st_mode)) files_remove_flat_dir(p);
+        else unlink(p);
+        continue;
+      }
+      if (!S_ISDIR(st.st_mode) || !workspace_name_ok(ent->d_name)) continue;
+      snprintf(f, sizeof f, "%s/%s", p, done_file[k]);
+      if (lstat(f, &st) == 0) continue;   /* finished: kept */
+      files_remove_flat_dir(p);
+    }
+    if (d) closedir(d);
+  }
+  json_decref(running);
 }
 
 /* Runs one claimed job to its end. */
@@ -592,7 +688,8 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     remove_output(plan.out_dir);
     return;
   }
-  int linked = strcmp(kind, "train") != 0, cancelled = 0, status = 0, polls = 0;
+  int linked = strcmp(kind, "train") != 0, cancelled = 0, killed = 0, status = 0, polls = 0;
+  double stop_sent = 0;
   int64_t run = -1;
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -620,10 +717,19 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     }
     if (!cancelled && (store_job_cancel_requested(s, job, &e) == 1 || atomic_load(&w->stop))) {
       cancelled = 1 + atomic_load(&w->stop);
-      kill(pid, SIGTERM);  /* maskd train checkpoints at the step boundary, then exits */
+      stop_sent = wall_now();
+      /* maskd train checkpoints at the step boundary, prepare stops at the next line,
+      ** tokenizer train ends at once; none leaves a file half-written. */
+      kill(pid, SIGTERM);
     }
-    usleep(200 * 1000);
+    if (cancelled && !killed && atomic_load(&w->stop) && wall_now() - stop_sent > w->app->job_stop_grace) {
+      killed = 1;   /* the server is stopping and the job did not: it goes now */
+      kill(pid, SIGKILL);
+    }
+    usleep(cancelled ? 50 * 1000 : 200 * 1000);
   }
+  /* A killed maskd train could not mark its run: the run says "running" with a pid that is gone. */
+  if (killed && linked && run > 0) { Err e2 = {{0}}; store_runs_recover(s, NULL, &e2); }
   metrics_training(w->app->metrics, 0);
   char why[512];
   last_line(log, why, sizeof why);
@@ -631,7 +737,8 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     if (linked && run > 0) store_run_set_status(s, run, "cancelled", "cancelled over HTTP", &e);
     store_job_finish(s, job, "cancelled", NULL, &e);
   } else if (cancelled == 2) {
-    store_job_finish(s, job, "interrupted", "the server stopped", &e);
+    store_job_finish(s, job, "interrupted", killed ? "the server stopped (the job was killed after the grace period)"
+                                                   : "the server stopped", &e);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     store_job_finish(s, job, "done", NULL, &e);
     plan.out_dir[0] = '\0';  /* kept: the job made it */
@@ -725,6 +832,7 @@ Worker *worker_start(App *a, Err *err) {
   store_runs_recover(s, &n, err);
   requeue_interrupted(a, s, before);
   json_decref(before);
+  sweep_outputs(&a->ws, s);
   store_close(s);
   if (pthread_create(&w->thread, NULL, worker_main, w)) { err_set(err, "cannot start the worker"); free(w); return NULL; }
   return w;

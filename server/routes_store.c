@@ -305,8 +305,8 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
 
 /* tokenizer_config.json and special_tokens_map.json are not stored: they follow
 ** from tokenizer.json, so they are generated as `maskd export` writes them, by the
-** same function (tokenizer_save_pretrained) into a private temporary folder, which
-** keeps the bytes identical to an exported folder's. */
+** same function (tokenizer_pretrained_json), which keeps the bytes identical to an
+** exported folder's. */
 static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
   void *tj = NULL;
   size_t tj_len = 0;
@@ -315,34 +315,15 @@ static int generated_file(Store *s, const StoreRevision *r, const char *file, vo
   Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
   free(tj);
   if (!t) { err_prefix(e, "stored tokenizer.json"); return -1; }
-  const char *tmp = getenv("TMPDIR");
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/maskd-resolve.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  int rc = -1;
-  if (!mkdtemp(dir)) { err_set(e, "%s: %s", dir, strerror(errno)); tokenizer_free(t); return -1; }
-  if (tokenizer_save_pretrained(t, dir, e) == 0) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "rb");
-    if (!f) err_set(e, "%s: %s", path, strerror(errno));
-    else {
-      long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-      char *b = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
-      if (!b) err_set(e, "%s: cannot read", path);
-      else if (fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); err_set(e, "%s: read failed", path); }
-      else { *data = b; *len = (size_t)n; rc = 0; }
-      fclose(f);
-    }
-  }
-  static const char *written[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
-  for (int i = 0; i < 3; i++) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, written[i]);
-    unlink(path);
-  }
-  rmdir(dir);
+  char *config = NULL, *special_map = NULL;
+  int rc = tokenizer_pretrained_json(t, &config, &special_map, e);
   tokenizer_free(t);
-  return rc;
+  if (rc) return -1;
+  int want_config = !strcmp(file, "tokenizer_config.json");
+  *data = want_config ? config : special_map;
+  *len = strlen(*data);
+  free(want_config ? special_map : config);
+  return 0;
 }
 
 void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {

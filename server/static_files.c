@@ -3,6 +3,7 @@
 ** "..", starts with a dot, or holds a backslash or a control byte; and the file's
 ** real path (symlinks resolved) must still lie under the root's real path. */
 #include "server/static_files.h"
+#include "engine/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The page's files are a few hundred KB; nothing larger is served. */
+#define STATIC_MAX_FILE ((uint64_t)64 << 20)
 
 char *static_root(const char *dir, Err *err) {
   char *r = realpath(dir, NULL);
@@ -69,20 +73,21 @@ int static_serve(const char *root, const HttpReq *rq, HttpRes *rs) {
   if (!real) return 1;
   size_t rl = strlen(root);
   int inside = !strncmp(real, root, rl) && real[rl] == '/';
-  int fd = inside ? open(real, O_RDONLY | O_CLOEXEC) : -1;
+  /* A regular file only (a FIFO would block the open), of at most STATIC_MAX_FILE bytes. */
+  uint64_t size = 0;
+  int fd = inside ? files_open_regular(real, &size, NULL) : -1;
   free(real);
   if (fd < 0) return 1;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) { close(fd); return 1; }
-  char *data = malloc((size_t)st.st_size + 1);
+  if (size > STATIC_MAX_FILE) { close(fd); return 1; }
+  char *data = malloc((size_t)size + 1);
   size_t got = 0;
-  while (data && got < (size_t)st.st_size) {
-    ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
+  while (data && got < (size_t)size) {
+    ssize_t n = read(fd, data + got, (size_t)size - got);
     if (n <= 0) break;
     got += (size_t)n;
   }
   close(fd);
-  if (!data || got != (size_t)st.st_size) {
+  if (!data || got != (size_t)size) {
     free(data);
     http_errorf(rs, 500, "cannot read static file %s", path);
     return 0;

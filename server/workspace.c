@@ -64,10 +64,10 @@ int workspace_name_ok(const char *name) {
 }
 
 /* A path relative to the data root: segments of printable characters, none empty,
-** "." or "..", no leading '/', at most 1024 bytes. */
+** "." or "..", no leading '/' or '-' (nothing that reads as an option), at most 1024 bytes. */
 static int relative_path_ok(const char *name) {
   size_t n = strlen(name);
-  if (n == 0 || n > 1024 || name[0] == '/') return 0;
+  if (n == 0 || n > 1024 || name[0] == '/' || name[0] == '-') return 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)name[i];
     if (c < 0x20 || c == 0x7f || c == '\\') return 0;
@@ -100,7 +100,7 @@ static int inside(const char *root, const char *rel, unsigned type, char *path, 
 static int check_text(const char *field, const char *name, Err *err) {
   if (workspace_name_ok(name) || relative_path_ok(name)) return WORKSPACE_OK;
   err_set(err, "%s: \"%.64s\" is not a name (letters, digits, - _ .) or a path inside the data folder "
-               "(relative, no '.' or '..' segments)", field, name);
+               "(relative, not starting with '-', no '.' or '..' segments)", field, name);
   return WORKSPACE_BAD_NAME;
 }
 
@@ -115,7 +115,8 @@ static int not_found(const Workspace *w, const char *field, const char *what, co
 
 int workspace_corpus(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err) {
   if (!relative_path_ok(name)) {
-    err_set(err, "%s: \"%.64s\" is not a path inside the data folder (relative, no '.' or '..' segments)", field, name);
+    err_set(err, "%s: \"%.64s\" is not a path inside the data folder (relative, not starting with '-', no '.' or '..' segments)",
+            field, name);
     return WORKSPACE_BAD_NAME;
   }
   if (!w->data_root) {

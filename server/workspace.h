@@ -9,7 +9,7 @@
 **              and the jobs' logs and descriptions in jobs/.
 **
 ** Every name is checked as text first (no absolute paths, no "." or ".." segment,
-** no control characters, no NUL), then resolved with realpath(), and the result must
+** nothing starting with '-', no control characters, no NUL), then resolved with realpath(), and the result must
 ** still lie inside its root: a symbolic link that leads out counts as missing, so an
 ** answer never tells whether a file outside the roots exists. Resolution does not
 ** read files (stat only); whatever reads them runs in the job. */

@@ -370,6 +370,7 @@ int store_integrity_check(Store *s, Err *err) {
 
 /* Inserts a blob inside the caller's transaction (no-op when present). */
 static int blob_put_tx(Store *s, const void *data, size_t len, const char *hex, Err *err) {
+  if ((uint64_t)len > STORE_MAX_BLOB) return err_set(err, "store: blob of %zu bytes, more than a blob may hold", len);
   sqlite3_stmt *st = prep(s, "INSERT OR IGNORE INTO blobs(sha256, size, created) VALUES (?, ?, ?)", err);
   if (!st) return -1;
   sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
@@ -424,6 +425,8 @@ static int blob_get_tx(Store *s, const char *hex, void **data, size_t *len, Err 
   }
   sqlite3_int64 size = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
+  if (size < 0 || (uint64_t)size > STORE_MAX_BLOB)
+    return err_set(err, "store: blob %.12s is damaged (its size %lld is out of range)", hex, (long long)size);
   unsigned char *buf = malloc(size ? (size_t)size + 1 : 1);
   if (!buf) return err_set(err, "store: out of memory for a blob of %lld bytes", (long long)size);
   st = prep(s, "SELECT idx, data FROM blob_chunks WHERE sha256 = ? ORDER BY idx", err);

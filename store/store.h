@@ -38,6 +38,8 @@ int store_integrity_check(Store *s, Err *err);
 int store_check_name(const char *what, const char *name, Err *err);
 
 /* ---- blobs: content-addressed bytes (safetensors, tokenizer.json) ---- */
+/* The largest blob stored or read back (a size beyond it in the store means damage). */
+#define STORE_MAX_BLOB ((uint64_t)64 << 30)
 
 /* Lower-case hex SHA-256 of len bytes into hex (65 bytes with the NUL). */
 void store_sha256_hex(const void *data, size_t len, char hex[65]);

@@ -130,6 +130,22 @@ refuse export_refuse_unknown_model "nosuch" "$M" export --db "$DB" nosuch "$T/x"
 refuse export_refuse_unknown_revision 'has no revision "9"' "$M" export --db "$DB" "tiny-rob@9" "$T/x"
 refuse export_refuse_existing "exists (use --force to overwrite)" "$M" export --db "$DB" tiny-rob@1 "$T/out-rob"
 out=$("$M" export --db "$DB" --force tiny-rob@1 "$T/out-rob" 2>&1) && pass export_force || fail export_force "$out"
+# A full disk (a file-size limit: the write fails with EFBIG) leaves the folder exactly as it
+# was and no temporary beside its files; the same export without the limit replaces them all.
+sums() { (cd "$1" && cksum $(ls -A | sort)); }
+before=$(sums "$T/out-rob")
+out=$(ulimit -f 64; "$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q 'File too large' <<<"$out" && [ "$(sums "$T/out-rob")" = "$before" ] && [ -z "$(ls -A "$T/out-rob" | grep tmp-)" ] &&
+  pass export_full_disk_keeps_folder || fail export_full_disk_keeps_folder "exit $rc: $out; $(ls -A "$T/out-rob")"
+out=$(ulimit -f 64; "$M" export --db "$DB" tiny-rob "$T/fresh" 2>&1); rc=$?
+[ $rc = 1 ] && [ ! -e "$T/fresh" ] && pass export_full_disk_no_folder || fail export_full_disk_no_folder "exit $rc: $out; $(ls -A "$T/fresh" 2>&1)"
+out=$("$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1) || fail export_force_replaces "$out"
+answers "$T/replaced.txt" --model-dir "$T/out-rob"
+[ "$(sums "$T/out-rob")" != "$before" ] && [ -z "$(ls -A "$T/out-rob" | grep tmp-)" ] && same export_force_replaces "$T/bert.dir.txt" "$T/replaced.txt" ||
+  fail export_force_replaces "the folder did not change"
+# Import reads the folder's JSON side files only when they are regular files of sane size.
+cp -r "$T/rob" "$T/fifoside"; rm "$T/fifoside/tokenizer_config.json"; mkfifo "$T/fifoside/tokenizer_config.json"
+refuse export_import_refuses_fifo "FIFO, not a regular file" timeout 20 "$M" import --db "$DB" "$T/fifoside" fifoside
 refuse export_refuse_no_store "no store at" "$M" export --db "$T/none.db" tiny-rob "$T/y"
 refuse export_refuse_fillmask_no_store "no store at" "$M" fill-mask --db "$T/none.db" --model tiny-rob "[MASK]"
 refuse export_refuse_fillmask_unknown_model "nosuch" "$M" fill-mask --db "$DB" --model nosuch "[MASK]"

@@ -74,4 +74,39 @@ rc=$?; [ $rc -ne 0 ] && grep -q "'x' is not an id" "$T/err" && pass prepare_cli_
 rc=$?; [ $rc -eq 2 ] && grep -q -- '--seq-len' "$T/err" && pass prepare_cli_refuses_bad_flag || fail prepare_cli_refuses_bad_flag "rc $rc: $(cat "$T/err")"
 "$MASKD" prepare --bogus >/dev/null 2>"$T/err"
 rc=$?; [ $rc -eq 2 ] && grep -q 'unknown option' "$T/err" && pass prepare_cli_unknown_option || fail prepare_cli_unknown_option "rc $rc"
+# A value is never read as an option, and an option never as a value: "--out --quiet"
+# is refused (it made a folder named --quiet), "--out=-x" names a folder "-x".
+M_ABS=$(realpath "$MASKD")
+(cd "$T" && "$M_ABS" prepare --input ids.txt --ids --vocab-size 3000 --seq-len 16 --out --quiet) >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 2 ] && grep -q -- '--out needs a value' "$T/err" && [ ! -e "$T/--quiet" ] && pass prepare_cli_option_not_a_value ||
+  fail prepare_cli_option_not_a_value "rc $rc: $(cat "$T/err"); $(ls "$T")"
+(cd "$T" && "$M_ABS" prepare --input=ids.txt --ids --vocab-size=3000 --seq-len=16 --quiet --out=-x) >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 0 ] && [ -s "$T/-x/manifest.json" ] && pass prepare_cli_equals_form || fail prepare_cli_equals_form "rc $rc: $(cat "$T/err")"
+
+# Inputs: a named input must be a regular file (a device or FIFO is refused at once).
+"$MASKD" prepare --input /dev/zero --ids --vocab-size 3000 --out "$T/zero" >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && grep -q 'not a regular file' "$T/err" && [ ! -e "$T/zero" ] && pass prepare_cli_refuses_dev_zero ||
+  fail prepare_cli_refuses_dev_zero "rc $rc: $(cat "$T/err")"
+mkfifo "$T/fifo"
+timeout 20 "$MASKD" prepare --input "$T/fifo" --ids --vocab-size 3000 --out "$T/fifo-out" >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && grep -q 'FIFO' "$T/err" && pass prepare_cli_refuses_fifo || fail prepare_cli_refuses_fifo "rc $rc: $(cat "$T/err")"
+
+# The set appears whole or not at all. A full disk (a file-size limit: 8 KiB, less than a shard, so shard
+# writes fail with EFBIG) during --overwrite leaves the old set as it was and no temporary;
+# the same run without the limit replaces it. SIGTERM mid-run writes nothing.
+sums() { (cd "$1" && cksum $(ls -A | sort)); }
+before=$(sums "$T/set")
+(ulimit -f 8; exec "$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --out "$T/set" --overwrite --quiet) 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && grep -q 'File too large' "$T/err" && [ "$(sums "$T/set")" = "$before" ] && [ -z "$(ls -A "$T" | grep tmp-)" ] &&
+  pass prepare_cli_full_disk_keeps_set || fail prepare_cli_full_disk_keeps_set "rc $rc: $(cat "$T/err"); $(ls -A "$T")"
+"$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --out "$T/set" --overwrite --quiet 2>"$T/err"
+rc=$?; [ $rc -eq 0 ] && [ "$(sums "$T/set")" != "$before" ] && grep -q '"seq_len": 8' "$T/set/manifest.json" && [ -z "$(ls -A "$T" | grep tmp-)" ] &&
+  pass prepare_cli_overwrite_replaces_set || fail prepare_cli_overwrite_replaces_set "rc $rc: $(cat "$T/err")"
+{ cat "$T/ids.txt"; sleep 3; cat "$T/ids.txt"; } | "$MASKD" prepare --input - --ids --vocab-size 3000 --seq-len 8 --shard-size 50 --out "$T/sig" --quiet 2>"$T/err" &
+pp=$!   # the pipeline's last command: maskd
+sleep 1
+kill -TERM $pp
+wait $pp
+rc=$?; [ $rc -eq 130 ] && [ ! -e "$T/sig" ] && [ -z "$(ls -A "$T" | grep tmp-)" ] && pass prepare_cli_sigterm_writes_nothing ||
+  fail prepare_cli_sigterm_writes_nothing "rc $rc: $(cat "$T/err"); $(ls -A "$T")"
 rm -rf "$T"

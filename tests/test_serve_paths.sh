@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The HTTP API reaches no file it should not (issue 11, finding 1, 3 and 6), tried as
 # an attacker would: host paths, "..", symbolic links out of the data folder, NUL
-# bytes, "out" fields, flag-shaped values. Each request must be refused with a 4xx,
+# bytes, "out" fields, flag-shaped values, fields a job does not know or would ignore
+# (each refused with 422 naming the field). Each request must be refused with a 4xx,
 # queue no job, read nothing (a /dev/zero tokenizer answers at once, with no memory
 # growth) and write nothing outside the server's work folder.
 . tests/lib.sh serve_paths
@@ -12,6 +13,7 @@ printf 'a small corpus line\nand another one\n' > "$T/data/corpus/train.txt"
 echo 'root:secret-hash:19000:0:99999:7:::' > "$T/outside/shadow"
 ln -s "$T/outside/shadow" "$T/data/corpus/link-out.txt"
 ln -s "$T/outside" "$T/data/dir-out"
+printf 'a corpus whose name reads as an option\n' > "$T/data/-x.txt"
 
 "$M" serve --port 0 --db "$T/hub.db" --data-dir "$T/data" --quiet >"$T/out" 2>"$T/err" &
 pid=$!
@@ -65,7 +67,32 @@ refused tokenizer_name_flag_refused 422 name
 post /tokenizers '{"name": "t1", "input": "--help", "vocab_size": 100}'
 refused tokenizer_input_flag_refused 422 input
 
+# refused_field NAME FIELD: 422 whose detail names FIELD.
+refused_field() {
+  local got; got=$(cat "$T/status")
+  [ "$got" = 422 ] || { fail "$1" "status $got, not 422: $(head -c 300 "$T/body")"; return; }
+  $PY - "$T/body" "$2" <<'EOF' && pass "$1" || fail "$1" "$(head -c 300 "$T/body")"
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert isinstance(b.get("error"), str) and b["detail"]["field"] == sys.argv[2], b
+EOF
+}
+post /tokenizers '{"name": "t1", "input": "-x.txt", "vocab_size": 100}'
+refused tokenizer_flag_shaped_corpus_refused 422 input
+post /tokenizers '{"name": "t1", "input": "corpus/train.txt", "vocab_size": 100, "threads": 4}'
+refused_field tokenizer_unknown_field_named threads
+post /tokenizers '{"name": "t1", "input": "corpus/train.txt", "vocab_size": 100, "on_restart": "resume"}'
+refused_field tokenizer_ignored_field_named on_restart
+
 # ---- dataset jobs ----
+post /datasets '{"name": "d1", "tokenizer": "x", "input": "corpus/train.txt", "shard_size": 10}'
+refused_field dataset_unknown_field_named shard_size
+post /datasets '{"name": "d1", "tokenizer": "x", "input": "-x.txt"}'
+refused dataset_flag_shaped_corpus_refused 422 input
+post /datasets '{"name": "d1", "tokenizer": "-x.txt", "input": "corpus/train.txt"}'
+refused dataset_flag_shaped_tokenizer_refused 422 tokenizer
+post /datasets '{"name": "d1", "tokenizer": "x", "input": "corpus/train.txt", "split": "--help"}'
+refused dataset_flag_shaped_split_refused 422 split
 post /datasets '{"name": "d1", "tokenizer": "/etc/passwd", "input": "corpus/train.txt"}'
 refused dataset_tokenizer_path_refused 422 tokenizer
 post /datasets '{"name": "d1", "tokenizer": "corpus/link-out.txt", "input": "corpus/train.txt"}'
@@ -96,6 +123,14 @@ post /runs "$(run ../../.. corpus/train.txt corpus)"
 refused run_name_dotdot_refused 422 name
 post /runs '{"resume": "--help"}'
 refused run_resume_flag_refused 422 resume
+post /runs "$(run r1 corpus/train.txt corpus ',"learning_rate":0.1')"
+refused_field run_unknown_field_named learning_rate
+post /runs "$(run r1 corpus/train.txt corpus ',"requeued_from":3')"
+refused_field run_queue_field_named requeued_from
+post /runs '{"resume": "r1", "lr": 0.5}'
+refused_field run_resume_other_field_named lr
+post /runs "$(run r1 -x.txt corpus)"
+refused run_flag_shaped_tokenizer_refused 422 tokenizer
 post /runs '{"resume": "no-such-run"}'
 refused run_resume_unknown_refused 422 no-such-run
 

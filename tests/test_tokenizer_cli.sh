@@ -69,4 +69,9 @@ expect_error tokenizer_cli_unknown_verb "unknown verb" frobnicate
 expect_error tokenizer_cli_unknown_option "unknown option" encode --tokenizer "$T/tok.json" --bogus
 expect_error tokenizer_cli_bad_threads "threads" encode --tokenizer "$T/tok.json" --threads 0
 expect_error tokenizer_cli_bad_jsonl "line 1: not a JSON string" encode --tokenizer "$T/tok.json" --input "$T/in.txt" --jsonl
+# Inputs and tokenizers that are not regular files are refused at once, never read.
+mkfifo "$T/fifo"
+expect_error tokenizer_cli_input_dev_zero "character device, not a regular file" encode --tokenizer "$T/tok.json" --input /dev/zero
+expect_error tokenizer_cli_input_fifo "FIFO, not a regular file" encode --tokenizer "$T/tok.json" --input "$T/fifo"
+expect_error tokenizer_cli_tokenizer_dev_zero "character device, not a regular file" encode --tokenizer /dev/zero --input "$T/in.txt"
 exit 0

@@ -64,3 +64,35 @@ expect_error train_bad_number "vocab-size wants" --input "$tmp/corpus.txt" --voc
 expect_error train_bad_shrinking "shrinking-factor" --input "$tmp/corpus.txt" --vocab-size 50 --shrinking-factor 1.5 --out "$tmp/x.json"
 expect_error train_unknown_option "unknown option" --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/x.json" --frobnicate
 [ ! -e "$tmp/x.json" ] && echo "PASS train_errors_write_nothing" || echo "FAIL train_errors_write_nothing: x.json exists"
+
+# Inputs: regular files only (a device or a FIFO is refused at once, never read);
+# a value that looks like an option is never taken as one: --input=FILE names any file.
+expect_error train_refuses_dev_zero "character device, not a regular file" --input /dev/zero --vocab-size 50 --out "$tmp/x.json"
+mkfifo "$tmp/fifo"
+start=$SECONDS
+timeout 20 "$maskd" tokenizer train --quiet --input "$tmp/fifo" --vocab-size 50 --out "$tmp/x.json" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q 'FIFO' "$tmp/err" && [ $((SECONDS - start)) -lt 10 ] && echo "PASS train_refuses_fifo" ||
+  echo "FAIL train_refuses_fifo: rc $rc $(cat "$tmp/err")"
+(cd "$tmp" && "$maskd" tokenizer train --input corpus.txt --vocab-size 90 --out --quiet) >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- '--out needs a value' "$tmp/err" && [ ! -e "$tmp/--quiet" ] && echo "PASS train_option_is_not_a_value" ||
+  echo "FAIL train_option_is_not_a_value: rc $rc $(cat "$tmp/err"); $(ls "$tmp")"
+cp "$tmp/corpus.txt" "$tmp/-dash.txt"
+(cd "$tmp" && "$maskd" tokenizer train --quiet --input=-dash.txt --vocab-size 90 --out=-dash.json) 2>"$tmp/err" &&
+  [ -s "$tmp/-dash.json" ] && echo "PASS train_equals_form_takes_any_value" || echo "FAIL train_equals_form_takes_any_value: $(cat "$tmp/err")"
+
+# A full disk (a file-size limit: the write fails with EFBIG) leaves the three files as
+# they were and no temporary; the next successful training replaces them.
+sums() { (cd "$1" && cksum $(ls -A | sort)); }
+before=$(sums "$tmp/tok")
+(ulimit -f 2; exec "$maskd" tokenizer train --quiet --input "$tmp/corpus.txt" --vocab-size 80 --out "$tmp/tok/tokenizer.json") 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q 'File too large' "$tmp/err" && [ "$(sums "$tmp/tok")" = "$before" ] && [ -z "$(ls -A "$tmp/tok" | grep tmp-)" ]; then
+  echo "PASS train_full_disk_keeps_old_files"
+else echo "FAIL train_full_disk_keeps_old_files: rc $rc $(cat "$tmp/err"); $(ls -A "$tmp/tok")"; fi
+"$maskd" tokenizer train --quiet --input "$tmp/corpus.txt" --vocab-size 80 --out "$tmp/tok/tokenizer.json" 2>"$tmp/err"
+after=$(sums "$tmp/tok")
+n=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['model']['vocab']))" "$tmp/tok/tokenizer.json" 2>/dev/null)
+[ "$after" != "$before" ] && [ "$n" = 80 ] && [ -z "$(ls -A "$tmp/tok" | grep tmp-)" ] && echo "PASS train_replaces_files" ||
+  echo "FAIL train_replaces_files: $n pieces, $(cat "$tmp/err")"

@@ -47,6 +47,10 @@ refuse train_cli_refuses_unknown_key 'unknown key "learning_rate"' --run "$T/bad
 echo '{"name": "x", "epochs": -2}' > "$T/neg.json"
 refuse train_cli_refuses_json_epochs "epochs: -2 must be >= 1" --run "$T/neg.json" "${base[@]:2}"
 refuse train_cli_refuses_resume_unknown "run" --resume nosuchrun
+# A value is never taken for an option nor an option for a value; --key=VALUE takes any value.
+refuse train_cli_option_not_a_value "--tokenizer needs a value, not the option --quiet" "${base[@]}" --tokenizer --quiet
+refuse train_cli_equals_form "lr: -0.001 must be >= 0" "${base[@]}" --lr=-1e-3
+refuse train_cli_resume_equals_empty "--resume= needs a run id or name" --resume=
 n=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
 [ "$n" = 0 ] && pass train_cli_refusals_record_nothing || fail train_cli_refusals_record_nothing "$n runs recorded"
 
