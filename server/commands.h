@@ -3,6 +3,8 @@
 #ifndef MASKD_COMMANDS_H
 #define MASKD_COMMANDS_H
 
+#include <stdio.h>
+
 #include "engine/fillmask.h"
 #include "store/store.h"
 
@@ -28,6 +30,14 @@ int cmd_bench(int argc, char **argv);
 const char *cli_db_path(const char *flag);
 /* Parses a whole decimal number in [lo, hi] into *out; -1 (and *out untouched) otherwise. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* The fill-mask limit flags, shared by maskd serve and maskd fill-mask: --max-inputs,
+** --max-tokens, --max-masks, --max-top-k, --max-answer-bytes (0 = no limit). Returns 1
+** when flag is one (value parsed into l), 0 when it is not, -1 on a bad value (said on
+** stderr as "maskd CMD: ..."). */
+int cli_fill_limit(const char *cmd, const char *flag, const char *value, FillMaskLimits *l);
+/* Their lines for --help, with the defaults. */
+void cli_fill_limits_help(FILE *f);
 
 /* A fill-mask pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>"). */
 FillMask *fillmask_from_store(Store *s, const char *spec, const FillMaskOptions *o, Err *err);
