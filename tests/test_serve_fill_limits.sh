@@ -88,8 +88,8 @@ fill "$T/d.json"
 ok issue_256_inputs refused max_inputs 64 256
 ok issue_256_inputs_quick quick
 long=$(printf 'the %.0s' $(seq 280))
-n_long=$(ntokens "$long[MASK]")
-body "$T/e.json" "{'inputs': '$long[MASK]'}"
+n_long=$(ntokens "${long}[MASK]")
+body "$T/e.json" "{'inputs': '${long}[MASK]'}"
 fill "$T/e.json"
 ok long_text_max_tokens refused max_tokens 256 "$n_long"
 ok long_text_quick quick
@@ -100,14 +100,14 @@ ok fill_still_answers status_is 200
 
 # One status per problem, whatever the input's form.
 toolong=$(printf 'the %.0s' $(seq 600))
-body "$T/s.json" "{'inputs': '$toolong[MASK]'}"
-body "$T/l.json" "{'inputs': ['the [MASK] .', '$toolong[MASK]']}"
+body "$T/s.json" "{'inputs': '${toolong}[MASK]'}"
+body "$T/l.json" "{'inputs': ['the [MASK] .', '${toolong}[MASK]']}"
 fill "$T/s.json"; s1=$(cut -d' ' -f1 "$T/status")
 fill "$T/l.json"; s2=$(cut -d' ' -f1 "$T/status")
 ok too_long_same_status_in_list test "$s1 $s2" = "400 400"
 ok too_long_names_the_input grep -q 'inputs\[1\]: input of .* tokens is longer than the model' "$T/body"
-body "$T/s2.json" "{'inputs': '$long[MASK]'}"
-body "$T/l2.json" "{'inputs': ['$long[MASK]']}"
+body "$T/s2.json" "{'inputs': '${long}[MASK]'}"
+body "$T/l2.json" "{'inputs': ['${long}[MASK]']}"
 fill "$T/s2.json"; s1=$(cut -d' ' -f1 "$T/status")
 fill "$T/l2.json"; s2=$(cut -d' ' -f1 "$T/status")
 ok over_limit_same_status_in_list test "$s1 $s2" = "413 413"
