@@ -29,6 +29,7 @@ struct FillMask {
   char *mask_token;
   int clean_up;
   int max_batch;
+  FillMaskLimits limits;
   int V;                          /* the model's vocabulary: the softmax width */
   int max_tokens;
   int plan_b, plan_t, plan_m;     /* the model's current inference plan (0 = none) */
@@ -40,6 +41,11 @@ void fillmask_options_default(FillMaskOptions *o) {
   memset(o, 0, sizeof *o);
   o->clean_up_spaces = 1;
   o->max_batch = 32;
+  o->limits.max_inputs = FILLMASK_DEFAULT_MAX_INPUTS;
+  o->limits.max_tokens = FILLMASK_DEFAULT_MAX_TOKENS;
+  o->limits.max_masks = FILLMASK_DEFAULT_MAX_MASKS;
+  o->limits.max_top_k = FILLMASK_DEFAULT_MAX_TOP_K;
+  o->limits.max_answer_bytes = FILLMASK_DEFAULT_MAX_ANSWER_BYTES;
 }
 
 FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own, Err *err) {
@@ -66,6 +72,7 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
   fm->pad_id = tokenizer_token_to_id(t, pad);
   fm->clean_up = o->clean_up_spaces != 0;
   fm->max_batch = o->max_batch > 0 ? o->max_batch : 32;
+  fm->limits = o->limits;
   fm->V = c->vocab_size;
   /* RoBERTa's position ids start after padding_idx, so pad+1 positions are unusable. */
   fm->max_tokens = c->model_type == MODEL_ROBERTA ? c->max_position_embeddings - c->pad_token_id - 1
@@ -90,6 +97,7 @@ void fillmask_free(FillMask *fm) {
 Model *fillmask_model(FillMask *fm) { return fm->model; }
 const Tokenizer *fillmask_tokenizer(const FillMask *fm) { return fm->tok; }
 int fillmask_max_tokens(const FillMask *fm) { return fm->max_tokens; }
+const FillMaskLimits *fillmask_limits(const FillMask *fm) { return &fm->limits; }
 void fillmask_forget_plan(FillMask *fm) { fm->plan_b = fm->plan_t = fm->plan_m = 0; }
 
 /* ---- loading an HF folder ---- */
@@ -263,9 +271,11 @@ char *fillmask_repr_double(double x, char *buf) {
 
 /* ---- JSON text as Python's json.dumps writes it ---- */
 
-typedef struct Out { char *p; size_t n, cap; int oom; } Out;
+/* The text goes to p, or with count set is only measured (n bytes). */
+typedef struct Out { char *p; size_t n, cap; int oom, count; } Out;
 
 static void out_put(Out *o, const char *s, size_t n) {
+  if (o->count) { o->n += n; return; }
   if (o->oom) return;
   if (o->n + n + 1 > o->cap) {
     size_t cap = o->cap ? o->cap : 256;
@@ -381,6 +391,12 @@ char *fillmask_dumps(const json_t *v, int indent, int ensure_ascii) {
   return o.p;
 }
 
+/* strlen(fillmask_dumps(v, 0, 0)) without writing it; -1 where dumps fails. */
+static long long dumps_len(const json_t *v) {
+  Out o = {.count = 1};
+  return put_value(&o, v, 0, 0, 0) ? -1 : (long long)o.n;
+}
+
 /* ---- the pipeline ---- */
 
 static void warnf(const FillMask *fm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -394,6 +410,27 @@ static void warnf(const FillMask *fm, const char *fmt, ...) {
   fm->warn(fm->warn_ctx, msg);
 }
 
+/* A refusal of the given kind with its message; NULL, for the caller to return. */
+static void *fail(FillMaskError *fe, FillMaskErrorKind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void *fail(FillMaskError *fe, FillMaskErrorKind kind, const char *fmt, ...) {
+  fe->kind = kind;
+  fe->limit = NULL;
+  fe->max = fe->got = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(fe->err.msg, sizeof fe->err.msg, fmt, ap);
+  va_end(ap);
+  return NULL;
+}
+
+/* The limit's name, value and what the request asked, after fail(..., FILLMASK_ERR_LIMIT, ...). */
+static void *limit_hit(FillMaskError *fe, const char *limit, long long max, long long got) {
+  fe->limit = limit;
+  fe->max = max;
+  fe->got = got;
+  return NULL;
+}
+
 static int cmp_int(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   return (x > y) - (x < y);
@@ -401,15 +438,16 @@ static int cmp_int(const void *a, const void *b) {
 
 /* get_target_ids: vocabulary lookup (added tokens included), else the first id
 ** of the target encoded without special tokens; nothing -> skipped; set(). */
-static int target_ids(FillMask *fm, const char *const *targets, int n, int **out, int *n_out, Err *err) {
+static int target_ids(const FillMask *fm, const char *const *targets, int n, int **out, int *n_out, FillMaskError *fe) {
   int *ids = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1)), k = 0;
-  if (!ids) return err_set(err, "out of memory");
+  if (!ids) { fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); return -1; }
   Encoding enc = {0};
   for (int i = 0; i < n; i++) {
     int id = tokenizer_token_to_id(fm->tok, targets[i]);
     if (id < 0) {
-      if (tokenizer_encode(fm->tok, targets[i], strlen(targets[i]), 0, &enc, err)) {
-        err_prefix(err, "targets");
+      if (tokenizer_encode(fm->tok, targets[i], strlen(targets[i]), 0, &enc, &fe->err)) {
+        err_prefix(&fe->err, "targets");
+        fe->kind = FILLMASK_ERR_TEXT;
         free(ids); encoding_free(&enc);
         return -1;
       }
@@ -429,9 +467,13 @@ static int target_ids(FillMask *fm, const char *const *targets, int n, int **out
   qsort(ids, (size_t)k, sizeof *ids, cmp_int);
   int u = 0;
   for (int i = 0; i < k; i++) if (u == 0 || ids[u - 1] != ids[i]) ids[u++] = ids[i];
-  if (u == 0) { free(ids); return err_set(err, "At least one target must be provided when passed."); }
+  if (u == 0) { free(ids); fail(fe, FILLMASK_ERR_TEXT, "At least one target must be provided when passed."); return -1; }
   for (int i = 0; i < u; i++)
-    if (ids[i] >= fm->V) { int bad = ids[i]; free(ids); return err_set(err, "targets: id %d is outside the model's vocabulary of %d", bad, fm->V); }
+    if (ids[i] >= fm->V) {
+      fail(fe, FILLMASK_ERR_INTERNAL, "targets: id %d is outside the model's vocabulary of %d", ids[i], fm->V);
+      free(ids);
+      return -1;
+    }
   *out = ids;
   *n_out = u;
   return 0;
@@ -464,14 +506,203 @@ typedef struct Item {
   int *masks, n_masks;
 } Item;
 
-/* The result for one input: a list of candidates per mask position. */
-static json_t *item_result(FillMask *fm, const Item *it, const float *logits, int top_k_req, const int *tids,
-                           int n_tids, Cand *cand, int32_t *seq, Err *err) {
+struct FillMaskRequest {
+  int n, is_list;
+  int k;                    /* candidates per mask: top_k capped at the targets and the vocabulary */
+  int *tids, n_tids;        /* the targets' ids (sorted, unique), or NULL: the whole vocabulary */
+  Item *items;
+  int tokens, masks;
+  long long frame;          /* the answer's brackets and separators, in bytes */
+};
+
+/* The smallest candidate object fillmask_dumps() can write, for a lower bound of an answer. */
+static const char MIN_OBJECT[] = "{\"score\": 0.0, \"token\": 0, \"token_str\": \"\", \"sequence\": \"\"}";
+
+/* Bytes of an input's result around its objects: "[o, o]", or "[[o, o], [o, o]]" for several masks. */
+static long long item_frame(int n_masks, int k) {
+  long long row = 2 + 2LL * (k - 1);
+  return n_masks == 1 ? row : 2 + 2LL * (n_masks - 1) + (long long)n_masks * row;
+}
+
+void fillmask_request_free(FillMaskRequest *r) {
+  if (!r) return;
+  for (int i = 0; r->items && i < r->n; i++) { free(r->items[i].ids); free(r->items[i].masks); }
+  free(r->items);
+  free(r->tids);
+  free(r);
+}
+
+int fillmask_request_tokens(const FillMaskRequest *r) { return r->tokens; }
+
+FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *texts, int n, int is_list, long long top_k,
+                                        const char *const *targets, int n_targets, FillMaskError *fe) {
+  FillMaskError ignored;
+  if (!fe) fe = &ignored;
+  memset(fe, 0, sizeof *fe);
+  const FillMaskLimits *lim = &fm->limits;
+  if (n < 0 || (n > 0 && !texts)) return fail(fe, FILLMASK_ERR_SHAPE, "fill-mask: no inputs");
+  if (!is_list && n != 1) return fail(fe, FILLMASK_ERR_SHAPE, "fill-mask: a single input must be exactly one text");
+  if (top_k < 1) return fail(fe, FILLMASK_ERR_SHAPE, "top_k: must be a positive integer, got %lld", top_k);
+  /* The cheap limits first: nothing is encoded for a request refused by them. */
+  if (lim->max_top_k > 0 && top_k > lim->max_top_k) {
+    fail(fe, FILLMASK_ERR_LIMIT, "top_k: %lld is more than the limit of %d (max_top_k)", top_k, lim->max_top_k);
+    return limit_hit(fe, "max_top_k", lim->max_top_k, top_k);
+  }
+  if (lim->max_inputs > 0 && n > lim->max_inputs) {
+    fail(fe, FILLMASK_ERR_LIMIT, "inputs: %d texts in one request, more than the limit of %d (max_inputs)", n,
+         lim->max_inputs);
+    return limit_hit(fe, "max_inputs", lim->max_inputs, n);
+  }
+  FillMaskRequest *r = calloc(1, sizeof *r);
+  if (!r || !(r->items = calloc((size_t)(n > 0 ? n : 1), sizeof *r->items))) {
+    free(r);
+    return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
+  }
+  r->n = n;
+  r->is_list = is_list;
+  if (targets && target_ids(fm, targets, n_targets, &r->tids, &r->n_tids, fe)) goto refused;
+  int width = r->tids ? r->n_tids : fm->V;
+  r->k = top_k < width ? (int)top_k : width;
+
+  Encoding enc = {0};
+  for (int i = 0; i < n; i++) {
+    const char *tx = texts[i];
+    if (!tx) { fail(fe, FILLMASK_ERR_SHAPE, "inputs[%d]: not a string", i); goto refused_enc; }
+    if (tokenizer_encode(fm->tok, tx, strlen(tx), 1, &enc, &fe->err)) {
+      if (is_list) { char p[32]; snprintf(p, sizeof p, "inputs[%d]", i); err_prefix(&fe->err, p); }
+      fe->kind = FILLMASK_ERR_TEXT;
+      goto refused_enc;
+    }
+    Item *it = &r->items[i];
+    it->n = enc.n;
+    it->ids = malloc(sizeof(int32_t) * (size_t)(enc.n > 0 ? enc.n : 1));
+    it->masks = malloc(sizeof(int) * (size_t)(enc.n > 0 ? enc.n : 1));
+    if (!it->ids || !it->masks) { fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); goto refused_enc; }
+    memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)enc.n);
+    for (int t = 0; t < enc.n; t++) if (enc.ids[t] == fm->mask_id) it->masks[it->n_masks++] = t;
+    if (it->n_masks == 0) { fail(fe, FILLMASK_ERR_TEXT, "No mask_token (%s) found on the input", fm->mask_token); goto refused_enc; }
+    if (enc.n > fm->max_tokens) {
+      char where[32] = "";
+      if (is_list) snprintf(where, sizeof where, "inputs[%d]: ", i);
+      fail(fe, FILLMASK_ERR_TEXT, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
+           fm->max_tokens);
+      goto refused_enc;
+    }
+    for (int t = 0; t < enc.n; t++)
+      if (enc.ids[t] >= fm->V) {
+        fail(fe, FILLMASK_ERR_INTERNAL, "input id %d is outside the model's vocabulary of %d", enc.ids[t], fm->V);
+        goto refused_enc;
+      }
+    r->tokens += enc.n;
+    r->masks += it->n_masks;
+    if (lim->max_tokens > 0 && r->tokens > lim->max_tokens) {
+      fail(fe, FILLMASK_ERR_LIMIT, "inputs: at least %d tokens in one request, more than the limit of %d (max_tokens)",
+           r->tokens, lim->max_tokens);
+      limit_hit(fe, "max_tokens", lim->max_tokens, r->tokens);
+      goto refused_enc;
+    }
+    if (lim->max_masks > 0 && r->masks > lim->max_masks) {
+      fail(fe, FILLMASK_ERR_LIMIT, "inputs: at least %d mask tokens in one request, more than the limit of %d (max_masks)",
+           r->masks, lim->max_masks);
+      limit_hit(fe, "max_masks", lim->max_masks, r->masks);
+      goto refused_enc;
+    }
+  }
+  encoding_free(&enc);
+
+  /* The answer's exact frame, and a lower bound of its size (every object as small
+  ** as one can be), so a request whose answer cannot fit is refused before the model runs. */
+  if (n == 0) r->frame = 2;
+  else if (!is_list || n == 1) r->frame = item_frame(r->items[0].n_masks, r->k);
+  else {
+    r->frame = 2 + 2LL * (n - 1);
+    for (int i = 0; i < n; i++) r->frame += item_frame(r->items[i].n_masks, r->k);
+  }
+  long long least = r->frame + (long long)r->masks * r->k * (long long)(sizeof MIN_OBJECT - 1);
+  if (lim->max_answer_bytes > 0 && least > lim->max_answer_bytes) {
+    fail(fe, FILLMASK_ERR_LIMIT, "the answer would be at least %lld bytes, more than the limit of %lld (max_answer_bytes)",
+         least, lim->max_answer_bytes);
+    limit_hit(fe, "max_answer_bytes", lim->max_answer_bytes, least);
+    goto refused;
+  }
+  return r;
+refused_enc:
+  encoding_free(&enc);
+refused:
+  fillmask_request_free(r);
+  return NULL;
+}
+
+FillMaskRequest *fillmask_prepare(const FillMask *fm, const json_t *inputs, const json_t *parameters, FillMaskError *fe) {
+  FillMaskError ignored;
+  if (!fe) fe = &ignored;
+  memset(fe, 0, sizeof *fe);
+  long long top_k = FILLMASK_DEFAULT_TOP_K;
+  int n = 0, is_list = 0, nt = 0;
+  const char **texts = NULL, **targets = NULL;
+  const char *one = NULL, *one_target = NULL;
+  FillMaskRequest *r = NULL;
+  if (json_is_string(inputs)) { one = json_string_value(inputs); texts = &one; n = 1; }
+  else if (json_is_array(inputs)) {
+    is_list = 1;
+    n = (int)json_array_size(inputs);
+    texts = malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
+    if (!texts) return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < n; i++) {
+      const json_t *x = json_array_get(inputs, i);
+      if (!json_is_string(x)) { fail(fe, FILLMASK_ERR_SHAPE, "inputs[%d]: expected a string", i); goto done; }
+      texts[i] = json_string_value(x);
+    }
+  } else {
+    return fail(fe, FILLMASK_ERR_SHAPE, "inputs: expected a string or a list of strings");
+  }
+  if (parameters && !json_is_null(parameters)) {
+    if (!json_is_object(parameters)) { fail(fe, FILLMASK_ERR_SHAPE, "parameters: expected an object"); goto done; }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)parameters, key, v) {
+      if (!strcmp(key, "top_k")) {
+        if (json_is_null(v)) continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 1) {
+          fail(fe, FILLMASK_ERR_SHAPE, "parameters.top_k: expected a positive integer");
+          goto done;
+        }
+        top_k = json_integer_value(v);
+      } else if (!strcmp(key, "targets")) {
+        if (json_is_null(v)) continue;
+        if (json_is_string(v)) { one_target = json_string_value(v); targets = &one_target; nt = 1; continue; }
+        if (!json_is_array(v)) { fail(fe, FILLMASK_ERR_SHAPE, "parameters.targets: expected a string or a list of strings"); goto done; }
+        nt = (int)json_array_size(v);
+        targets = malloc(sizeof(char *) * (size_t)(nt > 0 ? nt : 1));
+        if (!targets) { fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); goto done; }
+        for (int i = 0; i < nt; i++) {
+          const json_t *x = json_array_get(v, i);
+          if (!json_is_string(x)) { fail(fe, FILLMASK_ERR_SHAPE, "parameters.targets[%d]: expected a string", i); goto done; }
+          targets[i] = json_string_value(x);
+        }
+      } else {
+        fail(fe, FILLMASK_ERR_SHAPE, "parameters: unknown parameter '%s' (top_k, targets)", key);
+        goto done;
+      }
+    }
+  }
+  r = fillmask_prepare_texts(fm, texts, n, is_list, top_k, targets, nt, fe);
+done:
+  if (texts != &one) free(texts);
+  if (targets != &one_target) free(targets);
+  return r;
+}
+
+/* The result for one input: a list of candidates per mask position. Adds each
+** object's bytes to *bytes and refuses the request once they pass max_answer_bytes. */
+static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *it, const float *logits, Cand *cand,
+                           int32_t *seq, long long *bytes, FillMaskError *fe) {
   int single = it->n_masks == 1;
-  int width = tids ? n_tids : fm->V;
-  int k = top_k_req < width ? top_k_req : width;
+  int width = r->tids ? r->n_tids : fm->V;
+  int k = r->k;
+  long long max_bytes = fm->limits.max_answer_bytes;
   json_t *res = json_array();
-  if (!res) { err_set(err, "out of memory"); return NULL; }
+  if (!res) return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
   for (int mi = 0; mi < it->n_masks; mi++) {
     const float *l = logits + (size_t)mi * fm->V;
     /* logits.softmax(-1), accumulated in double, stored as float as torch does. */
@@ -480,13 +711,13 @@ static json_t *item_result(FillMask *fm, const Item *it, const float *logits, in
     double sum = 0;
     for (int v = 0; v < fm->V; v++) sum += exp((double)l[v] - (double)mx);
     for (int j = 0; j < width; j++) {
-      int id = tids ? tids[j] : j;
+      int id = r->tids ? r->tids[j] : j;
       cand[j].id = id;
       cand[j].p = (float)(exp((double)l[id] - (double)mx) / sum);
     }
     top_k(cand, width, k);
     json_t *row = json_array();
-    if (!row || json_array_append_new(res, row)) { err_set(err, "out of memory"); json_decref(res); return NULL; }
+    if (!row || json_array_append_new(res, row)) { json_decref(res); return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); }
     for (int j = 0; j < k; j++) {
       int id = cand[j].id, ns = 0;
       for (int t = 0; t < it->n; t++) {
@@ -494,8 +725,9 @@ static json_t *item_result(FillMask *fm, const Item *it, const float *logits, in
         if (x != fm->pad_id) seq[ns++] = x;   /* "Filter padding out" */
       }
       int32_t one = id;
-      char *ts = decode(fm, &one, 1, 0, err);
-      char *ss = ts ? decode(fm, seq, ns, single, err) : NULL;
+      fe->err.msg[0] = 0;
+      char *ts = decode(fm, &one, 1, 0, &fe->err);
+      char *ss = ts ? decode(fm, seq, ns, single, &fe->err) : NULL;
       json_t *o = json_object();
       int bad = !ts || !ss || !o;
       if (!bad) {
@@ -506,11 +738,22 @@ static json_t *item_result(FillMask *fm, const Item *it, const float *logits, in
         bad |= js ? json_object_set_new(o, "token_str", js) : -1;
         bad |= jq ? json_object_set_new(o, "sequence", jq) : -1;
         if (!bad) bad = json_array_append(row, o);
-        if (bad && !(err && err->msg[0])) err_set(err, "fill-mask: decoded text is not valid UTF-8 or out of memory");
       }
+      long long len = bad ? 0 : dumps_len(o);
       json_decref(o);
       free(ts); free(ss);
-      if (bad) { json_decref(res); return NULL; }
+      if (bad || len < 0) {
+        json_decref(res);
+        if (!fe->err.msg[0]) return fail(fe, FILLMASK_ERR_INTERNAL, "fill-mask: decoded text is not valid UTF-8 or out of memory");
+        fe->kind = FILLMASK_ERR_INTERNAL;
+        return NULL;
+      }
+      *bytes += len;
+      if (max_bytes > 0 && *bytes > max_bytes) {
+        json_decref(res);
+        fail(fe, FILLMASK_ERR_LIMIT, "the answer is more than %lld bytes, the limit (max_answer_bytes)", max_bytes);
+        return limit_hit(fe, "max_answer_bytes", max_bytes, *bytes);
+      }
     }
   }
   if (single) {
@@ -531,153 +774,126 @@ static int ensure_plan(FillMask *fm, int b, int t, int m, Err *err) {
   return 0;
 }
 
-json_t *fillmask_run(FillMask *fm, const char *const *texts, int n, int is_list, int top_k_req,
-                     const char *const *targets, int n_targets, Err *err) {
-  if (err) err->msg[0] = 0;
-  if (n < 0 || (n > 0 && !texts)) { err_set(err, "fill-mask: no inputs"); return NULL; }
-  if (!is_list && n != 1) { err_set(err, "fill-mask: a single input must be exactly one text"); return NULL; }
-  if (top_k_req < 1) { err_set(err, "top_k: must be a positive integer, got %d", top_k_req); return NULL; }
-  int *tids = NULL, n_tids = 0;
-  if (targets && target_ids(fm, targets, n_targets, &tids, &n_tids, err)) return NULL;
+/* An input of one of the requests being answered. */
+typedef struct Slot { const Item *it; int req, index; } Slot;
 
-  json_t *results = json_array();
-  Item *items = calloc((size_t)(n > 0 ? n : 1), sizeof *items);
-  Encoding enc = {0};
-  int32_t *ids = NULL, *att = NULL, *pos = NULL, *seqbuf = NULL;
-  float *logits = NULL;
-  Cand *cand = malloc(sizeof(Cand) * (size_t)fm->V);
-  int ok = 0, maxlen = 1;
-  if (!results || !items || !cand) { err_set(err, "out of memory"); goto done; }
+/* Shortest first; equal lengths in arrival order (qsort is not stable). */
+static int cmp_slot(const void *a, const void *b) {
+  const Slot *x = a, *y = b;
+  if (x->it->n != y->it->n) return x->it->n < y->it->n ? -1 : 1;
+  if (x->req != y->req) return x->req < y->req ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
 
-  /* preprocess: every input encoded and checked before any model work. */
+void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t **results, FillMaskError *errors) {
+  json_t **parts = calloc((size_t)(n > 0 ? n : 1), sizeof *parts);   /* each request's results, by input */
+  long long *bytes = calloc((size_t)(n > 0 ? n : 1), sizeof *bytes);
+  int total = 0, maxlen = 1;
   for (int i = 0; i < n; i++) {
-    const char *tx = texts[i];
-    if (!tx) { err_set(err, "inputs[%d]: not a string", i); goto done; }
-    if (tokenizer_encode(fm->tok, tx, strlen(tx), 1, &enc, err)) {
-      if (is_list) { char p[32]; snprintf(p, sizeof p, "inputs[%d]", i); err_prefix(err, p); }
-      goto done;
-    }
-    Item *it = &items[i];
-    it->n = enc.n;
-    it->ids = malloc(sizeof(int32_t) * (size_t)(enc.n > 0 ? enc.n : 1));
-    it->masks = malloc(sizeof(int) * (size_t)(enc.n > 0 ? enc.n : 1));
-    if (!it->ids || !it->masks) { err_set(err, "out of memory"); goto done; }
-    memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)enc.n);
-    for (int t = 0; t < enc.n; t++) if (enc.ids[t] == fm->mask_id) it->masks[it->n_masks++] = t;
-    if (it->n_masks == 0) { err_set(err, "No mask_token (%s) found on the input", fm->mask_token); goto done; }
-    if (enc.n > fm->max_tokens) {
-      char where[32] = "";
-      if (is_list) snprintf(where, sizeof where, "inputs[%d]: ", i);
-      err_set(err, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
-              fm->max_tokens);
-      goto done;
-    }
-    for (int t = 0; t < enc.n; t++)
-      if (enc.ids[t] >= fm->V) { err_set(err, "input id %d is outside the model's vocabulary of %d", enc.ids[t], fm->V); goto done; }
-    if (enc.n > maxlen) maxlen = enc.n;
+    results[i] = NULL;
+    memset(&errors[i], 0, sizeof errors[i]);
+    total += reqs[i]->n;
+    for (int j = 0; j < reqs[i]->n; j++) if (reqs[i]->items[j].n > maxlen) maxlen = reqs[i]->items[j].n;
   }
-  seqbuf = malloc(sizeof(int32_t) * (size_t)maxlen);
-  if (!seqbuf) { err_set(err, "out of memory"); goto done; }
-
-  /* forward in batches of max_batch inputs, padded to the longest of the batch. */
-  for (int s = 0; s < n; s += fm->max_batch) {
-    int b = n - s < fm->max_batch ? n - s : fm->max_batch, T = 1, M = 0;
-    for (int i = s; i < s + b; i++) { if (items[i].n > T) T = items[i].n; M += items[i].n_masks; }
+  Slot *slots = malloc(sizeof *slots * (size_t)(total > 0 ? total : 1));
+  Cand *cand = malloc(sizeof(Cand) * (size_t)fm->V);
+  int32_t *seqbuf = malloc(sizeof(int32_t) * (size_t)maxlen);
+  int32_t *ids = NULL, *att = NULL, *pos = NULL;
+  float *logits = NULL;
+  if (!parts || !bytes || !slots || !cand || !seqbuf) {
+    for (int i = 0; i < n; i++) fail(&errors[i], FILLMASK_ERR_INTERNAL, "out of memory");
+    goto done;
+  }
+  for (int i = 0, k = 0; i < n; i++) {
+    const FillMaskRequest *r = reqs[i];
+    bytes[i] = r->frame;
+    if (!(parts[i] = json_array())) { fail(&errors[i], FILLMASK_ERR_INTERNAL, "out of memory"); continue; }
+    for (int j = 0; j < r->n; j++) {
+      slots[k++] = (Slot){&r->items[j], i, j};
+      if (json_array_append_new(parts[i], json_null())) fail(&errors[i], FILLMASK_ERR_INTERNAL, "out of memory");
+    }
+  }
+  /* Inputs of similar lengths share a forward pass, padded to its longest: sorted by
+  ** length, a pass takes the next input while padding stays under half its work. */
+  qsort(slots, (size_t)total, sizeof *slots, cmp_slot);
+  for (int s = 0; s < total;) {
+    int b = 0, T = 1, M = 0;
+    long long real = 0;
+    Slot *batch = slots + s;
+    while (s + b < total && b < fm->max_batch) {
+      const Item *it = slots[s + b].it;
+      if (b > 0 && (long long)(b + 1) * it->n > 2 * (real + it->n)) break;
+      real += it->n;
+      T = it->n;
+      M += it->n_masks;
+      b++;
+    }
+    s += b;
+    int live = 0;
+    for (int r = 0; r < b; r++) live += errors[batch[r].req].kind == FILLMASK_OK;
+    if (!live) continue;   /* every request in it already refused (its answer grew too large) */
     free(ids); free(att); free(pos); free(logits);
     ids = malloc(sizeof(int32_t) * (size_t)b * T);
     att = malloc(sizeof(int32_t) * (size_t)b * T);
     pos = malloc(sizeof(int32_t) * (size_t)M);
     logits = malloc(sizeof(float) * (size_t)M * fm->V);
-    if (!ids || !att || !pos || !logits) { err_set(err, "out of memory for %d mask positions", M); goto done; }
+    Err e = {{0}};
+    if (!ids || !att || !pos || !logits) err_set(&e, "out of memory for %d mask positions", M);
     int k = 0;
-    for (int r = 0; r < b; r++) {
-      const Item *it = &items[s + r];
+    for (int r = 0; logits && r < b; r++) {
+      const Item *it = batch[r].it;
       for (int t = 0; t < T; t++) {
         ids[r * T + t] = t < it->n ? it->ids[t] : model_config(fm->model)->pad_token_id;
         att[r * T + t] = t < it->n;
       }
       for (int q = 0; q < it->n_masks; q++) pos[k++] = r * T + it->masks[q];
     }
-    if (ensure_plan(fm, b, T, M, err)) goto done;
     ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att};
-    if (model_logits_at(fm->model, &mb, pos, M, logits, err)) goto done;
+    if (e.msg[0] || ensure_plan(fm, b, T, M, &e) || model_logits_at(fm->model, &mb, pos, M, logits, &e)) {
+      for (int i = 0; i < n; i++)
+        if (errors[i].kind == FILLMASK_OK) fail(&errors[i], FILLMASK_ERR_INTERNAL, "%s", e.msg);
+      goto done;
+    }
     k = 0;
     for (int r = 0; r < b; r++) {
-      const Item *it = &items[s + r];
-      json_t *one = item_result(fm, it, logits + (size_t)k * fm->V, top_k_req, tids, n_tids, cand, seqbuf, err);
-      if (!one) goto done;
-      if (json_array_append_new(results, one)) { err_set(err, "out of memory"); goto done; }
-      k += it->n_masks;
+      const Slot *sl = &batch[r];
+      FillMaskError *fe = &errors[sl->req];
+      if (fe->kind == FILLMASK_OK) {
+        json_t *one = item_result(fm, reqs[sl->req], sl->it, logits + (size_t)k * fm->V, cand, seqbuf, &bytes[sl->req], fe);
+        if (one && json_array_set_new(parts[sl->req], (size_t)sl->index, one)) fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
+      }
+      k += sl->it->n_masks;
     }
   }
-  ok = 1;
-done:
-  for (int i = 0; items && i < n; i++) { free(items[i].ids); free(items[i].masks); }
-  free(items); free(ids); free(att); free(pos); free(logits); free(cand); free(seqbuf); free(tids);
-  encoding_free(&enc);
-  if (!ok) { json_decref(results); return NULL; }
-  /* A single text gives its own result; so does a list of one (FillMaskPipeline.__call__). */
-  if (!is_list || n == 1) {
-    json_t *only = json_incref(json_array_get(results, 0));
-    json_decref(results);
-    return only;
+  for (int i = 0; i < n; i++) {
+    if (errors[i].kind != FILLMASK_OK) continue;
+    /* A single text gives its own result; so does a list of one (FillMaskPipeline.__call__). */
+    if (!reqs[i]->is_list || reqs[i]->n == 1) results[i] = json_incref(json_array_get(parts[i], 0));
+    else results[i] = json_incref(parts[i]);
   }
-  return results;
+done:
+  for (int i = 0; parts && i < n; i++) json_decref(parts[i]);
+  free(parts); free(bytes); free(slots); free(cand); free(seqbuf);
+  free(ids); free(att); free(pos); free(logits);
 }
 
-json_t *fillmask_call(FillMask *fm, const json_t *inputs, const json_t *parameters, Err *err) {
-  int top_k = FILLMASK_DEFAULT_TOP_K, n = 0, is_list = 0, nt = 0;
-  const char **texts = NULL, **targets = NULL;
-  const char *one = NULL, *one_target = NULL;
+json_t *fillmask_run(FillMask *fm, const char *const *texts, int n, int is_list, int top_k,
+                     const char *const *targets, int n_targets, FillMaskError *fe) {
+  FillMaskError ignored;
+  if (!fe) fe = &ignored;
+  FillMaskRequest *r = fillmask_prepare_texts(fm, texts, n, is_list, top_k, targets, n_targets, fe);
   json_t *res = NULL;
-  if (json_is_string(inputs)) { one = json_string_value(inputs); texts = &one; n = 1; }
-  else if (json_is_array(inputs)) {
-    is_list = 1;
-    n = (int)json_array_size(inputs);
-    texts = malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
-    if (!texts) { err_set(err, "out of memory"); return NULL; }
-    for (int i = 0; i < n; i++) {
-      const json_t *x = json_array_get(inputs, i);
-      if (!json_is_string(x)) { err_set(err, "inputs[%d]: expected a string", i); goto done; }
-      texts[i] = json_string_value(x);
-    }
-  } else {
-    err_set(err, "inputs: expected a string or a list of strings");
-    return NULL;
-  }
-  if (parameters && !json_is_null(parameters)) {
-    if (!json_is_object(parameters)) { err_set(err, "parameters: expected an object"); goto done; }
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)parameters, key, v) {
-      if (!strcmp(key, "top_k")) {
-        if (json_is_null(v)) continue;
-        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000000) {
-          err_set(err, "parameters.top_k: expected a positive integer");
-          goto done;
-        }
-        top_k = (int)json_integer_value(v);
-      } else if (!strcmp(key, "targets")) {
-        if (json_is_null(v)) continue;
-        if (json_is_string(v)) { one_target = json_string_value(v); targets = &one_target; nt = 1; continue; }
-        if (!json_is_array(v)) { err_set(err, "parameters.targets: expected a string or a list of strings"); goto done; }
-        nt = (int)json_array_size(v);
-        targets = malloc(sizeof(char *) * (size_t)(nt > 0 ? nt : 1));
-        if (!targets) { err_set(err, "out of memory"); goto done; }
-        for (int i = 0; i < nt; i++) {
-          const json_t *x = json_array_get(v, i);
-          if (!json_is_string(x)) { err_set(err, "parameters.targets[%d]: expected a string", i); goto done; }
-          targets[i] = json_string_value(x);
-        }
-      } else {
-        err_set(err, "parameters: unknown parameter '%s' (top_k, targets)", key);
-        goto done;
-      }
-    }
-  }
-  res = fillmask_run(fm, texts, n, is_list, top_k, targets, nt, err);
-done:
-  if (texts != &one) free(texts);
-  if (targets != &one_target) free(targets);
+  if (r) fillmask_answer(fm, &r, 1, &res, fe);
+  fillmask_request_free(r);
+  return res;
+}
+
+json_t *fillmask_call(FillMask *fm, const json_t *inputs, const json_t *parameters, FillMaskError *fe) {
+  FillMaskError ignored;
+  if (!fe) fe = &ignored;
+  FillMaskRequest *r = fillmask_prepare(fm, inputs, parameters, fe);
+  json_t *res = NULL;
+  if (r) fillmask_answer(fm, &r, 1, &res, fe);
+  fillmask_request_free(r);
   return res;
 }

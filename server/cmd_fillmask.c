@@ -65,7 +65,9 @@ static void usage(FILE *f) {
     "  --list             treat the texts as a list input even when there is one\n"
     "  --indent N         pretty-print with N spaces; --ascii escapes non-ASCII as Python does\n"
     "  --threads N        threads for the model (default: all CPUs)\n"
-    "  --quiet            do not print the pipeline's warnings\n");
+    "  --quiet            do not print the pipeline's warnings\n"
+    "Limits of one call (as maskd serve's, for each request):\n");
+  cli_fill_limits_help(f);
 }
 
 static void warn_stderr(void *ctx, const char *msg) {
@@ -92,11 +94,18 @@ int cmd_fillmask(int argc, char **argv) {
   FillMask *fm = NULL;
   json_t *res = NULL;
   Err err = {{0}};
+  FillMaskError fe = {0};
+  FillMaskOptions o;
+  fillmask_options_default(&o);
   if (!texts) { fprintf(stderr, "maskd fill-mask: out of memory\n"); return 1; }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    int has = i + 1 < argc;
+    int has = i + 1 < argc, lim;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); status = 0; goto done; }
+    else if (has && (lim = cli_fill_limit("fill-mask", a, argv[i + 1], &o.limits))) {
+      if (lim < 0) { status = 2; goto done; }
+      i++;
+    }
     else if (!strcmp(a, "--db") && has) db = argv[++i];
     else if (!strcmp(a, "--model") && has) model = argv[++i];
     else if (!strcmp(a, "--model-dir") && has) dir = argv[++i];
@@ -133,8 +142,6 @@ int cmd_fillmask(int argc, char **argv) {
       p = c + 1;
     }
   }
-  FillMaskOptions o;
-  fillmask_options_default(&o);
   if (!quiet) o.warn = warn_stderr;
   if (dir) {
     fm = fillmask_load_dir(dir, &o, &err);
@@ -148,8 +155,8 @@ int cmd_fillmask(int argc, char **argv) {
   if (!fm) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }
   if (threads) model_set_threads(fillmask_model(fm), threads);
   platform_pin_threads(model_threads(fillmask_model(fm)));
-  res = fillmask_run(fm, texts, n, n > 1 || force_list, top_k, targets, n_targets, &err);
-  if (!res) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }
+  res = fillmask_run(fm, texts, n, n > 1 || force_list, top_k, targets, n_targets, &fe);
+  if (!res) { fprintf(stderr, "maskd fill-mask: %s\n", fe.err.msg); goto done; }
   if (!(out = fillmask_dumps(res, indent, ascii))) { fprintf(stderr, "maskd fill-mask: cannot write the JSON\n"); goto done; }
   printf("%s\n", out);
   status = 0;

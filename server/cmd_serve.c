@@ -43,10 +43,12 @@ static void serve_usage(FILE *f) {
           "  --cache N         models kept loaded for fill-mask (default 2)\n"
           "  --fill-threads N  threads of a fill-mask forward pass (default 1: requests are small,\n"
           "                    and on a busy machine thread hand-offs cost more than they save)\n"
-          "  --no-batch        one request per forward pass (default: concurrent requests\n"
-          "                    with the same parameters share one padded forward pass)\n"
+          "  --no-batch        one request per pass (default: waiting requests share padded\n"
+          "                    forward passes, whatever their parameters)\n"
           "  --batch-window-ms MS  a pass waits this long for more requests to join it (default 0:\n"
           "                    only requests that arrived while the model was busy share a pass)\n"
+          "                    Requests are answered in arrival order; a pass takes the oldest\n"
+          "                    waiting up to --max-tokens tokens (512 when that is 0)\n"
           "  --on-restart resume|interrupt  a training job that was running when the server died:\n"
           "                    queue it again as a resume of its run from its newest checkpoint, or\n"
           "                    leave it \"interrupted\" (default); a job's own \"on_restart\" wins\n"
@@ -54,7 +56,9 @@ static void serve_usage(FILE *f) {
           "                    checkpoints first) and marked interrupted; after S seconds (default\n"
           "                    30, fractions allowed) it is killed\n"
           "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
-          "  --quiet           no access log on stderr\n");
+          "  --quiet           no access log on stderr\n"
+          "Limits of one fill-mask request (shown on /healthz; over one, 413 naming it):\n");
+  cli_fill_limits_help(f);
 }
 
 /* ./static when run from the repository, else ../static beside build/maskd. */
@@ -107,7 +111,10 @@ int cmd_serve(int argc, char **argv) {
   App app;
   memset(&app, 0, sizeof app);
   app.job_stop_grace = 30;
-  int no_worker = 0, cache = 2, batch = 1, fill_threads = 1, window_ms = 0;
+  int no_worker = 0, cache = 2, batch = 1, fill_threads = 1, window_ms = 0, lim;
+  FillMaskOptions fill_defaults;
+  fillmask_options_default(&fill_defaults);
+  FillMaskLimits limits = fill_defaults.limits;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -119,7 +126,8 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--no-batch")) { batch = 0; continue; }
     if (!v) { fprintf(stderr, "maskd serve: %s needs a value (maskd serve --help)\n", a); return 2; }
     i++;
-    if (!strcmp(a, "--host")) hc.host = v;
+    if ((lim = cli_fill_limit("serve", a, v, &limits))) { if (lim < 0) return 2; }
+    else if (!strcmp(a, "--host")) hc.host = v;
     else if (!strcmp(a, "--db")) db = v;
     else if (!strcmp(a, "--token")) hc.token = v;
     else if (!strcmp(a, "--static")) static_dir = v;
@@ -193,7 +201,7 @@ int cmd_serve(int argc, char **argv) {
     return 1;
   }
   app.metrics = metrics_new();
-  app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, app.metrics);
+  app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, &limits, app.metrics);
   if (!app.metrics || !app.fill) {
     free(app.static_root);
     workspace_close(&app.ws);

@@ -4,6 +4,7 @@
 #define MASKD_COMMANDS_H
 
 #include <signal.h>
+#include <stdio.h>
 
 #include "engine/fillmask.h"
 #include "store/store.h"
@@ -43,6 +44,14 @@ int cli_flag_value(const char *cmd, int argc, char **argv, int *i, const char *f
 ** stretch where files are put in place: a stop then waits until they are whole. */
 void cli_block_stop_signals(sigset_t *old);
 void cli_restore_signals(const sigset_t *old);
+
+/* The fill-mask limit flags, shared by maskd serve and maskd fill-mask: --max-inputs,
+** --max-tokens, --max-masks, --max-top-k, --max-answer-bytes (0 = no limit). Returns 1
+** when flag is one (value parsed into l), 0 when it is not, -1 on a bad value (said on
+** stderr as "maskd CMD: ..."). */
+int cli_fill_limit(const char *cmd, const char *flag, const char *value, FillMaskLimits *l);
+/* Their lines for --help, with the defaults. */
+void cli_fill_limits_help(FILE *f);
 
 /* A fill-mask pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>"). */
 FillMask *fillmask_from_store(Store *s, const char *spec, const FillMaskOptions *o, Err *err);

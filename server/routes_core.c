@@ -16,7 +16,9 @@ double wall_now(void) {
 void route_healthz(void *app, HttpReq *rq, HttpRes *rs) {
   (void)rq;
   App *a = app;
-  http_json(rs, 200, json_pack("{s:s, s:f}", "status", "ok", "uptime_s", wall_now() - a->started));
+  json_t *h = json_pack("{s:s, s:f}", "status", "ok", "uptime_s", wall_now() - a->started);
+  if (h) json_object_set_new(h, "limits", json_pack("{s:o}", "fill_mask", fill_limits_json(a->fill)));
+  http_json(rs, 200, h);
 }
 
 void route_metrics(void *app, HttpReq *rq, HttpRes *rs) {

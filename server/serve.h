@@ -3,6 +3,7 @@
 #define MASKD_SERVE_H
 #include <pthread.h>
 #include "engine/err.h"
+#include "engine/fillmask.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/workspace.h"
@@ -42,11 +43,15 @@ void route_models(void *app, HttpReq *rq, HttpRes *rs);
 void route_model(void *app, HttpReq *rq, HttpRes *rs);
 void route_resolve(void *app, HttpReq *rq, HttpRes *rs);
 
-/* routes_fill.c: POST /fill-mask with a cache of loaded models. */
-/* capacity models kept loaded; batch != 0 joins concurrent requests into one forward
-** pass, whose start waits window_us for more to join; threads per model forward pass. */
-FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, Metrics *metrics);
+/* routes_fill.c: POST /fill-mask with a cache of loaded models, each answered in arrival order. */
+/* capacity models kept loaded; batch != 0 joins queued requests into one pass (up to a
+** token budget), whose start waits window_us for more to join; threads per model forward
+** pass; limits: what one request may ask for (engine/fillmask.h). */
+FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, const FillMaskLimits *limits,
+                          Metrics *metrics);
 void fill_cache_free(FillCache *c);
+/* The limits as a JSON object, for /healthz. */
+json_t *fill_limits_json(const FillCache *c);
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_jobs.c: job submission, cancellation, and the worker that runs jobs one at a time. */

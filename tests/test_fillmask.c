@@ -1,7 +1,9 @@
 /* Unit tests of engine/fillmask: Python's float repr and json.dumps layout
 ** against /usr/bin/python3 itself, and the pipeline on a tiny model: result
 ** shapes and key order, scores against a direct softmax of the model's logits,
-** batching invariance, list unwrapping, targets, clean-up, and every refusal.
+** batching invariance, list unwrapping, targets, clean-up, every refusal, the
+** limits (each at its value and one past it; answer bytes exact), one refusal kind
+** per problem whatever the input's form, and several requests answered together.
 ** (Parity with transformers' pipeline is tests/test_fillmask_ref.sh.) */
 #include <math.h>
 #include <stdio.h>
@@ -153,8 +155,8 @@ static void on_warn(void *ctx, const char *msg) {
   snprintf(w->last, sizeof w->last, "%s", msg);
 }
 
-static json_t *run1(FillMask *fm, const char *text, int top_k, Err *err) {
-  return fillmask_run(fm, &text, 1, 0, top_k, NULL, 0, err);
+static json_t *run1(FillMask *fm, const char *text, int top_k, FillMaskError *fe) {
+  return fillmask_run(fm, &text, 1, 0, top_k, NULL, 0, fe);
 }
 
 /* Two results equal in structure, tokens and strings, scores within tol. */
@@ -178,12 +180,14 @@ static int same_result(const json_t *a, const json_t *b, double tol) {
 
 static void test_pipeline(void) {
   Err err = {{0}};
+  FillMaskError fe = {0};
   Model *m = make_model();
   Tokenizer *t = make_tok(1);
   if (!m || !t) { check(0, "fillmask_setup", "no model or tokenizer"); model_free(m); tokenizer_free(t); return; }
   Warns warns = {0};
   FillMaskOptions o;
   fillmask_options_default(&o);
+  o.limits = (FillMaskLimits){0};   /* no limits here: test_limits() has them */
   o.warn = on_warn;
   o.warn_ctx = &warns;
   FillMask *fm = fillmask_new(m, t, &o, 1, &err);
@@ -192,7 +196,7 @@ static void test_pipeline(void) {
 
   /* One mask: a list of top_k objects with HF's keys in HF's order, sorted. */
   const char *text = "the cat sat on the [MASK] .";
-  json_t *r = run1(fm, text, 5, &err);
+  json_t *r = run1(fm, text, 5, &fe);
   int ok = json_is_array(r) && json_array_size(r) == 5;
   const char *keys[] = {"score", "token", "token_str", "sequence"};
   double prev = 2;
@@ -206,11 +210,11 @@ static void test_pipeline(void) {
     const char *seq = json_string_value(json_object_get(o1, "sequence"));
     ok = ok && seq && !strstr(seq, "[CLS]") && !strstr(seq, "[SEP]") && !strncmp(seq, "the cat sat on the", 18);
   }
-  check(ok, "fillmask_single_shape", "%s", show(r, err.msg));
+  check(ok, "fillmask_single_shape", "%s", show(r, fe.err.msg));
 
   /* Scores are the softmax of the model's logits at the mask (recomputed here
   ** directly from model_logits_at), and top_k = everything covers the vocabulary. */
-  json_t *all = run1(fm, text, 1000, &err);
+  json_t *all = run1(fm, text, 1000, &fe);
   Encoding enc = {0};
   tokenizer_encode(t, text, strlen(text), 1, &enc, &err);
   int mpos = -1;
@@ -243,63 +247,63 @@ static void test_pipeline(void) {
   encoding_free(&enc);
 
   /* Several masks: one list per mask, specials kept in sequences. */
-  json_t *mm = run1(fm, "[MASK] cat sat on the [MASK] .", 3, &err);
+  json_t *mm = run1(fm, "[MASK] cat sat on the [MASK] .", 3, &fe);
   ok = json_is_array(mm) && json_array_size(mm) == 2 && json_array_size(json_array_get(mm, 0)) == 3;
   const char *s0 = ok ? json_string_value(json_object_get(json_array_get(json_array_get(mm, 1), 0), "sequence")) : NULL;
   check(ok && s0 && strstr(s0, "[CLS]") && strstr(s0, "[MASK]") && strstr(s0, "[SEP]"), "fillmask_multi_mask",
-        "%s", show(mm, err.msg));
+        "%s", show(mm, fe.err.msg));
 
   /* A batch answers what each input alone answers (padding changes nothing). */
   const char *texts[] = {"the [MASK] .", text, "[MASK] cat sat on the [MASK] .", "a big dog was on a [MASK] mat , the cat sat"};
-  json_t *batch = fillmask_run(fm, texts, 4, 1, 4, NULL, 0, &err);
+  json_t *batch = fillmask_run(fm, texts, 4, 1, 4, NULL, 0, &fe);
   ok = json_is_array(batch) && json_array_size(batch) == 4;
   for (int i = 0; ok && i < 4; i++) {
-    json_t *one = run1(fm, texts[i], 4, &err);
+    json_t *one = run1(fm, texts[i], 4, &fe);
     ok = one && same_result(one, json_array_get(batch, i), 1e-5);
     if (!ok) {
       char *x = fillmask_dumps(one, 0, 0), *y = fillmask_dumps(json_array_get(batch, i), 0, 0);
-      printf("input %d alone: %.300s\nin the batch: %.300s\n", i, x ? x : err.msg, y ? y : "");
+      printf("input %d alone: %.300s\nin the batch: %.300s\n", i, x ? x : fe.err.msg, y ? y : "");
       free(x); free(y);
     }
     json_decref(one);
   }
-  check(ok, "fillmask_batch_equals_single", "%s", batch ? "a result differs" : err.msg);
+  check(ok, "fillmask_batch_equals_single", "%s", batch ? "a result differs" : fe.err.msg);
   FillMaskOptions o1 = o;
   o1.max_batch = 1;
   FillMask *fm1 = fillmask_new(m, t, &o1, 0, &err);
-  json_t *batch1 = fm1 ? fillmask_run(fm1, texts, 4, 1, 4, NULL, 0, &err) : NULL;
-  check(batch1 && same_result(batch, batch1, 1e-5), "fillmask_max_batch_1", "%s", err.msg);
+  json_t *batch1 = fm1 ? fillmask_run(fm1, texts, 4, 1, 4, NULL, 0, &fe) : NULL;
+  check(batch1 && same_result(batch, batch1, 1e-5), "fillmask_max_batch_1", "%s", fe.err.msg);
   json_decref(batch1);
   fillmask_free(fm1);
   fillmask_forget_plan(fm);   /* fm1 planned the shared model */
   json_decref(batch);
 
   /* A list of one is unwrapped (FillMaskPipeline.__call__); an empty list gives []. */
-  json_t *l1 = fillmask_run(fm, &text, 1, 1, 5, NULL, 0, &err);
-  check(l1 && json_equal(l1, r), "fillmask_list_of_one_unwrapped", "%s", err.msg);
+  json_t *l1 = fillmask_run(fm, &text, 1, 1, 5, NULL, 0, &fe);
+  check(l1 && json_equal(l1, r), "fillmask_list_of_one_unwrapped", "%s", fe.err.msg);
   json_decref(l1);
-  json_t *l0 = fillmask_run(fm, texts, 0, 1, 5, NULL, 0, &err);
-  check(json_is_array(l0) && json_array_size(l0) == 0, "fillmask_empty_list", "%s", err.msg);
+  json_t *l0 = fillmask_run(fm, texts, 0, 1, 5, NULL, 0, &fe);
+  check(json_is_array(l0) && json_array_size(l0) == 0, "fillmask_empty_list", "%s", fe.err.msg);
   json_decref(l0);
 
   /* Targets: "the" is not a piece, encodes to ▁the (warned), duplicates merge; top_k capped. */
   const char *tg[] = {SP "the", "the", SP "the", SP "cat"};
   warns.n = 0;
-  json_t *tr = fillmask_run(fm, &text, 1, 0, 5, tg, 4, &err);
+  json_t *tr = fillmask_run(fm, &text, 1, 0, 5, tg, 4, &fe);
   ok = json_is_array(tr) && json_array_size(tr) == 2 && warns.n == 1 && strstr(warns.last, "Replacing with `\xe2\x96\x81the`");
   for (size_t i = 0; ok && i < 2; i++) {
     int id = (int)json_integer_value(json_object_get(json_array_get(tr, i), "token"));
     ok = id == 6 || id == 8;
   }
-  check(ok, "fillmask_targets", "%s (warnings %d: %s)", show(tr, err.msg), warns.n, warns.last);
+  check(ok, "fillmask_targets", "%s (warnings %d: %s)", show(tr, fe.err.msg), warns.n, warns.last);
   json_decref(tr);
 
   /* Clean-up of tokenization spaces follows the option. */
-  json_t *c1 = run1(fm, "the cat , [MASK] .", 1, &err);
+  json_t *c1 = run1(fm, "the cat , [MASK] .", 1, &fe);
   o1 = o;
   o1.clean_up_spaces = 0;
   fm1 = fillmask_new(m, t, &o1, 0, &err);
-  json_t *c0 = fm1 ? run1(fm1, "the cat , [MASK] .", 1, &err) : NULL;
+  json_t *c0 = fm1 ? run1(fm1, "the cat , [MASK] .", 1, &fe) : NULL;
   const char *q1 = json_string_value(json_object_get(json_array_get(c1, 0), "sequence"));
   const char *q0 = json_string_value(json_object_get(json_array_get(c0, 0), "sequence"));
   check(q1 && q0 && !strncmp(q1, "the cat,", 8) && !strncmp(q0, "the cat ,", 9), "fillmask_clean_up_option",
@@ -311,19 +315,19 @@ static void test_pipeline(void) {
   /* Refusals. */
   struct { const char *name, *want; json_t *res; } refusals[8];
   int nr = 0;
-#define REFUSE(nm, w, call) do { err.msg[0] = 0; refusals[nr].name = nm; refusals[nr].want = w; refusals[nr].res = (call); \
-    check(!refusals[nr].res && strstr(err.msg, w), nm, "got %s / '%s'", refusals[nr].res ? "a result" : "NULL", err.msg); \
+#define REFUSE(nm, w, call) do { fe.err.msg[0] = 0; refusals[nr].name = nm; refusals[nr].want = w; refusals[nr].res = (call); \
+    check(!refusals[nr].res && strstr(fe.err.msg, w), nm, "got %s / '%s'", refusals[nr].res ? "a result" : "NULL", fe.err.msg); \
     json_decref(refusals[nr].res); } while (0)
-  REFUSE("fillmask_refuse_no_mask", "No mask_token ([MASK]) found on the input", run1(fm, "the cat sat .", 5, &err));
-  REFUSE("fillmask_refuse_top_k_0", "top_k", run1(fm, text, 0, &err));
+  REFUSE("fillmask_refuse_no_mask", "No mask_token ([MASK]) found on the input", run1(fm, "the cat sat .", 5, &fe));
+  REFUSE("fillmask_refuse_top_k_0", "top_k", run1(fm, text, 0, &fe));
   const char *empty_t[] = {""};
   REFUSE("fillmask_refuse_no_targets_left", "At least one target must be provided when passed.",
-         fillmask_run(fm, &text, 1, 0, 5, empty_t, 1, &err));
+         fillmask_run(fm, &text, 1, 0, 5, empty_t, 1, &fe));
   REFUSE("fillmask_refuse_too_long", "longer than the model's maximum of 20 positions",
-         run1(fm, "the cat sat on the mat the cat sat on the mat the cat sat on the mat [MASK]", 5, &err));
-  REFUSE("fillmask_refuse_bad_utf8", "UTF-8", run1(fm, "caf\xc3 [MASK]", 5, &err));
+         run1(fm, "the cat sat on the mat the cat sat on the mat the cat sat on the mat [MASK]", 5, &fe));
+  REFUSE("fillmask_refuse_bad_utf8", "UTF-8", run1(fm, "caf\xc3 [MASK]", 5, &fe));
   const char *lst[] = {"one [MASK]", "none"};
-  REFUSE("fillmask_refuse_no_mask_in_list", "No mask_token", fillmask_run(fm, lst, 2, 1, 5, NULL, 0, &err));
+  REFUSE("fillmask_refuse_no_mask_in_list", "No mask_token", fillmask_run(fm, lst, 2, 1, 5, NULL, 0, &fe));
   (void)nr;
 
   /* The Inference-API form: types checked and named. */
@@ -341,19 +345,19 @@ static void test_pipeline(void) {
   };
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
     json_t *in = json_loads(calls[i].inputs, JSON_DECODE_ANY, NULL), *pa = json_loads(calls[i].params, JSON_DECODE_ANY, NULL);
-    err.msg[0] = 0;
-    json_t *res = fillmask_call(fm, in, pa, &err);
+    fe.err.msg[0] = 0;
+    json_t *res = fillmask_call(fm, in, pa, &fe);
     char name[64];
     snprintf(name, sizeof name, "fillmask_call_refuses_%zu", i);
-    check(!res && strstr(err.msg, calls[i].want), name, "%s %s: got '%s', want '%s'", calls[i].inputs, calls[i].params,
-          err.msg, calls[i].want);
+    check(!res && strstr(fe.err.msg, calls[i].want), name, "%s %s: got '%s', want '%s'", calls[i].inputs, calls[i].params,
+          fe.err.msg, calls[i].want);
     json_decref(res); json_decref(in); json_decref(pa);
   }
   json_t *in = json_loads("[\"the [MASK] .\", \"a [MASK]\"]", 0, NULL), *pa = json_loads("{\"top_k\": 2, \"targets\": \"\xe2\x96\x81" "cat\"}", 0, NULL);
-  json_t *res = fillmask_call(fm, in, pa, &err);
+  json_t *res = fillmask_call(fm, in, pa, &fe);
   check(json_is_array(res) && json_array_size(res) == 2 && json_array_size(json_array_get(res, 0)) == 1 &&
         json_integer_value(json_object_get(json_array_get(json_array_get(res, 0), 0), "token")) == 8,
-        "fillmask_call_list_targets_string", "%s", show(res, err.msg));
+        "fillmask_call_list_targets_string", "%s", show(res, fe.err.msg));
   json_decref(res); json_decref(in); json_decref(pa);
   json_decref(mm);
   json_decref(r);
@@ -370,9 +374,223 @@ static void test_pipeline(void) {
   check(!bad && strstr(err.msg, "/nonexistent/dir"), "fillmask_load_dir_missing", "%s", err.msg);
 }
 
+/* ---- limits, typed refusals, several requests in one answer ---- */
+
+static int n_tokens(Tokenizer *t, const char *text) {
+  Encoding enc = {0};
+  Err err = {{0}};
+  int n = tokenizer_encode(t, text, strlen(text), 1, &enc, &err) ? -1 : enc.n;
+  encoding_free(&enc);
+  return n;
+}
+
+/* A pipeline over m and t (not owned) with these limits. */
+static FillMask *limited(Model *m, Tokenizer *t, FillMaskLimits l) {
+  FillMaskOptions o;
+  fillmask_options_default(&o);
+  o.limits = l;
+  Err err = {{0}};
+  FillMask *fm = fillmask_new(m, t, &o, 0, &err);
+  if (!fm) printf("fillmask_new: %s\n", err.msg);
+  return fm;
+}
+
+/* texts as one request under limits l: 1 when answered, 0 when refused for limit
+** (with max and got as expected; got < 0: any), -1 for anything else. */
+static int under(Model *m, Tokenizer *t, FillMaskLimits l, const char *const *texts, int n, int is_list, int top_k,
+                 const char *limit, long long max, long long got, char *why, size_t cap) {
+  FillMask *fm = limited(m, t, l);
+  FillMaskError fe = {0};
+  json_t *r = fm ? fillmask_run(fm, texts, n, is_list, top_k, NULL, 0, &fe) : NULL;
+  int res = -1;
+  if (r) res = 1;
+  else if (fe.kind == FILLMASK_ERR_LIMIT && fe.limit && !strcmp(fe.limit, limit) && fe.max == max &&
+           (got < 0 || fe.got == got) && strstr(fe.err.msg, limit))
+    res = 0;
+  snprintf(why, cap, "%s (kind %d, limit %s, max %lld, got %lld)", r ? "answered" : fe.err.msg, (int)fe.kind,
+           fe.limit ? fe.limit : "-", fe.max, fe.got);
+  json_decref(r);
+  fillmask_free(fm);
+  return res;
+}
+
+static void test_limits(void) {
+  Model *m = make_model();
+  Tokenizer *t = make_tok(1);
+  if (!m || !t) { check(0, "fillmask_limits_setup", "no model or tokenizer"); model_free(m); tokenizer_free(t); return; }
+  const char *A = "the cat sat on the [MASK] .", *B = "[MASK] cat sat on the [MASK] .", *C = "the [MASK] .";
+  char why[700];
+  FillMaskLimits none = {0}, l;
+
+  /* Each limit: a request at it is answered, one past it refused, naming it. */
+  const char *three[] = {A, C, A}, *four[] = {A, C, A, C};
+  l = none; l.max_inputs = 3;
+  int at = under(m, t, l, three, 3, 1, 5, "max_inputs", 3, 3, why, sizeof why);
+  int past = under(m, t, l, four, 4, 1, 5, "max_inputs", 3, 4, why, sizeof why);
+  check(at == 1 && past == 0, "fillmask_limit_max_inputs", "%d %d: %s", at, past, why);
+
+  const char *ab[] = {A, B}, *abc[] = {A, B, C};
+  l = none; l.max_masks = 3;
+  at = under(m, t, l, ab, 2, 1, 5, "max_masks", 3, 3, why, sizeof why);
+  past = under(m, t, l, abc, 3, 1, 5, "max_masks", 3, 4, why, sizeof why);
+  l.max_masks = 1;
+  int single = under(m, t, l, &B, 1, 0, 5, "max_masks", 1, 2, why, sizeof why);
+  check(at == 1 && past == 0 && single == 0, "fillmask_limit_max_masks", "%d %d %d: %s", at, past, single, why);
+
+  int tok = n_tokens(t, A) + n_tokens(t, C);
+  const char *ac[] = {A, C};
+  l = none; l.max_tokens = tok;
+  at = under(m, t, l, ac, 2, 1, 5, "max_tokens", tok, tok, why, sizeof why);
+  l.max_tokens = tok - 1;
+  past = under(m, t, l, ac, 2, 1, 5, "max_tokens", tok - 1, tok, why, sizeof why);
+  check(tok > 0 && at == 1 && past == 0, "fillmask_limit_max_tokens", "%d tokens: %d %d: %s", tok, at, past, why);
+
+  l = none; l.max_top_k = 7;
+  at = under(m, t, l, &A, 1, 0, 7, "max_top_k", 7, 7, why, sizeof why);
+  past = under(m, t, l, &A, 1, 0, 8, "max_top_k", 7, 8, why, sizeof why);
+  check(at == 1 && past == 0, "fillmask_limit_max_top_k", "%d %d: %s", at, past, why);
+
+  /* Answer bytes: exact, as fillmask_dumps(v, 0, 0) writes the answer, for every shape. */
+  FillMask *free_fm = limited(m, t, none);
+  struct { const char *name; const char *const *texts; int n, is_list, top_k; const char *const *targets; int nt; } shapes[] = {
+    {"single", &A, 1, 0, 5, NULL, 0}, {"multi", &B, 1, 0, 3, NULL, 0}, {"list", abc, 3, 1, 2, NULL, 0},
+    {"list_of_one", &C, 1, 1, 4, NULL, 0}, {"targets", ab, 2, 1, 5, (const char *const[]){SP "cat", SP "the"}, 2},
+  };
+  /* Every pipeline here plans the one model: each forgets its plan before it runs. */
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    FillMaskError fe = {0};
+    fillmask_forget_plan(free_fm);
+    json_t *r = fillmask_run(free_fm, shapes[i].texts, shapes[i].n, shapes[i].is_list, shapes[i].top_k, shapes[i].targets,
+                             shapes[i].nt, &fe);
+    char *text = fillmask_dumps(r, 0, 0);
+    long long S = text ? (long long)strlen(text) : 0;
+    l = none; l.max_answer_bytes = S;
+    FillMask *fm = limited(m, t, l);
+    json_t *r_at = fillmask_run(fm, shapes[i].texts, shapes[i].n, shapes[i].is_list, shapes[i].top_k, shapes[i].targets,
+                                shapes[i].nt, &fe);
+    char *text_at = fillmask_dumps(r_at, 0, 0);
+    fillmask_free(fm);
+    l.max_answer_bytes = S - 1;
+    fm = limited(m, t, l);
+    json_t *r_past = fillmask_run(fm, shapes[i].texts, shapes[i].n, shapes[i].is_list, shapes[i].top_k, shapes[i].targets,
+                                  shapes[i].nt, &fe);
+    char name[64];
+    snprintf(name, sizeof name, "fillmask_limit_answer_bytes_%s", shapes[i].name);
+    check(text && text_at && !strcmp(text, text_at) && !r_past && fe.kind == FILLMASK_ERR_LIMIT && fe.limit &&
+              !strcmp(fe.limit, "max_answer_bytes") && fe.max == S - 1 && fe.got == S,
+          name, "%lld bytes: at the limit %s, past it %s (%s, got %lld)", S, text_at ? "answered" : "refused",
+          r_past ? "answered" : "refused", fe.err.msg, fe.got);
+    fillmask_free(fm);
+    json_decref(r); json_decref(r_at); json_decref(r_past);
+    free(text); free(text_at);
+  }
+
+  /* An answer that cannot fit is refused by prepare, before any model work. */
+  l = none; l.max_answer_bytes = 100;
+  FillMask *small = limited(m, t, l);
+  FillMaskError fe = {0};
+  FillMaskRequest *rq = small ? fillmask_prepare_texts(small, &A, 1, 0, 5, NULL, 0, &fe) : NULL;
+  check(small && !rq && fe.kind == FILLMASK_ERR_LIMIT && strstr(fe.err.msg, "would be at least") && fe.got > 100,
+        "fillmask_limit_answer_bytes_before_work", "%s", fe.err.msg);
+  fillmask_request_free(rq);
+  fillmask_free(small);
+
+  /* The defaults: set by fillmask_options_default, and what a NULL options gets. */
+  FillMaskOptions o;
+  fillmask_options_default(&o);
+  check(o.limits.max_inputs == FILLMASK_DEFAULT_MAX_INPUTS && o.limits.max_tokens == FILLMASK_DEFAULT_MAX_TOKENS &&
+            o.limits.max_masks == FILLMASK_DEFAULT_MAX_MASKS && o.limits.max_top_k == FILLMASK_DEFAULT_MAX_TOP_K &&
+            o.limits.max_answer_bytes == FILLMASK_DEFAULT_MAX_ANSWER_BYTES,
+        "fillmask_limits_default", "defaults not set");
+
+  /* One kind per refusal, whatever the input's form: the same too-long text is a text
+  ** problem as a string and inside a list; shapes are shapes, limits are limits. */
+  const char *too_long = "the cat sat on the mat the cat sat on the mat the cat sat on the mat [MASK]";
+  json_t *s_in = json_string(too_long), *l_in = json_pack("[s]", too_long), *l2_in = json_pack("[s, s]", C, too_long);
+  FillMaskError f1 = {0}, f2 = {0}, f3 = {0}, f4 = {0}, f5 = {0}, f6 = {0};
+  fillmask_forget_plan(free_fm);
+  json_t *x1 = fillmask_call(free_fm, s_in, NULL, &f1), *x2 = fillmask_call(free_fm, l_in, NULL, &f2),
+         *x3 = fillmask_call(free_fm, l2_in, NULL, &f3);
+  check(!x1 && !x2 && !x3 && f1.kind == FILLMASK_ERR_TEXT && f2.kind == FILLMASK_ERR_TEXT && f3.kind == FILLMASK_ERR_TEXT &&
+            strstr(f3.err.msg, "inputs[1]") && strstr(f1.err.msg, "longer than"),
+        "fillmask_kind_too_long_same_in_list", "kinds %d %d %d: %s / %s / %s", (int)f1.kind, (int)f2.kind, (int)f3.kind,
+        f1.err.msg, f2.err.msg, f3.err.msg);
+  json_t *bad_k = json_pack("{s:s}", "top_k", "3"), *unknown = json_pack("{s:i}", "topk", 3), *num = json_integer(5);
+  json_t *y1 = fillmask_call(free_fm, s_in, bad_k, &f4), *y2 = fillmask_call(free_fm, s_in, unknown, &f5),
+         *y3 = fillmask_call(free_fm, num, NULL, &f6);
+  check(!y1 && !y2 && !y3 && f4.kind == FILLMASK_ERR_SHAPE && f5.kind == FILLMASK_ERR_SHAPE && f6.kind == FILLMASK_ERR_SHAPE,
+        "fillmask_kind_shape", "kinds %d %d %d", (int)f4.kind, (int)f5.kind, (int)f6.kind);
+  json_t *nomask = json_string("no mask here");
+  json_t *y4 = fillmask_call(free_fm, nomask, NULL, &f4);
+  check(!y4 && f4.kind == FILLMASK_ERR_TEXT, "fillmask_kind_no_mask", "kind %d: %s", (int)f4.kind, f4.err.msg);
+  json_decref(s_in); json_decref(l_in); json_decref(l2_in); json_decref(bad_k); json_decref(unknown); json_decref(num);
+  json_decref(nomask);
+
+  /* Several requests with different parameters answered together, in forward passes of
+  ** two inputs: each gets what it gets alone. Prepared requests keep no pointer into
+  ** their texts (the buffer is overwritten before the answer). */
+  FillMaskOptions o2;
+  fillmask_options_default(&o2);
+  o2.limits = none;
+  o2.max_batch = 2;
+  FillMask *fm2 = fillmask_new(m, t, &o2, 0, &fe.err);
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", A);
+  const char *bufp = buf;
+  const char *bc[] = {B, C};
+  const char *const tg[] = {SP "the", SP "cat"};
+  FillMaskError pe[5] = {{0}};
+  FillMaskRequest *reqs[5] = {
+    fillmask_prepare_texts(fm2, &bufp, 1, 0, 3, NULL, 0, &pe[0]), fillmask_prepare_texts(fm2, bc, 2, 1, 2, tg, 2, &pe[1]),
+    fillmask_prepare_texts(fm2, &C, 1, 0, 5, NULL, 0, &pe[2]), fillmask_prepare_texts(fm2, &A, 1, 1, 1, NULL, 0, &pe[3]),
+    fillmask_prepare_texts(fm2, NULL, 0, 1, 5, NULL, 0, &pe[4]),
+  };
+  memset(buf, 'x', sizeof buf - 1);
+  json_t *together[5] = {0};
+  FillMaskError te[5];
+  int prepared = fm2 != NULL;
+  for (int i = 0; i < 5; i++) prepared = prepared && reqs[i];
+  if (prepared) fillmask_answer(fm2, reqs, 5, together, te);
+  fillmask_forget_plan(free_fm);
+  json_t *alone[5] = {
+    fillmask_run(free_fm, &A, 1, 0, 3, NULL, 0, NULL), fillmask_run(free_fm, bc, 2, 1, 2, tg, 2, NULL),
+    fillmask_run(free_fm, &C, 1, 0, 5, NULL, 0, NULL), fillmask_run(free_fm, &A, 1, 1, 1, NULL, 0, NULL),
+    fillmask_run(free_fm, NULL, 0, 1, 5, NULL, 0, NULL),
+  };
+  int same = prepared;
+  for (int i = 0; same && i < 5; i++) same = together[i] && alone[i] && same_result(together[i], alone[i], 1e-5);
+  check(same && json_array_size(together[4]) == 0, "fillmask_answer_mixed_requests", "%s",
+        prepared ? "an answer differs from the request alone" : pe[0].err.msg);
+  for (int i = 0; i < 5; i++) { json_decref(together[i]); json_decref(alone[i]); fillmask_request_free(reqs[i]); }
+
+  /* In a shared answer, a request whose answer grows past the limit is refused alone. */
+  FillMaskError e0 = {0};
+  fillmask_forget_plan(free_fm);
+  json_t *c_alone = fillmask_run(free_fm, &C, 1, 0, 5, NULL, 0, &e0);
+  char *c_text = fillmask_dumps(c_alone, 0, 0);
+  l = none; l.max_answer_bytes = c_text ? (long long)strlen(c_text) : 1;
+  FillMask *fm3 = limited(m, t, l);
+  FillMaskRequest *two[2] = {fm3 ? fillmask_prepare_texts(fm3, &A, 1, 0, 5, NULL, 0, &e0) : NULL,
+                             fm3 ? fillmask_prepare_texts(fm3, &C, 1, 0, 5, NULL, 0, &e0) : NULL};
+  json_t *got[2] = {0};
+  FillMaskError ge[2];
+  if (two[0] && two[1]) fillmask_answer(fm3, two, 2, got, ge);
+  check(two[0] && two[1] && !got[0] && ge[0].kind == FILLMASK_ERR_LIMIT && got[1] && json_equal(got[1], c_alone),
+        "fillmask_answer_bytes_alone_in_pass", "%s / %s", two[0] && two[1] ? ge[0].err.msg : e0.err.msg,
+        got[1] ? "second answered" : ge[1].err.msg);
+  json_decref(got[0]); json_decref(got[1]); json_decref(c_alone); free(c_text);
+  fillmask_request_free(two[0]); fillmask_request_free(two[1]);
+  fillmask_free(fm3);
+  fillmask_free(fm2);
+  fillmask_free(free_fm);
+  model_free(m);
+  tokenizer_free(t);
+}
+
 int main(void) {
   test_repr();
   test_dumps();
   test_pipeline();
+  test_limits();
   return check_exit();
 }
