@@ -52,7 +52,7 @@ start() {
   spid=$(pgrep -P "$pid")
   [ -n "$base" ] && [ -n "$spid" ]
 }
-call() { local m=$1 p=$2; shift 2; curl -s --max-time 60 -X "$m" -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null; }
+call() { local m=$1 p=$2; shift 2; curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null; }
 jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
 wait_for() {
   local n=$(($1 * 5)) p=$2 e=$3
