@@ -2,11 +2,13 @@
 ** limits, deadlines and the cross-site guards.
 **
 ** Who touches what. libmicrohttpd runs in "external polling" mode: one thread of
-** ours (loop_main) calls MHD_run_wait(), so every libmicrohttpd callback (requests,
-** completions, connection notices, stream readers, response frees) runs on it, and
-** so do our deadline checks. Handler threads touch libmicrohttpd in one way only:
-** MHD_resume_connection(), which is documented as safe from any thread (it takes
-** the daemon's mutex and wakes the loop through its inter-thread channel).
+** ours (loop_main) waits on libmicrohttpd's epoll descriptor and calls MHD_run(), so
+** every libmicrohttpd callback (requests, completions, connection notices, stream
+** readers, response frees) runs on it, and so do our deadline checks. Handler
+** threads touch libmicrohttpd in one way only: MHD_resume_connection(), which takes
+** the daemon's mutex and is safe from any thread; in external mode libmicrohttpd has
+** no channel to wake its poller, so they then ring our eventfd, which the loop waits
+** on beside libmicrohttpd's descriptor (resume() below).
 **
 ** A request's life: its request line arrives (uri_logged: a ReqState is made and
 ** becomes libmicrohttpd's per-request pointer); its headers complete (begin: route,
@@ -37,12 +39,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/http_guard.h"
 
 #define TICK_MS 100         /* how often the loop checks deadlines and parked streams */
+#define STREAM_FILL 65536   /* what one fill of a stream may gather (a run's whole history at once) */
 
 typedef struct HttpServer HttpServer;
 
@@ -107,7 +113,7 @@ typedef struct Stream {
   HttpStreamFn fn;
   void *ctx;
   void (*free_fn)(void *ctx);
-  char buf[4096];
+  char buf[STREAM_FILL];
   size_t len, off;          /* what the last fill produced, and how much went out */
   atomic_int ended;
   double due;               /* parked until */
@@ -129,6 +135,8 @@ struct HttpServer {
   int port;
   atomic_int stopping, loop_quit;
   pthread_t loop;
+  int wake_fd;              /* eventfd: a handler thread resumed a connection */
+  int poll_fd;              /* epoll over libmicrohttpd's epoll descriptor and wake_fd */
   pthread_t *workers;
   unsigned n_workers;
   pthread_mutex_t mu;       /* the queue, parked streams, stream counts */
@@ -318,6 +326,14 @@ static int pool_push(HttpServer *s, Job *j) {
   return 0;
 }
 
+/* Resumes c from any thread and wakes the loop to serve it. */
+static void resume(HttpServer *s, struct MHD_Connection *c) {
+  MHD_resume_connection(c);
+  uint64_t one = 1;
+  ssize_t n = write(s->wake_fd, &one, sizeof one);
+  (void)n;  /* a full counter means the loop is being woken anyway */
+}
+
 static void *worker_main(void *arg) {
   HttpServer *s = arg;
   for (;;) {
@@ -404,15 +420,14 @@ static void run_request(HttpServer *s, Job *j) {
   ReqState *st = CONTAINER(j, ReqState, job);
   handle(s, st);
   atomic_store(&st->phase, R_READY);
-  MHD_resume_connection(st->c);  /* the last touch: the loop may answer and free st from here on */
+  resume(s, st->c);  /* the last touch: the loop may answer and free st from here on */
 }
 
 static void cancel_request(HttpServer *s, Job *j) {
-  (void)s;
   ReqState *st = CONTAINER(j, ReqState, job);
   http_error(&st->res, 503, "the server is shutting down", NULL);
   atomic_store(&st->phase, R_READY);
-  MHD_resume_connection(st->c);
+  resume(s, st->c);
 }
 
 /* ---- streams ---- */
@@ -421,7 +436,8 @@ static int ip_eq(const IpCount *e, const unsigned char *ip, size_t len) {
   return e->n && e->len == len && !memcmp(e->ip, ip, len);
 }
 
-/* Counts a new stream from ip: 0, or the status that refuses it (503 all taken, 429 this address's). */
+/* Counts a new stream from ip: 0, or the status that refuses it (429: this address has its
+** share, which it is told even when all are taken; 503: all are taken). */
 static int streams_take(HttpServer *s, const unsigned char *ip, size_t len) {
   int refuse = 0;
   pthread_mutex_lock(&s->mu);
@@ -430,8 +446,8 @@ static int streams_take(HttpServer *s, const unsigned char *ip, size_t len) {
     if (ip_eq(&s->stream_ips[i], ip, len)) slot = &s->stream_ips[i];
     else if (!s->stream_ips[i].n && !free_slot) free_slot = &s->stream_ips[i];
   }
-  if (s->n_streams >= s->cfg.max_streams) refuse = 503;
-  else if (slot && slot->n >= s->cfg.max_streams_per_ip) refuse = 429;
+  if (slot && slot->n >= s->cfg.max_streams_per_ip) refuse = 429;
+  else if (s->n_streams >= s->cfg.max_streams) refuse = 503;
   else {
     if (!slot) {
       slot = free_slot;  /* there is one: fewer streams than entries */
@@ -456,9 +472,25 @@ static void streams_release(HttpServer *s, const unsigned char *ip, size_t len) 
   pthread_mutex_unlock(&s->mu);
 }
 
+/* One fill: the stream function is called until it has nothing more or the buffer is
+** full, so a long backlog crosses the pool once, not once per call. */
 static void run_stream(HttpServer *s, Job *j) {
   Stream *ss = CONTAINER(j, Stream, job);
-  ssize_t n = atomic_load(&s->stopping) ? -1 : ss->fn(ss->ctx, ss->buf, sizeof ss->buf);
+  size_t got = 0;
+  ssize_t n = 0;
+  while (!atomic_load(&s->stopping) && got + 512 <= sizeof ss->buf) {
+    n = ss->fn(ss->ctx, ss->buf + got, sizeof ss->buf - got);
+    if (n <= 0) break;
+    got += (size_t)n < sizeof ss->buf - got ? (size_t)n : sizeof ss->buf - got;
+  }
+  if (atomic_load(&s->stopping)) n = -1;
+  if (got) {  /* what came first goes out; an end seen after it ends the stream next */
+    ss->len = got;
+    ss->off = 0;
+    if (n < 0) atomic_store(&ss->ended, 1);
+    resume(s, ss->c);
+    return;
+  }
   if (n == 0) {
     pthread_mutex_lock(&s->mu);
     if (!s->closed) {  /* nothing yet: wait, still suspended, for the loop's tick */
@@ -471,20 +503,14 @@ static void run_stream(HttpServer *s, Job *j) {
     pthread_mutex_unlock(&s->mu);
     n = -1;
   }
-  if (n < 0) {
-    atomic_store(&ss->ended, 1);
-  } else {
-    ss->len = (size_t)n < sizeof ss->buf ? (size_t)n : sizeof ss->buf;
-    ss->off = 0;
-  }
-  MHD_resume_connection(ss->c);
+  atomic_store(&ss->ended, 1);
+  resume(s, ss->c);
 }
 
 static void end_stream(HttpServer *s, Job *j) {
-  (void)s;
   Stream *ss = CONTAINER(j, Stream, job);
   atomic_store(&ss->ended, 1);
-  MHD_resume_connection(ss->c);
+  resume(s, ss->c);
 }
 
 /* libmicrohttpd's content reader, on the loop: never waits. */
@@ -920,11 +946,28 @@ static int any_busy(const HttpServer *s) {
   return 0;
 }
 
+/* Waits up to max_ms, or less when libmicrohttpd has work due sooner, for network
+** events or a wake-up, then lets libmicrohttpd do what is ready. */
+static void loop_turn(HttpServer *s, int max_ms) {
+  MHD_UNSIGNED_LONG_LONG due;
+  int ms = max_ms;
+  if (MHD_get_timeout(s->d, &due) == MHD_YES && due < (MHD_UNSIGNED_LONG_LONG)ms) ms = (int)due;
+  struct epoll_event ev[2];
+  int n = epoll_wait(s->poll_fd, ev, 2, ms);
+  for (int i = 0; i < n; i++)
+    if (ev[i].data.fd == s->wake_fd) {
+      uint64_t count;
+      ssize_t r = read(s->wake_fd, &count, sizeof count);
+      (void)r;
+    }
+  MHD_run(s->d);
+}
+
 static void *loop_main(void *arg) {
   HttpServer *s = arg;
   double next = now_s();
   while (!atomic_load(&s->loop_quit)) {
-    MHD_run_wait(s->d, TICK_MS);
+    loop_turn(s, TICK_MS);
     double t = now_s();
     if (t >= next) {
       loop_tick(s, t);
@@ -933,13 +976,15 @@ static void *loop_main(void *arg) {
   }
   /* Stopping: a moment for the last answers (503s, the ends of streams) to go out. */
   double end = now_s() + 0.5;
-  while (any_busy(s) && now_s() < end) MHD_run_wait(s->d, 10);
+  while (any_busy(s) && now_s() < end) loop_turn(s, 10);
   return NULL;
 }
 
 /* ---- start and stop ---- */
 
 static void server_free(HttpServer *s) {
+  if (s->wake_fd >= 0) close(s->wake_fd);
+  if (s->poll_fd >= 0) close(s->poll_fd);
   http_guard_free(s->guard);
   free(s->workers);
   free(s->stream_ips);
@@ -953,6 +998,7 @@ HttpServer *http_start(const HttpConfig *cfg, Err *err) {
   if (cfg->port < 0 || cfg->port > 65535) { err_set(err, "port %d out of range", cfg->port); return NULL; }
   HttpServer *s = calloc(1, sizeof *s);
   if (!s) { err_set(err, "out of memory"); return NULL; }
+  s->wake_fd = s->poll_fd = -1;
   s->cfg = *cfg;
   if (!s->cfg.host || !*s->cfg.host) s->cfg.host = "127.0.0.1";
   if (s->cfg.token && !*s->cfg.token) s->cfg.token = NULL;
@@ -962,14 +1008,21 @@ HttpServer *http_start(const HttpConfig *cfg, Err *err) {
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->log_mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  s->poll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (s->wake_fd < 0 || s->poll_fd < 0) { server_free(s); err_set(err, "cannot create the event loop's descriptors"); return NULL; }
+  if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) != MHD_YES) {
+    server_free(s);
+    err_set(err, "this libmicrohttpd has no epoll support");
+    return NULL;
+  }
   s->stream_ips = calloc(s->cfg.max_streams, sizeof *s->stream_ips);
   s->workers = calloc(s->cfg.handler_threads, sizeof *s->workers);
   if (!s->stream_ips || !s->workers) { server_free(s); err_set(err, "out of memory"); return NULL; }
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
-  /* External polling (loop_main runs it): epoll, else poll (select() stops at fd 1024). */
-  unsigned flags = (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL) |
-                   MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+  /* External polling with epoll: loop_main waits on its descriptor and runs it. */
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
   if (strchr(s->cfg.host, ':')) {
     struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
     a->sin6_family = AF_INET6;
@@ -999,6 +1052,17 @@ HttpServer *http_start(const HttpConfig *cfg, Err *err) {
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : cfg->port;
+  const union MHD_DaemonInfo *ei = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_EPOLL_FD);
+  struct epoll_event ev = {.events = EPOLLIN};
+  ev.data.fd = ei ? ei->epoll_fd : -1;
+  int polled = ei && epoll_ctl(s->poll_fd, EPOLL_CTL_ADD, ei->epoll_fd, &ev) == 0;
+  ev.data.fd = s->wake_fd;
+  if (!polled || epoll_ctl(s->poll_fd, EPOLL_CTL_ADD, s->wake_fd, &ev) != 0) {
+    MHD_stop_daemon(s->d);
+    server_free(s);
+    err_set(err, "cannot watch libmicrohttpd's descriptors");
+    return NULL;
+  }
   s->guard = http_guard_new(s->cfg.host, s->port, s->cfg.token, s->cfg.allowed_hosts, s->cfg.n_allowed_hosts,
                             s->cfg.allowed_origins, s->cfg.n_allowed_origins, err);
   if (!s->guard) {
@@ -1055,6 +1119,9 @@ void http_stop(HttpServer *s) {
   /* Running handlers finish and resume their connections; nothing is suspended after. */
   for (unsigned i = 0; i < s->n_workers; i++) pthread_join(s->workers[i], NULL);
   atomic_store(&s->loop_quit, 1);
+  uint64_t one = 1;
+  ssize_t n = write(s->wake_fd, &one, sizeof one);
+  (void)n;
   pthread_join(s->loop, NULL);
   MHD_stop_daemon(s->d);
   server_free(s);
