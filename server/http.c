@@ -627,7 +627,8 @@ static enum MHD_Result refuse(HttpServer *s, struct MHD_Connection *c, ReqState 
 ** on to the same URL without the token (303); a wrong one is a 401 and sets nothing. */
 static enum MHD_Result login(HttpServer *s, struct MHD_Connection *c, ReqState *st, const char *given) {
   if (!http_guard_token_ok(s->guard, given))
-    return refuse(s, c, st, 401, "invalid token in the URL: use the link `maskd serve` printed when it started", NULL);
+    return refuse(s, c, st, 401, "invalid token in the URL: use the link `make run` printed, or the token the server "
+                                 "was started with (--token, $MASKD_TOKEN)", NULL);
   char *to = http_guard_strip_token(st->raw_uri);
   struct MHD_Response *r = to ? MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT) : NULL;
   if (!r) { free(to); return MHD_NO; }
@@ -749,10 +750,10 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
     const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, http_guard_cookie_name(s->guard));
     return refuse(s, c, st, 401,
                   h ? "invalid bearer token"
-                    : cookie ? "invalid token cookie: the server has another token now; use the link `maskd serve` "
-                               "printed when it started"
-                             : "missing token: send 'Authorization: Bearer TOKEN', or open the link `maskd serve` "
-                               "printed (/?token=TOKEN) to log the browser in",
+                    : cookie ? "invalid token cookie: the server has another token now; log in again with the link "
+                               "`make run` printed (/?token=TOKEN)"
+                             : "missing token: send 'Authorization: Bearer TOKEN', or open /?token=TOKEN (the link "
+                               "`make run` prints) to log the browser in",
                   NULL);
   }
   if (is_body_method(method) && !is_json_type(hdr(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
