@@ -122,6 +122,17 @@ typedef struct Stream {
   size_t ip_len;
 } Stream;
 
+/* A handler thread. Idle ones wait on their own condition, stacked, and the most
+** recently idle is woken first: under light load one thread, with its caches and
+** its OpenMP state warm, serves request after request (measured: fill-mask at one
+** client lost 4-6% of its requests per second when any idle thread was woken). */
+typedef struct Worker {
+  HttpServer *s;
+  pthread_t t;
+  pthread_cond_t cv;
+  int woken;
+} Worker;
+
 typedef struct IpCount {
   unsigned char ip[16];
   size_t len;
@@ -137,11 +148,13 @@ struct HttpServer {
   pthread_t loop;
   int wake_fd;              /* eventfd: a handler thread resumed a connection */
   int poll_fd;              /* epoll over libmicrohttpd's epoll descriptor and wake_fd */
-  pthread_t *workers;
-  unsigned n_workers;
-  pthread_mutex_t mu;       /* the queue, parked streams, stream counts */
-  pthread_cond_t cv;
+  Worker *workers;
+  unsigned n_workers;       /* started */
+  unsigned n_cv;            /* workers whose condition is initialised */
+  pthread_mutex_t mu;       /* the queue, the idle workers, parked streams, stream counts */
   Job *head, *tail;         /* FIFO */
+  Worker **idle;            /* a stack: the last to go idle is woken first */
+  unsigned n_idle;
   int closed;               /* the pool takes no more work */
   Stream *parked;
   IpCount *stream_ips;      /* max_streams entries */
@@ -313,15 +326,36 @@ static int route_match(const char *pattern, const char *path, char *segs, const 
 
 /* ---- the handler pool ---- */
 
-/* Queues j at the tail; -1 (nothing queued) once the pool is closed. */
-static int pool_push(HttpServer *s, Job *j) {
-  pthread_mutex_lock(&s->mu);
-  if (s->closed) { pthread_mutex_unlock(&s->mu); return -1; }
+/* Wakes the most recently idle worker, if any (s->mu held). */
+static void wake_one_locked(HttpServer *s) {
+  if (!s->n_idle) return;  /* all busy: each looks at the queue before going idle */
+  Worker *w = s->idle[--s->n_idle];
+  w->woken = 1;
+  pthread_cond_signal(&w->cv);
+}
+
+/* Appends j to the queue and wakes a worker for it (s->mu held). */
+static void append_locked(HttpServer *s, Job *j) {
   j->next = NULL;
   if (s->tail) s->tail->next = j;
   else s->head = j;
   s->tail = j;
-  pthread_cond_signal(&s->cv);
+  wake_one_locked(s);
+}
+
+/* Closes the pool: idle workers wake and leave; busy ones leave after their job. */
+static void pool_close(HttpServer *s) {
+  pthread_mutex_lock(&s->mu);
+  s->closed = 1;
+  while (s->n_idle) wake_one_locked(s);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Queues j at the tail; -1 (nothing queued) once the pool is closed. */
+static int pool_push(HttpServer *s, Job *j) {
+  pthread_mutex_lock(&s->mu);
+  if (s->closed) { pthread_mutex_unlock(&s->mu); return -1; }
+  append_locked(s, j);
   pthread_mutex_unlock(&s->mu);
   return 0;
 }
@@ -335,17 +369,26 @@ static void resume(HttpServer *s, struct MHD_Connection *c) {
 }
 
 static void *worker_main(void *arg) {
-  HttpServer *s = arg;
+  Worker *w = arg;
+  HttpServer *s = w->s;
+  pthread_mutex_lock(&s->mu);
   for (;;) {
-    pthread_mutex_lock(&s->mu);
-    while (!s->head && !s->closed) pthread_cond_wait(&s->cv, &s->mu);
     Job *j = s->head;
-    if (!j) { pthread_mutex_unlock(&s->mu); return NULL; }  /* closed and drained */
-    s->head = j->next;
-    if (!s->head) s->tail = NULL;
-    pthread_mutex_unlock(&s->mu);
-    j->run(s, j);
+    if (j) {
+      s->head = j->next;
+      if (!s->head) s->tail = NULL;
+      pthread_mutex_unlock(&s->mu);
+      j->run(s, j);
+      pthread_mutex_lock(&s->mu);
+      continue;
+    }
+    if (s->closed) break;  /* closed and drained */
+    w->woken = 0;
+    s->idle[s->n_idle++] = w;
+    while (!w->woken) pthread_cond_wait(&w->cv, &s->mu);
   }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
 }
 
 /* ---- requests ---- */
@@ -918,18 +961,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 ** read of it returns end-of-file, so it closes and frees the connection itself. */
 static void loop_tick(HttpServer *s, double now) {
   pthread_mutex_lock(&s->mu);
-  int woke = 0;
   for (Stream **pp = &s->parked; *pp;) {
     Stream *ss = *pp;
     if (ss->due > now) { pp = &ss->next_parked; continue; }
     *pp = ss->next_parked;
-    ss->job.next = NULL;
-    if (s->tail) s->tail->next = &ss->job;
-    else s->head = &ss->job;
-    s->tail = &ss->job;
-    woke = 1;
+    append_locked(s, &ss->job);
   }
-  if (woke) pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
   for (Conn *k = s->conns; k; k = k->next) {
     if (k->closing || k->fd < 0) continue;
@@ -987,11 +1024,12 @@ static void server_free(HttpServer *s) {
   if (s->wake_fd >= 0) close(s->wake_fd);
   if (s->poll_fd >= 0) close(s->poll_fd);
   http_guard_free(s->guard);
+  for (unsigned i = 0; i < s->n_cv; i++) pthread_cond_destroy(&s->workers[i].cv);
   free(s->workers);
+  free(s->idle);
   free(s->stream_ips);
   pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->log_mu);
-  pthread_cond_destroy(&s->cv);
   free(s);
 }
 
@@ -1008,7 +1046,6 @@ HttpServer *http_start(const HttpConfig *cfg, Err *err) {
   if (!(s->cfg.stream_poll_s > 0)) s->cfg.stream_poll_s = 1;
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->log_mu, NULL);
-  pthread_cond_init(&s->cv, NULL);
   s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   s->poll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (s->wake_fd < 0 || s->poll_fd < 0) { server_free(s); err_set(err, "cannot create the event loop's descriptors"); return NULL; }
@@ -1019,7 +1056,12 @@ HttpServer *http_start(const HttpConfig *cfg, Err *err) {
   }
   s->stream_ips = calloc(s->cfg.max_streams, sizeof *s->stream_ips);
   s->workers = calloc(s->cfg.handler_threads, sizeof *s->workers);
-  if (!s->stream_ips || !s->workers) { server_free(s); err_set(err, "out of memory"); return NULL; }
+  s->idle = calloc(s->cfg.handler_threads, sizeof *s->idle);
+  if (!s->stream_ips || !s->workers || !s->idle) { server_free(s); err_set(err, "out of memory"); return NULL; }
+  for (; s->n_cv < s->cfg.handler_threads; s->n_cv++) {
+    s->workers[s->n_cv].s = s;
+    pthread_cond_init(&s->workers[s->n_cv].cv, NULL);
+  }
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
   /* External polling with epoll: loop_main waits on its descriptor and runs it. */
@@ -1072,13 +1114,10 @@ HttpServer *http_start(const HttpConfig *cfg, Err *err) {
     return NULL;
   }
   for (; s->n_workers < s->cfg.handler_threads; s->n_workers++)
-    if (pthread_create(&s->workers[s->n_workers], NULL, worker_main, s)) break;
+    if (pthread_create(&s->workers[s->n_workers].t, NULL, worker_main, &s->workers[s->n_workers])) break;
   if (s->n_workers < s->cfg.handler_threads || pthread_create(&s->loop, NULL, loop_main, s)) {
-    pthread_mutex_lock(&s->mu);
-    s->closed = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    for (unsigned i = 0; i < s->n_workers; i++) pthread_join(s->workers[i], NULL);
+    pool_close(s);
+    for (unsigned i = 0; i < s->n_workers; i++) pthread_join(s->workers[i].t, NULL);
     MHD_stop_daemon(s->d);
     server_free(s);
     err_set(err, "cannot start the server's threads");
@@ -1100,12 +1139,12 @@ void http_stop(HttpServer *s) {
   atomic_store(&s->stopping, 1);
   /* Close the pool; what it has not started is answered (503) or ended without running. */
   pthread_mutex_lock(&s->mu);
-  s->closed = 1;
   Job *queued = s->head;
   s->head = s->tail = NULL;
   Stream *parked = s->parked;
   s->parked = NULL;
-  pthread_cond_broadcast(&s->cv);
+  s->closed = 1;
+  while (s->n_idle) wake_one_locked(s);
   pthread_mutex_unlock(&s->mu);
   while (queued) {
     Job *next = queued->next;
@@ -1118,7 +1157,7 @@ void http_stop(HttpServer *s) {
     parked = next;
   }
   /* Running handlers finish and resume their connections; nothing is suspended after. */
-  for (unsigned i = 0; i < s->n_workers; i++) pthread_join(s->workers[i], NULL);
+  for (unsigned i = 0; i < s->n_workers; i++) pthread_join(s->workers[i].t, NULL);
   atomic_store(&s->loop_quit, 1);
   uint64_t one = 1;
   ssize_t n = write(s->wake_fd, &one, sizeof one);
