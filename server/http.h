@@ -69,7 +69,8 @@ typedef struct HttpReq {
 
 /* A streamed body (server-sent events). Called on a handler thread, one call at a
 ** time per stream; it must not wait. It fills buf with up to max bytes and returns
-** the count; 0 when there is nothing to send yet (the layer calls it again about
+** the count (the layer calls it again at once, gathering up to 64 KiB before it
+** sends); 0 when there is nothing to send yet (the layer calls it again about
 ** stream_poll_s later: send a ": keep-alive\n\n" comment now and then, so a gone
 ** client is noticed); -1 at the end of the stream. free_fn is called once when the
 ** connection ends, whatever the reason. The layer ends every stream at http_stop(). */

@@ -70,6 +70,14 @@ EOF
 }
 jobs_count() { curl -s --max-time 10 "$base/jobs" | $PY -c 'import json, sys; print(len(json.load(sys.stdin)))'; }
 
+# The new flags refuse what they cannot use, with one line and a non-zero status.
+for bad in "--allowed-host evil/path" "--allowed-origin evil.example" "--handler-threads 0" "--header-timeout 0" \
+           "--max-streams-per-ip x"; do
+  # shellcheck disable=SC2086
+  "$M" serve --port 0 --db "$T/hub.db" $bad >/dev/null 2>"$T/e"; rc=$?
+  [ "$rc" -ne 0 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && pass "cli_refuses:${bad%% *}" || fail "cli_refuses:${bad%% *}" "status $rc: $(cat "$T/e")"
+done
+
 start --header-timeout 3 || { fail serve_abuse_start "$(cat "$T/err")"; exit 1; }
 pass serve_abuse_start
 run='{"name": "evil", "tokenizer": "tok.json", "train": "shards", "config": "tiny", "max_steps": 5}'
