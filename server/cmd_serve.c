@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,9 +24,15 @@ static void serve_usage(FILE *f) {
           "  --host H          numeric address to bind (default 127.0.0.1: this machine only)\n"
           "  --port P          port (default 8080; 0 picks a free one and prints it)\n"
           "  --db PATH         the store (default $MASKD_DB, else ./maskd.db)\n"
-          "  --token SECRET    requests that change state need 'Authorization: Bearer SECRET'\n"
+          "  --token SECRET    requests that change state need it: 'Authorization: Bearer SECRET',\n"
+          "                    or the cookie that opening http://HOST:PORT/?token=SECRET sets\n"
           "                    (default $MASKD_TOKEN; none: no authentication)\n"
           "  --auth-reads      with a token, reads and fill-mask need it too (/healthz stays open)\n"
+          "  --allowed-host NAME[:PORT]  answer requests whose Host is NAME too (repeatable; default:\n"
+          "                    the bound address, and localhost/127.0.0.1/[::1] when it is loopback;\n"
+          "                    '*': any). Other Hosts get 403 (DNS rebinding)\n"
+          "  --allowed-origin URL  accept requests from this browser origin too, e.g. an HTTPS proxy's\n"
+          "                    https://maskd.example.org (repeatable; default: the server's own only)\n"
           "  --data-dir DIR    the folder whose files jobs may read: corpora, and tokenizers, shard\n"
           "                    folders or config.json files, named by their path inside it\n"
           "                    (default: none; jobs then use only what the server made)\n"
@@ -33,8 +40,19 @@ static void serve_usage(FILE *f) {
           "                    (default: the store's path with .work appended)\n"
           "  --static DIR      the web page's files (default ./static, else next to the binary)\n"
           "  --max-body BYTES  largest request body (default 1048576)\n"
-          "  --max-conns N     simultaneous connections (default 256)\n"
-          "  --timeout S       close a connection idle for S seconds (default 60)\n"
+          "  --max-conns N     simultaneous connections (default 1024; more wait to be accepted)\n"
+          "  --max-conns-per-ip N  simultaneous connections from one client address (default 128;\n"
+          "                    more are closed at once)\n"
+          "  --max-streams N   open event streams (GET /runs/ID/events) in all (default 64; 503 beyond)\n"
+          "  --max-streams-per-ip N  open event streams per client address (default 16; 429 beyond)\n"
+          "  --handler-threads N  requests handled at once (default 16; more wait their turn, in\n"
+          "                    arrival order); /healthz is answered apart, even when all are busy\n"
+          "  --header-timeout S  close a connection that has not sent a request's headers S seconds\n"
+          "                    after it opened or got its last answer, however slowly it sends\n"
+          "                    (default 10)\n"
+          "  --body-timeout S  close a connection whose request body is not complete S seconds\n"
+          "                    after its headers (default 30)\n"
+          "  --timeout S       close a connection with no traffic for S seconds (default 60)\n"
           "  --request-timeout S  a fill-mask request still waiting for its model after S seconds\n"
           "                    (fractions allowed) answers 503; one already in a forward pass is\n"
           "                    answered (passes are bounded by the input limits). Default: no limit\n"
@@ -82,7 +100,7 @@ static char *find_static(const char *given, Err *err) {
 }
 
 static const HttpRoute routes[] = {
-  {"GET", "/healthz", route_healthz, HTTP_OPEN},
+  {"GET", "/healthz", route_healthz, HTTP_OPEN | HTTP_INLINE},
   {"GET", "/metrics", route_metrics, 0},
   {"POST", "/fill-mask", route_fill_mask, 0},
   {"GET", "/runs", route_runs, 0},
@@ -104,8 +122,26 @@ static const HttpRoute routes[] = {
   {"GET", "/models/{name}/resolve/{revision}/{file}", route_resolve, 0},
 };
 
+/* Raises the open-file limit so that max_conns connections fit beside the store's and
+** the jobs' files; returns how many connections do fit. */
+static unsigned fit_conns(unsigned max_conns) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return max_conns;
+  rlim_t want = (rlim_t)max_conns + 256;
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur >= want || rl.rlim_cur == RLIM_INFINITY) return max_conns;
+  return rl.rlim_cur > 512 ? (unsigned)(rl.rlim_cur - 256) : 256;
+}
+
+#define MAX_ALLOWED 32
+
 int cmd_serve(int argc, char **argv) {
   HttpConfig hc = http_default_config();
+  const char *hosts[MAX_ALLOWED], *origins[MAX_ALLOWED];
   const char *db = NULL, *static_dir = NULL, *data_dir = NULL, *work_dir = NULL;
   hc.token = getenv("MASKD_TOKEN");
   App app;
@@ -134,6 +170,27 @@ int cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--data-dir")) data_dir = v;
     else if (!strcmp(a, "--work-dir")) work_dir = v;
     else if (!strcmp(a, "--model")) app.default_model = v;
+    else if (!strcmp(a, "--allowed-host") || !strcmp(a, "--allowed-origin")) {
+      int host = !strcmp(a, "--allowed-host");
+      int *n_list = host ? &hc.n_allowed_hosts : &hc.n_allowed_origins;
+      if (*n_list == MAX_ALLOWED) { fprintf(stderr, "maskd serve: at most %d %s\n", MAX_ALLOWED, a); return 2; }
+      (host ? hosts : origins)[(*n_list)++] = v;
+    }
+    else if (!strcmp(a, "--header-timeout") || !strcmp(a, "--body-timeout")) {
+      if (cli_parse_long(v, 1, 3600, &n)) { fprintf(stderr, "maskd serve: %s must be 1..3600 seconds, not '%s'\n", a, v); return 2; }
+      if (!strcmp(a, "--header-timeout")) hc.header_timeout_s = (double)n;
+      else hc.body_timeout_s = (double)n;
+    }
+    else if (!strcmp(a, "--handler-threads")) {
+      if (cli_parse_long(v, 1, 1024, &n)) { fprintf(stderr, "maskd serve: --handler-threads must be 1..1024, not '%s'\n", v); return 2; }
+      hc.handler_threads = (unsigned)n;
+    }
+    else if (!strcmp(a, "--max-conns-per-ip") || !strcmp(a, "--max-streams") || !strcmp(a, "--max-streams-per-ip")) {
+      if (cli_parse_long(v, 1, 100000, &n)) { fprintf(stderr, "maskd serve: %s must be 1..100000, not '%s'\n", a, v); return 2; }
+      if (!strcmp(a, "--max-conns-per-ip")) hc.max_conns_per_ip = (unsigned)n;
+      else if (!strcmp(a, "--max-streams")) hc.max_streams = (unsigned)n;
+      else hc.max_streams_per_ip = (unsigned)n;
+    }
     else if (!strcmp(a, "--request-timeout")) {
       char *end;
       double t = strtod(v, &end);
@@ -178,6 +235,14 @@ int cmd_serve(int argc, char **argv) {
     }
   }
   if (hc.token && !*hc.token) hc.token = NULL;
+  hc.allowed_hosts = hosts;
+  hc.allowed_origins = origins;
+  unsigned fit = fit_conns(hc.max_conns);
+  if (fit < hc.max_conns) {
+    fprintf(stderr, "maskd serve: the open-file limit allows %u connections, not --max-conns %u: serving %u\n", fit,
+            hc.max_conns, fit);
+    hc.max_conns = fit;
+  }
   if (hc.auth_reads && !hc.token) { fprintf(stderr, "maskd serve: --auth-reads needs --token\n"); return 2; }
   app.db_path = cli_db_path(db);
   app.started = wall_now();

@@ -17,12 +17,23 @@ typedef struct Hist {
   double sum;
 } Hist;
 
+/* Series are labelled by what the server knows, never by what a client sent: the
+** route's pattern (the server's own strings), a known method or "other", and the
+** status; so their number is bounded whatever clients send. */
 typedef struct Counter {
   const char *route;
-  char method[16];
+  const char *method;       /* one of known_methods, or "other" */
   int status;
   unsigned long long n;
 } Counter;
+
+static const char *const known_methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+
+const char *metrics_method_label(const char *method) {
+  for (size_t i = 0; i < sizeof known_methods / sizeof known_methods[0]; i++)
+    if (!strcmp(method, known_methods[i])) return known_methods[i];
+  return "other";
+}
 
 struct Metrics {
   pthread_mutex_t mu;
@@ -57,8 +68,10 @@ static void hist_add(Hist *h, double v) {
 void metrics_request(Metrics *m, const char *route, const char *method, int status, double seconds) {
   pthread_mutex_lock(&m->mu);
   hist_add(&m->requests, seconds);
+  const char *label = metrics_method_label(method);
+  if (status < 100 || status > 599) status = 0;
   int i = 0;
-  while (i < m->n && !(m->c[i].route == route && m->c[i].status == status && !strcmp(m->c[i].method, method))) i++;
+  while (i < m->n && !(m->c[i].route == route && m->c[i].status == status && m->c[i].method == label)) i++;
   if (i == m->n) {
     if (m->n == m->cap) {
       int cap = m->cap ? 2 * m->cap : 32;
@@ -68,7 +81,7 @@ void metrics_request(Metrics *m, const char *route, const char *method, int stat
       m->cap = cap;
     }
     m->c[i].route = route;
-    snprintf(m->c[i].method, sizeof m->c[i].method, "%s", method);
+    m->c[i].method = label;
     m->c[i].status = status;
     m->c[i].n = 0;
     m->n++;

@@ -11,8 +11,12 @@ typedef struct Metrics Metrics;
 Metrics *metrics_new(void);
 /* Frees; NULL allowed. */
 void metrics_free(Metrics *m);
-/* Counts one finished request. route must outlive m (the server's route patterns do). */
+/* Counts one finished request. route must outlive m and be one of a fixed set (the
+** server's route patterns and labels); a method other than GET, HEAD, POST, PUT,
+** DELETE, PATCH, OPTIONS counts as "other". */
 void metrics_request(Metrics *m, const char *route, const char *method, int status, double seconds);
+/* The label a method is counted under: itself when known, else "other" (static strings). */
+const char *metrics_method_label(const char *method);
 /* Records one fill-mask computation's latency (model lookup to answer). */
 void metrics_fill_mask(Metrics *m, double seconds);
 /* Counts one fill-mask forward pass that answered requests requests (> 1: batched). */

@@ -43,5 +43,6 @@ int route_static(void *app, HttpReq *rq, HttpRes *rs) {
 void route_observe(void *app, const char *route, const char *method, int status, double seconds) {
   App *a = app;
   metrics_request(a->metrics, route, method, status, seconds);
-  if (!a->quiet) fprintf(stderr, "%s %s %d %.1fms\n", method, route, status, seconds * 1e3);
+  /* The method as counted: a client's arbitrary bytes do not reach the log. */
+  if (!a->quiet) fprintf(stderr, "%s %s %d %.1fms\n", metrics_method_label(method), route, status, seconds * 1e3);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/tokenizer.h"
@@ -176,7 +177,9 @@ typedef struct Events {
   int64_t since;            /* last step sent */
   size_t epochs_sent;
   char *last_progress;      /* last progress JSON sent, to send changes only */
-  int ended, first;
+  int ended;
+  int quiet;                /* polls in a row that found nothing to send */
+  double polled;            /* when the store was last polled (monotonic seconds) */
   char *pending;            /* text not yet handed out */
   size_t pending_len, pending_off;
 } Events;
@@ -241,21 +244,32 @@ static void events_poll(Events *ev) {
   json_decref(run);
 }
 
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The layer calls this on a handler thread, again about a second after it returned 0
+** (server/http.h): at most one poll of the store a second, a keep-alive comment after
+** three quiet polls so a gone client is noticed, -1 once the end was handed out. */
 static ssize_t events_read(void *ctx, char *buf, size_t max) {
   Events *ev = ctx;
-  for (int waited = 0; ev->pending_off == ev->pending_len; waited++) {
+  if (ev->pending_off == ev->pending_len) {
     free(ev->pending);
     ev->pending = NULL;
     ev->pending_len = ev->pending_off = 0;
     if (ev->ended || http_stopping(ev->app->http)) return -1;
-    if (!ev->first) {
-      ev->first = 1;
-      events_poll(ev);
-      continue;
+    double t = mono_now();
+    if (t - ev->polled < 0.9) return 0;  /* just sent what the last poll found */
+    ev->polled = t;
+    events_poll(ev);
+    if (ev->pending_len == 0) {
+      if (++ev->quiet < 3) return 0;
+      ev->quiet = 0;
+      return snprintf(buf, max, ": keep-alive\n\n");
     }
-    if (waited >= 15) return snprintf(buf, max, ": keep-alive\n\n");  /* notices a gone client */
-    usleep(200 * 1000);
-    if (waited % 5 == 4) events_poll(ev);  /* once a second */
+    ev->quiet = 0;
   }
   size_t n = ev->pending_len - ev->pending_off;
   if (n > max) n = max;

@@ -12,13 +12,18 @@ const el = (tag, attrs = {}, ...kids) => {
   return e;
 };
 
-function token() { return localStorage.getItem("maskd-token") || ""; }
+// The token travels in an HttpOnly cookie the server sets when the page is opened with
+// ?token= (the link `make run` prints), so this script never sees it. A 401 shows
+// the login form, which sends a typed token the same way.
+localStorage.removeItem("maskd-token");  // where an older page kept it
 
 async function api(method, path, body) {
   const headers = {};
-  if (token()) headers.Authorization = "Bearer " + token();
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  // Every request that changes state says JSON: the server refuses other types, which
+  // a form on another site could send.
+  if (method !== "GET") headers["Content-Type"] = "application/json";
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 401) showLogin();
   const text = await r.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = { error: text }; }
@@ -28,6 +33,26 @@ async function api(method, path, body) {
   }
   return data;
 }
+
+function showLogin() {
+  const f = $("#login");
+  if (f.hidden) { f.hidden = false; $("#login-msg").textContent = ""; }
+}
+$("#login").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target, msg = $("#login-msg");
+  msg.className = "msg"; msg.textContent = "…";
+  // The server answers a right token with the cookie and a redirect to the page, a wrong one with 401.
+  const r = await fetch("/?token=" + encodeURIComponent(f.token.value), { cache: "no-store" });
+  f.token.value = "";
+  if (r.ok) {
+    f.hidden = true;
+    msg.textContent = "";
+  } else {
+    msg.className = "msg error";
+    msg.textContent = r.status === 401 ? "That is not this server's token." : `Cannot log in: ${r.status}`;
+  }
+});
 
 // ---- formatting ----
 const fmtNum = (x, d = 4) => (x == null || !isFinite(x) ? "–" : Number(x).toPrecision(d));
@@ -243,7 +268,6 @@ async function showNew() {
   show("new");
   const f = $("#new-form"), msg = $("#new-msg");
   msg.textContent = ""; msg.className = "msg";
-  f.token.value = token();
   if (!f.name.value) f.name.value = "run-" + new Date().toISOString().slice(0, 16).replace(/[-:T]/g, "");
   try {
     const [toks, sets] = await Promise.all([api("GET", "/tokenizers"), api("GET", "/datasets")]);
@@ -258,7 +282,6 @@ async function showNew() {
 $("#new-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const f = ev.target, msg = $("#new-msg"), btn = f.querySelector("button");
-  localStorage.setItem("maskd-token", f.token.value);
   const body = { name: f.name.value, tokenizer: f.tokenizer.value, train: f.train.value, config: f.config.value };
   if (f.validation.value) body.validation = f.validation.value;
   for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads"]) body[k] = parseInt(f[k].value, 10);

@@ -1,8 +1,10 @@
 // The page in a real browser: Debian's chromium driven by playwright-core.
 //   node tests/browser.js BASE_URL ARTIFACT_DIR TOKEN TOKENIZER TRAIN VALID
 // Opens the page, sees the runs table, opens a run and its charts, submits a
-// small run from the form and watches its progress move, uses the fill-mask
-// playground; on a laptop-sized and a phone-sized viewport. Prints PASS/FAIL
+// small run from the form (refused until logged in: a wrong token, then the right
+// one typed into the login form) and watches its progress move, uses the fill-mask
+// playground; logs in with the ?token= link (an HttpOnly cookie the page's script
+// cannot read); on a laptop-sized and a phone-sized viewport. Prints PASS/FAIL
 // lines; screenshots go to ARTIFACT_DIR.
 "use strict";
 const path = require("path");
@@ -31,8 +33,13 @@ async function main() {
   try {
     const page = ctx.pages()[0] || await ctx.newPage();
     page.on("pageerror", (e) => errors.push(e.message));
-    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text() + " " + ((m.location() || {}).url || "")); });
     page.setDefaultTimeout(20000);
+
+    // A wrong token in the link: a 401, no cookie.
+    const bad = await page.goto(base + "/?token=wrong");
+    const noCookies = (await ctx.cookies(base)).length === 0;
+    check(bad.status() === 401 && noCookies, "browser_login_link_wrong_token", `status ${bad.status()}, cookies ${!noCookies}`);
 
     // Runs table.
     await page.goto(base + "/");
@@ -70,11 +77,20 @@ async function main() {
     // Long enough that the cancel below always comes before the run's end.
     await page.fill("#new-form input[name=max_steps]", "100000");
     await page.fill("#new-form input[name=batch]", "8");
-    await page.fill("#new-form input[name=token]", "wrong");
+    // Not logged in: refused, and the login form appears.
     await page.click("#new-form button[type=submit]");
-    await page.waitForFunction(() => /401/.test(document.querySelector("#new-msg").textContent));
-    check(true, "browser_form_bad_token_refused", "");
-    await page.fill("#new-form input[name=token]", apiToken);
+    await page.waitForFunction(() => /401/.test(document.querySelector("#new-msg").textContent) &&
+                                     !document.querySelector("#login").hidden);
+    check(true, "browser_form_needs_login", "");
+    await page.fill("#login input[name=token]", "wrong");
+    await page.click("#login button[type=submit]");
+    await page.waitForFunction(() => /not this server's token/.test(document.querySelector("#login-msg").textContent));
+    check((await ctx.cookies(base)).length === 0, "browser_login_form_wrong_token", "a cookie was set");
+    await page.fill("#login input[name=token]", apiToken);
+    await page.screenshot({ path: path.join(art, "login.png"), fullPage: true });
+    await page.click("#login button[type=submit]");
+    await page.waitForFunction(() => document.querySelector("#login").hidden);
+    check(true, "browser_login_form", "");
     await page.screenshot({ path: path.join(art, "new-run.png"), fullPage: true });
     await page.click("#new-form button[type=submit]");
     await page.waitForFunction(() => /^#\/runs\/\d+$/.test(location.hash), null, { timeout: 60000 });
@@ -126,6 +142,19 @@ async function main() {
     check(true, "browser_playground_two_masks", "");
     await page.screenshot({ path: path.join(art, "playground.png"), fullPage: true });
 
+    // The login link: the cookie is HttpOnly and SameSite=Strict, the token leaves the URL.
+    await ctx.clearCookies();
+    await page.goto(base + "/?token=" + encodeURIComponent(apiToken) + "#/playground");
+    const jar = await ctx.cookies(base);
+    const c = jar.find((x) => x.name.startsWith("maskd_token_"));
+    check(page.url() === base + "/#/playground" && c && c.httpOnly && c.sameSite === "Strict" && c.path === "/",
+          "browser_login_link", `url ${page.url()}, cookie ${JSON.stringify(c)}`);
+    const seen = await page.evaluate(() => document.cookie);
+    check(!seen.includes("maskd_token"), "browser_cookie_hidden_from_script", seen);
+    const cancel = await page.evaluate(async () => (await fetch("/runs/seed-run/cancel",
+      { method: "POST", headers: { "Content-Type": "application/json" } })).status);
+    check(cancel === 409, "browser_cookie_authenticates", `cancel of a finished run answered ${cancel}, not 409`);
+
     // A phone: nothing wider than the screen but the scrollable tables.
     await page.setViewportSize({ width: 390, height: 844 });
     for (const [hash, name] of [["#/", "phone-runs"], ["#/runs/1", "phone-run"], ["#/playground", "phone-playground"]]) {
@@ -135,8 +164,10 @@ async function main() {
       check(wide <= 390, "browser_phone_fits:" + name, `page is ${wide}px wide`);
       await page.screenshot({ path: path.join(art, name + ".png"), fullPage: true });
     }
-    // The 401 (wrong token) and 400 (no mask) answers were provoked on purpose.
-    const unexpected = errors.filter((e) => !/status of (401|400)/.test(e));
+    // The 401 (not logged in, wrong token), 409 (cancel of a finished run) and 400 (no
+    // mask) answers were provoked on purpose; so was the browser's own request for
+    // /favicon.ico while it showed the wrong link's JSON 401 instead of the page.
+    const unexpected = errors.filter((e) => !/status of (401|400|409)/.test(e) && !/status of 404.*\/favicon\.ico$/.test(e));
     check(unexpected.length === 0, "browser_no_js_errors", unexpected.join(" | "));
   } finally {
     await ctx.close();

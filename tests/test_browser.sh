@@ -33,7 +33,7 @@ base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
 [ -n "$base" ] || { fail browser_setup "server did not start: $(cat "$T/err")"; exit 1; }
 
 # A finished run for the table, the charts and the playground.
-curl -s --max-time 20 -H 'Authorization: Bearer tk' -X POST "$base/runs" --data-binary \
+curl -s --max-time 20 -H 'Authorization: Bearer tk' -H 'Content-Type: application/json' -X POST "$base/runs" --data-binary \
   "{\"name\":\"seed-run\",\"tokenizer\":\"tok.json\",\"train\":\"shards\",\"validation\":\"vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":16,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
 for _ in $(seq 300); do
   curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"' && break

@@ -45,7 +45,7 @@ start() {
 stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid"; local rc=$?; pid=; return $rc; }
 call() {
   local m=$1 p=$2; shift 2
-  curl -s --max-time 60 -X "$m" -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
+  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
 }
 post() { local p=$1 d=$2; shift 2; call POST "$p" -H 'Authorization: Bearer tk' --data-binary "$d" "$@"; }
 status_is() { [ "$(cat "$T/status")" = "$1" ]; }
@@ -99,7 +99,7 @@ for line in open(T + "/expected.jsonl"):
     params = {k: c[k] for k in ("top_k", "targets") if k in c}
     if params:
         req["parameters"] = params
-    r = subprocess.run(["curl", "-s", "--max-time", "60", "-w", "\n%{http_code}", "-X", "POST", base + "/fill-mask",
+    r = subprocess.run(["curl", "-s", "--max-time", "60", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/json", base + "/fill-mask",
                         "--data-binary", json.dumps(req)], capture_output=True, text=True)
     body, status = r.stdout.rsplit("\n", 1)
     ok = status == "200"
@@ -128,7 +128,8 @@ reqs = [{"inputs": f"Number {i} is [MASK] ." if i % 3 else [f"It was [MASK] {i} 
          "model": "tiny-rob", **({"parameters": {"top_k": 2}} if i % 2 else {})} for i in range(24)]
 reqs[5] = {"inputs": "no mask at all", "model": "tiny-rob", "parameters": {"top_k": 2}}
 def post(body):
-    r = urllib.request.Request(base + "/fill-mask", data=json.dumps(body).encode(), method="POST")
+    r = urllib.request.Request(base + "/fill-mask", data=json.dumps(body).encode(), method="POST",
+                               headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(r, timeout=120) as f:
             return f.status, json.loads(f.read())
@@ -260,7 +261,7 @@ ok long_accepted status_is 202
 ok long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
 burst=()
 for i in $(seq 8); do
-  curl -s --max-time 60 -o /dev/null -w '%{http_code}\n' -X POST "$base/fill-mask" --data-binary '{"inputs": "It [MASK] .", "model": "tiny-rob"}' >"$T/burst.$i" &
+  curl -s --max-time 60 -o /dev/null -w '%{http_code}\n' -X POST -H 'Content-Type: application/json' "$base/fill-mask" --data-binary '{"inputs": "It [MASK] .", "model": "tiny-rob"}' >"$T/burst.$i" &
   burst+=($!)
 done
 wait "${burst[@]}"
@@ -353,7 +354,7 @@ ok clean_stop test $? -eq 0
 ok request_timeout_bad_value test $? -eq 2
 # A 1 s batching window keeps the first request's pass busy; the second waits behind it.
 start --batch-window-ms 1000 --request-timeout 0.3 || fail timeout_start "$(cat "$T/err")"
-curl -s --max-time 60 -o "$T/first" -w '%{http_code}' -X POST "$base/fill-mask" \
+curl -s --max-time 60 -o "$T/first" -w '%{http_code}' -X POST -H 'Content-Type: application/json' "$base/fill-mask" \
   --data-binary '{"inputs": "It [MASK] .", "model": "tiny-rob"}' >"$T/first.status" &
 first=$!
 # Give the first request time to arrive and open its window even on a loaded

@@ -52,7 +52,7 @@ start() {
   spid=$(pgrep -P "$pid")
   [ -n "$base" ] && [ -n "$spid" ]
 }
-call() { local m=$1 p=$2; shift 2; curl -s --max-time 60 -X "$m" -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null; }
+call() { local m=$1 p=$2; shift 2; curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null; }
 jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
 wait_for() {
   local n=$(($1 * 5)) p=$2 e=$3
@@ -102,15 +102,10 @@ crash again || fail again_crash "the run did not reach step 12"
 start --on-restart resume || fail again_restart "$(cat "$T/err")"
 ok resumed_run_done wait_for 240 /runs/again 'b["status"] == "done"'
 ok resumed_run_steps test "$(jget 'b["step"]')" = 60
-# The run is done when its process says so; its job once the worker has seen that process exit.
-jobs_become() {  # NAME EXPECTED: polls for up to 10 s
-  for _ in $(seq 50); do
-    [ "$(jobs_of "$1" | sed 's/,[0-9]*$/,N/' | tr '\n' ' ')" = "$2" ] && return 0
-    sleep 0.2
-  done
-  return 1
-}
-ok resumed_job_once jobs_become again "interrupted,- done,N "
+# The run is done when its process says so, its job when the worker has seen that process exit.
+again_jobs() { jobs_of again | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
+for _ in $(seq 50); do [ "$(again_jobs)" = "interrupted,- done,N " ] && break; sleep 0.2; done
+ok resumed_job_once test "$(again_jobs)" = "interrupted,- done,N "
 call GET /runs
 ok resumed_one_run test "$(jget 'sum(r["name"] == "again" for r in b)')" = 1
 ok keep_not_resumed test "$(jobs_of keep | tr '\n' ' ')" = "interrupted,- "
