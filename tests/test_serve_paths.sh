@@ -143,6 +143,9 @@ left=$(find "$T" -mindepth 1 -newer "$T/out" -not -path "$T/hub.db*" -not -name 
 
 # ---- a server without --data-dir names no corpus ----
 kill -TERM $pid; wait $pid
+# Emptied here, not only by the redirection: that happens in the child, after this shell may
+# already have found the first server's "listening on" line in the old file.
+: >"$T/out"
 "$M" serve --port 0 --db "$T/hub2.db" --quiet >"$T/out" 2>"$T/err" &
 pid=$!
 for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; sleep 0.1; done
