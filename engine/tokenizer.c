@@ -632,7 +632,7 @@ int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const si
           if (first_bad < 0 || (long long)i < first_bad) { first_bad = (long long)i; first_err = lerr; }
           break;
         }
-        memcpy(buf + used, e.ids, (size_t)e.n * sizeof *buf);
+        if (e.n) memcpy(buf + used, e.ids, (size_t)e.n * sizeof *buf);  /* e.ids is NULL while nothing was encoded */
         used += (size_t)e.n;
         starts[i + 1] = (size_t)e.n;   /* a count for now; prefix sums below */
       }
