@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "engine/tokenizer.h"
+
 struct HttpServer {
   HttpConfig cfg;
   struct MHD_Daemon *d;
@@ -87,9 +89,30 @@ void http_json(HttpRes *rs, int status, json_t *v) {
   rs->len = strlen(s);
 }
 
+/* s as a JSON string, each byte that is not part of valid UTF-8 replaced by U+FFFD:
+** a message may quote a name cut inside a character ("%.64s") or be cut itself at
+** Err's size, and jansson refuses such text, which would drop the error's field. */
+static json_t *text_json(const char *s) {
+  json_t *j = json_string(s);
+  if (j || !s) return j;
+  size_t n = strlen(s), at = 0, bad;
+  char *fixed = malloc(3 * n + 1), *o = fixed;
+  if (!fixed) return NULL;
+  while (!tokenizer_utf8_valid(s + at, n - at, &bad)) {
+    memcpy(o, s + at, bad);
+    memcpy(o + bad, "\xEF\xBF\xBD", 3);
+    o += bad + 3;
+    at += bad + 1;
+  }
+  memcpy(o, s + at, n - at + 1);
+  j = json_string(fixed);
+  free(fixed);
+  return j;
+}
+
 void http_error(HttpRes *rs, int status, const char *error, json_t *detail) {
   json_t *o = json_object();
-  json_object_set_new(o, "error", json_string(error));
+  json_object_set_new(o, "error", text_json(error));
   json_object_set_new(o, "detail", detail ? detail : json_null());
   http_json(rs, status, o);
 }
