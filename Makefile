@@ -31,7 +31,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(B)/%.o)
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 LIBS       := $(B)/libmaskd-server.a $(B)/libmaskd-store.a $(B)/libmaskd-engine.a
 
-.PHONY: all asan setup setup-tests run test test-unit test-long clean
+.PHONY: all asan setup setup-tests run test test-unit test-long clean fuzz fuzz-build fuzz-bins
 # Keep object files between builds (they would otherwise be removed as intermediates).
 .SECONDARY:
 all: $(B)/maskd $(TEST_BIN)
@@ -65,6 +65,24 @@ asan:
 	$(MAKE) B=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	        LDFLAGS="-fopenmp -fsanitize=address,undefined" all
 
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c), one per parser of outside input, built
+# with clang under ASan+UBSan into their own tree; `make fuzz` runs each for
+# FUZZ_SECONDS (tests/fuzz/run; the short run is tests/test_fuzz.sh).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+fuzz-build:
+	$(MAKE) B=build-fuzz CC=$(FUZZ_CC) \
+	        OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Wno-pass-failed" \
+	        LDFLAGS="-fopenmp -fsanitize=fuzzer,address,undefined" fuzz-bins
+fuzz-bins: $(FUZZ_BIN)
+$(B)/fuzz/%: $(B)/tests/fuzz/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+fuzz:
+	bash tests/fuzz/run --seconds $(FUZZ_SECONDS)
+
 test: setup-tests
 	$(MAKE) all
 	$(MAKE) asan
@@ -81,6 +99,6 @@ run: setup all
 	bash scripts/run
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(B) build-asan -name '*.d' 2>/dev/null)

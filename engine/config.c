@@ -278,9 +278,14 @@ char *config_to_json(const ModelConfig *c) {
   py_float(adp, sizeof adp, c->attention_probs_dropout_prob);
   py_float(ir, sizeof ir, c->initializer_range);
   int roberta = c->model_type == MODEL_ROBERTA;
+  /* An absent id (-1) is written as transformers writes None: left out where the class
+  ** default is None too (BERT), null where it is not (RoBERTa's 0 and 2), so that the
+  ** file reads back as -1 and not as the class default. */
   char bos[48] = "", eos[48] = "";
   if (c->bos_token_id >= 0) snprintf(bos, sizeof bos, "  \"bos_token_id\": %d,\n", c->bos_token_id);
+  else if (roberta) snprintf(bos, sizeof bos, "  \"bos_token_id\": null,\n");
   if (c->eos_token_id >= 0) snprintf(eos, sizeof eos, "  \"eos_token_id\": %d,\n", c->eos_token_id);
+  else if (roberta) snprintf(eos, sizeof eos, "  \"eos_token_id\": null,\n");
   const char *fmt =
       "{\n"
       "  \"architectures\": [\n"

@@ -516,7 +516,7 @@ struct FillMaskRequest {
 };
 
 /* The smallest candidate object fillmask_dumps() can write, for a lower bound of an answer. */
-static const char MIN_OBJECT[] = "{\"score\": 0.0, \"token\": 0, \"token_str\": \"\", \"sequence\": \"\"}";
+#define MIN_OBJECT_BYTES ((long long)sizeof "{\"score\": 0.0, \"token\": 0, \"token_str\": \"\", \"sequence\": \"\"}" - 1)
 
 /* Bytes of an input's result around its objects: "[o, o]", or "[[o, o], [o, o]]" for several masks. */
 static long long item_frame(int n_masks, int k) {
@@ -618,7 +618,7 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
     r->frame = 2 + 2LL * (n - 1);
     for (int i = 0; i < n; i++) r->frame += item_frame(r->items[i].n_masks, r->k);
   }
-  long long least = r->frame + (long long)r->masks * r->k * (long long)(sizeof MIN_OBJECT - 1);
+  long long least = r->frame + (long long)r->masks * r->k * MIN_OBJECT_BYTES;
   if (lim->max_answer_bytes > 0 && least > lim->max_answer_bytes) {
     fail(fe, FILLMASK_ERR_LIMIT, "the answer would be at least %lld bytes, more than the limit of %lld (max_answer_bytes)",
          least, lim->max_answer_bytes);

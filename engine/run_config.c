@@ -71,6 +71,8 @@ static int set_text(RunConfig *rc, const Field *f, const char *v, Err *err) {
   switch (f->type) {
   case F_STR:
     if (strlen(v) >= f->cap) return err_set(err, "%s: longer than %zu bytes", f->key, f->cap - 1);
+    /* The description is kept as JSON (the store's runs, resume), which holds UTF-8 text only. */
+    if (!tokenizer_utf8_valid(v, strlen(v), NULL)) return err_set(err, "%s: not valid UTF-8 text", f->key);
     memcpy(p, v, strlen(v) + 1);
     return 0;
   case F_LONG: {
@@ -83,6 +85,8 @@ static int set_text(RunConfig *rc, const Field *f, const char *v, Err *err) {
     if (*v == '-') return err_set(err, "%s: \"%s\" must not be negative", f->key, v);
     unsigned long long x = strtoull(v, &end, 10);
     if (!*v || *end || errno) return err_set(err, "%s: \"%s\" is not a whole number", f->key, v);
+    /* JSON integers (jansson's, the store's) end at INT64_MAX. */
+    if (x > INT64_MAX) return err_set(err, "%s: %s is larger than %lld", f->key, v, (long long)INT64_MAX);
     uint64_t u = x;
     memcpy(p, &u, sizeof u);
     return 0;

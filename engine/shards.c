@@ -26,6 +26,9 @@ uint32_t shard_token_width(uint32_t vocab_size) { return vocab_size <= 65536u ? 
 /* Byte packing, so the file is little-endian whatever the host is. */
 static void put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
 static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+/* Ids are int32 in memory (shard_sample, the loader, the model), so every id < V must fit. */
+#define SHARD_MAX_VOCAB 0x80000000u
+
 static uint32_t get32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
 static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
@@ -76,6 +79,7 @@ int shard_write(const char *path, const int32_t *ids, uint64_t n_samples, uint32
                 uint32_t vocab_size, ShardInfo *info, Err *err) {
   if (seq_len == 0) return err_set(err, "%s: sequence length must be > 0", path);
   if (vocab_size == 0) return err_set(err, "%s: vocabulary size must be > 0", path);
+  if (vocab_size > SHARD_MAX_VOCAB) return err_set(err, "%s: vocabulary size %" PRIu32 " is above %u (ids are int32)", path, vocab_size, SHARD_MAX_VOCAB);
   uint32_t w = shard_token_width(vocab_size);
   uint64_t nbytes = data_bytes(n_samples, seq_len, w);
   if (n_samples > 0 && nbytes == 0) return err_set(err, "%s: %" PRIu64 " samples overflow the size", path, n_samples);
@@ -135,6 +139,8 @@ static int parse_header(const char *path, const unsigned char *b, uint64_t file_
   if (h.header_size != SHARD_HEADER_SIZE) return err_set(err, "%s: header size %" PRIu32 " != %u", path, h.header_size, SHARD_HEADER_SIZE);
   if (h.seq_len == 0) return err_set(err, "%s: sequence length is 0", path);
   if (h.vocab_size == 0) return err_set(err, "%s: vocabulary size is 0", path);
+  if (h.vocab_size > SHARD_MAX_VOCAB)
+    return err_set(err, "%s: vocabulary size %" PRIu32 " is above %u (ids are int32)", path, h.vocab_size, SHARD_MAX_VOCAB);
   if (h.token_width != shard_token_width(h.vocab_size))
     return err_set(err, "%s: token width %" PRIu32 " does not fit vocabulary size %" PRIu32, path, h.token_width, h.vocab_size);
   uint64_t nbytes = data_bytes(h.n_samples, h.seq_len, h.token_width);

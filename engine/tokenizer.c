@@ -582,6 +582,11 @@ int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const 
 static int encode_ids(const Tokenizer *t, const char *text, size_t len, int add_special, Encoding *e, Err *err) {
   e->n = 0;
   if (!add_special || !t->has_post) return encode_seq(t, text, len, 0, 0, e, err);
+  /* A template without A still encodes the text first, as HF does (and fails where that
+  ** fails); the full path does so. */
+  int has_a = 0;
+  for (int i = 0; i < t->n_single; i++) has_a |= !t->single[i].special;
+  if (!has_a) return tokenizer_encode(t, text, len, 1, e, err);
   for (int i = 0; i < t->n_single; i++) {
     const TItem *it = &t->single[i];
     if (!it->special) {
@@ -633,7 +638,7 @@ int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const si
           if (first_bad < 0 || (long long)i < first_bad) { first_bad = (long long)i; first_err = lerr; }
           break;
         }
-        memcpy(buf + used, e.ids, (size_t)e.n * sizeof *buf);
+        if (e.n) memcpy(buf + used, e.ids, (size_t)e.n * sizeof *buf);  /* e.ids is NULL while nothing was encoded */
         used += (size_t)e.n;
         starts[i + 1] = (size_t)e.n;   /* a count for now; prefix sums below */
       }
@@ -1052,6 +1057,10 @@ static int parse_post(Tokenizer *t, json_t *o, Err *err) {
   t->has_post = 1;
   if (parse_template_items(json_object_get(o, "single"), &t->single, &t->n_single, "single", err) < 0) return -1;
   if (parse_template_items(json_object_get(o, "pair"), &t->pair, &t->n_pair, "pair", err) < 0) return -1;
+  /* One text has no B: HF indexes a second encoding that is not there and panics. */
+  for (int i = 0; i < t->n_single; i++)
+    if (!t->single[i].special && !strcmp(t->single[i].name, "B"))
+      return err_set(err, "post_processor: the single template uses sequence B, which one text does not have");
   json_t *sp = json_object_get(o, "special_tokens");
   if (!json_is_object(sp)) return err_set(err, "post_processor: TemplateProcessing without special_tokens");
   t->tspec = calloc(json_object_size(sp) + 1, sizeof *t->tspec);
@@ -1063,6 +1072,11 @@ static int parse_post(Tokenizer *t, json_t *o, Err *err) {
     json_t *id = json_object_get(v, "id"), *ids = json_object_get(v, "ids"), *toks = json_object_get(v, "tokens");
     if (!json_is_string(id) || !json_is_array(ids) || !json_is_array(toks) || json_array_size(ids) != json_array_size(toks))
       return err_set(err, "post_processor: bad special_tokens entry %s", key);
+    /* HF finds an entry by its key and writes its id back; maskd finds it by id, so the
+    ** two must agree (two entries with one id made the template count one entry and
+    ** copy the other). */
+    if (strcmp(json_string_value(id), key))
+      return err_set(err, "post_processor: special_tokens entry %s has the id %s (they must be equal)", key, json_string_value(id));
     s->name = strdup(json_string_value(id));
     size_t n = json_array_size(ids);
     s->ids = calloc(n + 1, sizeof *s->ids);
@@ -1071,7 +1085,8 @@ static int parse_post(Tokenizer *t, json_t *o, Err *err) {
     if (!s->name || !s->ids || !s->tokens) return err_set(err, "out of memory");
     for (size_t j = 0; j < n; j++) {
       json_t *a = json_array_get(ids, j), *b = json_array_get(toks, j);
-      if (!json_is_integer(a) || !json_is_string(b)) return err_set(err, "post_processor: bad special_tokens entry %s", key);
+      if (!json_is_integer(a) || json_integer_value(a) < 0 || json_integer_value(a) > INT32_MAX || !json_is_string(b))
+        return err_set(err, "post_processor: bad special_tokens entry %s", key);
       s->ids[j] = (int32_t)json_integer_value(a);
       s->tokens[j] = strdup(json_string_value(b));
       s->n++;

@@ -24,6 +24,7 @@
 struct Unigram {
   int n;
   int unk_id;
+  int empty_id;      /* the (last) piece that is the empty string, which the trie cannot hold; or -1 */
   double min_score;
   double *score;
   uint32_t *off;     /* piece i is arena[off[i] .. off[i+1]) */
@@ -195,7 +196,11 @@ Unigram *unigram_new(int n, const char *const *pieces, const double *scores, int
   /* Keys: non-empty pieces sorted by bytes; of duplicates the highest id stays,
   ** as HF's token_to_ids map keeps the last insertion. */
   int m = 0;
-  for (int i = 0; i < n; i++) if (u->off[i + 1] - u->off[i] > 1) order[m++] = i;
+  u->empty_id = -1;
+  for (int i = 0; i < n; i++) {
+    if (u->off[i + 1] - u->off[i] > 1) order[m++] = i;
+    else u->empty_id = i;
+  }
   sort_model = u;
   qsort(order, (size_t)m, sizeof *order, cmp_piece);
   int k = 0;
@@ -232,7 +237,8 @@ int unigram_unk_id(const Unigram *u) { return u->unk_id; }
 double unigram_min_score(const Unigram *u) { return u->min_score; }
 
 int unigram_piece_id(const Unigram *u, const char *piece, size_t len) {
-  if (len == 0 || u->n == 0) return -1;
+  if (len == 0) return u->empty_id;
+  if (u->n == 0) return -1;
   int32_t s = 0;
   for (size_t i = 0; i < len; i++) {
     int32_t t = u->da[s].base + (unsigned char)piece[i];

@@ -189,6 +189,17 @@ int main(void) {
   check(rc == 0 && same_config(&c, &d), "config_round_trip_awkward_floats", "rc %d (%s)\n%s", rc, e.msg, s);
   check_python_layout("config_python_layout_awkward_floats", s);
   free(s);
+  /* A RoBERTa config without bos/eos ids (null in the file): written as null, as
+  ** transformers writes None where the class default is not None, so it reads back
+  ** as absent and not as RoBERTa's defaults 0 and 2 (found by tests/fuzz/fuzz_config). */
+  rc = config_parse("{\"model_type\": \"roberta\", \"bos_token_id\": null, \"eos_token_id\": null}", &c, &e);
+  s = config_to_json(&c);
+  int rc_back = config_parse(s, &d, &e);
+  check(rc == 0 && rc_back == 0 && same_config(&c, &d) && d.bos_token_id == -1 && d.eos_token_id == -1 &&
+            strstr(s, "\"bos_token_id\": null,") && strstr(s, "\"eos_token_id\": null,"),
+        "config_round_trip_roberta_null_bos_eos", "rc %d %d, bos %d eos %d (%s)\n%s", rc, rc_back, d.bos_token_id, d.eos_token_id, e.msg, s);
+  check_python_layout("config_python_layout_null_bos_eos", s);
+  free(s);
 
   /* Files. */
   char path[256];

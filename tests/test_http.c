@@ -295,6 +295,30 @@ static void call_start(Call *c, const char *path) {
   pthread_create(&c->t, NULL, call_thread, c);
 }
 
+/* An error message that is not valid UTF-8 (a name cut inside a character by "%.64s",
+** as tests/fuzz/fuzz_routes found) still reaches the client as "error", each bad byte
+** written as \xNN; valid text passes unchanged. */
+static void test_error_text(void) {
+  HttpRes rs;
+  memset(&rs, 0, sizeof rs);
+  http_error(&rs, 422, "no corpus named \"caf\xc3\" here \xe2\x96", json_pack("{s:s}", "field", "input"));
+  json_t *v = rs.body ? json_loads(rs.body, 0, NULL) : NULL;
+  const char *e = json_string_value(json_object_get(v, "error"));
+  check(rs.status == 422 && e && !strcmp(e, "no corpus named \"caf\\xC3\" here \\xE2\\x96") &&
+            json_is_object(json_object_get(v, "detail")),
+        "http_error_keeps_non_utf8_message", "%s", rs.body ? rs.body : "(no body)");
+  json_decref(v);
+  free(rs.body);
+  memset(&rs, 0, sizeof rs);
+  http_errorf(&rs, 400, "plain \xc3\xa9 text %d", 7);
+  v = rs.body ? json_loads(rs.body, 0, NULL) : NULL;
+  e = json_string_value(json_object_get(v, "error"));
+  check(rs.status == 400 && e && !strcmp(e, "plain \xc3\xa9 text 7"), "http_error_utf8_message_unchanged", "%s", rs.body ? rs.body : "");
+  json_decref(v);
+  free(rs.body);
+}
+
+
 /* Seconds until the server closes fd (recv returns 0 or an error), at most limit. */
 static double until_closed(int fd, double limit) {
   double t0 = now();
@@ -842,6 +866,7 @@ static void test_stop_under_load(void) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+  test_error_text();
   static const char *hosts[] = {"maskd.example"};
   static const char *origins[] = {"https://proxy.example/"};
   HttpConfig c = http_default_config();

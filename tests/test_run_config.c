@@ -125,6 +125,21 @@ int main(void) {
   check(r == -1 && strstr(e.msg, "seed"), "run_config_refuses_negative_seed", "%s", e.msg);
   r = run_config_set(&rc, "--lr", "abc", &e);
   check(r == -1 && strstr(e.msg, "lr"), "run_config_refuses_bad_number", "%s", e.msg);
+  /* What a flag sets must survive the JSON the run is stored as (tests/fuzz/fuzz_run_config
+  ** found both): a path that is not UTF-8 text vanished from it, a seed above INT64_MAX came
+  ** back as a negative number that resuming refused. */
+  run_config_defaults(&rc);
+  r = run_config_set(&rc, "--train", "data\xff/train", &e);
+  check(r == -1 && strstr(e.msg, "train") && strstr(e.msg, "UTF-8") && rc.train[0] == 0, "run_config_refuses_non_utf8_flag",
+        "rc %d: %s", r, e.msg);
+  r = run_config_set(&rc, "--seed", "18446744073709551615", &e);
+  check(r == -1 && strstr(e.msg, "seed") && rc.seed == 42, "run_config_refuses_seed_past_int64", "rc %d: %s", r, e.msg);
+  r = run_config_set(&rc, "--seed", "9223372036854775807", &e);
+  js = run_config_to_json(&rc);
+  run_config_defaults(&back);
+  int r2 = run_config_apply_json(&back, js, &e);
+  check(r == 0 && r2 == 0 && back.seed == 9223372036854775807ULL, "run_config_largest_seed_round_trip", "rc %d %d: %s", r, r2, e.msg);
+  free(js);
 
   /* A good description resolves: the preset takes the tokenizer's vocabulary and ids. */
   rc = good();

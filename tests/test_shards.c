@@ -192,6 +192,35 @@ int main(void) {
   for (int i = 0; i < 8; i++) c[56 + i] = (unsigned char)(hh >> (8 * i));
   VARIANT("smallvocab", 10); spit(path, c, n);
   expect_refused("refuses_id_ge_vocab", path, "vocabulary size 100");
+  /* A vocabulary above 2^31 with an id past INT32_MAX: the id came out of shard_sample
+  ** negative (found by tests/fuzz/fuzz_shards). Refused, and never written. */
+  {
+    unsigned char w[68] = "MASKDSHD";
+    uint32_t f32[] = {1, 64, 1, 4};            /* version, header size, seq_len, width */
+    for (int k = 0; k < 4; k++) for (int i = 0; i < 4; i++) w[8 + 4 * k + i] = (unsigned char)(f32[k] >> (8 * i));
+    w[24] = 1;                                  /* one sample */
+    w[32] = 0xF0; w[33] = w[34] = w[35] = 0xFF; /* vocab 0xFFFFFFF0 */
+    w[64] = w[65] = w[66] = 0; w[67] = 0x80;    /* id 0x80000000 */
+    uint64_t dh = shard_fnv1a64(SHARD_FNV_INIT, w + 64, 4);
+    for (int i = 0; i < 8; i++) w[40 + i] = (unsigned char)(dh >> (8 * i));
+    uint64_t h2 = shard_fnv1a64(SHARD_FNV_INIT, w, 56);
+    for (int i = 0; i < 8; i++) w[56 + i] = (unsigned char)(h2 >> (8 * i));
+    VARIANT("hugevocab", 1); spit(path, w, 68);
+    expect_refused("refuses_vocab_past_int32", path, "vocabulary size 4294967280");
+    ShardInfo hi;
+    check(shard_read_header(path, &hi, &e) == -1 && strstr(e.msg, "4294967280"), "refuses_vocab_past_int32_header_reader", "%s", e.msg);
+    VARIANT("hugevocabw", 1);
+    int32_t one = 5;
+    check(shard_write(path, &one, 1, 1, 0x80000001u, NULL, &e) == -1 && strstr(e.msg, "vocabulary size"),
+          "write_refuses_vocab_past_int32", "%s", e.msg);
+    VARIANT("maxvocab", 1);
+    one = INT32_MAX;
+    Shard *mx = shard_write(path, &one, 1, 1, 0x80000000u, NULL, &e) == 0 ? shard_open(path, &e) : NULL;
+    int32_t got = 0;
+    if (mx) shard_sample(mx, 0, &got);
+    check(mx && got == INT32_MAX, "vocab_2_pow_31_round_trip", "%s", e.msg);
+    shard_close(mx);
+  }
   VARIANT("missing", 10);
   expect_refused("refuses_missing_file", path, "cannot open");
 

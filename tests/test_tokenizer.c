@@ -249,6 +249,16 @@ int main(void) {
       {"", "\"model\":{\"type\":\"Unigram\",\"unk_id\":5,\"vocab\":[[\"<unk>\",0.0]]}}", "unk_id 5"},
       {"", "\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\"]]}}", "vocab entry 0"},
       {"\"extra\":1,", NULL, "unknown top-level key \"extra\""},
+      /* Caught by tests/fuzz/fuzz_tokenizer (tests/fuzz/regress/tokenizer): a single template with B (HF panics on it; the
+      ** ids-only path encoded the text twice), an entry whose key and id differ (two
+      ** entries with one id overflowed the template's buffer), an id past int32. */
+      {"\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+       "{\"Sequence\":{\"id\":\"B\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{}},", NULL, "single template uses sequence B"},
+      {"\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"X\",\"type_id\":0}}],"
+       "\"pair\":[],\"special_tokens\":{\"[CLS]\":{\"id\":\"X\",\"ids\":[0,0,0],\"tokens\":[\"a\",\"a\",\"a\"]},"
+       "\"[SEP]\":{\"id\":\"X\",\"ids\":[0],\"tokens\":[\"a\"]}}},", NULL, "entry [CLS] has the id X"},
+      {"\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[],\"pair\":[],"
+       "\"special_tokens\":{\"X\":{\"id\":\"X\",\"ids\":[4294967296],\"tokens\":[\"a\"]}}},", NULL, "bad special_tokens entry X"},
     };
     int ok = 1;
     char json[1024], failed[600] = "";
@@ -289,6 +299,27 @@ int main(void) {
     x = must_load(json, &err);
     int rc = x ? tokenizer_encode(x, "ab", 2, 0, &e, &err) : 0;
     check(x && rc == -1 && strstr(err.msg, "no unk_id"), "tokenizer_no_unk_error", "%s", err.msg);
+    tokenizer_free(x);
+    /* A single template without A ([SEP] alone) still encodes the text first, as HF does:
+    ** the ids-only batch path refuses what tokenizer_encode refuses and otherwise gives
+    ** the same ids (it skipped the text, found by tests/fuzz/fuzz_tokenizer). */
+    snprintf(json, sizeof json,
+             "%s\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"S\",\"type_id\":0}}],"
+             "\"pair\":[],\"special_tokens\":{\"S\":{\"id\":\"S\",\"ids\":[0],\"tokens\":[\"a\"]}}},"
+             "\"model\":{\"type\":\"Unigram\",\"unk_id\":null,\"vocab\":[[\"a\",-1.0]]}}", head);
+    x = must_load(json, &err);
+    int32_t *ids = NULL;
+    size_t *starts = NULL;
+    const char *texts[2] = {"ab", "a"};
+    size_t lens[2] = {2, 1};
+    int r_one = x ? tokenizer_encode(x, "ab", 2, 1, &e, &err) : 0;
+    int r_many = x ? tokenizer_encode_many(x, texts, lens, 1, 1, 1, &ids, &starts, &err) : 0;
+    free(ids); free(starts);
+    ids = NULL; starts = NULL;
+    int r_good = x ? tokenizer_encode_many(x, texts + 1, lens + 1, 1, 1, 1, &ids, &starts, &err) : -1;
+    check(x && r_one == -1 && r_many == -1 && r_good == 0 && starts[1] == 1 && ids[0] == 0,
+          "tokenizer_template_without_a_encodes_text", "%d %d %d: %s", r_one, r_many, r_good, err.msg);
+    free(ids); free(starts);
     tokenizer_free(x);
   }
   encoding_free(&e);

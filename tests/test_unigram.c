@@ -314,5 +314,21 @@ int main(void) {
     double sc2[] = {-1};
     check(!unigram_new(1, p, sc2, 3, &err) && strstr(err.msg, "unk_id"), "unigram_rejects_bad_unk", "%s", err.msg);
   }
+
+  /* An empty piece is found by its text like any other (HF's token_to_id keeps the last of
+  ** duplicates), though the trie cannot hold it and Viterbi never uses it (found by
+  ** tests/fuzz/fuzz_tokenizer: "" looked up -1). */
+  {
+    const char *p[] = {"a", "", "b", ""};
+    double sc[] = {-1, -2, -3, -4};
+    Unigram *u = unigram_new(4, p, sc, 0, &err);
+    Unigram *none = unigram_new(1, p, sc, 0, &err);
+    int32_t ids[8];
+    check(u && none && unigram_piece_id(u, "", 0) == 3 && unigram_piece_id(none, "", 0) == -1 && unigram_piece_id(u, "b", 1) == 2 &&
+              unigram_encode(u, "ab", 2, ids, NULL, 8) == 2 && ids[0] == 0 && ids[1] == 2,
+          "unigram_empty_piece_lookup", "%d %d", u ? unigram_piece_id(u, "", 0) : -9, none ? unigram_piece_id(none, "", 0) : -9);
+    unigram_free(u);
+    unigram_free(none);
+  }
   return check_exit();
 }

@@ -1,0 +1,72 @@
+/* libFuzzer harness: config.json (engine/config.h), as text (config_parse) and as a
+** file (config_load: size and NUL checks). An accepted config passes config_validate,
+** and what config_to_json writes for it parses back to the same fields (doubles bit
+** for bit), so a model saved and loaded again is the same model. */
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/config.h"
+#include "tests/fuzz/fuzz_common.h"
+
+static void check_same(const ModelConfig *a, const ModelConfig *b) {
+#define SAME_INT(f) FUZZ_CHECK(a->f == b->f, #f ": %d written, %d read back", (int)a->f, (int)b->f)
+#define SAME_DBL(f) FUZZ_CHECK(!memcmp(&a->f, &b->f, sizeof a->f), #f ": %.17g written, %.17g read back", a->f, b->f)
+  SAME_INT(model_type); SAME_INT(vocab_size); SAME_INT(hidden_size); SAME_INT(num_hidden_layers);
+  SAME_INT(num_attention_heads); SAME_INT(intermediate_size); SAME_INT(max_position_embeddings);
+  SAME_INT(type_vocab_size); SAME_INT(pad_token_id); SAME_INT(bos_token_id); SAME_INT(eos_token_id);
+  SAME_DBL(layer_norm_eps); SAME_DBL(hidden_dropout_prob); SAME_DBL(attention_probs_dropout_prob);
+  SAME_DBL(initializer_range);
+#undef SAME_INT
+#undef SAME_DBL
+}
+
+/* Seeds: what config_to_json writes for the presets and a BERT config. */
+static void write_seeds(const char *dir) {
+  const char *presets[] = {"tiny", "small", "base"};
+  for (int i = 0; i < 4; i++) {
+    ModelConfig c;
+    Err err = {{0}};
+    config_preset(presets[i < 3 ? i : 0], &c, &err);
+    if (i == 3) { c.model_type = MODEL_BERT; c.pad_token_id = 0; c.bos_token_id = -1; c.eos_token_id = -1; c.type_vocab_size = 2; }
+    char *json = config_to_json(&c), name[64];
+    snprintf(name, sizeof name, "%s.json", i < 3 ? presets[i] : "bert");
+    fuzz_write_file(fuzz_seed_path(dir, name), json, strlen(json));
+    free(json);
+  }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc; (void)argv;
+  const char *seeds = getenv("MASKD_FUZZ_SEEDS");
+  if (seeds) { write_seeds(seeds); exit(0); }
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char *text = fuzz_cstr(data, size);
+  ModelConfig c, fc;
+  Err err = {{0}}, ferr = {{0}};
+  int rc = config_parse(text, &c, &err);
+  int frc = config_load(fuzz_memfd_path(data, size), &fc, &ferr);
+  int has_nul = strlen(text) != size;
+  if (!has_nul && size <= (1u << 20)) {
+    FUZZ_CHECK(rc == frc, "text %s, file %s", rc ? err.msg : "accepted", frc ? ferr.msg : "accepted");
+    if (rc == 0) check_same(&c, &fc);
+  } else {
+    FUZZ_CHECK(frc != 0, "config_load accepted a file with a NUL byte or over 1 MiB");
+  }
+  free(text);
+  if (rc) {
+    FUZZ_CHECK(err.msg[0], "a refusal without a message");
+    return 0;
+  }
+  FUZZ_CHECK(config_validate(&c, &err) == 0, "config_parse accepted what config_validate refuses: %s", err.msg);
+  FUZZ_CHECK(config_head_dim(&c) * c.num_attention_heads == c.hidden_size, "head size");
+  char *json = config_to_json(&c);
+  FUZZ_CHECK(json, "config_to_json failed");
+  ModelConfig back;
+  FUZZ_CHECK(config_parse(json, &back, &err) == 0, "the written config.json is refused: %s\n%s", err.msg, json);
+  check_same(&c, &back);
+  free(json);
+  return 0;
+}
