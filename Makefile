@@ -20,9 +20,9 @@ LDFLAGS += -fopenmp
 unexport OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 
 B ?= build
-ENGINE_SRC := $(sort $(wildcard engine/*.c))
+ENGINE_SRC := $(sort $(wildcard engine/*/*.c))
 STORE_SRC  := $(sort $(wildcard store/*.c))
-SERVER_SRC := $(sort $(wildcard server/*.c))
+SERVER_SRC := $(sort $(wildcard server/*/*.c))
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o)
@@ -45,10 +45,10 @@ $(B)/libmaskd-engine.a: $(ENGINE_OBJ)
 $(B)/libmaskd-store.a: $(STORE_OBJ)
 	@mkdir -p $(B); rm -f $@; ar rcs $@ $^
 # The server library holds every server/ object but main.c, so tests can call commands.
-$(B)/libmaskd-server.a: $(filter-out $(B)/server/main.o,$(SERVER_OBJ))
+$(B)/libmaskd-server.a: $(filter-out $(B)/server/cli/main.o,$(SERVER_OBJ))
 	@mkdir -p $(B); rm -f $@; ar rcs $@ $^
 
-$(B)/maskd: $(B)/server/main.o $(LIBS)
+$(B)/maskd: $(B)/server/cli/main.o $(LIBS)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(B)/tests/%: $(B)/tests/%.o $(LIBS)

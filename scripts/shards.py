@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reader for maskd dataset shards (format: engine/shards.h), written from the format's
+"""Reader for maskd dataset shards (format: engine/data/shards.h), written from the format's
 documentation alone, so it checks the C writer independently and lets the PyTorch
 reference training read the very same samples.
 

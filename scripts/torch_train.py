@@ -8,7 +8,7 @@ usage: scripts/torch_train.py --run RUN.json [--key value ...] [--json OUT] [--q
        scripts/torch_train.py --tokenizer T --train DIR --validation DIR --config small [...]
 
 --run takes the run description maskd stores with a run (runs.config in the store; the
-keys of engine/run_config.h); flags with the same names (--lr, --batch, ...) override it.
+keys of engine/train/run_config.h); flags with the same names (--lr, --batch, ...) override it.
 What is the same as maskd, and what is the run's own:
   - the same shards (read with scripts/shards.py), tokenizer ids ([MASK], <pad>, the
     special ids from tokenizer.json's special added tokens), model config (a preset takes
@@ -65,7 +65,7 @@ def fast_env(threads):
 
 
 # Keys of maskd's run description that change what is computed, with their defaults
-# (engine/run_config.h). The others (name, out, checkpoints, keep_last) are ignored.
+# (engine/train/run_config.h). The others (name, out, checkpoints, keep_last) are ignored.
 DEFAULTS = dict(tokenizer=None, train=None, validation="", config="small", epochs=1, max_steps=0, batch=8,
                 grad_accum=1, lr=1e-4, weight_decay=1e-3, warmup_steps=-1, clip_norm=0.0, min_lr_ratio=0.0,
                 adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, seed=42, eval_seed=1234, threads=2,

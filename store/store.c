@@ -4,6 +4,7 @@
 ** the transaction starts, and CHECK / FOREIGN KEY constraints in the schema catch
 ** whatever slips through, so bad input is refused without touching the data. */
 #include "store/store.h"
+#include "engine/core/now.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -120,12 +121,6 @@ static const char *const MIGRATIONS[] = {
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");
 
 /* ---- helpers ---- */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int db_err(Store *s, Err *err, const char *what) {
   return err_set(err, "store: %s: %s", what, sqlite3_errmsg(s->db));
@@ -375,7 +370,7 @@ static int blob_put_tx(Store *s, const void *data, size_t len, const char *hex, 
   if (!st) return -1;
   sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 2, (sqlite3_int64)len);
-  sqlite3_bind_double(st, 3, now_s());
+  sqlite3_bind_double(st, 3, now_wall());
   if (step_done(s, st, err, "blob")) return -1;
   if (sqlite3_changes(s->db) == 0) return 0;   /* the same content is already there */
   const unsigned char *p = data;
@@ -496,7 +491,7 @@ int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_js
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 2, vocab_size);
   sqlite3_bind_text(st, 3, hex, -1, SQLITE_STATIC);
-  sqlite3_bind_double(st, 4, now_s());
+  sqlite3_bind_double(st, 4, now_wall());
   if (sqlite3_step(st) != SQLITE_DONE) {
     int code = sqlite3_extended_errcode(s->db);
     if (code == SQLITE_CONSTRAINT_UNIQUE) err_set(err, "tokenizer \"%s\" already exists", name);
@@ -569,7 +564,7 @@ int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int
   if (tok_id) sqlite3_bind_int64(st, 2, tok_id);
   else sqlite3_bind_null(st, 2);
   sqlite3_bind_int(st, 3, seq_len);
-  sqlite3_bind_double(st, 4, now_s());
+  sqlite3_bind_double(st, 4, now_wall());
   if (sqlite3_step(st) != SQLITE_DONE) {
     if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_UNIQUE) err_set(err, "dataset \"%s\" already exists", name);
     else db_err(s, err, "dataset");
@@ -649,7 +644,7 @@ int64_t store_run_create(Store *s, const char *name, const char *config_json, Er
   if (!st) return rollback(s);
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, config_json, -1, SQLITE_STATIC);
-  sqlite3_bind_double(st, 3, now_s());
+  sqlite3_bind_double(st, 3, now_wall());
   if (step_done(s, st, err, "run")) return rollback(s);
   int64_t id = sqlite3_last_insert_rowid(s->db);
   if (commit(s, err)) return -1;
@@ -676,7 +671,7 @@ int store_run_set_status(Store *s, int64_t run, const char *status, const char *
                           err);
   if (st) {
     sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 2, now_s());
+    sqlite3_bind_double(st, 2, now_wall());
     bind_text(st, 3, error);
     sqlite3_bind_int64(st, 4, (sqlite3_int64)getpid());
     sqlite3_bind_int64(st, 5, run);
@@ -728,7 +723,7 @@ static int recover(Store *s, const char *table, int *n, Err *err) {
              " WHERE id = ?", table);
     st = prep(s, sql, err);
     if (!st) { free(ids); return rollback(s); }
-    sqlite3_bind_double(st, 1, now_s());
+    sqlite3_bind_double(st, 1, now_wall());
     sqlite3_bind_int64(st, 2, ids[i]);
     if (step_done(s, st, err, table)) { free(ids); return rollback(s); }
   }
@@ -761,7 +756,7 @@ int store_step_metrics_add(Store *s, int64_t run, const StoreStepMetric *m, int 
                           "INSERT OR REPLACE INTO step_metrics(run_id, step, epoch, loss, lr, grad_norm, tokens_per_s, time)"
                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", err);
   if (!st) return rollback(s);
-  double t = now_s();
+  double t = now_wall();
   for (int i = 0; i < n; i++) {
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, run);
@@ -793,7 +788,7 @@ int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Er
   bind_real(st, 5, m->eval_accuracy);
   bind_real(st, 6, m->perplexity);
   bind_real(st, 7, m->eval_runtime);
-  sqlite3_bind_double(st, 8, m->time > 0 && isfinite(m->time) ? m->time : now_s());
+  sqlite3_bind_double(st, 8, m->time > 0 && isfinite(m->time) ? m->time : now_wall());
   if (step_done(s, st, err, "epoch metrics")) return rollback(s);
   return commit(s, err);
 }
@@ -871,7 +866,7 @@ static int64_t model_id_tx(Store *s, const char *name, Err *err) {
   sqlite3_stmt *st = prep(s, "INSERT OR IGNORE INTO models(name, created) VALUES (?, ?)", err);
   if (!st) return -1;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-  sqlite3_bind_double(st, 2, now_s());
+  sqlite3_bind_double(st, 2, now_wall());
   if (step_done(s, st, err, "model")) return -1;
   st = prep(s, "SELECT id FROM models WHERE name = ?", err);
   if (!st) return -1;
@@ -943,7 +938,7 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   sqlite3_finalize(st);
   /* The commit id hashes what the revision is, like a git commit: repository,
   ** number, content, message and time. */
-  double created = now_s();
+  double created = now_wall();
   char basis[512], commit_hex[65];
   snprintf(basis, sizeof basis, "%s\n%lld\n%s\n%s\n%s\n%s\n%.6f\n%.200s", model, (long long)seq, wh, oh, th,
            p->config_json ? "c" : "", created, message);
@@ -1138,7 +1133,7 @@ int64_t store_job_submit(Store *s, const char *kind, const char *params_json, Er
   if (!st) return rollback(s);
   sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, params_json, -1, SQLITE_STATIC);
-  sqlite3_bind_double(st, 3, now_s());
+  sqlite3_bind_double(st, 3, now_wall());
   if (step_done(s, st, err, "job")) return rollback(s);
   int64_t id = sqlite3_last_insert_rowid(s->db);
   if (commit(s, err)) return -1;
@@ -1161,7 +1156,7 @@ int store_job_claim(Store *s, int64_t *job, char **kind, char **params_json, Err
   sqlite3_finalize(st);
   st = prep(s, "UPDATE jobs SET status = 'running', started = ?, pid = ? WHERE id = ?", err);
   if (!k || !p || !st) { free(k); free(p); sqlite3_finalize(st); if (!k || !p) err_set(err, "store: out of memory"); return rollback(s); }
-  sqlite3_bind_double(st, 1, now_s());
+  sqlite3_bind_double(st, 1, now_wall());
   sqlite3_bind_int64(st, 2, (sqlite3_int64)getpid());
   sqlite3_bind_int64(st, 3, id);
   if (step_done(s, st, err, "job claim") || commit(s, err)) { free(k); free(p); return rollback(s); }
@@ -1201,7 +1196,7 @@ int store_job_finish(Store *s, int64_t job, const char *status, const char *erro
   sqlite3_stmt *st = prep(s, "UPDATE jobs SET status = ?, finished = ?, error = ? WHERE id = ?", err);
   if (st) {
     sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 2, now_s());
+    sqlite3_bind_double(st, 2, now_wall());
     bind_text(st, 3, error);
     sqlite3_bind_int64(st, 4, job);
   }
@@ -1215,7 +1210,7 @@ int store_job_cancel(Store *s, int64_t job, Err *err) {
   sqlite3_stmt *st;
   if (!strcmp(cur, "queued")) {
     st = prep(s, "UPDATE jobs SET status = 'cancelled', finished = ?, cancel_requested = 1 WHERE id = ?", err);
-    if (st) { sqlite3_bind_double(st, 1, now_s()); sqlite3_bind_int64(st, 2, job); }
+    if (st) { sqlite3_bind_double(st, 1, now_wall()); sqlite3_bind_int64(st, 2, job); }
   } else if (!strcmp(cur, "running")) {
     st = prep(s, "UPDATE jobs SET cancel_requested = 1 WHERE id = ?", err);
     if (st) sqlite3_bind_int64(st, 1, job);

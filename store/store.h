@@ -18,7 +18,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "engine/err.h"
+#include "engine/core/err.h"
 
 #define STORE_SCHEMA_VERSION 1
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/checkpoint.h"
+#include "engine/io/checkpoint.h"
 #include "store/store.h"
 #include "tests/check.h"
 

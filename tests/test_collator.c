@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/collator.h"
+#include "engine/data/collator.h"
 #include "tests/check.h"
 
 enum { V = 1000, PAD = 1, CLS = 0, SEP = 2, UNK = 3, MASK = 4 };

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "engine/nn/config.h"
 #include "tests/check.h"
 
 /* FacebookAI/roberta-base config.json as published on the Hub. */

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/layers.h"
-#include "engine/model.h"
+#include "engine/nn/layers.h"
+#include "engine/nn/model.h"
 #include "tests/check.h"
 
 enum { B = 2, T = 16 };

@@ -17,16 +17,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/config.h"
-#include "engine/files.h"
-#include "engine/fillmask.h"
-#include "engine/loader.h"
-#include "engine/prepare.h"
-#include "engine/run_config.h"
-#include "engine/safetensors.h"
-#include "engine/shards.h"
-#include "engine/tokenizer.h"
-#include "engine/unigram_trainer.h"
+#include "engine/nn/config.h"
+#include "engine/core/files.h"
+#include "engine/infer/fillmask.h"
+#include "engine/data/loader.h"
+#include "engine/data/prepare.h"
+#include "engine/train/run_config.h"
+#include "engine/io/safetensors.h"
+#include "engine/data/shards.h"
+#include "engine/tok/tokenizer.h"
+#include "engine/tok/unigram_trainer.h"
 #include "tests/check.h"
 
 static char root[512];

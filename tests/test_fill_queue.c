@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/fill_queue.h"
+#include "server/app/fill_queue.h"
 #include "tests/check.h"
 
 static double mono(void) {

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/config.h"
-#include "engine/fillmask.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/nn/config.h"
+#include "engine/infer/fillmask.h"
+#include "engine/nn/model.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/check.h"
 
 /* ---- Python's repr ---- */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/gemm.h"
+#include "engine/nn/gemm.h"
 #include "tests/check.h"
 
 static uint64_t state = 88172645463325252ull;

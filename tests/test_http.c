@@ -1,4 +1,4 @@
-/* The HTTP layer (server/http.h) driven over real sockets by a small raw client:
+/* The HTTP layer (server/http/http.h) driven over real sockets by a small raw client:
 ** routing and captures, 404/405/401/400/422/413/415 as JSON errors, chunked bodies,
 ** HEAD, server-sent streams; and the attacks it must stand, each as the attacker's
 ** request with the refusal and what must not have happened: cross-site requests
@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/http.h"
-#include "server/http_guard.h"
+#include "server/http/http.h"
+#include "server/http/http_guard.h"
 #include "tests/check.h"
 
 static double now(void) {

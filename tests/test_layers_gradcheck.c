@@ -1,4 +1,4 @@
-/* Each layer of engine/layers.c against a double-precision reference written
+/* Each layer of engine/nn/layers.c against a double-precision reference written
 ** here from its definition: the float forward must equal the reference, and
 ** the float backward must equal central finite differences of the reference
 ** (h = 1e-6 in double: truncation ~h^2, rounding ~1e-16/h, both < 1e-9). The
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/layers.h"
-#include "engine/rng.h"
+#include "engine/nn/layers.h"
+#include "engine/core/rng.h"
 #include "tests/check.h"
 
 static Rng rng;

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/loader.h"
-#include "engine/shards.h"
+#include "engine/data/loader.h"
+#include "engine/data/shards.h"
 #include "tests/check.h"
 
 enum { V = 5000, L = 8 };

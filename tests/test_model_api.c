@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
+#include "engine/nn/model.h"
 #include "tests/check.h"
 
 static ModelConfig cfg(ModelType t) {

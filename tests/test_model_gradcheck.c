@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/layers.h"
-#include "engine/model.h"
-#include "engine/rng.h"
+#include "engine/nn/layers.h"
+#include "engine/nn/model.h"
+#include "engine/core/rng.h"
 #include "tests/check.h"
 
 enum { B = 3, T = 6 };

@@ -16,10 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/config.h"
-#include "engine/model.h"
-#include "engine/optim.h"
-#include "engine/safetensors.h"
+#include "engine/nn/config.h"
+#include "engine/nn/model.h"
+#include "engine/nn/optim.h"
+#include "engine/io/safetensors.h"
 #include "tests/check.h"
 
 static float *read_f32(const StFile *f, const char *name, int64_t numel, Err *err) {

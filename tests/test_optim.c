@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/optim.h"
-#include "engine/rng.h"
+#include "engine/nn/optim.h"
+#include "engine/core/rng.h"
 #include "tests/check.h"
 
 static AdamWConfig cfg_of(double lr, double wd, double clip, long warm, long total, double min_ratio) {

@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/loader.h"
-#include "engine/prepare.h"
-#include "engine/shards.h"
+#include "engine/data/loader.h"
+#include "engine/data/prepare.h"
+#include "engine/data/shards.h"
 #include "tests/check.h"
 
 enum { V = 3000, CLS = 0, SEP = 2 };

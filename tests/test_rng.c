@@ -1,7 +1,7 @@
 /* The seeded generator: reproducible, uniform enough, exact bounds. */
 #include <string.h>
 
-#include "engine/rng.h"
+#include "engine/core/rng.h"
 #include "tests/check.h"
 
 int main(void) {

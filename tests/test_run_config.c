@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/run_config.h"
-#include "engine/shards.h"
-#include "engine/tokenizer.h"
+#include "engine/train/run_config.h"
+#include "engine/data/shards.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/check.h"
 
 enum { V = 40 };

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/rng.h"
-#include "engine/safetensors.h"
+#include "engine/core/rng.h"
+#include "engine/io/safetensors.h"
 #include "tests/check.h"
 
 static char tmpdir[200];

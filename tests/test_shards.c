@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/rng.h"
-#include "engine/shards.h"
+#include "engine/core/rng.h"
+#include "engine/data/shards.h"
 #include "tests/check.h"
 
 static char dir[512];

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/rng.h"
+#include "engine/core/rng.h"
 #include "store/sha256.h"
 #include "store/store.h"
 #include "tests/check.h"

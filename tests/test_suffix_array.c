@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/rng.h"
-#include "engine/suffix_array.h"
+#include "engine/core/rng.h"
+#include "engine/tok/suffix_array.h"
 #include "tests/check.h"
 
 static const int32_t *g_t;

@@ -5,8 +5,8 @@
 ** comparison is tests/test_tokenizer_hf.sh). */
 #include <string.h>
 
-#include "engine/rng.h"
-#include "engine/tokenizer.h"
+#include "engine/core/rng.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/check.h"
 
 #define MS "\xE2\x96\x81"  /* ▁ */

@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/shards.h"
-#include "engine/trainer.h"
+#include "engine/data/shards.h"
+#include "engine/train/trainer.h"
 #include "tests/check.h"
 
 /* Allocation counting for "nothing allocated inside the step": this program's malloc,

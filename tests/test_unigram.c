@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/rng.h"
-#include "engine/unigram.h"
+#include "engine/core/rng.h"
+#include "engine/tok/unigram.h"
 #include "tests/check.h"
 
 /* Characters of 1, 2, 3 and 4 bytes so unknowns must span whole characters. */

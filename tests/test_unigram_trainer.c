@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/tokenizer.h"
-#include "engine/unigram.h"
-#include "engine/unigram_trainer.h"
+#include "engine/tok/tokenizer.h"
+#include "engine/tok/unigram.h"
+#include "engine/tok/unigram_trainer.h"
 #include "tests/check.h"
 
 /* ---- brute force over segmentations ---------------------------------------- */
@@ -117,7 +117,7 @@ static int has_piece(const UtResult *r, const char *p) {
 static void count_word(void *ctx, const char *w, size_t n) { ut_words_add(ctx, w, n, 1, NULL); }
 
 /* The trainer's one-pass front end against the tokenizer's own normalizer and
-** Metaspace (engine/tokenizer.c, written independently): same words, same counts. */
+** Metaspace (engine/tok/tokenizer.c, written independently): same words, same counts. */
 static void test_words_vs_tokenizer_pretokenize(void) {
   const char *pieces[] = {"<unk>", "a"};
   double scores[] = {0, -1};
@@ -260,7 +260,7 @@ static void test_estep_brute_force(void) {
   llb = brute_estep(&t, w, want);
   check(max_rel_diff(got, want, n2) < 1e-9 && fabs(ll - llb) < 1e-9 * fabs(llb) && want[0] > 0, "estep_with_unknowns_vs_enumeration",
         "max rel diff %g, unk expected %g", max_rel_diff(got, want, n2), want[0]);
-  /* The same E-step through the Unigram model's forward-backward (engine/unigram.c,
+  /* The same E-step through the Unigram model's forward-backward (engine/tok/unigram.c,
   ** written independently): the training <UNK> gets score 0 so min_score is the
   ** pieces' own; unknown nodes count for id 0 in both. */
   const char **pp = malloc((size_t)n2 * sizeof *pp);

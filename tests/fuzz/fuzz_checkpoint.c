@@ -1,4 +1,4 @@
-/* libFuzzer harness: checkpoints (engine/checkpoint.h) over tiny models built in the
+/* libFuzzer harness: checkpoints (engine/io/checkpoint.h) over tiny models built in the
 ** process: model weights (model.safetensors with HF names, into a RoBERTa and a BERT
 ** model) and training state (optimizer moments, step, RNG, data position). Checks:
 ** a refused file leaves the model, the optimizer and the state exactly as they were
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/checkpoint.h"
+#include "engine/io/checkpoint.h"
 #include "tests/fuzz/fuzz_common.h"
 
 typedef struct Fixture {

@@ -1,11 +1,11 @@
-/* libFuzzer harness: config.json (engine/config.h), as text (config_parse) and as a
+/* libFuzzer harness: config.json (engine/nn/config.h), as text (config_parse) and as a
 ** file (config_load: size and NUL checks). An accepted config passes config_validate,
 ** and what config_to_json writes for it parses back to the same fields (doubles bit
 ** for bit), so a model saved and loaded again is the same model. */
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/config.h"
+#include "engine/nn/config.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static void check_same(const ModelConfig *a, const ModelConfig *b) {

@@ -1,4 +1,4 @@
-/* libFuzzer harness: the fill-mask request (engine/fillmask.h, fillmask_call) over a
+/* libFuzzer harness: the fill-mask request (engine/infer/fillmask.h, fillmask_call) over a
 ** tiny random model and a seed-recipe tokenizer built in the process. The input is a
 ** request body as the HTTP API receives it: {"inputs": str | [str], "parameters":
 ** {"top_k", "targets"}} (any other JSON value is passed as "inputs"). Checks on an
@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/config.h"
-#include "engine/fillmask.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/nn/config.h"
+#include "engine/infer/fillmask.h"
+#include "engine/nn/model.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define SP "\xe2\x96\x81"

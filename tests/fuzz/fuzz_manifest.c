@@ -1,5 +1,5 @@
-/* libFuzzer harness: a shard folder's manifest.json (engine/loader.h, the format of
-** engine/prepare.h). Once per process, prepare_run writes a real set (two shards and
+/* libFuzzer harness: a shard folder's manifest.json (engine/data/loader.h, the format of
+** engine/data/prepare.h). Once per process, prepare_run writes a real set (two shards and
 ** its manifest) into a private folder; each input replaces manifest.json and the set
 ** is opened by the manifest's path and by the folder's. Checks: both agree; an accepted
 ** set holds the samples the manifest's total says, with the shards' sequence length
@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/loader.h"
-#include "engine/prepare.h"
+#include "engine/data/loader.h"
+#include "engine/data/prepare.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define SEQ 8

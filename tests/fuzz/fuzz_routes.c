@@ -1,6 +1,6 @@
 /* libFuzzer harness: request bodies as the HTTP API's handlers receive them, without
-** HTTP: POST /runs, /tokenizers, /datasets (server/routes_jobs.c) and /fill-mask
-** (server/routes_fill.c), called with the same App a server has: a store (in a private
+** HTTP: POST /runs, /tokenizers, /datasets (server/app/routes_jobs.c) and /fill-mask
+** (server/app/routes_fill.c), called with the same App a server has: a store (in a private
 ** folder, holding a tiny model and a run), a data root with a corpus, a tokenizer, a
 ** dataset and a config, and a work root with a registered tokenizer and dataset.
 ** The first byte picks the route, the rest is the body.
@@ -13,13 +13,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/checkpoint.h"
-#include "engine/config.h"
-#include "engine/files.h"
-#include "engine/run_config.h"
-#include "engine/shards.h"
-#include "engine/tokenizer.h"
-#include "server/serve.h"
+#include "engine/io/checkpoint.h"
+#include "engine/nn/config.h"
+#include "engine/core/files.h"
+#include "engine/train/run_config.h"
+#include "engine/data/shards.h"
+#include "engine/tok/tokenizer.h"
+#include "server/app/app.h"
 #include "store/store.h"
 #include "tests/fuzz/fuzz_common.h"
 

@@ -1,4 +1,4 @@
-/* libFuzzer harness: run descriptions (engine/run_config.h). The input is applied as
+/* libFuzzer harness: run descriptions (engine/train/run_config.h). The input is applied as
 ** a JSON object (run_config_apply_json, and run_config_load from a file), and read as
 ** lines "key=value" for run_config_set (the command line's flags). Checks: a refused
 ** description leaves the RunConfig as it was; the file and text paths agree; and every
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/run_config.h"
+#include "engine/train/run_config.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define STR_FIELDS(X) X(name) X(tokenizer) X(train) X(validation) X(config) X(out)

@@ -1,4 +1,4 @@
-/* libFuzzer harness: safetensors files (engine/safetensors.h), from memory and from a
+/* libFuzzer harness: safetensors files (engine/io/safetensors.h), from memory and from a
 ** file (the mmap path). Checks beyond "no crash": both entry points agree; an accepted
 ** file's tensors tile the data buffer (8 + header + sum of sizes = file size), each
 ** size is shape x dtype, names resolve to their tensors; every tensor converts with
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static int is_float(StDtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16 || d == ST_F64; }

@@ -1,4 +1,4 @@
-/* libFuzzer harness: shard files (engine/shards.h). The input is a shard's bytes,
+/* libFuzzer harness: shard files (engine/data/shards.h). The input is a shard's bytes,
 ** written to a file named after the sample count its header holds (so the name check
 ** passes and the fuzzer reaches the rest). Two checksums would otherwise stop almost
 ** every mutation at the header, so a checksum field that is all zero is filled in
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/shards.h"
+#include "engine/data/shards.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }

@@ -1,4 +1,4 @@
-/* libFuzzer harness: tokenizer.json (engine/tokenizer.h), maskd's own layout and HF's.
+/* libFuzzer harness: tokenizer.json (engine/tok/tokenizer.h), maskd's own layout and HF's.
 ** Input: the tokenizer.json text, optionally followed by a NUL byte and a text to
 ** encode. tokenizer_load (a file) and tokenizer_from_json (memory) must agree. For an
 ** accepted tokenizer, on that text and on probes made from its own vocabulary:
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define MAX_PROBES 16

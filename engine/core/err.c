@@ -1,0 +1,29 @@
+#include "engine/core/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int err_set(Err *e, const char *fmt, ...) {
+  if (!e) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int err_prefix(Err *e, const char *prefix) {
+  if (!e) return -1;
+  char old[sizeof e->msg];
+  memcpy(old, e->msg, sizeof old);
+  size_t n = strlen(prefix);
+  if (n > sizeof e->msg - 3) n = sizeof e->msg - 3;
+  memcpy(e->msg, prefix, n);
+  memcpy(e->msg + n, ": ", 2);
+  size_t room = sizeof e->msg - n - 3;  /* the old message is cut to what still fits */
+  size_t m = strnlen(old, room);
+  memcpy(e->msg + n + 2, old, m);
+  e->msg[n + 2 + m] = '\0';
+  return -1;
+}

@@ -1,0 +1,364 @@
+/* Model folders and optimizer state as safetensors. Loading validates the whole
+** file against the model's tensor table before it copies a single number, so a
+** refused file leaves the model as it was. */
+#include "engine/io/checkpoint.h"
+#include "engine/core/files.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define STATE_KIND "maskd-optimizer-state"
+
+static int has_suffix(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* ---- weights ---- */
+
+/* The model's tensors as writer entries: views of the parameter buffer (F32), or
+** of a BF16 copy made here (*half, the caller frees it with *ts). */
+static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, uint16_t **half_out, Err *err) {
+  int n = model_tensor_count(m);
+  float *p = model_params(m);
+  StWriteTensor *ts = calloc((size_t)n + 1, sizeof *ts);
+  uint16_t *half = NULL;
+  if (!ts) return err_set(err, "out of memory");
+  if (bf16) {
+    size_t np = model_num_params(m);
+    half = malloc((np ? np : 1) * sizeof *half);
+    if (!half) { free(ts); return err_set(err, "out of memory for a BF16 copy"); }
+    for (size_t i = 0; i < np; i++) half[i] = st_f32_to_bf16(p[i]);
+  }
+  for (int i = 0; i < n; i++) {
+    const ModelTensor *t = model_tensor(m, i);
+    ts[i].name = t->name;
+    ts[i].dtype = bf16 ? ST_BF16 : ST_F32;
+    ts[i].ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) ts[i].shape[d] = t->shape[d];
+    ts[i].data = bf16 ? (const void *)(half + t->offset) : (const void *)(p + t->offset);
+  }
+  *ts_out = ts;
+  *half_out = half;
+  return 0;
+}
+
+int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err) {
+  StWriteTensor *ts;
+  uint16_t *half;
+  if (weight_entries(m, bf16, &ts, &half, err)) return -1;
+  /* save_pretrained writes only {"format": "pt"}; transformers requires it. */
+  int rc = st_serialize(ts, model_tensor_count(m), NULL, 0, out, len, err);
+  free(half);
+  free(ts);
+  return rc;
+}
+
+int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
+  if (files_make_dirs(dir, err)) return -1;
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
+  StWriteTensor *ts = NULL;
+  uint16_t *half = NULL;
+  int rc = -1;
+  if (!cfg || !w) { err_set(err, "out of memory"); goto done; }
+  if (weight_entries(m, bf16, &ts, &half, err)) goto done;
+  if (st_write(w, ts, model_tensor_count(m), NULL, 0, err)) goto done;
+  if (config_save(model_config(m), cfg, err)) goto done;
+  rc = 0;
+done:
+  free(ts);
+  free(half);
+  free(cfg);
+  free(w);
+  return rc;
+}
+
+/* One element of a float tensor as float (the tensor's dtype already checked). */
+static float elem_f32(const StTensor *t, int64_t i) {
+  const unsigned char *p = t->data;
+  switch (t->dtype) {
+    case ST_F32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
+    case ST_BF16: return st_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    case ST_F16: return st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    default: { double d; memcpy(&d, p + 8 * i, 8); return (float)d; }
+  }
+}
+
+static int is_float_dtype(StDtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F64; }
+
+/* Equal values (bitwise after conversion, so -0 != 0 and NaN == same NaN). */
+static int same_values(const StTensor *a, const StTensor *b) {
+  if (a->numel != b->numel) return 0;
+  for (int64_t i = 0; i < a->numel; i++) {
+    float x = elem_f32(a, i), y = elem_f32(b, i);
+    if (memcmp(&x, &y, 4) != 0) return 0;
+  }
+  return 1;
+}
+
+static int same_shape(const StTensor *t, const ModelTensor *mt) {
+  if (t->ndim != mt->ndim) return 0;
+  for (int d = 0; d < mt->ndim; d++)
+    if (t->shape[d] != mt->shape[d]) return 0;
+  return 1;
+}
+
+static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
+  size_t at = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < ndim && at < size; d++) at += (size_t)snprintf(buf + at, size - at, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (at < size) snprintf(buf + at, size - at, "]");
+}
+
+/* The file's tensor for a model name; old BERT checkpoints say gamma/beta for LayerNorm. */
+static const StTensor *find_weight(const StFile *f, const char *name) {
+  const StTensor *t = st_find(f, name);
+  if (t) return t;
+  char alt[160];
+  size_t n = strlen(name);
+  if (has_suffix(name, "LayerNorm.weight") && n + 1 < sizeof alt) {
+    snprintf(alt, sizeof alt, "%.*sgamma", (int)(n - strlen("weight")), name);
+    return st_find(f, alt);
+  }
+  if (has_suffix(name, "LayerNorm.bias") && n + 1 < sizeof alt) {
+    snprintf(alt, sizeof alt, "%.*sbeta", (int)(n - strlen("bias")), name);
+    return st_find(f, alt);
+  }
+  return NULL;
+}
+
+int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
+  const ModelConfig *c = model_config(m);
+  int rob = c->model_type == MODEL_ROBERTA, n = model_tensor_count(m), nf = st_count(f);
+  const char *pre = rob ? "roberta." : "bert.";
+  const char *word = rob ? "roberta.embeddings.word_embeddings.weight" : "bert.embeddings.word_embeddings.weight";
+  const char *bias = rob ? "lm_head.bias" : "cls.predictions.bias";
+  const char *dec_w = rob ? "lm_head.decoder.weight" : "cls.predictions.decoder.weight";
+  const char *dec_b = rob ? "lm_head.decoder.bias" : "cls.predictions.decoder.bias";
+  char *used = calloc((size_t)nf + 1, 1);
+  if (!used) return err_set(err, "out of memory");
+  int rc = -1;
+  const StTensor *base = nf ? st_tensor(f, 0) : NULL;
+  char want[64], got[64];
+  for (int i = 0; i < n; i++) {
+    const ModelTensor *mt = model_tensor(m, i);
+    const StTensor *t = find_weight(f, mt->name);
+    if (!t) { err_set(err, "tensor \"%s\" is missing", mt->name); goto done; }
+    if (!is_float_dtype(t->dtype)) {
+      err_set(err, "tensor \"%s\": dtype %s, expected F32 (or BF16/F16/F64)", mt->name, st_dtype_name(t->dtype));
+      goto done;
+    }
+    if (!same_shape(t, mt)) {
+      int64_t s[2] = {mt->shape[0], mt->shape[1]};
+      shape_str(want, sizeof want, mt->ndim, s);
+      shape_str(got, sizeof got, t->ndim, t->shape);
+      err_set(err, "tensor \"%s\": shape %s, the config needs %s", mt->name, got, want);
+      goto done;
+    }
+    used[t - base] = 1;
+  }
+  /* Tied copies must hold the values they are tied to, as they do in a file
+  ** transformers saved without removing them. */
+  const StTensor *tw = st_find(f, dec_w), *tb = st_find(f, dec_b);
+  if (tw) {
+    const StTensor *w = find_weight(f, word);
+    if (!is_float_dtype(tw->dtype) || tw->ndim != w->ndim || tw->shape[0] != w->shape[0] || tw->shape[1] != w->shape[1] ||
+        !same_values(tw, w)) {
+      err_set(err, "tensor \"%s\" differs from \"%s\"; untied decoders are not supported", dec_w, word);
+      goto done;
+    }
+    used[tw - base] = 1;
+  }
+  if (tb) {
+    const StTensor *b = st_find(f, bias);
+    if (!is_float_dtype(tb->dtype) || tb->ndim != 1 || tb->shape[0] != b->shape[0] || !same_values(tb, b)) {
+      err_set(err, "tensor \"%s\" differs from \"%s\"", dec_b, bias);
+      goto done;
+    }
+    used[tb - base] = 1;
+  }
+  char pooler[32];
+  snprintf(pooler, sizeof pooler, "%spooler.", pre);
+  for (int i = 0; i < nf; i++) {
+    const char *name = st_tensor(f, i)->name;
+    if (used[i] || has_suffix(name, ".position_ids") || has_suffix(name, ".token_type_ids") || has_prefix(name, pooler) ||
+        has_prefix(name, "cls.seq_relationship."))
+      continue;
+    err_set(err, "tensor \"%s\" is not part of a %s model", name, rob ? "RobertaForMaskedLM" : "BertForMaskedLM");
+    goto done;
+  }
+  float *p = model_params(m);
+  for (int i = 0; i < n; i++) {
+    const ModelTensor *mt = model_tensor(m, i);
+    if (st_read_f32(find_weight(f, mt->name), p + mt->offset, (int64_t)mt->numel, err)) goto done;
+  }
+  rc = 0;
+done:
+  free(used);
+  return rc;
+}
+
+int ckpt_load_weights_file(Model *m, const char *path, Err *err) {
+  StFile *f = st_open(path, err);
+  if (!f) return -1;
+  int rc = ckpt_load_weights(m, f, err);
+  st_close(f);
+  if (rc) err_prefix(err, path);
+  return rc;
+}
+
+int ckpt_load_weights_memory(Model *m, const void *buf, size_t len, Err *err) {
+  StFile *f = st_open_memory(buf, len, err);
+  if (!f) return -1;
+  int rc = ckpt_load_weights(m, f, err);
+  st_close(f);
+  return rc;
+}
+
+Model *ckpt_load_model(const char *dir, Err *err) {
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
+  Model *m = NULL;
+  ModelConfig c;
+  if (!cfg || !w) { err_set(err, "out of memory"); goto done; }
+  if (config_load(cfg, &c, err)) goto done;
+  m = model_new(&c, err);
+  if (!m) { err_prefix(err, cfg); goto done; }
+  if (ckpt_load_weights_file(m, w, err)) { model_free(m); m = NULL; }
+done:
+  free(cfg);
+  free(w);
+  return m;
+}
+
+/* ---- optimizer state ---- */
+
+int ckpt_state_bytes(Model *m, const AdamW *o, const CkptState *s, unsigned char **out, size_t *len, Err *err) {
+  if (o->n != model_num_params(m)) return err_set(err, "optimizer has %zu parameters, the model %zu", o->n, model_num_params(m));
+  if (s->n_extra < 0 || s->n_extra > CKPT_EXTRA_WORDS) return err_set(err, "state: n_extra %d outside [0, %d]", s->n_extra, CKPT_EXTRA_WORDS);
+  int n = model_tensor_count(m), k = 0;
+  StWriteTensor *ts = calloc((size_t)2 * n + 5, sizeof *ts);
+  char (*names)[112] = calloc((size_t)2 * n + 1, sizeof *names);
+  if (!ts || !names) { free(ts); free(names); return err_set(err, "out of memory"); }
+  for (int i = 0; i < n; i++) {
+    const ModelTensor *mt = model_tensor(m, i);
+    for (int j = 0; j < 2; j++) {
+      snprintf(names[k], sizeof names[k], "%s%s", j ? "exp_avg_sq." : "exp_avg.", mt->name);
+      ts[k].name = names[k];
+      ts[k].dtype = ST_F32;
+      ts[k].ndim = mt->ndim;
+      for (int d = 0; d < mt->ndim; d++) ts[k].shape[d] = mt->shape[d];
+      ts[k].data = (j ? o->v : o->m) + mt->offset;
+      k++;
+    }
+  }
+  int64_t rng[4];
+  memcpy(rng, s->rng.s, sizeof rng);   /* the generator's u64 words, bit for bit */
+  ts[k++] = (StWriteTensor){"state.step", ST_I64, 1, {1}, &s->step};
+  ts[k++] = (StWriteTensor){"state.epoch", ST_I64, 1, {1}, &s->epoch};
+  ts[k++] = (StWriteTensor){"state.position", ST_I64, 1, {1}, &s->position};
+  ts[k++] = (StWriteTensor){"state.rng", ST_I64, 1, {4}, rng};
+  /* u64 words are stored as I64 with the same bits (safetensors readers lack U64 often). */
+  ts[k++] = (StWriteTensor){"state.extra", ST_I64, 1, {s->n_extra}, s->extra};
+  char step[32], params[32];
+  snprintf(step, sizeof step, "%lld", (long long)s->step);
+  snprintf(params, sizeof params, "%zu", model_num_params(m));
+  const char *meta[] = {"kind", STATE_KIND, "step", step, "num_params", params};
+  int rc = st_serialize(ts, k, meta, 3, out, len, err);
+  free(names);
+  free(ts);
+  return rc;
+}
+
+int ckpt_save_state(Model *m, const AdamW *o, const CkptState *s, const char *path, Err *err) {
+  unsigned char *bytes;
+  size_t len;
+  if (ckpt_state_bytes(m, o, s, &bytes, &len, err)) return err_prefix(err, path);
+  int rc = st_write_bytes(path, bytes, len, err);
+  free(bytes);
+  return rc;
+}
+
+static const StTensor *state_i64(const StFile *f, const char *name, int64_t numel, Err *err) {
+  const StTensor *t = st_find(f, name);
+  if (!t) { err_set(err, "tensor \"%s\" is missing", name); return NULL; }
+  if (t->dtype != ST_I64 || t->ndim != 1 || t->numel != numel) {
+    err_set(err, "tensor \"%s\": expected I64 of %lld elements", name, (long long)numel);
+    return NULL;
+  }
+  return t;
+}
+
+int ckpt_load_state(Model *m, AdamW *o, CkptState *s, const StFile *f, Err *err) {
+  const char *kind = st_metadata(f, "kind");
+  if (!kind || strcmp(kind, STATE_KIND) != 0) return err_set(err, "not an optimizer-state file (metadata kind is not \"%s\")", STATE_KIND);
+  if (o->n != model_num_params(m)) return err_set(err, "optimizer has %zu parameters, the model %zu", o->n, model_num_params(m));
+  int n = model_tensor_count(m);
+  char name[112], want[64], got[64];
+  for (int i = 0; i < n; i++) {
+    const ModelTensor *mt = model_tensor(m, i);
+    for (int j = 0; j < 2; j++) {
+      snprintf(name, sizeof name, "%s%s", j ? "exp_avg_sq." : "exp_avg.", mt->name);
+      const StTensor *t = st_find(f, name);
+      if (!t) return err_set(err, "tensor \"%s\" is missing", name);
+      if (t->dtype != ST_F32) return err_set(err, "tensor \"%s\": dtype %s, expected F32", name, st_dtype_name(t->dtype));
+      if (!same_shape(t, mt)) {
+        int64_t sh[2] = {mt->shape[0], mt->shape[1]};
+        shape_str(want, sizeof want, mt->ndim, sh);
+        shape_str(got, sizeof got, t->ndim, t->shape);
+        return err_set(err, "tensor \"%s\": shape %s, the model needs %s", name, got, want);
+      }
+    }
+  }
+  const StTensor *ts = state_i64(f, "state.step", 1, err), *te = ts ? state_i64(f, "state.epoch", 1, err) : NULL,
+                 *tp = te ? state_i64(f, "state.position", 1, err) : NULL, *tr = tp ? state_i64(f, "state.rng", 4, err) : NULL;
+  if (!tr) return -1;
+  const StTensor *tx = st_find(f, "state.extra");
+  if (!tx || tx->dtype != ST_I64 || tx->ndim != 1 || tx->numel > CKPT_EXTRA_WORDS)
+    return err_set(err, "tensor \"state.extra\": missing, or not I64 of at most %d elements", CKPT_EXTRA_WORDS);
+  /* An extra tensor (say, of another model's layer) means the file is not ours. */
+  int expected = 2 * n + 5;
+  if (st_count(f) != expected) return err_set(err, "%d tensors, expected %d for this model", st_count(f), expected);
+  CkptState ns;
+  memset(&ns, 0, sizeof ns);
+  int64_t rng[4];
+  int64_t extra[CKPT_EXTRA_WORDS];
+  if (st_read_i64(ts, &ns.step, 1, err) || st_read_i64(te, &ns.epoch, 1, err) || st_read_i64(tp, &ns.position, 1, err) ||
+      st_read_i64(tr, rng, 4, err) || st_read_i64(tx, extra, tx->numel, err))
+    return -1;
+  memcpy(ns.extra, extra, (size_t)tx->numel * sizeof *extra);
+  if (ns.step < 0 || ns.epoch < 0 || ns.position < 0) return err_set(err, "state: negative step, epoch or position");
+  if (!(rng[0] | rng[1] | rng[2] | rng[3])) return err_set(err, "tensor \"state.rng\": all zero, not a generator state");
+  memcpy(ns.rng.s, rng, sizeof rng);
+  ns.n_extra = (int)tx->numel;
+  for (int i = 0; i < n; i++) {
+    const ModelTensor *mt = model_tensor(m, i);
+    snprintf(name, sizeof name, "exp_avg.%s", mt->name);
+    st_read_f32(st_find(f, name), o->m + mt->offset, (int64_t)mt->numel, NULL);
+    snprintf(name, sizeof name, "exp_avg_sq.%s", mt->name);
+    st_read_f32(st_find(f, name), o->v + mt->offset, (int64_t)mt->numel, NULL);
+  }
+  o->step = (long)ns.step;
+  *s = ns;
+  return 0;
+}
+
+int ckpt_load_state_file(Model *m, AdamW *o, CkptState *s, const char *path, Err *err) {
+  StFile *f = st_open(path, err);
+  if (!f) return -1;
+  int rc = ckpt_load_state(m, o, s, f, err);
+  st_close(f);
+  if (rc) err_prefix(err, path);
+  return rc;
+}
+
+int ckpt_load_state_memory(Model *m, AdamW *o, CkptState *s, const void *buf, size_t len, Err *err) {
+  StFile *f = st_open_memory(buf, len, err);
+  if (!f) return -1;
+  int rc = ckpt_load_state(m, o, s, f, err);
+  st_close(f);
+  return rc;
+}

@@ -1,0 +1,57 @@
+/* Checkpoints. Weights are a Hugging Face model folder (config.json +
+** model.safetensors with HF state-dict names, the tied decoder weight left out as
+** save_pretrained does), so transformers loads what we save and we load what it
+** saves. Training state for exact resume is a second safetensors blob: AdamW's
+** moments under "exp_avg.<name>" / "exp_avg_sq.<name>", and small I64 tensors
+** for the step, the RNG state and the data position. */
+#ifndef MASKD_CHECKPOINT_H
+#define MASKD_CHECKPOINT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/core/err.h"
+#include "engine/nn/model.h"
+#include "engine/nn/optim.h"
+#include "engine/core/rng.h"
+#include "engine/io/safetensors.h"
+
+#define CKPT_CONFIG_FILE "config.json"
+#define CKPT_WEIGHTS_FILE "model.safetensors"
+#define CKPT_EXTRA_WORDS 8
+
+/* What a training run needs besides weights and moments to continue exactly. */
+typedef struct CkptState {
+  int64_t step;                       /* optimizer updates done (AdamW.step) */
+  int64_t epoch;                      /* epochs completed */
+  int64_t position;                   /* batches consumed in the current epoch */
+  Rng rng;                            /* the run's generator, all four words */
+  int n_extra;                        /* 0..CKPT_EXTRA_WORDS words in extra */
+  uint64_t extra[CKPT_EXTRA_WORDS];   /* the caller's words, bit for bit (e.g. loader_state_pack's six) */
+} CkptState;
+
+/* model.safetensors bytes for m (F32, or BF16 when bf16 != 0); caller frees *out. */
+int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err);
+/* Writes dir/config.json and dir/model.safetensors (creating dir and its parents). */
+int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err);
+/* Copies the weights of f into m: every tensor present with m's shape (F32, BF16,
+** F16 or F64); tied decoder copies accepted only when equal to what they tie to;
+** buffers (*.position_ids, *.token_type_ids) and unused HF heads (pooler,
+** seq_relationship) ignored; anything else refused by name. m is unchanged on error. */
+int ckpt_load_weights(Model *m, const StFile *f, Err *err);
+/* ckpt_load_weights() from a .safetensors file or from bytes in memory. */
+int ckpt_load_weights_file(Model *m, const char *path, Err *err);
+int ckpt_load_weights_memory(Model *m, const void *buf, size_t len, Err *err);
+/* Reads dir/config.json, builds the model and loads dir/model.safetensors. */
+Model *ckpt_load_model(const char *dir, Err *err);
+
+/* Optimizer-state bytes: o's moments for each of m's tensors, and s (s->step is
+** what gets saved; callers keep it equal to o->step). Caller frees *out. */
+int ckpt_state_bytes(Model *m, const AdamW *o, const CkptState *s, unsigned char **out, size_t *len, Err *err);
+/* ckpt_state_bytes() written atomically to path. */
+int ckpt_save_state(Model *m, const AdamW *o, const CkptState *s, const char *path, Err *err);
+/* Restores moments into o (o->step = saved step) and fills s; o must have been made
+** for m (o->n == model_num_params(m)). o and s are unchanged on error. */
+int ckpt_load_state(Model *m, AdamW *o, CkptState *s, const StFile *f, Err *err);
+int ckpt_load_state_file(Model *m, AdamW *o, CkptState *s, const char *path, Err *err);
+int ckpt_load_state_memory(Model *m, AdamW *o, CkptState *s, const void *buf, size_t len, Err *err);
+
+#endif

@@ -1,0 +1,679 @@
+/* The masked-LM model: parameter layout and HF names, activation plan, and the
+** forward/backward passes stitched from engine/nn/layers.c. */
+#include "engine/nn/model.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/nn/layers.h"
+#include "engine/core/platform.h"
+#include "engine/core/rng.h"
+
+/* cblas.h pulls in <complex.h>, whose I would shadow the intermediate size. */
+#undef I
+
+/* Pointers to every parameter (or gradient) tensor inside one flat buffer.
+** Q, K and V of a layer are one (3H, H) matrix and one 3H bias, so a single
+** sgemm computes all three; the tensor table exposes them as three views. */
+typedef struct LayerTensors {
+  float *qkv_w, *qkv_b, *ao_w, *ao_b, *ln1_w, *ln1_b, *fi_w, *fi_b, *fo_w, *fo_b, *ln2_w, *ln2_b;
+} LayerTensors;
+
+typedef struct Tensors {
+  float *wte, *wpe, *tte, *emb_ln_w, *emb_ln_b;
+  LayerTensors *layer;   /* num_hidden_layers entries */
+  float *hd_w, *hd_b, *hln_w, *hln_b, *hbias;
+} Tensors;
+
+/* Activations of one encoder layer, saved for backward when training. */
+typedef struct LayerActs {
+  float *qkv, *ctx, *att, *res1, *m1, *r1, *h1, *ffpre, *ffact, *res2, *m2, *r2, *out;
+} LayerActs;
+
+enum { INIT_NORMAL, INIT_ZERO, INIT_ONE };
+
+struct Model {
+  ModelConfig cfg;
+  int V, H, L, A, I, P, TV;
+  size_t n_params;
+  float *params, *grads;
+  int grads_zeroed;              /* model_zero_grad ran and no backward since: the next one overwrites */
+  Tensors p, g;
+  LayerTensors *layer_storage;   /* 2*L: params then grads */
+  ModelTensor *tensors;
+  unsigned char *tensor_init;
+  int n_tensors;
+
+  /* plan */
+  int pB, pT, pM, training, planned;
+  float *acts;                   /* one allocation for all activations */
+  int32_t *iacts;                /* ids, positions, types, head rows, head labels */
+  int32_t *ids, *pos, *types, *hrows, *hlabels;
+  float *mask_add, *emb_sum, *emb_m, *emb_r, *x0, *proj;
+  LayerActs *la;                 /* L slots when training, else 1 reused */
+  float *hin, *hpre, *hact, *hm, *hr, *hln, *logits;
+  const float *head_in;          /* the head's input rows: hin, or the pruned last layer's output */
+  int32_t *qstart;               /* per batch row, the first of its head rows (pB + 1) */
+  int pruned;                    /* the last forward computed the last layer at the head rows only */
+  float *dX, *dY, *dqkv, *dI, *dh1, *dh2;
+  float *att_scratch;
+  int scratch_threads;
+
+  /* state of the last forward, for backward */
+  int fB, fT, fM, has_forward;
+
+  int threads;
+  int drop_on;
+  uint64_t drop_seed;
+  int prof_on;
+  double prof[MODEL_PHASE_COUNT];
+};
+
+/* ------------------------------------------------------------ profiling */
+
+static inline double prof_begin(const Model *m) { return m->prof_on ? omp_get_wtime() : 0; }
+static inline void prof_end(Model *m, int phase, double t0) {
+  if (m->prof_on) m->prof[phase] += omp_get_wtime() - t0;
+}
+#define PROF(m, phase, stmt) do { double t0_ = prof_begin(m); stmt; prof_end(m, phase, t0_); } while (0)
+
+void model_profile_enable(Model *m, int on) {
+  m->prof_on = on;
+  memset(m->prof, 0, sizeof m->prof);
+}
+
+void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]) {
+  memcpy(seconds, m->prof, sizeof m->prof);
+}
+
+const char *model_phase_name(int phase) {
+  static const char *const names[] = {"matmul", "attention", "loss", "elementwise"};
+  return phase >= 0 && phase < MODEL_PHASE_COUNT ? names[phase] : "?";
+}
+
+/* ------------------------------------------------------------- layout */
+
+static int check_config(const ModelConfig *c, Err *err) {
+  if (c->model_type != MODEL_ROBERTA && c->model_type != MODEL_BERT) return err_set(err, "model_type: unknown");
+#define POS(f) if (c->f <= 0) return err_set(err, #f ": must be positive, got %d", c->f)
+  POS(vocab_size); POS(hidden_size); POS(num_hidden_layers); POS(num_attention_heads);
+  POS(intermediate_size); POS(max_position_embeddings); POS(type_vocab_size);
+#undef POS
+  if (c->hidden_size % c->num_attention_heads)
+    return err_set(err, "hidden_size: %d is not a multiple of num_attention_heads %d", c->hidden_size,
+                   c->num_attention_heads);
+  if (c->pad_token_id < 0 || c->pad_token_id >= c->vocab_size)
+    return err_set(err, "pad_token_id: %d is outside the vocabulary", c->pad_token_id);
+  if (c->model_type == MODEL_ROBERTA && c->pad_token_id >= c->max_position_embeddings)
+    return err_set(err, "max_position_embeddings: %d leaves no room after padding_idx %d",
+                   c->max_position_embeddings, c->pad_token_id);
+  if (!(c->layer_norm_eps > 0)) return err_set(err, "layer_norm_eps: must be positive");
+  if (!(c->hidden_dropout_prob >= 0 && c->hidden_dropout_prob < 1))
+    return err_set(err, "hidden_dropout_prob: must be in [0, 1)");
+  if (!(c->attention_probs_dropout_prob >= 0 && c->attention_probs_dropout_prob < 1))
+    return err_set(err, "attention_probs_dropout_prob: must be in [0, 1)");
+  if (!(c->initializer_range >= 0)) return err_set(err, "initializer_range: must be >= 0");
+  return 0;
+}
+
+/* Lays out the tensors (in a fixed order) over base; with table != NULL also
+** records the HF-named views. Returns the number of floats used. */
+static size_t layout(Model *m, float *base, Tensors *t, int with_table) {
+  int V = m->V, H = m->H, I = m->I;
+  size_t off = 0;
+  const char *pre = m->cfg.model_type == MODEL_ROBERTA ? "roberta" : "bert";
+#define TAKE(ptr, count) do { (ptr) = base ? base + off : NULL; off += (size_t)(count); } while (0)
+#define NAME(view_off, r_, c_, init_, decay_, ...) do { \
+    if (with_table) { \
+      ModelTensor *mt = &m->tensors[m->n_tensors]; \
+      snprintf(mt->name, sizeof mt->name, __VA_ARGS__); \
+      mt->ndim = (c_) ? 2 : 1; mt->shape[0] = (r_); mt->shape[1] = (c_); \
+      mt->offset = (view_off); mt->numel = (size_t)(r_) * ((c_) ? (size_t)(c_) : 1); mt->decay = (decay_); \
+      m->tensor_init[m->n_tensors] = (init_); m->n_tensors++; } } while (0)
+  size_t o;
+  o = off; TAKE(t->wte, (size_t)V * H); NAME(o, V, H, INIT_NORMAL, 1, "%s.embeddings.word_embeddings.weight", pre);
+  o = off; TAKE(t->wpe, (size_t)m->P * H); NAME(o, m->P, H, INIT_NORMAL, 1, "%s.embeddings.position_embeddings.weight", pre);
+  o = off; TAKE(t->tte, (size_t)m->TV * H); NAME(o, m->TV, H, INIT_NORMAL, 1, "%s.embeddings.token_type_embeddings.weight", pre);
+  o = off; TAKE(t->emb_ln_w, H); NAME(o, H, 0, INIT_ONE, 0, "%s.embeddings.LayerNorm.weight", pre);
+  o = off; TAKE(t->emb_ln_b, H); NAME(o, H, 0, INIT_ZERO, 0, "%s.embeddings.LayerNorm.bias", pre);
+  for (int l = 0; l < m->L; l++) {
+    LayerTensors *lt = &t->layer[l];
+    char lp[48];
+    snprintf(lp, sizeof lp, "%s.encoder.layer.%d", pre, l);
+    size_t ow = off; TAKE(lt->qkv_w, (size_t)3 * H * H);
+    size_t ob = off; TAKE(lt->qkv_b, (size_t)3 * H);
+    static const char *const qkv[3] = {"query", "key", "value"};
+    for (int j = 0; j < 3; j++) {
+      NAME(ow + (size_t)j * H * H, H, H, INIT_NORMAL, 1, "%s.attention.self.%s.weight", lp, qkv[j]);
+      NAME(ob + (size_t)j * H, H, 0, INIT_ZERO, 0, "%s.attention.self.%s.bias", lp, qkv[j]);
+    }
+    o = off; TAKE(lt->ao_w, (size_t)H * H); NAME(o, H, H, INIT_NORMAL, 1, "%s.attention.output.dense.weight", lp);
+    o = off; TAKE(lt->ao_b, H); NAME(o, H, 0, INIT_ZERO, 0, "%s.attention.output.dense.bias", lp);
+    o = off; TAKE(lt->ln1_w, H); NAME(o, H, 0, INIT_ONE, 0, "%s.attention.output.LayerNorm.weight", lp);
+    o = off; TAKE(lt->ln1_b, H); NAME(o, H, 0, INIT_ZERO, 0, "%s.attention.output.LayerNorm.bias", lp);
+    o = off; TAKE(lt->fi_w, (size_t)I * H); NAME(o, I, H, INIT_NORMAL, 1, "%s.intermediate.dense.weight", lp);
+    o = off; TAKE(lt->fi_b, I); NAME(o, I, 0, INIT_ZERO, 0, "%s.intermediate.dense.bias", lp);
+    o = off; TAKE(lt->fo_w, (size_t)H * I); NAME(o, H, I, INIT_NORMAL, 1, "%s.output.dense.weight", lp);
+    o = off; TAKE(lt->fo_b, H); NAME(o, H, 0, INIT_ZERO, 0, "%s.output.dense.bias", lp);
+    o = off; TAKE(lt->ln2_w, H); NAME(o, H, 0, INIT_ONE, 0, "%s.output.LayerNorm.weight", lp);
+    o = off; TAKE(lt->ln2_b, H); NAME(o, H, 0, INIT_ZERO, 0, "%s.output.LayerNorm.bias", lp);
+  }
+  int rob = m->cfg.model_type == MODEL_ROBERTA;
+  o = off; TAKE(t->hd_w, (size_t)H * H);
+  NAME(o, H, H, INIT_NORMAL, 1, "%s", rob ? "lm_head.dense.weight" : "cls.predictions.transform.dense.weight");
+  o = off; TAKE(t->hd_b, H);
+  NAME(o, H, 0, INIT_ZERO, 0, "%s", rob ? "lm_head.dense.bias" : "cls.predictions.transform.dense.bias");
+  o = off; TAKE(t->hln_w, H);
+  NAME(o, H, 0, INIT_ONE, 0, "%s", rob ? "lm_head.layer_norm.weight" : "cls.predictions.transform.LayerNorm.weight");
+  o = off; TAKE(t->hln_b, H);
+  NAME(o, H, 0, INIT_ZERO, 0, "%s", rob ? "lm_head.layer_norm.bias" : "cls.predictions.transform.LayerNorm.bias");
+  o = off; TAKE(t->hbias, V);
+  NAME(o, V, 0, INIT_ZERO, 0, "%s", rob ? "lm_head.bias" : "cls.predictions.bias");
+#undef TAKE
+#undef NAME
+  return off;
+}
+
+Model *model_new(const ModelConfig *cfg, Err *err) {
+  if (check_config(cfg, err)) return NULL;
+  Model *m = calloc(1, sizeof *m);
+  if (!m) { err_set(err, "out of memory"); return NULL; }
+  m->cfg = *cfg;
+  m->V = cfg->vocab_size; m->H = cfg->hidden_size; m->L = cfg->num_hidden_layers;
+  m->A = cfg->num_attention_heads; m->I = cfg->intermediate_size;
+  m->P = cfg->max_position_embeddings; m->TV = cfg->type_vocab_size;
+  m->threads = omp_get_max_threads();
+  int max_tensors = 5 + 16 * m->L + 5;
+  m->layer_storage = calloc((size_t)2 * m->L, sizeof(LayerTensors));
+  m->tensors = calloc((size_t)max_tensors, sizeof(ModelTensor));
+  m->tensor_init = calloc((size_t)max_tensors, 1);
+  if (!m->layer_storage || !m->tensors || !m->tensor_init) goto oom;
+  m->p.layer = m->layer_storage;
+  m->g.layer = m->layer_storage + m->L;
+  m->n_params = layout(m, NULL, &m->p, 0);
+  m->params = platform_alloc_floats(m->n_params);
+  if (!m->params) goto oom;
+  layout(m, m->params, &m->p, 1);
+  return m;
+oom:
+  err_set(err, "out of memory for a model of %zu parameters", m->n_params);
+  model_free(m);
+  return NULL;
+}
+
+void model_free(Model *m) {
+  if (!m) return;
+  free(m->params); free(m->grads); free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch);
+  free(m->layer_storage); free(m->tensors); free(m->tensor_init);
+  free(m);
+}
+
+void model_init_weights(Model *m, uint64_t seed) {
+  Rng r;
+  rng_seed(&r, seed);
+  float std = (float)m->cfg.initializer_range;
+  for (int i = 0; i < m->n_tensors; i++) {
+    const ModelTensor *t = &m->tensors[i];
+    float *x = m->params + t->offset;
+    switch (m->tensor_init[i]) {
+      case INIT_NORMAL: for (size_t j = 0; j < t->numel; j++) x[j] = (float)rng_normal(&r) * std; break;
+      case INIT_ZERO: memset(x, 0, t->numel * sizeof(float)); break;
+      default: for (size_t j = 0; j < t->numel; j++) x[j] = 1.0f; break;
+    }
+  }
+  /* nn.Embedding(padding_idx) rows start at zero: the word table's, and RoBERTa's position table's. */
+  int pad = m->cfg.pad_token_id;
+  memset(m->p.wte + (size_t)pad * m->H, 0, (size_t)m->H * sizeof(float));
+  if (m->cfg.model_type == MODEL_ROBERTA) memset(m->p.wpe + (size_t)pad * m->H, 0, (size_t)m->H * sizeof(float));
+}
+
+const ModelConfig *model_config(const Model *m) { return &m->cfg; }
+size_t model_num_params(const Model *m) { return m->n_params; }
+float *model_params(Model *m) { return m->params; }
+float *model_grads(Model *m) {
+  /* Zeroed but not written since: make the zeros real for the reader. */
+  if (m->grads && m->grads_zeroed) {
+    memset(m->grads, 0, m->n_params * sizeof(float));
+    m->grads_zeroed = 0;
+  }
+  return m->grads;
+}
+int model_tensor_count(const Model *m) { return m->n_tensors; }
+const ModelTensor *model_tensor(const Model *m, int i) {
+  return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
+}
+const ModelTensor *model_tensor_by_name(const Model *m, const char *name) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+  return NULL;
+}
+
+/* --------------------------------------------------------------- plan */
+
+static int ensure_scratch(Model *m, int threads) {
+  if (!m->planned || threads <= m->scratch_threads) return 0;
+  float *s = platform_alloc_floats((size_t)threads * 2 * m->pT * m->pT);
+  if (!s) return -1;
+  free(m->att_scratch);
+  m->att_scratch = s;
+  m->scratch_threads = threads;
+  return 0;
+}
+
+int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *err) {
+  if (batch <= 0 || seq <= 0 || head_rows < 0)
+    return err_set(err, "plan: batch %d, seq %d and head_rows %d must be positive", batch, seq, head_rows);
+  if (head_rows == 0) head_rows = 1;
+  int maxpos = m->cfg.model_type == MODEL_ROBERTA ? m->P - m->cfg.pad_token_id - 1 : m->P;
+  if (seq > maxpos)
+    return err_set(err, "plan: seq %d exceeds the %d positions of max_position_embeddings %d", seq, maxpos, m->P);
+  free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->grads);
+  m->acts = NULL; m->iacts = NULL; m->la = NULL; m->att_scratch = NULL; m->grads = NULL;
+  m->planned = 0; m->scratch_threads = 0; m->has_forward = 0;
+
+  size_t N = (size_t)batch * seq, H = m->H, I = m->I, M = head_rows, V = m->V;
+  int slots = training ? m->L : 1;
+  size_t att = (size_t)batch * m->A * seq * seq;
+  /* Inference keeps neither the attention probabilities nor the residual sums
+  ** (backward's inputs), and applies GELU in place: less memory to stream. */
+  size_t kept = training ? att + 2 * N * H + N * I : 0;
+  size_t per_layer = N * 3 * H + N * H + 2 * N + N * H + N * I + 2 * N + N * H + kept;
+  size_t total = N + N * H + 2 * N + N * H + N * H       /* mask_add, emb_sum, stats, x0, proj */
+               + (size_t)slots * per_layer
+               + M * H * 3 + 2 * M + M * H + M * V;      /* head */
+  if (training) total += N * H * 2 + N * 3 * H + N * I + M * H * 2;
+  total += (size_t)(32 + 16 * slots) * 16;     /* each GIVE starts a cache line */
+  m->acts = platform_alloc_floats(total);
+  m->iacts = malloc((3 * N + 2 * M + (size_t)batch + 1) * sizeof(int32_t));
+  m->la = calloc((size_t)slots, sizeof(LayerActs));
+  if (training && (m->grads = platform_alloc_floats(m->n_params))) memset(m->grads, 0, m->n_params * sizeof(float));
+  m->grads_zeroed = 0;
+  if (m->grads) layout(m, m->grads, &m->g, 0);   /* gradient views: the parameters' layout */
+  if (!m->acts || !m->iacts || !m->la || (training && !m->grads)) {
+    free(m->acts); free(m->iacts); free(m->la); free(m->grads);
+    m->acts = NULL; m->iacts = NULL; m->la = NULL; m->grads = NULL;
+    return err_set(err, "plan: out of memory for batch %d x seq %d (%zu MB of activations)", batch, seq,
+                   total * sizeof(float) >> 20);
+  }
+  float *a = m->acts;
+  /* Every activation starts on a 64-byte line: the product kernel's stores of
+  ** C rows run about 10% slower when they straddle lines. */
+#define GIVE(ptr, count) do { (ptr) = a; a += ((count) + 15) & ~(size_t)15; } while (0)
+  GIVE(m->mask_add, N); GIVE(m->emb_sum, N * H); GIVE(m->emb_m, N); GIVE(m->emb_r, N);
+  GIVE(m->x0, N * H); GIVE(m->proj, N * H);
+  for (int s = 0; s < slots; s++) {
+    LayerActs *l = &m->la[s];
+    GIVE(l->qkv, N * 3 * H); GIVE(l->ctx, N * H); GIVE(l->m1, N); GIVE(l->r1, N); GIVE(l->h1, N * H);
+    GIVE(l->ffpre, N * I); GIVE(l->m2, N); GIVE(l->r2, N); GIVE(l->out, N * H);
+    if (training) {
+      GIVE(l->att, att); GIVE(l->res1, N * H); GIVE(l->res2, N * H); GIVE(l->ffact, N * I);
+    } else {
+      l->att = l->res1 = l->res2 = NULL;
+      l->ffact = l->ffpre;
+    }
+  }
+  GIVE(m->hin, M * H); GIVE(m->hpre, M * H); GIVE(m->hact, M * H); GIVE(m->hm, M); GIVE(m->hr, M);
+  GIVE(m->hln, M * H); GIVE(m->logits, M * V);
+  if (training) {
+    GIVE(m->dX, N * H); GIVE(m->dY, N * H); GIVE(m->dqkv, N * 3 * H); GIVE(m->dI, N * I);
+    GIVE(m->dh1, M * H); GIVE(m->dh2, M * H);
+  } else {
+    m->dX = m->dY = m->dqkv = m->dI = m->dh1 = m->dh2 = NULL;
+  }
+#undef GIVE
+  int32_t *ia = m->iacts;
+  m->ids = ia; m->pos = ia + N; m->types = ia + 2 * N; m->hrows = ia + 3 * N; m->hlabels = ia + 3 * N + M;
+  m->qstart = ia + 3 * N + 2 * M;
+  m->pB = batch; m->pT = seq; m->pM = head_rows; m->training = training; m->planned = 1;
+  int th = m->threads > omp_get_max_threads() ? m->threads : omp_get_max_threads();
+  if (ensure_scratch(m, th)) {
+    m->planned = 0;
+    return err_set(err, "plan: out of memory for attention scratch");
+  }
+  return 0;
+}
+
+void model_set_dropout(Model *m, int enabled, uint64_t seed) {
+  m->drop_on = enabled;
+  m->drop_seed = seed;
+}
+
+void openblas_set_num_threads(int num_threads);
+
+void model_set_threads(Model *m, int threads) {
+  if (threads < 1) threads = 1;
+  m->threads = threads;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  if (ensure_scratch(m, threads)) {
+    /* Without scratch for more threads, stay at what the scratch covers. */
+    m->threads = m->scratch_threads;
+    omp_set_num_threads(m->threads);
+    openblas_set_num_threads(m->threads);
+  }
+}
+
+int model_threads(const Model *m) { return m->threads; }
+
+/* ------------------------------------------------------------ forward */
+
+static LayerDropout dropout_site(const Model *m, int site, double p) {
+  LayerDropout d = {0.0f, m->drop_seed, (uint64_t)site, NULL, 0};
+  if (m->drop_on && m->training) d.p = (float)p;
+  return d;
+}
+
+static LayerActs *slot(Model *m, int l) { return &m->la[m->training ? l : 0]; }
+
+/* Checks the batch, fills ids/positions/types/mask and runs the embeddings
+** into m->x0; -1 on bad input. */
+static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
+  if (!m->planned) return err_set(err, "forward: the model has no plan (call model_plan first)");
+  if (!b || !b->input_ids || b->batch <= 0 || b->seq <= 0 || b->batch > m->pB || b->seq > m->pT) {
+    return err_set(err, "forward: batch %d x seq %d does not fit the plan %d x %d", b ? b->batch : 0,
+                   b ? b->seq : 0, m->pB, m->pT);
+  }
+  int B = b->batch, T = b->seq, N = B * T, H = m->H, pad = m->cfg.pad_token_id;
+  for (int i = 0; i < N; i++) {
+    int32_t id = b->input_ids[i];
+    if (id < 0 || id >= m->V) return err_set(err, "forward: input id %d at %d is outside the vocabulary of %d", id, i, m->V);
+    int32_t ty = b->token_type_ids ? b->token_type_ids[i] : 0;
+    if (ty < 0 || ty >= m->TV) return err_set(err, "forward: token type %d at %d is outside 0..%d", ty, i, m->TV - 1);
+    m->ids[i] = id;
+    m->types[i] = ty;
+    m->mask_add[i] = (!b->attention_mask || b->attention_mask[i]) ? 0.0f : -FLT_MAX;
+  }
+  for (int r = 0; r < B; r++) {
+    int c = 0;
+    for (int t = 0; t < T; t++) {
+      int i = r * T + t;
+      if (m->cfg.model_type == MODEL_ROBERTA) {
+        /* RoBERTa counts non-pad ids (not the attention mask): real tokens start at pad+1. */
+        int real = m->ids[i] != pad;
+        c += real;
+        m->pos[i] = real ? c + pad : pad;
+      } else {
+        m->pos[i] = t;
+      }
+    }
+  }
+  LayerDropout d;
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H);
+    layernorm_forward(m->x0, m->emb_m, m->emb_r, m->emb_sum, m->p.emb_ln_w, m->p.emb_ln_b, N, H,
+                      (float)m->cfg.layer_norm_eps);
+    d = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
+    dropout_forward_inplace(m->x0, (size_t)N * H, &d);
+  });
+  m->fB = B; m->fT = T;
+  return 0;
+}
+
+/* The last encoder layer computed only at the M head rows (m->hrows, sorted):
+** keys and values need every position, but queries, the attention output, the
+** FFN and both LayerNorms act per row, and no other row reaches the loss.
+** Returns the layer's output at those rows, (M, H). */
+static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
+  int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I;
+  LayerTensors *w = &m->p.layer[l];
+  LayerActs *a = slot(m, l);
+  float eps = (float)m->cfg.layer_norm_eps;
+  LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
+  LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
+  LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
+  dao.rows = dfo.rows = m->hrows;
+  dao.cols = dfo.cols = H;
+  float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H));
+  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(a->ctx, a->att, q, kv, m->hrows, m->qstart, m->mask_add, B,
+                                                        T, H, m->A, M, &datt, m->att_scratch));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao);
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo);
+  });
+  return a->out;
+}
+
+/* Runs encoder layers [0, n_layers) on the prepared batch; returns the last
+** output (B*T, H). */
+static const float *encoder_layers_forward(Model *m, int n_layers) {
+  int B = m->fB, T = m->fT, N = B * T, H = m->H;
+  const float *x = m->x0;
+  float eps = (float)m->cfg.layer_norm_eps;
+  for (int l = 0; l < n_layers; l++) {
+    LayerTensors *w = &m->p.layer[l];
+    LayerActs *a = slot(m, l);
+    LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
+    LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
+    LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H));
+    PROF(m, MODEL_PHASE_ATTENTION,
+         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H));
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao);
+    });
+    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H));
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo);
+    });
+    x = a->out;
+  }
+  return x;
+}
+
+/* The MLM head on M rows: x holds them already gathered (M, H) when gathered,
+** else x is (B*T, H) and the rows are m->hrows. Leaves logits (M, V) in out. */
+static void head_forward(Model *m, const float *x, int M, int gathered, float *out) {
+  int H = m->H;
+  if (gathered) {
+    m->head_in = x;
+  } else {
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
+    });
+    m->head_in = m->hin;
+  }
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps);
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V));
+}
+
+int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
+  m->has_forward = 0;
+  ModelLoss res = {0, 0, 0};
+  if (out) *out = res;
+  if (batch_forward(m, b, err)) return -1;
+  int N = b->batch * b->seq, M = 0;
+  if (b->labels) {
+    for (int i = 0; i < N; i++) {
+      int32_t lab = b->labels[i];
+      if (lab == MODEL_IGNORE_LABEL) continue;
+      if (lab < 0 || lab >= m->V) return err_set(err, "forward: label %d at %d is outside the vocabulary of %d", lab, i, m->V);
+      if (M == m->pM) return err_set(err, "forward: more than the planned %d labelled positions", m->pM);
+      m->hrows[M] = i;
+      m->hlabels[M] = lab;
+      M++;
+    }
+  }
+  /* Head rows are in flat order, so each batch row's are one run. */
+  for (int r = 0, i = 0; r <= b->batch; r++) {
+    while (i < M && m->hrows[i] < r * b->seq) i++;
+    m->qstart[r] = i;
+  }
+  m->pruned = M > 0;
+  if (M > 0) {
+    const float *x = encoder_layers_forward(m, m->L - 1);
+    const float *hx = last_layer_rows_forward(m, x, M);
+    head_forward(m, hx, M, 1, m->logits);
+    /* Training keeps the softmax in the logits buffer for backward. */
+    PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->V,
+                                                   &res.loss_sum, &res.n_correct));
+  }
+  res.n_labels = M;
+  m->fM = M;
+  m->has_forward = m->training;
+  if (out) *out = res;
+  return 0;
+}
+
+int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions, float *logits_out,
+                    Err *err) {
+  m->has_forward = 0;
+  if (n_positions < 0 || n_positions > m->pM)
+    return err_set(err, "logits: %d positions, the plan has room for %d", n_positions, m->pM);
+  if (batch_forward(m, b, err)) return -1;
+  int N = b->batch * b->seq;
+  for (int i = 0; i < n_positions; i++) {
+    if (positions[i] < 0 || positions[i] >= N) return err_set(err, "logits: position %d outside 0..%d", positions[i], N - 1);
+    m->hrows[i] = positions[i];
+  }
+  m->pruned = 0;
+  const float *x = encoder_layers_forward(m, m->L);
+  if (n_positions > 0) head_forward(m, x, n_positions, 0, logits_out);
+  return 0;
+}
+
+/* ----------------------------------------------------------- backward */
+
+/* No pass over the buffer: the next backward overwrites every gradient where it
+** would have added to zero (its first write of each tensor), and model_grads
+** writes the zeros if no backward comes first. */
+void model_zero_grad(Model *m) { m->grads_zeroed = m->grads != NULL; }
+
+/* Backward of last_layer_rows_forward: dout (M, H) is the gradient at the head
+** rows; leaves the gradient of the layer's input, (B*T, H), in dfull. dA and
+** dB are (M, H) scratch (they may be the two halves of nothing else in use). */
+static void last_layer_rows_backward(Model *m, const float *x, const float *dout, float *dfull, float *dA, float *dB,
+                                     int acc) {
+  int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM;
+  LayerTensors *w = &m->p.layer[l], *gw = &m->g.layer[l];
+  LayerActs *a = slot(m, l);
+  LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
+  LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
+  LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
+  dao.rows = dfo.rows = m->hrows;
+  dao.cols = dfo.cols = H;
+  size_t MH = (size_t)M * H;
+  const float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
+  float *dkv = m->dqkv, *dq = m->dqkv + (size_t)N * 2 * H;
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc);
+    dropout_backward(dB, dA, MH, &dfo);
+  });
+  PROF(m, MODEL_PHASE_MATMUL, gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc);
+    dropout_backward(dA, dB, MH, &dao);
+  });
+  /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc));
+  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
+                                                         H, m->A, M, &datt, m->att_scratch));
+  PROF(m, MODEL_PHASE_MATMUL, {
+    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc);
+    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0, acc);
+  });
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    for (int i = 0; i < M; i++) {
+      float *dst = dfull + (size_t)m->hrows[i] * H;
+      const float *src = dB + (size_t)i * H;
+      for (int j2 = 0; j2 < H; j2++) dst[j2] += src[j2];
+    }
+  });
+}
+
+void model_backward(Model *m, float loss_scale) {
+  if (!m->has_forward || !m->grads || m->fM == 0) return;
+  /* The first backward after model_zero_grad writes each gradient tensor where
+  ** later ones add: no pass to zero the buffer, and no read of what it held. */
+  int acc = !m->grads_zeroed;
+  m->grads_zeroed = 0;
+  int B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM, V = m->V;
+  size_t NH = (size_t)N * H;
+  Tensors *p = &m->p, *g = &m->g;
+  float *dX = m->dX, *dY = m->dY;
+
+  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale));
+  /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc);
+    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H);
+  });
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc));
+  /* m->dh1 is d(last layer output at the head rows). */
+  const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
+  last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H, acc);
+  for (int l = m->L - 2; l >= 0; l--) {
+    LayerTensors *w = &p->layer[l], *gw = &g->layer[l];
+    LayerActs *a = slot(m, l);
+    const float *x = l == 0 ? m->x0 : slot(m, l - 1)->out;
+    LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
+    LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
+    LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
+    /* Without dropout its backward is the identity: the next product reads the
+    ** residual's gradient buffer directly (it is read before being added to). */
+    const float *dffn = dX, *dattn = dY;
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc);
+      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo); else dffn = dY;
+    });
+    PROF(m, MODEL_PHASE_MATMUL,
+         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc));
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc);
+      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao); else dattn = dX;
+    });
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc));
+    PROF(m, MODEL_PHASE_ATTENTION,
+         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc));
+  }
+  LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
+  int pad = m->cfg.pad_token_id;
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    dropout_backward(dX, dX, NH, &demb);
+    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc);
+    /* The tied decoder above wrote all of wte's gradient; positions and types only get the scatter. */
+    if (!acc) {
+      memset(g->wpe, 0, (size_t)m->P * H * sizeof(float));
+      memset(g->tte, 0, (size_t)m->TV * H * sizeof(float));
+    }
+    embeddings_backward(g->wte, g->wpe, g->tte, dY, m->ids, m->pos, m->types, N, H, pad,
+                        m->cfg.model_type == MODEL_ROBERTA ? pad : -1);
+  });
+}
+
+/* ------------------------------------------------------------- flops */
+
+double model_flops(const ModelConfig *c, int batch, int seq, int head_rows, int training) {
+  double N = (double)batch * seq, H = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
+  double M = head_rows, T = seq;
+  double layer = 2 * N * H * 3 * H + 2 * N * H * H + 2 * 2 * N * H * I   /* QKV, output, FFN */
+               + 2 * 2 * N * T * H;                                     /* scores and context */
+  /* model_forward computes the last layer's queries, attention output and FFN at the head rows only. */
+  double last = M > 0 ? 2 * N * H * 2 * H + 2 * M * H * H + 2 * 2 * M * T * H + 2 * M * H * H + 2 * 2 * M * H * I
+                      : layer;
+  double head = 2 * M * H * H + 2 * M * H * c->vocab_size;
+  double fwd = (L - 1) * layer + last + head;
+  return training ? 3 * fwd : fwd;
+}

@@ -1,0 +1,108 @@
+/* The masked-LM model: a Hugging Face RobertaForMaskedLM / BertForMaskedLM,
+** number for number. Parameters, gradients and Adam moments are flat buffers of
+** model_num_params() floats; a table of named tensors (HF state-dict names)
+** gives each tensor's place in them. Activations are planned once for a
+** (batch, seq) shape; forward/backward allocate nothing. */
+#ifndef MASKD_MODEL_H
+#define MASKD_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/nn/config.h"
+#include "engine/core/err.h"
+
+#define MODEL_IGNORE_LABEL (-100)
+
+typedef struct Model Model;
+
+/* One named parameter tensor: a view into the flat parameter buffer. */
+typedef struct ModelTensor {
+  char name[96];        /* HF state-dict name, e.g. "roberta.encoder.layer.0.attention.self.query.weight" */
+  int ndim;             /* 1 or 2 */
+  int shape[2];         /* PyTorch shape: Linear weights are (out, in) */
+  size_t offset;        /* in floats, from the start of the parameter buffer */
+  size_t numel;
+  int decay;            /* 1 when AdamW weight decay applies (not LayerNorm, not bias) */
+} ModelTensor;
+
+/* A batch of fixed shape (batch, seq); arrays are row-major (batch, seq). */
+typedef struct ModelBatch {
+  int batch, seq;
+  const int32_t *input_ids;
+  const int32_t *attention_mask;   /* 1 = real token, 0 = padding; NULL = all real */
+  const int32_t *token_type_ids;   /* NULL = all zero */
+  const int32_t *labels;           /* target id, or MODEL_IGNORE_LABEL; NULL = no loss */
+} ModelBatch;
+
+/* What a forward pass with labels reports. */
+typedef struct ModelLoss {
+  double loss_sum;      /* sum of cross-entropy over labelled positions */
+  int n_labels;         /* labelled positions (labels != -100) */
+  int n_correct;        /* labelled positions whose argmax equals the label */
+} ModelLoss;
+
+/* Allocates a model for a validated config (parameters uninitialised). */
+Model *model_new(const ModelConfig *cfg, Err *err);
+/* Frees everything the model owns; NULL is allowed. */
+void model_free(Model *m);
+/* HF initialisation from a seed: N(0, initializer_range) weights, zero biases, LayerNorm 1/0, padding row 0. */
+void model_init_weights(Model *m, uint64_t seed);
+/* The model's configuration. */
+const ModelConfig *model_config(const Model *m);
+
+/* Number of floats in the parameter buffer (and in the gradient buffer). */
+size_t model_num_params(const Model *m);
+/* The flat parameter buffer. */
+float *model_params(Model *m);
+/* The flat gradient buffer (allocated by a training plan; NULL before). */
+float *model_grads(Model *m);
+/* Number of named tensors; the tied MLM decoder weight is not listed (it is the word embeddings). */
+int model_tensor_count(const Model *m);
+/* The i-th named tensor, 0 <= i < model_tensor_count(). */
+const ModelTensor *model_tensor(const Model *m, int i);
+/* The named tensor with this HF name, or NULL. */
+const ModelTensor *model_tensor_by_name(const Model *m, const char *name);
+
+/* Plans activations for batches of (batch, seq) with the MLM head computed at up
+** to head_rows positions; training != 0 also plans gradients and saved activations. */
+int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *err);
+/* Dropout: enabled only when training and the config's probabilities are > 0; seeded per step. */
+void model_set_dropout(Model *m, int enabled, uint64_t seed);
+/* Threads used by the model's own loops and by BLAS. */
+void model_set_threads(Model *m, int threads);
+
+/* Forward pass with labels: loss at labelled positions (sum, count, correct). The
+** last layer is computed at the labelled rows only (the loss is identical). */
+int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err);
+/* Sets the gradient buffer to zero (lazily: the next backward overwrites instead
+** of adding, or model_grads writes the zeros). */
+void model_zero_grad(Model *m);
+/* Backward pass of the last forward, accumulating d(loss_sum * loss_scale) into the gradients. */
+void model_backward(Model *m, float loss_scale);
+
+/* Inference: logits (n_positions x vocab) at the given flat positions (b*seq+t) of the batch. */
+int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions,
+                    float *logits_out, Err *err);
+
+/* Per-phase wall time of forward/backward, for benchmarks. Off by default; when
+** on, each phase costs two clock reads. Matmul = the large Linear sgemms,
+** attention = per-head products and their softmax, loss = the cross-entropy,
+** elementwise = embeddings, LayerNorm, GELU, dropout, residuals, gathers. */
+typedef enum {
+  MODEL_PHASE_MATMUL, MODEL_PHASE_ATTENTION, MODEL_PHASE_LOSS, MODEL_PHASE_ELEMENTWISE, MODEL_PHASE_COUNT
+} ModelPhase;
+/* Turns the profile on or off and resets the accumulated times to zero. */
+void model_profile_enable(Model *m, int on);
+/* Seconds accumulated per phase since the last model_profile_enable(). */
+void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]);
+/* "matmul", "attention", "loss", "elementwise". */
+const char *model_phase_name(int phase);
+/* Floating-point operations of the matrix products of one model_forward (training
+** = 0) or model_forward + model_backward (training = 1) over batch x seq tokens
+** with head_rows labelled positions (multiply-add = 2). model_forward computes the
+** last layer's queries, attention output and FFN at the labelled rows only (no
+** other row reaches the loss), and so does this count. */
+double model_flops(const ModelConfig *cfg, int batch, int seq, int head_rows, int training);
+/* Threads the model currently uses. */
+int model_threads(const Model *m);
+
+#endif

@@ -1,0 +1,171 @@
+#include "engine/nn/optim.h"
+
+#include "engine/core/platform.h"
+
+#include <math.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+AdamWConfig adamw_defaults(void) {
+  AdamWConfig c = {1e-4, 0.9, 0.999, 1e-8, 0.0, 0.0, 0, 0, 0.0};
+  return c;
+}
+
+AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int n_segs, Err *err) {
+  if (!(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1) ||
+      !(cfg->eps > 0) || !(cfg->weight_decay >= 0) || !(cfg->clip_norm >= 0) || cfg->warmup_steps < 0 ||
+      cfg->total_steps < 0 || !(cfg->min_lr_ratio >= 0)) {
+    err_set(err, "adamw: lr, betas in [0,1), eps > 0, weight decay, clip norm, steps must be non-negative");
+    return NULL;
+  }
+  AdamW *o = calloc(1, sizeof *o);
+  if (!o) { err_set(err, "adamw: out of memory"); return NULL; }
+  o->cfg = *cfg;
+  o->n = n;
+  o->m = platform_alloc_floats(n ? n : 1);
+  o->v = platform_alloc_floats(n ? n : 1);
+  if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof(float));
+  if (o->v) memset(o->v, 0, (n ? n : 1) * sizeof(float));
+  /* The flags as runs, not one byte per parameter: the update then reads
+  ** 7 floats' worth per parameter, not 7 and a byte. Later segments win where
+  ** segments overlap (a fused tensor and its views); uncovered entries do not decay. */
+  unsigned char *flag = calloc(n ? n : 1, 1);
+  if (!o->m || !o->v || !flag) {
+    free(flag);
+    adamw_free(o);
+    err_set(err, "adamw: out of memory for %zu parameters", n);
+    return NULL;
+  }
+  for (int i = 0; i < n_segs; i++) {
+    if (segs[i].offset > n || segs[i].count > n - segs[i].offset) {
+      free(flag);
+      adamw_free(o);
+      err_set(err, "adamw: segment %d (%zu + %zu) runs past %zu parameters", i, segs[i].offset, segs[i].count, n);
+      return NULL;
+    }
+    memset(flag + segs[i].offset, segs[i].decay ? 1 : 0, segs[i].count);
+  }
+  int runs = 1;
+  for (size_t i = 1; i < n; i++) runs += flag[i] != flag[i - 1];
+  o->run_start = malloc(sizeof(size_t) * (size_t)runs);
+  o->run_decay = malloc((size_t)runs);
+  if (!o->run_start || !o->run_decay) {
+    free(flag);
+    adamw_free(o);
+    err_set(err, "adamw: out of memory");
+    return NULL;
+  }
+  o->run_start[0] = 0;
+  o->run_decay[0] = flag[0];
+  o->n_runs = 1;
+  for (size_t i = 1; i < n; i++)
+    if (flag[i] != flag[i - 1]) {
+      o->run_start[o->n_runs] = i;
+      o->run_decay[o->n_runs++] = flag[i];
+    }
+  free(flag);
+  return o;
+}
+
+void adamw_free(AdamW *o) {
+  if (!o) return;
+  free(o->m); free(o->v); free(o->run_start); free(o->run_decay);
+  free(o);
+}
+
+double adamw_lr_at(const AdamWConfig *c, long step) {
+  /* transformers' WarmUp(PolynomialDecay): step/warmup * lr while step < warmup
+  ** (so the first update has lr 0), then a power-1 decay to min_lr_ratio * lr
+  ** over total - warmup steps, held there afterwards. */
+  if (step < c->warmup_steps) return c->lr * (double)step / (double)c->warmup_steps;
+  double end = c->lr * c->min_lr_ratio;
+  long decay_steps = c->total_steps - c->warmup_steps;
+  if (decay_steps <= 0) return end;
+  double frac = (double)(step - c->warmup_steps) / (double)decay_steps;
+  if (frac > 1) frac = 1;
+  return (c->lr - end) * (1.0 - frac) + end;
+}
+
+double adamw_grad_norm(const float *grads, size_t n) {
+  double s = 0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+  for (size_t i = 0; i < n; i++) s += (double)grads[i] * grads[i];
+  return sqrt(s);
+}
+
+typedef struct AdamRange {
+  float *p, *g, *m, *v;
+  float gscale, b1, b2, eps, step_size, inv_sqrt_bc2, decay_mul;
+} AdamRange;
+
+/* torch.optim.AdamW on [lo, hi): p *= 1 - lr*wd when decayed (times 1, exactly
+** p, when not); m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). gcc
+** will not vectorise sqrtf without -fno-math-errno (which the build does not
+** use), so the AVX-512 path spells the vector loop out; the scalar loop is the definition. */
+static void adam_range(const AdamRange *r, size_t lo, size_t hi, int decayed) {
+  float *restrict p = r->p, *restrict g = r->g, *restrict m = r->m, *restrict v = r->v;
+  float gs = r->gscale, b1 = r->b1, b2 = r->b2, eps = r->eps, ss = r->step_size, ib = r->inv_sqrt_bc2;
+  float keep = decayed ? r->decay_mul : 1.0f;
+  size_t i = lo;
+#if defined(__AVX512F__)
+  __m512 vgs = _mm512_set1_ps(gs), vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2);
+  __m512 va1 = _mm512_set1_ps(1.0f - b1), va2 = _mm512_set1_ps(1.0f - b2), veps = _mm512_set1_ps(eps);
+  __m512 vss = _mm512_set1_ps(ss), vib = _mm512_set1_ps(ib), vkeep = _mm512_set1_ps(keep);
+  for (; i + 16 <= hi; i += 16) {
+    __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), vgs);
+    __m512 pi = _mm512_mul_ps(_mm512_loadu_ps(p + i), vkeep);
+    __m512 mi = _mm512_fmadd_ps(vb1, _mm512_loadu_ps(m + i), _mm512_mul_ps(va1, gi));
+    __m512 vi = _mm512_fmadd_ps(vb2, _mm512_loadu_ps(v + i), _mm512_mul_ps(_mm512_mul_ps(va2, gi), gi));
+    _mm512_storeu_ps(m + i, mi);
+    _mm512_storeu_ps(v + i, vi);
+    __m512 den = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), vib, veps);
+    _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_div_ps(_mm512_mul_ps(vss, mi), den)));
+  }
+#endif
+  for (; i < hi; i++) {
+    float gi = g[i] * gs;
+    float pi = p[i] * keep;
+    float mi = b1 * m[i] + (1.0f - b1) * gi;
+    float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - ss * mi / (sqrtf(vi) * ib + eps);
+  }
+}
+
+double adamw_step(AdamW *o, float *params, float *grads) {
+  const AdamWConfig *c = &o->cfg;
+  double norm = adamw_grad_norm(grads, o->n);
+  /* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1. */
+  float gscale = 1.0f;
+  if (c->clip_norm > 0) {
+    double coef = c->clip_norm / (norm + 1e-6);
+    if (coef < 1) gscale = (float)coef;
+  }
+  long t = o->step + 1;
+  double lr = adamw_lr_at(c, o->step);
+  double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+  AdamRange r = {params, grads, o->m, o->v, gscale, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                 (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)(1.0 - lr * c->weight_decay)};
+  size_t n = o->n;
+#pragma omp parallel
+  {
+    /* One contiguous slice per thread, 16-float aligned so slices share no cache line. */
+    size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+    size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
+    size_t lo = id * per < n ? id * per : n, hi = lo + per < n ? lo + per : n;
+    for (int k = 0; k < o->n_runs && lo < hi; k++) {
+      size_t end = k + 1 < o->n_runs ? o->run_start[k + 1] : n;
+      if (end <= lo) continue;
+      size_t stop = end < hi ? end : hi;
+      adam_range(&r, lo, stop, o->run_decay[k]);
+      lo = stop;
+    }
+  }
+  o->step = t;
+  return norm;
+}

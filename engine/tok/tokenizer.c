@@ -1,0 +1,1549 @@
+/* The HF tokenizers pipeline for a Unigram model (see tokenizer.h).
+**
+** One text is encoded in a single pass over a few byte buffers that live in the
+** Encoding's scratch, so steady-state encoding allocates nothing:
+**   1. added tokens with normalized=false are matched in the raw text
+**      (leftmost-longest, lstrip/rstrip swallowing whitespace), which cuts it
+**      into segments;
+**   2. each segment is copied and normalised (string Replaces); added tokens with
+**      normalized=true are matched in the normalised text;
+**   3. Metaspace turns ' ' into the replacement, prepends one, and splits before
+**      every replacement; each word goes through the Unigram Viterbi.
+** Every normalised byte carries the original byte span it came from (HF's
+** alignments), kept only when offsets are wanted; a token's offsets are the start
+** of its first byte's span and the end of its last byte's span.
+**
+** Alignment rules mirrored from HF's NormalizedString: a Replace's inserted bytes
+** all take the span of the last byte they replace; a prepended replacement takes
+** the span of the segment's first byte. */
+#include "engine/tok/tokenizer.h"
+#include "engine/core/files.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Added {
+  int id;
+  char *content;     /* as written in tokenizer.json */
+  char *match;       /* what is searched for: content, normalised when `normalized` */
+  size_t mlen;
+  unsigned char lstrip, rstrip, single_word, normalized, special;
+  unsigned char normalized_json, special_json;  /* as written back (differ only for repeated contents) */
+} Added;
+
+typedef struct Replace { char *pat, *content; size_t plen, clen; } Replace;
+
+enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER };
+typedef struct Metaspace {
+  int present;
+  char rep[8];       /* one UTF-8 character */
+  size_t rlen;
+  int prepend;
+  int split;
+} Metaspace;
+
+typedef struct TItem { int special; char *name; int type_id; } TItem;  /* name: "A"/"B" or a special token */
+typedef struct TSpecial { char *name; int n; int32_t *ids; char **tokens; } TSpecial;
+
+struct Tokenizer {
+  unsigned long serial;                 /* unique per tokenizer made in this process (cache key) */
+  char *version;
+  Unigram *model;
+  int byte_fallback_written;            /* the model had the key (written back the same) */
+  Added *added;
+  int n_added;
+  int normalizer;                       /* 0 none, 1 single Replace, 2 Sequence */
+  Replace *repl;
+  int n_repl;
+  Metaspace pre, dec;
+  int has_post;
+  TItem *single, *pair;
+  int n_single, n_pair;
+  TSpecial *tspec;
+  int n_tspec;
+  int vocab_size;                       /* max id + 1 */
+  int32_t *added_of_id;                 /* id -> index into added, or -1 */
+  unsigned char first_raw[256], first_norm[256];
+  int n_raw, n_norm;
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static char *xstrndup(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) { memcpy(d, s, n); d[n] = 0; }
+  return d;
+}
+
+int tokenizer_utf8_valid(const char *str, size_t len, size_t *bad) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < len) {
+    unsigned c = s[i];
+    if (c < 0x80) { i++; continue; }
+    size_t n;
+    unsigned cp, min;
+    if ((c & 0xE0) == 0xC0) { n = 2; cp = c & 0x1F; min = 0x80; }
+    else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; min = 0x800; }
+    else if ((c & 0xF8) == 0xF0) { n = 4; cp = c & 0x07; min = 0x10000; }
+    else goto invalid;
+    if (i + n > len) goto invalid;
+    for (size_t k = 1; k < n; k++) {
+      if ((s[i + k] & 0xC0) != 0x80) goto invalid;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) goto invalid;
+    i += n;
+  }
+  return 1;
+invalid:
+  if (bad) *bad = i;
+  return 0;
+}
+
+static size_t u8len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
+
+static unsigned decode_at(const char *str, size_t i, size_t *n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t l = u8len(s[i]);
+  unsigned cp = l == 1 ? s[i] : l == 2 ? s[i] & 0x1Fu : l == 3 ? s[i] & 0x0Fu : s[i] & 0x07u;
+  for (size_t k = 1; k < l; k++) cp = (cp << 6) | (s[i + k] & 0x3Fu);
+  *n = l;
+  return cp;
+}
+
+/* Rust's char::is_whitespace (the Unicode White_Space property). */
+static int is_ws(unsigned c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* ---- scratch -------------------------------------------------------------- */
+
+/* A word cache (the ids-only path): natural text repeats its words, and a hit
+** costs a hash and a compare instead of a Viterbi pass. Direct mapped; words up
+** to CW bytes with up to CT tokens. Keyed on the tokenizer's serial number, so a
+** scratch reused with another tokenizer starts empty. HF keeps such a cache too. */
+#define CACHE_SLOTS 4096
+#define CW 30
+#define CT 12
+typedef struct CacheEntry {
+  uint64_t hash;
+  uint8_t wlen, ntok;
+  char word[CW];
+  int32_t ids[CT];
+} CacheEntry;
+
+typedef struct Work {
+  char *nb, *tb;              /* normalised text, and a second buffer to transform into */
+  int32_t *na0, *na1, *ta0, *ta1;
+  size_t ncap;
+  int32_t *wids, *wst;        /* one word's Viterbi output */
+  size_t wcap;
+  size_t nlen;
+  CacheEntry *cache;
+  unsigned long cache_serial;
+} Work;
+
+static uint64_t word_hash(const char *s, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, s, 8);
+    h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+    s += 8; n -= 8;
+  }
+  uint64_t v = 0;
+  memcpy(&v, s, n);
+  h = (h ^ v) * 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 29);
+}
+
+static void work_free(Work *w) {
+  if (!w) return;
+  free(w->nb); free(w->tb); free(w->na0); free(w->na1); free(w->ta0); free(w->ta1);
+  free(w->wids); free(w->wst);
+  free(w->cache);
+  free(w);
+}
+
+static int work_reserve(Work *w, size_t need) {
+  if (need <= w->ncap) return 0;
+  size_t cap = w->ncap ? w->ncap : 256;
+  while (cap < need) cap *= 2;
+  char *a = realloc(w->nb, cap); if (!a) return -1; w->nb = a;
+  char *b = realloc(w->tb, cap); if (!b) return -1; w->tb = b;
+  int32_t *c;
+  c = realloc(w->na0, cap * 4); if (!c) return -1; w->na0 = c;
+  c = realloc(w->na1, cap * 4); if (!c) return -1; w->na1 = c;
+  c = realloc(w->ta0, cap * 4); if (!c) return -1; w->ta0 = c;
+  c = realloc(w->ta1, cap * 4); if (!c) return -1; w->ta1 = c;
+  w->ncap = cap;
+  return 0;
+}
+
+static int work_reserve_word(Work *w, size_t need) {
+  if (need <= w->wcap) return 0;
+  size_t cap = w->wcap ? w->wcap : 256;
+  while (cap < need) cap *= 2;
+  int32_t *a = realloc(w->wids, cap * 4); if (!a) return -1; w->wids = a;
+  int32_t *b = realloc(w->wst, cap * 4); if (!b) return -1; w->wst = b;
+  w->wcap = cap;
+  return 0;
+}
+
+static void swap_bufs(Work *w) {
+  char *c = w->nb; w->nb = w->tb; w->tb = c;
+  int32_t *p = w->na0; w->na0 = w->ta0; w->ta0 = p;
+  p = w->na1; w->na1 = w->ta1; w->ta1 = p;
+}
+
+static int enc_reserve(Encoding *e, int need) {
+  if (need <= e->cap) return 0;
+  int cap = e->cap ? e->cap : 64;
+  while (cap < need) cap *= 2;
+  int32_t *a = realloc(e->ids, (size_t)cap * 4); if (!a) return -1; e->ids = a;
+  a = realloc(e->type_ids, (size_t)cap * 4); if (!a) return -1; e->type_ids = a;
+  a = realloc(e->offsets, (size_t)cap * 8); if (!a) return -1; e->offsets = a;
+  uint8_t *s = realloc(e->special, (size_t)cap); if (!s) return -1; e->special = s;
+  e->cap = cap;
+  return 0;
+}
+
+void encoding_free(Encoding *e) {
+  if (!e) return;
+  free(e->ids); free(e->type_ids); free(e->offsets); free(e->special);
+  work_free(e->work);
+  memset(e, 0, sizeof *e);
+}
+
+static int push_token(Encoding *e, int id, int type_id, int32_t a, int32_t b, int special) {
+  if (e->n >= e->cap && enc_reserve(e, e->n + 1) < 0) return -1;
+  e->ids[e->n] = id;
+  e->type_ids[e->n] = type_id;
+  e->offsets[2 * e->n] = a;
+  e->offsets[2 * e->n + 1] = b;
+  e->special[e->n] = (uint8_t)special;
+  e->n++;
+  return 0;
+}
+
+/* ---- normaliser and pre-tokenizer on the work buffers ---------------------- */
+
+/* Replaces every non-overlapping occurrence (leftmost first) of r->pat in nb. */
+static int apply_replace(Work *w, const Replace *r, int align) {
+  size_t n = w->nlen, out = 0;
+  if (r->plen == 0 || n < r->plen) return 0;
+  if (!memmem(w->nb, n, r->pat, r->plen)) return 0;  /* the common case: nothing to copy */
+  /* Grow first: the result is at most n / plen * clen + n. */
+  size_t worst = r->clen > r->plen ? n + (n / r->plen) * (r->clen - r->plen) : n;
+  if (work_reserve(w, worst + 8) < 0) return -1;
+  const char *s = w->nb;
+  size_t i = 0;
+  while (i < n) {
+    const char *hit = i + r->plen <= n ? memmem(s + i, n - i, r->pat, r->plen) : NULL;
+    size_t upto = hit ? (size_t)(hit - s) : n;
+    memcpy(w->tb + out, s + i, upto - i);
+    if (align) {
+      memcpy(w->ta0 + out, w->na0 + i, (upto - i) * 4);
+      memcpy(w->ta1 + out, w->na1 + i, (upto - i) * 4);
+    }
+    out += upto - i;
+    if (!hit) break;
+    size_t last = upto + r->plen - 1;
+    memcpy(w->tb + out, r->content, r->clen);
+    if (align)
+      for (size_t k = 0; k < r->clen; k++) { w->ta0[out + k] = w->na0[last]; w->ta1[out + k] = w->na1[last]; }
+    out += r->clen;
+    i = upto + r->plen;
+  }
+  swap_bufs(w);
+  w->nlen = out;
+  return 0;
+}
+
+/* Copies text[a..b) into the work buffer with each byte's original character span,
+** then runs the normaliser. */
+static int load_segment(const Tokenizer *t, Work *w, const char *text, size_t a, size_t b, int align) {
+  size_t n = b - a;
+  if (work_reserve(w, n + 8) < 0) return -1;
+  memcpy(w->nb, text + a, n);
+  w->nlen = n;
+  if (align) {
+    for (size_t i = a; i < b;) {
+      size_t l = u8len((unsigned char)text[i]);
+      for (size_t k = 0; k < l; k++) { w->na0[i - a + k] = (int32_t)i; w->na1[i - a + k] = (int32_t)(i + l); }
+      i += l;
+    }
+  }
+  for (int r = 0; r < t->n_repl; r++)
+    if (apply_replace(w, &t->repl[r], align) < 0) return -1;
+  return 0;
+}
+
+/* ---- added tokens ------------------------------------------------------------ */
+
+/* Leftmost-longest match of an added token from the set (normalized flag) in
+** s[from..n): returns the Added index and sets *at, or -1. */
+static int find_added(const Tokenizer *t, int normalized, const char *s, size_t from, size_t n, size_t *at) {
+  const unsigned char *first = normalized ? t->first_norm : t->first_raw;
+  for (size_t i = from; i < n; i++) {
+    if (!first[(unsigned char)s[i]]) continue;
+    int best = -1;
+    size_t best_len = 0;
+    for (int k = 0; k < t->n_added; k++) {
+      const Added *a = &t->added[k];
+      if (a->normalized != normalized || a->mlen == 0 || a->mlen > n - i || a->mlen <= best_len) continue;
+      if (!memcmp(s + i, a->match, a->mlen)) { best = k; best_len = a->mlen; }
+    }
+    if (best >= 0) { *at = i; return best; }
+  }
+  return -1;
+}
+
+/* Start of the run of whitespace that ends s[0..end) (HF's space_leftmost_at_end). */
+static size_t ws_left(const char *s, size_t end) {
+  size_t i = end;
+  while (i > 0) {
+    size_t j = i - 1;
+    while (j > 0 && ((unsigned char)s[j] & 0xC0) == 0x80) j--;
+    size_t l;
+    if (!is_ws(decode_at(s, j, &l))) break;
+    i = j;
+  }
+  return i;
+}
+
+/* End of the run of whitespace that starts s[from..n). */
+static size_t ws_right(const char *s, size_t from, size_t n) {
+  size_t i = from;
+  while (i < n) {
+    size_t l;
+    if (!is_ws(decode_at(s, i, &l))) break;
+    i += l;
+  }
+  return i;
+}
+
+/* ---- Metaspace and the model over one normalised range ---------------------- */
+
+/* Encodes nb[a..b) (a normalised sub-segment): Metaspace then Unigram per word.
+** The Metaspace result is built in tb so nb stays intact for the caller. */
+static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, int type_id, int align,
+                             Encoding *e, Err *err) {
+  if (b <= a) return 0;
+  const Metaspace *m = &t->pre;
+  size_t n = b - a;
+  char *src = w->nb + a;
+  const char *wbuf;
+  const int32_t *w0 = NULL, *w1 = NULL;
+  size_t wn;
+  if (m->present) {
+    size_t worst = n * m->rlen + m->rlen + 8;
+    if (worst > w->ncap) {
+      if (work_reserve(w, worst) < 0) return err_set(err, "out of memory");
+      src = w->nb + a;
+    }
+    size_t out = 0;
+    int prepend = 0;
+    if (m->prepend == PREPEND_ALWAYS) prepend = 1;
+    else if (m->prepend == PREPEND_FIRST) prepend = align && w->na0[a] == 0;  /* First always has alignments */
+    if (prepend && !(n >= m->rlen && !memcmp(src, m->rep, m->rlen)) && !(src[0] == ' ' && m->rlen > 0)) {
+      memcpy(w->tb, m->rep, m->rlen);
+      if (align) for (size_t k = 0; k < m->rlen; k++) { w->ta0[k] = w->na0[a]; w->ta1[k] = w->na1[a]; }
+      out = m->rlen;
+    }
+    if (!align) {
+      /* Runs between spaces are copied whole. */
+      size_t i = 0;
+      while (i < n) {
+        const char *sp = memchr(src + i, ' ', n - i);
+        size_t run = sp ? (size_t)(sp - src) - i : n - i;
+        memcpy(w->tb + out, src + i, run);
+        out += run;
+        i += run;
+        if (sp) { memcpy(w->tb + out, m->rep, m->rlen); out += m->rlen; i++; }
+      }
+    } else {
+      for (size_t i = 0; i < n; i++) {
+        if (src[i] == ' ') {
+          memcpy(w->tb + out, m->rep, m->rlen);
+          for (size_t k = 0; k < m->rlen; k++) { w->ta0[out + k] = w->na0[a + i]; w->ta1[out + k] = w->na1[a + i]; }
+          out += m->rlen;
+        } else {
+          w->tb[out] = src[i];
+          w->ta0[out] = w->na0[a + i]; w->ta1[out] = w->na1[a + i];
+          out++;
+        }
+      }
+    }
+    wbuf = w->tb; wn = out;
+    if (align) { w0 = w->ta0; w1 = w->ta1; }
+  } else {
+    wbuf = src; wn = n;
+    if (align) { w0 = w->na0 + a; w1 = w->na1 + a; }
+  }
+  if (work_reserve_word(w, wn + 1) < 0) return err_set(err, "out of memory");
+  const int split = m->present && m->split;
+  size_t ws = 0;
+  while (ws < wn) {
+    /* A word runs to the next replacement that is not at its start. */
+    size_t we = wn;
+    if (split) {
+      size_t from = ws + 1;
+      while (from < wn) {
+        const char *hit = memchr(wbuf + from, m->rep[0], wn - from);
+        if (!hit) break;
+        size_t p = (size_t)(hit - wbuf);
+        if (p + m->rlen <= wn && !memcmp(hit, m->rep, m->rlen)) { we = p; break; }
+        from = p + 1;
+      }
+    }
+    size_t wl = we - ws;
+    CacheEntry *ce = NULL;
+    int k = -1;
+    if (!align && wl <= CW) {
+      if (w->cache_serial != t->serial || !w->cache) {
+        if (!w->cache && !(w->cache = malloc(CACHE_SLOTS * sizeof *w->cache))) return err_set(err, "out of memory");
+        for (int i = 0; i < CACHE_SLOTS; i++) w->cache[i].wlen = 0xFF;  /* no word is that long: empty */
+        w->cache_serial = t->serial;
+      }
+      uint64_t h = word_hash(wbuf + ws, wl);
+      ce = &w->cache[h & (CACHE_SLOTS - 1)];
+      if (ce->hash == h && ce->wlen == wl && !memcmp(ce->word, wbuf + ws, wl)) {
+        if (enc_reserve(e, e->n + ce->ntok) < 0) return err_set(err, "out of memory");
+        for (int i = 0; i < ce->ntok; i++) {
+          e->ids[e->n] = ce->ids[i];
+          e->type_ids[e->n] = type_id;
+          e->offsets[2 * e->n] = 0;
+          e->offsets[2 * e->n + 1] = 0;
+          e->special[e->n] = 0;
+          e->n++;
+        }
+        ws = we;
+        continue;
+      }
+      ce->hash = h;
+    }
+    k = unigram_encode(t->model, wbuf + ws, wl, w->wids, w->wst, (int)w->wcap);
+    if (ce) {
+      if (k >= 0 && k <= CT) {
+        ce->wlen = (uint8_t)wl;
+        ce->ntok = (uint8_t)k;
+        memcpy(ce->word, wbuf + ws, wl);
+        memcpy(ce->ids, w->wids, (size_t)k * sizeof *ce->ids);
+      } else ce->wlen = 0xFF;
+    }
+    if (k < 0) {
+      size_t l;
+      unsigned cp = decode_at(wbuf, ws, &l);
+      (void)cp;
+      return err_set(err, "a character in \"%.*s\" has no piece and the model has no unk_id", (int)(we - ws > 64 ? 64 : we - ws), wbuf + ws);
+    }
+    if (enc_reserve(e, e->n + k) < 0) return err_set(err, "out of memory");
+    for (int i = 0; i < k; i++) {
+      int32_t oa = 0, ob = 0;
+      if (align) {
+        size_t s0 = ws + (size_t)w->wst[i], s1 = i + 1 < k ? ws + (size_t)w->wst[i + 1] : we;
+        oa = w0[s0]; ob = w1[s1 - 1];
+      }
+      e->ids[e->n] = w->wids[i];
+      e->type_ids[e->n] = type_id;
+      e->offsets[2 * e->n] = oa;
+      e->offsets[2 * e->n + 1] = ob;
+      e->special[e->n] = 0;
+      e->n++;
+    }
+    ws = we;
+  }
+  return 0;
+}
+
+/* Steps 2-3 for the raw segment text[a..b). */
+static int encode_segment(const Tokenizer *t, Work *w, const char *text, size_t a, size_t b, int type_id,
+                          int align, Encoding *e, Err *err) {
+  if (b <= a) return 0;
+  /* The First prepend scheme needs original offsets; keep them then. */
+  int al = align || t->pre.prepend == PREPEND_FIRST;
+  if (load_segment(t, w, text, a, b, al) < 0) return err_set(err, "out of memory");
+  if (t->n_norm == 0) return encode_normalized(t, w, 0, w->nlen, type_id, al, e, err);
+  size_t from = 0, at;
+  int k;
+  while ((k = find_added(t, 1, w->nb, from, w->nlen, &at)) >= 0) {
+    const Added *ad = &t->added[k];
+    size_t start = at, stop = at + ad->mlen;
+    if (ad->lstrip) { size_t s = ws_left(w->nb, start); start = s > from ? s : from; }
+    if (ad->rstrip) stop = ws_right(w->nb, stop, w->nlen);
+    if (start > from && encode_normalized(t, w, from, start, type_id, al, e, err) < 0) return -1;
+    if (push_token(e, ad->id, type_id, al ? w->na0[start] : 0, al ? w->na1[stop - 1] : 0, 0) < 0) return err_set(err, "out of memory");
+    from = stop;
+  }
+  if (from < w->nlen) return encode_normalized(t, w, from, w->nlen, type_id, al, e, err);
+  return 0;
+}
+
+/* Step 1 for one sequence. */
+static int encode_seq(const Tokenizer *t, const char *text, size_t len, int type_id, int align, Encoding *e, Err *err) {
+  size_t bad;
+  if (!tokenizer_utf8_valid(text, len, &bad)) return err_set(err, "invalid UTF-8 at byte %zu", bad);
+  if (!e->work && !(e->work = calloc(1, sizeof(Work)))) return err_set(err, "out of memory");
+  Work *w = e->work;
+  size_t from = 0, pos = 0, at;
+  int k;
+  while (t->n_raw > 0 && (k = find_added(t, 0, text, pos, len, &at)) >= 0) {
+    const Added *ad = &t->added[k];
+    size_t start = at, stop = at + ad->mlen;
+    pos = stop;  /* matching resumes after the match itself, whatever rstrip takes */
+    if (ad->lstrip) { size_t s = ws_left(text, start); start = s > from ? s : from; }
+    if (ad->rstrip) stop = ws_right(text, stop, len);
+    if (start > from && encode_segment(t, w, text, from, start, type_id, align, e, err) < 0) return -1;
+    if (push_token(e, ad->id, type_id, (int32_t)start, (int32_t)stop, 0) < 0) return err_set(err, "out of memory");
+    from = stop;
+  }
+  if (from < len) return encode_segment(t, w, text, from, len, type_id, align, e, err);
+  return 0;
+}
+
+/* ---- post-processor ------------------------------------------------------------ */
+
+static int apply_template(const Tokenizer *t, const TItem *items, int n_items, Encoding *e,
+                          int na, int nb, Err *err) {
+  /* The sequences were encoded into e as A then B; rebuild around them. */
+  int total = 0;
+  for (int i = 0; i < n_items; i++) {
+    if (!items[i].special) total += items[i].name[0] == 'A' ? na : nb;
+    else {
+      int f = -1;
+      for (int s = 0; s < t->n_tspec; s++) if (!strcmp(t->tspec[s].name, items[i].name)) f = s;
+      if (f < 0) return err_set(err, "post_processor: template token %s has no entry in special_tokens", items[i].name);
+      total += t->tspec[f].n;
+    }
+  }
+  Encoding out = {0};
+  if (enc_reserve(&out, total + 1) < 0) return err_set(err, "out of memory");
+  for (int i = 0; i < n_items; i++) {
+    if (!items[i].special) {
+      int from = items[i].name[0] == 'A' ? 0 : na, cnt = items[i].name[0] == 'A' ? na : nb;
+      for (int j = from; j < from + cnt; j++) {
+        out.ids[out.n] = e->ids[j];
+        out.type_ids[out.n] = items[i].type_id;
+        out.offsets[2 * out.n] = e->offsets[2 * j];
+        out.offsets[2 * out.n + 1] = e->offsets[2 * j + 1];
+        out.special[out.n] = e->special[j];
+        out.n++;
+      }
+    } else {
+      for (int s = 0; s < t->n_tspec; s++) {
+        if (strcmp(t->tspec[s].name, items[i].name)) continue;
+        for (int j = 0; j < t->tspec[s].n; j++) {
+          out.ids[out.n] = t->tspec[s].ids[j];
+          out.type_ids[out.n] = items[i].type_id;
+          out.offsets[2 * out.n] = 0;
+          out.offsets[2 * out.n + 1] = 0;
+          out.special[out.n] = 1;
+          out.n++;
+        }
+        break;
+      }
+    }
+  }
+  /* Swap the arrays in, keep the scratch. */
+  void *work = e->work;
+  e->work = NULL;
+  encoding_free(e);
+  *e = out;
+  e->work = work;
+  return 0;
+}
+
+int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_special, Encoding *e, Err *err) {
+  e->n = 0;
+  if (encode_seq(t, text, len, 0, 1, e, err) < 0) return -1;
+  if (add_special && t->has_post) return apply_template(t, t->single, t->n_single, e, e->n, 0, err);
+  return 0;
+}
+
+int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                          int add_special, Encoding *e, Err *err) {
+  e->n = 0;
+  if (encode_seq(t, a, alen, 0, 1, e, err) < 0) return -1;
+  int na = e->n;
+  if (encode_seq(t, b, blen, 1, 1, e, err) < 0) return -1;
+  if (add_special && t->has_post) return apply_template(t, t->pair, t->n_pair, e, na, e->n - na, err);
+  return 0;
+}
+
+/* Ids only: no alignments, template tokens written directly. */
+static int encode_ids(const Tokenizer *t, const char *text, size_t len, int add_special, Encoding *e, Err *err) {
+  e->n = 0;
+  if (!add_special || !t->has_post) return encode_seq(t, text, len, 0, 0, e, err);
+  /* A template without A still encodes the text first, as HF does (and fails where that
+  ** fails); the full path does so. */
+  int has_a = 0;
+  for (int i = 0; i < t->n_single; i++) has_a |= !t->single[i].special;
+  if (!has_a) return tokenizer_encode(t, text, len, 1, e, err);
+  for (int i = 0; i < t->n_single; i++) {
+    const TItem *it = &t->single[i];
+    if (!it->special) {
+      if (encode_seq(t, text, len, it->type_id, 0, e, err) < 0) return -1;
+      continue;
+    }
+    int f = -1;
+    for (int s = 0; s < t->n_tspec; s++) if (!strcmp(t->tspec[s].name, it->name)) f = s;
+    if (f < 0) return err_set(err, "post_processor: template token %s has no entry in special_tokens", it->name);
+    for (int j = 0; j < t->tspec[f].n; j++)
+      if (push_token(e, t->tspec[f].ids[j], it->type_id, 0, 0, 1) < 0) return err_set(err, "out of memory");
+  }
+  return 0;
+}
+
+int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const size_t *lens, size_t n,
+                          int add_special, int threads, int32_t **ids_out, size_t **starts_out, Err *err) {
+  *ids_out = NULL; *starts_out = NULL;
+  size_t *starts = malloc((n + 1) * sizeof *starts);
+  if (!starts) return err_set(err, "out of memory");
+  if (threads <= 0) threads = omp_get_num_procs();
+  if ((size_t)threads > n / 64 + 1) threads = (int)(n / 64 + 1);
+  /* Chunks of consecutive texts, each encoded into its own array, then joined. */
+  size_t n_chunks = n == 0 ? 0 : (size_t)threads * 16;
+  if (n_chunks > n) n_chunks = n;
+  int32_t **chunk_ids = calloc(n_chunks + 1, sizeof *chunk_ids);
+  size_t *chunk_n = calloc(n_chunks + 1, sizeof *chunk_n);
+  long long first_bad = -1;
+  Err first_err = {{0}};
+  if (!chunk_ids || !chunk_n) { free(starts); free(chunk_ids); free(chunk_n); return err_set(err, "out of memory"); }
+  #pragma omp parallel num_threads(threads)
+  {
+    Encoding e = {0};
+    Err lerr;
+    #pragma omp for schedule(dynamic, 1)
+    for (size_t c = 0; c < n_chunks; c++) {
+      size_t lo = n * c / n_chunks, hi = n * (c + 1) / n_chunks;
+      size_t cap = 1024, used = 0;
+      int32_t *buf = malloc(cap * sizeof *buf);
+      for (size_t i = lo; i < hi; i++) {
+        int bad = buf == NULL ? err_set(&lerr, "out of memory") : encode_ids(t, texts[i], lens[i], add_special, &e, &lerr);
+        if (bad == 0 && used + (size_t)e.n > cap) {
+          while (used + (size_t)e.n > cap) cap *= 2;
+          int32_t *nb = realloc(buf, cap * sizeof *nb);
+          if (nb) buf = nb; else bad = err_set(&lerr, "out of memory");
+        }
+        if (bad < 0) {
+          #pragma omp critical(tok_err)
+          if (first_bad < 0 || (long long)i < first_bad) { first_bad = (long long)i; first_err = lerr; }
+          break;
+        }
+        if (e.n) memcpy(buf + used, e.ids, (size_t)e.n * sizeof *buf);  /* e.ids is NULL while nothing was encoded */
+        used += (size_t)e.n;
+        starts[i + 1] = (size_t)e.n;   /* a count for now; prefix sums below */
+      }
+      chunk_ids[c] = buf;
+      chunk_n[c] = used;
+    }
+    encoding_free(&e);
+  }
+  int rc = 0;
+  if (first_bad >= 0) {
+    err_set(err, "text %lld: %s", first_bad, first_err.msg);
+    rc = -1;
+  }
+  size_t total = 0;
+  for (size_t c = 0; c < n_chunks; c++) total += chunk_n[c];
+  int32_t *ids = rc == 0 ? malloc((total + 1) * sizeof *ids) : NULL;
+  if (rc == 0 && !ids) rc = err_set(err, "out of memory");
+  if (rc == 0) {
+    size_t at = 0;
+    for (size_t c = 0; c < n_chunks; c++) { memcpy(ids + at, chunk_ids[c], chunk_n[c] * sizeof *ids); at += chunk_n[c]; }
+    starts[0] = 0;
+    for (size_t i = 0; i < n; i++) starts[i + 1] += starts[i];
+  }
+  for (size_t c = 0; c < n_chunks; c++) free(chunk_ids[c]);
+  free(chunk_ids); free(chunk_n);
+  if (rc < 0) { free(starts); free(ids); return -1; }
+  *ids_out = ids;
+  *starts_out = starts;
+  return 0;
+}
+
+int tokenizer_pretokenize(const Tokenizer *t, const char *text, size_t len,
+                          void (*word)(void *ctx, const char *w, size_t n), void *ctx, Err *err) {
+  size_t bad;
+  if (!tokenizer_utf8_valid(text, len, &bad)) return err_set(err, "invalid UTF-8 at byte %zu", bad);
+  Work *w = calloc(1, sizeof *w);
+  if (!w) return err_set(err, "out of memory");
+  int rc = 0;
+  if (load_segment(t, w, text, 0, len, 0) < 0) { rc = err_set(err, "out of memory"); goto done; }
+  const Metaspace *m = &t->pre;
+  if (!m->present) { if (w->nlen) word(ctx, w->nb, w->nlen); goto done; }
+  size_t n = w->nlen, worst = n * m->rlen + m->rlen + 8;
+  if (work_reserve(w, worst) < 0) { rc = err_set(err, "out of memory"); goto done; }
+  size_t out = 0;
+  /* The whole text starts at original offset 0, so First prepends like Always. */
+  if (n > 0 && m->prepend != PREPEND_NEVER && w->nb[0] != ' ' && !(n >= m->rlen && !memcmp(w->nb, m->rep, m->rlen))) {
+    memcpy(w->tb, m->rep, m->rlen); out = m->rlen;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (w->nb[i] == ' ') { memcpy(w->tb + out, m->rep, m->rlen); out += m->rlen; }
+    else w->tb[out++] = w->nb[i];
+  }
+  size_t ws = 0;
+  while (ws < out) {
+    size_t we = out;
+    if (m->split)
+      for (size_t p = ws + 1; p + m->rlen <= out; p++)
+        if (w->tb[p] == m->rep[0] && !memcmp(w->tb + p, m->rep, m->rlen)) { we = p; break; }
+    word(ctx, w->tb + ws, we - ws);
+    ws = we;
+  }
+done:
+  work_free(w);
+  return rc;
+}
+
+/* ---- decode ------------------------------------------------------------------ */
+
+typedef struct Buf { char *p; size_t n, cap; int oom; } Buf;
+
+static void buf_put(Buf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->n + n + 1 > cap) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = 1; return; }
+    b->p = p; b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = 0;
+}
+static void buf_puts(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+
+char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, Err *err) {
+  Buf b = {0};
+  buf_put(&b, "", 0);
+  int i_tok = 0;  /* index among the tokens kept, which is what the decoder sees */
+  for (int i = 0; i < n; i++) {
+    const char *tok = tokenizer_id_to_token(t, ids[i]);
+    if (!tok) continue;
+    if (skip_special && tokenizer_is_special(t, ids[i])) continue;
+    if (!t->dec.present) {
+      if (i_tok > 0) buf_put(&b, " ", 1);
+      buf_puts(&b, tok);
+    } else {
+      /* Metaspace decoder: the replacement becomes a space, except in the first
+      ** token where it disappears (unless the scheme is never). */
+      const Metaspace *m = &t->dec;
+      int drop = i_tok == 0 && m->prepend != PREPEND_NEVER;
+      const char *p = tok;
+      while (*p) {
+        const char *hit = strstr(p, m->rep);
+        if (!hit) { buf_puts(&b, p); break; }
+        buf_put(&b, p, (size_t)(hit - p));
+        if (!drop) buf_put(&b, " ", 1);
+        p = hit + m->rlen;
+      }
+    }
+    i_tok++;
+  }
+  if (b.oom) { free(b.p); err_set(err, "out of memory"); return NULL; }
+  return b.p;
+}
+
+void tokenizer_clean_up_spaces(char *s) {
+  static const char *from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+  static const char *to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+  for (int r = 0; r < 10; r++) {
+    /* One pass per pattern, as Python's str.replace chain does. */
+    size_t fl = strlen(from[r]), tl = strlen(to[r]);
+    char *rd = s, *wr = s, *hit;
+    while ((hit = strstr(rd, from[r]))) {
+      size_t run = (size_t)(hit - rd);
+      memmove(wr, rd, run);
+      wr += run;
+      memcpy(wr, to[r], tl);
+      wr += tl;
+      rd = hit + fl;
+    }
+    memmove(wr, rd, strlen(rd) + 1);
+  }
+}
+
+/* ---- lookups --------------------------------------------------------------------- */
+
+const Unigram *tokenizer_model(const Tokenizer *t) { return t->model; }
+int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
+
+int tokenizer_token_to_id(const Tokenizer *t, const char *token) {
+  for (int i = 0; i < t->n_added; i++) if (!strcmp(t->added[i].content, token)) return t->added[i].id;
+  return unigram_piece_id(t->model, token, strlen(token));
+}
+
+const char *tokenizer_id_to_token(const Tokenizer *t, int id) {
+  if (id < 0 || id >= t->vocab_size) return NULL;
+  if (t->added_of_id[id] >= 0) return t->added[t->added_of_id[id]].content;
+  if (id < unigram_size(t->model)) return unigram_piece(t->model, id);
+  return NULL;
+}
+
+int tokenizer_is_special(const Tokenizer *t, int id) {
+  if (id < 0 || id >= t->vocab_size || t->added_of_id[id] < 0) return 0;
+  return t->added[t->added_of_id[id]].special;
+}
+
+/* ---- construction ------------------------------------------------------------------ */
+
+void tokenizer_free(Tokenizer *t) {
+  if (!t) return;
+  free(t->version);
+  unigram_free(t->model);
+  for (int i = 0; i < t->n_added; i++) { free(t->added[i].content); free(t->added[i].match); }
+  free(t->added);
+  for (int i = 0; i < t->n_repl; i++) { free(t->repl[i].pat); free(t->repl[i].content); }
+  free(t->repl);
+  for (int i = 0; i < t->n_single; i++) free(t->single[i].name);
+  for (int i = 0; i < t->n_pair; i++) free(t->pair[i].name);
+  free(t->single); free(t->pair);
+  for (int i = 0; i < t->n_tspec; i++) {
+    free(t->tspec[i].name); free(t->tspec[i].ids);
+    for (int j = 0; j < t->tspec[i].n; j++) free(t->tspec[i].tokens[j]);
+    free(t->tspec[i].tokens);
+  }
+  free(t->tspec);
+  free(t->added_of_id);
+  free(t);
+}
+
+/* Ids of added tokens (a model piece's id when the content is one, else the next
+** free id, as HF's AddedVocabulary assigns them), the match strings, the lookup
+** tables. */
+static int finish(Tokenizer *t, Err *err) {
+  static unsigned long serials;
+  t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+  int next = unigram_size(t->model);
+  for (int i = 0; i < t->n_added; i++) {
+    Added *a = &t->added[i];
+    int prev = -1;
+    for (int j = 0; j < i; j++) if (!strcmp(t->added[j].content, a->content)) prev = t->added[j].id;
+    int mid = unigram_piece_id(t->model, a->content, strlen(a->content));
+    a->id = prev >= 0 ? prev : mid >= 0 ? mid : next++;
+    if (a->id >= next) next = a->id + 1;
+    /* Normalized added tokens are searched for in their normalised form. */
+    Work *w = calloc(1, sizeof *w);
+    if (!w) return err_set(err, "out of memory");
+    if (a->normalized) {
+      if (load_segment(t, w, a->content, 0, strlen(a->content), 0) < 0) { work_free(w); return err_set(err, "out of memory"); }
+      a->match = xstrndup(w->nb, w->nlen);
+      a->mlen = w->nlen;
+    } else {
+      a->match = xstrndup(a->content, strlen(a->content));
+      a->mlen = strlen(a->content);
+    }
+    work_free(w);
+    if (!a->match) return err_set(err, "out of memory");
+    if (a->mlen > 0) {
+      if (a->normalized) { t->first_norm[(unsigned char)a->match[0]] = 1; t->n_norm++; }
+      else { t->first_raw[(unsigned char)a->match[0]] = 1; t->n_raw++; }
+    }
+  }
+  t->vocab_size = next;
+  t->added_of_id = malloc(((size_t)next + 1) * sizeof *t->added_of_id);
+  if (!t->added_of_id) return err_set(err, "out of memory");
+  for (int i = 0; i < next; i++) t->added_of_id[i] = -1;
+  for (int i = 0; i < t->n_added; i++) t->added_of_id[t->added[i].id] = i;
+  for (int i = 0; i < t->n_tspec; i++)
+    for (int j = 0; j < t->tspec[i].n; j++)
+      if (t->tspec[i].ids[j] < 0 || t->tspec[i].ids[j] >= next)
+        return err_set(err, "post_processor: special token %s has id %d outside the vocabulary", t->tspec[i].name, t->tspec[i].ids[j]);
+  return 0;
+}
+
+static int set_template(Tokenizer *t, int cls, int sep) {
+  t->has_post = 1;
+  t->n_single = 3; t->n_pair = 5;
+  t->single = calloc(3, sizeof *t->single);
+  t->pair = calloc(5, sizeof *t->pair);
+  t->tspec = calloc(2, sizeof *t->tspec);
+  if (!t->single || !t->pair || !t->tspec) return -1;
+  const char *s_names[] = {"[CLS]", "A", "[SEP]"};
+  const char *p_names[] = {"[CLS]", "A", "[SEP]", "B", "[SEP]"};
+  for (int i = 0; i < 3; i++) { t->single[i].special = i != 1; t->single[i].name = strdup(s_names[i]); if (!t->single[i].name) return -1; }
+  for (int i = 0; i < 5; i++) {
+    t->pair[i].special = i != 1 && i != 3;
+    t->pair[i].type_id = i >= 3;
+    t->pair[i].name = strdup(p_names[i]);
+    if (!t->pair[i].name) return -1;
+  }
+  t->n_tspec = 2;
+  const char *names[] = {"[CLS]", "[SEP]"};
+  int ids[] = {cls, sep};
+  for (int i = 0; i < 2; i++) {
+    TSpecial *s = &t->tspec[i];
+    s->name = strdup(names[i]);
+    s->n = 1;
+    s->ids = malloc(sizeof *s->ids);
+    s->tokens = malloc(sizeof *s->tokens);
+    if (!s->name || !s->ids || !s->tokens) return -1;
+    s->ids[0] = ids[i];
+    s->tokens[0] = strdup(names[i]);
+    if (!s->tokens[0]) return -1;
+  }
+  return 0;
+}
+
+static void set_metaspace(Metaspace *m) {
+  m->present = 1;
+  memcpy(m->rep, "\xE2\x96\x81", 4);
+  m->rlen = 3;
+  m->prepend = PREPEND_ALWAYS;
+  m->split = 1;
+}
+
+Tokenizer *tokenizer_new_seed(int n, const char *const *pieces, const double *scores, int unk_id, int n_special, Err *err) {
+  if (n_special < 0 || n_special > n) { err_set(err, "tokenizer: %d special tokens out of %d pieces", n_special, n); return NULL; }
+  Tokenizer *t = calloc(1, sizeof *t);
+  if (!t) { err_set(err, "out of memory"); return NULL; }
+  t->version = strdup("1.0");
+  t->model = unigram_new(n, pieces, scores, unk_id, err);
+  if (!t->model || !t->version) { tokenizer_free(t); return NULL; }
+  t->byte_fallback_written = 1;
+  t->normalizer = 2;
+  t->n_repl = 2;
+  t->repl = calloc(2, sizeof *t->repl);
+  if (!t->repl) goto oom;
+  const char *pats[] = {"``", "''"};
+  for (int i = 0; i < 2; i++) {
+    t->repl[i].pat = strdup(pats[i]); t->repl[i].plen = 2;
+    t->repl[i].content = strdup("\""); t->repl[i].clen = 1;
+    if (!t->repl[i].pat || !t->repl[i].content) goto oom;
+  }
+  set_metaspace(&t->pre);
+  set_metaspace(&t->dec);
+  t->added = calloc((size_t)n_special + 1, sizeof *t->added);
+  if (!t->added) goto oom;
+  int cls = -1, sep = -1;
+  for (int i = 0; i < n_special; i++) {
+    Added *a = &t->added[t->n_added++];
+    a->content = strdup(pieces[i]);
+    if (!a->content) goto oom;
+    a->special = a->special_json = 1;
+    a->lstrip = !strcmp(pieces[i], "[MASK]");
+    if (!strcmp(pieces[i], "[CLS]")) cls = i;
+    if (!strcmp(pieces[i], "[SEP]")) sep = i;
+  }
+  if (cls >= 0 && sep >= 0 && set_template(t, cls, sep) < 0) goto oom;
+  if (finish(t, err) < 0) { tokenizer_free(t); return NULL; }
+  return t;
+oom:
+  tokenizer_free(t);
+  err_set(err, "out of memory");
+  return NULL;
+}
+
+/* ---- JSON in ------------------------------------------------------------------------- */
+
+static int get_bool(json_t *o, const char *key, int dflt, int *out, const char *where, Err *err) {
+  json_t *v = json_object_get(o, key);
+  if (!v || json_is_null(v)) { *out = dflt; return 0; }
+  if (!json_is_boolean(v)) return err_set(err, "%s: \"%s\" is not a boolean", where, key);
+  *out = json_is_true(v);
+  return 0;
+}
+
+static int parse_metaspace(json_t *o, Metaspace *m, const char *where, Err *err) {
+  json_t *rep = json_object_get(o, "replacement");
+  const char *r = rep && json_is_string(rep) ? json_string_value(rep) : "\xE2\x96\x81";
+  size_t rl = strlen(r);
+  if (rl == 0 || rl > 4 || u8len((unsigned char)r[0]) != rl || !tokenizer_utf8_valid(r, rl, NULL))
+    return err_set(err, "%s: Metaspace replacement must be one character", where);
+  memcpy(m->rep, r, rl + 1);
+  m->rlen = rl;
+  m->present = 1;
+  json_t *ps = json_object_get(o, "prepend_scheme");
+  if (ps && json_is_string(ps)) {
+    const char *s = json_string_value(ps);
+    if (!strcmp(s, "always")) m->prepend = PREPEND_ALWAYS;
+    else if (!strcmp(s, "first")) m->prepend = PREPEND_FIRST;
+    else if (!strcmp(s, "never")) m->prepend = PREPEND_NEVER;
+    else return err_set(err, "%s: unknown Metaspace prepend_scheme \"%s\"", where, s);
+  } else {
+    /* Legacy files say add_prefix_space instead (true unless stated). */
+    int aps;
+    if (get_bool(o, "add_prefix_space", 1, &aps, where, err) < 0) return -1;
+    m->prepend = aps ? PREPEND_ALWAYS : PREPEND_NEVER;
+  }
+  if (get_bool(o, "split", 1, &m->split, where, err) < 0) return -1;
+  return 0;
+}
+
+static const char *type_of(json_t *o) {
+  json_t *ty = json_is_object(o) ? json_object_get(o, "type") : NULL;
+  return ty && json_is_string(ty) ? json_string_value(ty) : NULL;
+}
+
+static int add_replace(Tokenizer *t, json_t *o, Err *err) {
+  json_t *pat = json_object_get(o, "pattern"), *content = json_object_get(o, "content");
+  if (!json_is_object(pat)) return err_set(err, "normalizer: Replace without a pattern");
+  json_t *s = json_object_get(pat, "String");
+  if (!s) {
+    if (json_object_get(pat, "Regex")) return err_set(err, "normalizer: Replace with a Regex pattern is not supported (only String patterns)");
+    return err_set(err, "normalizer: Replace pattern is neither String nor Regex");
+  }
+  if (!json_is_string(s) || !json_is_string(content)) return err_set(err, "normalizer: Replace pattern/content must be strings");
+  Replace *r = realloc(t->repl, ((size_t)t->n_repl + 1) * sizeof *r);
+  if (!r) return err_set(err, "out of memory");
+  t->repl = r;
+  r = &t->repl[t->n_repl];
+  r->pat = strdup(json_string_value(s));
+  r->content = strdup(json_string_value(content));
+  if (!r->pat || !r->content) { free(r->pat); free(r->content); return err_set(err, "out of memory"); }
+  r->plen = strlen(r->pat);
+  r->clen = strlen(r->content);
+  t->n_repl++;
+  return 0;
+}
+
+static int parse_normalizer(Tokenizer *t, json_t *o, int depth, Err *err) {
+  const char *ty = type_of(o);
+  if (!ty) return err_set(err, "normalizer: missing \"type\"");
+  if (!strcmp(ty, "Replace")) return add_replace(t, o, err);
+  if (!strcmp(ty, "Sequence") && depth == 0) {
+    json_t *list = json_object_get(o, "normalizers");
+    if (!json_is_array(list)) return err_set(err, "normalizer: Sequence without \"normalizers\"");
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) {
+      const char *ity = type_of(v);
+      if (!ity || strcmp(ity, "Replace")) return err_set(err, "normalizer %s (in a Sequence) is not supported: maskd implements Replace only", ity ? ity : "(no type)");
+      if (add_replace(t, v, err) < 0) return -1;
+    }
+    return 0;
+  }
+  return err_set(err, "normalizer %s is not supported: maskd implements Replace and a Sequence of Replace only", ty);
+}
+
+static int parse_template_items(json_t *arr, TItem **out, int *n, const char *which, Err *err) {
+  if (!json_is_array(arr)) return err_set(err, "post_processor: TemplateProcessing \"%s\" is not a list", which);
+  size_t cnt = json_array_size(arr);
+  *out = calloc(cnt + 1, sizeof **out);
+  if (!*out) return err_set(err, "out of memory");
+  for (size_t i = 0; i < cnt; i++) {
+    json_t *it = json_array_get(arr, i), *inner;
+    TItem *ti = &(*out)[i];
+    if ((inner = json_object_get(it, "SpecialToken"))) ti->special = 1;
+    else if (!(inner = json_object_get(it, "Sequence"))) return err_set(err, "post_processor: bad item in \"%s\"", which);
+    json_t *id = json_object_get(inner, "id"), *tid = json_object_get(inner, "type_id");
+    if (!json_is_string(id)) return err_set(err, "post_processor: item without id in \"%s\"", which);
+    ti->name = strdup(json_string_value(id));
+    if (!ti->name) return err_set(err, "out of memory");
+    (*n)++;
+    ti->type_id = json_is_integer(tid) ? (int)json_integer_value(tid) : 0;
+    if (!ti->special && strcmp(ti->name, "A") && strcmp(ti->name, "B"))
+      return err_set(err, "post_processor: sequence id must be A or B, not %s", ti->name);
+  }
+  return 0;
+}
+
+static int parse_post(Tokenizer *t, json_t *o, Err *err) {
+  const char *ty = type_of(o);
+  if (!ty) return err_set(err, "post_processor: missing \"type\"");
+  if (strcmp(ty, "TemplateProcessing"))
+    return err_set(err, "post_processor %s is not supported: maskd implements TemplateProcessing only", ty);
+  t->has_post = 1;
+  if (parse_template_items(json_object_get(o, "single"), &t->single, &t->n_single, "single", err) < 0) return -1;
+  if (parse_template_items(json_object_get(o, "pair"), &t->pair, &t->n_pair, "pair", err) < 0) return -1;
+  /* One text has no B: HF indexes a second encoding that is not there and panics. */
+  for (int i = 0; i < t->n_single; i++)
+    if (!t->single[i].special && !strcmp(t->single[i].name, "B"))
+      return err_set(err, "post_processor: the single template uses sequence B, which one text does not have");
+  json_t *sp = json_object_get(o, "special_tokens");
+  if (!json_is_object(sp)) return err_set(err, "post_processor: TemplateProcessing without special_tokens");
+  t->tspec = calloc(json_object_size(sp) + 1, sizeof *t->tspec);
+  if (!t->tspec) return err_set(err, "out of memory");
+  const char *key;
+  json_t *v;
+  json_object_foreach(sp, key, v) {
+    TSpecial *s = &t->tspec[t->n_tspec];
+    json_t *id = json_object_get(v, "id"), *ids = json_object_get(v, "ids"), *toks = json_object_get(v, "tokens");
+    if (!json_is_string(id) || !json_is_array(ids) || !json_is_array(toks) || json_array_size(ids) != json_array_size(toks))
+      return err_set(err, "post_processor: bad special_tokens entry %s", key);
+    /* HF finds an entry by its key and writes its id back; maskd finds it by id, so the
+    ** two must agree (two entries with one id made the template count one entry and
+    ** copy the other). */
+    if (strcmp(json_string_value(id), key))
+      return err_set(err, "post_processor: special_tokens entry %s has the id %s (they must be equal)", key, json_string_value(id));
+    s->name = strdup(json_string_value(id));
+    size_t n = json_array_size(ids);
+    s->ids = calloc(n + 1, sizeof *s->ids);
+    s->tokens = calloc(n + 1, sizeof *s->tokens);
+    t->n_tspec++;
+    if (!s->name || !s->ids || !s->tokens) return err_set(err, "out of memory");
+    for (size_t j = 0; j < n; j++) {
+      json_t *a = json_array_get(ids, j), *b = json_array_get(toks, j);
+      if (!json_is_integer(a) || json_integer_value(a) < 0 || json_integer_value(a) > INT32_MAX || !json_is_string(b))
+        return err_set(err, "post_processor: bad special_tokens entry %s", key);
+      s->ids[j] = (int32_t)json_integer_value(a);
+      s->tokens[j] = strdup(json_string_value(b));
+      s->n++;
+      if (!s->tokens[j]) return err_set(err, "out of memory");
+    }
+  }
+  return 0;
+}
+
+static int parse_model(Tokenizer *t, json_t *o, Err *err) {
+  if (!json_is_object(o)) return err_set(err, "model: missing");
+  const char *ty = type_of(o);
+  if (!ty) return err_set(err, "model: missing \"type\"");
+  if (strcmp(ty, "Unigram")) return err_set(err, "model %s is not supported: maskd implements Unigram only", ty);
+  json_t *bf = json_object_get(o, "byte_fallback");
+  t->byte_fallback_written = bf != NULL;
+  if (bf && !json_is_boolean(bf)) return err_set(err, "model: byte_fallback is not a boolean");
+  if (bf && json_is_true(bf)) return err_set(err, "model: Unigram with byte_fallback true is not supported");
+  json_t *unk = json_object_get(o, "unk_id");
+  int unk_id = -1;
+  if (unk && !json_is_null(unk)) {
+    if (!json_is_integer(unk)) return err_set(err, "model: unk_id is not an integer");
+    unk_id = (int)json_integer_value(unk);
+  }
+  json_t *vocab = json_object_get(o, "vocab");
+  if (!json_is_array(vocab)) return err_set(err, "model: vocab is not a list");
+  size_t n = json_array_size(vocab);
+  if (n > 100000000) return err_set(err, "model: vocab too large");
+  const char **pieces = malloc((n + 1) * sizeof *pieces);
+  double *scores = malloc((n + 1) * sizeof *scores);
+  if (!pieces || !scores) { free(pieces); free(scores); return err_set(err, "out of memory"); }
+  for (size_t i = 0; i < n; i++) {
+    json_t *e = json_array_get(vocab, i);
+    json_t *p = json_array_get(e, 0), *s = json_array_get(e, 1);
+    if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(p) || !json_is_number(s)) {
+      free(pieces); free(scores);
+      return err_set(err, "model: vocab entry %zu is not [piece, score]", i);
+    }
+    pieces[i] = json_string_value(p);
+    scores[i] = json_number_value(s);
+  }
+  if (unk_id >= (int)n || unk_id < -1) { free(pieces); free(scores); return err_set(err, "model: unk_id %d outside the vocab of %zu", unk_id, n); }
+  t->model = unigram_new((int)n, pieces, scores, unk_id, err);
+  free(pieces); free(scores);
+  return t->model ? 0 : err_prefix(err, "model");
+}
+
+static Tokenizer *from_root(json_t *root, Err *err) {
+  Tokenizer *t = calloc(1, sizeof *t);
+  if (!t) { err_set(err, "out of memory"); return NULL; }
+  if (!json_is_object(root)) { err_set(err, "not a JSON object"); goto fail; }
+  json_t *v = json_object_get(root, "version");
+  t->version = strdup(v && json_is_string(v) ? json_string_value(v) : "1.0");
+  v = json_object_get(root, "truncation");
+  if (v && !json_is_null(v)) { err_set(err, "truncation is not supported (must be null)"); goto fail; }
+  v = json_object_get(root, "padding");
+  if (v && !json_is_null(v)) { err_set(err, "padding is not supported (must be null)"); goto fail; }
+  if (parse_model(t, json_object_get(root, "model"), err) < 0) goto fail;
+  v = json_object_get(root, "normalizer");
+  if (v && !json_is_null(v)) {
+    t->normalizer = !strcmp(type_of(v) ? type_of(v) : "", "Sequence") ? 2 : 1;
+    if (parse_normalizer(t, v, 0, err) < 0) goto fail;
+  }
+  v = json_object_get(root, "pre_tokenizer");
+  if (v && !json_is_null(v)) {
+    const char *ty = type_of(v);
+    if (!ty || strcmp(ty, "Metaspace")) { err_set(err, "pre_tokenizer %s is not supported: maskd implements Metaspace only", ty ? ty : "(no type)"); goto fail; }
+    if (parse_metaspace(v, &t->pre, "pre_tokenizer", err) < 0) goto fail;
+  }
+  v = json_object_get(root, "decoder");
+  if (v && !json_is_null(v)) {
+    const char *ty = type_of(v);
+    if (!ty || strcmp(ty, "Metaspace")) { err_set(err, "decoder %s is not supported: maskd implements Metaspace only", ty ? ty : "(no type)"); goto fail; }
+    if (parse_metaspace(v, &t->dec, "decoder", err) < 0) goto fail;
+  }
+  v = json_object_get(root, "post_processor");
+  if (v && !json_is_null(v) && parse_post(t, v, err) < 0) goto fail;
+  v = json_object_get(root, "added_tokens");
+  if (v && !json_is_null(v)) {
+    if (!json_is_array(v)) { err_set(err, "added_tokens is not a list"); goto fail; }
+    t->added = calloc(json_array_size(v) + 1, sizeof *t->added);
+    if (!t->added) { err_set(err, "out of memory"); goto fail; }
+    size_t i;
+    json_t *a;
+    json_array_foreach(v, i, a) {
+      json_t *c = json_object_get(a, "content");
+      if (!json_is_string(c) || json_string_length(c) == 0) { err_set(err, "added_tokens[%zu]: no content", i); goto fail; }
+      Added *ad = &t->added[t->n_added];
+      int sw = 0, ls = 0, rs = 0, no = 0, sp = 0;
+      if (get_bool(a, "single_word", 0, &sw, "added_tokens", err) < 0 || get_bool(a, "lstrip", 0, &ls, "added_tokens", err) < 0 ||
+          get_bool(a, "rstrip", 0, &rs, "added_tokens", err) < 0 || get_bool(a, "special", 0, &sp, "added_tokens", err) < 0 ||
+          get_bool(a, "normalized", !sp, &no, "added_tokens", err) < 0) goto fail;
+      if (sw) { err_set(err, "added token %s: single_word true is not supported", json_string_value(c)); goto fail; }
+      /* A repeated content is one token, as in HF's AddedVocabulary: the last
+      ** definition's strip flags and what it writes back, special if any said so,
+      ** matched where the first definition put it. */
+      int dup = -1;
+      for (int j = 0; j < t->n_added; j++) if (!strcmp(t->added[j].content, json_string_value(c))) dup = j;
+      if (dup >= 0) {
+        Added *d = &t->added[dup];
+        d->lstrip = (unsigned char)ls; d->rstrip = (unsigned char)rs;
+        d->special |= (unsigned char)sp;
+        d->special_json = (unsigned char)sp; d->normalized_json = (unsigned char)no;
+        continue;
+      }
+      ad->special_json = (unsigned char)sp; ad->normalized_json = (unsigned char)no;
+      ad->content = strdup(json_string_value(c));
+      if (!ad->content) { err_set(err, "out of memory"); goto fail; }
+      ad->single_word = 0; ad->lstrip = (unsigned char)ls; ad->rstrip = (unsigned char)rs;
+      ad->normalized = (unsigned char)no; ad->special = (unsigned char)sp;
+      t->n_added++;
+    }
+  }
+  /* Every key must be one we understand (an unknown stage must not be ignored). */
+  const char *key;
+  json_object_foreach(root, key, v) {
+    static const char *known[] = {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder", "model"};
+    int ok = 0;
+    for (size_t k = 0; k < sizeof known / sizeof *known; k++) ok |= !strcmp(key, known[k]);
+    if (!ok) { err_set(err, "unknown top-level key \"%s\"", key); goto fail; }
+  }
+  if (!t->version) { err_set(err, "out of memory"); goto fail; }
+  if (finish(t, err) < 0) goto fail;
+  return t;
+fail:
+  tokenizer_free(t);
+  return NULL;
+}
+
+Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err) {
+  json_error_t je;
+  json_t *root = json_loadb(text, len, 0, &je);
+  if (!root) { err_set(err, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text); return NULL; }
+  Tokenizer *t = from_root(root, err);
+  json_decref(root);
+  return t;
+}
+
+Tokenizer *tokenizer_load(const char *path, Err *err) {
+  size_t n;
+  char *text = files_read_all(path, TOKENIZER_MAX_FILE, &n, err);
+  if (!text) return NULL;
+  Tokenizer *t = tokenizer_from_json(text, n, err);
+  free(text);
+  if (!t) err_prefix(err, path);
+  return t;
+}
+
+/* ---- JSON out: serde_json's pretty layout ------------------------------------------- */
+
+static void put_indent(Buf *b, int depth) { buf_put(b, "\n", 1); for (int i = 0; i < depth; i++) buf_put(b, "  ", 2); }
+
+static void put_string(Buf *b, const char *s) {
+  buf_put(b, "\"", 1);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    char tmp[8];
+    switch (*p) {
+      case '"': buf_put(b, "\\\"", 2); break;
+      case '\\': buf_put(b, "\\\\", 2); break;
+      case '\n': buf_put(b, "\\n", 2); break;
+      case '\r': buf_put(b, "\\r", 2); break;
+      case '\t': buf_put(b, "\\t", 2); break;
+      case '\b': buf_put(b, "\\b", 2); break;
+      case '\f': buf_put(b, "\\f", 2); break;
+      default:
+        if (*p < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", *p); buf_puts(b, tmp); }
+        else buf_put(b, (const char *)p, 1);
+    }
+  }
+  buf_put(b, "\"", 1);
+}
+
+/* The shortest decimal that reads back as x, written as Rust's f64 formatting
+** does: "0.0", "-3.25", "1e-7". */
+static void put_double(Buf *b, double x) {
+  char tmp[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(tmp, sizeof tmp, "%.*g", prec, x);
+    if (strtod(tmp, NULL) == x) break;
+  }
+  char *e = strchr(tmp, 'e');
+  if (e) {
+    /* %g writes e-07 / e+16; Rust writes e-7 / e16. */
+    char mant[40], out[48];
+    memcpy(mant, tmp, (size_t)(e - tmp));
+    mant[e - tmp] = 0;
+    int ex = atoi(e + 1);
+    snprintf(out, sizeof out, "%se%d", mant, ex);
+    buf_puts(b, out);
+    return;
+  }
+  buf_puts(b, tmp);
+  if (!strchr(tmp, '.') && !strchr(tmp, 'n') && !strchr(tmp, 'i')) buf_put(b, ".0", 2);
+}
+
+static void put_json(Buf *b, json_t *v, int depth) {
+  switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+      if (json_object_size(v) == 0) { buf_puts(b, "{}"); return; }
+      buf_puts(b, "{");
+      const char *k;
+      json_t *x;
+      int first = 1;
+      json_object_foreach(v, k, x) {
+        if (!first) buf_puts(b, ",");
+        first = 0;
+        put_indent(b, depth + 1);
+        put_string(b, k);
+        buf_puts(b, ": ");
+        put_json(b, x, depth + 1);
+      }
+      put_indent(b, depth);
+      buf_puts(b, "}");
+      return;
+    }
+    case JSON_ARRAY: {
+      if (json_array_size(v) == 0) { buf_puts(b, "[]"); return; }
+      buf_puts(b, "[");
+      size_t i;
+      json_t *x;
+      json_array_foreach(v, i, x) {
+        if (i) buf_puts(b, ",");
+        put_indent(b, depth + 1);
+        put_json(b, x, depth + 1);
+      }
+      put_indent(b, depth);
+      buf_puts(b, "]");
+      return;
+    }
+    case JSON_STRING: put_string(b, json_string_value(v)); return;
+    case JSON_INTEGER: { char tmp[32]; snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v)); buf_puts(b, tmp); return; }
+    case JSON_REAL: put_double(b, json_real_value(v)); return;
+    case JSON_TRUE: buf_puts(b, "true"); return;
+    case JSON_FALSE: buf_puts(b, "false"); return;
+    case JSON_NULL: buf_puts(b, "null"); return;
+  }
+}
+
+static const char *prepend_name(int p) { return p == PREPEND_ALWAYS ? "always" : p == PREPEND_FIRST ? "first" : "never"; }
+
+static json_t *metaspace_json(const Metaspace *m) {
+  if (!m->present) return json_null();
+  json_t *o = json_object();
+  json_object_set_new(o, "type", json_string("Metaspace"));
+  json_object_set_new(o, "replacement", json_string(m->rep));
+  json_object_set_new(o, "prepend_scheme", json_string(prepend_name(m->prepend)));
+  json_object_set_new(o, "split", json_boolean(m->split));
+  return o;
+}
+
+static json_t *replace_json(const Replace *r) {
+  json_t *o = json_object(), *p = json_object();
+  json_object_set_new(o, "type", json_string("Replace"));
+  json_object_set_new(p, "String", json_string(r->pat));
+  json_object_set_new(o, "pattern", p);
+  json_object_set_new(o, "content", json_string(r->content));
+  return o;
+}
+
+static json_t *template_json(const TItem *items, int n) {
+  json_t *a = json_array();
+  for (int i = 0; i < n; i++) {
+    json_t *o = json_object(), *in = json_object();
+    json_object_set_new(in, "id", json_string(items[i].name));
+    json_object_set_new(in, "type_id", json_integer(items[i].type_id));
+    json_object_set_new(o, items[i].special ? "SpecialToken" : "Sequence", in);
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
+char *tokenizer_to_json(const Tokenizer *t, Err *err) {
+  json_t *root = json_object();
+  json_object_set_new(root, "version", json_string(t->version));
+  json_object_set_new(root, "truncation", json_null());
+  json_object_set_new(root, "padding", json_null());
+  json_t *added = json_array();
+  for (int i = 0; i < t->n_added; i++) {
+    const Added *a = &t->added[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(a->id));
+    json_object_set_new(o, "content", json_string(a->content));
+    json_object_set_new(o, "single_word", json_boolean(a->single_word));
+    json_object_set_new(o, "lstrip", json_boolean(a->lstrip));
+    json_object_set_new(o, "rstrip", json_boolean(a->rstrip));
+    json_object_set_new(o, "normalized", json_boolean(a->normalized_json));
+    json_object_set_new(o, "special", json_boolean(a->special_json));
+    json_array_append_new(added, o);
+  }
+  json_object_set_new(root, "added_tokens", added);
+  if (t->normalizer == 0) json_object_set_new(root, "normalizer", json_null());
+  else if (t->normalizer == 1 && t->n_repl == 1) json_object_set_new(root, "normalizer", replace_json(&t->repl[0]));
+  else {
+    json_t *o = json_object(), *list = json_array();
+    json_object_set_new(o, "type", json_string("Sequence"));
+    for (int i = 0; i < t->n_repl; i++) json_array_append_new(list, replace_json(&t->repl[i]));
+    json_object_set_new(o, "normalizers", list);
+    json_object_set_new(root, "normalizer", o);
+  }
+  json_object_set_new(root, "pre_tokenizer", metaspace_json(&t->pre));
+  if (!t->has_post) json_object_set_new(root, "post_processor", json_null());
+  else {
+    json_t *o = json_object(), *sp = json_object();
+    json_object_set_new(o, "type", json_string("TemplateProcessing"));
+    json_object_set_new(o, "single", template_json(t->single, t->n_single));
+    json_object_set_new(o, "pair", template_json(t->pair, t->n_pair));
+    for (int i = 0; i < t->n_tspec; i++) {
+      json_t *e = json_object(), *ids = json_array(), *toks = json_array();
+      for (int j = 0; j < t->tspec[i].n; j++) {
+        json_array_append_new(ids, json_integer(t->tspec[i].ids[j]));
+        json_array_append_new(toks, json_string(t->tspec[i].tokens[j]));
+      }
+      json_object_set_new(e, "id", json_string(t->tspec[i].name));
+      json_object_set_new(e, "ids", ids);
+      json_object_set_new(e, "tokens", toks);
+      json_object_set_new(sp, t->tspec[i].name, e);
+    }
+    json_object_set_new(o, "special_tokens", sp);
+    json_object_set_new(root, "post_processor", o);
+  }
+  json_object_set_new(root, "decoder", metaspace_json(&t->dec));
+  json_t *model = json_object(), *vocab = json_array();
+  json_object_set_new(model, "type", json_string("Unigram"));
+  int unk = unigram_unk_id(t->model);
+  json_object_set_new(model, "unk_id", unk >= 0 ? json_integer(unk) : json_null());
+  for (int i = 0; i < unigram_size(t->model); i++) {
+    json_t *e = json_array();
+    json_array_append_new(e, json_string(unigram_piece(t->model, i)));
+    json_array_append_new(e, json_real(unigram_score(t->model, i)));
+    json_array_append_new(vocab, e);
+  }
+  json_object_set_new(model, "vocab", vocab);
+  json_object_set_new(model, "byte_fallback", json_false());
+  json_object_set_new(root, "model", model);
+  Buf b = {0};
+  put_json(&b, root, 0);
+  json_decref(root);
+  if (b.oom) { free(b.p); err_set(err, "out of memory"); return NULL; }
+  return b.p;
+}
+
+int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
+  char *s = tokenizer_to_json(t, err);
+  if (!s) return -1;
+  int rc = files_write_atomic(path, s, strlen(s), err);
+  free(s);
+  return rc;
+}
+
+/* transformers' save_pretrained writes json.dumps(..., indent=2, sort_keys=True,
+** ensure_ascii=False) + "\n"; the layout below is that for an AlbertTokenizerFast
+** built around this tokenizer. AlbertTokenizerFast's own defaults (do_lower_case
+** true, remove_space true, keep_accents false) are written as transformers
+** writes them: with tokenizer.json present they do not change encoding.
+** clean_up_tokenization_spaces is stated explicitly because its default changed
+** across transformers versions; true is what the seed's transformers 4.x used. */
+int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err) {
+  *config = *special_map = NULL;
+  /* The seed's role names, looked up among the special tokens. */
+  static const char *roles[][2] = {{"bos_token", "[CLS]"}, {"cls_token", "[CLS]"}, {"eos_token", "[SEP]"},
+                                   {"mask_token", "[MASK]"}, {"pad_token", "<pad>"}, {"sep_token", "[SEP]"}};
+  int unk = unigram_unk_id(t->model);
+  const char *unk_tok = unk >= 0 ? tokenizer_id_to_token(t, unk) : NULL;
+  Buf c = {0}, m = {0};
+  buf_puts(&c, "{\n  \"added_tokens_decoder\": {");
+  int first = 1;
+  for (int id = 0; id < t->vocab_size; id++) {
+    int k = t->added_of_id[id];
+    if (k < 0) continue;
+    const Added *a = &t->added[k];
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s\n    \"%d\": {\n      \"content\": ", first ? "" : ",", id);
+    buf_puts(&c, tmp);
+    put_string(&c, a->content);
+    snprintf(tmp, sizeof tmp, ",\n      \"lstrip\": %s,\n", a->lstrip ? "true" : "false");
+    buf_puts(&c, tmp);
+    snprintf(tmp, sizeof tmp, "      \"normalized\": %s,\n", a->normalized ? "true" : "false");
+    buf_puts(&c, tmp);
+    snprintf(tmp, sizeof tmp, "      \"rstrip\": %s,\n", a->rstrip ? "true" : "false");
+    buf_puts(&c, tmp);
+    snprintf(tmp, sizeof tmp, "      \"single_word\": %s,\n", a->single_word ? "true" : "false");
+    buf_puts(&c, tmp);
+    snprintf(tmp, sizeof tmp, "      \"special\": %s\n    }", a->special ? "true" : "false");
+    buf_puts(&c, tmp);
+    first = 0;
+  }
+  buf_puts(&c, first ? "}" : "\n  }");
+  buf_puts(&m, "{");
+  int mfirst = 1;
+  /* Config keys in sorted order, interleaving the roles. */
+  struct { const char *key; const char *val; int raw; } cfg[16];
+  int nc = 0;
+  for (int r = 0; r < 6; r++) {
+    if (tokenizer_token_to_id(t, roles[r][1]) < 0) continue;
+    cfg[nc].key = roles[r][0]; cfg[nc].val = roles[r][1]; cfg[nc].raw = 0; nc++;
+  }
+  cfg[nc].key = "clean_up_tokenization_spaces"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
+  cfg[nc].key = "do_lower_case"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
+  cfg[nc].key = "keep_accents"; cfg[nc].val = "false"; cfg[nc].raw = 1; nc++;
+  cfg[nc].key = "model_max_length"; cfg[nc].val = "1000000000000000019884624838656"; cfg[nc].raw = 1; nc++;
+  cfg[nc].key = "remove_space"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
+  cfg[nc].key = "tokenizer_class"; cfg[nc].val = "AlbertTokenizer"; cfg[nc].raw = 0; nc++;
+  if (unk_tok) { cfg[nc].key = "unk_token"; cfg[nc].val = unk_tok; cfg[nc].raw = 0; nc++; }
+  for (int i = 1; i < nc; i++)
+    for (int j = i; j > 0 && strcmp(cfg[j - 1].key, cfg[j].key) > 0; j--) { __typeof__(cfg[0]) x = cfg[j]; cfg[j] = cfg[j - 1]; cfg[j - 1] = x; }
+  for (int i = 0; i < nc; i++) {
+    buf_puts(&c, ",\n  \"");
+    buf_puts(&c, cfg[i].key);
+    buf_puts(&c, "\": ");
+    if (cfg[i].raw) buf_puts(&c, cfg[i].val); else put_string(&c, cfg[i].val);
+    /* special_tokens_map.json: the role tokens; the mask token with its flags. */
+    int is_role = strstr(cfg[i].key, "_token") && strcmp(cfg[i].key, "extra_special_tokens") && !cfg[i].raw;
+    if (!is_role) continue;
+    buf_puts(&m, mfirst ? "\n  \"" : ",\n  \"");
+    mfirst = 0;
+    buf_puts(&m, cfg[i].key);
+    buf_puts(&m, "\": ");
+    int id = tokenizer_token_to_id(t, cfg[i].val);
+    int k = id >= 0 && id < t->vocab_size ? t->added_of_id[id] : -1;
+    if (k >= 0 && (t->added[k].lstrip || t->added[k].rstrip || t->added[k].normalized)) {
+      const Added *a = &t->added[k];
+      buf_puts(&m, "{\n    \"content\": ");
+      put_string(&m, a->content);
+      char tmp[160];
+      snprintf(tmp, sizeof tmp, ",\n    \"lstrip\": %s,\n    \"normalized\": %s,\n    \"rstrip\": %s,\n    \"single_word\": %s\n  }",
+               a->lstrip ? "true" : "false", a->normalized ? "true" : "false", a->rstrip ? "true" : "false", a->single_word ? "true" : "false");
+      buf_puts(&m, tmp);
+    } else put_string(&m, cfg[i].val);
+  }
+  buf_puts(&c, "\n}\n");
+  buf_puts(&m, mfirst ? "}\n" : "\n}\n");
+  if (c.oom || m.oom) { free(c.p); free(m.p); return err_set(err, "out of memory"); }
+  *config = c.p;
+  *special_map = m.p;
+  return 0;
+}
+
+/* The three files change together: all are written beside their names first, and
+** renamed over them only when every one was written whole. */
+int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err) {
+  static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+  char *text[3] = {NULL, NULL, NULL};
+  FilesAtomic f[3];
+  memset(f, 0, sizeof f);
+  for (int i = 0; i < 3; i++) f[i].fd = -1;
+  int rc = -1, i;
+  if (!(text[0] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[1], &text[2], err)) goto done;
+  for (i = 0; i < 3; i++) {
+    char *path = files_join(dir, names[i]);
+    int r = path ? files_atomic_open(&f[i], path, err) : err_set(err, "out of memory");
+    free(path);
+    if (r || files_atomic_write(&f[i], text[i], strlen(text[i]), err) || files_atomic_finish(&f[i], err)) goto done;
+  }
+  for (i = 0; i < 3; i++)
+    if (files_atomic_commit(&f[i], err)) goto done;
+  rc = 0;
+done:
+  for (i = 0; i < 3; i++) { files_atomic_abort(&f[i]); free(text[i]); }
+  return rc;
+}

@@ -1,0 +1,99 @@
+/* The tokenizer pipeline of HF tokenizers for a Unigram model, read from and
+** written to tokenizer.json: added/special tokens matched in the raw text, the
+** normalizer (a Sequence of string Replace), the Metaspace pre-tokenizer, the
+** Unigram model, the TemplateProcessing post-processor, the Metaspace decoder.
+** Anything else in a tokenizer.json is refused by name, never approximated.
+** Offsets are byte offsets into the original text, as HF computes them. */
+#ifndef MASKD_TOKENIZER_H
+#define MASKD_TOKENIZER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/core/err.h"
+#include "engine/tok/unigram.h"
+
+typedef struct Tokenizer Tokenizer;
+
+/* One encoded text; reused across calls (arrays and scratch grow, never shrink). */
+typedef struct Encoding {
+  int n;                 /* tokens */
+  int32_t *ids;
+  int32_t *type_ids;
+  int32_t *offsets;      /* 2 per token: byte start, end in the original text ((0,0) for template tokens) */
+  uint8_t *special;      /* 1 for tokens the post-processor added */
+  int cap;
+  void *work;            /* private scratch */
+} Encoding;
+
+/* The largest tokenizer.json read: a 250,000-piece vocabulary is under 20 MB. */
+#define TOKENIZER_MAX_FILE ((size_t)256 << 20)
+
+/* Reads a tokenizer.json file (a regular file of at most TOKENIZER_MAX_FILE bytes). */
+Tokenizer *tokenizer_load(const char *path, Err *err);
+/* Parses tokenizer.json text. */
+Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err);
+/* The seed recipe around a Unigram vocabulary: normalizer Replace ``->" and ''->",
+** Metaspace ("▁", prepend always, split) pre-tokenizer and decoder, pieces[0..n_special)
+** as special added tokens ("[MASK]" with lstrip, as AlbertTokenizerFast saves it),
+** TemplateProcessing "[CLS] $A [SEP]" / "[CLS] $A [SEP] $B:1 [SEP]:1" when both exist. */
+Tokenizer *tokenizer_new_seed(int n, const char *const *pieces, const double *scores, int unk_id, int n_special, Err *err);
+/* Frees; NULL allowed. */
+void tokenizer_free(Tokenizer *t);
+
+/* tokenizer.json text in HF's layout and key order (malloc'd, NUL-terminated). */
+char *tokenizer_to_json(const Tokenizer *t, Err *err);
+/* Writes tokenizer.json to path, atomically (a temporary beside it, then a rename). */
+int tokenizer_save(const Tokenizer *t, const char *path, Err *err);
+/* The texts of tokenizer_config.json and special_tokens_map.json as transformers saves
+** them for an AlbertTokenizerFast around t (both malloc'd). */
+int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err);
+/* Writes tokenizer.json, tokenizer_config.json and special_tokens_map.json into dir
+** (which must exist): all three or, on any error, none of them is replaced. */
+int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err);
+
+/* The Unigram model. */
+const Unigram *tokenizer_model(const Tokenizer *t);
+/* Vocabulary size with added tokens (max id + 1). */
+int tokenizer_vocab_size(const Tokenizer *t);
+/* Id of a token (added tokens first, then model pieces), or -1. */
+int tokenizer_token_to_id(const Tokenizer *t, const char *token);
+/* Text of an id (added tokens first), or NULL when out of range. */
+const char *tokenizer_id_to_token(const Tokenizer *t, int id);
+/* 1 when id is a special added token. */
+int tokenizer_is_special(const Tokenizer *t, int id);
+
+/* Encodes text[0..len) (must be valid UTF-8); add_special applies the post-processor. */
+int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_special, Encoding *enc, Err *err);
+/* Encodes a pair (type ids 0/1 as the pair template says). */
+int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                          int add_special, Encoding *enc, Err *err);
+/* Frees an Encoding's arrays (not the struct). */
+void encoding_free(Encoding *enc);
+
+/* Ids of many texts, encoded on `threads` threads (0: all CPUs). On success
+** *ids_out holds all ids back to back and *starts_out[i]..[i+1] delimits text i
+** (n+1 entries, malloc'd). On failure err names the first failing text's index. */
+int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const size_t *lens, size_t n,
+                          int add_special, int threads, int32_t **ids_out, size_t **starts_out, Err *err);
+
+/* Decodes ids to text (malloc'd): ids to tokens, special tokens dropped when
+** skip_special, then the decoder (or tokens joined by spaces without one).
+** Unknown ids are skipped, as HF does. */
+char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, Err *err);
+
+/* transformers' clean_up_tokenization (applied by decode when the tokenizer config
+** says clean_up_tokenization_spaces): " ." -> ".", " ?", " !", " ,", " ' " -> "'",
+** " n't", " 'm", " 's", " 've", " 're", each replaced left to right in that order.
+** Rewrites s in place (it only shrinks). */
+void tokenizer_clean_up_spaces(char *s);
+
+/* What training sees of a text, as HF's trainer does: the normalizer then the
+** pre-tokenizer over the whole text (no added-token matching); calls word() for
+** every pre-token. Returns 0, or -1 on invalid UTF-8. */
+int tokenizer_pretokenize(const Tokenizer *t, const char *text, size_t len,
+                          void (*word)(void *ctx, const char *w, size_t n), void *ctx, Err *err);
+
+/* 1 when s[0..len) is valid UTF-8 (no surrogates, no overlongs); else 0 and the
+** byte offset of the first bad byte in *bad (may be NULL). */
+int tokenizer_utf8_valid(const char *s, size_t len, size_t *bad);
+
+#endif

@@ -1,0 +1,307 @@
+#include "engine/train/run_config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/core/files.h"
+#include "engine/data/loader.h"
+#include "engine/core/platform.h"
+#include "engine/data/prepare.h"
+#include "engine/tok/tokenizer.h"
+
+typedef enum { F_STR, F_LONG, F_DBL, F_U64 } FieldType;
+typedef struct Field { const char *key; FieldType type; size_t off, cap; } Field;
+
+#define S(k) {#k, F_STR, offsetof(RunConfig, k), sizeof(((RunConfig *)0)->k)}
+#define L(k) {#k, F_LONG, offsetof(RunConfig, k), 0}
+#define D(k) {#k, F_DBL, offsetof(RunConfig, k), 0}
+#define U(k) {#k, F_U64, offsetof(RunConfig, k), 0}
+static const Field fields[] = {
+  S(name), S(tokenizer), S(train), S(validation), S(config), S(out),
+  L(epochs), L(max_steps), L(batch), L(grad_accum), D(lr), D(weight_decay), L(warmup_steps), D(clip_norm),
+  D(min_lr_ratio), D(adam_beta1), D(adam_beta2), D(adam_epsilon), U(seed), U(eval_seed), L(threads),
+  L(eval_batches), L(checkpoint_steps), L(checkpoint_epochs), L(keep_last), D(mlm_probability),
+};
+#undef S
+#undef L
+#undef D
+#undef U
+static const int n_fields = (int)(sizeof fields / sizeof fields[0]);
+
+void run_config_defaults(RunConfig *rc) {
+  memset(rc, 0, sizeof *rc);
+  snprintf(rc->config, sizeof rc->config, "small");
+  rc->epochs = 1; rc->batch = 8; rc->grad_accum = 1;
+  rc->lr = 1e-4; rc->weight_decay = 1e-3; rc->warmup_steps = -1;
+  rc->adam_beta1 = 0.9; rc->adam_beta2 = 0.999; rc->adam_epsilon = 1e-8;
+  rc->seed = 42; rc->eval_seed = 1234; rc->threads = 0;
+  rc->checkpoint_epochs = 1; rc->keep_last = 2; rc->mlm_probability = 0.15;
+}
+
+/* The field for "--grad-accum", "grad-accum" or "grad_accum". */
+static const Field *find_field(const char *key) {
+  char k[64];
+  size_t n = 0;
+  while (*key == '-') key++;
+  for (; key[n] && n + 1 < sizeof k; n++) k[n] = key[n] == '-' ? '_' : key[n];
+  k[n] = 0;
+  for (int i = 0; i < n_fields; i++)
+    if (!strcmp(fields[i].key, k)) return &fields[i];
+  return NULL;
+}
+
+int run_config_has_key(const char *key) { return find_field(key) != NULL; }
+
+int run_config_json_key(const char *key) {
+  for (int i = 0; i < n_fields; i++)
+    if (!strcmp(fields[i].key, key)) return 1;
+  return 0;
+}
+
+static int set_text(RunConfig *rc, const Field *f, const char *v, Err *err) {
+  char *p = (char *)rc + f->off;
+  char *end;
+  errno = 0;
+  switch (f->type) {
+  case F_STR:
+    if (strlen(v) >= f->cap) return err_set(err, "%s: longer than %zu bytes", f->key, f->cap - 1);
+    /* The description is kept as JSON (the store's runs, resume), which holds UTF-8 text only. */
+    if (!tokenizer_utf8_valid(v, strlen(v), NULL)) return err_set(err, "%s: not valid UTF-8 text", f->key);
+    memcpy(p, v, strlen(v) + 1);
+    return 0;
+  case F_LONG: {
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno) return err_set(err, "%s: \"%s\" is not a whole number", f->key, v);
+    memcpy(p, &x, sizeof x);
+    return 0;
+  }
+  case F_U64: {
+    if (*v == '-') return err_set(err, "%s: \"%s\" must not be negative", f->key, v);
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *end || errno) return err_set(err, "%s: \"%s\" is not a whole number", f->key, v);
+    /* JSON integers (jansson's, the store's) end at INT64_MAX. */
+    if (x > INT64_MAX) return err_set(err, "%s: %s is larger than %lld", f->key, v, (long long)INT64_MAX);
+    uint64_t u = x;
+    memcpy(p, &u, sizeof u);
+    return 0;
+  }
+  case F_DBL: {
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(x)) return err_set(err, "%s: \"%s\" is not a finite number", f->key, v);
+    memcpy(p, &x, sizeof x);
+    return 0;
+  }
+  }
+  return err_set(err, "%s: unknown field type", f->key);
+}
+
+int run_config_set(RunConfig *rc, const char *key, const char *value, Err *err) {
+  const Field *f = find_field(key);
+  if (!f) return err_set(err, "unknown run option \"%s\"", key);
+  if (!value) return err_set(err, "%s: needs a value", f->key);
+  return set_text(rc, f, value, err);
+}
+
+int run_config_apply_json(RunConfig *rc, const char *text, Err *err) {
+  json_error_t je;
+  json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+  if (!root) return err_set(err, "run description: invalid JSON at line %d: %s", je.line, je.text);
+  if (!json_is_object(root)) { json_decref(root); return err_set(err, "run description: not a JSON object"); }
+  RunConfig tmp = *rc;
+  const char *k;
+  json_t *v;
+  int rcode = 0;
+  json_object_foreach(root, k, v) {
+    const Field *f = NULL;
+    for (int i = 0; i < n_fields; i++)
+      if (!strcmp(fields[i].key, k)) f = &fields[i];
+    if (!f) { rcode = err_set(err, "run description: unknown key \"%s\"", k); break; }
+    char buf[RUN_PATH_MAX + 8];
+    if (f->type == F_STR) {
+      if (json_is_null(v)) { buf[0] = 0; }
+      else if (!json_is_string(v)) { rcode = err_set(err, "%s: must be a string", k); break; }
+      else snprintf(buf, sizeof buf, "%s", json_string_value(v));
+      if (json_is_string(v) && strlen(json_string_value(v)) >= f->cap) { rcode = err_set(err, "%s: too long", k); break; }
+    } else if (f->type == F_DBL) {
+      if (!json_is_number(v)) { rcode = err_set(err, "%s: must be a number", k); break; }
+      snprintf(buf, sizeof buf, "%.17g", json_number_value(v));
+    } else {
+      if (!json_is_integer(v)) { rcode = err_set(err, "%s: must be a whole number", k); break; }
+      snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    }
+    if (set_text(&tmp, f, buf, err)) { rcode = -1; break; }
+  }
+  json_decref(root);
+  if (rcode == 0) *rc = tmp;
+  return rcode;
+}
+
+int run_config_load(RunConfig *rc, const char *path, Err *err) {
+  size_t n;
+  char *buf = files_read_all(path, RUN_CONFIG_MAX_FILE, &n, err);
+  if (!buf) return err_prefix(err, "run description");
+  int r = strlen(buf) == n ? run_config_apply_json(rc, buf, err) : err_set(err, "run description: contains a NUL byte");
+  free(buf);
+  if (r) err_prefix(err, path);
+  return r;
+}
+
+char *run_config_to_json(const RunConfig *rc) {
+  json_t *o = json_object();
+  for (int i = 0; i < n_fields; i++) {
+    const Field *f = &fields[i];
+    const char *p = (const char *)rc + f->off;
+    json_t *v = NULL;
+    if (f->type == F_STR) v = json_string(p);
+    else if (f->type == F_LONG) { long x; memcpy(&x, p, sizeof x); v = json_integer(x); }
+    else if (f->type == F_U64) { uint64_t x; memcpy(&x, p, sizeof x); v = json_integer((json_int_t)x); }
+    else { double x; memcpy(&x, p, sizeof x); v = json_real(x); }
+    json_object_set_new(o, f->key, v);
+  }
+  char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+  json_decref(o);
+  return s;
+}
+
+int run_config_is_preset(const char *s) { return !strcmp(s, "tiny") || !strcmp(s, "small") || !strcmp(s, "base"); }
+
+/* Opens a shard set only to check it; fills its sequence length, vocabulary and counts. */
+static int check_shards(const char *field, const char *path, int batch, int vocab, const char *tok_hash,
+                        uint32_t *seq, uint64_t *samples, uint64_t *batches, Err *err) {
+  struct stat st;
+  if (stat(path, &st)) return err_set(err, "%s: %s does not exist", field, path);
+  LoaderOptions lo = loader_default_options(batch);
+  lo.drop_last = strcmp(field, "train") == 0;
+  lo.pad_id = 0;
+  Rng r;
+  rng_seed(&r, 0);
+  Loader *l = loader_open(path, &lo, &r, err);
+  if (!l) return err_prefix(err, field);
+  int rc = 0;
+  if ((int)loader_vocab_size(l) != vocab)
+    rc = err_set(err, "%s: shards have vocabulary size %u but the tokenizer has %d", field, loader_vocab_size(l), vocab);
+  else if (tok_hash && *loader_tokenizer_hash(l) && strcmp(loader_tokenizer_hash(l), tok_hash))
+    rc = err_set(err, "%s: shards were made with another tokenizer (hash %s, the tokenizer's %s)", field,
+                 loader_tokenizer_hash(l), tok_hash);
+  *seq = loader_seq_len(l);
+  *samples = loader_n_samples(l);
+  *batches = loader_batches_per_epoch(l);
+  loader_close(l);
+  return rc;
+}
+
+int run_config_check(const RunConfig *rc, Err *err) {
+  if (!rc->name[0]) return err_set(err, "name: a run needs a name");
+  if (!rc->tokenizer[0]) return err_set(err, "tokenizer: missing (a tokenizer.json)");
+  if (!rc->train[0]) return err_set(err, "train: missing (a shard directory)");
+  if (!rc->config[0]) return err_set(err, "config: missing (a config.json or tiny/small/base)");
+  if (rc->epochs < 1 || rc->epochs > 1000000) return err_set(err, "epochs: %ld must be >= 1", rc->epochs);
+  if (rc->max_steps < 0) return err_set(err, "max_steps: %ld must be >= 0", rc->max_steps);
+  if (rc->batch < 1 || rc->batch > 65536) return err_set(err, "batch: %ld must be in [1, 65536]", rc->batch);
+  if (rc->grad_accum < 1 || rc->grad_accum > 65535) return err_set(err, "grad_accum: %ld must be in [1, 65535]", rc->grad_accum);
+  if (!(rc->lr >= 0)) return err_set(err, "lr: %g must be >= 0", rc->lr);
+  if (!(rc->weight_decay >= 0)) return err_set(err, "weight_decay: %g must be >= 0", rc->weight_decay);
+  if (rc->warmup_steps < -1) return err_set(err, "warmup_steps: %ld must be >= 0 (or -1 for total // 20)", rc->warmup_steps);
+  if (!(rc->clip_norm >= 0)) return err_set(err, "clip_norm: %g must be >= 0 (0 = no clipping)", rc->clip_norm);
+  if (!(rc->min_lr_ratio >= 0 && rc->min_lr_ratio <= 1)) return err_set(err, "min_lr_ratio: %g must be in [0, 1]", rc->min_lr_ratio);
+  if (!(rc->adam_beta1 >= 0 && rc->adam_beta1 < 1)) return err_set(err, "adam_beta1: %g must be in [0, 1)", rc->adam_beta1);
+  if (!(rc->adam_beta2 >= 0 && rc->adam_beta2 < 1)) return err_set(err, "adam_beta2: %g must be in [0, 1)", rc->adam_beta2);
+  if (!(rc->adam_epsilon > 0)) return err_set(err, "adam_epsilon: %g must be > 0", rc->adam_epsilon);
+  if (rc->threads < 0 || rc->threads > 1024) return err_set(err, "threads: %ld must be in [0, 1024] (0: all CPUs)", rc->threads);
+  if (rc->eval_batches < 0) return err_set(err, "eval_batches: %ld must be >= 0 (0 = all)", rc->eval_batches);
+  if (rc->checkpoint_steps < 0) return err_set(err, "checkpoint_steps: %ld must be >= 0", rc->checkpoint_steps);
+  if (rc->checkpoint_epochs < 1) return err_set(err, "checkpoint_epochs: %ld must be >= 1", rc->checkpoint_epochs);
+  if (rc->keep_last < 1) return err_set(err, "keep_last: %ld must be >= 1", rc->keep_last);
+  if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
+    return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
+  return 0;
+}
+
+int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
+  memset(plan, 0, sizeof *plan);
+  /* Ranges first: they cost nothing and name the field. */
+  if (run_config_check(rc, err)) return -1;
+
+  /* The tokenizer gives the vocabulary, the special ids and [MASK]. */
+  Tokenizer *tok = tokenizer_load(rc->tokenizer, err);
+  if (!tok) return err_prefix(err, "tokenizer");
+  int vocab = tokenizer_vocab_size(tok);
+  int mask = tokenizer_token_to_id(tok, "[MASK]");
+  int pad = tokenizer_token_to_id(tok, "<pad>");
+  if (pad < 0) pad = tokenizer_token_to_id(tok, "[PAD]");
+  for (int id = 0; id < vocab; id++)
+    if (tokenizer_is_special(tok, id)) {
+      if (plan->n_special == RUN_MAX_SPECIAL) { tokenizer_free(tok); return err_set(err, "tokenizer: more than %d special tokens", RUN_MAX_SPECIAL); }
+      plan->special_ids[plan->n_special++] = id;
+    }
+  tokenizer_free(tok);
+  if (mask < 0) return err_set(err, "tokenizer: %s has no [MASK] token", rc->tokenizer);
+  if (pad < 0) return err_set(err, "tokenizer: %s has no <pad> token", rc->tokenizer);
+  char hash[64];
+  if (prepare_file_hash(rc->tokenizer, hash, sizeof hash, err)) return err_prefix(err, "tokenizer");
+
+  /* The model config: a preset takes the tokenizer's vocabulary; a file must agree with it. */
+  ModelConfig mc;
+  if (run_config_is_preset(rc->config)) {
+    if (config_preset(rc->config, &mc, err)) return err_prefix(err, "config");
+    mc.vocab_size = vocab;
+    mc.pad_token_id = pad;
+  } else {
+    if (config_load(rc->config, &mc, err)) return err_prefix(err, "config");
+    if (mc.vocab_size != vocab)
+      return err_set(err, "config: vocab_size %d in %s differs from the tokenizer's %d", mc.vocab_size, rc->config, vocab);
+    if (mc.pad_token_id != pad)
+      return err_set(err, "config: pad_token_id %d in %s is not the tokenizer's <pad> id %d", mc.pad_token_id, rc->config, pad);
+  }
+  if (config_validate(&mc, err)) return err_prefix(err, "config");
+
+  uint32_t seq = 0, vseq = 0;
+  uint64_t batches = 0, vbatches = 0;
+  if (check_shards("train", rc->train, (int)rc->batch, vocab, hash, &seq, &plan->train_samples, &batches, err)) return -1;
+  if ((long)(batches / (uint64_t)rc->grad_accum) < 1)
+    return err_set(err, "train: %llu samples make no step of batch %ld x grad_accum %ld",
+                   (unsigned long long)plan->train_samples, rc->batch, rc->grad_accum);
+  if (rc->validation[0]) {
+    if (check_shards("validation", rc->validation, (int)rc->batch, vocab, hash, &vseq, &plan->valid_samples, &vbatches, err))
+      return -1;
+    if (vseq != seq)
+      return err_set(err, "validation: sequence length %u differs from the train shards' %u", vseq, seq);
+  }
+  int maxpos = mc.model_type == MODEL_ROBERTA ? mc.max_position_embeddings - mc.pad_token_id - 1 : mc.max_position_embeddings;
+  if ((int)seq > maxpos)
+    return err_set(err, "config: max_position_embeddings %d holds %d tokens, the shards have %u", mc.max_position_embeddings,
+                   maxpos, seq);
+
+  plan->model = mc;
+  plan->vocab_size = vocab;
+  plan->seq_len = (int)seq;
+  TrainerOptions *o = &plan->train;
+  *o = trainer_default_options();
+  o->train_path = rc->train;
+  o->valid_path = rc->validation[0] ? rc->validation : NULL;
+  o->batch = (int)rc->batch;
+  o->grad_accum = (int)rc->grad_accum;
+  o->epochs = (int)rc->epochs;
+  o->max_steps = rc->max_steps;
+  o->lr = rc->lr; o->weight_decay = rc->weight_decay;
+  o->beta1 = rc->adam_beta1; o->beta2 = rc->adam_beta2; o->eps = rc->adam_epsilon;
+  o->clip_norm = rc->clip_norm; o->min_lr_ratio = rc->min_lr_ratio;
+  o->warmup_steps = rc->warmup_steps;
+  o->seed = rc->seed; o->eval_seed = rc->eval_seed;
+  o->threads = rc->threads > 0 ? (int)rc->threads : platform_cpu_count();
+  o->eval_batches = rc->eval_batches;
+  o->checkpoint_steps = rc->checkpoint_steps;
+  o->checkpoint_epochs = (int)rc->checkpoint_epochs;
+  o->mlm_prob = rc->mlm_probability;
+  o->mask_id = mask;
+  o->pad_id = pad;
+  o->special_ids = plan->special_ids;
+  o->n_special = plan->n_special;
+  return 0;
+}

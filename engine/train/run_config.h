@@ -1,0 +1,77 @@
+/* The description of a training run: a JSON object (a file given with --run, or the
+** config stored with a run) and/or command-line flags, checked as a whole before any
+** work starts. Every refusal names the field: unknown keys, wrong types, negative
+** rates, missing shards, vocabulary sizes that disagree between the tokenizer, the
+** shards and the model config, a pad or mask token the tokenizer lacks.
+**
+** Keys (JSON) and flags (--key, '-' or '_' alike) are the same names:
+**   name, tokenizer, train, validation, config (config.json path or preset name),
+**   out (run directory when no store is used), epochs, max_steps, batch, grad_accum,
+**   lr, weight_decay, warmup_steps (-1: total // 20), clip_norm, min_lr_ratio,
+**   adam_beta1, adam_beta2, adam_epsilon, seed, eval_seed, threads, eval_batches,
+**   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability. */
+#ifndef MASKD_RUN_CONFIG_H
+#define MASKD_RUN_CONFIG_H
+#include <stdint.h>
+#include "engine/nn/config.h"
+#include "engine/core/err.h"
+#include "engine/train/trainer.h"
+
+#define RUN_PATH_MAX 1024
+#define RUN_MAX_SPECIAL 64
+
+typedef struct RunConfig {
+  char name[128];
+  char tokenizer[RUN_PATH_MAX];
+  char train[RUN_PATH_MAX];
+  char validation[RUN_PATH_MAX];   /* "" = no evaluation */
+  char config[RUN_PATH_MAX];       /* a config.json file or "tiny" / "small" / "base" */
+  char out[RUN_PATH_MAX];
+  long epochs, max_steps, batch, grad_accum;
+  double lr, weight_decay;
+  long warmup_steps;
+  double clip_norm, min_lr_ratio, adam_beta1, adam_beta2, adam_epsilon;
+  uint64_t seed, eval_seed;
+  long threads, eval_batches, checkpoint_steps, checkpoint_epochs, keep_last;
+  double mlm_probability;
+} RunConfig;
+
+/* What validation resolves: the model config (vocab_size from the tokenizer for a
+** preset) and trainer options whose paths point into the RunConfig (keep it alive). */
+typedef struct RunPlan {
+  ModelConfig model;
+  TrainerOptions train;
+  int32_t special_ids[RUN_MAX_SPECIAL];
+  int n_special;
+  int vocab_size;
+  int seq_len;
+  uint64_t train_samples, valid_samples;
+} RunPlan;
+
+/* Defaults: epochs 1, batch 8, grad_accum 1, lr 1e-4, weight decay 1e-3, warm-up -1
+** (total // 20), no clipping, betas 0.9/0.999, eps 1e-8, seed 42, eval seed 1234,
+** threads 0 (all CPUs), checkpoint every epoch, keep_last 2, mlm 0.15, config "small". */
+void run_config_defaults(RunConfig *rc);
+/* Applies a JSON object's keys over rc; unknown keys and wrong types are refused by name. */
+int run_config_apply_json(RunConfig *rc, const char *json_text, Err *err);
+/* A run description is a few hundred bytes; anything over 1 MiB is not one. */
+#define RUN_CONFIG_MAX_FILE ((size_t)1 << 20)
+/* Reads a JSON file (a regular file of at most RUN_CONFIG_MAX_FILE bytes) and applies it. */
+int run_config_load(RunConfig *rc, const char *path, Err *err);
+/* Sets one key from text (a flag's value); "--lr" and "lr", "grad-accum" and "grad_accum" alike. */
+int run_config_set(RunConfig *rc, const char *key, const char *value, Err *err);
+/* 1 when key (with or without "--", '-' or '_') names a field. */
+int run_config_has_key(const char *key);
+/* 1 when key is exactly one of a JSON description's keys ("grad_accum", not "grad-accum"). */
+int run_config_json_key(const char *key);
+/* The whole description as a JSON object's text (malloc'd), every key present. */
+char *run_config_to_json(const RunConfig *rc);
+/* 1 when s names a built-in model config ("tiny", "small", "base"), not a config.json. */
+int run_config_is_preset(const char *s);
+/* Checks what needs no file: required fields present and every number in its range. */
+int run_config_check(const RunConfig *rc, Err *err);
+/* Checks everything that can be checked before training: ranges, the tokenizer, the
+** model config, both shard sets (opened and validated) and their agreement. */
+int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err);
+
+#endif

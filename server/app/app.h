@@ -1,0 +1,83 @@
+/* The maskd service: the state its routes share (App, owned by app.c and set up by
+** server/cli/cmd_serve.c) and the route handlers, one file per group of routes. */
+#ifndef MASKD_SERVE_H
+#define MASKD_SERVE_H
+#include <pthread.h>
+#include "engine/core/err.h"
+#include "engine/core/now.h"
+#include "engine/infer/fillmask.h"
+#include "server/http/http.h"
+#include "server/http/metrics.h"
+#include "server/app/workspace.h"
+#include "store/store.h"
+
+typedef struct FillCache FillCache;
+typedef struct Worker Worker;
+
+typedef struct App {
+  HttpServer *http;
+  Metrics *metrics;
+  char *static_root;        /* canonical path of the page's directory */
+  const char *db_path;
+  Workspace ws;             /* what jobs may read (--data-dir) and where they write (--work-dir) */
+  double started;           /* unix seconds */
+  int quiet;                /* no access log */
+  const char *default_model;  /* fill-mask without "model": this, else the newest revision of any model */
+  FillCache *fill;
+  Worker *worker;
+  const char *exe;          /* this maskd binary, which the worker runs for jobs */
+  double request_timeout;   /* seconds a fill-mask request may wait for its model (0: no limit) */
+  double job_stop_grace;    /* seconds a running job gets to stop after SIGTERM when the server stops */
+  int on_restart_resume;    /* a training job found running at start-up is queued again as a resume
+                            ** of its run (else it stays "interrupted"); a job's "on_restart" wins */
+} App;
+
+/* A store connection for one request (a Store is single-threaded, SQLite opens
+** are cheap); answers 500 and returns NULL when the store cannot be opened. */
+Store *app_store(App *a, HttpRes *rs);
+/* The job-state gauges for /metrics (malloc'd text), from the store. */
+char *app_jobs_metrics_text(App *a);
+
+/* routes_store.c: runs and models over the store. */
+void route_runs(void *app, HttpReq *rq, HttpRes *rs);
+void route_run(void *app, HttpReq *rq, HttpRes *rs);
+void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs);
+void route_run_events(void *app, HttpReq *rq, HttpRes *rs);
+void route_models(void *app, HttpReq *rq, HttpRes *rs);
+void route_model(void *app, HttpReq *rq, HttpRes *rs);
+void route_resolve(void *app, HttpReq *rq, HttpRes *rs);
+
+/* routes_fill.c: POST /fill-mask with a cache of loaded models, each answered in arrival order. */
+/* capacity models kept loaded; batch != 0 joins queued requests into one pass (up to a
+** token budget), whose start waits window_us for more to join; threads per model forward
+** pass; limits: what one request may ask for (engine/infer/fillmask.h). */
+FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, const FillMaskLimits *limits,
+                          Metrics *metrics);
+void fill_cache_free(FillCache *c);
+/* The limits as a JSON object, for /healthz. */
+json_t *fill_limits_json(const FillCache *c);
+void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);
+
+/* routes_jobs.c: job submission, cancellation, and the worker that runs jobs one at a time. */
+Worker *worker_start(App *a, Err *err);
+void worker_stop(Worker *w);
+void route_submit_run(void *app, HttpReq *rq, HttpRes *rs);
+void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs);
+void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs);
+void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs);
+void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs);
+void route_jobs(void *app, HttpReq *rq, HttpRes *rs);
+void route_job(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /corpora, /tokenizers, /datasets: the names a job may use (server/app/workspace.h). */
+void route_corpora(void *app, HttpReq *rq, HttpRes *rs);
+void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs);
+void route_datasets(void *app, HttpReq *rq, HttpRes *rs);
+
+/* routes_core.c: health, metrics, the page. */
+double now_wall(void);  /* unix seconds */
+void route_healthz(void *app, HttpReq *rq, HttpRes *rs);
+void route_metrics(void *app, HttpReq *rq, HttpRes *rs);
+int route_static(void *app, HttpReq *rq, HttpRes *rs);
+void route_observe(void *app, const char *route, const char *method, int status, double seconds);
+
+#endif

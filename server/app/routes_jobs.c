@@ -1,0 +1,827 @@
+/* Jobs: POST /runs, /tokenizers, /datasets validate a description and queue it in
+** the store (202 with the job's id); one worker thread takes queued jobs one at a
+** time, oldest first, and runs each as a child maskd process (maskd train / tokenizer
+** train / prepare), so a job reports to the store exactly as the command line does,
+** and a crash or a long training step never touches the server. Cancelling a running
+** job sends SIGTERM: maskd train then checkpoints at the step boundary and stops.
+** Because the queue lives in the store, a restarted server neither loses queued jobs
+** nor runs one twice: a job that was running when the server died is marked
+** "interrupted" when the server starts again; its run keeps its checkpoints and
+** can be continued with POST /runs {"resume": RUN}. With `serve --on-restart resume`
+** or a job's "on_restart": "resume", an interrupted training job is queued once more
+** as a new job {"resume": RUN, "requeued_from": JOB}: training continues exactly
+** where its newest checkpoint left it, and the interrupted job is not run again. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/core/files.h"
+#include "engine/core/now.h"
+#include "engine/train/run_config.h"
+#include "server/app/app.h"
+#include "server/app/workspace.h"
+
+extern char **environ;
+
+struct Worker {
+  App *app;
+  pthread_t thread;
+  atomic_int stop;
+};
+
+/* ---- submission ---- */
+
+static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) {
+  Store *s = app_store(a, rs);
+  if (!s) return;
+  Err e = {{0}};
+  int64_t id = store_job_submit(s, kind, params, &e);
+  store_close(s);
+  if (id < 1) { http_error(rs, 500, "cannot queue the job", json_string(e.msg)); return; }
+  snprintf(rs->location, sizeof rs->location, "/jobs/%lld", (long long)id);
+  http_json(rs, 202, json_pack("{s:I, s:s, s:s, s:s}", "id", (json_int_t)id, "kind", kind, "status", "queued",
+                               "location", rs->location));
+}
+
+/* Answers a name that did not resolve: 422 for a bad or unknown input, 409 for an
+** output name already taken, 500 when the work folder cannot be used. */
+static void workspace_refusal(HttpRes *rs, int status, const Err *e, const char *field) {
+  int http = status == WORKSPACE_EXISTS ? 409 : status == WORKSPACE_IO ? 500 : 422;
+  http_error(rs, http, e->msg, json_pack("{s:s}", "field", field));
+}
+
+/* "resume": a run id or name that the store knows and that is not running; on
+** success id_text receives the run's id, which is all the job passes on. */
+static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_text, size_t cap) {
+  Err e = {{0}};
+  const char *v = json_string_value(resume);
+  if (!v || json_string_length(resume) != strlen(v) || store_check_name("run", v, &e)) {
+    http_error(rs, 422, "\"resume\" takes a run id or name", json_pack("{s:s, s:s}", "field", "resume", "why",
+                                                                        v ? e.msg : "not a string"));
+    return -1;
+  }
+  Store *s = app_store(a, rs);
+  if (!s) return -1;
+  int64_t run = store_run_find(s, v, &e);
+  store_close(s);
+  if (run < 1) { http_error(rs, 422, "no such run to resume", json_pack("{s:s, s:s}", "field", "resume", "run", v)); return -1; }
+  snprintf(id_text, cap, "%lld", (long long)run);
+  return 0;
+}
+
+/* The names of a run description (tokenizer, train, validation, a config that is no
+** preset) must resolve now, so a typo is refused at once; the job resolves them again. */
+static int run_names_resolve(App *a, HttpRes *rs, const RunConfig *rc) {
+  char path[WORKSPACE_PATH_MAX];
+  Err e = {{0}};
+  int st;
+  if ((st = workspace_tokenizer(&a->ws, "tokenizer", rc->tokenizer, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "tokenizer");
+  } else if ((st = workspace_dataset(&a->ws, "train", rc->train, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "train");
+  } else if (rc->validation[0] && (st = workspace_dataset(&a->ws, "validation", rc->validation, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "validation");
+  } else if (!run_config_is_preset(rc->config) &&
+             (st = workspace_config(&a->ws, "config", rc->config, path, sizeof path, &e))) {
+    workspace_refusal(rs, st, &e, "config");
+  }
+  return rs->status ? -1 : 0;
+}
+
+void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
+  App *a = app;
+  json_t *body = http_body_object(rq, rs);
+  if (!body) return;
+  /* "on_restart" is the queue's, not the run's: kept beside the description, never given to maskd train. */
+  json_t *on_restart = json_incref(json_object_get(body, "on_restart"));
+  json_t *resume = json_object_get(body, "resume");
+  json_t *queued = NULL;
+  char *text = NULL, *params = NULL;
+  RunConfig rc;
+  Err e = {{0}};
+  if (on_restart && (!json_is_string(on_restart) || (strcmp(json_string_value(on_restart), "resume") &&
+                                                     strcmp(json_string_value(on_restart), "interrupt")))) {
+    http_error(rs, 422, "\"on_restart\" must be \"resume\" or \"interrupt\"",
+               json_pack("{s:s, s:s}", "field", "on_restart", "got", http_json_type(on_restart)));
+    goto done;
+  }
+  json_object_del(body, "on_restart");
+  /* Every field is one the job uses: anything else, or a field that would be ignored, is
+  ** refused by name rather than looking accepted. */
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (resume && strcmp(k, "resume")) {
+      http_error(rs, 422, "\"resume\" takes a run id or name and nothing else but \"on_restart\" (a resumed run keeps its description)",
+                 json_pack("{s:s}", "field", k));
+      goto done;
+    }
+    if (!resume && !strcmp(k, "out")) {
+      http_error(rs, 422, "unknown field: runs submitted over HTTP are kept in the store (export them with maskd export)",
+                 json_pack("{s:s}", "field", "out"));
+      goto done;
+    }
+    if (!resume && !run_config_json_key(k)) {
+      http_error(rs, 422, "unknown field", json_pack("{s:s}", "field", k));
+      goto done;
+    }
+  }
+  if (resume) {  /* {"resume": RUN}: continue a stopped run from its newest checkpoint */
+    char id[32];
+    if (resume_target(a, rs, resume, id, sizeof id)) goto done;
+    queued = json_pack("{s:s}", "resume", id);
+  } else {
+    run_config_defaults(&rc);
+    if (!(text = json_dumps(body, JSON_COMPACT))) { http_error(rs, 500, "out of memory", NULL); goto done; }
+    if (run_config_apply_json(&rc, text, &e) || run_config_check(&rc, &e)) {
+      http_error(rs, 422, "invalid run description", json_string(e.msg));
+      goto done;
+    }
+    if (store_check_name("run", rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
+    if (run_names_resolve(a, rs, &rc)) goto done;
+    params = run_config_to_json(&rc);
+    if (!params || !(queued = json_loads(params, 0, NULL))) { http_error(rs, 500, "out of memory", NULL); goto done; }
+    json_object_del(queued, "out");
+  }
+  if (on_restart) json_object_set(queued, "on_restart", on_restart);
+  free(text);
+  text = json_dumps(queued, JSON_COMPACT);
+  if (!text) http_error(rs, 500, "out of memory", NULL);
+  else accepted(a, rs, "train", text);
+done:
+  json_decref(queued);
+  json_decref(on_restart);
+  json_decref(body);
+  free(text);
+  free(params);
+}
+
+/* A string field, or a list of strings when list is set; answers 422 naming it. */
+static int want_strings(HttpRes *rs, json_t *o, const char *field, int list, int required) {
+  json_t *v = json_object_get(o, field);
+  int ok = v ? (json_is_string(v) && json_string_length(v) > 0) : !required;
+  if (v && list && json_is_array(v) && json_array_size(v) > 0 && json_array_size(v) <= 64) {
+    ok = 1;
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) ok &= json_is_string(x) && json_string_length(x) > 0;
+  }
+  if (!ok)
+    http_error(rs, 422, list ? "field must be a non-empty string or a list of 1 to 64 strings" : "field must be a non-empty string",
+               json_pack("{s:s, s:s}", "field", field, "got", v ? http_json_type(v) : "missing"));
+  return ok;
+}
+
+static int want_int(HttpRes *rs, json_t *o, const char *field, long lo, long hi, int required) {
+  json_t *v = json_object_get(o, field);
+  int ok = v ? json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi : !required;
+  if (!ok)
+    http_error(rs, 422, "field must be an integer in range",
+               json_pack("{s:s, s:I, s:I, s:s}", "field", field, "min", (json_int_t)lo, "max", (json_int_t)hi, "got",
+                         v ? http_json_type(v) : "missing"));
+  return ok;
+}
+
+/* Unknown fields are refused by name: a field that would be ignored ("out" from an
+** older client, say) must not look accepted. */
+static int only_fields(HttpRes *rs, json_t *o, const char *const *names, const char *hint) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    int known = 0;
+    for (int i = 0; names[i]; i++) known |= !strcmp(k, names[i]);
+    if (!known) {
+      http_error(rs, 422, !strcmp(k, "out") ? hint : "unknown field", json_pack("{s:s}", "field", k));
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static const char out_hint[] =
+    "unknown field: the server chooses where a job writes, under its work folder, by the job's \"name\"";
+
+/* Each input names a corpus under the data root (a string or a list of them). */
+static int corpora_resolve(App *a, HttpRes *rs, json_t *o, const char *field) {
+  json_t *v = json_object_get(o, field);
+  json_t *list = json_is_string(v) ? json_pack("[O]", v) : json_incref(v);
+  size_t i;
+  json_t *x;
+  json_array_foreach(list, i, x) {
+    char path[WORKSPACE_PATH_MAX];
+    Err e = {{0}};
+    int st = json_string_length(x) != strlen(json_string_value(x))
+                 ? (err_set(&e, "%s: a name cannot hold a NUL character", field), WORKSPACE_BAD_NAME)
+                 : workspace_corpus(&a->ws, field, json_string_value(x), path, sizeof path, &e);
+    if (st) { workspace_refusal(rs, st, &e, field); break; }
+  }
+  json_decref(list);
+  return rs->status ? 0 : 1;
+}
+
+/* The output name is free now (a second job of the same name fails when it runs). */
+static int output_free(App *a, HttpRes *rs, json_t *o, const char *kind) {
+  char path[WORKSPACE_PATH_MAX];
+  Err e = {{0}};
+  const char *name = json_string_value(json_object_get(o, "name"));
+  int st = strlen(name) != json_string_length(json_object_get(o, "name"))
+               ? (err_set(&e, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
+               : workspace_output(&a->ws, kind, name, path, sizeof path, &e);
+  if (st) workspace_refusal(rs, st, &e, "name");
+  return !st;
+}
+
+void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs) {
+  static const char *const fields[] = {"name", "input", "vocab_size", NULL};
+  App *a = app;
+  json_t *b = http_body_object(rq, rs);
+  if (!b) return;
+  if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) && want_strings(rs, b, "input", 1, 1) &&
+      want_int(rs, b, "vocab_size", 8, 1000000, 1) && output_free(a, rs, b, "tokenizers") &&
+      corpora_resolve(a, rs, b, "input")) {
+    char *p = json_dumps(b, JSON_COMPACT);
+    accepted(app, rs, "tokenizer", p);
+    free(p);
+  }
+  json_decref(b);
+}
+
+void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
+  static const char *const fields[] = {"name", "tokenizer", "input", "split", "seq_len", NULL};
+  App *a = app;
+  json_t *b = http_body_object(rq, rs);
+  if (!b) return;
+  if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) &&
+      want_strings(rs, b, "tokenizer", 0, 1) && want_strings(rs, b, "input", 0, 1) &&
+      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", 8, 65536, 0) &&
+      output_free(a, rs, b, "datasets") && corpora_resolve(a, rs, b, "input")) {
+    const char *split = json_string_value(json_object_get(b, "split"));
+    char path[WORKSPACE_PATH_MAX];
+    Err e = {{0}};
+    int st;
+    if (split && !workspace_name_ok(split)) {
+      http_error(rs, 422, "split: not a name (letters, digits, - _ .)", json_pack("{s:s}", "field", "split"));
+    } else if ((st = workspace_tokenizer(&a->ws, "tokenizer", json_string_value(json_object_get(b, "tokenizer")), path,
+                                         sizeof path, &e))) {
+      workspace_refusal(rs, st, &e, "tokenizer");
+    } else {
+      char *p = json_dumps(b, JSON_COMPACT);
+      accepted(app, rs, "prepare", p);
+      free(p);
+    }
+  }
+  json_decref(b);
+}
+
+/* GET /corpora, /tokenizers, /datasets: what a job may name. */
+static void list_route(App *a, HttpRes *rs, const char *kind) {
+  json_t *l = workspace_list(&a->ws, kind, 1000);
+  if (!l) { http_error(rs, 500, "out of memory", NULL); return; }
+  http_json(rs, 200, l);
+}
+void route_corpora(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "corpora"); }
+void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "tokenizers"); }
+void route_datasets(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "datasets"); }
+
+/* ---- reading and cancelling ---- */
+
+void route_jobs(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  json_t *j = store_jobs_list(s, &e);
+  store_close(s);
+  if (!j) { http_error(rs, 500, "cannot list jobs", json_string(e.msg)); return; }
+  http_json(rs, 200, j);
+}
+
+static int64_t parse_id(const char *s) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  return *s && !*end && v > 0 ? (int64_t)v : -1;
+}
+
+void route_job(void *app, HttpReq *rq, HttpRes *rs) {
+  int64_t id = parse_id(rq->params[0]);
+  if (id < 1) { http_error(rs, 404, "no such job", json_pack("{s:s}", "job", rq->params[0])); return; }
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  json_t *j = store_job_get(s, id, &e);
+  store_close(s);
+  if (!j) { http_error(rs, 404, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
+  http_json(rs, 200, j);
+}
+
+static void cancel_job(Store *s, HttpRes *rs, int64_t job) {
+  Err e = {{0}};
+  json_t *j = store_job_get(s, job, &e);
+  const char *st = json_string_value(json_object_get(j, "status"));
+  if (!j) {
+    http_error(rs, 404, "no such job", json_string(e.msg));
+  } else if (strcmp(st, "queued") && strcmp(st, "running")) {
+    http_error(rs, 409, "the job has already ended", json_pack("{s:I, s:s}", "job", (json_int_t)job, "status", st));
+  } else if (store_job_cancel(s, job, &e)) {
+    http_error(rs, 500, "cannot cancel", json_string(e.msg));
+  } else {
+    http_json(rs, 202, json_pack("{s:I, s:s}", "job", (json_int_t)job, "status",
+                                 !strcmp(st, "queued") ? "cancelled" : "cancelling"));
+  }
+  json_decref(j);
+}
+
+void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs) {
+  int64_t id = parse_id(rq->params[0]);
+  if (id < 1) { http_error(rs, 404, "no such job", json_pack("{s:s}", "job", rq->params[0])); return; }
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  cancel_job(s, rs, id);
+  store_close(s);
+}
+
+void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  int64_t run = store_run_find(s, rq->params[0], &e);
+  if (run < 1) {
+    http_error(rs, 404, "no such run", json_pack("{s:s}", "run", rq->params[0]));
+    store_close(s);
+    return;
+  }
+  json_t *jobs = store_jobs_list(s, &e);
+  int64_t job = -1;
+  size_t i;
+  json_t *j;
+  json_array_foreach(jobs, i, j)
+    if (json_integer_value(json_object_get(j, "run")) == run) { job = json_integer_value(json_object_get(j, "id")); break; }
+  json_decref(jobs);
+  if (job < 1) http_error(rs, 409, "this run was not started by the server's job queue (stop it where it runs)",
+                          json_pack("{s:I}", "run", (json_int_t)run));
+  else cancel_job(s, rs, job);
+  store_close(s);
+}
+
+/* ---- the worker ---- */
+
+
+/* The last non-empty line of a log, for the job's error: only the log's last
+** LOG_TAIL bytes are read, however long the log has grown. */
+#define LOG_TAIL 65536
+static void last_line(const char *path, char *out, size_t cap) {
+  out[0] = '\0';
+  Err e;
+  uint64_t size;
+  int fd = files_open_regular(path, &size, &e);
+  if (fd < 0) return;
+  char *buf = malloc(LOG_TAIL + 1);
+  off_t from = size > LOG_TAIL ? (off_t)(size - LOG_TAIL) : 0;
+  ssize_t n = buf ? pread(fd, buf, LOG_TAIL, from) : -1;
+  close(fd);
+  if (n <= 0) { free(buf); return; }
+  buf[n] = '\0';
+  for (ssize_t i = 0; i < n; i++)
+    if (buf[i] == '\0') buf[i] = ' ';
+  /* Lines end at '\n'; progress lines overwrite themselves with '\r'. */
+  char *end = buf + n;
+  while (end > buf && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ')) *--end = '\0';
+  char *start = end;
+  while (start > buf && start[-1] != '\n' && start[-1] != '\r') start--;
+  snprintf(out, cap, "%s", start);
+  free(buf);
+}
+
+typedef struct Argv { char *v[64]; int n; } Argv;
+static void arg(Argv *a, const char *s) { if (a->n < 62) a->v[a->n++] = strdup(s); }
+static void args_free(Argv *a) { for (int i = 0; i < a->n; i++) free(a->v[i]); a->n = 0; }
+
+/* What a job needs beyond its command line: the run name to link (train), and the
+** output folder it makes (tokenizer, prepare), removed again when the job fails so
+** that the name is free for another try. */
+typedef struct JobPlan {
+  char name[256];
+  int resuming;
+  char out_dir[WORKSPACE_PATH_MAX];
+} JobPlan;
+
+static int write_text(const char *path, const char *text, Err *e) {
+  if (files_write_atomic(path, text, strlen(text), e)) return err_prefix(e, "cannot write the job's description");
+  return 0;
+}
+
+/* Every value on a job's command line is a resolved absolute path, a number, or a
+** checked name, and it travels inside its flag's argument ("--flag=VALUE"), which the
+** commands read as that flag's value whatever it starts with: no value from a request
+** can become a flag, and no flag can swallow the next argument. */
+static void arg_pair(Argv *av, const char *flag, const char *value) {
+  size_t n = strlen(flag) + strlen(value) + 2;
+  char *a = av->n < 62 ? malloc(n) : NULL;
+  if (!a) return;
+  snprintf(a, n, "%s=%s", flag, value);
+  av->v[av->n++] = a;
+}
+
+/* A train job: the description's names resolved to paths, written to jobs/job-N.json. */
+static int train_argv(Worker *w, int64_t job, json_t *p, Argv *av, JobPlan *plan, Err *e) {
+  App *a = w->app;
+  json_t *resume = json_object_get(p, "resume");
+  arg_pair(av, "--db", a->db_path);
+  arg(av, "--quiet");
+  if (resume) {
+    /* The submission stored the run's id; digits alone cannot become a flag. */
+    const char *id = json_string_value(resume);
+    if (!id || !*id || strspn(id, "0123456789") != strlen(id)) return err_set(e, "resume: not a run id");
+    plan->resuming = 1;
+    snprintf(plan->name, sizeof plan->name, "%s", id);
+    arg_pair(av, "--resume", id);
+    return 0;
+  }
+  json_t *desc = json_copy(p);  /* the run description without the queue's own fields */
+  json_object_del(desc, "on_restart");
+  json_object_del(desc, "requeued_from");
+  char *text = desc ? json_dumps(desc, JSON_COMPACT) : NULL;
+  json_decref(desc);
+  RunConfig rc;
+  run_config_defaults(&rc);
+  int r = text ? run_config_apply_json(&rc, text, e) : err_set(e, "out of memory");
+  free(text);
+  if (r) return -1;
+  char path[WORKSPACE_PATH_MAX];
+  /* Names resolve again now: what the submission saw may have changed since. */
+  struct { const char *field; char *value; int (*fn)(const Workspace *, const char *, const char *, char *, size_t, Err *); } names[] = {
+    {"tokenizer", rc.tokenizer, workspace_tokenizer},
+    {"train", rc.train, workspace_dataset},
+    {"validation", rc.validation, workspace_dataset},
+    {"config", rc.config, workspace_config},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (!names[i].value[0] || (!strcmp(names[i].field, "config") && run_config_is_preset(rc.config))) continue;
+    if (names[i].fn(&a->ws, names[i].field, names[i].value, path, sizeof path, e)) return -1;
+    if (strlen(path) >= RUN_PATH_MAX) return err_set(e, "%s: its path is too long", names[i].field);
+    strcpy(names[i].value, path);
+  }
+  rc.out[0] = '\0';
+  snprintf(plan->name, sizeof plan->name, "%s", rc.name);
+  char file[64];
+  snprintf(file, sizeof file, "job-%lld.json", (long long)job);
+  char *resolved = run_config_to_json(&rc);
+  r = resolved && !workspace_job_file(&a->ws, file, path, sizeof path, e) ? write_text(path, resolved, e) : -1;
+  free(resolved);
+  if (r) return -1;
+  arg_pair(av, "--run", path);
+  return 0;
+}
+
+/* A tokenizer or prepare job: inputs resolved, the output folder made, its own. */
+static int output_dir(Worker *w, json_t *p, const char *kind, JobPlan *plan, Err *e) {
+  if (workspace_output(&w->app->ws, kind, json_string_value(json_object_get(p, "name")), plan->out_dir,
+                       sizeof plan->out_dir, e))
+    return -1;
+  if (mkdir(plan->out_dir, 0700)) { plan->out_dir[0] = '\0'; return err_set(e, "cannot make the output folder: %s", strerror(errno)); }
+  return 0;
+}
+
+static int tokenizer_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e) {
+  json_t *in = json_object_get(p, "input");
+  json_t *list = json_is_string(in) ? json_pack("[O]", in) : json_incref(in);
+  size_t i;
+  json_t *x;
+  char path[WORKSPACE_PATH_MAX];
+  int r = 0;
+  arg(av, "train");
+  json_array_foreach(list, i, x) {
+    if ((r = workspace_corpus(&w->app->ws, "input", json_string_value(x), path, sizeof path, e))) break;
+    arg_pair(av, "--input", path);
+  }
+  json_decref(list);
+  if (r) return -1;
+  char v[32];
+  snprintf(v, sizeof v, "%lld", (long long)json_integer_value(json_object_get(p, "vocab_size")));
+  arg_pair(av, "--vocab-size", v);
+  if (output_dir(w, p, "tokenizers", plan, e)) return -1;
+  if (snprintf(path, sizeof path, "%s/tokenizer.json", plan->out_dir) >= (int)sizeof path)
+    return err_set(e, "the output folder's path is too long");
+  arg_pair(av, "--out", path);
+  return 0;
+}
+
+static int prepare_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e) {
+  char path[WORKSPACE_PATH_MAX];
+  arg(av, "--quiet");
+  if (workspace_tokenizer(&w->app->ws, "tokenizer", json_string_value(json_object_get(p, "tokenizer")), path, sizeof path, e))
+    return -1;
+  arg_pair(av, "--tokenizer", path);
+  if (workspace_corpus(&w->app->ws, "input", json_string_value(json_object_get(p, "input")), path, sizeof path, e)) return -1;
+  arg_pair(av, "--input", path);
+  const char *split = json_string_value(json_object_get(p, "split"));
+  if (split && !workspace_name_ok(split)) return err_set(e, "split: not a name");
+  arg_pair(av, "--split", split ? split : "train");
+  json_t *sl = json_object_get(p, "seq_len");
+  if (sl) { char v[32]; snprintf(v, sizeof v, "%lld", (long long)json_integer_value(sl)); arg_pair(av, "--seq-len", v); }
+  if (output_dir(w, p, "datasets", plan, e)) return -1;
+  arg_pair(av, "--out", plan->out_dir);
+  return 0;
+}
+
+/* The command line for a job; on failure e says why and the job fails with it. */
+static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, JobPlan *plan, Err *e) {
+  json_t *p = json_loads(params, 0, NULL);
+  if (!p) return err_set(e, "the job's description is not JSON");
+  arg(av, w->app->exe);
+  arg(av, !strcmp(kind, "train") ? "train" : !strcmp(kind, "tokenizer") ? "tokenizer" : "prepare");
+  int rc = !strcmp(kind, "train")       ? train_argv(w, job, p, av, plan, e)
+           : !strcmp(kind, "tokenizer") ? tokenizer_argv(w, p, av, plan, e)
+           : !strcmp(kind, "prepare")   ? prepare_argv(w, p, av, plan, e)
+                                        : err_set(e, "unknown job kind %s", kind);
+  av->v[av->n] = NULL;
+  json_decref(p);
+  return rc;
+}
+
+/* Removes a failed job's output folder (flat: a tokenizer.json, or shards and a
+** manifest) and the temporaries its command may have left beside it when it was
+** killed (".NAME.tmp-XXXXXX", engine/core/files.h), so nothing half-written stays. */
+static void remove_output(const char *dir) {
+  if (!dir[0]) return;
+  files_remove_flat_dir(dir);
+  char parent[WORKSPACE_PATH_MAX];
+  snprintf(parent, sizeof parent, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (!slash) return;
+  *slash = '\0';
+  const char *name = slash + 1;
+  size_t n = strlen(name);
+  DIR *d = opendir(parent);
+  struct dirent *ent;
+  while (d && (ent = readdir(d))) {
+    if (!files_is_temp_name(ent->d_name) || strncmp(ent->d_name + 1, name, n) || strncmp(ent->d_name + 1 + n, ".tmp-", 5)) continue;
+    char p[WORKSPACE_PATH_MAX + 300];
+    snprintf(p, sizeof p, "%s/%s", parent, ent->d_name);
+    struct stat st;
+    if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) files_remove_flat_dir(p);
+    else unlink(p);
+  }
+  if (d) closedir(d);
+}
+
+/* 1 when name (n bytes) is the output name of a job still running (a live server's worker runs it). */
+static int name_running(json_t *running, const char *name, size_t n) {
+  size_t i;
+  json_t *j;
+  json_array_foreach(running, i, j) {
+    json_t *params = json_object_get(j, "params");
+    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+    const char *jn = json_string_value(json_object_get(p, "name"));
+    int same = jn && strlen(jn) == n && !strncmp(jn, name, n);
+    json_decref(p);
+    if (same) return 1;
+  }
+  return 0;
+}
+
+/* At start-up this worker runs no job yet: what a server that died left in the work
+** folder's output folders goes (temporaries, and output folders with no finished output
+** in them), except the names of jobs another live server's worker is running. */
+static void sweep_outputs(const Workspace *ws, Store *s) {
+  Err e = {{0}};
+  json_t *jobs = store_jobs_list(s, &e), *running = json_array();
+  size_t i;
+  json_t *j;
+  json_array_foreach(jobs, i, j)
+    if (!strcmp(json_string_value(json_object_get(j, "status")) ?: "", "running")) json_array_append(running, j);
+  json_decref(jobs);
+  static const char *const kinds[] = {"tokenizers", "datasets"};
+  static const char *const done_file[] = {"tokenizer.json", "manifest.json"};
+  for (int k = 0; k < 2; k++) {
+    char dir[WORKSPACE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", ws->work_root, kinds[k]);
+    DIR *d = opendir(dir);
+    struct dirent *ent;
+    while (d && (ent = readdir(d))) {
+      if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+      char p[WORKSPACE_PATH_MAX + 300], f[WORKSPACE_PATH_MAX + 400];
+      snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
+      struct stat st;
+      if (lstat(p, &st) != 0) continue;
+      int temp = files_is_temp_name(ent->d_name);
+      const char *name = temp ? ent->d_name + 1 : ent->d_name;
+      if (name_running(running, name, temp ? strlen(name) - 11 : strlen(name))) continue;
+      if (temp) {
+        if (S_ISDIR(st.st_mode)) files_remove_flat_dir(p);
+        else unlink(p);
+        continue;
+      }
+      if (!S_ISDIR(st.st_mode) || !workspace_name_ok(ent->d_name)) continue;
+      snprintf(f, sizeof f, "%s/%s", p, done_file[k]);
+      if (lstat(f, &st) == 0) continue;   /* finished: kept */
+      files_remove_flat_dir(p);
+    }
+    if (d) closedir(d);
+  }
+  json_decref(running);
+}
+
+/* Runs one claimed job to its end. */
+static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const char *params) {
+  Err e = {{0}};
+  Argv av = {{0}, 0};
+  char log[WORKSPACE_PATH_MAX], logname[64];
+  snprintf(logname, sizeof logname, "job-%lld.log", (long long)job);
+  JobPlan plan;
+  memset(&plan, 0, sizeof plan);
+  if (workspace_job_file(&w->app->ws, logname, log, sizeof log, &e) || job_argv(w, job, kind, params, &av, &plan, &e)) {
+    store_job_finish(s, job, "failed", e.msg, &e);
+    args_free(&av);
+    remove_output(plan.out_dir);
+    return;
+  }
+  const char *name = plan.name;
+  int resuming = plan.resuming;
+  double started = now_wall();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  /* The server blocks SIGINT/SIGTERM for sigwait(); the child must get them back. */
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid;
+  int err = posix_spawn(&pid, av.v[0], &fa, &at, av.v, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  args_free(&av);
+  if (err) {
+    store_job_finish(s, job, "failed", strerror(err), &e);
+    remove_output(plan.out_dir);
+    return;
+  }
+  int linked = strcmp(kind, "train") != 0, cancelled = 0, killed = 0, status = 0, polls = 0;
+  double stop_sent = 0;
+  int64_t run = -1;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (!linked && name[0]) {  /* the child creates its run; link the newest of that name made since */
+      Err e2 = {{0}};
+      run = store_run_find(s, name, &e2);
+      json_t *rj = run > 0 ? store_run_get(s, run, &e2) : NULL;
+      json_t *c = json_object_get(rj, "created");
+      /* A resumed run is the one named; a new one must have been made by this job. */
+      if (run > 0 && (resuming || (json_is_number(c) && json_number_value(c) >= started - 1)))
+        linked = !store_job_set_run(s, job, run, &e2);
+      json_decref(rj);
+    }
+    if (linked && run > 0 && ++polls % 5 == 0) {  /* tokens/s of the newest step, for /metrics */
+      Err e2 = {{0}};
+      json_t *rj = store_run_get(s, run, &e2);
+      json_int_t step = json_integer_value(json_object_get(rj, "step"));
+      json_t *m = rj ? store_run_metrics(s, run, step > 0 ? step - 1 : 0, &e2) : NULL;
+      json_t *steps = json_object_get(m, "steps");
+      json_t *tps = json_object_get(json_array_get(steps, json_array_size(steps) - 1), "tokens_per_s");
+      if (json_is_number(tps)) metrics_training(w->app->metrics, json_number_value(tps));
+      json_decref(m);
+      json_decref(rj);
+    }
+    if (!cancelled && (store_job_cancel_requested(s, job, &e) == 1 || atomic_load(&w->stop))) {
+      cancelled = 1 + atomic_load(&w->stop);
+      stop_sent = now_wall();
+      /* maskd train checkpoints at the step boundary, prepare stops at the next line,
+      ** tokenizer train ends at once; none leaves a file half-written. */
+      kill(pid, SIGTERM);
+    }
+    if (cancelled && !killed && atomic_load(&w->stop) && now_wall() - stop_sent > w->app->job_stop_grace) {
+      killed = 1;   /* the server is stopping and the job did not: it goes now */
+      kill(pid, SIGKILL);
+    }
+    usleep(cancelled ? 50 * 1000 : 200 * 1000);
+  }
+  /* A killed maskd train could not mark its run: the run says "running" with a pid that is gone. */
+  if (killed && linked && run > 0) { Err e2 = {{0}}; store_runs_recover(s, NULL, &e2); }
+  metrics_training(w->app->metrics, 0);
+  char why[512];
+  last_line(log, why, sizeof why);
+  if (cancelled == 1) {
+    if (linked && run > 0) store_run_set_status(s, run, "cancelled", "cancelled over HTTP", &e);
+    store_job_finish(s, job, "cancelled", NULL, &e);
+  } else if (cancelled == 2) {
+    store_job_finish(s, job, "interrupted", killed ? "the server stopped (the job was killed after the grace period)"
+                                                   : "the server stopped", &e);
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    store_job_finish(s, job, "done", NULL, &e);
+    plan.out_dir[0] = '\0';  /* kept: the job made it */
+  } else {
+    store_job_finish(s, job, "failed", why[0] ? why : "the job's process failed", &e);
+  }
+  remove_output(plan.out_dir);
+}
+
+static void *worker_main(void *arg) {
+  Worker *w = arg;
+  while (!atomic_load(&w->stop)) {
+    Err e = {{0}};
+    Store *s = store_open(w->app->db_path, &e);
+    if (!s) { fprintf(stderr, "maskd serve: worker: %s\n", e.msg); sleep(1); continue; }
+    int64_t job;
+    char *kind = NULL, *params = NULL;
+    int rc = store_job_claim(s, &job, &kind, &params, &e);
+    if (rc == 0) run_job(w, s, job, kind, params);
+    else if (rc < 0) fprintf(stderr, "maskd serve: worker: %s\n", e.msg);
+    free(kind);
+    free(params);
+    store_close(s);
+    if (rc != 0)
+      for (int i = 0; i < 5 && !atomic_load(&w->stop); i++) usleep(100 * 1000);
+  }
+  return NULL;
+}
+
+/* After recovery: the training jobs that were running (in `before`) and are now
+** "interrupted", whose policy is resume, are queued again as a resume of their run.
+** A run whose process still lives (status still "running": the server died, its
+** maskd train did not) is left to finish on its own; a run already ended needs nothing. */
+static void requeue_interrupted(App *a, Store *s, json_t *before) {
+  size_t i;
+  json_t *j;
+  json_array_foreach(before, i, j) {
+    if (strcmp(json_string_value(json_object_get(j, "status")) ?: "", "running")) continue;
+    if (strcmp(json_string_value(json_object_get(j, "kind")) ?: "", "train")) continue;
+    int64_t job = json_integer_value(json_object_get(j, "id"));
+    Err e = {{0}};
+    json_t *now = store_job_get(s, job, &e);
+    int interrupted = !strcmp(json_string_value(json_object_get(now, "status")) ?: "", "interrupted");
+    json_decref(now);
+    if (!interrupted) continue;
+    json_t *params = json_object_get(j, "params");
+    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+    const char *policy = json_string_value(json_object_get(p, "on_restart"));
+    int resume = policy ? !strcmp(policy, "resume") : a->on_restart_resume;
+    int64_t run = json_integer_value(json_object_get(j, "run"));
+    const char *name = json_string_value(json_object_get(p, "resume")) ?: json_string_value(json_object_get(p, "name"));
+    if (resume && run < 1 && name) run = store_run_find(s, name, &e);  /* it died before the run was linked */
+    json_t *next = NULL;
+    if (!resume) {
+    } else if (run > 0) {
+      json_t *r = store_run_get(s, run, &e);
+      const char *st = json_string_value(json_object_get(r, "status")) ?: "";
+      if (!strcmp(st, "interrupted")) {
+        char id[32];
+        snprintf(id, sizeof id, "%lld", (long long)run);
+        next = json_pack("{s:s, s:s, s:I}", "resume", id, "on_restart", "resume", "requeued_from", (json_int_t)job);
+      } else {
+        err_set(&e, "its run %lld is %s", (long long)run, st[0] ? st : "gone");
+      }
+      json_decref(r);
+    } else if (p) {  /* no run was made yet: the same description, from the start */
+      next = json_copy(p);
+      json_object_set_new(next, "on_restart", json_string("resume"));
+      json_object_set_new(next, "requeued_from", json_integer(job));
+    }
+    char *text = next ? json_dumps(next, JSON_COMPACT) : NULL;
+    int64_t id = text ? store_job_submit(s, "train", text, &e) : 0;
+    if (id > 0) fprintf(stderr, "maskd serve: job %lld was interrupted; queued again as job %lld\n", (long long)job, (long long)id);
+    else if (resume) fprintf(stderr, "maskd serve: job %lld was interrupted and is not resumed%s%s\n", (long long)job,
+                             e.msg[0] ? ": " : "", e.msg);
+    free(text);
+    json_decref(next);
+    json_decref(p);
+  }
+}
+
+Worker *worker_start(App *a, Err *err) {
+  Worker *w = calloc(1, sizeof *w);
+  if (!w) { err_set(err, "out of memory"); return NULL; }
+  w->app = a;
+  Store *s = store_open(a->db_path, err);
+  if (!s) { free(w); return NULL; }
+  json_t *before = store_jobs_list(s, err);
+  int n = 0;
+  store_jobs_recover(s, &n, err);
+  store_runs_recover(s, &n, err);
+  requeue_interrupted(a, s, before);
+  json_decref(before);
+  sweep_outputs(&a->ws, s);
+  store_close(s);
+  if (pthread_create(&w->thread, NULL, worker_main, w)) { err_set(err, "cannot start the worker"); free(w); return NULL; }
+  return w;
+}
+
+void worker_stop(Worker *w) {
+  if (!w) return;
+  atomic_store(&w->stop, 1);
+  pthread_join(w->thread, NULL);
+  free(w);
+}

@@ -1,0 +1,371 @@
+/* Runs and models over the store: GET /runs, /runs/{id}, /runs/{id}/metrics,
+** /runs/{id}/events (server-sent events), /models, /models/{name},
+** /models/{name}/resolve/{revision}/{file}. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/tok/tokenizer.h"
+#include "engine/core/now.h"
+#include "server/app/app.h"
+
+static int terminal(const char *status) {
+  return status && (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled") ||
+                    !strcmp(status, "interrupted"));
+}
+
+static double num(const json_t *o, const char *k) {
+  json_t *v = json_object_get(o, k);
+  return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void set_num(json_t *o, const char *k, double v) {
+  json_object_set_new(o, k, isfinite(v) ? json_real(v) : json_null());
+}
+
+/* The run named by the path's first parameter (id or name); answers 404 and returns -1 if none. */
+static int64_t path_run(Store *s, HttpReq *rq, HttpRes *rs) {
+  Err e = {{0}};
+  int64_t id = store_run_find(s, rq->params[0], &e);
+  if (id < 1) http_error(rs, 404, "no such run", json_pack("{s:s, s:s}", "run", rq->params[0], "why", e.msg));
+  return id;
+}
+
+/* The lowest validation loss over a run's epochs (NaN when none). */
+static double best_eval_loss(const json_t *metrics) {
+  double best = NAN;
+  size_t i;
+  json_t *ep;
+  json_array_foreach(json_object_get(metrics, "epochs"), i, ep) {
+    double v = num(ep, "eval_loss");
+    if (isfinite(v) && !(v >= best)) best = v;
+  }
+  return best;
+}
+
+/* What the table and the run page show beyond the stored row: the model's preset or
+** config file, the best validation loss, the duration, and from the newest steps the
+** loss, tokens/s and an ETA from the recent step rate. */
+static void run_summary(Store *s, json_t *run, int64_t id, double now) {
+  Err e = {{0}};
+  int64_t step = (int64_t)json_integer_value(json_object_get(run, "step"));
+  json_t *m = store_run_metrics(s, id, step > 50 ? step - 50 : 0, &e);
+  json_t *epochs_only = store_run_metrics(s, id, INT64_MAX, &e);
+  set_num(run, "best_eval_loss", best_eval_loss(epochs_only));
+  json_decref(epochs_only);
+  json_t *steps = json_object_get(m, "steps");
+  size_t n = json_array_size(steps);
+  double loss = NAN, tps = NAN, eta = NAN;
+  if (n) {
+    json_t *last = json_array_get(steps, n - 1);
+    loss = num(last, "loss");
+    tps = num(last, "tokens_per_s");
+    json_t *first = json_array_get(steps, 0);
+    double dt = num(last, "time") - num(first, "time");
+    double ds = num(last, "step") - num(first, "step");
+    double total = num(run, "total_steps");
+    const char *status = json_string_value(json_object_get(run, "status"));
+    /* Step metrics are written in blocks that share a time; when the recent window is
+    ** one block, fall back to the rate since the run started. */
+    if (!(ds > 0 && dt > 0)) {
+      dt = num(last, "time") - num(run, "started");
+      ds = num(last, "step");
+    }
+    if (ds > 0 && dt > 0 && isfinite(total) && status && !strcmp(status, "running"))
+      eta = (total - num(last, "step")) * dt / ds;
+  }
+  json_decref(m);
+  set_num(run, "loss", loss);
+  set_num(run, "tokens_per_s", tps);
+  set_num(run, "eta_s", eta);
+  double started = num(run, "started"), finished = num(run, "finished");
+  set_num(run, "duration_s", isfinite(started) ? (isfinite(finished) ? finished : now) - started : NAN);
+  json_t *cfg = json_object_get(run, "config");
+  json_t *model = json_object_get(cfg, "config");
+  if (json_is_string(model)) json_object_set(run, "model", model);
+}
+
+void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  json_t *runs = store_runs_list(s, &e);
+  if (!runs) { http_error(rs, 500, "cannot list runs", json_string(e.msg)); store_close(s); return; }
+  double now = now_wall();
+  size_t i;
+  json_t *r;
+  json_array_foreach(runs, i, r) {
+    int64_t id = (int64_t)json_integer_value(json_object_get(r, "id"));
+    json_t *full = store_run_get(s, id, &e);
+    if (full) json_object_set(r, "config", json_object_get(full, "config"));
+    json_decref(full);
+    run_summary(s, r, id, now);
+    json_object_del(r, "config");
+  }
+  store_close(s);
+  http_json(rs, 200, runs);
+}
+
+/* The revisions a run pushed, newest first. */
+static json_t *run_revisions(Store *s, const char *model, int64_t id) {
+  Err e = {{0}};
+  json_t *out = json_array();
+  json_t *m = store_model_get(s, model, &e);
+  size_t i;
+  json_t *rev;
+  json_array_foreach(json_object_get(m, "revisions"), i, rev)
+    if (json_integer_value(json_object_get(rev, "run")) == id) json_array_append(out, rev);
+  json_decref(m);
+  return out;
+}
+
+void route_run(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  int64_t id = path_run(s, rq, rs);
+  if (id < 1) { store_close(s); return; }
+  Err e = {{0}};
+  json_t *run = store_run_get(s, id, &e);
+  if (!run) { http_error(rs, 500, "cannot read the run", json_string(e.msg)); store_close(s); return; }
+  run_summary(s, run, id, now_wall());
+  const char *name = json_string_value(json_object_get(run, "name"));
+  json_object_set_new(run, "revisions", run_revisions(s, name ? name : "", id));
+  store_close(s);
+  http_json(rs, 200, run);
+}
+
+void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs) {
+  const char *since = http_query(rq, "since");
+  long long since_step = 0;
+  if (since) {
+    char *end;
+    since_step = strtoll(since, &end, 10);
+    if (!*since || *end || since_step < 0) {
+      http_error(rs, 400, "query parameter 'since' must be a step number >= 0", json_pack("{s:s}", "since", since));
+      return;
+    }
+  }
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  int64_t id = path_run(s, rq, rs);
+  if (id < 1) { store_close(s); return; }
+  Err e = {{0}};
+  json_t *m = store_run_metrics(s, id, since_step, &e);
+  store_close(s);
+  if (!m) { http_error(rs, 500, "cannot read metrics", json_string(e.msg)); return; }
+  http_json(rs, 200, m);
+}
+
+/* ---- GET /runs/{id}/events: one "progress" event whenever the run's row changes,
+** a "metrics" event with the steps and epochs recorded since the last one, and an
+** "end" event once the run has finished; comments keep the connection alive. ---- */
+
+typedef struct Events {
+  App *app;
+  int64_t run;
+  int64_t since;            /* last step sent */
+  size_t epochs_sent;
+  char *last_progress;      /* last progress JSON sent, to send changes only */
+  int ended;
+  int quiet;                /* polls in a row that found nothing to send */
+  double polled;            /* when the store was last polled (monotonic seconds) */
+  char *pending;            /* text not yet handed out */
+  size_t pending_len, pending_off;
+} Events;
+
+static void events_free(void *ctx) {
+  Events *ev = ctx;
+  free(ev->last_progress);
+  free(ev->pending);
+  free(ev);
+}
+
+static void append(Events *ev, const char *event, const char *data) {
+  size_t n = strlen(event) + strlen(data) + 32;
+  char *p = realloc(ev->pending, ev->pending_len + n);
+  if (!p) return;
+  ev->pending = p;
+  ev->pending_len += (size_t)snprintf(p + ev->pending_len, n, "event: %s\ndata: %s\n\n", event, data);
+}
+
+/* Polls the store once and queues the events that are due. */
+static void events_poll(Events *ev) {
+  Err e = {{0}};
+  Store *s = store_open(ev->app->db_path, &e);
+  if (!s) { append(ev, "error", "{\"error\":\"cannot open the store\"}"); ev->ended = 1; return; }
+  json_t *run = store_run_get(s, ev->run, &e);
+  if (!run) { store_close(s); append(ev, "error", "{\"error\":\"the run is gone\"}"); ev->ended = 1; return; }
+  json_t *m = store_run_metrics(s, ev->run, ev->since, &e);
+  run_summary(s, run, ev->run, now_wall());
+  /* A run cancelled over HTTP is first "interrupted" by its own process, then
+  ** "cancelled" by the worker once that process has exited: the stream ends only
+  ** when no job still works on the run, so the page sees the final status. */
+  int working = store_run_has_running_job(s, ev->run, &e) == 1;
+  store_close(s);
+  json_object_del(run, "config");
+  json_object_del(run, "duration_s");  /* changes every second; the page computes it */
+  char *prog = json_dumps(run, JSON_COMPACT | JSON_SORT_KEYS);
+  if (prog && (!ev->last_progress || strcmp(prog, ev->last_progress))) {
+    append(ev, "progress", prog);
+    free(ev->last_progress);
+    ev->last_progress = prog;
+  } else {
+    free(prog);
+  }
+  json_t *steps = json_object_get(m, "steps"), *epochs = json_object_get(m, "epochs");
+  if (json_array_size(steps) || json_array_size(epochs) > ev->epochs_sent) {
+    json_t *out = json_pack("{s:O, s:[]}", "steps", steps, "epochs");
+    for (size_t i = ev->epochs_sent; i < json_array_size(epochs); i++)
+      json_array_append(json_object_get(out, "epochs"), json_array_get(epochs, i));
+    ev->epochs_sent = json_array_size(epochs);
+    size_t n = json_array_size(steps);
+    if (n) ev->since = (int64_t)json_integer_value(json_object_get(json_array_get(steps, n - 1), "step"));
+    char *t = json_dumps(out, JSON_COMPACT);
+    if (t) append(ev, "metrics", t);
+    free(t);
+    json_decref(out);
+  }
+  if (terminal(json_string_value(json_object_get(run, "status"))) && !working) {
+    append(ev, "end", "{}");
+    ev->ended = 1;
+  }
+  json_decref(m);
+  json_decref(run);
+}
+
+/* The layer calls this on a handler thread, again about a second after it returned 0
+** (server/http/http.h): at most one poll of the store a second, a keep-alive comment after
+** three quiet polls so a gone client is noticed, -1 once the end was handed out. */
+static ssize_t events_read(void *ctx, char *buf, size_t max) {
+  Events *ev = ctx;
+  if (ev->pending_off == ev->pending_len) {
+    free(ev->pending);
+    ev->pending = NULL;
+    ev->pending_len = ev->pending_off = 0;
+    if (ev->ended || http_stopping(ev->app->http)) return -1;
+    double t = now_monotonic();
+    if (t - ev->polled < 0.9) return 0;  /* just sent what the last poll found */
+    ev->polled = t;
+    events_poll(ev);
+    if (ev->pending_len == 0) {
+      if (++ev->quiet < 3) return 0;
+      ev->quiet = 0;
+      return snprintf(buf, max, ": keep-alive\n\n");
+    }
+    ev->quiet = 0;
+  }
+  size_t n = ev->pending_len - ev->pending_off;
+  if (n > max) n = max;
+  memcpy(buf, ev->pending + ev->pending_off, n);
+  ev->pending_off += n;
+  return (ssize_t)n;
+}
+
+void route_run_events(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  int64_t id = path_run(s, rq, rs);
+  store_close(s);
+  if (id < 1) return;
+  Events *ev = calloc(1, sizeof *ev);
+  if (!ev) { http_error(rs, 500, "out of memory", NULL); return; }
+  ev->app = app;
+  ev->run = id;
+  rs->status = 200;
+  rs->content_type = "text/event-stream";
+  rs->stream = events_read;
+  rs->stream_ctx = ev;
+  rs->stream_free = events_free;
+}
+
+/* ---- models ---- */
+
+void route_models(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  json_t *m = store_models_list(s, &e);
+  store_close(s);
+  if (!m) { http_error(rs, 500, "cannot list models", json_string(e.msg)); return; }
+  http_json(rs, 200, m);
+}
+
+void route_model(void *app, HttpReq *rq, HttpRes *rs) {
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  json_t *m = store_model_get(s, rq->params[0], &e);
+  store_close(s);
+  if (!m) { http_error(rs, 404, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
+  http_json(rs, 200, m);
+}
+
+/* tokenizer_config.json and special_tokens_map.json are not stored: they follow
+** from tokenizer.json, so they are generated as `maskd export` writes them, by the
+** same function (tokenizer_pretrained_json), which keeps the bytes identical to an
+** exported folder's. */
+static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
+  void *tj = NULL;
+  size_t tj_len = 0;
+  if (!r->tokenizer[0]) return err_set(e, "revision %s has no tokenizer", r->commit);
+  if (store_revision_file(s, r, "tokenizer.json", &tj, &tj_len, e)) return -1;
+  Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
+  free(tj);
+  if (!t) { err_prefix(e, "stored tokenizer.json"); return -1; }
+  char *config = NULL, *special_map = NULL;
+  int rc = tokenizer_pretrained_json(t, &config, &special_map, e);
+  tokenizer_free(t);
+  if (rc) return -1;
+  int want_config = !strcmp(file, "tokenizer_config.json");
+  *data = want_config ? config : special_map;
+  *len = strlen(*data);
+  free(want_config ? special_map : config);
+  return 0;
+}
+
+void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
+  static const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                "special_tokens_map.json", "metrics.json"};
+  const char *file = rq->params[2];
+  int known = 0;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) known |= !strcmp(file, files[i]);
+  if (!known) {
+    json_t *list = json_array();
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) json_array_append_new(list, json_string(files[i]));
+    http_error(rs, 404, "no such file in a revision", json_pack("{s:s, s:o}", "file", file, "files", list));
+    return;
+  }
+  char spec[512];
+  /* The Hub's "main" is the newest revision; anything else is a sequence number or a commit prefix. */
+  if ((size_t)snprintf(spec, sizeof spec, "%s@%s", rq->params[0], rq->params[1]) >= sizeof spec) {
+    http_error(rs, 400, "model name or revision too long", NULL);
+    return;
+  }
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  Err e = {{0}};
+  StoreRevision r;
+  if (store_resolve(s, spec, &r, &e)) {
+    store_close(s);
+    http_error(rs, 404, "no such model revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
+    return;
+  }
+  void *data = NULL;
+  size_t len = 0;
+  int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
+  int rc = generated ? generated_file(s, &r, file, &data, &len, &e) : store_revision_file(s, &r, file, &data, &len, &e);
+  store_close(s);
+  if (rc) { http_error(rs, 404, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
+  free(rs->body);
+  rs->body = data;
+  rs->len = len;
+  rs->status = 200;
+  rs->content_type = strstr(file, ".json") ? "application/json" : "application/octet-stream";
+  rs->cache = "public, max-age=31536000, immutable";  /* a commit's bytes never change */
+  if (!strcmp(rq->params[1], "main") || strlen(rq->params[1]) < 40) rs->cache = "no-cache";
+}

@@ -1,0 +1,69 @@
+/* What the HTTP API may read and where it writes. The API names things; it never
+** takes a host path. Two roots, both fixed by the operator when the server starts:
+**
+**   data root  (--data-dir, read-only, optional): corpora, and tokenizers, shard
+**              folders or config.json files the operator put there, named by their
+**              path relative to the root ("wikitext-2/train.txt");
+**   work root  (--work-dir, default <db>.work): what the server's jobs make, named
+**              by the job's "name": tokenizers/NAME/tokenizer.json, datasets/NAME/,
+**              and the jobs' logs and descriptions in jobs/.
+**
+** Every name is checked as text first (no absolute paths, no "." or ".." segment,
+** nothing starting with '-', no control characters, no NUL), then resolved with realpath(), and the result must
+** still lie inside its root: a symbolic link that leads out counts as missing, so an
+** answer never tells whether a file outside the roots exists. Resolution does not
+** read files (stat only); whatever reads them runs in the job. */
+#ifndef MASKD_WORKSPACE_H
+#define MASKD_WORKSPACE_H
+#include <jansson.h>
+#include <stddef.h>
+#include "engine/core/err.h"
+
+#define WORKSPACE_PATH_MAX 4096
+
+/* Why a name did not resolve; the HTTP layer answers 422, 404, 409 for them. */
+typedef enum WorkspaceStatus {
+  WORKSPACE_OK = 0,
+  WORKSPACE_BAD_NAME = -1,    /* not a name this kind of thing may have */
+  WORKSPACE_NOT_FOUND = -2,   /* no such thing inside the roots */
+  WORKSPACE_EXISTS = -3,      /* an output name already taken */
+  WORKSPACE_IO = -4           /* the work folder cannot be written */
+} WorkspaceStatus;
+
+typedef struct Workspace {
+  char *data_root;            /* canonical data root, or NULL: no corpora can be named */
+  char *work_root;            /* canonical work root */
+} Workspace;
+
+/* Canonicalises both roots, creating the work root and its sub-folders (mode 0700). */
+int workspace_open(Workspace *w, const char *data_dir, const char *work_dir, Err *err);
+/* Frees what workspace_open allocated; safe on a zeroed Workspace. */
+void workspace_close(Workspace *w);
+
+/* 1 when name is a registered name: letters, digits, - _ . (not first), at most 64. */
+int workspace_name_ok(const char *name);
+
+/* Each resolver writes the absolute path into path[cap] and returns WORKSPACE_OK,
+** or a WorkspaceStatus with the reason in err (naming the field, never a host path). */
+
+/* A corpus: a regular file under the data root. */
+int workspace_corpus(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err);
+/* A tokenizer: a registered one (tokenizers/NAME/tokenizer.json in the work root), else a
+** tokenizer.json file, or a folder holding one, under the data root. */
+int workspace_tokenizer(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err);
+/* A dataset (a shard folder): a registered one (datasets/NAME), else a folder under the data root. */
+int workspace_dataset(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err);
+/* A model config.json under the data root (presets are the caller's business). */
+int workspace_config(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err);
+/* The folder a job named name writes, kind "tokenizers" or "datasets": refused with
+** WORKSPACE_EXISTS when something already has that name. Does not create it. */
+int workspace_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err);
+/* work_root/jobs/file into path[cap]. */
+int workspace_job_file(const Workspace *w, const char *file, char *path, size_t cap, Err *err);
+
+/* What can be named, for the page's suggestions: kind "corpora" lists regular files
+** under the data root (three levels, at most limit), "tokenizers" and "datasets" the
+** registered ones; each entry {"name", "bytes"}. NULL when out of memory. */
+json_t *workspace_list(const Workspace *w, const char *kind, int limit);
+
+#endif

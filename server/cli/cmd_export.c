@@ -1,0 +1,285 @@
+/* maskd export / maskd import: a store revision to and from a Hugging Face model
+** folder (config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
+** special_tokens_map.json) that transformers' from_pretrained loads as
+** RobertaForMaskedLM / BertForMaskedLM with an AlbertTokenizerFast-style Unigram
+** tokenizer. Both directions validate everything (the weights are loaded into a
+** model) before writing anything. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/io/checkpoint.h"
+#include "engine/nn/config.h"
+#include "engine/infer/fillmask.h"
+#include "engine/core/files.h"
+#include "engine/tok/tokenizer.h"
+#include "server/cli/commands.h"
+#include "store/store.h"
+
+
+static const char *const folder_files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                           "tokenizer_config.json", "special_tokens_map.json"};
+#define N_FOLDER_FILES (sizeof folder_files / sizeof folder_files[0])
+
+static int exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* ---- export ---- */
+
+static int do_export(Store *s, const char *spec, const char *dir, int force, Err *err) {
+  StoreRevision r;
+  void *cfg = NULL, *w = NULL, *tj = NULL;
+  size_t cfg_len = 0, w_len = 0, tj_len = 0;
+  char *cfg_s = NULL, *path = NULL;
+  Model *m = NULL;
+  Tokenizer *t = NULL;
+  ModelConfig c;
+  char *text[N_FOLDER_FILES] = {NULL};
+  size_t len[N_FOLDER_FILES] = {0};
+  FilesAtomic f[N_FOLDER_FILES];
+  memset(f, 0, sizeof f);
+  for (size_t i = 0; i < N_FOLDER_FILES; i++) f[i].fd = -1;
+  sigset_t old_mask;
+  int rc = -1, created = 0;
+  if (store_resolve(s, spec, &r, err)) return -1;
+  if (!r.tokenizer[0]) return err_set(err, "%s: revision %s has no tokenizer; export needs one", r.model, r.commit);
+  if (store_revision_file(s, &r, "config.json", &cfg, &cfg_len, err)) goto done;
+  if (store_revision_file(s, &r, "model.safetensors", &w, &w_len, err)) goto done;
+  if (store_revision_file(s, &r, "tokenizer.json", &tj, &tj_len, err)) goto done;
+  if (!(cfg_s = malloc(cfg_len + 1))) { err_set(err, "out of memory"); goto done; }
+  memcpy(cfg_s, cfg, cfg_len);
+  cfg_s[cfg_len] = 0;
+  /* Everything is checked before the folder is touched. */
+  if (config_parse(cfg_s, &c, err)) { err_prefix(err, "stored config.json"); goto done; }
+  if (!(m = model_new(&c, err))) goto done;
+  if (ckpt_load_weights_memory(m, w, w_len, err)) { err_prefix(err, "stored model.safetensors"); goto done; }
+  if (!(t = tokenizer_from_json(tj, tj_len, err))) { err_prefix(err, "stored tokenizer.json"); goto done; }
+  if (tokenizer_vocab_size(t) > c.vocab_size) {
+    err_set(err, "the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t), c.vocab_size);
+    goto done;
+  }
+  if (!(created = !exists(dir)) && !force) {
+    for (size_t i = 0; i < N_FOLDER_FILES; i++) {
+      free(path);
+      if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
+      if (exists(path)) { err_set(err, "%s exists (use --force to overwrite)", path); goto done; }
+    }
+  }
+  if (files_make_dirs(dir, err)) { created = 0; goto done; }
+  /* config.json as maskd writes it (architectures, model_type, every field); the
+  ** weights as ckpt writes them: F32, HF names, tied decoder left out, format "pt". */
+  if (!(text[0] = config_to_json(&c))) { err_set(err, "out of memory"); goto done; }
+  len[0] = strlen(text[0]);
+  unsigned char *wb = NULL;
+  if (ckpt_weights_bytes(m, 0, &wb, &len[1], err)) goto done;
+  text[1] = (char *)wb;
+  if (!(text[2] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[3], &text[4], err)) goto done;
+  for (size_t i = 2; i < N_FOLDER_FILES; i++) len[i] = strlen(text[i]);
+  /* All five are written beside their names first and renamed into place only when every
+  ** one is whole: a full disk leaves the folder as it was, with no temporary behind. A
+  ** stop signal waits until the renames are done. */
+  for (size_t i = 0; i < N_FOLDER_FILES; i++) {
+    free(path);
+    if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
+    if (files_atomic_open(&f[i], path, err) || files_atomic_write(&f[i], text[i], len[i], err) ||
+        files_atomic_finish(&f[i], err))
+      goto done;
+  }
+  cli_block_stop_signals(&old_mask);
+  for (size_t i = 0; i < N_FOLDER_FILES; i++)
+    if (files_atomic_commit(&f[i], err)) { cli_restore_signals(&old_mask); goto done; }
+  cli_restore_signals(&old_mask);
+  created = 0;
+  printf("exported %s@%s (revision %lld) to %s\n", r.model, r.commit, (long long)r.seq, dir);
+  rc = 0;
+done:
+  for (size_t i = 0; i < N_FOLDER_FILES; i++) { files_atomic_abort(&f[i]); free(text[i]); }
+  if (created) rmdir(dir);   /* a folder this export made and could not fill goes again */
+  model_free(m);
+  tokenizer_free(t);
+  free(cfg); free(w); free(tj); free(cfg_s); free(path);
+  return rc;
+}
+
+/* ---- import ---- */
+
+/* A token role of tokenizer_config.json / special_tokens_map.json (string or AddedToken). */
+static const char *role(const json_t *o, const char *key) {
+  const json_t *v = json_object_get(o, key);
+  if (json_is_object(v)) v = json_object_get(v, "content");
+  return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* The store keeps tokenizer.json only; fill-mask on a stored revision assumes
+** the seed's roles ([MASK], <pad>) and clean_up_tokenization_spaces true, so a
+** folder that says otherwise is refused rather than silently changed. */
+static int check_tokenizer_configs(const char *dir, Err *err) {
+  static const char *files[] = {"tokenizer_config.json", "special_tokens_map.json"};
+  for (int i = 0; i < 2; i++) {
+    char *p = files_join(dir, files[i]);
+    if (!p) return err_set(err, "out of memory");
+    if (!exists(p)) { free(p); continue; }
+    json_error_t je;
+    size_t n;
+    char *text = files_read_all(p, FILLMASK_MAX_SIDE_FILE, &n, err);
+    json_t *o = text ? json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je) : NULL;  /* model_max_length is 1e30 */
+    free(text);
+    int rc = 0;
+    const char *v;
+    if (!text) rc = -1;
+    else if (!json_is_object(o)) rc = err_set(err, "%s: not a JSON object (%s)", p, o ? "wrong type" : je.text);
+    else if ((v = role(o, "mask_token")) && strcmp(v, "[MASK]"))
+      rc = err_set(err, "%s: mask_token '%s' is not supported (maskd models use [MASK])", p, v);
+    else if ((v = role(o, "pad_token")) && strcmp(v, "<pad>"))
+      rc = err_set(err, "%s: pad_token '%s' is not supported (maskd models use <pad>)", p, v);
+    else if (i == 0 && json_is_false(json_object_get(o, "clean_up_tokenization_spaces")))
+      rc = err_set(err, "%s: clean_up_tokenization_spaces false is not supported (maskd models use true)", p);
+    json_decref(o);
+    free(p);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
+/* Reads tokenizer.json, refusing tokenizer types other than Unigram by name. */
+static Tokenizer *load_unigram_tokenizer(const char *path, Err *err) {
+  json_error_t je;
+  size_t n;
+  char *text = files_read_all(path, TOKENIZER_MAX_FILE, &n, err);
+  if (!text) return NULL;
+  json_t *o = json_loadb(text, n, 0, &je);
+  free(text);
+  if (!o) { err_set(err, "%s: %s", path, je.text); return NULL; }
+  const char *type = json_string_value(json_object_get(json_object_get(o, "model"), "type"));
+  if (!type || strcmp(type, "Unigram")) {
+    err_set(err, "%s: tokenizer model type '%s' is not supported (maskd imports Unigram tokenizers only)", path,
+            type ? type : "(none)");
+    json_decref(o);
+    return NULL;
+  }
+  json_decref(o);
+  Tokenizer *t = tokenizer_load(path, err);
+  if (!t) err_prefix(err, "unsupported tokenizer");
+  return t;
+}
+
+static int do_import(Store *s, const char *dir, const char *name, const char *message, Err *err) {
+  char *cp = files_join(dir, "config.json"), *wp = files_join(dir, "model.safetensors"), *tp = files_join(dir, "tokenizer.json");
+  char *cfg_json = NULL, *tok_json = NULL, msg[512];
+  unsigned char *wb = NULL;
+  size_t wb_len = 0;
+  Model *m = NULL;
+  Tokenizer *t = NULL;
+  ModelConfig c;
+  int rc = -1;
+  if (!cp || !wp || !tp) { err_set(err, "out of memory"); goto done; }
+  const char *need[] = {cp, wp, tp};
+  for (int i = 0; i < 3; i++) if (!exists(need[i])) { err_set(err, "%s: missing (an HF model folder needs config.json, model.safetensors and tokenizer.json)", need[i]); goto done; }
+  if (config_load(cp, &c, err)) { err_prefix(err, cp); goto done; }
+  if (!(t = load_unigram_tokenizer(tp, err))) goto done;
+  if (check_tokenizer_configs(dir, err)) goto done;
+  if (tokenizer_token_to_id(t, "[MASK]") < 0) { err_set(err, "%s: the tokenizer has no [MASK] token", tp); goto done; }
+  if (tokenizer_vocab_size(t) > c.vocab_size) {
+    err_set(err, "%s: the tokenizer has %d ids, config.json's vocab_size is %d", tp, tokenizer_vocab_size(t), c.vocab_size);
+    goto done;
+  }
+  if (!(m = model_new(&c, err))) { err_prefix(err, cp); goto done; }
+  if (ckpt_load_weights_file(m, wp, err)) goto done;
+  /* Stored in maskd's canonical form, so what is exported later is what maskd writes. */
+  if (!(cfg_json = config_to_json(&c))) { err_set(err, "out of memory"); goto done; }
+  if (ckpt_weights_bytes(m, 0, &wb, &wb_len, err)) goto done;
+  if (!(tok_json = tokenizer_to_json(t, err))) goto done;
+  snprintf(msg, sizeof msg, "%s", message ? message : "Import from ");
+  if (!message) snprintf(msg, sizeof msg, "Import from %s", dir);
+  StorePush p = {.message = msg, .config_json = cfg_json, .weights = wb, .weights_len = wb_len,
+                 .tokenizer_json = tok_json};
+  StoreRevision r;
+  if (store_push(s, name, &p, &r, err)) goto done;
+  printf("imported %s as %s@%s (revision %lld)\n", dir, r.model, r.commit, (long long)r.seq);
+  rc = 0;
+done:
+  model_free(m);
+  tokenizer_free(t);
+  free(cp); free(wp); free(tp); free(cfg_json); free(tok_json); free(wb);
+  return rc;
+}
+
+/* ---- commands ---- */
+
+static void usage_export(FILE *f) {
+  fprintf(f,
+    "usage: maskd export [--db PATH] [--force] NAME[@REV] DIR\n"
+    "Writes DIR/config.json, model.safetensors (F32), tokenizer.json, tokenizer_config.json and\n"
+    "special_tokens_map.json: a folder transformers loads with from_pretrained (RobertaForMaskedLM or\n"
+    "BertForMaskedLM, AlbertTokenizerFast). REV: main (newest, default), a revision number or a commit.\n"
+    "  --db PATH   the store (default $MASKD_DB, else ./maskd.db)\n"
+    "  --force     overwrite those files when DIR already has them\n"
+    "The five files are written beside their names and renamed into place together, so a\n"
+    "failure (a full disk) leaves DIR as it was.\n");
+}
+
+static void usage_import(FILE *f) {
+  fprintf(f,
+    "usage: maskd import [--db PATH] [--message TEXT] DIR NAME\n"
+    "Reads an HF model folder (config.json, model.safetensors, tokenizer.json with a Unigram model,\n"
+    "optional tokenizer_config.json / special_tokens_map.json) and pushes it as a new revision of\n"
+    "model NAME. Other tokenizer types are refused.\n"
+    "  --db PATH   the store (default $MASKD_DB, else ./maskd.db)\n");
+}
+
+static Store *open_store(const char *db, const char *cmd, int must_exist) {
+  const char *path = cli_db_path(db);
+  Err err = {{0}};
+  if (must_exist && !exists(path)) { fprintf(stderr, "maskd %s: no store at %s (--db PATH or MASKD_DB)\n", cmd, path); return NULL; }
+  Store *s = store_open(path, &err);
+  if (!s) fprintf(stderr, "maskd %s: %s\n", cmd, err.msg);
+  return s;
+}
+
+int cmd_export(int argc, char **argv) {
+  const char *db = NULL, *pos[2] = {0};
+  int np = 0, force = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage_export(stdout); return 0; }
+    else if (!strcmp(argv[i], "--db") && i + 1 < argc) db = argv[++i];
+    else if (!strcmp(argv[i], "--force")) force = 1;
+    else if (argv[i][0] == '-' && argv[i][1] == '-') { fprintf(stderr, "maskd export: unknown option or missing value: %s\n", argv[i]); return 2; }
+    else if (np < 2) pos[np++] = argv[i];
+    else { fprintf(stderr, "maskd export: too many arguments (maskd export --help)\n"); return 2; }
+  }
+  if (np != 2) { usage_export(stderr); return 2; }
+  Store *s = open_store(db, "export", 1);
+  if (!s) return 1;
+  Err err = {{0}};
+  int rc = do_export(s, pos[0], pos[1], force, &err);
+  if (rc) fprintf(stderr, "maskd export: %s\n", err.msg);
+  store_close(s);
+  return rc ? 1 : 0;
+}
+
+int cmd_import(int argc, char **argv) {
+  const char *db = NULL, *pos[2] = {0}, *message = NULL;
+  int np = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage_import(stdout); return 0; }
+    else if (!strcmp(argv[i], "--db") && i + 1 < argc) db = argv[++i];
+    else if (!strcmp(argv[i], "--message") && i + 1 < argc) message = argv[++i];
+    else if (argv[i][0] == '-' && argv[i][1] == '-') { fprintf(stderr, "maskd import: unknown option or missing value: %s\n", argv[i]); return 2; }
+    else if (np < 2) pos[np++] = argv[i];
+    else { fprintf(stderr, "maskd import: too many arguments (maskd import --help)\n"); return 2; }
+  }
+  if (np != 2) { usage_import(stderr); return 2; }
+  Store *s = open_store(db, "import", 0);
+  if (!s) return 1;
+  Err err = {{0}};
+  int rc = do_import(s, pos[0], pos[1], message, &err);
+  if (rc) fprintf(stderr, "maskd import: %s\n", err.msg);
+  store_close(s);
+  return rc ? 1 : 0;
+}

@@ -1,0 +1,168 @@
+/* maskd prepare: a text file -> token ids -> fixed-length shards + manifest (engine/data/prepare.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/core/files.h"
+#include "engine/data/prepare.h"
+#include "engine/data/shards.h"
+#include "engine/tok/tokenizer.h"
+#include "server/cli/commands.h"
+
+static void prepare_usage(FILE *f) {
+  fprintf(f,
+          "usage: maskd prepare --tokenizer T --input FILE --split NAME --seq-len N --out DIR [options]\n"
+          "       maskd prepare --ids --vocab-size V --input FILE --split NAME --seq-len N --out DIR [options]\n"
+          "\n"
+          "Encodes each input line as [CLS] ... [SEP], concatenates the ids, cuts them into\n"
+          "samples of N tokens (the tail is dropped) and writes shards\n"
+          "(<split>-<index>-samples-<n>.shard) and a manifest.json into DIR.\n"
+          "\n"
+          "  --tokenizer T      a tokenizer.json; its vocabulary size and hash go into the shards\n"
+          "  --input FILE       input lines, a regular file ('-' for stdin); a line may have up to 64 MiB\n"
+          "  --ids              instead of a tokenizer: each input line holds one text's ids,\n"
+          "                     [CLS] ... [SEP] included, as decimal numbers separated by blanks\n"
+          "                     (what maskd tokenizer encode prints)\n"
+          "  --vocab-size V     vocabulary size with --ids (every id must be below it)\n"
+          "  --split NAME       split name in the shard names (default train)\n"
+          "  --seq-len N        tokens per sample (default 128)\n"
+          "  --out DIR          output directory (created; must not hold a set already)\n"
+          "  --shard-size N     samples per shard (default 5000)\n"
+          "  --group-lines N    drop the remainder after every N lines as the seed does with\n"
+          "                     1000 (default 0: one stream, only the final tail is dropped)\n"
+          "  --keep-empty       encode blank lines too (default: skip them)\n"
+          "  --tokenizer-hash H record H as the manifest's tokenizer_hash\n"
+          "  --overwrite        replace an existing set of this split in DIR\n"
+          "  --quiet            no progress on stderr\n"
+          "\n"
+          "Values may also be written --option=VALUE (so a value may start with '-').\n"
+          "The set appears whole or not at all: it is written into a temporary folder beside\n"
+          "DIR and renamed into place; SIGINT/SIGTERM stop with nothing written.\n");
+}
+
+static volatile sig_atomic_t stop_signal;
+static void on_stop(int sig) { stop_signal = sig; }
+
+/* The --ids encoder: the line's numbers as they are. */
+static int ids_encode(void *ctx, const char *text, size_t len, int32_t *ids, int cap, Err *err) {
+  (void)ctx;
+  int n = 0;
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) i++;
+    if (i >= len) break;
+    int64_t v = 0;
+    size_t j = i;
+    while (j < len && text[j] >= '0' && text[j] <= '9' && v <= INT32_MAX) { v = v * 10 + (text[j] - '0'); j++; }
+    if (j == i || v > INT32_MAX || (j < len && text[j] != ' ' && text[j] != '\t' && text[j] != '\r'))
+      return err_set(err, "'%.*s' is not an id", (int)((j < len ? j + 1 : j) - i), text + i);
+    if (n < cap) ids[n] = (int32_t)v;
+    n++;
+    i = j;
+  }
+  return n;
+}
+
+/* The --tokenizer encoder: HF's encode(text) with the post-processor's [CLS] ... [SEP]. */
+typedef struct TokCtx { Tokenizer *tok; Encoding enc; } TokCtx;
+
+static int tok_encode(void *ctx, const char *text, size_t len, int32_t *ids, int cap, Err *err) {
+  TokCtx *c = ctx;
+  if (tokenizer_encode(c->tok, text, len, 1, &c->enc, err) != 0) return -1;
+  int n = c->enc.n;
+  memcpy(ids, c->enc.ids, (size_t)(n < cap ? n : cap) * sizeof *ids);
+  return n;
+}
+
+int cmd_prepare(int argc, char **argv) {
+  const char *input = NULL, *out = NULL, *split = "train", *hash = NULL, *tokenizer = NULL;
+  long seq_len = 128, shard_size = 5000, vocab = 0, group = 0;
+  int ids_mode = 0, keep_empty = 0, overwrite = 0, quiet = 0;
+  static const char *const text_flags[] = {"--input", "--tokenizer", "--out", "--split", "--tokenizer-hash"};
+  const char **text_vals[] = {&input, &tokenizer, &out, &split, &hash};
+  static const char *const num_flags[] = {"--seq-len", "--shard-size", "--vocab-size", "--group-lines"};
+  long *num_vals[] = {&seq_len, &shard_size, &vocab, &group};
+  const long num_lo[] = {1, 1, 1, 0}, num_hi[] = {1 << 20, 1L << 30, INT32_MAX, 1L << 30};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    int r = 0;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { prepare_usage(stdout); return 0; }
+    else if (!strcmp(a, "--ids")) { ids_mode = 1; continue; }
+    else if (!strcmp(a, "--keep-empty")) { keep_empty = 1; continue; }
+    else if (!strcmp(a, "--overwrite")) { overwrite = 1; continue; }
+    else if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+    for (size_t k = 0; !r && k < sizeof text_flags / sizeof *text_flags; k++)
+      if ((r = cli_flag_value("prepare", argc, argv, &i, text_flags[k], &v)) == 1) *text_vals[k] = v;
+    for (size_t k = 0; !r && k < sizeof num_flags / sizeof *num_flags; k++)
+      if ((r = cli_flag_value("prepare", argc, argv, &i, num_flags[k], &v)) == 1 &&
+          cli_parse_long(v, num_lo[k], num_hi[k], num_vals[k])) {
+        fprintf(stderr, "maskd prepare: %s needs a whole number from %ld to %ld, got '%s'\n", num_flags[k], num_lo[k], num_hi[k], v);
+        return 2;
+      }
+    if (r < 0) return 2;
+    if (r == 0) { fprintf(stderr, "maskd prepare: unknown option '%s' (maskd prepare --help)\n", a); return 2; }
+  }
+  if (!input) { fprintf(stderr, "maskd prepare: --input is required\n"); return 2; }
+  if (!out) { fprintf(stderr, "maskd prepare: --out is required\n"); return 2; }
+  if (!ids_mode == !tokenizer) { fprintf(stderr, "maskd prepare: give either --tokenizer T or --ids (input already encoded)\n"); return 2; }
+  if (ids_mode && !vocab) { fprintf(stderr, "maskd prepare: --ids needs --vocab-size\n"); return 2; }
+  if (tokenizer && hash) { fprintf(stderr, "maskd prepare: --tokenizer-hash is for --ids; with --tokenizer the file's hash is recorded\n"); return 2; }
+
+  Err err = {{0}};
+  TokCtx tc;
+  memset(&tc, 0, sizeof tc);
+  char tok_hash[32];
+  if (tokenizer) {
+    tc.tok = tokenizer_load(tokenizer, &err);
+    if (!tc.tok) { fprintf(stderr, "maskd prepare: %s\n", err.msg); return 1; }
+    if (prepare_file_hash(tokenizer, tok_hash, sizeof tok_hash, &err)) { fprintf(stderr, "maskd prepare: %s\n", err.msg); tokenizer_free(tc.tok); return 1; }
+    long tv = tokenizer_vocab_size(tc.tok);
+    if (vocab && vocab != tv) {
+      fprintf(stderr, "maskd prepare: --vocab-size %ld differs from the tokenizer's %ld\n", vocab, tv);
+      tokenizer_free(tc.tok);
+      return 2;
+    }
+    vocab = tv;
+    hash = tok_hash;
+  }
+
+  /* A named input must be a regular file ("-" reads stdin, which may be a pipe). */
+  uint64_t total = 0;
+  FILE *in = strcmp(input, "-") ? files_fopen_regular(input, &total, &err) : stdin;
+  if (!in) { fprintf(stderr, "maskd prepare: %s\n", err.msg); tokenizer_free(tc.tok); return 1; }
+  struct stat st;
+  if (in == stdin) total = fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+
+  PrepareOptions o = prepare_default_options(split, (int)seq_len, (uint32_t)vocab);
+  o.shard_size = (int)shard_size;
+  o.group_lines = (int)group;
+  o.keep_empty = keep_empty;
+  o.overwrite = overwrite;
+  o.tokenizer_hash = hash;
+  o.source = input;
+  o.progress = !quiet;
+  /* SIGINT/SIGTERM stop the run at the next line with nothing written (no half set, no temporary). */
+  struct sigaction sa, old_int, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  o.stop = &stop_signal;
+  PrepareStats s;
+  int rc = tokenizer ? prepare_run(in, total, out, &o, tok_encode, &tc, &s, &err)
+                     : prepare_run(in, total, out, &o, ids_encode, NULL, &s, &err);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  if (in != stdin) fclose(in);
+  encoding_free(&tc.enc);
+  tokenizer_free(tc.tok);
+  if (rc) { fprintf(stderr, "maskd prepare: %s\n", err.msg); return stop_signal ? 130 : 1; }
+  printf("%s: %" PRIu64 " samples of %ld tokens in %d shards (%" PRIu64 " lines, %" PRIu64 " skipped, %" PRIu64 " tokens, %" PRIu64 " dropped)\n",
+         out, s.samples, seq_len, s.shards, s.lines, s.lines_skipped, s.tokens, s.tokens_dropped);
+  return 0;
+}

@@ -1,0 +1,147 @@
+/* maskd runs / maskd models: list what the store (store/store.h) holds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/cli/commands.h"
+#include "store/store.h"
+
+/* Parses [--db PATH] [--json] [NAME]; -1 after printing a one-line error. */
+static int list_args(const char *cmd, int argc, char **argv, const char **db, int *json, const char **name, int allow_name) {
+  *db = cli_db_path(NULL);
+  *json = 0;
+  *name = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--db") && i + 1 < argc) *db = argv[++i];
+    else if (!strcmp(argv[i], "--json")) *json = 1;
+    else if (allow_name && argv[i][0] != '-' && !*name) *name = argv[i];
+    else {
+      fprintf(stderr, "maskd %s: unknown argument '%s' (maskd %s --help)\n", cmd, argv[i], cmd);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Opens an existing store; listing never creates one. */
+static Store *open_existing(const char *cmd, const char *db) {
+  if (access(db, F_OK) != 0) {
+    fprintf(stderr, "maskd %s: no database at %s (give --db PATH or set MASKD_DB)\n", cmd, db);
+    return NULL;
+  }
+  Err err = {{0}};
+  Store *s = store_open(db, &err);
+  if (!s) fprintf(stderr, "maskd %s: %s\n", cmd, err.msg);
+  return s;
+}
+
+static void fmt_time(char *buf, size_t size, json_t *t) {
+  if (!json_is_number(t)) { snprintf(buf, size, "-"); return; }
+  time_t secs = (time_t)json_number_value(t);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  strftime(buf, size, "%Y-%m-%d %H:%M", &tm);
+}
+
+static void fmt_num(char *buf, size_t size, json_t *v) {
+  if (json_is_number(v)) snprintf(buf, size, "%.4f", json_number_value(v));
+  else snprintf(buf, size, "-");
+}
+
+static int print_json(json_t *v) {
+  char *s = json_dumps(v, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+  if (!s) return 1;
+  puts(s);
+  free(s);
+  return 0;
+}
+
+int cmd_runs(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    printf("usage: maskd runs [--db PATH] [--json]\n\n"
+           "Lists training runs, newest first: status, progress, last training loss and\n"
+           "last evaluation loss. --db defaults to $MASKD_DB, else ./maskd.db.\n");
+    return 0;
+  }
+  const char *db, *name;
+  int json;
+  if (list_args("runs", argc, argv, &db, &json, &name, 0)) return 2;
+  Store *s = open_existing("runs", db);
+  if (!s) return 1;
+  Err err = {{0}};
+  json_t *runs = store_runs_list(s, &err);
+  store_close(s);
+  if (!runs) { fprintf(stderr, "maskd runs: %s\n", err.msg); return 1; }
+  int rc = 0;
+  if (json) {
+    rc = print_json(runs);
+  } else {
+    printf("%-5s %-24s %-11s %-15s %-5s %-9s %-9s %s\n", "ID", "NAME", "STATUS", "STEP", "EPOCH", "LOSS", "EVAL", "CREATED (UTC)");
+    size_t i;
+    json_t *r;
+    json_array_foreach(runs, i, r) {
+      char step[32], loss[32], eval[32], created[32];
+      snprintf(step, sizeof step, "%lld/%lld", (long long)json_integer_value(json_object_get(r, "step")),
+               (long long)json_integer_value(json_object_get(r, "total_steps")));
+      fmt_num(loss, sizeof loss, json_object_get(r, "last_loss"));
+      fmt_num(eval, sizeof eval, json_object_get(r, "eval_loss"));
+      fmt_time(created, sizeof created, json_object_get(r, "created"));
+      printf("%-5lld %-24s %-11s %-15s %-5lld %-9s %-9s %s\n", (long long)json_integer_value(json_object_get(r, "id")),
+             json_string_value(json_object_get(r, "name")), json_string_value(json_object_get(r, "status")), step,
+             (long long)json_integer_value(json_object_get(r, "epoch")), loss, eval, created);
+    }
+  }
+  json_decref(runs);
+  return rc;
+}
+
+int cmd_models(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    printf("usage: maskd models [--db PATH] [--json] [NAME]\n\n"
+           "Lists model repositories with their latest revision; with NAME, that model's\n"
+           "revisions (newest first). A revision is named NAME@N or NAME@<commit>.\n"
+           "--db defaults to $MASKD_DB, else ./maskd.db.\n");
+    return 0;
+  }
+  const char *db, *name;
+  int json;
+  if (list_args("models", argc, argv, &db, &json, &name, 1)) return 2;
+  Store *s = open_existing("models", db);
+  if (!s) return 1;
+  Err err = {{0}};
+  json_t *v = name ? store_model_get(s, name, &err) : store_models_list(s, &err);
+  store_close(s);
+  if (!v) { fprintf(stderr, "maskd models: %s\n", err.msg); return 1; }
+  int rc = 0;
+  if (json) {
+    rc = print_json(v);
+  } else if (name) {
+    printf("%-5s %-12s %-7s %-6s %-17s %s\n", "REV", "COMMIT", "EPOCH", "STEP", "CREATED (UTC)", "MESSAGE");
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(v, "revisions"), i, r) {
+      char created[32];
+      fmt_time(created, sizeof created, json_object_get(r, "created"));
+      printf("%-5lld %-12.12s %-7lld %-6lld %-17s %s\n", (long long)json_integer_value(json_object_get(r, "seq")),
+             json_string_value(json_object_get(r, "commit")), (long long)json_integer_value(json_object_get(r, "epoch")),
+             (long long)json_integer_value(json_object_get(r, "step")), created,
+             json_string_value(json_object_get(r, "message")));
+    }
+  } else {
+    printf("%-32s %-9s %-12s %-17s %s\n", "NAME", "REVISIONS", "LAST", "UPDATED (UTC)", "MESSAGE");
+    size_t i;
+    json_t *m;
+    json_array_foreach(v, i, m) {
+      char created[32];
+      const char *commit = json_string_value(json_object_get(m, "last_commit"));
+      const char *msg = json_string_value(json_object_get(m, "last_message"));
+      fmt_time(created, sizeof created, json_object_get(m, "last_created"));
+      printf("%-32s %-9lld %-12.12s %-17s %s\n", json_string_value(json_object_get(m, "name")),
+             (long long)json_integer_value(json_object_get(m, "revisions")), commit ? commit : "-", created, msg ? msg : "");
+    }
+  }
+  json_decref(v);
+  return rc;
+}

@@ -1,0 +1,265 @@
+/* maskd tokenizer encode|decode: one input line in, one output line out. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "engine/core/files.h"
+#include "engine/core/platform.h"
+#include "engine/tok/tokenizer.h"
+#include "server/cli/commands.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
+    "       maskd tokenizer encode --tokenizer T [--input FILE] [--pieces | --offsets]\n"
+    "                              [--no-special-tokens] [--threads N] [--jsonl]\n"
+    "       maskd tokenizer decode --tokenizer T [--input FILE] [--skip-special-tokens]\n"
+    "       maskd tokenizer export --tokenizer T --out DIR\n"
+    "\n"
+    "encode: prints the ids of each input line (space separated, one line per line);\n"
+    "        --pieces prints the pieces instead, --offsets start:end byte offsets into the line.\n"
+    "        Special tokens ([CLS] ... [SEP]) are added as HF's encode() does unless\n"
+    "        --no-special-tokens. --threads: encoding threads (default: all CPUs).\n"
+    "        --jsonl: each input line is a JSON string (for texts holding newlines).\n"
+    "decode: reads space-separated ids per line and prints the decoded text.\n"
+    "export: writes DIR/tokenizer.json (HF's layout), tokenizer_config.json and\n"
+    "        special_tokens_map.json (as transformers saves an AlbertTokenizerFast).\n"
+    "train: see maskd tokenizer train --help.\n"
+    "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin; it is read\n"
+    "whole, up to 1 GiB (a named input must be a regular file).\n");
+}
+
+/* The most text encode/decode reads (a file or stdin), held whole in memory. */
+#define TEXT_MAX ((size_t)1 << 30)
+
+/* Whole file (a regular file) or stdin into memory, at most TEXT_MAX bytes. */
+static char *slurp(const char *path, size_t *len, Err *err) {
+  return path ? files_read_all(path, TEXT_MAX, len, err) : files_read_stream(stdin, "stdin", TEXT_MAX, len, err);
+}
+
+/* Splits at '\n' (a final unterminated line counts; a final '\n' ends the last line). */
+static size_t split_lines(char *text, size_t len, const char ***lines, size_t **lens) {
+  size_t n = 0;
+  for (const char *p = text, *end = text + len; (p = memchr(p, '\n', (size_t)(end - p))); p++) n++;
+  if (len > 0 && text[len - 1] != '\n') n++;
+  *lines = malloc((n + 1) * sizeof **lines);
+  *lens = malloc((n + 1) * sizeof **lens);
+  if (!*lines || !*lens) return (size_t)-1;
+  size_t k = 0, start = 0;
+  for (const char *p = text, *end = text + len; (p = memchr(p, '\n', (size_t)(end - p))); p++) {
+    size_t i = (size_t)(p - text);
+    (*lines)[k] = text + start; (*lens)[k] = i - start; k++; start = i + 1;
+  }
+  if (start < len) { (*lines)[k] = text + start; (*lens)[k] = len - start; k++; }
+  return k;
+}
+
+/* A big stdout buffer: the output is as large as the input. */
+typedef struct Out { char *p; size_t n, cap; } Out;
+static void out_flush(Out *o) { fwrite(o->p, 1, o->n, stdout); o->n = 0; }
+static void out_put(Out *o, const char *s, size_t n) {
+  if (o->n + n > o->cap) out_flush(o);
+  if (n > o->cap) { fwrite(s, 1, n, stdout); return; }
+  memcpy(o->p + o->n, s, n);
+  o->n += n;
+}
+/* Decimal digits, two at a time (printing ids is a fair share of encode's time). */
+static void out_int(Out *o, long v) {
+  static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+  char tmp[24];
+  int k = 24;
+  unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
+  while (u >= 100) { unsigned d = (unsigned)(u % 100) * 2; u /= 100; tmp[--k] = pairs[d + 1]; tmp[--k] = pairs[d]; }
+  if (u >= 10) { unsigned d = (unsigned)u * 2; tmp[--k] = pairs[d + 1]; tmp[--k] = pairs[d]; }
+  else tmp[--k] = (char)('0' + u);
+  if (v < 0) tmp[--k] = '-';
+  out_put(o, tmp + k, (size_t)(24 - k));
+}
+
+/* --jsonl: replaces every line by the string it encodes (kept alive in *vals). */
+static int decode_jsonl(const char **lines, size_t *lens, size_t n, json_t **vals) {
+  for (size_t i = 0; i < n; i++) {
+    json_error_t je;
+    json_t *v = json_loadb(lines[i], lens[i], JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!v || !json_is_string(v)) {
+      fprintf(stderr, "maskd tokenizer encode: line %zu: not a JSON string%s%s\n", i + 1, v ? "" : ": ", v ? "" : je.text);
+      json_decref(v);
+      return -1;
+    }
+    vals[i] = v;
+    lines[i] = json_string_value(v);
+    lens[i] = json_string_length(v);
+  }
+  return 0;
+}
+
+static int cmd_encode(Tokenizer *t, char *text, size_t len, int pieces, int offsets, int add_special, int threads, int jsonl) {
+  const char **lines;
+  size_t *lens;
+  size_t n = split_lines(text, len, &lines, &lens);
+  if (n == (size_t)-1) { fprintf(stderr, "maskd tokenizer encode: out of memory\n"); return 1; }
+  Out o = {malloc(1 << 20), 0, 1 << 20};
+  int rc = 0;
+  Err err;
+  json_t **vals = jsonl ? calloc(n + 1, sizeof *vals) : NULL;
+  if (!o.p || (jsonl && !vals)) { fprintf(stderr, "maskd tokenizer encode: out of memory\n"); rc = 1; goto done; }
+  if (jsonl && decode_jsonl(lines, lens, n, vals) < 0) { rc = 1; goto done; }
+  if (!pieces && !offsets) {
+    /* Blocks of lines, so the id arrays stay small and warm in cache. */
+    const size_t block = 16384;
+    for (size_t b0 = 0; b0 < n; b0 += block) {
+      size_t nb = n - b0 < block ? n - b0 : block;
+      int32_t *ids;
+      size_t *starts;
+      if (tokenizer_encode_many(t, lines + b0, lens + b0, nb, add_special, threads, &ids, &starts, &err) < 0) {
+        /* "text N" is 0-based within the block; lines are 1-based for people. */
+        long long bad = -1;
+        if (sscanf(err.msg, "text %lld:", &bad) == 1) {
+          const char *why = strchr(err.msg, ':');
+          fprintf(stderr, "maskd tokenizer encode: line %lld%s\n", bad + 1 + (long long)b0, why ? why : "");
+        } else fprintf(stderr, "maskd tokenizer encode: %s\n", err.msg);
+        rc = 1;
+        goto done;
+      }
+      for (size_t i = 0; i < nb; i++) {
+        for (size_t j = starts[i]; j < starts[i + 1]; j++) {
+          if (j > starts[i]) out_put(&o, " ", 1);
+          out_int(&o, ids[j]);
+        }
+        out_put(&o, "\n", 1);
+      }
+      free(ids); free(starts);
+    }
+  } else {
+    Encoding e = {0};
+    for (size_t i = 0; i < n; i++) {
+      if (tokenizer_encode(t, lines[i], lens[i], add_special, &e, &err) < 0) {
+        fprintf(stderr, "maskd tokenizer encode: line %zu: %s\n", i + 1, err.msg);
+        rc = 1;
+        break;
+      }
+      for (int j = 0; j < e.n; j++) {
+        if (j) out_put(&o, " ", 1);
+        if (offsets) { out_int(&o, e.offsets[2 * j]); out_put(&o, ":", 1); out_int(&o, e.offsets[2 * j + 1]); }
+        else { const char *p = tokenizer_id_to_token(t, e.ids[j]); out_put(&o, p, strlen(p)); }
+      }
+      out_put(&o, "\n", 1);
+    }
+    encoding_free(&e);
+  }
+done:
+  if (o.p) { if (rc == 0) out_flush(&o); free(o.p); }
+  if (vals) { for (size_t i = 0; i < n; i++) json_decref(vals[i]); free(vals); }
+  free(lines); free(lens);
+  return rc;
+}
+
+static int cmd_decode(Tokenizer *t, char *text, size_t len, int skip_special) {
+  const char **lines;
+  size_t *lens;
+  size_t n = split_lines(text, len, &lines, &lens);
+  if (n == (size_t)-1) { fprintf(stderr, "maskd tokenizer decode: out of memory\n"); return 1; }
+  int rc = 0, cap = 256;
+  int32_t *ids = malloc((size_t)cap * sizeof *ids);
+  Out o = {malloc(1 << 20), 0, 1 << 20};
+  Err err;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    char *p = (char *)lines[i], *end = p + lens[i];
+    int k = 0;
+    while (p < end) {
+      while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+      if (p >= end) break;
+      char *q;
+      errno = 0;
+      long v = strtol(p, &q, 10);
+      if (q == p || (q < end && *q != ' ' && *q != '\t' && *q != '\r') || errno || v < 0 || v > 0x7fffffff) {
+        fprintf(stderr, "maskd tokenizer decode: line %zu: not a token id: \"%.*s\"\n", i + 1, (int)(strcspn(p, " \t\r\n") > 40 ? 40 : strcspn(p, " \t\r\n")), p);
+        rc = 1;
+        break;
+      }
+      if (k == cap) { int32_t *nb = realloc(ids, (size_t)(cap *= 2) * sizeof *ids); if (!nb) { rc = 1; break; } ids = nb; }
+      ids[k++] = (int32_t)v;
+      p = q;
+    }
+    if (rc) break;
+    char *s = tokenizer_decode(t, ids, k, skip_special, &err);
+    if (!s) { fprintf(stderr, "maskd tokenizer decode: line %zu: %s\n", i + 1, err.msg); rc = 1; break; }
+    out_put(&o, s, strlen(s));
+    out_put(&o, "\n", 1);
+    free(s);
+  }
+  if (rc == 0) out_flush(&o);
+  free(o.p); free(ids); free(lines); free(lens);
+  return rc;
+}
+
+int cmd_tokenizer(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(argc < 2 ? stderr : stdout); return argc < 2 ? 2 : 0; }
+  if (!strcmp(argv[1], "train")) return cmd_tokenizer_train(argc - 1, argv + 1);
+  const char *verb = argv[1], *tok_path = NULL, *input = NULL, *out_dir = NULL;
+  int pieces = 0, offsets = 0, add_special = 1, skip_special = 0, threads = 0, jsonl = 0;
+  if (strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "export")) {
+    fprintf(stderr, "maskd tokenizer: unknown verb '%s' (train, encode, decode, export; maskd tokenizer --help)\n", verb);
+    return 2;
+  }
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    int has_val = i + 1 < argc;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+    else if (!strcmp(a, "--tokenizer") && has_val) tok_path = argv[++i];
+    else if (!strcmp(a, "--input") && has_val && verb[1] != 'x') input = argv[++i];
+    else if (!strcmp(a, "--out") && has_val && verb[1] == 'x') out_dir = argv[++i];
+    else if (!strcmp(a, "--threads") && has_val) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 1024) { fprintf(stderr, "maskd tokenizer %s: --threads wants a number from 1 to 1024\n", verb); return 2; }
+      threads = (int)v;
+    }
+    else if (!strcmp(a, "--pieces") && verb[0] == 'e') pieces = 1;
+    else if (!strcmp(a, "--offsets") && verb[0] == 'e') offsets = 1;
+    else if (!strcmp(a, "--jsonl") && verb[0] == 'e') jsonl = 1;
+    else if (!strcmp(a, "--no-special-tokens") && verb[0] == 'e') add_special = 0;
+    else if (!strcmp(a, "--skip-special-tokens") && verb[0] == 'd') skip_special = 1;
+    else {
+      fprintf(stderr, "maskd tokenizer %s: unknown option or missing value: %s (maskd tokenizer --help)\n", verb, a);
+      return 2;
+    }
+  }
+  if (!tok_path) { fprintf(stderr, "maskd tokenizer %s: --tokenizer is required\n", verb); return 2; }
+  if (pieces && offsets) { fprintf(stderr, "maskd tokenizer encode: --pieces and --offsets exclude each other\n"); return 2; }
+  if (verb[1] == 'x' && !out_dir) { fprintf(stderr, "maskd tokenizer export: --out is required\n"); return 2; }
+  Err err;
+  Tokenizer *t = tokenizer_load(tok_path, &err);
+  if (!t) { fprintf(stderr, "maskd tokenizer %s: %s\n", verb, err.msg); return 1; }
+  if (verb[1] == 'x') {
+    if (mkdir(out_dir, 0777) < 0 && errno != EEXIST) {
+      fprintf(stderr, "maskd tokenizer export: %s: %s\n", out_dir, strerror(errno));
+      tokenizer_free(t);
+      return 1;
+    }
+    int rc = tokenizer_save_pretrained(t, out_dir, &err) < 0;
+    if (rc) fprintf(stderr, "maskd tokenizer export: %s\n", err.msg);
+    tokenizer_free(t);
+    return rc;
+  }
+  size_t len = 0;
+  char *text = slurp(input, &len, &err);
+  if (!text) {
+    fprintf(stderr, "maskd tokenizer %s: %s\n", verb, err.msg);
+    tokenizer_free(t);
+    return 1;
+  }
+  if (threads == 0) threads = platform_cpu_count();
+  int rc = verb[0] == 'e' ? cmd_encode(t, text, len, pieces, offsets, add_special, threads, jsonl) : cmd_decode(t, text, len, skip_special);
+  if (fflush(stdout) != 0 && rc == 0) { fprintf(stderr, "maskd tokenizer %s: write error\n", verb); rc = 1; }
+  free(text);
+  tokenizer_free(t);
+  return rc;
+}

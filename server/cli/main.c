@@ -1,0 +1,49 @@
+/* maskd: train and serve masked language models on CPUs. This file only
+** dispatches to the subcommands in server/cmd_*.c. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/core/platform.h"
+#include "server/cli/commands.h"
+
+#define MASKD_VERSION "0.1.0"
+
+static int cmd_version(int argc, char **argv) {
+  (void)argc; (void)argv;
+  printf("maskd %s\n", MASKD_VERSION);
+  return 0;
+}
+
+static const Command commands[] = {
+  {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
+  {"prepare", cmd_prepare, "cut tokenized text into fixed-length dataset shards"},
+  {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
+  {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
+  {"export", cmd_export, "write a model revision as a Hugging Face folder"},
+  {"import", cmd_import, "add a Hugging Face model folder to the store"},
+  {"runs", cmd_runs, "list training runs in the store"},
+  {"models", cmd_models, "list model repositories and their revisions in the store"},
+  {"serve", cmd_serve, "serve the HTTP API and the web page"},
+  {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
+  {"version", cmd_version, "print the version"},
+};
+static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: maskd COMMAND [ARGS...]   (maskd COMMAND --help for its options)\n\ncommands:\n");
+  for (int i = 0; i < n_commands; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+  platform_fix_openblas_env(argv);
+  /* Past a file-size limit (ulimit -f) a write fails with EFBIG, which every writer
+  ** reports and cleans up after, instead of the process being killed mid-file. */
+  signal(SIGXFSZ, SIG_IGN);
+  if (argc < 2) { usage(stderr); return 2; }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+  for (int i = 0; i < n_commands; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "maskd: unknown command '%s' (maskd --help lists them)\n", argv[1]);
+  return 2;
+}

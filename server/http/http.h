@@ -1,0 +1,178 @@
+/* The HTTP layer of maskd serve: a wrapper over libmicrohttpd that routes a request
+** by method and path pattern to a handler, hands it the whole body, and sends back
+** what the handler put in an HttpRes. Everything that protects the process lives
+** here, so no handler can forget it. Errors are always {"error": "...", "detail": ...}.
+**
+** Threads. One event-loop thread owns every connection (libmicrohttpd's epoll loop,
+** run by the layer): an idle or slow connection costs a socket and a little memory,
+** never a thread. Handlers run on a fixed pool of handler threads, in the order their
+** requests arrived (FIFO): the loop suspends the connection, queues the request, and
+** a handler thread resumes it with the answer ready. Routes flagged HTTP_INLINE
+** (cheap, never blocking: /healthz) are answered on the loop itself, so they answer
+** while every handler thread is busy. Handlers must be thread-safe; they never see
+** libmicrohttpd (headers and query arguments are copied for them).
+**
+** Limits. Bodies (413); connections in total (beyond, new ones wait in the kernel's
+** backlog) and per client address (beyond, closed at once); a connection must send
+** a request's complete headers within header_timeout of its opening or of its
+** previous answer, and its body within body_timeout of its headers, however slowly
+** it keeps sending bytes (it is closed otherwise); a connection with nothing to send
+** or read is closed after timeout_s; event streams are counted apart, in total (503)
+** and per client address (429).
+**
+** Cross-site requests (what a web page in the user's browser can make the browser
+** send; non-browser clients such as curl send no Origin and are not concerned):
+** - Host must name this server: the bound address with its port, and when bound to
+**   loopback also localhost, 127.0.0.1 and [::1] with the port; when bound to every
+**   interface (0.0.0.0, ::) any numeric address with the port (a numeric address
+**   cannot be re-pointed by DNS); plus allowed_hosts ("name" for any port,
+**   "name:port", or "*" for any Host). Otherwise 403: this defeats DNS rebinding, in
+**   which an attacker's name is made to resolve to 127.0.0.1 so that their page is
+**   "same-origin" with the API.
+** - Origin, when present, must be this server's own origin, http://HOST where HOST
+**   passes the Host rule, or one of allowed_origins (exact, e.g. behind an HTTPS
+**   proxy). "null" (sandboxed frames, file: pages) and every other origin get 403.
+** - Sec-Fetch-Site (sent by current browsers on every request) of "cross-site" or
+**   "same-site" gets 403 unless the Origin is in allowed_origins or the request is a
+**   top-level navigation (GET, Sec-Fetch-Mode: navigate, Sec-Fetch-Dest: document:
+**   following a link to the page is fine, embedding it or fetching from it is not).
+** - Requests with a body method (POST, PUT, PATCH, DELETE) must say
+**   Content-Type: application/json (415), which a page can only send to another
+**   origin after a CORS preflight that this server never grants.
+** HTTP_OPEN routes (health checks) skip the Host and Origin rules and the token.
+**
+** The token (notebook-server style). When set, a request is authenticated by
+** "Authorization: Bearer TOKEN" or by the cookie maskd_token_PORT. A GET (or HEAD) of
+** any page with ?token=TOKEN sets that cookie (HttpOnly, SameSite=Strict, Path=/)
+** and answers 303 to the same URL without the token; a wrong token there answers
+** 401 and sets nothing. Routes flagged HTTP_WRITE need the token; with auth_reads
+** every route does but HTTP_OPEN ones. */
+#ifndef MASKD_HTTP_H
+#define MASKD_HTTP_H
+#include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "engine/core/err.h"
+
+#define HTTP_MAX_PARAMS 4
+
+typedef struct HttpReq {
+  const char *method;       /* "GET", "POST", ... (HEAD arrives as "GET"; the body is dropped) */
+  const char *path;         /* decoded path, without the query (valid UTF-8, no NUL inside) */
+  const char *pattern;      /* the matched route's pattern, e.g. "/runs/{id}" */
+  const char *params[HTTP_MAX_PARAMS];  /* the {name} segments of the pattern, in order */
+  int n_params;
+  const char *body;         /* NUL-terminated copy of the body ("" when none) */
+  size_t body_len;
+  void *conn;               /* the layer's request state (for http_query/http_header); opaque */
+} HttpReq;
+
+/* A streamed body (server-sent events). Called on a handler thread, one call at a
+** time per stream; it must not wait. It fills buf with up to max bytes and returns
+** the count (the layer calls it again at once, gathering up to 64 KiB before it
+** sends); 0 when there is nothing to send yet (the layer calls it again about
+** stream_poll_s later: send a ": keep-alive\n\n" comment now and then, so a gone
+** client is noticed); -1 at the end of the stream. free_fn is called once when the
+** connection ends, whatever the reason. The layer ends every stream at http_stop(). */
+typedef ssize_t (*HttpStreamFn)(void *ctx, char *buf, size_t max);
+
+typedef struct HttpRes {
+  int status;
+  const char *content_type;
+  char *body;               /* malloc'd, owned by the response */
+  size_t len;
+  char allow[64];           /* Allow header, for 405 */
+  char location[256];       /* Location header, for 202 */
+  const char *cache;        /* Cache-Control; "no-store" unless a handler says otherwise */
+  HttpStreamFn stream;      /* set to stream instead of body */
+  void *stream_ctx;
+  void (*stream_free)(void *ctx);
+} HttpRes;
+
+typedef void (*HttpHandler)(void *app, HttpReq *rq, HttpRes *rs);
+
+enum {
+  HTTP_WRITE = 1,           /* changes state: needs the token when one is set */
+  HTTP_OPEN = 2,            /* never needs a token, even with auth_reads; any Host or Origin */
+  HTTP_INLINE = 4           /* cheap and never blocking: answered on the event loop */
+};
+
+typedef struct HttpRoute {
+  const char *method;       /* "GET" or "POST" */
+  const char *pattern;      /* "/runs/{id}/metrics": literal segments and {name} captures */
+  HttpHandler fn;
+  int flags;
+} HttpRoute;
+
+/* Called on the event loop for every finished request, for metrics and the access
+** log: the route's pattern ("static" for static files, "unmatched" for the rest),
+** the method as sent, the status and the seconds from the request line to the end. */
+typedef void (*HttpObserver)(void *app, const char *route, const char *method, int status, double seconds);
+
+typedef struct HttpConfig {
+  const char *host;         /* numeric IPv4 or IPv6 address to bind; "127.0.0.1" by default */
+  int port;                 /* 0: a free port, see http_port() */
+  const char *token;        /* NULL or "": no authentication */
+  int auth_reads;           /* with a token, every route but HTTP_OPEN ones needs it */
+  size_t max_body;          /* bytes; larger bodies get 413 */
+  unsigned max_conns;       /* simultaneous connections */
+  unsigned max_conns_per_ip;  /* simultaneous connections from one client address (0: no limit) */
+  unsigned max_streams;     /* open event streams in total (503 beyond) */
+  unsigned max_streams_per_ip;  /* open event streams per client address (429 beyond) */
+  unsigned handler_threads; /* the handler pool's size: at most this many handlers run at once */
+  unsigned timeout_s;       /* a connection with no traffic this long is closed */
+  double header_timeout_s;  /* complete headers within this of the connection's start or last answer */
+  double body_timeout_s;    /* the complete body within this of the headers */
+  double stream_poll_s;     /* a stream that had nothing is asked again after this */
+  const char *const *allowed_hosts;    /* more Host values to answer (see above) */
+  int n_allowed_hosts;
+  const char *const *allowed_origins;  /* more Origin values to accept, exactly */
+  int n_allowed_origins;
+  const HttpRoute *routes;
+  int n_routes;
+  /* Serves GET/HEAD paths no route matches (static files), on a handler thread;
+  ** NULL: 404. Returns 0 when it answered, 1 when there is no such file (404 then). */
+  int (*fallback)(void *app, HttpReq *rq, HttpRes *rs);
+  HttpObserver observe;     /* may be NULL */
+  void *app;                /* passed to handlers */
+} HttpConfig;
+
+typedef struct HttpServer HttpServer;
+
+/* Defaults: 127.0.0.1:8080, no token, 1 MiB bodies, 1024 connections and 64 per
+** address, 64 streams and 16 per address, 16 handler threads, 60 s idle, headers
+** within 10 s, bodies within 30 s, streams polled every second. */
+HttpConfig http_default_config(void);
+/* Binds and starts serving on background threads (the loop and the handler pool). */
+HttpServer *http_start(const HttpConfig *cfg, Err *err);
+/* The port actually bound (useful with port 0). */
+int http_port(const HttpServer *s);
+/* Non-zero once http_stop() has begun. */
+int http_stopping(const HttpServer *s);
+/* Stops: requests still queued answer 503, running handlers finish, streams end,
+** connections close; then frees. Returns within a handler's run time. NULL allowed. */
+void http_stop(HttpServer *s);
+
+/* ---- helpers for handlers ---- */
+
+/* A query-string argument ("" when given without a value) or a request header; NULL when absent. */
+const char *http_query(const HttpReq *rq, const char *key);
+const char *http_header(const HttpReq *rq, const char *key);
+/* Answers status with v serialised (v is stolen; NULL answers "null"). */
+void http_json(HttpRes *rs, int status, json_t *v);
+/* Answers {"error": error, "detail": detail} (detail stolen; NULL gives null). Bytes
+** of error that are not UTF-8 are written as \xNN, so the answer is always JSON. */
+void http_error(HttpRes *rs, int status, const char *error, json_t *detail);
+/* The same with a formatted error line and no detail. */
+void http_errorf(HttpRes *rs, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Answers with bytes (copied) of the given content type. */
+void http_bytes(HttpRes *rs, int status, const char *content_type, const void *data, size_t len);
+/* Parses the body as a JSON object. On failure answers 400 (malformed JSON, with the
+** line and column) or 422 (valid JSON that is not an object) and returns NULL. */
+json_t *http_body_object(const HttpReq *rq, HttpRes *rs);
+/* The JSON name of a value's type ("string", "integer", ...), for error details. */
+const char *http_json_type(const json_t *v);
+/* A JSON string of s, its non-UTF-8 bytes written as \xNN (never NULL but out of memory). */
+json_t *http_json_text(const char *s);
+
+#endif

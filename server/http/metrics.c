@@ -1,0 +1,168 @@
+/* Prometheus counters and histograms (server/http/metrics.h). */
+#include "server/http/metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Prometheus' default buckets, which span a cached fill-mask (milliseconds) to a cold model load (seconds). */
+static const double bucket_le[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+#define N_BUCKETS ((int)(sizeof bucket_le / sizeof bucket_le[0]))
+
+typedef struct Hist {
+  unsigned long long count[N_BUCKETS + 1];  /* per bucket (not cumulative); the last is +Inf */
+  unsigned long long n;
+  double sum;
+} Hist;
+
+/* Series are labelled by what the server knows, never by what a client sent: the
+** route's pattern (the server's own strings), a known method or "other", and the
+** status; so their number is bounded whatever clients send. */
+typedef struct Counter {
+  const char *route;
+  const char *method;       /* one of known_methods, or "other" */
+  int status;
+  unsigned long long n;
+} Counter;
+
+static const char *const known_methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+
+const char *metrics_method_label(const char *method) {
+  for (size_t i = 0; i < sizeof known_methods / sizeof known_methods[0]; i++)
+    if (!strcmp(method, known_methods[i])) return known_methods[i];
+  return "other";
+}
+
+struct Metrics {
+  pthread_mutex_t mu;
+  Counter *c;
+  int n, cap;
+  Hist requests, fill;
+  double tokens_per_s;
+  unsigned long long passes, batched;
+};
+
+Metrics *metrics_new(void) {
+  Metrics *m = calloc(1, sizeof *m);
+  if (m) pthread_mutex_init(&m->mu, NULL);
+  return m;
+}
+
+void metrics_free(Metrics *m) {
+  if (!m) return;
+  pthread_mutex_destroy(&m->mu);
+  free(m->c);
+  free(m);
+}
+
+static void hist_add(Hist *h, double v) {
+  int i = 0;
+  while (i < N_BUCKETS && v > bucket_le[i]) i++;
+  h->count[i]++;
+  h->n++;
+  h->sum += v;
+}
+
+void metrics_request(Metrics *m, const char *route, const char *method, int status, double seconds) {
+  pthread_mutex_lock(&m->mu);
+  hist_add(&m->requests, seconds);
+  const char *label = metrics_method_label(method);
+  if (status < 100 || status > 599) status = 0;
+  int i = 0;
+  while (i < m->n && !(m->c[i].route == route && m->c[i].status == status && m->c[i].method == label)) i++;
+  if (i == m->n) {
+    if (m->n == m->cap) {
+      int cap = m->cap ? 2 * m->cap : 32;
+      Counter *c = realloc(m->c, (size_t)cap * sizeof *c);
+      if (!c) { pthread_mutex_unlock(&m->mu); return; }
+      m->c = c;
+      m->cap = cap;
+    }
+    m->c[i].route = route;
+    m->c[i].method = label;
+    m->c[i].status = status;
+    m->c[i].n = 0;
+    m->n++;
+  }
+  m->c[i].n++;
+  pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_fill_mask(Metrics *m, double seconds) {
+  pthread_mutex_lock(&m->mu);
+  hist_add(&m->fill, seconds);
+  pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_fill_pass(Metrics *m, int requests) {
+  pthread_mutex_lock(&m->mu);
+  m->passes++;
+  if (requests > 1) m->batched += (unsigned long long)requests;
+  pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_training(Metrics *m, double tokens_per_s) {
+  pthread_mutex_lock(&m->mu);
+  m->tokens_per_s = tokens_per_s;
+  pthread_mutex_unlock(&m->mu);
+}
+
+typedef struct Buf { char *p; size_t len, cap; int oom; } Buf;
+
+static void bprintf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(Buf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) { b->oom = 1; return; }
+    if (b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
+    size_t cap = 2 * b->cap + (size_t)n;
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = 1; return; }
+    b->p = p;
+    b->cap = cap;
+  }
+}
+
+static void hist_render(Buf *b, const char *name, const char *help, const Hist *h) {
+  bprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  unsigned long long cum = 0;
+  for (int i = 0; i < N_BUCKETS; i++) {
+    cum += h->count[i];
+    bprintf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], cum);
+  }
+  bprintf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, h->n, name, h->sum, name, h->n);
+}
+
+char *metrics_render(Metrics *m, const char *extra) {
+  Buf b = {malloc(4096), 0, 4096, 0};
+  if (!b.p) return NULL;
+  b.p[0] = '\0';
+  pthread_mutex_lock(&m->mu);
+  bprintf(&b, "# HELP maskd_http_requests_total HTTP requests answered, by route pattern, method and status.\n"
+              "# TYPE maskd_http_requests_total counter\n");
+  for (int i = 0; i < m->n; i++)
+    bprintf(&b, "maskd_http_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"} %llu\n", m->c[i].route,
+            m->c[i].method, m->c[i].status, m->c[i].n);
+  hist_render(&b, "maskd_http_request_duration_seconds", "Time from request headers to the queued answer.",
+              &m->requests);
+  hist_render(&b, "maskd_fill_mask_duration_seconds", "Fill-mask latency: model lookup, forward pass and answer.",
+              &m->fill);
+  bprintf(&b, "# HELP maskd_fill_mask_passes_total Fill-mask pipeline calls (forward passes over one or more requests).\n"
+              "# TYPE maskd_fill_mask_passes_total counter\nmaskd_fill_mask_passes_total %llu\n"
+              "# HELP maskd_fill_mask_batched_requests_total Requests answered in a pass shared with others.\n"
+              "# TYPE maskd_fill_mask_batched_requests_total counter\nmaskd_fill_mask_batched_requests_total %llu\n",
+          m->passes, m->batched);
+  bprintf(&b, "# HELP maskd_training_tokens_per_second Throughput of the running training job (0 when none).\n"
+              "# TYPE maskd_training_tokens_per_second gauge\nmaskd_training_tokens_per_second %.6g\n",
+          m->tokens_per_s);
+  pthread_mutex_unlock(&m->mu);
+  if (extra) bprintf(&b, "%s", extra);
+  if (b.oom) { free(b.p); return NULL; }
+  return b.p;
+}
