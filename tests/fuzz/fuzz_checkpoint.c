@@ -100,8 +100,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc; (void)argv;
   make(&rob, MODEL_ROBERTA);
   make(&bert, MODEL_BERT);
-  const char *seeds = getenv("MASKD_FUZZ_SEEDS");
-  if (seeds) { write_seeds(seeds); exit(0); }
+  fuzz_seeds_then_exit(write_seeds);
   return 0;
 }
 

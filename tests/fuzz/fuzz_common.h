@@ -86,4 +86,11 @@ static inline const char *fuzz_seed_path(const char *dir, const char *name) {
   return p;
 }
 
+/* The seed step of every harness's LLVMFuzzerInitialize: with MASKD_FUZZ_SEEDS=dir set,
+** write_seeds(dir) writes the harness's seed corpus and the process exits. */
+static inline void fuzz_seeds_then_exit(void (*write_seeds)(const char *dir)) {
+  const char *seeds = getenv("MASKD_FUZZ_SEEDS");
+  if (seeds) { write_seeds(seeds); exit(0); }
+}
+
 #endif

@@ -82,8 +82,7 @@ static void write_seeds(const char *dir) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc; (void)argv;
-  const char *seeds = getenv("MASKD_FUZZ_SEEDS");
-  if (seeds) { write_seeds(seeds); exit(0); }
+  fuzz_seeds_then_exit(write_seeds);
   return 0;
 }
 
