@@ -440,9 +440,6 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
       } else ce->wlen = 0xFF;
     }
     if (k < 0) {
-      size_t l;
-      unsigned cp = decode_at(wbuf, ws, &l);
-      (void)cp;
       return err_set(err, "a character in \"%.*s\" has no piece and the model has no unk_id", (int)(we - ws > 64 ? 64 : we - ws), wbuf + ws);
     }
     if (enc_reserve(e, e->n + k) < 0) return err_set(err, "out of memory");
