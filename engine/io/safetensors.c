@@ -264,14 +264,15 @@ StFile *st_open(const char *path, Err *err) {
   if (!mapped) {
     buf = malloc(len ? len : 1);
     if (!buf) { close(fd); err_set(err, "%s: out of memory for %zu bytes", path, len); return NULL; }
-    size_t got = 0;
-    while (got < len) {
-      ssize_t r = read(fd, buf + got, len - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += (size_t)r;
+    ssize_t got = files_read_full(fd, buf, len);
+    if (got != (ssize_t)len) {
+      int saved = errno;
+      close(fd);
+      free(buf);
+      if (got < 0) err_set(err, "%s: read error: %s", path, strerror(saved));
+      else err_set(err, "%s: short read (%zd of %zu bytes)", path, got, len);
+      return NULL;
     }
-    if (got != len) { close(fd); free(buf); err_set(err, "%s: short read (%zu of %zu bytes)", path, got, len); return NULL; }
   }
   close(fd);
   StFile *f = st_parse(buf, len, mapped, err);
