@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/core/buf.h"
 #include "engine/nn/config.h"
 #include "engine/core/files.h"
 #include "engine/infer/fillmask.h"
@@ -409,11 +410,32 @@ static void test_writers(void) {
   free(after);
 }
 
+/* engine/core/buf: appends across growth keep every byte and the NUL; free empties. */
+static void test_buf(void) {
+  Buf b = {0};
+  buf_put(&b, "", 0);
+  check(b.p && b.len == 0 && b.p[0] == '\0' && !b.oom, "buf_empty_put_gives_text", "len %zu", b.len);
+  char want[2000] = "";
+  size_t n = 0;
+  for (int i = 0; i < 100; i++) {
+    buf_printf(&b, "%d,", i);
+    n += (size_t)snprintf(want + n, sizeof want - n, "%d,", i);
+    buf_puts(&b, "ab");
+    buf_put(&b, "xyz", 1);
+    n += (size_t)snprintf(want + n, sizeof want - n, "abx");
+  }
+  check(!b.oom && b.len == n && b.len == strlen(b.p) && !strcmp(b.p, want) && b.cap > b.len, "buf_grows_keeping_text",
+        "len %zu of %zu, cap %zu", b.len, n, b.cap);
+  buf_free(&b);
+  check(!b.p && !b.len && !b.cap && !b.oom, "buf_free_empties", "len %zu cap %zu", b.len, b.cap);
+}
+
 int main(void) {
   const char *tmp = getenv("MASKD_TMP");
   snprintf(root, sizeof root, "%s/test_files.XXXXXX", tmp ? tmp : "/tmp");
   if (!mkdtemp(root)) { check(0, "mkdtemp", "%s", root); return check_exit(); }
   if (mkfifo(at("fifo"), 0600) || mkfifo(at("fifo-00000-samples-2.shard"), 0600)) { check(0, "mkfifo", "%s", strerror(errno)); return check_exit(); }
+  test_buf();
   test_helper();
   test_readers();
   test_writers();

@@ -10,14 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/core/now.h"
 #include "server/app/fill_queue.h"
 #include "tests/check.h"
-
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* What the pass function saw, and a gate that can hold the runner in a pass. */
 typedef struct Log {
@@ -194,13 +189,13 @@ static void test_deadline(void) {
   }
   pthread_create(&th[0], NULL, client_main, &cl[0]);
   wait_in_pass(&l);
-  double t0 = mono();
+  double t0 = now_monotonic();
   cl[1].deadline = t0 + 0.1;
   pthread_create(&th[1], NULL, client_main, &cl[1]);
   while (fill_queue_waiting(q) < 1) usleep(200);
   pthread_create(&th[2], NULL, client_main, &cl[2]);
   pthread_join(th[1], NULL);
-  double waited = mono() - t0;
+  double waited = now_monotonic() - t0;
   int left = fill_queue_waiting(q);
   gate(&l, 0);
   pthread_join(th[0], NULL);

@@ -19,15 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/core/now.h"
 #include "server/http/http.h"
 #include "server/http/http_guard.h"
 #include "tests/check.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -200,13 +195,13 @@ static void send_all(int fd, const char *raw, size_t len) {
 static int request_from(const char *src, const char *raw, size_t len, Resp *r) {
   memset(r, 0, sizeof *r);
   r->body = "";
-  double t0 = now();
+  double t0 = now_monotonic();
   int fd = dial_from(src, 5);
   if (fd < 0) return -1;
   send_all(fd, raw, len);
   slurp(fd, r);
   close(fd);
-  r->seconds = now() - t0;
+  r->seconds = now_monotonic() - t0;
   return 0;
 }
 static int request(const char *raw, size_t len, Resp *r) { return request_from(NULL, raw, len, r); }
@@ -274,9 +269,9 @@ static int healthy(void) {
 /* /healthz from 127.0.0.1 within a second. */
 static int healthz_fast(double *took) {
   Resp r;
-  double t0 = now();
+  double t0 = now_monotonic();
   int ok = get("GET", "/healthz", NULL, NULL, &r) == 0 && r.status == 200;
-  *took = now() - t0;
+  *took = now_monotonic() - t0;
   return ok && *took < 1.0;
 }
 
@@ -321,11 +316,11 @@ static void test_error_text(void) {
 
 /* Seconds until the server closes fd (recv returns 0 or an error), at most limit. */
 static double until_closed(int fd, double limit) {
-  double t0 = now();
+  double t0 = now_monotonic();
   char b[512];
-  while (now() - t0 < limit) {
+  while (now_monotonic() - t0 < limit) {
     ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return now() - t0;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return now_monotonic() - t0;
     sleep_s(0.01);
   }
   return limit;
@@ -334,15 +329,15 @@ static double until_closed(int fd, double limit) {
 /* A slow client: sends one byte of a request line then header bytes every gap
 ** seconds, until the server closes it; returns how long it was kept. */
 static double drip(int fd, const char *text, double gap, double limit) {
-  double t0 = now();
-  for (size_t i = 0; now() - t0 < limit; i = (i + 1) % strlen(text)) {
+  double t0 = now_monotonic();
+  for (size_t i = 0; now_monotonic() - t0 < limit; i = (i + 1) % strlen(text)) {
     if (send(fd, text + i, 1, MSG_NOSIGNAL) != 1) break;
     char b[512];
     ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) break;
     sleep_s(gap);
   }
-  return now() - t0;
+  return now_monotonic() - t0;
 }
 
 /* ---- the checks ---- */
@@ -661,10 +656,10 @@ static void test_stream(void) {
 /* Every handler thread busy: /healthz (inline) answers, others wait their turn. */
 static void test_pool(void) {
   /* A handler thread's answer goes out at once, not at the loop's next tick. */
-  double t0 = now();
+  double t0 = now_monotonic();
   int ok = 1;
   for (int i = 0; i < 20; i++) ok &= healthy();
-  double each = (now() - t0) / 20;
+  double each = (now_monotonic() - t0) / 20;
   check(ok && each < 0.05, "pool_answer_prompt", "%.1f ms a request", each * 1e3);
 
   block_set(0);
@@ -689,12 +684,12 @@ static void test_pool(void) {
 
   /* Two overlap: two slow requests take about one's time. */
   Call s1, s2;
-  t0 = now();
+  t0 = now_monotonic();
   call_start(&s1, "/slow");
   call_start(&s2, "/slow");
   pthread_join(s1.t, NULL);
   pthread_join(s2.t, NULL);
-  double dt = now() - t0;
+  double dt = now_monotonic() - t0;
   check(s1.r.status == 200 && s2.r.status == 200 && dt < 0.75, "concurrent_requests", "statuses %d %d in %.3fs",
         s1.r.status, s2.r.status, dt);
 
@@ -836,9 +831,9 @@ static void test_stop_under_load(void) {
     send_all(slow[i], "GET /echo/a HT", 14);
   }
   sleep_s(0.2);
-  double t0 = now();
+  double t0 = now_monotonic();
   http_stop(server);
-  double dt = now() - t0;
+  double dt = now_monotonic() - t0;
   check(dt < 2.0, "stop_under_load_prompt", "stop took %.2fs", dt);
   for (int i = 0; i < 2; i++) pthread_join(b[i].t, NULL);
   int answered = 0;

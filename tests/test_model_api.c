@@ -16,6 +16,25 @@ static ModelConfig cfg(ModelType t) {
   return c;
 }
 
+/* Edit k of a valid config into one that config_validate() refuses (0 past the last). */
+static int spoil(ModelConfig *c, int k) {
+  switch (k) {
+    case 0: c->hidden_size = 256; c->vocab_size = 1 << 24; return 1;   /* 2^32 elements in one tensor */
+    case 1: c->hidden_size = 256; c->intermediate_size = 1 << 24; return 1;
+    case 2: c->hidden_size = 256; c->max_position_embeddings = 1 << 24; return 1;
+    case 3: c->type_vocab_size = (1 << 24) + 1; return 1;                 /* one dimension over 2^24 */
+    case 4: c->num_hidden_layers = 1025; return 1;
+    case 5: c->bos_token_id = c->vocab_size; return 1;
+    case 6: c->eos_token_id = -2; return 1;
+    case 7: c->initializer_range = 0; return 1;
+    case 8: c->layer_norm_eps = 1; return 1;
+    case 9: c->attention_probs_dropout_prob = 1; return 1;
+    case 10: c->model_type = (ModelType)7; return 1;
+    case 11: c->max_position_embeddings = c->pad_token_id + 1; return c->model_type == MODEL_ROBERTA;
+  }
+  return -1;
+}
+
 int main(void) {
   Err err = {{0}};
   for (int ty = 0; ty < 2; ty++) {
@@ -117,6 +136,23 @@ int main(void) {
   c = cfg(MODEL_BERT);
   c.intermediate_size = 0;
   check(model_new(&c, &err) == NULL && strstr(err.msg, "intermediate_size"), "model_refuses_zero_size", "%s", err.msg);
+  /* One validator: model_new refuses what config_validate refuses, in its words
+  ** (the 2^31-element caps too, which model_new once lacked). */
+  for (int ty = 0; ty < 2; ty++)
+    for (int k = 0;; k++) {
+      ModelConfig bad = cfg(ty ? MODEL_BERT : MODEL_ROBERTA);
+      int r = spoil(&bad, k);
+      if (r < 0) break;
+      if (!r) continue;
+      Err ev = {{0}}, em = {{0}};
+      int rv = config_validate(&bad, &ev);
+      Model *m = model_new(&bad, &em);
+      char name[96];
+      snprintf(name, sizeof name, "model_new_validates_like_config_%s_%d", ty ? "bert" : "roberta", k);
+      check(rv == -1 && !m && !strcmp(ev.msg, em.msg), name, "config_validate %d (%s), model_new %s (%s)", rv, ev.msg,
+            m ? "accepted" : "refused", em.msg);
+      model_free(m);
+    }
   model_free(NULL);
   return check_exit();
 }

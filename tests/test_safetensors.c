@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/core/files.h"
 #include "engine/core/rng.h"
 #include "engine/io/safetensors.h"
 #include "tests/check.h"
@@ -97,15 +98,8 @@ static int run_py(const char *args) {
 }
 
 static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)n + 1);
-  *len = fread(b, 1, (size_t)n, f);
-  fclose(f);
-  return b;
+  *len = 0;
+  return (unsigned char *)files_read_all(path, (size_t)1 << 30, len, NULL);
 }
 
 /* Builds a file from a header text and a data block, as a crafted (possibly bad) file. */

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/core/files.h"
 #include "engine/core/rng.h"
 #include "engine/data/shards.h"
 #include "tests/check.h"
@@ -20,14 +21,9 @@ static uint64_t le(const unsigned char *p, int n) {
 }
 
 static unsigned char *slurp(const char *path, long *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  *n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)*n + 1);
-  if (fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
-  fclose(f);
+  size_t len = 0;
+  unsigned char *b = (unsigned char *)files_read_all(path, (size_t)1 << 30, &len, NULL);
+  *n = (long)len;
   return b;
 }
 

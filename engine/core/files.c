@@ -92,8 +92,8 @@ static int too_large(const char *name, uint64_t have, int at_least, size_t cap, 
   return err_set(err, "%s: %" PRIu64 " bytes, more than %s, the limit for this file", name, have, c);
 }
 
-/* Reads up to n bytes, retrying short reads and EINTR; returns the count, or -1. */
-static ssize_t read_full(int fd, char *p, size_t n) {
+ssize_t files_read_full(int fd, void *buf, size_t n) {
+  char *p = buf;
   size_t got = 0;
   while (got < n) {
     ssize_t r = read(fd, p + got, n - got);
@@ -113,7 +113,7 @@ char *files_read_all(const char *path, size_t cap, size_t *len, Err *err) {
   /* One byte more than the size: a file that grew since fstat shows it. */
   char *buf = malloc((size_t)size + 2);
   if (!buf) { close(fd); err_set(err, "%s: out of memory for %" PRIu64 " bytes", path, size); return NULL; }
-  ssize_t got = read_full(fd, buf, (size_t)size + 1);
+  ssize_t got = files_read_full(fd, buf, (size_t)size + 1);
   int saved = errno;
   close(fd);
   if (got < 0) { free(buf); err_set(err, "%s: read error: %s", path, strerror(saved)); return NULL; }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include "engine/core/err.h"
 
 /* "dir/name" in a new malloc'd string (NULL when out of memory). */
@@ -30,6 +31,9 @@ FILE *files_fopen_regular(const char *path, uint64_t *size, Err *err);
 ** cap bytes is refused before anything is read, and at most cap + 1 bytes are ever read
 ** (a file growing while read is refused too). */
 char *files_read_all(const char *path, size_t cap, size_t *len, Err *err);
+/* Reads n bytes from fd into buf, retrying short reads and EINTR: returns n, fewer
+** only at the end of the file, or -1 with errno set on a read error. */
+ssize_t files_read_full(int fd, void *buf, size_t n);
 /* A stream's bytes up to its end (stdin, a pipe): as files_read_all(), refusing more than
 ** cap bytes once cap + 1 have been read; name is for messages. */
 char *files_read_stream(FILE *f, const char *name, size_t cap, size_t *len, Err *err);

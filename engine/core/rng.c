@@ -2,15 +2,8 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 void rng_seed(Rng *r, uint64_t seed) {
-  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+  for (int i = 0; i < 4; i++) r->s[i] = rng_splitmix64(&seed);
 }
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -8,6 +8,7 @@
 ** skip pad ids). */
 #include "engine/infer/fillmask.h"
 #include "engine/core/files.h"
+#include "engine/core/buf.h"
 
 #include <errno.h>
 #include <math.h>
@@ -271,22 +272,12 @@ char *fillmask_repr_double(double x, char *buf) {
 
 /* ---- JSON text as Python's json.dumps writes it ---- */
 
-/* The text goes to p, or with count set is only measured (n bytes). */
-typedef struct Out { char *p; size_t n, cap; int oom, count; } Out;
+/* The text goes to b, or with count set is only measured (n bytes). */
+typedef struct Out { Buf b; size_t n; int count; } Out;
 
 static void out_put(Out *o, const char *s, size_t n) {
-  if (o->count) { o->n += n; return; }
-  if (o->oom) return;
-  if (o->n + n + 1 > o->cap) {
-    size_t cap = o->cap ? o->cap : 256;
-    while (o->n + n + 1 > cap) cap *= 2;
-    char *p = realloc(o->p, cap);
-    if (!p) { o->oom = 1; return; }
-    o->p = p; o->cap = cap;
-  }
-  memcpy(o->p + o->n, s, n);
-  o->n += n;
-  o->p[o->n] = 0;
+  if (o->count) o->n += n;
+  else buf_put(&o->b, s, n);
 }
 static void out_puts(Out *o, const char *s) { out_put(o, s, strlen(s)); }
 
@@ -386,9 +377,9 @@ static int put_value(Out *o, const json_t *v, int indent, int level, int ascii) 
 char *fillmask_dumps(const json_t *v, int indent, int ensure_ascii) {
   if (!v) return NULL;
   Out o = {0};
-  if (put_value(&o, v, indent > 0 ? indent : 0, 0, ensure_ascii) || o.oom) { free(o.p); return NULL; }
-  if (!o.p) out_puts(&o, "");
-  return o.p;
+  if (put_value(&o, v, indent > 0 ? indent : 0, 0, ensure_ascii) || o.b.oom) { buf_free(&o.b); return NULL; }
+  if (!o.b.p) out_puts(&o, "");
+  return o.b.p;
 }
 
 /* strlen(fillmask_dumps(v, 0, 0)) without writing it; -1 where dumps fails. */

@@ -1,5 +1,5 @@
 /* The fill-mask pipeline: what Hugging Face transformers' pipeline("fill-mask")
-** answers, number for number and string for string (NOTES.md §3.1). Inputs are
+** answers, number for number and string for string (../shared/reference/NOTES.md §3.1). Inputs are
 ** encoded with [CLS] ... [SEP], every mask position gets a softmax over the whole
 ** vocabulary, the top_k (optionally among targets) come back as
 ** {"score","token","token_str","sequence"} objects. Several inputs go through

@@ -6,6 +6,7 @@
 ** and the tensors tiling the data buffer exactly. */
 #include "engine/io/safetensors.h"
 #include "engine/core/files.h"
+#include "engine/core/buf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -263,14 +264,15 @@ StFile *st_open(const char *path, Err *err) {
   if (!mapped) {
     buf = malloc(len ? len : 1);
     if (!buf) { close(fd); err_set(err, "%s: out of memory for %zu bytes", path, len); return NULL; }
-    size_t got = 0;
-    while (got < len) {
-      ssize_t r = read(fd, buf + got, len - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += (size_t)r;
+    ssize_t got = files_read_full(fd, buf, len);
+    if (got != (ssize_t)len) {
+      int saved = errno;
+      close(fd);
+      free(buf);
+      if (got < 0) err_set(err, "%s: read error: %s", path, strerror(saved));
+      else err_set(err, "%s: short read (%zd of %zu bytes)", path, got, len);
+      return NULL;
     }
-    if (got != len) { close(fd); free(buf); err_set(err, "%s: short read (%zu of %zu bytes)", path, got, len); return NULL; }
   }
   close(fd);
   StFile *f = st_parse(buf, len, mapped, err);
@@ -374,25 +376,6 @@ int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err) {
 
 /* ---- writer ---- */
 
-/* A growable byte buffer for the header text. */
-typedef struct { char *p; size_t n, cap; int oom; } Buf;
-
-static void buf_put(Buf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) { b->oom = 1; return; }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-static void buf_str(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
-
 /* A JSON string literal, as serde_json escapes it (control characters as \uXXXX
 ** or their short forms; other UTF-8 passed through). */
 static void buf_json_string(Buf *b, const char *s) {
@@ -401,15 +384,15 @@ static void buf_json_string(Buf *b, const char *s) {
     unsigned char c = (unsigned char)*s;
     char esc[8];
     switch (c) {
-      case '"': buf_str(b, "\\\""); break;
-      case '\\': buf_str(b, "\\\\"); break;
-      case '\n': buf_str(b, "\\n"); break;
-      case '\r': buf_str(b, "\\r"); break;
-      case '\t': buf_str(b, "\\t"); break;
-      case '\b': buf_str(b, "\\b"); break;
-      case '\f': buf_str(b, "\\f"); break;
+      case '"': buf_puts(b, "\\\""); break;
+      case '\\': buf_puts(b, "\\\\"); break;
+      case '\n': buf_puts(b, "\\n"); break;
+      case '\r': buf_puts(b, "\\r"); break;
+      case '\t': buf_puts(b, "\\t"); break;
+      case '\b': buf_puts(b, "\\b"); break;
+      case '\f': buf_puts(b, "\\f"); break;
       default:
-        if (c < 0x20) { snprintf(esc, sizeof esc, "\\u%04x", c); buf_str(b, esc); }
+        if (c < 0x20) { snprintf(esc, sizeof esc, "\\u%04x", c); buf_puts(b, esc); }
         else buf_put(b, (const char *)s, 1);
     }
   }
@@ -466,36 +449,36 @@ static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, in
       if (strcmp(meta[2 * i], meta[2 * j]) == 0) { err_set(err, "safetensors: metadata key \"%s\" given twice", meta[2 * i]); goto fail; }
   }
 
-  buf_str(h, "{\"__metadata__\":{");
-  if (!caller_format) buf_str(h, n_meta ? "\"format\":\"pt\"," : "\"format\":\"pt\"");
+  buf_puts(h, "{\"__metadata__\":{");
+  if (!caller_format) buf_puts(h, n_meta ? "\"format\":\"pt\"," : "\"format\":\"pt\"");
   for (int i = 0; i < n_meta; i++) {
     buf_json_string(h, meta[2 * i]);
-    buf_str(h, ":");
+    buf_puts(h, ":");
     buf_json_string(h, meta[2 * i + 1]);
-    if (i + 1 < n_meta) buf_str(h, ",");
+    if (i + 1 < n_meta) buf_puts(h, ",");
   }
-  buf_str(h, "}");
+  buf_puts(h, "}");
   int64_t off = 0;
   for (int i = 0; i < n; i++) {
     const StWriteTensor *t = plan[i].t;
     char num[64];
-    buf_str(h, ",");
+    buf_puts(h, ",");
     buf_json_string(h, t->name);
-    buf_str(h, ":{\"dtype\":\"");
-    buf_str(h, DTYPES[t->dtype].name);
-    buf_str(h, "\",\"shape\":[");
+    buf_puts(h, ":{\"dtype\":\"");
+    buf_puts(h, DTYPES[t->dtype].name);
+    buf_puts(h, "\",\"shape\":[");
     for (int d = 0; d < t->ndim; d++) {
       snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-      buf_str(h, num);
+      buf_puts(h, num);
     }
     snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + plan[i].nbytes));
-    buf_str(h, num);
+    buf_puts(h, num);
     off += plan[i].nbytes;
   }
-  buf_str(h, "}");
-  while (!h->oom && h->n % 8) buf_str(h, " ");
+  buf_puts(h, "}");
+  while (!h->oom && h->len % 8) buf_puts(h, " ");
   if (h->oom) { err_set(err, "safetensors: out of memory"); goto fail; }
-  if (h->n > ST_MAX_HEADER) { err_set(err, "safetensors: header of %zu bytes exceeds the format's limit", h->n); goto fail; }
+  if (h->len > ST_MAX_HEADER) { err_set(err, "safetensors: header of %zu bytes exceeds the format's limit", h->len); goto fail; }
   *plan_out = plan;
   *data_len = off;
   return 0;
@@ -512,12 +495,12 @@ int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_
   Buf h = {0};
   int64_t data_len;
   if (st_layout(ts, n, meta, n_meta, &plan, &h, &data_len, err)) { free(h.p); return -1; }
-  size_t total = 8 + h.n + (size_t)data_len;
+  size_t total = 8 + h.len + (size_t)data_len;
   unsigned char *o = malloc(total);
   if (!o) { free(h.p); free(plan); return err_set(err, "safetensors: out of memory for %zu bytes", total); }
-  for (int i = 0; i < 8; i++) o[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-  memcpy(o + 8, h.p, h.n);
-  unsigned char *p = o + 8 + h.n;
+  for (int i = 0; i < 8; i++) o[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+  memcpy(o + 8, h.p, h.len);
+  unsigned char *p = o + 8 + h.len;
   for (int i = 0; i < n; i++) {
     if (plan[i].nbytes) memcpy(p, plan[i].t->data, (size_t)plan[i].nbytes);
     p += plan[i].nbytes;
@@ -554,9 +537,9 @@ int st_write(const char *path, const StWriteTensor *ts, int n, const char *const
   unsigned char head[8];
   int rc = -1;
   if (ptr && len) {
-    for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
     ptr[0] = head; len[0] = 8;
-    ptr[1] = h.p; len[1] = h.n;
+    ptr[1] = h.p; len[1] = h.len;
     for (int i = 0; i < n; i++) { ptr[i + 2] = plan[i].t->data; len[i + 2] = (size_t)plan[i].nbytes; }
     rc = write_pieces(path, ptr, len, n + 2, err);
   } else {

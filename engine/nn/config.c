@@ -226,8 +226,8 @@ int config_preset(const char *name, ModelConfig *out, Err *err) {
   /* Special-token ids are those of our Unigram tokenizer ([CLS]=0, [SEP]=1,
   ** <pad>=3), not roberta-base's (<s>=0, <pad>=1, </s>=2). RoBERTa's position ids
   ** treat pad_token_id as padding, so copying roberta-base's pad 1 would make every
-  ** [SEP] count as padding (the seed's trap, NOTES §3.8). With pad 3 real tokens get
-  ** positions from 4, so 514 positions hold sequences of up to 510 tokens. */
+  ** [SEP] count as padding (the seed's trap, ../shared/reference/NOTES.md §3.8).
+  ** With pad 3 real tokens get positions from 4, so 514 positions hold sequences of up to 510 tokens. */
   c.pad_token_id = 3;
   c.bos_token_id = 0;
   c.eos_token_id = 1;

@@ -31,7 +31,7 @@ int config_parse(const char *json_text, ModelConfig *out, Err *err);
 #define CONFIG_MAX_FILE ((size_t)1 << 20)
 /* Reads and parses a config.json file (a regular file of at most CONFIG_MAX_FILE bytes). */
 int config_load(const char *path, ModelConfig *out, Err *err);
-/* Checks sizes and ranges (hidden divisible by heads, positive sizes, ...). */
+/* Checks sizes and ranges (hidden divisible by heads, positive sizes, ...): the one validator, which config_parse() and model_new() both apply. */
 int config_validate(const ModelConfig *c, Err *err);
 /* Fills a named preset: "tiny", "small" or "base" (RoBERTa, vocab 8000 unless changed). */
 int config_preset(const char *name, ModelConfig *out, Err *err);

@@ -4,18 +4,19 @@
 **
 ** A Linear layer on very few rows (a fill-mask request of 16 tokens) costs
 ** reading W from memory, about 340 MB per forward pass of a base model.
-** Packing W first reads it and writes it again: OpenBLAS read W at 10-11 GB/s
-** on this machine; the few-row kernel reads it in place, 12 rows at a time, at
-** 20-21 GB/s (`maskd bench sgemm --mnk 16,3072,768 --bt --copies 36`).
+** Packing W first reads it and writes it again; the few-row kernel reads it in
+** place, 12 rows at a time, about twice as fast as OpenBLAS reads it (`maskd bench
+** sgemm --mnk 16,3072,768 --bt --copies 36`).
 **
-** Everything else takes the blocked kernel below: on the base encoder's
-** shapes, each timed alone, 367-404 GFLOP/s against OpenBLAS's 338-371 (`maskd
-** bench sgemm --config base --batch 8 --seq 128`, two runs, BENCHMARKS.md run K). It also does
-** what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
+** Everything else takes the blocked kernel below, a few percent faster than
+** OpenBLAS on the base encoder's shapes (`maskd bench sgemm --config base --batch 8
+** --seq 128`). It also does what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
 ** C first, to copy the bias in or to zero it), and the FFN's GELU (forward) or
 ** GELU's derivative (backward) is applied as the last store is made.
 ** MASKD_GEMM=openblas sends those products to OpenBLAS instead, to measure
-** one against the other. */
+** one against the other. The numbers behind each choice in this file, with their
+** commands, dates and commits, are in BENCHMARKS.md ("Measurements behind
+** engine/nn/gemm.c"); the comments here keep only the reasons. */
 #include "engine/nn/gemm.h"
 
 #include "engine/nn/fastmath.h"
@@ -118,7 +119,7 @@ static inline void transpose16(__m512 r[16]) {
 ** each destination row are zeroed up to `width` (<= 16). Callers walk along
 ** the rows, up to 16 streams at once, more than the hardware prefetcher
 ** follows: each row's line 48 floats ahead is asked for here (packing a
-** weight from memory: 17 -> 26 GB/s in a one-off test, not kept). */
+** weight from memory is much faster so: BENCHMARKS.md, gemm.c's measurements). */
 static inline void transpose_block(float *dst, int ldd, int width, const float *src, int lds, int rows, int cols) {
   __m512 r[16];
   __mmask16 cm = lanes(cols);
@@ -214,9 +215,9 @@ static int gemm_skinny_nt(int M, int N, int K, float alpha, const float *A, int 
 ** in 24 registers, one rank-1 update per step of depth. KC is deep (768),
 ** deeper than L1 holds a B panel: the kernel streams both panels from L2,
 ** which keeps up, and every slice of K costs a read and a write of C, which
-** comes from memory. In the model, KC 768 took a base 32x128 forward from
-** 2055 to 1950 ms against KC 256 (MC 192 then), and the small training step
-** from 273 to 267 ms. Threads split M or N, each packing its own share of
+** comes from memory. In the model KC 768 beat KC 256 (MC 192 then) in both a
+** base forward and a small training step (BENCHMARKS.md, gemm.c's
+** measurements). Threads split M or N, each packing its own share of
 ** one operand and all of the other, so they never wait for one another
 ** inside a product. BLK_KC and BLK_MC can be set when compiling, to measure. */
 #ifndef BLK_KC
@@ -236,9 +237,9 @@ static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int
   if (trans_a) {
     for (int p = 0; p < kc; p++) {
       const float *src = A + (size_t)(p0 + p) * lda + i0;
-      /* Rows lda apart, a few lines of each: ask for the row 8 ahead (weight
-      ** gradients alone, `maskd bench sgemm --mnk 2304,768,1024 --at` and 4 more
-      ** shapes, 3 alternated rounds: 399 -> 404 GFLOP/s). */
+      /* Rows lda apart, a few lines of each: ask for the row 8 ahead (a little
+      ** faster on the weight gradients, `maskd bench sgemm --mnk 2304,768,1024
+      ** --at`: BENCHMARKS.md, gemm.c's measurements). */
       if (p + 8 < kc)
         for (int j = 0; j < mc; j += 16) _mm_prefetch((const char *)(src + (size_t)8 * lda + j), _MM_HINT_T0);
       for (int ir = 0; ir < mc; ir += BLK_MR) {
@@ -404,7 +405,8 @@ static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float al
                          int ldc, int nt) {
   /* Each thread packs all of the operand the split does not divide: split the
   ** longer side, so that the smaller operand is the one packed twice (4096-row
-  ** activations times 256-column weights: small step 268 -> 253 ms). */
+  ** activations times the small model's 256-column weights: BENCHMARKS.md,
+  ** gemm.c's measurements). */
   int split_n = N > M && N >= 4 * BLK_NR * nt;
   int unit = split_n ? BLK_NR : BLK_MR, dim = split_n ? N : M, units = (dim + unit - 1) / unit;
   if (nt > units) nt = units;

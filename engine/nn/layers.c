@@ -1,5 +1,6 @@
 #include "engine/nn/layers.h"
 
+#include "engine/core/rng.h"
 #include "engine/nn/fastmath.h"
 #include "engine/nn/gemm.h"
 #include <math.h>
@@ -8,15 +9,8 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* splitmix64's finaliser: a strong 64-bit mix, cheap enough to run per element. */
-static inline uint64_t mix64(uint64_t z) {
-  z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL;
-  z ^= z >> 27; z *= 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 static inline uint64_t dropout_key(const LayerDropout *d) {
-  return mix64(d->seed ^ mix64(d->site + 0x632be59bd9b4e019ULL));
+  return rng_mix64(d->seed ^ rng_mix64(d->site + 0x632be59bd9b4e019ULL));
 }
 
 /* The top 24 bits of the element's hash, compared with p * 2^24. */
@@ -25,7 +19,7 @@ static inline uint32_t dropout_threshold(const LayerDropout *d) {
 }
 
 static inline float dropout_factor(uint64_t key, uint32_t thresh, float scale, size_t i) {
-  uint32_t r = (uint32_t)(mix64(key + (uint64_t)i * 0x9e3779b97f4a7c15ULL) >> 40);
+  uint32_t r = (uint32_t)(rng_mix64(key + (uint64_t)i * RNG_GOLDEN_GAMMA) >> 40);
   return r >= thresh ? scale : 0.0f;
 }
 

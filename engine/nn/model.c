@@ -97,29 +97,6 @@ const char *model_phase_name(int phase) {
 
 /* ------------------------------------------------------------- layout */
 
-static int check_config(const ModelConfig *c, Err *err) {
-  if (c->model_type != MODEL_ROBERTA && c->model_type != MODEL_BERT) return err_set(err, "model_type: unknown");
-#define POS(f) if (c->f <= 0) return err_set(err, #f ": must be positive, got %d", c->f)
-  POS(vocab_size); POS(hidden_size); POS(num_hidden_layers); POS(num_attention_heads);
-  POS(intermediate_size); POS(max_position_embeddings); POS(type_vocab_size);
-#undef POS
-  if (c->hidden_size % c->num_attention_heads)
-    return err_set(err, "hidden_size: %d is not a multiple of num_attention_heads %d", c->hidden_size,
-                   c->num_attention_heads);
-  if (c->pad_token_id < 0 || c->pad_token_id >= c->vocab_size)
-    return err_set(err, "pad_token_id: %d is outside the vocabulary", c->pad_token_id);
-  if (c->model_type == MODEL_ROBERTA && c->pad_token_id >= c->max_position_embeddings)
-    return err_set(err, "max_position_embeddings: %d leaves no room after padding_idx %d",
-                   c->max_position_embeddings, c->pad_token_id);
-  if (!(c->layer_norm_eps > 0)) return err_set(err, "layer_norm_eps: must be positive");
-  if (!(c->hidden_dropout_prob >= 0 && c->hidden_dropout_prob < 1))
-    return err_set(err, "hidden_dropout_prob: must be in [0, 1)");
-  if (!(c->attention_probs_dropout_prob >= 0 && c->attention_probs_dropout_prob < 1))
-    return err_set(err, "attention_probs_dropout_prob: must be in [0, 1)");
-  if (!(c->initializer_range >= 0)) return err_set(err, "initializer_range: must be >= 0");
-  return 0;
-}
-
 /* Lays out the tensors (in a fixed order) over base; with table != NULL also
 ** records the HF-named views. Returns the number of floats used. */
 static size_t layout(Model *m, float *base, Tensors *t, int with_table) {
@@ -179,7 +156,9 @@ static size_t layout(Model *m, float *base, Tensors *t, int with_table) {
 }
 
 Model *model_new(const ModelConfig *cfg, Err *err) {
-  if (check_config(cfg, err)) return NULL;
+  /* The parser's own validator, so a config built in code meets the same limits
+  ** (the 2^31-element caps the int arithmetic relies on among them). */
+  if (config_validate(cfg, err)) return NULL;
   Model *m = calloc(1, sizeof *m);
   if (!m) { err_set(err, "out of memory"); return NULL; }
   m->cfg = *cfg;

@@ -40,7 +40,7 @@ typedef struct ModelLoss {
   int n_correct;        /* labelled positions whose argmax equals the label */
 } ModelLoss;
 
-/* Allocates a model for a validated config (parameters uninitialised). */
+/* Allocates a model (parameters uninitialised); refuses, with its message, what config_validate() refuses. */
 Model *model_new(const ModelConfig *cfg, Err *err);
 /* Frees everything the model owns; NULL is allowed. */
 void model_free(Model *m);

@@ -18,6 +18,7 @@
 ** the span of the segment's first byte. */
 #include "engine/tok/tokenizer.h"
 #include "engine/core/files.h"
+#include "engine/core/buf.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -440,9 +441,6 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
       } else ce->wlen = 0xFF;
     }
     if (k < 0) {
-      size_t l;
-      unsigned cp = decode_at(wbuf, ws, &l);
-      (void)cp;
       return err_set(err, "a character in \"%.*s\" has no piece and the model has no unk_id", (int)(we - ws > 64 ? 64 : we - ws), wbuf + ws);
     }
     if (enc_reserve(e, e->n + k) < 0) return err_set(err, "out of memory");
@@ -706,23 +704,6 @@ done:
 }
 
 /* ---- decode ------------------------------------------------------------------ */
-
-typedef struct Buf { char *p; size_t n, cap; int oom; } Buf;
-
-static void buf_put(Buf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (b->n + n + 1 > cap) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) { b->oom = 1; return; }
-    b->p = p; b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-static void buf_puts(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
 
 char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, Err *err) {
   Buf b = {0};

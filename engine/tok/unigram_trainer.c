@@ -483,31 +483,35 @@ static int check_options(const UtOptions *o, Err *err) {
   return 0;
 }
 
-UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
-  if (check_options(o, err)) return NULL;
-  if (!words || words->n == 0) { err_set(err, "empty corpus: no words to train on"); return NULL; }
-  UtState *s = calloc(1, sizeof *s);
-  if (!s) { err_set(err, "out of memory"); return NULL; }
-  s->o = *o;
-  s->t0 = now_monotonic();
-  s->threads = o->threads > 0 ? o->threads : platform_cpu_count();
-  s->nw = (int32_t)words->n;
-  if (words->n > INT32_MAX / 2) { err_set(err, "too many distinct words (%zu)", words->n); goto fail; }
+/* What the parts of ut_state_new hand one another; none of it outlives the call. */
+typedef struct Build {
+  const UtWords *words;
+  int32_t nflat, K;           /* symbols in the flat text; distinct characters */
+  int32_t *flat;              /* code points of every distinct word, each followed by a 0 */
+  int32_t *sym, *word_of;     /* per flat position: dense symbol, word (-1 at a separator) */
+  int32_t *dense;             /* code point -> dense symbol; part 5 reuses it */
+  int32_t *sa, *run;          /* suffix array; characters left in the word from a position */
+  CharCount *chars;           /* chars[1..K], most frequent first */
+  Cand *cands;                /* substring candidates, best first */
+  int64_t ncand, nsub;        /* candidates; those kept as seeds */
+} Build;
 
-  /* 1. The flat text: every distinct word as code points, then a 0. */
+static void build_free(Build *b) {
+  free(b->flat); free(b->sym); free(b->word_of); free(b->sa); free(b->run); free(b->dense); free(b->chars);
+  free(b->cands);
+}
+
+/* 1. The flat text: every distinct word as code points, then a 0. */
+static int part_flat_text(UtState *s, Build *b, Err *err) {
+  const UtWords *words = b->words;
   int64_t nflat64 = 0;
   for (size_t i = 0; i < words->n; i++) nflat64 += (int64_t)words->e[i].len + 1;  /* chars <= bytes */
-  if (nflat64 > INT32_MAX - 2) { err_set(err, "corpus too large: %lld symbols in distinct words", (long long)nflat64); goto fail; }
-  int32_t *flat = malloc((size_t)nflat64 * sizeof *flat), *sym = NULL, *word_of = NULL, *sa = NULL, *lcp = NULL;
-  int32_t *dense = NULL, *run = NULL, *pcount = NULL;
-  int64_t *poff = NULL;
-  CharCount *chars = NULL;
-  Cand *cands = NULL;
-  SaNode *nodes = NULL;
+  if (nflat64 > INT32_MAX - 2) return err_set(err, "corpus too large: %lld symbols in distinct words", (long long)nflat64);
+  int32_t *flat = b->flat = malloc((size_t)nflat64 * sizeof *flat);
   s->wstart = malloc((size_t)s->nw * sizeof *s->wstart);
   s->wlen = malloc((size_t)s->nw * sizeof *s->wlen);
   s->wcount = malloc((size_t)s->nw * sizeof *s->wcount);
-  if (!flat || !s->wstart || !s->wlen || !s->wcount) { err_set(err, "out of memory"); goto fail_tmp; }
+  if (!flat || !s->wstart || !s->wlen || !s->wcount) return err_set(err, "out of memory");
   int32_t nflat = 0;
   for (int32_t w = 0; w < s->nw; w++) {
     const WordEntry *e = &words->e[w];
@@ -520,12 +524,18 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
     s->total_count += (double)e->count;
     flat[nflat++] = 0;
   }
+  b->nflat = nflat;
+  return 0;
+}
 
-  /* 2. Characters: dense symbols 1..K (0 is the separator), counts weighted by words. */
-  dense = calloc(0x110000, sizeof *dense);
-  word_of = malloc((size_t)nflat * sizeof *word_of);
-  sym = malloc((size_t)nflat * sizeof *sym);
-  if (!dense || !word_of || !sym) { err_set(err, "out of memory"); goto fail_tmp; }
+/* 2. Characters: dense symbols 1..K (0 is the separator), counts weighted by words. */
+static int part_characters(UtState *s, Build *b, Err *err) {
+  const int32_t *flat = b->flat;
+  int32_t nflat = b->nflat;
+  int32_t *dense = b->dense = calloc(0x110000, sizeof *dense);
+  int32_t *word_of = b->word_of = malloc((size_t)nflat * sizeof *word_of);
+  int32_t *sym = b->sym = malloc((size_t)nflat * sizeof *sym);
+  if (!dense || !word_of || !sym) return err_set(err, "out of memory");
   int32_t K = 0;
   for (int32_t w = 0; w < s->nw; w++) {
     for (int32_t p = s->wstart[w]; p < s->wstart[w] + s->wlen[w]; p++) {
@@ -537,37 +547,48 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
     int32_t end = s->wstart[w] + s->wlen[w];
     sym[end] = 0; word_of[end] = -1;
   }
-  chars = calloc((size_t)K + 1, sizeof *chars);
-  if (!chars) { err_set(err, "out of memory"); goto fail_tmp; }
+  CharCount *chars = b->chars = calloc((size_t)K + 1, sizeof *chars);
+  if (!chars) return err_set(err, "out of memory");
   for (int32_t w = 0; w < s->nw; w++)
     for (int32_t p = s->wstart[w]; p < s->wstart[w] + s->wlen[w]; p++) {
       CharCount *c = &chars[sym[p]];
       if (!c->count) { c->cp = (uint32_t)flat[p]; c->first = p; }
-      c->count += words->e[w].count;
+      c->count += b->words->e[w].count;
     }
   qsort(chars + 1, (size_t)K, sizeof *chars, char_cmp);
+  b->K = K;
   progress(s, "%d distinct words, %.0f words, %d characters", (int)s->nw, s->total_count, (int)K);
+  return 0;
+}
 
-  /* 3. Frequent substrings: suffix-tree nodes of the flat text (each distinct
-  ** word once), no separator inside, 2..max_piece_length characters. */
-  sa = malloc((size_t)nflat * sizeof *sa);
+/* 3. Frequent substrings: suffix-tree nodes of the flat text (each distinct
+** word once), no separator inside, 2..max_piece_length characters. */
+static int part_substrings(UtState *s, Build *b, Err *err) {
+  const UtOptions *o = &s->o;
+  const int32_t *sym = b->sym, *word_of = b->word_of;
+  int32_t nflat = b->nflat, K = b->K;
+  int32_t *lcp = NULL;
+  SaNode *nodes = NULL;
+  uint64_t *wpref = NULL;
+  int64_t nnodes, ncand = 0;
+  int rc = -1;
+  int32_t *sa = b->sa = malloc((size_t)nflat * sizeof *sa);
   lcp = malloc((size_t)nflat * sizeof *lcp);
-  run = malloc((size_t)nflat * sizeof *run);
-  if (!sa || !lcp || !run) { err_set(err, "out of memory"); goto fail_tmp; }
-  if (sa_build(sym, nflat, K + 1, sa, err) || sa_lcp(sym, sa, nflat, lcp, err)) goto fail_tmp;
-  int64_t nnodes = sa_nodes(sa, lcp, nflat, &nodes, err);
-  if (nnodes < 0) goto fail_tmp;
+  int32_t *run = b->run = malloc((size_t)nflat * sizeof *run);
+  if (!sa || !lcp || !run) { err_set(err, "out of memory"); goto done; }
+  if (sa_build(sym, nflat, K + 1, sa, err) || sa_lcp(sym, sa, nflat, lcp, err)) goto done;
+  nnodes = sa_nodes(sa, lcp, nflat, &nodes, err);
+  if (nnodes < 0) goto done;
   free(lcp); lcp = NULL;
   for (int32_t p = nflat - 1; p >= 0; p--) run[p] = sym[p] == 0 ? 0 : 1 + (p + 1 < nflat ? run[p + 1] : 0);
-  int64_t ncand = 0;
-  cands = malloc((size_t)(nnodes > 0 ? nnodes : 1) * sizeof *cands);
+  Cand *cands = b->cands = malloc((size_t)(nnodes > 0 ? nnodes : 1) * sizeof *cands);
   /* Occurrence weights in suffix-array order, summed: the word-count-weighted
   ** frequency of an interval is a difference of two prefix sums. */
-  uint64_t *wpref = o->seed_distinct ? NULL : malloc(((size_t)nflat + 1) * sizeof *wpref);
-  if (!cands || (!o->seed_distinct && !wpref)) { free(wpref); err_set(err, "out of memory"); goto fail_tmp; }
+  wpref = o->seed_distinct ? NULL : malloc(((size_t)nflat + 1) * sizeof *wpref);
+  if (!cands || (!o->seed_distinct && !wpref)) { err_set(err, "out of memory"); goto done; }
   if (wpref) {
     wpref[0] = 0;
-    for (int32_t j = 0; j < nflat; j++) wpref[j + 1] = wpref[j] + (sym[sa[j]] ? words->e[word_of[sa[j]]].count : 0);
+    for (int32_t j = 0; j < nflat; j++) wpref[j + 1] = wpref[j] + (sym[sa[j]] ? b->words->e[word_of[sa[j]]].count : 0);
   }
   for (int64_t i = 0; i < nnodes; i++) {
     const SaNode *nd = &nodes[i];
@@ -576,9 +597,9 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
     uint64_t fr = wpref ? wpref[nd->right] - wpref[nd->left] : (uint64_t)(nd->right - nd->left);
     cands[ncand++] = (Cand){fr * (uint64_t)nd->depth, nd->left, nd->right, nd->depth, pos};
   }
-  free(wpref);
+  free(wpref); wpref = NULL;
   free(nodes); nodes = NULL;
-  qsort_r(cands, (size_t)ncand, sizeof *cands, cand_cmp, flat);
+  qsort_r(cands, (size_t)ncand, sizeof *cands, cand_cmp, b->flat);
   /* HF pushes every character, then substrings until the table holds seed_size. */
   int64_t nsub = 0;
   if (ncand > 0) {
@@ -586,10 +607,23 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
     if (nsub < 1) nsub = 1;
     if (nsub > ncand) nsub = ncand;
   }
+  b->ncand = ncand;
+  b->nsub = nsub;
   s->nseed = (int32_t)(1 + K + nsub);
   s->nchar_seeds = K;
+  rc = 0;
+done:
+  free(lcp); free(nodes); free(wpref);
+  return rc;
+}
 
-  /* 4. Seed texts, scores (log of count or count x length over their sum). */
+/* 4. Seed texts, scores (log of count or count x length over their sum). */
+static int part_seeds(UtState *s, Build *b, Err *err) {
+  const int32_t *flat = b->flat, *word_of = b->word_of;
+  const CharCount *chars = b->chars;
+  const Cand *cands = b->cands;
+  int32_t K = b->K;
+  int64_t nsub = b->nsub;
   s->seed_off = malloc(((size_t)s->nseed + 1) * sizeof *s->seed_off);
   s->seed_len = malloc((size_t)s->nseed * sizeof *s->seed_len);
   s->seed_word = malloc((size_t)s->nseed * sizeof *s->seed_word);
@@ -601,9 +635,8 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
   for (int32_t k = 1; k <= K; k++) text_bytes += 4;
   for (int64_t i = 0; i < nsub; i++) text_bytes += 4 * (int64_t)cands[i].depth;
   s->seed_text = malloc((size_t)text_bytes);
-  if (!s->seed_off || !s->seed_len || !s->seed_word || !s->seed_pos || !s->seed_of || !s->plen || !s->score || !s->seed_text) {
-    err_set(err, "out of memory"); goto fail_tmp;
-  }
+  if (!s->seed_off || !s->seed_len || !s->seed_word || !s->seed_pos || !s->seed_of || !s->plen || !s->score || !s->seed_text)
+    return err_set(err, "out of memory");
   int64_t tb = 0;
   memcpy(s->seed_text, "<UNK>", 5); tb = 5;
   s->seed_off[0] = 0; s->seed_len[0] = 5; s->seed_word[0] = -1; s->seed_pos[0] = 0;
@@ -635,13 +668,22 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
   for (int32_t k = 0; k < s->nseed; k++) { s->seed_of[k] = k; s->plen[k] = s->seed_len[k]; }
   s->n = s->nseed;
   update_min_score(s);
+  return 0;
+}
 
-  /* 5. Lattices: the occurrences of seed k are the suffixes sa[left..right); one
-  ** CSR over flat positions, filled by increasing length, gives every word its
-  ** edges sorted by (start, length). */
-  pcount = calloc((size_t)nflat + 1, sizeof *pcount);
-  poff = malloc(((size_t)nflat + 1) * sizeof *poff);
-  if (!pcount || !poff) { err_set(err, "out of memory"); goto fail_tmp; }
+/* 5. Lattices: the occurrences of seed k are the suffixes sa[left..right); one
+** CSR over flat positions, filled by increasing length, gives every word its
+** edges sorted by (start, length). */
+static int part_lattices(UtState *s, Build *b, Err *err) {
+  const int32_t *sym = b->sym, *word_of = b->word_of, *sa = b->sa;
+  const CharCount *chars = b->chars;
+  const Cand *cands = b->cands;
+  int32_t nflat = b->nflat, K = b->K;
+  int64_t nsub = b->nsub;
+  int rc = -1;
+  int32_t *pcount = calloc((size_t)nflat + 1, sizeof *pcount);
+  int64_t *poff = malloc(((size_t)nflat + 1) * sizeof *poff);
+  if (!pcount || !poff) { err_set(err, "out of memory"); goto done; }
   for (int32_t p = 0; p < nflat; p++) pcount[p] = sym[p] != 0;
   for (int64_t i = 0; i < nsub; i++)
     for (int32_t j = cands[i].left; j < cands[i].right; j++) pcount[sa[j]]++;
@@ -650,15 +692,15 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
   int64_t nedges = poff[nflat];
   s->edges = malloc((size_t)(nedges > 0 ? nedges : 1) * sizeof *s->edges);
   s->eoff = malloc(((size_t)s->nw + 1) * sizeof *s->eoff);
-  if (!s->edges || !s->eoff) { err_set(err, "out of memory for %lld lattice edges", (long long)nedges); goto fail_tmp; }
+  if (!s->edges || !s->eoff) { err_set(err, "out of memory for %lld lattice edges", (long long)nedges); goto done; }
   for (int32_t p = 0; p < nflat; p++) pcount[p] = 0;  /* now: edges written so far */
   {
-    int32_t *char_piece = dense;  /* reuse: dense symbol -> char piece id */
+    int32_t *char_piece = b->dense;  /* reuse: dense symbol -> char piece id */
     for (int32_t k = 1; k <= K; k++) char_piece[sym[chars[k].first]] = k;
     for (int32_t p = 0; p < nflat; p++)
       if (sym[p]) s->edges[poff[p] + pcount[p]++] = (Edge){char_piece[sym[p]], p - s->wstart[word_of[p]]};
   }
-  for (int32_t len = 2; len <= o->max_piece_length; len++)
+  for (int32_t len = 2; len <= s->o.max_piece_length; len++)
     for (int64_t i = 0; i < nsub; i++) {
       if (cands[i].depth != len) continue;
       int32_t k = (int32_t)(1 + K + i);
@@ -670,17 +712,29 @@ UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
   for (int32_t w = 0; w < s->nw; w++) s->eoff[w] = poff[s->wstart[w]];
   s->eoff[s->nw] = nedges;
   progress(s, "seeds: %d pieces (%d characters, %lld substrings of %lld candidates), %lld lattice edges",
-           (int)s->nseed - 1, (int)K, (long long)nsub, (long long)ncand, (long long)nedges);
+           (int)s->nseed - 1, (int)K, (long long)nsub, (long long)b->ncand, (long long)nedges);
+  rc = 0;
+done:
+  free(pcount); free(poff);
+  return rc;
+}
 
-  free(flat); free(sym); free(word_of); free(sa); free(run); free(dense); free(chars); free(cands); free(pcount); free(poff);
+UtState *ut_state_new(const UtWords *words, const UtOptions *o, Err *err) {
+  if (check_options(o, err)) return NULL;
+  if (!words || words->n == 0) { err_set(err, "empty corpus: no words to train on"); return NULL; }
+  UtState *s = calloc(1, sizeof *s);
+  if (!s) { err_set(err, "out of memory"); return NULL; }
+  s->o = *o;
+  s->t0 = now_monotonic();
+  s->threads = o->threads > 0 ? o->threads : platform_cpu_count();
+  s->nw = (int32_t)words->n;
+  if (words->n > INT32_MAX / 2) { err_set(err, "too many distinct words (%zu)", words->n); ut_state_free(s); return NULL; }
+  Build b = {.words = words};
+  int rc = part_flat_text(s, &b, err) || part_characters(s, &b, err) || part_substrings(s, &b, err) ||
+           part_seeds(s, &b, err) || part_lattices(s, &b, err);
+  build_free(&b);
+  if (rc) { ut_state_free(s); return NULL; }
   return s;
-
-fail_tmp:
-  free(flat); free(sym); free(word_of); free(sa); free(lcp); free(run); free(dense); free(chars); free(cands);
-  free(nodes); free(pcount); free(poff);
-fail:
-  ut_state_free(s);
-  return NULL;
 }
 
 /* ---- E-step ---------------------------------------------------------------- */

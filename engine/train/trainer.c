@@ -7,6 +7,7 @@
 
 #include "engine/data/loader.h"
 #include "engine/core/platform.h"
+#include "engine/core/rng.h"
 
 /* Words of CkptState.extra: the loader's six, the epoch's running train-loss sum
 ** (a double's bits) and a shape word, so a state is refused by a run of another shape. */
@@ -41,13 +42,8 @@ TrainerOptions trainer_default_options(void) {
   return o;
 }
 
-/* splitmix64's finaliser: a well-mixed word from a few, for per-micro-batch dropout seeds. */
-static uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+/* One splitmix64 step from x: a well-mixed word from a few, for per-micro-batch dropout seeds. */
+static uint64_t mix64(uint64_t x) { return rng_splitmix64(&x); }
 
 static uint64_t shape_word(const TrainerOptions *o, int seq) {
   return ((uint64_t)o->batch << 32) | ((uint64_t)o->grad_accum << 16) | (uint64_t)(seq & 0xffff);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/tok/tokenizer.h"
+#include "engine/core/buf.h"
 #include "engine/core/now.h"
 #include "server/app/app.h"
 
@@ -174,23 +175,19 @@ typedef struct Events {
   int ended;
   int quiet;                /* polls in a row that found nothing to send */
   double polled;            /* when the store was last polled (monotonic seconds) */
-  char *pending;            /* text not yet handed out */
-  size_t pending_len, pending_off;
+  Buf pending;              /* text not yet handed out: pending.p[pending_off, pending.len) */
+  size_t pending_off;
 } Events;
 
 static void events_free(void *ctx) {
   Events *ev = ctx;
   free(ev->last_progress);
-  free(ev->pending);
+  buf_free(&ev->pending);
   free(ev);
 }
 
 static void append(Events *ev, const char *event, const char *data) {
-  size_t n = strlen(event) + strlen(data) + 32;
-  char *p = realloc(ev->pending, ev->pending_len + n);
-  if (!p) return;
-  ev->pending = p;
-  ev->pending_len += (size_t)snprintf(p + ev->pending_len, n, "event: %s\ndata: %s\n\n", event, data);
+  buf_printf(&ev->pending, "event: %s\ndata: %s\n\n", event, data);
 }
 
 /* Polls the store once and queues the events that are due. */
@@ -243,25 +240,24 @@ static void events_poll(Events *ev) {
 ** three quiet polls so a gone client is noticed, -1 once the end was handed out. */
 static ssize_t events_read(void *ctx, char *buf, size_t max) {
   Events *ev = ctx;
-  if (ev->pending_off == ev->pending_len) {
-    free(ev->pending);
-    ev->pending = NULL;
-    ev->pending_len = ev->pending_off = 0;
+  if (ev->pending_off == ev->pending.len) {
+    buf_free(&ev->pending);
+    ev->pending_off = 0;
     if (ev->ended || http_stopping(ev->app->http)) return -1;
     double t = now_monotonic();
     if (t - ev->polled < 0.9) return 0;  /* just sent what the last poll found */
     ev->polled = t;
     events_poll(ev);
-    if (ev->pending_len == 0) {
+    if (ev->pending.len == 0) {
       if (++ev->quiet < 3) return 0;
       ev->quiet = 0;
       return snprintf(buf, max, ": keep-alive\n\n");
     }
     ev->quiet = 0;
   }
-  size_t n = ev->pending_len - ev->pending_off;
+  size_t n = ev->pending.len - ev->pending_off;
   if (n > max) n = max;
-  memcpy(buf, ev->pending + ev->pending_off, n);
+  memcpy(buf, ev->pending.p + ev->pending_off, n);
   ev->pending_off += n;
   return (ssize_t)n;
 }

@@ -27,6 +27,7 @@
 ** handler's HttpStreamFn and resumes the connection, or, when the function had
 ** nothing, parks the stream; the loop's tick queues parked streams again when due. */
 #include "server/http/http.h"
+#include "engine/core/buf.h"
 #include "engine/core/now.h"
 
 #include <arpa/inet.h>
@@ -92,8 +93,7 @@ typedef struct ReqState {
   const HttpRoute *route;   /* NULL: static fallback */
   atomic_int phase;
   int too_big, head;
-  char *body;
-  size_t len, cap;
+  Buf body;                 /* as it arrives */
   char *path;               /* decoded */
   char *segs;               /* copy of the path split at '/', params point into it */
   const char *params[HTTP_MAX_PARAMS];
@@ -402,7 +402,7 @@ static ReqState *req_new(HttpServer *s, const char *raw_uri) {
 
 static void req_free(ReqState *st) {
   free(st->raw_uri);
-  free(st->body);
+  buf_free(&st->body);
   free(st->path);
   free(st->segs);
   for (size_t i = 0; i < st->n_kv; i++) { free(st->kv[i].key); free(st->kv[i].value); }
@@ -440,8 +440,8 @@ static void handle(HttpServer *s, ReqState *st) {
   rq.pattern = st->label;
   memcpy(rq.params, st->params, sizeof rq.params);
   rq.n_params = st->n_params;
-  rq.body = st->body ? st->body : "";
-  rq.body_len = st->len;
+  rq.body = st->body.p ? st->body.p : "";
+  rq.body_len = st->body.len;
   rq.conn = st;
   HttpRes *rs = &st->res;
   if (st->route) {
@@ -850,22 +850,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (st->too_big || st->len + n > s->cfg.max_body) {  /* chunked bodies have no Content-Length */
+        if (st->too_big || st->body.len + n > s->cfg.max_body) {  /* chunked bodies have no Content-Length */
           st->too_big = 1;
           return MHD_YES;
         }
-        if (st->len + n + 1 > st->cap) {
-          size_t cap = st->cap ? st->cap : 4096;
-          while (cap < st->len + n + 1) cap *= 2;
-          char *b = realloc(st->body, cap);
-          if (!b) return MHD_NO;
-          st->body = b;
-          st->cap = cap;
-        }
-        memcpy(st->body + st->len, upload, n);
-        st->len += n;
-        st->body[st->len] = '\0';
-        return MHD_YES;
+        buf_put(&st->body, upload, n);
+        return st->body.oom ? MHD_NO : MHD_YES;
       }
     case R_READY:
       return finish(s, c, st);

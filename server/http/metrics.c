@@ -1,8 +1,8 @@
 /* Prometheus counters and histograms (server/http/metrics.h). */
 #include "server/http/metrics.h"
+#include "engine/core/buf.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,60 +109,39 @@ void metrics_training(Metrics *m, double tokens_per_s) {
   pthread_mutex_unlock(&m->mu);
 }
 
-typedef struct Buf { char *p; size_t len, cap; int oom; } Buf;
-
-static void bprintf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bprintf(Buf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0) { b->oom = 1; return; }
-    if (b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
-    size_t cap = 2 * b->cap + (size_t)n;
-    char *p = realloc(b->p, cap);
-    if (!p) { b->oom = 1; return; }
-    b->p = p;
-    b->cap = cap;
-  }
-}
-
 static void hist_render(Buf *b, const char *name, const char *help, const Hist *h) {
-  bprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
   unsigned long long cum = 0;
   for (int i = 0; i < N_BUCKETS; i++) {
     cum += h->count[i];
-    bprintf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], cum);
+    buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], cum);
   }
-  bprintf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, h->n, name, h->sum, name, h->n);
+  buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, h->n, name, h->sum, name, h->n);
 }
 
 char *metrics_render(Metrics *m, const char *extra) {
-  Buf b = {malloc(4096), 0, 4096, 0};
-  if (!b.p) return NULL;
-  b.p[0] = '\0';
+  Buf b = {0};
+  if (buf_reserve(&b, 4096)) return NULL;   /* room for the usual text, allocated before the lock */
   pthread_mutex_lock(&m->mu);
-  bprintf(&b, "# HELP maskd_http_requests_total HTTP requests answered, by route pattern, method and status.\n"
+  buf_printf(&b, "# HELP maskd_http_requests_total HTTP requests answered, by route pattern, method and status.\n"
               "# TYPE maskd_http_requests_total counter\n");
   for (int i = 0; i < m->n; i++)
-    bprintf(&b, "maskd_http_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"} %llu\n", m->c[i].route,
+    buf_printf(&b, "maskd_http_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"} %llu\n", m->c[i].route,
             m->c[i].method, m->c[i].status, m->c[i].n);
   hist_render(&b, "maskd_http_request_duration_seconds", "Time from request headers to the queued answer.",
               &m->requests);
   hist_render(&b, "maskd_fill_mask_duration_seconds", "Fill-mask latency: model lookup, forward pass and answer.",
               &m->fill);
-  bprintf(&b, "# HELP maskd_fill_mask_passes_total Fill-mask pipeline calls (forward passes over one or more requests).\n"
+  buf_printf(&b, "# HELP maskd_fill_mask_passes_total Fill-mask pipeline calls (forward passes over one or more requests).\n"
               "# TYPE maskd_fill_mask_passes_total counter\nmaskd_fill_mask_passes_total %llu\n"
               "# HELP maskd_fill_mask_batched_requests_total Requests answered in a pass shared with others.\n"
               "# TYPE maskd_fill_mask_batched_requests_total counter\nmaskd_fill_mask_batched_requests_total %llu\n",
           m->passes, m->batched);
-  bprintf(&b, "# HELP maskd_training_tokens_per_second Throughput of the running training job (0 when none).\n"
+  buf_printf(&b, "# HELP maskd_training_tokens_per_second Throughput of the running training job (0 when none).\n"
               "# TYPE maskd_training_tokens_per_second gauge\nmaskd_training_tokens_per_second %.6g\n",
           m->tokens_per_s);
   pthread_mutex_unlock(&m->mu);
-  if (extra) bprintf(&b, "%s", extra);
-  if (b.oom) { free(b.p); return NULL; }
+  if (extra) buf_printf(&b, "%s", extra);
+  if (b.oom) { buf_free(&b); return NULL; }
   return b.p;
 }

@@ -80,21 +80,16 @@ int static_serve(const char *root, const HttpReq *rq, HttpRes *rs) {
   if (fd < 0) return 1;
   if (size > STATIC_MAX_FILE) { close(fd); return 1; }
   char *data = malloc((size_t)size + 1);
-  size_t got = 0;
-  while (data && got < (size_t)size) {
-    ssize_t n = read(fd, data + got, (size_t)size - got);
-    if (n <= 0) break;
-    got += (size_t)n;
-  }
+  ssize_t got = data ? files_read_full(fd, data, (size_t)size) : -1;
   close(fd);
-  if (!data || got != (size_t)size) {
+  if (got != (ssize_t)size) {
     free(data);
     http_errorf(rs, 500, "cannot read static file %s", path);
     return 0;
   }
   free(rs->body);
   rs->body = data;
-  rs->len = got;
+  rs->len = (size_t)got;
   rs->status = 200;
   rs->content_type = static_content_type(path);
   rs->cache = "no-cache";  /* revalidate: the page changes with the binary, not with time */
