@@ -15,6 +15,7 @@
 ** only flatter. */
 #include <cblas.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,59 +31,16 @@
 #include "engine/core/rng.h"
 #include "server/cli/commands.h"
 
-static const char bench_usage[] =
-  "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
-  "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
-  "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
-  "                         [--threads N] [--reps N] [--json]\n"
-  "\n"
-  "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
-  "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
-  "       the positions labelled; the MLM head runs at the labelled rows only.\n"
-  "infer: timed forward passes returning the logits at those same positions.\n"
-  "sgemm: the C = A*B single-precision speed of maskd's product (the one the model uses) and\n"
-  "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
-  "       matrix product of a training step of that model timed alone, and their sum: the\n"
-  "       step time if nothing else cost anything. --bt takes B transposed (x W^T, a Linear\n"
-  "       layer), --at A transposed (dy^T x, its weight gradient); --copies N cycles through\n"
-  "       N copies of B so it comes from memory, as weights do.\n"
-  "\n"
-  "  --config     an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
-  "               small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)\n"
-  "  --batch, --seq, --steps   batch shape and number of timed steps\n"
-  "  --threads    threads for BLAS and the model's loops (default: the CPU count)\n"
-  "  --warmup     untimed steps first (default 2)\n"
-  "  --seed       seed of the weights and the synthetic batch (default 1)\n"
-  "  --peak       sgemm peak in GFLOP/s to report against (default: measured, about 1 s)\n"
-  "  --keep-dropout  keep the config's dropout (default: dropout 0, as the PyTorch comparison)\n"
-  "  --json       one JSON object on stdout instead of the text report\n"
-  "Step times are medians; tokens/s counts every position of the batch.\n";
-
 typedef struct BenchArgs {
   const char *mode, *config;
   int batch, seq, steps, threads, warmup, reps, json, keep_dropout, ta, tb, copies;
   long m, n, k;
   double peak;
-  uint64_t seed;
+  long seed;
 } BenchArgs;
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-  if (!s) { fprintf(stderr, "maskd bench: %s needs a value\n", flag); return -1; }
-  if (cli_parse_long(s, lo, hi, out)) {
-    fprintf(stderr, "maskd bench: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
-    return -1;
-  }
-  return 0;
-}
-
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out) {
-  long v;
-  if (parse_long(flag, s, lo, hi, &v)) return -1;
-  *out = (int)v;
-  return 0;
-}
-
-static int parse_args(int argc, char **argv, BenchArgs *a) {
+static void bench_defaults(void *p) {
+  BenchArgs *a = p;
   memset(a, 0, sizeof *a);
   a->threads = platform_cpu_count();
   a->warmup = 2;
@@ -90,61 +48,111 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
   a->copies = 1;
   a->seed = 1;
   a->m = a->n = a->k = 2048;
+}
+
+/* --n N: a square product, N x N times N x N. */
+static int parse_square(const char *v, void *args) {
+  BenchArgs *a = args;
+  long n;
+  if (cli_parse_long(v, 1, 65536, &n)) return -1;
+  a->m = a->n = a->k = n;
+  return 0;
+}
+
+/* --mnk M,N,K: three sizes in [1, 65536]. */
+static int parse_mnk(const char *v, void *args) {
+  BenchArgs *a = args;
+  long m, n, k;
+  char tail;
+  if (sscanf(v, "%ld,%ld,%ld%c", &m, &n, &k, &tail) != 3 || m < 1 || n < 1 || k < 1 || m > 65536 || n > 65536 ||
+      k > 65536)
+    return -1;
+  a->m = m; a->n = n; a->k = k;
+  return 0;
+}
+
+enum { BENCH_TRAIN, BENCH_INFER, BENCH_SGEMM };
+static const char *const bench_modes[] = {"train", "infer", "sgemm"};
+#define MODEL_MODES (1u << BENCH_TRAIN | 1u << BENCH_INFER)
+#define SGEMM_MODE (1u << BENCH_SGEMM)
+#define OFF(f) offsetof(BenchArgs, f)
+static const CliOpt bench_opts[] = {
+  {.name = "--config", .kind = CLI_STRING, .off = OFF(config), .arg = "C",
+   .help = "an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
+           "small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)"},
+  {.name = "--batch", .kind = CLI_INT, .off = OFF(batch), .lo = 1, .hi = 1 << 16, .arg = "B", .help = "batch size"},
+  {.name = "--seq", .kind = CLI_INT, .off = OFF(seq), .lo = 1, .hi = 1 << 16, .arg = "T", .help = "sequence length"},
+  {.name = "--steps", .kind = CLI_INT, .off = OFF(steps), .lo = 1, .hi = 1000000, .arg = "N",
+   .help = "number of timed steps", .modes = MODEL_MODES},
+  {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1024, .arg = "N", .def = "the CPU count",
+   .help = "threads for BLAS and the model's loops"},
+  {.name = "--warmup", .kind = CLI_INT, .off = OFF(warmup), .lo = 0, .hi = 1000000, .arg = "N", .def = CLI_DEFAULT,
+   .help = "untimed steps first", .modes = MODEL_MODES},
+  {.name = "--seed", .kind = CLI_LONG, .off = OFF(seed), .lo = 0, .hi = 0x7fffffffffffffffL, .arg = "S",
+   .def = CLI_DEFAULT, .help = "seed of the weights and the synthetic batch", .modes = MODEL_MODES},
+  {.name = "--peak", .kind = CLI_DOUBLE, .off = OFF(peak), .flo = 0, .fhi = 1e9, .open = CLI_OPEN_LO | CLI_OPEN_HI,
+   .arg = "GFLOPS", .def = "measured, about 1 s", .help = "sgemm peak in GFLOP/s to report against",
+   .modes = MODEL_MODES},
+  {.name = "--keep-dropout", .kind = CLI_FLAG, .off = OFF(keep_dropout),
+   .help = "keep the config's dropout (default: dropout 0, as the PyTorch comparison)", .modes = MODEL_MODES},
+  {.name = "--n", .kind = CLI_CUSTOM, .arg = "N", .parse = parse_square, .expect = "an integer in [1, 65536]",
+   .def = "2048", .help = "a square product N x N times N x N", .modes = SGEMM_MODE},
+  {.name = "--mnk", .kind = CLI_CUSTOM, .arg = "M,N,K", .parse = parse_mnk,
+   .expect = "three sizes M,N,K in [1, 65536]", .help = "an M x K times K x N product", .modes = SGEMM_MODE},
+  {.name = "--at", .kind = CLI_FLAG, .off = OFF(ta), .help = "A transposed (dy^T x, a weight gradient)", .modes = SGEMM_MODE},
+  {.name = "--bt", .kind = CLI_FLAG, .off = OFF(tb), .help = "B transposed (x W^T, a Linear layer)", .modes = SGEMM_MODE},
+  {.name = "--copies", .kind = CLI_INT, .off = OFF(copies), .lo = 1, .hi = 4096, .arg = "N", .def = CLI_DEFAULT,
+   .help = "copies of B to cycle through, so it comes from memory", .modes = SGEMM_MODE},
+  {.name = "--reps", .kind = CLI_INT, .off = OFF(reps), .lo = 1, .hi = 100000, .arg = "N", .def = CLI_DEFAULT,
+   .help = "timed products", .modes = SGEMM_MODE},
+  {.name = "--json", .kind = CLI_FLAG, .off = OFF(json), .help = "one JSON object on stdout instead of the text report"},
+};
+#undef OFF
+
+const CliSpec cli_spec_bench = {
+  .name = "bench",
+  .usage =
+    "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
+    "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
+    "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
+    "                         [--threads N] [--reps N] [--json]\n"
+    "\n"
+    "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
+    "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
+    "       the positions labelled; the MLM head runs at the labelled rows only.\n"
+    "infer: timed forward passes returning the logits at those same positions.\n"
+    "sgemm: the C = A*B single-precision speed of maskd's product (the one the model uses) and\n"
+    "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
+    "       matrix product of a training step of that model timed alone, and their sum: the\n"
+    "       step time if nothing else cost anything. --bt takes B transposed (x W^T, a Linear\n"
+    "       layer), --at A transposed (dy^T x, its weight gradient); --copies N cycles through\n"
+    "       N copies of B so it comes from memory, as weights do.\n"
+    "\n",
+  .tail = "Step times are medians; tokens/s counts every position of the batch.\n",
+  .opts = bench_opts,
+  .n_opts = (int)(sizeof bench_opts / sizeof bench_opts[0]),
+  .modes = bench_modes,
+  .n_modes = 3,
+  .args_size = sizeof(BenchArgs),
+  .defaults = bench_defaults,
+  .col = 20,
+};
+
+/* 0: parsed; 1: --help printed; -1: refused (one line on stderr). */
+static int parse_args(int argc, char **argv, BenchArgs *a) {
+  bench_defaults(a);
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { cli_help(stdout, &cli_spec_bench); return 1; }
   if (argc < 2) { fprintf(stderr, "maskd bench: missing mode: train, infer or sgemm (maskd bench --help)\n"); return -1; }
   a->mode = argv[1];
-  if (strcmp(a->mode, "train") && strcmp(a->mode, "infer") && strcmp(a->mode, "sgemm")) {
+  int mode = cli_mode(&cli_spec_bench, a->mode);
+  if (mode < 0) {
     fprintf(stderr, "maskd bench: unknown mode '%s': expected train, infer or sgemm\n", a->mode);
     return -1;
   }
-  int sgemm = !strcmp(a->mode, "sgemm");
-  for (int i = 2; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int r = 0, used = 1;
-    if (!strcmp(f, "--json")) { a->json = 1; used = 0; }
-    else if (!strcmp(f, "--keep-dropout") && !sgemm) { a->keep_dropout = 1; used = 0; }
-    else if (!strcmp(f, "--threads")) r = parse_int(f, v, 1, 1024, &a->threads);
-    else if (!strcmp(f, "--config")) {
-      if (!v) { fprintf(stderr, "maskd bench: --config needs a value\n"); return -1; }
-      a->config = v;
-    }
-    else if (!strcmp(f, "--batch")) r = parse_int(f, v, 1, 1 << 16, &a->batch);
-    else if (!strcmp(f, "--seq")) r = parse_int(f, v, 1, 1 << 16, &a->seq);
-    else if (!strcmp(f, "--steps") && !sgemm) r = parse_int(f, v, 1, 1000000, &a->steps);
-    else if (!strcmp(f, "--warmup") && !sgemm) r = parse_int(f, v, 0, 1000000, &a->warmup);
-    else if (!strcmp(f, "--seed") && !sgemm) {
-      long s;
-      r = parse_long(f, v, 0, 0x7fffffffffffffffL, &s);
-      a->seed = (uint64_t)s;
-    }
-    else if (!strcmp(f, "--peak") && !sgemm) {
-      char *end;
-      a->peak = v ? strtod(v, &end) : 0;
-      if (!v || end == v || *end || !(a->peak > 0 && a->peak < 1e9)) {
-        fprintf(stderr, "maskd bench: --peak: expected a positive GFLOP/s figure, got '%s'\n", v ? v : "");
-        return -1;
-      }
-    }
-    else if (!strcmp(f, "--reps") && sgemm) r = parse_int(f, v, 1, 100000, &a->reps);
-    else if (!strcmp(f, "--copies") && sgemm) r = parse_int(f, v, 1, 4096, &a->copies);
-    else if (!strcmp(f, "--bt") && sgemm) { a->tb = 1; used = 0; }
-    else if (!strcmp(f, "--at") && sgemm) { a->ta = 1; used = 0; }
-    else if (!strcmp(f, "--n") && sgemm) { r = parse_long(f, v, 1, 65536, &a->n); a->m = a->k = a->n; }
-    else if (!strcmp(f, "--mnk") && sgemm) {
-      char tail;
-      if (!v || sscanf(v, "%ld,%ld,%ld%c", &a->m, &a->n, &a->k, &tail) != 3 || a->m < 1 || a->n < 1 ||
-          a->k < 1 || a->m > 65536 || a->n > 65536 || a->k > 65536) {
-        fprintf(stderr, "maskd bench: --mnk: expected three sizes M,N,K in [1, 65536], got '%s'\n", v ? v : "");
-        return -1;
-      }
-    }
-    else {
-      fprintf(stderr, "maskd bench %s: unknown option '%s' (maskd bench --help)\n", a->mode, f);
-      return -1;
-    }
-    if (r) return -1;
-    i += used;
-  }
-  if (sgemm) {
+  int parsed = cli_parse(&cli_spec_bench, "bench", mode, argc, argv, 2, a, NULL, NULL);
+  if (parsed) return parsed;
+  if (mode == BENCH_SGEMM) {
     if (a->config && (!a->batch || !a->seq)) {
       fprintf(stderr, "maskd bench sgemm: --config needs --batch and --seq\n");
       return -1;
@@ -551,8 +559,7 @@ done:
 
 int cmd_bench(int argc, char **argv) {
   BenchArgs a;
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(bench_usage, stdout); return 0; }
-  if (parse_args(argc, argv, &a)) return 2;
+  int parsed = parse_args(argc, argv, &a);
+  if (parsed) return parsed > 0 ? 0 : 2;
   return !strcmp(a.mode, "sgemm") ? bench_sgemm(&a) : bench_model(&a);
 }
