@@ -60,7 +60,7 @@ expect_error train_vocab_below_alphabet "smaller than the alphabet" --input "$tm
 expect_error train_missing_file "nope.txt" --input "$tmp/nope.txt" --vocab-size 50 --out "$tmp/x.json"
 expect_error train_missing_out_dir "does not exist" --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/no/such/x.json"
 expect_error train_needs_vocab "vocab-size is required" --input "$tmp/corpus.txt" --out "$tmp/x.json"
-expect_error train_bad_number "vocab-size wants" --input "$tmp/corpus.txt" --vocab-size 12abc --out "$tmp/x.json"
+expect_error train_bad_number "--vocab-size: expected an integer in \[1, 10000000\], got '12abc'" --input "$tmp/corpus.txt" --vocab-size 12abc --out "$tmp/x.json"
 expect_error train_bad_shrinking "shrinking-factor" --input "$tmp/corpus.txt" --vocab-size 50 --shrinking-factor 1.5 --out "$tmp/x.json"
 expect_error train_unknown_option "unknown option" --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/x.json" --frobnicate
 [ ! -e "$tmp/x.json" ] && echo "PASS train_errors_write_nothing" || echo "FAIL train_errors_write_nothing: x.json exists"

@@ -15,6 +15,7 @@
 ** only flatter. */
 #include <cblas.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,59 +31,16 @@
 #include "engine/core/rng.h"
 #include "server/cli/commands.h"
 
-static const char bench_usage[] =
-  "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
-  "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
-  "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
-  "                         [--threads N] [--reps N] [--json]\n"
-  "\n"
-  "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
-  "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
-  "       the positions labelled; the MLM head runs at the labelled rows only.\n"
-  "infer: timed forward passes returning the logits at those same positions.\n"
-  "sgemm: the C = A*B single-precision speed of maskd's product (the one the model uses) and\n"
-  "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
-  "       matrix product of a training step of that model timed alone, and their sum: the\n"
-  "       step time if nothing else cost anything. --bt takes B transposed (x W^T, a Linear\n"
-  "       layer), --at A transposed (dy^T x, its weight gradient); --copies N cycles through\n"
-  "       N copies of B so it comes from memory, as weights do.\n"
-  "\n"
-  "  --config     an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
-  "               small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)\n"
-  "  --batch, --seq, --steps   batch shape and number of timed steps\n"
-  "  --threads    threads for BLAS and the model's loops (default: the CPU count)\n"
-  "  --warmup     untimed steps first (default 2)\n"
-  "  --seed       seed of the weights and the synthetic batch (default 1)\n"
-  "  --peak       sgemm peak in GFLOP/s to report against (default: measured, about 1 s)\n"
-  "  --keep-dropout  keep the config's dropout (default: dropout 0, as the PyTorch comparison)\n"
-  "  --json       one JSON object on stdout instead of the text report\n"
-  "Step times are medians; tokens/s counts every position of the batch.\n";
-
 typedef struct BenchArgs {
   const char *mode, *config;
   int batch, seq, steps, threads, warmup, reps, json, keep_dropout, ta, tb, copies;
   long m, n, k;
   double peak;
-  uint64_t seed;
+  long seed;
 } BenchArgs;
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-  if (!s) { fprintf(stderr, "maskd bench: %s needs a value\n", flag); return -1; }
-  if (cli_parse_long(s, lo, hi, out)) {
-    fprintf(stderr, "maskd bench: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
-    return -1;
-  }
-  return 0;
-}
-
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out) {
-  long v;
-  if (parse_long(flag, s, lo, hi, &v)) return -1;
-  *out = (int)v;
-  return 0;
-}
-
-static int parse_args(int argc, char **argv, BenchArgs *a) {
+static void bench_defaults(void *p) {
+  BenchArgs *a = p;
   memset(a, 0, sizeof *a);
   a->threads = platform_cpu_count();
   a->warmup = 2;
@@ -90,61 +48,111 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
   a->copies = 1;
   a->seed = 1;
   a->m = a->n = a->k = 2048;
+}
+
+/* --n N: a square product, N x N times N x N. */
+static int parse_square(const char *v, void *args) {
+  BenchArgs *a = args;
+  long n;
+  if (cli_parse_long(v, 1, 65536, &n)) return -1;
+  a->m = a->n = a->k = n;
+  return 0;
+}
+
+/* --mnk M,N,K: three sizes in [1, 65536]. */
+static int parse_mnk(const char *v, void *args) {
+  BenchArgs *a = args;
+  long m, n, k;
+  char tail;
+  if (sscanf(v, "%ld,%ld,%ld%c", &m, &n, &k, &tail) != 3 || m < 1 || n < 1 || k < 1 || m > 65536 || n > 65536 ||
+      k > 65536)
+    return -1;
+  a->m = m; a->n = n; a->k = k;
+  return 0;
+}
+
+enum { BENCH_TRAIN, BENCH_INFER, BENCH_SGEMM };
+static const char *const bench_modes[] = {"train", "infer", "sgemm"};
+#define MODEL_MODES (1u << BENCH_TRAIN | 1u << BENCH_INFER)
+#define SGEMM_MODE (1u << BENCH_SGEMM)
+#define OFF(f) offsetof(BenchArgs, f)
+static const CliOpt bench_opts[] = {
+  {.name = "--config", .kind = CLI_STRING, .off = OFF(config), .arg = "C",
+   .help = "an HF config.json, or a preset: tiny (V8000 H128 L2 A2 I512),\n"
+           "small (V8000 H256 L4 A4 I1024), base (V32000 H768 L12 A12 I3072)"},
+  {.name = "--batch", .kind = CLI_INT, .off = OFF(batch), .lo = 1, .hi = 1 << 16, .arg = "B", .help = "batch size"},
+  {.name = "--seq", .kind = CLI_INT, .off = OFF(seq), .lo = 1, .hi = 1 << 16, .arg = "T", .help = "sequence length"},
+  {.name = "--steps", .kind = CLI_INT, .off = OFF(steps), .lo = 1, .hi = 1000000, .arg = "N",
+   .help = "number of timed steps", .modes = MODEL_MODES},
+  {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1024, .arg = "N", .def = "the CPU count",
+   .help = "threads for BLAS and the model's loops"},
+  {.name = "--warmup", .kind = CLI_INT, .off = OFF(warmup), .lo = 0, .hi = 1000000, .arg = "N", .def = CLI_DEFAULT,
+   .help = "untimed steps first", .modes = MODEL_MODES},
+  {.name = "--seed", .kind = CLI_LONG, .off = OFF(seed), .lo = 0, .hi = 0x7fffffffffffffffL, .arg = "S",
+   .def = CLI_DEFAULT, .help = "seed of the weights and the synthetic batch", .modes = MODEL_MODES},
+  {.name = "--peak", .kind = CLI_DOUBLE, .off = OFF(peak), .flo = 0, .fhi = 1e9, .open = CLI_OPEN_LO | CLI_OPEN_HI,
+   .arg = "GFLOPS", .def = "measured, about 1 s", .help = "sgemm peak in GFLOP/s to report against",
+   .modes = MODEL_MODES},
+  {.name = "--keep-dropout", .kind = CLI_FLAG, .off = OFF(keep_dropout),
+   .help = "keep the config's dropout (default: dropout 0, as the PyTorch comparison)", .modes = MODEL_MODES},
+  {.name = "--n", .kind = CLI_CUSTOM, .arg = "N", .parse = parse_square, .expect = "an integer in [1, 65536]",
+   .def = "2048", .help = "a square product N x N times N x N", .modes = SGEMM_MODE},
+  {.name = "--mnk", .kind = CLI_CUSTOM, .arg = "M,N,K", .parse = parse_mnk,
+   .expect = "three sizes M,N,K in [1, 65536]", .help = "an M x K times K x N product", .modes = SGEMM_MODE},
+  {.name = "--at", .kind = CLI_FLAG, .off = OFF(ta), .help = "A transposed (dy^T x, a weight gradient)", .modes = SGEMM_MODE},
+  {.name = "--bt", .kind = CLI_FLAG, .off = OFF(tb), .help = "B transposed (x W^T, a Linear layer)", .modes = SGEMM_MODE},
+  {.name = "--copies", .kind = CLI_INT, .off = OFF(copies), .lo = 1, .hi = 4096, .arg = "N", .def = CLI_DEFAULT,
+   .help = "copies of B to cycle through, so it comes from memory", .modes = SGEMM_MODE},
+  {.name = "--reps", .kind = CLI_INT, .off = OFF(reps), .lo = 1, .hi = 100000, .arg = "N", .def = CLI_DEFAULT,
+   .help = "timed products", .modes = SGEMM_MODE},
+  {.name = "--json", .kind = CLI_FLAG, .off = OFF(json), .help = "one JSON object on stdout instead of the text report"},
+};
+#undef OFF
+
+const CliSpec cli_spec_bench = {
+  .name = "bench",
+  .usage =
+    "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
+    "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
+    "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
+    "                         [--threads N] [--reps N] [--json]\n"
+    "\n"
+    "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
+    "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
+    "       the positions labelled; the MLM head runs at the labelled rows only.\n"
+    "infer: timed forward passes returning the logits at those same positions.\n"
+    "sgemm: the C = A*B single-precision speed of maskd's product (the one the model uses) and\n"
+    "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
+    "       matrix product of a training step of that model timed alone, and their sum: the\n"
+    "       step time if nothing else cost anything. --bt takes B transposed (x W^T, a Linear\n"
+    "       layer), --at A transposed (dy^T x, its weight gradient); --copies N cycles through\n"
+    "       N copies of B so it comes from memory, as weights do.\n"
+    "\n",
+  .tail = "Step times are medians; tokens/s counts every position of the batch.\n",
+  .opts = bench_opts,
+  .n_opts = (int)(sizeof bench_opts / sizeof bench_opts[0]),
+  .modes = bench_modes,
+  .n_modes = 3,
+  .args_size = sizeof(BenchArgs),
+  .defaults = bench_defaults,
+  .col = 20,
+};
+
+/* 0: parsed; 1: --help printed; -1: refused (one line on stderr). */
+static int parse_args(int argc, char **argv, BenchArgs *a) {
+  bench_defaults(a);
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { cli_help(stdout, &cli_spec_bench); return 1; }
   if (argc < 2) { fprintf(stderr, "maskd bench: missing mode: train, infer or sgemm (maskd bench --help)\n"); return -1; }
   a->mode = argv[1];
-  if (strcmp(a->mode, "train") && strcmp(a->mode, "infer") && strcmp(a->mode, "sgemm")) {
+  int mode = cli_mode(&cli_spec_bench, a->mode);
+  if (mode < 0) {
     fprintf(stderr, "maskd bench: unknown mode '%s': expected train, infer or sgemm\n", a->mode);
     return -1;
   }
-  int sgemm = !strcmp(a->mode, "sgemm");
-  for (int i = 2; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int r = 0, used = 1;
-    if (!strcmp(f, "--json")) { a->json = 1; used = 0; }
-    else if (!strcmp(f, "--keep-dropout") && !sgemm) { a->keep_dropout = 1; used = 0; }
-    else if (!strcmp(f, "--threads")) r = parse_int(f, v, 1, 1024, &a->threads);
-    else if (!strcmp(f, "--config")) {
-      if (!v) { fprintf(stderr, "maskd bench: --config needs a value\n"); return -1; }
-      a->config = v;
-    }
-    else if (!strcmp(f, "--batch")) r = parse_int(f, v, 1, 1 << 16, &a->batch);
-    else if (!strcmp(f, "--seq")) r = parse_int(f, v, 1, 1 << 16, &a->seq);
-    else if (!strcmp(f, "--steps") && !sgemm) r = parse_int(f, v, 1, 1000000, &a->steps);
-    else if (!strcmp(f, "--warmup") && !sgemm) r = parse_int(f, v, 0, 1000000, &a->warmup);
-    else if (!strcmp(f, "--seed") && !sgemm) {
-      long s;
-      r = parse_long(f, v, 0, 0x7fffffffffffffffL, &s);
-      a->seed = (uint64_t)s;
-    }
-    else if (!strcmp(f, "--peak") && !sgemm) {
-      char *end;
-      a->peak = v ? strtod(v, &end) : 0;
-      if (!v || end == v || *end || !(a->peak > 0 && a->peak < 1e9)) {
-        fprintf(stderr, "maskd bench: --peak: expected a positive GFLOP/s figure, got '%s'\n", v ? v : "");
-        return -1;
-      }
-    }
-    else if (!strcmp(f, "--reps") && sgemm) r = parse_int(f, v, 1, 100000, &a->reps);
-    else if (!strcmp(f, "--copies") && sgemm) r = parse_int(f, v, 1, 4096, &a->copies);
-    else if (!strcmp(f, "--bt") && sgemm) { a->tb = 1; used = 0; }
-    else if (!strcmp(f, "--at") && sgemm) { a->ta = 1; used = 0; }
-    else if (!strcmp(f, "--n") && sgemm) { r = parse_long(f, v, 1, 65536, &a->n); a->m = a->k = a->n; }
-    else if (!strcmp(f, "--mnk") && sgemm) {
-      char tail;
-      if (!v || sscanf(v, "%ld,%ld,%ld%c", &a->m, &a->n, &a->k, &tail) != 3 || a->m < 1 || a->n < 1 ||
-          a->k < 1 || a->m > 65536 || a->n > 65536 || a->k > 65536) {
-        fprintf(stderr, "maskd bench: --mnk: expected three sizes M,N,K in [1, 65536], got '%s'\n", v ? v : "");
-        return -1;
-      }
-    }
-    else {
-      fprintf(stderr, "maskd bench %s: unknown option '%s' (maskd bench --help)\n", a->mode, f);
-      return -1;
-    }
-    if (r) return -1;
-    i += used;
-  }
-  if (sgemm) {
+  int parsed = cli_parse(&cli_spec_bench, "bench", mode, argc, argv, 2, a, NULL, NULL);
+  if (parsed) return parsed;
+  if (mode == BENCH_SGEMM) {
     if (a->config && (!a->batch || !a->seq)) {
       fprintf(stderr, "maskd bench sgemm: --config needs --batch and --seq\n");
       return -1;
@@ -385,57 +393,78 @@ static int load_config(const char *spec, ModelConfig *c, Err *err) {
   return config_load(spec, c, err);
 }
 
-static int bench_model(const BenchArgs *a) {
-  int train = !strcmp(a->mode, "train");
+/* One train/infer benchmark: the model, its optimizer (train) or logits (infer), the
+** synthetic batch, and what the timed steps measured. */
+typedef struct BenchRun {
+  int train;
   ModelConfig cfg;
-  Err err = {{0}};
-  Model *m = NULL;
-  AdamW *opt = NULL;
-  AdamWSegment *segs = NULL;
-  int rc = 1, B = a->batch, T = a->seq, n_lab = 0, total = a->warmup + a->steps;
-  size_t bt = (size_t)B * (size_t)T;
-  int32_t *ids = malloc(sizeof(int32_t) * bt), *labels = malloc(sizeof(int32_t) * bt);
-  int32_t *pos = malloc(sizeof(int32_t) * bt);
-  double *t_step = calloc((size_t)total, sizeof(double)), *t_fwd = calloc((size_t)total, sizeof(double));
-  double *t_bwd = calloc((size_t)total, sizeof(double)), *t_opt = calloc((size_t)total, sizeof(double));
-  float *logits = NULL;
-  double loss_first = 0, loss_last = 0;
+  Model *m;
+  AdamW *opt;
+  AdamWSegment *segs;
+  float *logits;
+  int32_t *ids, *labels, *pos;
+  int n_lab;
+  double peak;
+  double *t_step, *t_fwd, *t_bwd, *t_opt;   /* per step, warm-up included */
+  double prof[MODEL_PHASE_COUNT], fb_sum, loss_first, loss_last;
+} BenchRun;
 
-  if (!ids || !labels || !pos || !t_step || !t_fwd || !t_bwd || !t_opt) {
+static void bench_run_free(BenchRun *r) {
+  adamw_free(r->opt);
+  model_free(r->m);
+  free(r->segs); free(r->logits); free(r->ids); free(r->labels); free(r->pos);
+  free(r->t_step); free(r->t_fwd); free(r->t_bwd); free(r->t_opt);
+}
+
+/* 1. The config, the sgemm peak, a fresh model, the batch, and the optimizer (train)
+** or the logits (infer). -1 after one line on stderr. */
+static int bench_setup(const BenchArgs *a, BenchRun *r) {
+  Err err = {{0}};
+  int B = a->batch, T = a->seq, total = a->warmup + a->steps;
+  size_t bt = (size_t)B * (size_t)T;
+  r->train = !strcmp(a->mode, "train");
+  r->ids = malloc(sizeof(int32_t) * bt);
+  r->labels = malloc(sizeof(int32_t) * bt);
+  r->pos = malloc(sizeof(int32_t) * bt);
+  r->t_step = calloc((size_t)total, sizeof(double));
+  r->t_fwd = calloc((size_t)total, sizeof(double));
+  r->t_bwd = calloc((size_t)total, sizeof(double));
+  r->t_opt = calloc((size_t)total, sizeof(double));
+  if (!r->ids || !r->labels || !r->pos || !r->t_step || !r->t_fwd || !r->t_bwd || !r->t_opt) {
     fprintf(stderr, "maskd bench %s: out of memory\n", a->mode);
-    goto done;
+    return -1;
   }
-  if (load_config(a->config, &cfg, &err)) {
+  ModelConfig *cfg = &r->cfg;
+  if (load_config(a->config, cfg, &err)) {
     fprintf(stderr, "maskd bench %s: %s\n", a->mode, err.msg);
-    goto done;
+    return -1;
   }
-  if (!a->keep_dropout) cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0;
-  int max_t = cfg.max_position_embeddings - (cfg.model_type == MODEL_ROBERTA ? cfg.pad_token_id + 1 : 0);
+  if (!a->keep_dropout) cfg->hidden_dropout_prob = cfg->attention_probs_dropout_prob = 0.0;
+  int max_t = cfg->max_position_embeddings - (cfg->model_type == MODEL_ROBERTA ? cfg->pad_token_id + 1 : 0);
   if (T > max_t) {
     fprintf(stderr, "maskd bench %s: --seq %d exceeds the %d positions of this config\n", a->mode, T, max_t);
-    goto done;
+    return -1;
   }
   set_threads(a->threads);
-  double peak = a->peak, peak_best = 0;
-  if (peak <= 0) peak = sgemm_gflops(0, 2048, 2048, 2048, 5, &peak_best);
-  if (!(m = model_new(&cfg, &err))) { fprintf(stderr, "maskd bench %s: %s\n", a->mode, err.msg); goto done; }
-  model_init_weights(m, a->seed);
-  model_set_threads(m, a->threads);
-  make_batch(&cfg, B, T, a->seed, ids, labels, pos, &n_lab);
-  if (model_plan(m, B, T, n_lab, train, &err)) {
+  double peak_best = 0;
+  r->peak = a->peak;
+  if (r->peak <= 0) r->peak = sgemm_gflops(0, 2048, 2048, 2048, 5, &peak_best);
+  if (!(r->m = model_new(cfg, &err))) { fprintf(stderr, "maskd bench %s: %s\n", a->mode, err.msg); return -1; }
+  model_init_weights(r->m, a->seed);
+  model_set_threads(r->m, a->threads);
+  make_batch(cfg, B, T, a->seed, r->ids, r->labels, r->pos, &r->n_lab);
+  if (model_plan(r->m, B, T, r->n_lab, r->train, &err)) {
     fprintf(stderr, "maskd bench %s: %s\n", a->mode, err.msg);
-    goto done;
+    return -1;
   }
-  model_set_dropout(m, train && a->keep_dropout, a->seed);
-  ModelBatch batch = {.batch = B, .seq = T, .input_ids = ids, .attention_mask = NULL,
-                      .token_type_ids = NULL, .labels = labels};
-  if (train) {
-    int n = model_tensor_count(m);
-    segs = malloc(sizeof *segs * (size_t)(n > 0 ? n : 1));
-    if (!segs) { fprintf(stderr, "maskd bench train: out of memory\n"); goto done; }
+  model_set_dropout(r->m, r->train && a->keep_dropout, a->seed);
+  if (r->train) {
+    int n = model_tensor_count(r->m);
+    r->segs = malloc(sizeof *r->segs * (size_t)(n > 0 ? n : 1));
+    if (!r->segs) { fprintf(stderr, "maskd bench train: out of memory\n"); return -1; }
     for (int i = 0; i < n; i++) {
-      const ModelTensor *t = model_tensor(m, i);
-      segs[i] = (AdamWSegment){t->offset, t->numel, t->decay};
+      const ModelTensor *t = model_tensor(r->m, i);
+      r->segs[i] = (AdamWSegment){t->offset, t->numel, t->decay};
     }
     AdamWConfig oc = adamw_defaults();
     oc.lr = 1e-3;
@@ -443,116 +472,133 @@ static int bench_model(const BenchArgs *a) {
     oc.clip_norm = 1.0;
     oc.warmup_steps = 1;
     oc.total_steps = total + 1;
-    if (!(opt = adamw_new(&oc, model_num_params(m), segs, n, &err))) {
+    if (!(r->opt = adamw_new(&oc, model_num_params(r->m), r->segs, n, &err))) {
       fprintf(stderr, "maskd bench train: %s\n", err.msg);
-      goto done;
+      return -1;
     }
-  } else if (!(logits = malloc(sizeof(float) * (size_t)n_lab * (size_t)cfg.vocab_size))) {
+  } else if (!(r->logits = malloc(sizeof(float) * (size_t)r->n_lab * (size_t)cfg->vocab_size))) {
     fprintf(stderr, "maskd bench infer: out of memory for the logits\n");
-    goto done;
+    return -1;
   }
+  return 0;
+}
 
-  double prof[MODEL_PHASE_COUNT] = {0}, fb_sum = 0;
+/* 2. The steps, warm-up first: each one's forward, backward and optimizer times, and
+** the model's own profile of the timed ones. -1 after one line on stderr. */
+static int bench_steps(const BenchArgs *a, BenchRun *r) {
+  Err err = {{0}};
+  int total = a->warmup + a->steps;
+  ModelBatch batch = {.batch = a->batch, .seq = a->seq, .input_ids = r->ids, .attention_mask = NULL,
+                      .token_type_ids = NULL, .labels = r->labels};
+  r->fb_sum = 0;
   for (int s = 0; s < total; s++) {
-    if (s == a->warmup) model_profile_enable(m, 1);  /* resets: only timed steps count */
+    if (s == a->warmup) model_profile_enable(r->m, 1);  /* resets: only timed steps count */
     double t0 = now_monotonic(), t1, t2, t3;
-    if (train) {
+    if (r->train) {
       ModelLoss L;
-      model_zero_grad(m);
-      if (model_forward(m, &batch, &L, &err)) { fprintf(stderr, "maskd bench train: %s\n", err.msg); goto done; }
+      model_zero_grad(r->m);
+      if (model_forward(r->m, &batch, &L, &err)) { fprintf(stderr, "maskd bench train: %s\n", err.msg); return -1; }
       t1 = now_monotonic();
-      model_backward(m, 1.0f / (float)L.n_labels);
+      model_backward(r->m, 1.0f / (float)L.n_labels);
       t2 = now_monotonic();
-      adamw_step(opt, model_params(m), model_grads(m));
+      adamw_step(r->opt, model_params(r->m), model_grads(r->m));
       t3 = now_monotonic();
-      if (s == 0) loss_first = L.loss_sum / L.n_labels;
-      loss_last = L.loss_sum / L.n_labels;
+      if (s == 0) r->loss_first = L.loss_sum / L.n_labels;
+      r->loss_last = L.loss_sum / L.n_labels;
     } else {
-      if (model_logits_at(m, &batch, pos, n_lab, logits, &err)) {
+      if (model_logits_at(r->m, &batch, r->pos, r->n_lab, r->logits, &err)) {
         fprintf(stderr, "maskd bench infer: %s\n", err.msg);
-        goto done;
+        return -1;
       }
       t1 = t2 = t3 = now_monotonic();
     }
-    t_step[s] = t3 - t0; t_fwd[s] = t1 - t0; t_bwd[s] = t2 - t1; t_opt[s] = t3 - t2;
-    if (s >= a->warmup) fb_sum += t2 - t0;
+    r->t_step[s] = t3 - t0; r->t_fwd[s] = t1 - t0; r->t_bwd[s] = t2 - t1; r->t_opt[s] = t3 - t2;
+    if (s >= a->warmup) r->fb_sum += t2 - t0;
   }
-  model_profile_read(m, prof);
+  model_profile_read(r->m, r->prof);
+  return 0;
+}
 
-  {
-    int w = a->warmup, ns = a->steps;
-    double step_min = t_step[w];
-    for (int s = w; s < total; s++) if (t_step[s] < step_min) step_min = t_step[s];
-    double step = median(t_step + w, ns), fwd = median(t_fwd + w, ns);
-    double bwd = median(t_bwd + w, ns), op = median(t_opt + w, ns);
-    double flop = forward_flops(&cfg, B, T, n_lab) * (train ? 3.0 : 1.0);
-    /* Model FLOPs (the full encoder, as the PyTorch model computes it) make the two
-    ** implementations comparable; the peak fraction uses what maskd executes, which
-    ** is less: it computes the last layer's queries, attention output and FFN at the
-    ** labelled rows only (model_flops counts that). */
-    double exec = model_flops(&cfg, B, T, n_lab, train);
-    double gflops = flop / step * 1e-9, tps = (double)bt / step, exec_gflops = exec / step * 1e-9;
-    const char *mt = cfg.model_type == MODEL_ROBERTA ? "roberta" : "bert";
-    if (a->json) {
-      printf("{\"mode\":\"%s\",\"config\":\"%s\",\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
-             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"intermediate_size\":%d,\"params\":%zu,"
-             "\"batch\":%d,\"seq\":%d,\"head_rows\":%d,\"threads\":%d,\"steps\":%d,\"warmup\":%d,"
-             "\"step_ms_median\":%.6f,\"step_ms_min\":%.6f,\"tokens_per_s\":%.2f,\"gflop_per_step\":%.9g,"
-             "\"gflops\":%.2f,\"executed_gflop_per_step\":%.9g,\"executed_gflops\":%.2f,"
-             "\"peak_gflops\":%.2f,\"peak_fraction\":%.4f,"
-             "\"phases_ms\":{\"forward\":%.3f,\"backward\":%.3f,\"optimizer\":%.3f}",
-             a->mode, a->config, mt, cfg.vocab_size, cfg.hidden_size, cfg.num_hidden_layers,
-             cfg.num_attention_heads, cfg.intermediate_size, model_num_params(m), B, T, n_lab, a->threads,
-             ns, w, step * 1e3, step_min * 1e3, tps, flop * 1e-9, gflops, exec * 1e-9, exec_gflops, peak,
-             exec_gflops / peak,
-             fwd * 1e3, train ? bwd * 1e3 : 0.0, train ? op * 1e3 : 0.0);
-      /* The model's own profile, mean ms per step; "other" is the rest of forward+backward. */
-      printf(",\"profile_ms\":{");
-      double psum = 0;
-      for (int p = 0; p < MODEL_PHASE_COUNT; p++) {
-        printf("\"%s\":%.3f,", model_phase_name(p), prof[p] / ns * 1e3);
-        psum += prof[p];
-      }
-      printf("\"other\":%.3f}", (fb_sum - psum) / ns * 1e3);
-      if (train) printf(",\"loss_first\":%.6f,\"loss_last\":%.6f", loss_first, loss_last);
-      printf("}\n");
-    } else {
-      printf("maskd bench %s: %s (%s V%d H%d L%d A%d I%d, %.2fM params), batch %d x seq %d, %d threads, "
-             "%d steps (+%d warm-up)\n", a->mode, a->config, mt, cfg.vocab_size, cfg.hidden_size,
-             cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size, model_num_params(m) / 1e6,
-             B, T, a->threads, ns, w);
-      printf("  step %.2f ms median (min %.2f)   %.1f tokens/s\n", step * 1e3, step_min * 1e3, tps);
-      printf("  model: %.2f GFLOP per step (%s, head at %d rows): %.1f GFLOP/s\n",
-             flop * 1e-9, train ? "3x forward matmuls" : "forward matmuls", n_lab, gflops);
-      printf("  executed: %.2f GFLOP (last layer at the labelled rows only): %.1f GFLOP/s = %.0f%% of the sgemm "
-             "peak %.1f GFLOP/s\n", exec * 1e-9, exec_gflops, 100.0 * exec_gflops / peak, peak);
-      if (train) {
-        printf("  phases (median ms): forward %.2f  backward %.2f  optimizer %.2f\n", fwd * 1e3, bwd * 1e3,
-               op * 1e3);
-        printf("  loss %.4f -> %.4f\n", loss_first, loss_last);
-      }
-      printf("  profile of %s (mean ms per step):", train ? "forward+backward" : "the forward");
-      double psum = 0;
-      for (int p = 0; p < MODEL_PHASE_COUNT; p++) {
-        printf(" %s %.2f", model_phase_name(p), prof[p] / ns * 1e3);
-        psum += prof[p];
-      }
-      printf(" other %.2f\n", (fb_sum - psum) / ns * 1e3);
+/* 3. Medians of the timed steps, the FLOP counts, and the report (JSON or text). */
+static void bench_report(const BenchArgs *a, BenchRun *r) {
+  const ModelConfig *c = &r->cfg;
+  int B = a->batch, T = a->seq, n_lab = r->n_lab, train = r->train, w = a->warmup, ns = a->steps;
+  int total = w + ns;
+  double peak = r->peak, fb_sum = r->fb_sum;
+  const double *prof = r->prof;
+  size_t bt = (size_t)B * (size_t)T;
+  double step_min = r->t_step[w];
+  for (int s = w; s < total; s++) if (r->t_step[s] < step_min) step_min = r->t_step[s];
+  double step = median(r->t_step + w, ns), fwd = median(r->t_fwd + w, ns);
+  double bwd = median(r->t_bwd + w, ns), op = median(r->t_opt + w, ns);
+  double flop = forward_flops(c, B, T, n_lab) * (train ? 3.0 : 1.0);
+  /* Model FLOPs (the full encoder, as the PyTorch model computes it) make the two
+  ** implementations comparable; the peak fraction uses what maskd executes, which
+  ** is less: it computes the last layer's queries, attention output and FFN at the
+  ** labelled rows only (model_flops counts that). */
+  double exec = model_flops(c, B, T, n_lab, train);
+  double gflops = flop / step * 1e-9, tps = (double)bt / step, exec_gflops = exec / step * 1e-9;
+  const char *mt = c->model_type == MODEL_ROBERTA ? "roberta" : "bert";
+  if (a->json) {
+    printf("{\"mode\":\"%s\",\"config\":\"%s\",\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
+           "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"intermediate_size\":%d,\"params\":%zu,"
+           "\"batch\":%d,\"seq\":%d,\"head_rows\":%d,\"threads\":%d,\"steps\":%d,\"warmup\":%d,"
+           "\"step_ms_median\":%.6f,\"step_ms_min\":%.6f,\"tokens_per_s\":%.2f,\"gflop_per_step\":%.9g,"
+           "\"gflops\":%.2f,\"executed_gflop_per_step\":%.9g,\"executed_gflops\":%.2f,"
+           "\"peak_gflops\":%.2f,\"peak_fraction\":%.4f,"
+           "\"phases_ms\":{\"forward\":%.3f,\"backward\":%.3f,\"optimizer\":%.3f}",
+           a->mode, a->config, mt, c->vocab_size, c->hidden_size, c->num_hidden_layers,
+           c->num_attention_heads, c->intermediate_size, model_num_params(r->m), B, T, n_lab, a->threads,
+           ns, w, step * 1e3, step_min * 1e3, tps, flop * 1e-9, gflops, exec * 1e-9, exec_gflops, peak,
+           exec_gflops / peak,
+           fwd * 1e3, train ? bwd * 1e3 : 0.0, train ? op * 1e3 : 0.0);
+    /* The model's own profile, mean ms per step; "other" is the rest of forward+backward. */
+    printf(",\"profile_ms\":{");
+    double psum = 0;
+    for (int p = 0; p < MODEL_PHASE_COUNT; p++) {
+      printf("\"%s\":%.3f,", model_phase_name(p), prof[p] / ns * 1e3);
+      psum += prof[p];
     }
+    printf("\"other\":%.3f}", (fb_sum - psum) / ns * 1e3);
+    if (train) printf(",\"loss_first\":%.6f,\"loss_last\":%.6f", r->loss_first, r->loss_last);
+    printf("}\n");
+  } else {
+    printf("maskd bench %s: %s (%s V%d H%d L%d A%d I%d, %.2fM params), batch %d x seq %d, %d threads, "
+           "%d steps (+%d warm-up)\n", a->mode, a->config, mt, c->vocab_size, c->hidden_size,
+           c->num_hidden_layers, c->num_attention_heads, c->intermediate_size, model_num_params(r->m) / 1e6,
+           B, T, a->threads, ns, w);
+    printf("  step %.2f ms median (min %.2f)   %.1f tokens/s\n", step * 1e3, step_min * 1e3, tps);
+    printf("  model: %.2f GFLOP per step (%s, head at %d rows): %.1f GFLOP/s\n",
+           flop * 1e-9, train ? "3x forward matmuls" : "forward matmuls", n_lab, gflops);
+    printf("  executed: %.2f GFLOP (last layer at the labelled rows only): %.1f GFLOP/s = %.0f%% of the sgemm "
+           "peak %.1f GFLOP/s\n", exec * 1e-9, exec_gflops, 100.0 * exec_gflops / peak, peak);
+    if (train) {
+      printf("  phases (median ms): forward %.2f  backward %.2f  optimizer %.2f\n", fwd * 1e3, bwd * 1e3,
+             op * 1e3);
+      printf("  loss %.4f -> %.4f\n", r->loss_first, r->loss_last);
+    }
+    printf("  profile of %s (mean ms per step):", train ? "forward+backward" : "the forward");
+    double psum = 0;
+    for (int p = 0; p < MODEL_PHASE_COUNT; p++) {
+      printf(" %s %.2f", model_phase_name(p), prof[p] / ns * 1e3);
+      psum += prof[p];
+    }
+    printf(" other %.2f\n", (fb_sum - psum) / ns * 1e3);
   }
-  rc = 0;
-done:
-  adamw_free(opt);
-  model_free(m);
-  free(segs); free(logits); free(ids); free(labels); free(pos);
-  free(t_step); free(t_fwd); free(t_bwd); free(t_opt);
+}
+
+static int bench_model(const BenchArgs *a) {
+  BenchRun r;
+  memset(&r, 0, sizeof r);
+  int rc = bench_setup(a, &r) || bench_steps(a, &r) ? 1 : 0;
+  if (rc == 0) bench_report(a, &r);
+  bench_run_free(&r);
   return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
   BenchArgs a;
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(bench_usage, stdout); return 0; }
-  if (parse_args(argc, argv, &a)) return 2;
+  int parsed = parse_args(argc, argv, &a);
+  if (parsed) return parsed > 0 ? 0 : 2;
   return !strcmp(a.mode, "sgemm") ? bench_sgemm(&a) : bench_model(&a);
 }

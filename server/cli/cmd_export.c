@@ -6,6 +6,7 @@
 ** model) before writing anything. */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,26 +213,58 @@ done:
 
 /* ---- commands ---- */
 
-static void usage_export(FILE *f) {
-  fprintf(f,
+typedef struct MoveArgs {
+  const char *db, *message;
+  int force;
+} MoveArgs;
+
+static void move_defaults(void *p) { memset(p, 0, sizeof(MoveArgs)); }
+
+static const CliOpt export_opts[] = {
+  {.name = "--db", .kind = CLI_STRING, .off = offsetof(MoveArgs, db), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
+   .help = "the store"},
+  {.name = "--force", .kind = CLI_FLAG, .off = offsetof(MoveArgs, force),
+   .help = "overwrite those files when DIR already has them"},
+};
+
+const CliSpec cli_spec_export = {
+  .name = "export",
+  .usage =
     "usage: maskd export [--db PATH] [--force] NAME[@REV] DIR\n"
     "Writes DIR/config.json, model.safetensors (F32), tokenizer.json, tokenizer_config.json and\n"
     "special_tokens_map.json: a folder transformers loads with from_pretrained (RobertaForMaskedLM or\n"
-    "BertForMaskedLM, AlbertTokenizerFast). REV: main (newest, default), a revision number or a commit.\n"
-    "  --db PATH   the store (default $MASKD_DB, else ./maskd.db)\n"
-    "  --force     overwrite those files when DIR already has them\n"
-    "The five files are written beside their names and renamed into place together, so a\n"
-    "failure (a full disk) leaves DIR as it was.\n");
-}
+    "BertForMaskedLM, AlbertTokenizerFast). REV: main (newest, default), a revision number or a commit.\n",
+  .tail = "The five files are written beside their names and renamed into place together, so a\n"
+          "failure (a full disk) leaves DIR as it was.\n",
+  .opts = export_opts,
+  .n_opts = (int)(sizeof export_opts / sizeof export_opts[0]),
+  .positional = 2,
+  .args_size = sizeof(MoveArgs),
+  .defaults = move_defaults,
+  .col = 14,
+};
 
-static void usage_import(FILE *f) {
-  fprintf(f,
+static const CliOpt import_opts[] = {
+  {.name = "--db", .kind = CLI_STRING, .off = offsetof(MoveArgs, db), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
+   .help = "the store"},
+  {.name = "--message", .kind = CLI_STRING, .off = offsetof(MoveArgs, message), .arg = "TEXT",
+   .def = "Import from DIR", .help = "the revision's message"},
+};
+
+const CliSpec cli_spec_import = {
+  .name = "import",
+  .usage =
     "usage: maskd import [--db PATH] [--message TEXT] DIR NAME\n"
     "Reads an HF model folder (config.json, model.safetensors, tokenizer.json with a Unigram model,\n"
     "optional tokenizer_config.json / special_tokens_map.json) and pushes it as a new revision of\n"
-    "model NAME. Other tokenizer types are refused.\n"
-    "  --db PATH   the store (default $MASKD_DB, else ./maskd.db)\n");
-}
+    "model NAME. Other tokenizer types are refused.\n",
+  .opts = import_opts,
+  .n_opts = (int)(sizeof import_opts / sizeof import_opts[0]),
+  .positional = 2,
+  .args_size = sizeof(MoveArgs),
+  .defaults = move_defaults,
+  .col = 17,
+};
 
 static Store *open_store(const char *db, const char *cmd, int must_exist) {
   const char *path = cli_db_path(db);
@@ -242,43 +275,41 @@ static Store *open_store(const char *db, const char *cmd, int must_exist) {
   return s;
 }
 
-int cmd_export(int argc, char **argv) {
-  const char *db = NULL, *pos[2] = {0};
-  int np = 0, force = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage_export(stdout); return 0; }
-    else if (!strcmp(argv[i], "--db") && i + 1 < argc) db = argv[++i];
-    else if (!strcmp(argv[i], "--force")) force = 1;
-    else if (argv[i][0] == '-' && argv[i][1] == '-') { fprintf(stderr, "maskd export: unknown option or missing value: %s\n", argv[i]); return 2; }
-    else if (np < 2) pos[np++] = argv[i];
-    else { fprintf(stderr, "maskd export: too many arguments (maskd export --help)\n"); return 2; }
+/* The two commands' shared command line: options, then exactly two positional arguments. */
+static int move_args(const CliSpec *spec, int argc, char **argv, MoveArgs *args, const char **pos, const char *want) {
+  int np = 0;
+  move_defaults(args);
+  int parsed = cli_parse(spec, spec->name, -1, argc, argv, 1, args, pos, &np);
+  if (parsed == 0 && np != 2) {
+    fprintf(stderr, "maskd %s: expected %s (maskd %s --help)\n", spec->name, want, spec->name);
+    parsed = -1;
   }
-  if (np != 2) { usage_export(stderr); return 2; }
-  Store *s = open_store(db, "export", 1);
+  return parsed;
+}
+
+int cmd_export(int argc, char **argv) {
+  MoveArgs a;
+  const char *pos[2];
+  int parsed = move_args(&cli_spec_export, argc, argv, &a, pos, "NAME[@REV] and DIR");
+  if (parsed) return parsed > 0 ? 0 : 2;
+  Store *s = open_store(a.db, "export", 1);
   if (!s) return 1;
   Err err = {{0}};
-  int rc = do_export(s, pos[0], pos[1], force, &err);
+  int rc = do_export(s, pos[0], pos[1], a.force, &err);
   if (rc) fprintf(stderr, "maskd export: %s\n", err.msg);
   store_close(s);
   return rc ? 1 : 0;
 }
 
 int cmd_import(int argc, char **argv) {
-  const char *db = NULL, *pos[2] = {0}, *message = NULL;
-  int np = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage_import(stdout); return 0; }
-    else if (!strcmp(argv[i], "--db") && i + 1 < argc) db = argv[++i];
-    else if (!strcmp(argv[i], "--message") && i + 1 < argc) message = argv[++i];
-    else if (argv[i][0] == '-' && argv[i][1] == '-') { fprintf(stderr, "maskd import: unknown option or missing value: %s\n", argv[i]); return 2; }
-    else if (np < 2) pos[np++] = argv[i];
-    else { fprintf(stderr, "maskd import: too many arguments (maskd import --help)\n"); return 2; }
-  }
-  if (np != 2) { usage_import(stderr); return 2; }
-  Store *s = open_store(db, "import", 0);
+  MoveArgs a;
+  const char *pos[2];
+  int parsed = move_args(&cli_spec_import, argc, argv, &a, pos, "DIR and NAME");
+  if (parsed) return parsed > 0 ? 0 : 2;
+  Store *s = open_store(a.db, "import", 0);
   if (!s) return 1;
   Err err = {{0}};
-  int rc = do_import(s, pos[0], pos[1], message, &err);
+  int rc = do_import(s, pos[0], pos[1], a.message, &err);
   if (rc) fprintf(stderr, "maskd import: %s\n", err.msg);
   store_close(s);
   return rc ? 1 : 0;

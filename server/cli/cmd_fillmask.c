@@ -2,6 +2,7 @@
 ** revision in the store (NAME[@REV]) or on an HF folder (--model-dir). Prints
 ** the pipeline's JSON as Python's json.dumps writes it. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,41 +14,68 @@
 #include "store/load.h"
 #include "store/store.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
+typedef struct FillArgs {
+  const char *db, *model, *dir, *targets;
+  int top_k, indent, ascii, threads, quiet, force_list;
+  FillMaskLimits limits;
+} FillArgs;
+
+static void fill_defaults(void *p) {
+  FillArgs *a = p;
+  memset(a, 0, sizeof *a);
+  FillMaskOptions o;
+  fillmask_options_default(&o);
+  a->top_k = FILLMASK_DEFAULT_TOP_K;
+  a->limits = o.limits;
+}
+
+#define OFF(f) offsetof(FillArgs, f)
+static const CliOpt fill_opts[] = {
+  {.name = "--db", .kind = CLI_STRING, .off = OFF(db), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
+   .help = "the store"},
+  {.name = "--model", .kind = CLI_STRING, .off = OFF(model), .arg = "NAME[@REV]",
+   .help = "a model revision in the store (@main = newest, @N, @<commit>)"},
+  {.name = "--model-dir", .kind = CLI_STRING, .off = OFF(dir), .arg = "DIR",
+   .help = "an HF folder: config.json, model.safetensors, tokenizer.json (+ tokenizer_config.json)"},
+  {.name = "--top-k", .kind = CLI_INT, .off = OFF(top_k), .lo = 1, .hi = 1000000000, .arg = "K", .def = CLI_DEFAULT,
+   .help = "candidates per mask"},
+  {.name = "--targets", .kind = CLI_STRING, .off = OFF(targets), .arg = "a,b",
+   .help = "restrict the candidates to these tokens (comma-separated)"},
+  {.name = "--list", .kind = CLI_FLAG, .off = OFF(force_list), .help = "treat the texts as a list input even when there is one"},
+  {.name = "--indent", .kind = CLI_INT, .off = OFF(indent), .lo = 0, .hi = 1000000000, .arg = "N",
+   .help = "pretty-print with N spaces"},
+  {.name = "--ascii", .kind = CLI_FLAG, .off = OFF(ascii), .help = "escape non-ASCII as Python does"},
+  {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1000000000, .arg = "N", .def = "all CPUs",
+   .help = "threads for the model"},
+  {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "do not print the pipeline's warnings"},
+  {.kind = CLI_TEXT, .help = "Limits of one call (as maskd serve's, for each request):"},
+  CLI_FILL_LIMIT_OPTS(FillArgs, limits),
+};
+#undef OFF
+
+const CliSpec cli_spec_fillmask = {
+  .name = "fill-mask",
+  .usage =
     "usage: maskd fill-mask [--db PATH] --model NAME[@REV] [options] \"text with [MASK]\" [more texts...]\n"
     "       maskd fill-mask --model-dir DIR [options] \"text with [MASK]\" ...\n"
     "Prints what transformers' pipeline(\"fill-mask\") returns, as JSON: one mask gives a list of\n"
-    "{score, token, token_str, sequence}, several masks one list per mask, several texts a list of those.\n"
-    "  --db PATH          the store (default $MASKD_DB, else ./maskd.db)\n"
-    "  --model NAME[@REV] a model revision in the store (@main = newest, @N, @<commit>)\n"
-    "  --model-dir DIR    an HF folder: config.json, model.safetensors, tokenizer.json (+ tokenizer_config.json)\n"
-    "  --top-k K          candidates per mask (default 5)\n"
-    "  --targets a,b      restrict the candidates to these tokens (comma-separated)\n"
-    "  --list             treat the texts as a list input even when there is one\n"
-    "  --indent N         pretty-print with N spaces; --ascii escapes non-ASCII as Python does\n"
-    "  --threads N        threads for the model (default: all CPUs)\n"
-    "  --quiet            do not print the pipeline's warnings\n"
-    "Limits of one call (as maskd serve's, for each request):\n");
-  cli_fill_limits_help(f);
-}
+    "{score, token, token_str, sequence}, several masks one list per mask, several texts a list of those.\n",
+  .tail = "Texts after \"--\" are taken as texts whatever they start with.\n",
+  .opts = fill_opts,
+  .n_opts = (int)(sizeof fill_opts / sizeof fill_opts[0]),
+  .positional = -1,
+  .args_size = sizeof(FillArgs),
+  .defaults = fill_defaults,
+  .col = 21,
+};
 
 static void warn_stderr(void *ctx, const char *msg) {
   (void)ctx;
   fprintf(stderr, "warning: %s\n", msg);
 }
 
-static int parse_int(const char *s, int lo, int *out) {
-  long v;
-  if (cli_parse_long(s, lo, 1000000000, &v)) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 int cmd_fillmask(int argc, char **argv) {
-  const char *db = NULL, *model = NULL, *dir = NULL, *targets_arg = NULL;
-  int top_k = FILLMASK_DEFAULT_TOP_K, indent = 0, ascii = 0, threads = 0, quiet = 0, force_list = 0;
-  const char **texts = calloc((size_t)argc, sizeof *texts);
+  const char **texts = calloc((size_t)argc + 1, sizeof *texts);
   int n = 0, status = 1;
   char *targets_buf = NULL, *out = NULL;
   const char **targets = NULL;
@@ -60,34 +88,14 @@ int cmd_fillmask(int argc, char **argv) {
   FillMaskOptions o;
   fillmask_options_default(&o);
   if (!texts) { fprintf(stderr, "maskd fill-mask: out of memory\n"); return 1; }
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has = i + 1 < argc, lim;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); status = 0; goto done; }
-    else if (has && (lim = cli_fill_limit("fill-mask", a, argv[i + 1], &o.limits))) {
-      if (lim < 0) { status = 2; goto done; }
-      i++;
-    }
-    else if (!strcmp(a, "--db") && has) db = argv[++i];
-    else if (!strcmp(a, "--model") && has) model = argv[++i];
-    else if (!strcmp(a, "--model-dir") && has) dir = argv[++i];
-    else if (!strcmp(a, "--targets") && has) targets_arg = argv[++i];
-    else if (!strcmp(a, "--top-k") && has) {
-      if (parse_int(argv[++i], 1, &top_k)) { fprintf(stderr, "maskd fill-mask: --top-k: expected a positive integer, got '%s'\n", argv[i]); status = 2; goto done; }
-    } else if (!strcmp(a, "--indent") && has) {
-      if (parse_int(argv[++i], 0, &indent)) { fprintf(stderr, "maskd fill-mask: --indent: expected an integer >= 0, got '%s'\n", argv[i]); status = 2; goto done; }
-    } else if (!strcmp(a, "--threads") && has) {
-      if (parse_int(argv[++i], 1, &threads)) { fprintf(stderr, "maskd fill-mask: --threads: expected a positive integer, got '%s'\n", argv[i]); status = 2; goto done; }
-    } else if (!strcmp(a, "--ascii")) ascii = 1;
-    else if (!strcmp(a, "--quiet")) quiet = 1;
-    else if (!strcmp(a, "--list")) force_list = 1;
-    else if (!strcmp(a, "--")) { while (++i < argc) texts[n++] = argv[i]; }
-    else if (a[0] == '-' && a[1] == '-') {
-      fprintf(stderr, "maskd fill-mask: unknown option or missing value: %s (maskd fill-mask --help)\n", a);
-      status = 2;
-      goto done;
-    } else texts[n++] = a;
-  }
+  FillArgs args;
+  fill_defaults(&args);
+  int parsed = cli_parse(&cli_spec_fillmask, "fill-mask", -1, argc, argv, 1, &args, texts, &n);
+  if (parsed) { status = parsed > 0 ? 0 : 2; goto done; }
+  const char *db = args.db, *model = args.model, *dir = args.dir, *targets_arg = args.targets;
+  int top_k = args.top_k, indent = args.indent, ascii = args.ascii, threads = args.threads;
+  int quiet = args.quiet, force_list = args.force_list;
+  o.limits = args.limits;
   if (!!model == !!dir) { fprintf(stderr, "maskd fill-mask: give exactly one of --model NAME[@REV] and --model-dir DIR\n"); status = 2; goto done; }
   if (n == 0) { fprintf(stderr, "maskd fill-mask: no input text (maskd fill-mask --help)\n"); status = 2; goto done; }
   if (targets_arg) {

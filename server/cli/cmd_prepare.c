@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,36 +15,69 @@
 #include "engine/tok/tokenizer.h"
 #include "server/cli/commands.h"
 
-static void prepare_usage(FILE *f) {
-  fprintf(f,
-          "usage: maskd prepare --tokenizer T --input FILE --split NAME --seq-len N --out DIR [options]\n"
-          "       maskd prepare --ids --vocab-size V --input FILE --split NAME --seq-len N --out DIR [options]\n"
-          "\n"
-          "Encodes each input line as [CLS] ... [SEP], concatenates the ids, cuts them into\n"
-          "samples of N tokens (the tail is dropped) and writes shards\n"
-          "(<split>-<index>-samples-<n>.shard) and a manifest.json into DIR.\n"
-          "\n"
-          "  --tokenizer T      a tokenizer.json; its vocabulary size and hash go into the shards\n"
-          "  --input FILE       input lines, a regular file ('-' for stdin); a line may have up to 64 MiB\n"
-          "  --ids              instead of a tokenizer: each input line holds one text's ids,\n"
-          "                     [CLS] ... [SEP] included, as decimal numbers separated by blanks\n"
-          "                     (what maskd tokenizer encode prints)\n"
-          "  --vocab-size V     vocabulary size with --ids (every id must be below it)\n"
-          "  --split NAME       split name in the shard names (default train)\n"
-          "  --seq-len N        tokens per sample (default 128)\n"
-          "  --out DIR          output directory (created; must not hold a set already)\n"
-          "  --shard-size N     samples per shard (default 5000)\n"
-          "  --group-lines N    drop the remainder after every N lines as the seed does with\n"
-          "                     1000 (default 0: one stream, only the final tail is dropped)\n"
-          "  --keep-empty       encode blank lines too (default: skip them)\n"
-          "  --tokenizer-hash H record H as the manifest's tokenizer_hash\n"
-          "  --overwrite        replace an existing set of this split in DIR\n"
-          "  --quiet            no progress on stderr\n"
-          "\n"
+typedef struct PrepareArgs {
+  const char *input, *out, *split, *hash, *tokenizer;
+  long seq_len, shard_size, vocab, group;
+  int ids_mode, keep_empty, overwrite, quiet;
+} PrepareArgs;
+
+static void prepare_defaults(void *p) {
+  PrepareArgs *a = p;
+  memset(a, 0, sizeof *a);
+  a->split = "train";
+  a->seq_len = 128;
+  a->shard_size = 5000;
+}
+
+#define OFF(f) offsetof(PrepareArgs, f)
+static const CliOpt prepare_opts[] = {
+  {.name = "--tokenizer", .kind = CLI_STRING, .off = OFF(tokenizer), .arg = "T",
+   .help = "a tokenizer.json; its vocabulary size and hash go into the shards"},
+  {.name = "--input", .kind = CLI_STRING, .off = OFF(input), .arg = "FILE",
+   .help = "input lines, a regular file ('-' for stdin); a line may have up to 64 MiB"},
+  {.name = "--ids", .kind = CLI_FLAG, .off = OFF(ids_mode),
+   .help = "instead of a tokenizer: each input line holds one text's ids,\n"
+           "[CLS] ... [SEP] included, as decimal numbers separated by blanks\n"
+           "(what maskd tokenizer encode prints)"},
+  {.name = "--vocab-size", .kind = CLI_LONG, .off = OFF(vocab), .lo = 1, .hi = INT32_MAX, .arg = "V",
+   .help = "vocabulary size with --ids (every id must be below it)"},
+  {.name = "--split", .kind = CLI_STRING, .off = OFF(split), .arg = "NAME", .def = CLI_DEFAULT,
+   .help = "split name in the shard names"},
+  {.name = "--seq-len", .kind = CLI_LONG, .off = OFF(seq_len), .lo = 1, .hi = 1 << 20, .arg = "N", .def = CLI_DEFAULT,
+   .help = "tokens per sample"},
+  {.name = "--out", .kind = CLI_STRING, .off = OFF(out), .arg = "DIR",
+   .help = "output directory (created; must not hold a set already)"},
+  {.name = "--shard-size", .kind = CLI_LONG, .off = OFF(shard_size), .lo = 1, .hi = 1L << 30, .arg = "N",
+   .def = CLI_DEFAULT, .help = "samples per shard"},
+  {.name = "--group-lines", .kind = CLI_LONG, .off = OFF(group), .lo = 0, .hi = 1L << 30, .arg = "N",
+   .def = "0: one stream, only the final tail is dropped",
+   .help = "drop the remainder after every N lines as the seed does with\n1000"},
+  {.name = "--keep-empty", .kind = CLI_FLAG, .off = OFF(keep_empty), .help = "encode blank lines too (default: skip them)"},
+  {.name = "--tokenizer-hash", .kind = CLI_STRING, .off = OFF(hash), .arg = "H",
+   .help = "record H as the manifest's tokenizer_hash"},
+  {.name = "--overwrite", .kind = CLI_FLAG, .off = OFF(overwrite), .help = "replace an existing set of this split in DIR"},
+  {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "no progress on stderr"},
+};
+#undef OFF
+
+const CliSpec cli_spec_prepare = {
+  .name = "prepare",
+  .usage = "usage: maskd prepare --tokenizer T --input FILE --split NAME --seq-len N --out DIR [options]\n"
+           "       maskd prepare --ids --vocab-size V --input FILE --split NAME --seq-len N --out DIR [options]\n"
+           "\n"
+           "Encodes each input line as [CLS] ... [SEP], concatenates the ids, cuts them into\n"
+           "samples of N tokens (the tail is dropped) and writes shards\n"
+           "(<split>-<index>-samples-<n>.shard) and a manifest.json into DIR.\n"
+           "\n",
+  .tail = "\n"
           "Values may also be written --option=VALUE (so a value may start with '-').\n"
           "The set appears whole or not at all: it is written into a temporary folder beside\n"
-          "DIR and renamed into place; SIGINT/SIGTERM stop with nothing written.\n");
-}
+          "DIR and renamed into place; SIGINT/SIGTERM stop with nothing written.\n",
+  .opts = prepare_opts,
+  .n_opts = (int)(sizeof prepare_opts / sizeof prepare_opts[0]),
+  .args_size = sizeof(PrepareArgs),
+  .defaults = prepare_defaults,
+};
 
 static volatile sig_atomic_t stop_signal;
 static void on_stop(int sig) { stop_signal = sig; }
@@ -79,33 +114,13 @@ static int tok_encode(void *ctx, const char *text, size_t len, int32_t *ids, int
 }
 
 int cmd_prepare(int argc, char **argv) {
-  const char *input = NULL, *out = NULL, *split = "train", *hash = NULL, *tokenizer = NULL;
-  long seq_len = 128, shard_size = 5000, vocab = 0, group = 0;
-  int ids_mode = 0, keep_empty = 0, overwrite = 0, quiet = 0;
-  static const char *const text_flags[] = {"--input", "--tokenizer", "--out", "--split", "--tokenizer-hash"};
-  const char **text_vals[] = {&input, &tokenizer, &out, &split, &hash};
-  static const char *const num_flags[] = {"--seq-len", "--shard-size", "--vocab-size", "--group-lines"};
-  long *num_vals[] = {&seq_len, &shard_size, &vocab, &group};
-  const long num_lo[] = {1, 1, 1, 0}, num_hi[] = {1 << 20, 1L << 30, INT32_MAX, 1L << 30};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    int r = 0;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { prepare_usage(stdout); return 0; }
-    else if (!strcmp(a, "--ids")) { ids_mode = 1; continue; }
-    else if (!strcmp(a, "--keep-empty")) { keep_empty = 1; continue; }
-    else if (!strcmp(a, "--overwrite")) { overwrite = 1; continue; }
-    else if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-    for (size_t k = 0; !r && k < sizeof text_flags / sizeof *text_flags; k++)
-      if ((r = cli_flag_value("prepare", argc, argv, &i, text_flags[k], &v)) == 1) *text_vals[k] = v;
-    for (size_t k = 0; !r && k < sizeof num_flags / sizeof *num_flags; k++)
-      if ((r = cli_flag_value("prepare", argc, argv, &i, num_flags[k], &v)) == 1 &&
-          cli_parse_long(v, num_lo[k], num_hi[k], num_vals[k])) {
-        fprintf(stderr, "maskd prepare: %s needs a whole number from %ld to %ld, got '%s'\n", num_flags[k], num_lo[k], num_hi[k], v);
-        return 2;
-      }
-    if (r < 0) return 2;
-    if (r == 0) { fprintf(stderr, "maskd prepare: unknown option '%s' (maskd prepare --help)\n", a); return 2; }
-  }
+  PrepareArgs args;
+  prepare_defaults(&args);
+  int parsed = cli_parse(&cli_spec_prepare, "prepare", -1, argc, argv, 1, &args, NULL, NULL);
+  if (parsed) return parsed > 0 ? 0 : 2;
+  const char *input = args.input, *out = args.out, *split = args.split, *hash = args.hash, *tokenizer = args.tokenizer;
+  long seq_len = args.seq_len, vocab = args.vocab;
+  int ids_mode = args.ids_mode;
   if (!input) { fprintf(stderr, "maskd prepare: --input is required\n"); return 2; }
   if (!out) { fprintf(stderr, "maskd prepare: --out is required\n"); return 2; }
   if (!ids_mode == !tokenizer) { fprintf(stderr, "maskd prepare: give either --tokenizer T or --ids (input already encoded)\n"); return 2; }
@@ -138,13 +153,13 @@ int cmd_prepare(int argc, char **argv) {
   if (in == stdin) total = fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 
   PrepareOptions o = prepare_default_options(split, (int)seq_len, (uint32_t)vocab);
-  o.shard_size = (int)shard_size;
-  o.group_lines = (int)group;
-  o.keep_empty = keep_empty;
-  o.overwrite = overwrite;
+  o.shard_size = (int)args.shard_size;
+  o.group_lines = (int)args.group;
+  o.keep_empty = args.keep_empty;
+  o.overwrite = args.overwrite;
   o.tokenizer_hash = hash;
   o.source = input;
-  o.progress = !quiet;
+  o.progress = !args.quiet;
   /* SIGINT/SIGTERM stop the run at the next line with nothing written (no half set, no temporary). */
   struct sigaction sa, old_int, old_term;
   memset(&sa, 0, sizeof sa);

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,70 +16,146 @@
 #include "server/app/app.h"
 #include "server/http/static_files.h"
 
-static void serve_usage(FILE *f) {
-  fprintf(f,
-          "usage: maskd serve [--host 127.0.0.1] [--port 8080] [--db PATH] [--token SECRET] [options]\n"
-          "\n"
-          "Serves the HTTP API (fill-mask, training jobs, runs, models) and the web page\n"
-          "until SIGINT or SIGTERM. Prints \"listening on http://HOST:PORT/\" once ready.\n"
-          "\n"
-          "  --host H          numeric address to bind (default 127.0.0.1: this machine only)\n"
-          "  --port P          port (default 8080; 0 picks a free one and prints it)\n"
-          "  --db PATH         the store (default $MASKD_DB, else ./maskd.db)\n"
-          "  --token SECRET    requests that change state need it: 'Authorization: Bearer SECRET',\n"
-          "                    or the cookie that opening http://HOST:PORT/?token=SECRET sets\n"
-          "                    (default $MASKD_TOKEN; none: no authentication)\n"
-          "  --auth-reads      with a token, reads and fill-mask need it too (/healthz stays open)\n"
-          "  --allowed-host NAME[:PORT]  answer requests whose Host is NAME too (repeatable; default:\n"
-          "                    the bound address, and localhost/127.0.0.1/[::1] when it is loopback;\n"
-          "                    '*': any). Other Hosts get 403 (DNS rebinding)\n"
-          "  --allowed-origin URL  accept requests from this browser origin too, e.g. an HTTPS proxy's\n"
-          "                    https://maskd.example.org (repeatable; default: the server's own only)\n"
-          "  --data-dir DIR    the folder whose files jobs may read: corpora, and tokenizers, shard\n"
-          "                    folders or config.json files, named by their path inside it\n"
-          "                    (default: none; jobs then use only what the server made)\n"
-          "  --work-dir DIR    where jobs write tokenizers/NAME, datasets/NAME and their logs\n"
-          "                    (default: the store's path with .work appended)\n"
-          "  --static DIR      the web page's files (default ./static, else next to the binary)\n"
-          "  --max-body BYTES  largest request body (default 1048576)\n"
-          "  --max-conns N     simultaneous connections (default 1024; more wait to be accepted)\n"
-          "  --max-conns-per-ip N  simultaneous connections from one client address (default 128;\n"
-          "                    more are closed at once)\n"
-          "  --max-streams N   open event streams (GET /runs/ID/events) in all (default 64; 503 beyond)\n"
-          "  --max-streams-per-ip N  open event streams per client address (default 16; 429 beyond)\n"
-          "  --handler-threads N  requests handled at once (default 16; more wait their turn, in\n"
-          "                    arrival order); /healthz is answered apart, even when all are busy\n"
-          "  --header-timeout S  close a connection that has not sent a request's headers S seconds\n"
-          "                    after it opened or got its last answer, however slowly it sends\n"
-          "                    (default 10)\n"
-          "  --body-timeout S  close a connection whose request body is not complete S seconds\n"
-          "                    after its headers (default 30)\n"
-          "  --timeout S       close a connection with no traffic for S seconds (default 60)\n"
-          "  --request-timeout S  a fill-mask request still waiting for its model after S seconds\n"
-          "                    (fractions allowed) answers 503; one already in a forward pass is\n"
-          "                    answered (passes are bounded by the input limits). Default: no limit\n"
-          "  --model NAME[@REV] fill-mask's model when a request names none (default: the\n"
-          "                    newest revision of the most recently pushed model)\n"
-          "  --cache N         models kept loaded for fill-mask (default 2)\n"
-          "  --fill-threads N  threads of a fill-mask forward pass (default 1: requests are small,\n"
-          "                    and on a busy machine thread hand-offs cost more than they save)\n"
-          "  --no-batch        one request per pass (default: waiting requests share padded\n"
-          "                    forward passes, whatever their parameters)\n"
-          "  --batch-window-ms MS  a pass waits this long for more requests to join it (default 0:\n"
-          "                    only requests that arrived while the model was busy share a pass)\n"
-          "                    Requests are answered in arrival order; a pass takes the oldest\n"
-          "                    waiting up to --max-tokens tokens (512 when that is 0)\n"
-          "  --on-restart resume|interrupt  a training job that was running when the server died:\n"
-          "                    queue it again as a resume of its run from its newest checkpoint, or\n"
-          "                    leave it \"interrupted\" (default); a job's own \"on_restart\" wins\n"
-          "  --stop-grace S    on SIGINT/SIGTERM a running job is asked to stop (training\n"
-          "                    checkpoints first) and marked interrupted; after S seconds (default\n"
-          "                    30, fractions allowed) it is killed\n"
-          "  --no-worker       queue jobs but run none (another server's worker runs them)\n"
-          "  --quiet           no access log on stderr\n"
-          "Limits of one fill-mask request (shown on /healthz; over one, 413 naming it):\n");
-  cli_fill_limits_help(f);
+#define MAX_ALLOWED 32
+
+/* The command line, before it is spread over HttpConfig and App. */
+typedef struct ServeArgs {
+  const char *host, *db, *token, *static_dir, *data_dir, *work_dir, *model;
+  const char *hosts[MAX_ALLOWED], *origins[MAX_ALLOWED];
+  int n_hosts, n_origins;
+  long port, max_body, max_conns, max_conns_per_ip, max_streams, max_streams_per_ip, handler_threads;
+  long header_timeout, body_timeout, timeout;
+  double request_timeout, stop_grace;
+  int cache, fill_threads, window_ms, on_restart, auth_reads, quiet, no_worker, no_batch;
+  FillMaskLimits limits;
+} ServeArgs;
+
+static void serve_defaults(void *p) {
+  ServeArgs *a = p;
+  memset(a, 0, sizeof *a);
+  HttpConfig hc = http_default_config();
+  a->host = hc.host;
+  a->port = hc.port;
+  a->max_body = (long)hc.max_body;
+  a->max_conns = hc.max_conns;
+  a->max_conns_per_ip = hc.max_conns_per_ip;
+  a->max_streams = hc.max_streams;
+  a->max_streams_per_ip = hc.max_streams_per_ip;
+  a->handler_threads = hc.handler_threads;
+  a->header_timeout = (long)hc.header_timeout_s;
+  a->body_timeout = (long)hc.body_timeout_s;
+  a->timeout = hc.timeout_s;
+  a->token = getenv("MASKD_TOKEN");
+  a->stop_grace = 30;
+  a->cache = 2;
+  a->fill_threads = 1;
+  FillMaskOptions fill;
+  fillmask_options_default(&fill);
+  a->limits = fill.limits;
 }
+
+#define OFF(f) offsetof(ServeArgs, f)
+static const CliOpt serve_opts[] = {
+  {.name = "--host", .kind = CLI_STRING, .off = OFF(host), .arg = "H", .def = CLI_DEFAULT,
+   .help = "numeric address to bind; the default is this machine only"},
+  {.name = "--port", .kind = CLI_LONG, .off = OFF(port), .lo = 0, .hi = 65535, .arg = "P", .def = CLI_DEFAULT,
+   .help = "port (0 picks a free one and prints it)"},
+  {.name = "--db", .kind = CLI_STRING, .off = OFF(db), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
+   .help = "the store"},
+  {.name = "--token", .kind = CLI_STRING, .off = OFF(token), .arg = "SECRET", .def = "$MASKD_TOKEN; none: no authentication",
+   .help = "requests that change state need it: 'Authorization: Bearer SECRET',\n"
+           "or the cookie that opening http://HOST:PORT/?token=SECRET sets"},
+  {.name = "--auth-reads", .kind = CLI_FLAG, .off = OFF(auth_reads),
+   .help = "with a token, reads and fill-mask need it too (/healthz stays open)"},
+  {.name = "--allowed-host", .kind = CLI_LIST, .off = OFF(hosts), .off2 = OFF(n_hosts), .hi = MAX_ALLOWED,
+   .arg = "NAME[:PORT]",
+   .help = "answer requests whose Host is NAME too (repeatable; default:\n"
+           "the bound address, and localhost/127.0.0.1/[::1] when it is loopback;\n"
+           "'*': any). Other Hosts get 403 (DNS rebinding)"},
+  {.name = "--allowed-origin", .kind = CLI_LIST, .off = OFF(origins), .off2 = OFF(n_origins), .hi = MAX_ALLOWED,
+   .arg = "URL",
+   .help = "accept requests from this browser origin too, e.g. an HTTPS proxy's\n"
+           "https://maskd.example.org (repeatable; default: the server's own only)"},
+  {.name = "--data-dir", .kind = CLI_STRING, .off = OFF(data_dir), .arg = "DIR",
+   .help = "the folder whose files jobs may read: corpora, and tokenizers, shard\n"
+           "folders or config.json files, named by their path inside it\n"
+           "(default: none; jobs then use only what the server made)"},
+  {.name = "--work-dir", .kind = CLI_STRING, .off = OFF(work_dir), .arg = "DIR",
+   .def = "the store's path with .work appended", .help = "where jobs write tokenizers/NAME, datasets/NAME and their logs"},
+  {.name = "--static", .kind = CLI_STRING, .off = OFF(static_dir), .arg = "DIR",
+   .def = "./static, else next to the binary", .help = "the web page's files"},
+  {.name = "--max-body", .kind = CLI_LONG, .off = OFF(max_body), .lo = 1, .hi = 1L << 30, .arg = "BYTES",
+   .def = CLI_DEFAULT, .help = "largest request body"},
+  {.name = "--max-conns", .kind = CLI_LONG, .off = OFF(max_conns), .lo = 1, .hi = 100000, .arg = "N", .def = CLI_DEFAULT,
+   .help = "simultaneous connections (more wait to be accepted)"},
+  {.name = "--max-conns-per-ip", .kind = CLI_LONG, .off = OFF(max_conns_per_ip), .lo = 1, .hi = 100000, .arg = "N",
+   .def = CLI_DEFAULT, .help = "simultaneous connections from one client address\n(more are closed at once)"},
+  {.name = "--max-streams", .kind = CLI_LONG, .off = OFF(max_streams), .lo = 1, .hi = 100000, .arg = "N",
+   .def = CLI_DEFAULT, .help = "open event streams (GET /runs/ID/events) in all (503 beyond)"},
+  {.name = "--max-streams-per-ip", .kind = CLI_LONG, .off = OFF(max_streams_per_ip), .lo = 1, .hi = 100000, .arg = "N",
+   .def = CLI_DEFAULT, .help = "open event streams per client address (429 beyond)"},
+  {.name = "--handler-threads", .kind = CLI_LONG, .off = OFF(handler_threads), .lo = 1, .hi = 1024, .arg = "N",
+   .def = CLI_DEFAULT,
+   .help = "requests handled at once (more wait their turn, in arrival order);\n"
+           "/healthz is answered apart, even when all are busy"},
+  {.name = "--header-timeout", .kind = CLI_LONG, .off = OFF(header_timeout), .lo = 1, .hi = 3600, .arg = "S",
+   .def = CLI_DEFAULT,
+   .help = "close a connection that has not sent a request's headers S seconds\n"
+           "after it opened or got its last answer, however slowly it sends"},
+  {.name = "--body-timeout", .kind = CLI_LONG, .off = OFF(body_timeout), .lo = 1, .hi = 3600, .arg = "S",
+   .def = CLI_DEFAULT, .help = "close a connection whose request body is not complete S seconds\nafter its headers"},
+  {.name = "--timeout", .kind = CLI_LONG, .off = OFF(timeout), .lo = 1, .hi = 86400, .arg = "S", .def = CLI_DEFAULT,
+   .help = "close a connection with no traffic for S seconds"},
+  {.name = "--request-timeout", .kind = CLI_DOUBLE, .off = OFF(request_timeout), .flo = 0, .fhi = 86400,
+   .open = CLI_OPEN_LO, .arg = "S", .def = "no limit",
+   .help = "a fill-mask request still waiting for its model after S seconds\n"
+           "(fractions allowed) answers 503; one already in a forward pass is\n"
+           "answered (passes are bounded by the input limits)"},
+  {.name = "--model", .kind = CLI_STRING, .off = OFF(model), .arg = "NAME[@REV]",
+   .def = "the newest revision of the most recently pushed model", .help = "fill-mask's model when a request names none"},
+  {.name = "--cache", .kind = CLI_INT, .off = OFF(cache), .lo = 1, .hi = 64, .arg = "N", .def = CLI_DEFAULT,
+   .help = "models kept loaded for fill-mask"},
+  {.name = "--fill-threads", .kind = CLI_INT, .off = OFF(fill_threads), .lo = 1, .hi = 256, .arg = "N", .def = CLI_DEFAULT,
+   .help = "threads of a fill-mask forward pass (requests are small, and on a\n"
+           "busy machine thread hand-offs cost more than they save)"},
+  {.name = "--no-batch", .kind = CLI_FLAG, .off = OFF(no_batch),
+   .help = "one request per pass (default: waiting requests share padded\n"
+           "forward passes, whatever their parameters)"},
+  {.name = "--batch-window-ms", .kind = CLI_INT, .off = OFF(window_ms), .lo = 0, .hi = 1000, .arg = "MS",
+   .def = "0: only requests that arrived while the model was busy share a pass",
+   .help = "a pass waits this long for more requests to join it.\n"
+           "Requests are answered in arrival order; a pass takes the oldest\n"
+           "waiting up to --max-tokens tokens (512 when that is 0)"},
+  {.name = "--on-restart", .kind = CLI_CHOICE, .off = OFF(on_restart), .arg = "interrupt|resume", .def = CLI_DEFAULT,
+   .help = "a training job that was running when the server died: leave it\n"
+           "\"interrupted\", or queue it again as a resume of its run from its newest\n"
+           "checkpoint; a job's own \"on_restart\" wins"},
+  {.name = "--stop-grace", .kind = CLI_DOUBLE, .off = OFF(stop_grace), .flo = 0, .fhi = 3600, .arg = "S",
+   .def = CLI_DEFAULT,
+   .help = "on SIGINT/SIGTERM a running job is asked to stop (training\n"
+           "checkpoints first) and marked interrupted; after S seconds (fractions\n"
+           "allowed) it is killed"},
+  {.name = "--no-worker", .kind = CLI_FLAG, .off = OFF(no_worker),
+   .help = "queue jobs but run none (another server's worker runs them)"},
+  {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "no access log on stderr"},
+  {.kind = CLI_TEXT, .help = "Limits of one fill-mask request (shown on /healthz; over one, 413 naming it):"},
+  CLI_FILL_LIMIT_OPTS(ServeArgs, limits),
+};
+#undef OFF
+
+const CliSpec cli_spec_serve = {
+  .name = "serve",
+  .usage = "usage: maskd serve [--host 127.0.0.1] [--port 8080] [--db PATH] [--token SECRET] [options]\n"
+           "\n"
+           "Serves the HTTP API (fill-mask, training jobs, runs, models) and the web page\n"
+           "until SIGINT or SIGTERM. Prints \"listening on http://HOST:PORT/\" once ready.\n"
+           "\n",
+  .opts = serve_opts,
+  .n_opts = (int)(sizeof serve_opts / sizeof serve_opts[0]),
+  .args_size = sizeof(ServeArgs),
+  .defaults = serve_defaults,
+  .col = 20,
+};
 
 /* ./static when run from the repository, else ../static beside build/maskd. */
 static char *find_static(const char *given, Err *err) {
@@ -138,106 +215,38 @@ static unsigned fit_conns(unsigned max_conns) {
   return rl.rlim_cur > 512 ? (unsigned)(rl.rlim_cur - 256) : 256;
 }
 
-#define MAX_ALLOWED 32
-
-int cmd_serve(int argc, char **argv) {
+/* Runs the server the command line describes until a stop signal; the exit status. */
+static int serve(const ServeArgs *a) {
   HttpConfig hc = http_default_config();
-  const char *hosts[MAX_ALLOWED], *origins[MAX_ALLOWED];
-  const char *db = NULL, *static_dir = NULL, *data_dir = NULL, *work_dir = NULL;
-  hc.token = getenv("MASKD_TOKEN");
   App app;
   memset(&app, 0, sizeof app);
-  app.job_stop_grace = 30;
-  int no_worker = 0, cache = 2, batch = 1, fill_threads = 1, window_ms = 0, lim;
-  FillMaskOptions fill_defaults;
-  fillmask_options_default(&fill_defaults);
-  FillMaskLimits limits = fill_defaults.limits;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long n;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { serve_usage(stdout); return 0; }
-    else if (!strcmp(a, "--auth-reads")) { hc.auth_reads = 1; continue; }
-    else if (!strcmp(a, "--quiet")) { app.quiet = 1; continue; }
-    else if (!strcmp(a, "--no-worker")) { no_worker = 1; continue; }
-    else if (!strcmp(a, "--no-batch")) { batch = 0; continue; }
-    if (!v) { fprintf(stderr, "maskd serve: %s needs a value (maskd serve --help)\n", a); return 2; }
-    i++;
-    if ((lim = cli_fill_limit("serve", a, v, &limits))) { if (lim < 0) return 2; }
-    else if (!strcmp(a, "--host")) hc.host = v;
-    else if (!strcmp(a, "--db")) db = v;
-    else if (!strcmp(a, "--token")) hc.token = v;
-    else if (!strcmp(a, "--static")) static_dir = v;
-    else if (!strcmp(a, "--data-dir")) data_dir = v;
-    else if (!strcmp(a, "--work-dir")) work_dir = v;
-    else if (!strcmp(a, "--model")) app.default_model = v;
-    else if (!strcmp(a, "--allowed-host") || !strcmp(a, "--allowed-origin")) {
-      int host = !strcmp(a, "--allowed-host");
-      int *n_list = host ? &hc.n_allowed_hosts : &hc.n_allowed_origins;
-      if (*n_list == MAX_ALLOWED) { fprintf(stderr, "maskd serve: at most %d %s\n", MAX_ALLOWED, a); return 2; }
-      (host ? hosts : origins)[(*n_list)++] = v;
-    }
-    else if (!strcmp(a, "--header-timeout") || !strcmp(a, "--body-timeout")) {
-      if (cli_parse_long(v, 1, 3600, &n)) { fprintf(stderr, "maskd serve: %s must be 1..3600 seconds, not '%s'\n", a, v); return 2; }
-      if (!strcmp(a, "--header-timeout")) hc.header_timeout_s = (double)n;
-      else hc.body_timeout_s = (double)n;
-    }
-    else if (!strcmp(a, "--handler-threads")) {
-      if (cli_parse_long(v, 1, 1024, &n)) { fprintf(stderr, "maskd serve: --handler-threads must be 1..1024, not '%s'\n", v); return 2; }
-      hc.handler_threads = (unsigned)n;
-    }
-    else if (!strcmp(a, "--max-conns-per-ip") || !strcmp(a, "--max-streams") || !strcmp(a, "--max-streams-per-ip")) {
-      if (cli_parse_long(v, 1, 100000, &n)) { fprintf(stderr, "maskd serve: %s must be 1..100000, not '%s'\n", a, v); return 2; }
-      if (!strcmp(a, "--max-conns-per-ip")) hc.max_conns_per_ip = (unsigned)n;
-      else if (!strcmp(a, "--max-streams")) hc.max_streams = (unsigned)n;
-      else hc.max_streams_per_ip = (unsigned)n;
-    }
-    else if (!strcmp(a, "--request-timeout")) {
-      char *end;
-      double t = strtod(v, &end);
-      if (*end || !(t > 0 && t <= 86400)) { fprintf(stderr, "maskd serve: --request-timeout must be 0 < S <= 86400 seconds, not '%s'\n", v); return 2; }
-      app.request_timeout = t;
-    }
-    else if (!strcmp(a, "--stop-grace")) {
-      char *end;
-      double t = strtod(v, &end);
-      if (*end || !(t >= 0 && t <= 3600)) { fprintf(stderr, "maskd serve: --stop-grace must be 0 <= S <= 3600 seconds, not '%s'\n", v); return 2; }
-      app.job_stop_grace = t;
-    }
-    else if (!strcmp(a, "--on-restart")) {
-      if (strcmp(v, "resume") && strcmp(v, "interrupt")) { fprintf(stderr, "maskd serve: --on-restart must be resume or interrupt, not '%s'\n", v); return 2; }
-      app.on_restart_resume = !strcmp(v, "resume");
-    }
-    else if (!strcmp(a, "--fill-threads")) {
-      if (cli_parse_long(v, 1, 256, &n)) { fprintf(stderr, "maskd serve: --fill-threads must be 1..256, not '%s'\n", v); return 2; }
-      fill_threads = (int)n;
-    } else if (!strcmp(a, "--batch-window-ms")) {
-      if (cli_parse_long(v, 0, 1000, &n)) { fprintf(stderr, "maskd serve: --batch-window-ms must be 0..1000, not '%s'\n", v); return 2; }
-      window_ms = (int)n;
-    } else if (!strcmp(a, "--cache")) {
-      if (cli_parse_long(v, 1, 64, &n)) { fprintf(stderr, "maskd serve: --cache must be 1..64, not '%s'\n", v); return 2; }
-      cache = (int)n;
-    }
-    else if (!strcmp(a, "--port")) {
-      if (cli_parse_long(v, 0, 65535, &n)) { fprintf(stderr, "maskd serve: --port must be 0..65535, not '%s'\n", v); return 2; }
-      hc.port = (int)n;
-    } else if (!strcmp(a, "--max-body")) {
-      if (cli_parse_long(v, 1, 1L << 30, &n)) { fprintf(stderr, "maskd serve: --max-body must be 1..2^30, not '%s'\n", v); return 2; }
-      hc.max_body = (size_t)n;
-    } else if (!strcmp(a, "--max-conns")) {
-      if (cli_parse_long(v, 1, 100000, &n)) { fprintf(stderr, "maskd serve: --max-conns must be 1..100000, not '%s'\n", v); return 2; }
-      hc.max_conns = (unsigned)n;
-    } else if (!strcmp(a, "--timeout")) {
-      if (cli_parse_long(v, 1, 86400, &n)) { fprintf(stderr, "maskd serve: --timeout must be 1..86400 seconds, not '%s'\n", v); return 2; }
-      hc.timeout_s = (unsigned)n;
-    } else {
-      fprintf(stderr, "maskd serve: unknown option %s (maskd serve --help)\n", a);
-      return 2;
-    }
-  }
+  hc.host = a->host;
+  hc.port = (int)a->port;
+  hc.token = a->token;
+  hc.auth_reads = a->auth_reads;
+  hc.allowed_hosts = a->hosts;
+  hc.n_allowed_hosts = a->n_hosts;
+  hc.allowed_origins = a->origins;
+  hc.n_allowed_origins = a->n_origins;
+  hc.max_body = (size_t)a->max_body;
+  hc.max_conns = (unsigned)a->max_conns;
+  hc.max_conns_per_ip = (unsigned)a->max_conns_per_ip;
+  hc.max_streams = (unsigned)a->max_streams;
+  hc.max_streams_per_ip = (unsigned)a->max_streams_per_ip;
+  hc.handler_threads = (unsigned)a->handler_threads;
+  hc.header_timeout_s = (double)a->header_timeout;
+  hc.body_timeout_s = (double)a->body_timeout;
+  hc.timeout_s = (unsigned)a->timeout;
+  app.quiet = a->quiet;
+  app.default_model = a->model;
+  app.request_timeout = a->request_timeout;
+  app.job_stop_grace = a->stop_grace;
+  app.on_restart_resume = a->on_restart == 1;
+  const char *db = a->db, *static_dir = a->static_dir, *data_dir = a->data_dir, *work_dir = a->work_dir;
+  int no_worker = a->no_worker, cache = a->cache, batch = !a->no_batch, fill_threads = a->fill_threads;
+  int window_ms = a->window_ms;
+  FillMaskLimits limits = a->limits;
   if (hc.token && !*hc.token) hc.token = NULL;
-  hc.allowed_hosts = hosts;
-  hc.allowed_origins = origins;
   unsigned fit = fit_conns(hc.max_conns);
   if (fit < hc.max_conns) {
     fprintf(stderr, "maskd serve: the open-file limit allows %u connections, not --max-conns %u: serving %u\n", fit,
@@ -315,4 +324,15 @@ int cmd_serve(int argc, char **argv) {
   free(app.static_root);
   workspace_close(&app.ws);
   return 0;
+}
+
+int cmd_serve(int argc, char **argv) {
+  ServeArgs *args = malloc(sizeof *args);
+  if (!args) { fprintf(stderr, "maskd serve: out of memory\n"); return 1; }
+  serve_defaults(args);
+  int parsed = cli_parse(&cli_spec_serve, "serve", -1, argc, argv, 1, args, NULL, NULL);
+  if (parsed) { free(args); return parsed > 0 ? 0 : 2; }
+  int status = serve(args);
+  free(args);
+  return status;
 }

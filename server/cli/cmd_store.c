@@ -1,4 +1,5 @@
 /* maskd runs / maskd models: list what the store (store/store.h) holds. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,21 +9,58 @@
 #include "server/cli/commands.h"
 #include "store/store.h"
 
-/* Parses [--db PATH] [--json] [NAME]; -1 after printing a one-line error. */
-static int list_args(const char *cmd, int argc, char **argv, const char **db, int *json, const char **name, int allow_name) {
-  *db = cli_db_path(NULL);
-  *json = 0;
-  *name = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--db") && i + 1 < argc) *db = argv[++i];
-    else if (!strcmp(argv[i], "--json")) *json = 1;
-    else if (allow_name && argv[i][0] != '-' && !*name) *name = argv[i];
-    else {
-      fprintf(stderr, "maskd %s: unknown argument '%s' (maskd %s --help)\n", cmd, argv[i], cmd);
-      return -1;
-    }
-  }
-  return 0;
+typedef struct ListArgs {
+  const char *db;
+  int json;
+} ListArgs;
+
+static void list_defaults(void *p) {
+  ListArgs *a = p;
+  a->db = cli_db_path(NULL);
+  a->json = 0;
+}
+
+static const CliOpt list_opts[] = {
+  {.name = "--db", .kind = CLI_STRING, .off = offsetof(ListArgs, db), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
+   .help = "the store"},
+  {.name = "--json", .kind = CLI_FLAG, .off = offsetof(ListArgs, json), .help = "the list as JSON"},
+};
+
+const CliSpec cli_spec_runs = {
+  .name = "runs",
+  .usage = "usage: maskd runs [--db PATH] [--json]\n\n"
+           "Lists training runs, newest first: status, progress, last training loss and\n"
+           "last evaluation loss.\n\n",
+  .opts = list_opts,
+  .n_opts = (int)(sizeof list_opts / sizeof list_opts[0]),
+  .args_size = sizeof(ListArgs),
+  .defaults = list_defaults,
+  .col = 14,
+};
+
+const CliSpec cli_spec_models = {
+  .name = "models",
+  .usage = "usage: maskd models [--db PATH] [--json] [NAME]\n\n"
+           "Lists model repositories with their latest revision; with NAME, that model's\n"
+           "revisions (newest first). A revision is named NAME@N or NAME@<commit>.\n\n",
+  .opts = list_opts,
+  .n_opts = (int)(sizeof list_opts / sizeof list_opts[0]),
+  .positional = 1,
+  .args_size = sizeof(ListArgs),
+  .defaults = list_defaults,
+  .col = 14,
+};
+
+/* Parses [--db PATH] [--json] [NAME]: 1 after --help, -1 after a one-line error. */
+static int list_args(const CliSpec *spec, int argc, char **argv, const char **db, int *json, const char **name) {
+  ListArgs a;
+  const char *pos[1] = {NULL};
+  list_defaults(&a);
+  int parsed = cli_parse(spec, spec->name, -1, argc, argv, 1, &a, pos, NULL);
+  *db = a.db;
+  *json = a.json;
+  *name = pos[0];
+  return parsed;
 }
 
 /* Opens an existing store; listing never creates one. */
@@ -59,15 +97,10 @@ static int print_json(json_t *v) {
 }
 
 int cmd_runs(int argc, char **argv) {
-  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    printf("usage: maskd runs [--db PATH] [--json]\n\n"
-           "Lists training runs, newest first: status, progress, last training loss and\n"
-           "last evaluation loss. --db defaults to $MASKD_DB, else ./maskd.db.\n");
-    return 0;
-  }
   const char *db, *name;
   int json;
-  if (list_args("runs", argc, argv, &db, &json, &name, 0)) return 2;
+  int parsed = list_args(&cli_spec_runs, argc, argv, &db, &json, &name);
+  if (parsed) return parsed > 0 ? 0 : 2;
   Store *s = open_existing("runs", db);
   if (!s) return 1;
   Err err = {{0}};
@@ -98,16 +131,10 @@ int cmd_runs(int argc, char **argv) {
 }
 
 int cmd_models(int argc, char **argv) {
-  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    printf("usage: maskd models [--db PATH] [--json] [NAME]\n\n"
-           "Lists model repositories with their latest revision; with NAME, that model's\n"
-           "revisions (newest first). A revision is named NAME@N or NAME@<commit>.\n"
-           "--db defaults to $MASKD_DB, else ./maskd.db.\n");
-    return 0;
-  }
   const char *db, *name;
   int json;
-  if (list_args("models", argc, argv, &db, &json, &name, 1)) return 2;
+  int parsed = list_args(&cli_spec_models, argc, argv, &db, &json, &name);
+  if (parsed) return parsed > 0 ? 0 : 2;
   Store *s = open_existing("models", db);
   if (!s) return 1;
   Err err = {{0}};

@@ -1,5 +1,6 @@
 /* maskd tokenizer encode|decode: one input line in, one output line out. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,43 @@
 #include "engine/tok/tokenizer.h"
 #include "server/cli/commands.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
+typedef struct TokArgs {
+  const char *tokenizer, *input, *out;
+  int pieces, offsets, no_special, skip_special, threads, jsonl;
+} TokArgs;
+
+static void tok_defaults(void *p) { memset(p, 0, sizeof(TokArgs)); }
+
+/* The modes: the verbs of maskd tokenizer (train has its own spec). */
+enum { TOK_ENCODE, TOK_DECODE, TOK_EXPORT };
+static const char *const tok_verbs[] = {"encode", "decode", "export"};
+#define OFF(f) offsetof(TokArgs, f)
+static const CliOpt tok_opts[] = {
+  {.name = "--tokenizer", .kind = CLI_STRING, .off = OFF(tokenizer), .arg = "T",
+   .help = "a Hugging Face tokenizer.json (Unigram model)"},
+  {.name = "--input", .kind = CLI_STRING, .off = OFF(input), .arg = "FILE", .def = "stdin",
+   .help = "the input, read whole, up to 1 GiB (a named input must be a regular file)",
+   .modes = 1u << TOK_ENCODE | 1u << TOK_DECODE},
+  {.name = "--out", .kind = CLI_STRING, .off = OFF(out), .arg = "DIR", .help = "the folder to write",
+   .modes = 1u << TOK_EXPORT},
+  {.name = "--pieces", .kind = CLI_FLAG, .off = OFF(pieces), .help = "print the pieces instead of the ids",
+   .modes = 1u << TOK_ENCODE},
+  {.name = "--offsets", .kind = CLI_FLAG, .off = OFF(offsets), .help = "print start:end byte offsets into the line",
+   .modes = 1u << TOK_ENCODE},
+  {.name = "--no-special-tokens", .kind = CLI_FLAG, .off = OFF(no_special), .help = "do not add [CLS] ... [SEP]",
+   .modes = 1u << TOK_ENCODE},
+  {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1024, .arg = "N", .def = "all CPUs",
+   .help = "encoding threads"},
+  {.name = "--jsonl", .kind = CLI_FLAG, .off = OFF(jsonl), .help = "each input line is a JSON string",
+   .modes = 1u << TOK_ENCODE},
+  {.name = "--skip-special-tokens", .kind = CLI_FLAG, .off = OFF(skip_special), .help = "leave special tokens out",
+   .modes = 1u << TOK_DECODE},
+};
+#undef OFF
+
+const CliSpec cli_spec_tokenizer = {
+  .name = "tokenizer",
+  .usage =
     "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
     "       maskd tokenizer encode --tokenizer T [--input FILE] [--pieces | --offsets]\n"
     "                              [--no-special-tokens] [--threads N] [--jsonl]\n"
@@ -30,8 +66,16 @@ static void usage(FILE *f) {
     "        special_tokens_map.json (as transformers saves an AlbertTokenizerFast).\n"
     "train: see maskd tokenizer train --help.\n"
     "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin; it is read\n"
-    "whole, up to 1 GiB (a named input must be a regular file).\n");
-}
+    "whole, up to 1 GiB (a named input must be a regular file).\n"
+    "\n",
+  .opts = tok_opts,
+  .n_opts = (int)(sizeof tok_opts / sizeof tok_opts[0]),
+  .modes = tok_verbs,
+  .n_modes = 3,
+  .args_size = sizeof(TokArgs),
+  .defaults = tok_defaults,
+  .col = 25,
+};
 
 /* The most text encode/decode reads (a file or stdin), held whole in memory. */
 #define TEXT_MAX ((size_t)1 << 30)
@@ -201,44 +245,33 @@ static int cmd_decode(Tokenizer *t, char *text, size_t len, int skip_special) {
 }
 
 int cmd_tokenizer(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(argc < 2 ? stderr : stdout); return argc < 2 ? 2 : 0; }
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    cli_help(argc < 2 ? stderr : stdout, &cli_spec_tokenizer);
+    return argc < 2 ? 2 : 0;
+  }
   if (!strcmp(argv[1], "train")) return cmd_tokenizer_train(argc - 1, argv + 1);
-  const char *verb = argv[1], *tok_path = NULL, *input = NULL, *out_dir = NULL;
-  int pieces = 0, offsets = 0, add_special = 1, skip_special = 0, threads = 0, jsonl = 0;
-  if (strcmp(verb, "encode") && strcmp(verb, "decode") && strcmp(verb, "export")) {
+  const char *verb = argv[1];
+  int mode = cli_mode(&cli_spec_tokenizer, verb);
+  if (mode < 0) {
     fprintf(stderr, "maskd tokenizer: unknown verb '%s' (train, encode, decode, export; maskd tokenizer --help)\n", verb);
     return 2;
   }
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    int has_val = i + 1 < argc;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--tokenizer") && has_val) tok_path = argv[++i];
-    else if (!strcmp(a, "--input") && has_val && verb[1] != 'x') input = argv[++i];
-    else if (!strcmp(a, "--out") && has_val && verb[1] == 'x') out_dir = argv[++i];
-    else if (!strcmp(a, "--threads") && has_val) {
-      char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 1 || v > 1024) { fprintf(stderr, "maskd tokenizer %s: --threads wants a number from 1 to 1024\n", verb); return 2; }
-      threads = (int)v;
-    }
-    else if (!strcmp(a, "--pieces") && verb[0] == 'e') pieces = 1;
-    else if (!strcmp(a, "--offsets") && verb[0] == 'e') offsets = 1;
-    else if (!strcmp(a, "--jsonl") && verb[0] == 'e') jsonl = 1;
-    else if (!strcmp(a, "--no-special-tokens") && verb[0] == 'e') add_special = 0;
-    else if (!strcmp(a, "--skip-special-tokens") && verb[0] == 'd') skip_special = 1;
-    else {
-      fprintf(stderr, "maskd tokenizer %s: unknown option or missing value: %s (maskd tokenizer --help)\n", verb, a);
-      return 2;
-    }
-  }
+  char who[32];
+  snprintf(who, sizeof who, "tokenizer %s", verb);
+  TokArgs args;
+  tok_defaults(&args);
+  int parsed = cli_parse(&cli_spec_tokenizer, who, mode, argc, argv, 2, &args, NULL, NULL);
+  if (parsed) return parsed > 0 ? 0 : 2;
+  const char *tok_path = args.tokenizer, *input = args.input, *out_dir = args.out;
+  int pieces = args.pieces, offsets = args.offsets, add_special = !args.no_special, skip_special = args.skip_special;
+  int threads = args.threads, jsonl = args.jsonl;
   if (!tok_path) { fprintf(stderr, "maskd tokenizer %s: --tokenizer is required\n", verb); return 2; }
   if (pieces && offsets) { fprintf(stderr, "maskd tokenizer encode: --pieces and --offsets exclude each other\n"); return 2; }
-  if (verb[1] == 'x' && !out_dir) { fprintf(stderr, "maskd tokenizer export: --out is required\n"); return 2; }
+  if (mode == TOK_EXPORT && !out_dir) { fprintf(stderr, "maskd tokenizer export: --out is required\n"); return 2; }
   Err err;
   Tokenizer *t = tokenizer_load(tok_path, &err);
   if (!t) { fprintf(stderr, "maskd tokenizer %s: %s\n", verb, err.msg); return 1; }
-  if (verb[1] == 'x') {
+  if (mode == TOK_EXPORT) {
     if (mkdir(out_dir, 0777) < 0 && errno != EEXIST) {
       fprintf(stderr, "maskd tokenizer export: %s: %s\n", out_dir, strerror(errno));
       tokenizer_free(t);
@@ -257,7 +290,7 @@ int cmd_tokenizer(int argc, char **argv) {
     return 1;
   }
   if (threads == 0) threads = platform_cpu_count();
-  int rc = verb[0] == 'e' ? cmd_encode(t, text, len, pieces, offsets, add_special, threads, jsonl) : cmd_decode(t, text, len, skip_special);
+  int rc = mode == TOK_ENCODE ? cmd_encode(t, text, len, pieces, offsets, add_special, threads, jsonl) : cmd_decode(t, text, len, skip_special);
   if (fflush(stdout) != 0 && rc == 0) { fprintf(stderr, "maskd tokenizer %s: write error\n", verb); rc = 1; }
   free(text);
   tokenizer_free(t);

@@ -3,6 +3,7 @@
 ** output is named tokenizer.json, as transformers' save_pretrained lays them out). */
 #include <errno.h>
 #include <libgen.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,97 +17,105 @@
 
 #define MAX_SPECIAL 64
 
-static void usage(FILE *f) {
-  fprintf(f,
+#define MAX_INPUTS 1024
+
+typedef struct TokTrainArgs {
+  const char *inputs[MAX_INPUTS];
+  int n_inputs;
+  const char *out, *unk, *special;
+  int vocab_size, max_piece_length, seed_size, sub_iterations, threads, hf_seeds, quiet;
+  double shrinking_factor;
+} TokTrainArgs;
+
+static void tt_defaults(void *p) {
+  TokTrainArgs *a = p;
+  memset(a, 0, sizeof *a);
+  UtOptions o;
+  ut_options_default(&o);
+  a->unk = "<unk>";
+  a->max_piece_length = o.max_piece_length;
+  a->seed_size = o.seed_size;
+  a->sub_iterations = o.n_sub_iterations;
+  a->shrinking_factor = o.shrinking_factor;
+}
+
+#define OFF(f) offsetof(TokTrainArgs, f)
+static const CliOpt tt_opts[] = {
+  {.name = "--input", .kind = CLI_FILES, .off = OFF(inputs), .off2 = OFF(n_inputs), .hi = MAX_INPUTS, .arg = "FILE",
+   .help = "text files (UTF-8, regular files), one or more; --input=FILE\n"
+           "names one whatever it starts with (repeatable); a line may\nhave up to 64 MiB"},
+  {.name = "--vocab-size", .kind = CLI_INT, .off = OFF(vocab_size), .lo = 1, .hi = 10000000, .arg = "N",
+   .help = "final vocabulary size, special tokens included"},
+  {.name = "--out", .kind = CLI_STRING, .off = OFF(out), .arg = "PATH",
+   .help = "tokenizer.json to write; when named tokenizer.json, its folder\n"
+           "also gets tokenizer_config.json and special_tokens_map.json\n"
+           "(written to temporaries beside them and renamed into place)"},
+  {.name = "--special-tokens", .kind = CLI_STRING, .off = OFF(special), .arg = "A,B,..",
+   .def = "[CLS],[SEP],<unk>,<pad>,[MASK]", .help = "special tokens, first ids"},
+  {.name = "--unk-token", .kind = CLI_STRING, .off = OFF(unk), .arg = "T", .def = CLI_DEFAULT,
+   .help = "unknown token (added first if not a special token)"},
+  {.name = "--max-piece-length", .kind = CLI_INT, .off = OFF(max_piece_length), .lo = 1, .hi = 255, .arg = "N",
+   .def = CLI_DEFAULT, .help = "longest piece in characters"},
+  {.name = "--shrinking-factor", .kind = CLI_DOUBLE, .off = OFF(shrinking_factor), .flo = 0, .fhi = 1,
+   .open = CLI_OPEN_LO | CLI_OPEN_HI, .arg = "X", .def = CLI_DEFAULT, .help = "share of pieces one pruning keeps"},
+  {.name = "--seed-size", .kind = CLI_INT, .off = OFF(seed_size), .lo = 1, .hi = 100000000, .arg = "N",
+   .def = CLI_DEFAULT, .help = "seed pieces from the suffix array"},
+  {.name = "--sub-iterations", .kind = CLI_INT, .off = OFF(sub_iterations), .lo = 1, .hi = 100, .arg = "N",
+   .def = CLI_DEFAULT, .help = "EM iterations between prunings"},
+  {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1024, .arg = "N", .def = "all CPUs",
+   .help = "threads"},
+  {.name = "--hf-seeds", .kind = CLI_FLAG, .off = OFF(hf_seeds),
+   .help = "count seed substrings once per distinct word, exactly as HF\n"
+           "tokenizers does (default: every occurrence, as SentencePiece)"},
+  {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "no progress on stderr"},
+};
+#undef OFF
+
+const CliSpec cli_spec_tokenizer_train = {
+  .name = "tokenizer train",
+  .usage =
     "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
     "\n"
     "Trains a Unigram tokenizer (the algorithm of SentencePiece / HF UnigramTrainer) on the\n"
     "lines of the input files, with the seed recipe: normalizer Replace(``->\") Replace(''->\"),\n"
     "Metaspace pre-tokenizer and decoder, TemplateProcessing \"[CLS] $A [SEP]\".\n"
-    "\n"
-    "  --input FILE...           text files (UTF-8, regular files), one or more; --input=FILE\n"
-    "                            names one whatever it starts with (repeatable); a line may\n"
-    "                            have up to 64 MiB\n"
-    "  --vocab-size N            final vocabulary size, special tokens included\n"
-    "  --out PATH                tokenizer.json to write; when named tokenizer.json, its folder\n"
-    "                            also gets tokenizer_config.json and special_tokens_map.json\n"
-    "                            (written to temporaries beside them and renamed into place)\n"
-    "  --special-tokens A,B,..   special tokens, first ids (default [CLS],[SEP],<unk>,<pad>,[MASK])\n"
-    "  --unk-token T             unknown token (default <unk>; added first if not a special token)\n"
-    "  --max-piece-length N      longest piece in characters (default 16)\n"
-    "  --shrinking-factor X      share of pieces one pruning keeps (default 0.75)\n"
-    "  --seed-size N             seed pieces from the suffix array (default 1000000)\n"
-    "  --sub-iterations N        EM iterations between prunings (default 2)\n"
-    "  --threads N               threads (default: all CPUs)\n"
-    "  --hf-seeds                count seed substrings once per distinct word, exactly as HF\n"
-    "                            tokenizers does (default: every occurrence, as SentencePiece)\n"
-    "  --quiet                   no progress on stderr\n");
-}
+    "\n",
+  .opts = tt_opts,
+  .n_opts = (int)(sizeof tt_opts / sizeof tt_opts[0]),
+  .args_size = sizeof(TokTrainArgs),
+  .defaults = tt_defaults,
+  .col = 29,
+};
 
 int cmd_tokenizer_train(int argc, char **argv) {
-  const char *inputs[1024], *out = NULL, *unk = "<unk>";
-  int n_inputs = 0;
+  TokTrainArgs *args = malloc(sizeof *args);
+  if (!args) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); return 1; }
+  tt_defaults(args);
+  int parsed = cli_parse(&cli_spec_tokenizer_train, "tokenizer train", -1, argc, argv, 1, args, NULL, NULL);
+  if (parsed) { free(args); return parsed > 0 ? 0 : 2; }
+  const char **inputs = args->inputs, *out = args->out, *unk = args->unk;
+  int n_inputs = args->n_inputs;
   char *special_buf = NULL;
   const char *special[MAX_SPECIAL] = {"[CLS]", "[SEP]", "<unk>", "<pad>", "[MASK]"};
   int n_special = 5;
   UtOptions o;
   ut_options_default(&o);
-  o.progress = 1;
-  o.vocab_size = 0;
+  o.progress = !args->quiet;
+  o.seed_distinct = args->hf_seeds;
+  o.vocab_size = args->vocab_size;
+  o.max_piece_length = args->max_piece_length;
+  o.seed_size = args->seed_size;
+  o.n_sub_iterations = args->sub_iterations;
+  o.shrinking_factor = args->shrinking_factor;
+  if (args->threads) o.threads = args->threads;
   int rc = 2;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    long n;
-    int r;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); free(special_buf); return 0; }
-    else if (!strcmp(a, "--hf-seeds")) o.seed_distinct = 1;
-    else if (!strcmp(a, "--quiet")) o.progress = 0;
-    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--input", &v))) {
-      if (r < 0) goto done;
-      /* "--input A B C": the files up to the next option; "--input=A" is one file, whatever its name. */
-      int more = strcmp(a, "--input") == 0;
-      for (;;) {
-        if (n_inputs == 1024) { fprintf(stderr, "maskd tokenizer train: more than 1024 input files\n"); goto done; }
-        inputs[n_inputs++] = v;
-        if (!more || i + 1 >= argc || cli_looks_like_flag(argv[i + 1])) break;
-        v = argv[++i];
-      }
-    }
-    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--out", &v))) { if (r < 0) goto done; out = v; }
-    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--unk-token", &v))) { if (r < 0) goto done; unk = v; }
-    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--special-tokens", &v))) {
-      if (r < 0) goto done;
-      free(special_buf);
-      special_buf = strdup(v);
-      n_special = 0;
-      for (char *save = NULL, *tok = strtok_r(special_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n_special == MAX_SPECIAL) { fprintf(stderr, "maskd tokenizer train: more than %d special tokens\n", MAX_SPECIAL); goto done; }
-        special[n_special++] = tok;
-      }
-    }
-    else if ((r = cli_flag_value("tokenizer train", argc, argv, &i, "--shrinking-factor", &v))) {
-      if (r < 0) goto done;
-      char *end;
-      double x = strtod(v, &end);
-      if (*end || !(x > 0 && x < 1)) { fprintf(stderr, "maskd tokenizer train: --shrinking-factor wants a number in (0, 1)\n"); goto done; }
-      o.shrinking_factor = x;
-    }
-    else {
-      static const struct { const char *flag; long lo, hi; } nums[] = {
-        {"--vocab-size", 1, 10000000}, {"--max-piece-length", 1, 255}, {"--seed-size", 1, 100000000},
-        {"--sub-iterations", 1, 100}, {"--threads", 1, 1024}};
-      int *dst[] = {&o.vocab_size, &o.max_piece_length, &o.seed_size, &o.n_sub_iterations, &o.threads};
-      r = 0;
-      for (size_t k = 0; !r && k < sizeof nums / sizeof *nums; k++) {
-        if ((r = cli_flag_value("tokenizer train", argc, argv, &i, nums[k].flag, &v)) != 1) continue;
-        if (cli_parse_long(v, nums[k].lo, nums[k].hi, &n)) {
-          fprintf(stderr, "maskd tokenizer train: %s wants a number from %ld to %ld\n", nums[k].flag, nums[k].lo, nums[k].hi);
-          goto done;
-        }
-        *dst[k] = (int)n;
-      }
-      if (r < 0) goto done;
-      if (r == 0) { fprintf(stderr, "maskd tokenizer train: unknown option or missing value: %s (maskd tokenizer train --help)\n", a); goto done; }
+  if (args->special) {
+    special_buf = strdup(args->special);
+    if (!special_buf) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); rc = 1; goto done; }
+    n_special = 0;
+    for (char *save = NULL, *tok = strtok_r(special_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      if (n_special == MAX_SPECIAL) { fprintf(stderr, "maskd tokenizer train: more than %d special tokens\n", MAX_SPECIAL); goto done; }
+      special[n_special++] = tok;
     }
   }
   if (!n_inputs) { fprintf(stderr, "maskd tokenizer train: --input is required\n"); goto done; }
@@ -162,5 +171,6 @@ done_dir:
   free(outdup);
 done:
   free(special_buf);
+  free(args);
   return rc;
 }

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,41 +26,88 @@
 #include "server/cli/progress.h"
 #include "store/store.h"
 
-static void train_usage(FILE *f) {
-  fprintf(f,
-          "usage: maskd train [--db PATH] --name NAME --tokenizer T --train DIR [--validation DIR]\n"
-          "                   --config config.json|tiny|small|base [options]\n"
-          "       maskd train [--db PATH] --resume RUN\n"
-          "       maskd train [--db PATH] --name NAME [the run's options] --resume\n"
-          "\n"
-          "Trains a masked language model from scratch. Each epoch is evaluated on the\n"
-          "validation shards and pushed as a revision of the model NAME in the store.\n"
-          "\n"
-          "  --db PATH              the store (default $MASKD_DB, else ./maskd.db)\n"
-          "  --run FILE             a run description (JSON object with the keys below); flags override it\n"
-          "  --resume RUN           continue run RUN (id or name) from its newest checkpoint; as the\n"
-          "                         last flag, --resume alone continues the newest run named NAME,\n"
-          "                         whose stored description the other options must then match\n"
-          "  --out DIR              also write the final model folder (config.json, model.safetensors,\n"
-          "                         tokenizer files) to DIR\n"
-          "  --quiet                no progress line\n"
-          "  --name NAME            run and model repository name\n"
-          "  --tokenizer T          tokenizer.json (vocab_size, [MASK], <pad> come from it)\n"
-          "  --train DIR            training shards        --validation DIR   evaluation shards\n"
-          "  --config C             config.json or a preset (vocab_size from the tokenizer)\n"
-          "  --epochs N (1)         --max-steps N (0: epochs x steps per epoch)\n"
-          "  --batch B (8)          --grad-accum K (1): micro-batches per step\n"
-          "  --lr X (1e-4)          --weight-decay X (1e-3)   --warmup-steps N (-1: total // 20)\n"
-          "  --clip-norm X (0: off) --min-lr-ratio X (0)      --adam-beta1/--adam-beta2/--adam-epsilon\n"
-          "  --seed N (42)          --eval-seed N (1234)      --threads N (0: all CPUs, fixed\n"
-          "                         when the run is created, so a resumed run uses the same count)\n"
-          "  --eval-batches N (0: all)   --checkpoint-steps N (0: epochs only)\n"
-          "  --checkpoint-epochs N (1)   --keep-last N (2): checkpoints that keep optimizer state\n"
-          "  --mlm-probability X (0.15)\n"
-          "\n"
-          "Values may also be written --option=VALUE (so a value may start with '-');\n"
-          "--resume=RUN always takes RUN as the run.\n");
+/* The command line: the store, the run's options (applied after --run's file whatever
+** their order, so collected first, as (name, value) pairs for run_config_set, which
+** checks them as it checks a JSON description) and what to do. */
+typedef struct TrainArgs {
+  const char *db_path, *run_file, *resume, *out;
+  int resume_flag;     /* --resume without a value: the run named by --name */
+  int quiet;
+  CliPairs run;        /* the run options given, in order */
+} TrainArgs;
+
+static void train_defaults(void *p) {
+  TrainArgs *t = p;
+  memset(t, 0, sizeof *t);
+  t->db_path = cli_db_path(NULL);
 }
+
+/* A run option: its value goes to run_config_set (the engine checks it, as it checks
+** the same key in a JSON description). def: run_config_defaults' value. */
+#define RUN_OPT(flag, argname, dflt, text) \
+  {.name = flag, .kind = CLI_PAIR, .off = offsetof(TrainArgs, run), .arg = argname, .def = dflt, .help = text}
+static const CliOpt train_opts[] = {
+  {.name = "--db", .kind = CLI_STRING, .off = offsetof(TrainArgs, db_path), .arg = "PATH",
+   .def = "$MASKD_DB, else ./maskd.db", .help = "the store"},
+  {.name = "--run", .kind = CLI_STRING, .off = offsetof(TrainArgs, run_file), .arg = "FILE",
+   .help = "a run description (JSON object with the keys below); flags override it"},
+  {.name = "--resume", .kind = CLI_OPTIONAL, .off = offsetof(TrainArgs, resume), .off2 = offsetof(TrainArgs, resume_flag),
+   .arg = "RUN",
+   .help = "continue run RUN (id or name) from its newest checkpoint; as the\n"
+           "last flag, --resume alone continues the newest run named NAME,\n"
+           "whose stored description the other options must then match"},
+  {.name = "--out", .kind = CLI_STRING, .off = offsetof(TrainArgs, out), .arg = "DIR",
+   .help = "also write the final model folder (config.json, model.safetensors,\ntokenizer files) to DIR"},
+  {.name = "--quiet", .kind = CLI_FLAG, .off = offsetof(TrainArgs, quiet), .help = "no progress line"},
+  RUN_OPT("--name", "NAME", NULL, "run and model repository name"),
+  RUN_OPT("--tokenizer", "T", NULL, "tokenizer.json (vocab_size, [MASK], <pad> come from it)"),
+  RUN_OPT("--train", "DIR", NULL, "training shards"),
+  RUN_OPT("--validation", "DIR", NULL, "evaluation shards"),
+  RUN_OPT("--config", "C", "small", "config.json or a preset: tiny, small, base (vocab_size from the tokenizer)"),
+  RUN_OPT("--epochs", "N", "1", "epochs"),
+  RUN_OPT("--max-steps", "N", "0: epochs x steps per epoch", "steps in all"),
+  RUN_OPT("--batch", "B", "8", "sequences per micro-batch"),
+  RUN_OPT("--grad-accum", "K", "1", "micro-batches per step"),
+  RUN_OPT("--lr", "X", "1e-4", "peak learning rate"),
+  RUN_OPT("--weight-decay", "X", "1e-3", "AdamW weight decay"),
+  RUN_OPT("--warmup-steps", "N", "-1: total // 20", "linear warm-up steps"),
+  RUN_OPT("--clip-norm", "X", "0: off", "gradient clipping norm"),
+  RUN_OPT("--min-lr-ratio", "X", "0", "the schedule's last learning rate, as a share of --lr"),
+  RUN_OPT("--adam-beta1", "X", "0.9", "AdamW beta1"),
+  RUN_OPT("--adam-beta2", "X", "0.999", "AdamW beta2"),
+  RUN_OPT("--adam-epsilon", "X", "1e-8", "AdamW epsilon"),
+  RUN_OPT("--seed", "N", "42", "seed of the weights, the shuffling and the masking"),
+  RUN_OPT("--eval-seed", "N", "1234", "seed of the evaluation's masking"),
+  RUN_OPT("--threads", "N", "0: all CPUs",
+          "threads, fixed when the run is created, so a resumed run uses\nthe same count"),
+  RUN_OPT("--eval-batches", "N", "0: all", "evaluation batches"),
+  RUN_OPT("--checkpoint-steps", "N", "0: epochs only", "a checkpoint every N steps"),
+  RUN_OPT("--checkpoint-epochs", "N", "1", "a checkpoint every N epochs"),
+  RUN_OPT("--keep-last", "N", "2", "checkpoints that keep optimizer state"),
+  RUN_OPT("--mlm-probability", "X", "0.15", "share of the tokens masked"),
+};
+#undef RUN_OPT
+
+const CliSpec cli_spec_train = {
+  .name = "train",
+  .usage = "usage: maskd train [--db PATH] --name NAME --tokenizer T --train DIR [--validation DIR]\n"
+           "                   --config config.json|tiny|small|base [options]\n"
+           "       maskd train [--db PATH] --resume RUN\n"
+           "       maskd train [--db PATH] --name NAME [the run's options] --resume\n"
+           "\n"
+           "Trains a masked language model from scratch. Each epoch is evaluated on the\n"
+           "validation shards and pushed as a revision of the model NAME in the store.\n"
+           "\n",
+  .tail = "\n"
+          "Values may also be written --option=VALUE (so a value may start with '-');\n"
+          "--resume=RUN always takes RUN as the run. The run options may be written with '_'\n"
+          "for '-' (--grad_accum), as the keys of a JSON description are.\n",
+  .opts = train_opts,
+  .n_opts = (int)(sizeof train_opts / sizeof train_opts[0]),
+  .args_size = sizeof(TrainArgs),
+  .defaults = train_defaults,
+  .col = 26,
+};
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -214,166 +262,85 @@ static int differing_key(const RunConfig *stored, const RunConfig *given, Err *e
   return r;
 }
 
-/* The command line: the store, the run's options (applied after --run's file whatever
-** their order, so collected first) and what to do. */
-typedef struct TrainArgs {
-  const char *db_path, *run_file, *resume, *out;
-  int resume_flag;     /* --resume without a value: the run named by --name */
-  int quiet;
-  int nk;
-  char **keys;         /* "--key" of each run option (owned) */
-  const char **vals;
-} TrainArgs;
-
-static void train_args_free(TrainArgs *t) {
-  for (int i = 0; i < t->nk; i++) free(t->keys[i]);
-  free(t->keys);
-  free(t->vals);
-}
-
-/* 0: parsed; 1: --help printed; -1: refused (a line on stderr). Values are taken as
-** cli_flag_value() says, so a value can never be read as an option. */
-static int train_args(int argc, char **argv, TrainArgs *t) {
-  memset(t, 0, sizeof *t);
-  t->db_path = cli_db_path(NULL);
-  t->keys = calloc((size_t)argc + 1, sizeof *t->keys);
-  t->vals = calloc((size_t)argc + 1, sizeof *t->vals);
-  if (!t->keys || !t->vals) { fprintf(stderr, "maskd train: out of memory\n"); return -1; }
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    int r;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_usage(stdout); return 1; }
-    if (!strcmp(a, "--quiet")) { t->quiet = 1; continue; }
-    /* --resume alone (last, or before another option) continues the run named by --name. */
-    if (!strcmp(a, "--resume") && (i + 1 >= argc || cli_looks_like_flag(argv[i + 1]))) { t->resume_flag = 1; continue; }
-    if ((r = cli_flag_value("train", argc, argv, &i, "--db", &v))) t->db_path = v;
-    else if ((r = cli_flag_value("train", argc, argv, &i, "--run", &v))) t->run_file = v;
-    else if ((r = cli_flag_value("train", argc, argv, &i, "--resume", &v))) t->resume = v;
-    else if ((r = cli_flag_value("train", argc, argv, &i, "--out", &v))) t->out = v;
-    else if (!strncmp(a, "--", 2)) {
-      const char *eq = strchr(a, '=');
-      char *key = eq ? strndup(a, (size_t)(eq - a)) : strdup(a);
-      if (!key || !run_config_has_key(key)) {
-        fprintf(stderr, "maskd train: unknown option %s (maskd train --help)\n", key ? key : a);
-        free(key);
-        return -1;
-      }
-      t->keys[t->nk] = key;
-      if ((r = cli_flag_value("train", argc, argv, &i, key, &v)) == 1) t->vals[t->nk] = v;
-      t->nk++;
-    } else {
-      fprintf(stderr, "maskd train: unknown option %s (maskd train --help)\n", a);
-      return -1;
-    }
-    if (r < 0) return -1;
+/* Part 1, the command line -> the run's description: --run's file, then the flags over
+** it. With --resume alone the given options go to *given and *resume names the run (the
+** copy's name); with --resume RUN the stored description is taken later. */
+static int train_describe(const TrainArgs *args, RunConfig *rc, RunConfig *given, const char **resume, Err *e) {
+  run_config_defaults(rc);
+  *given = *rc;
+  *resume = args->resume;
+  if (args->resume) return 0;
+  if (args->run_file && run_config_load(rc, args->run_file, e)) return -1;
+  for (int i = 0; i < args->run.n; i++)
+    if (run_config_set(rc, args->run.key[i], args->run.val[i], e)) return -1;
+  *given = *rc;
+  if (args->resume_flag) {
+    if (!rc->name[0]) return err_set(e, "--resume without a run needs --name");
+    *resume = given->name;   /* the copy: rc is reset to take the stored description */
+    run_config_defaults(rc);
   }
-  if (t->resume && !*t->resume) { fprintf(stderr, "maskd train: --resume= needs a run id or name\n"); return -1; }
   return 0;
 }
 
-int cmd_train(int argc, char **argv) {
-  TrainArgs args;
-  int parsed = train_args(argc, argv, &args);
-  if (parsed) { train_args_free(&args); return parsed > 0 ? 0 : 2; }
-  const char *db_path = args.db_path, *run_file = args.run_file, *resume = args.resume, *out = args.out;
-  int resume_flag = args.resume_flag, quiet = args.quiet, nk = args.nk;
-  const char *const *keys = (const char *const *)args.keys, *const *vals = args.vals;
-  RunConfig rc;
-  run_config_defaults(&rc);
-  Err e = {{0}};
-  int status = 1;
-  Store *db = NULL;
-  Trainer *t = NULL;
-  char *tok_json = NULL, *cfg_json = NULL;
-  void *wbuf = NULL, *sbuf = NULL;
-  int64_t run = -1;
-
-  if (resume_flag && resume) {
-    fprintf(stderr, "maskd train: --resume given twice\n");
-    train_args_free(&args);
-    return 2;
-  }
-  if (resume && (run_file || nk)) {
-    fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options\n");
-    train_args_free(&args);
-    return 2;
-  }
-  RunConfig given = rc;
-  if (!resume) {
-    if (run_file && run_config_load(&rc, run_file, &e)) goto fail_early;
-    for (int i = 0; i < nk; i++)
-      if (run_config_set(&rc, keys[i], vals[i], &e)) goto fail_early;
-    given = rc;
-    if (resume_flag) {
-      if (!rc.name[0]) { err_set(&e, "--resume without a run needs --name"); goto fail_early; }
-      resume = given.name;   /* the copy: rc is reset to take the stored description */
-      run_config_defaults(&rc);
-    }
-  }
-  db = store_open(db_path, &e);
-  if (!db) goto fail_early;
-  int recovered = 0;
-  if (store_runs_recover(db, &recovered, &e)) goto fail_early;
-  if (resume) {
-    run = store_run_find(db, resume, &e);
-    if (run < 0) goto fail_early;
-    json_t *rj = store_run_get(db, run, &e);
-    if (!rj) goto fail_early;
-    const char *st = json_string_value(json_object_get(rj, "status"));
-    int running = st && !strcmp(st, "running"), done = st && !strcmp(st, "done");
-    char *cj = json_dumps(json_object_get(rj, "config"), 0);
-    json_decref(rj);
-    if (running || done) {
-      free(cj);
-      err_set(&e, "run %s is %s; only a stopped run can be resumed", resume, running ? "still running" : "already done");
-      goto fail_early;
-    }
-    int r = cj ? run_config_apply_json(&rc, cj, &e) : err_set(&e, "run %s has no stored description", resume);
+/* Part 2, a resumed run's stored description into rc; with --resume alone the options
+** given must describe it. */
+static int train_stored(Store *db, int64_t run, const char *resume, int resume_flag, RunConfig *rc, RunConfig *given,
+                        Err *e) {
+  json_t *rj = store_run_get(db, run, e);
+  if (!rj) return -1;
+  const char *st = json_string_value(json_object_get(rj, "status"));
+  int running = st && !strcmp(st, "running"), done = st && !strcmp(st, "done");
+  char *cj = json_dumps(json_object_get(rj, "config"), 0);
+  json_decref(rj);
+  if (running || done) {
     free(cj);
-    if (r) goto fail_early;
-    if (resume_flag && given.threads == 0) given.threads = rc.threads;   /* "all CPUs" was resolved when stored */
-    if (resume_flag && differing_key(&rc, &given, &e)) goto fail_early;
+    return err_set(e, "run %s is %s; only a stopped run can be resumed", resume, running ? "still running" : "already done");
   }
-  RunPlan plan;
-  if (run_config_validate(&rc, &plan, &e)) goto fail_early;
-  size_t tok_len;
-  tok_json = files_read_all(rc.tokenizer, TOKENIZER_MAX_FILE, &tok_len, &e);
-  if (!tok_json) goto fail_early;
+  int r = cj ? run_config_apply_json(rc, cj, e) : err_set(e, "run %s has no stored description", resume);
+  free(cj);
+  if (r) return -1;
+  if (resume_flag && given->threads == 0) given->threads = rc->threads;   /* "all CPUs" was resolved when stored */
+  if (resume_flag && differing_key(rc, given, e)) return -1;
+  return 0;
+}
 
-  /* Everything is checked; from here on failures are the run's and are recorded. */
-  if (run < 0) {
-    rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
-    cfg_json = run_config_to_json(&rc);
-    run = store_run_create(db, rc.name, cfg_json, &e);
-    if (run < 0) goto fail_early;
+/* Part 3, the trainer, restored from the run's newest checkpoint when resuming. */
+static Trainer *train_start(Store *db, int64_t run, const RunPlan *plan, int resume, Err *e) {
+  Trainer *t = trainer_new(&plan->model, &plan->train, e);
+  if (!t || !resume) return t;
+  StoreRevision rev;
+  void *wbuf = NULL, *sbuf = NULL;
+  int have = store_run_checkpoint(db, run, &rev, e), r = have < 0 ? -1 : 0;
+  if (have == 0) {
+    size_t wl, sl;
+    r = store_revision_file(db, &rev, "model.safetensors", &wbuf, &wl, e) ||
+        store_revision_file(db, &rev, "optimizer.safetensors", &sbuf, &sl, e) ||
+        trainer_restore(t, wbuf, wl, sbuf, sl, e) ? -1 : 0;
   }
-  if (store_run_set_status(db, run, "running", NULL, &e)) goto fail_early;
-  t = trainer_new(&plan.model, &plan.train, &e);
-  if (!t) goto fail_run;
-  if (resume) {
-    StoreRevision rev;
-    int have = store_run_checkpoint(db, run, &rev, &e);
-    if (have < 0) goto fail_run;
-    if (have == 0) {
-      size_t wl, sl;
-      if (store_revision_file(db, &rev, "model.safetensors", &wbuf, &wl, &e) ||
-          store_revision_file(db, &rev, "optimizer.safetensors", &sbuf, &sl, &e) ||
-          trainer_restore(t, wbuf, wl, sbuf, sl, &e))
-        goto fail_run;
-      free(wbuf); free(sbuf);
-      wbuf = sbuf = NULL;
-    }
-  }
+  free(wbuf); free(sbuf);
+  if (r) { trainer_free(t); return NULL; }
+  return t;
+}
 
+/* Part 4, the training loop with the store callbacks and stop signals, and the run's
+** final status; returns the exit status (the run is marked failed on an error). */
+static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, const char *tok_json,
+                      const TrainArgs *args) {
+  int quiet = args->quiet, status = 1;
+  Err e = {{0}};
   TrainCtx *c = calloc(1, sizeof *c);
-  if (!c) { err_set(&e, "out of memory"); goto fail_run; }
-  c->db = db; c->run = run; c->rc = &rc; c->tokenizer_json = tok_json;
+  if (!c) {
+    store_run_set_status(db, run, "failed", "out of memory", NULL);
+    fprintf(stderr, "maskd train: out of memory\n");
+    return 1;
+  }
+  c->db = db; c->run = run; c->rc = rc; c->tokenizer_json = tok_json;
   c->total = trainer_total_steps(t);
   c->epochs = (int)((c->total + trainer_steps_per_epoch(t) - 1) / trainer_steps_per_epoch(t));
   c->last_flush = now_monotonic();
   progress_init(&c->prog, stderr, quiet, trainer_step(t));
   progress_line(&c->prog, "run %lld \"%s\": %ld steps (%ld per epoch, warm-up %ld), batch %ld x %ld x %d tokens, %zu parameters%s",
-                (long long)run, rc.name, c->total, trainer_steps_per_epoch(t), trainer_warmup_steps(t), rc.batch, rc.grad_accum,
+                (long long)run, rc->name, c->total, trainer_steps_per_epoch(t), trainer_warmup_steps(t), rc->batch, rc->grad_accum,
                 trainer_seq_len(t), model_num_params(trainer_model(t)), trainer_step(t) ? ", resumed" : "");
   if (trainer_step(t)) progress_line(&c->prog, "resuming at step %ld (epoch %d)", trainer_step(t), trainer_epoch(t) + 1);
 
@@ -396,7 +363,7 @@ int cmd_train(int argc, char **argv) {
   char el[32];
   progress_format_duration(el, sizeof el, now_monotonic() - t0);
   if (r == TRAINER_DONE) {
-    if (out && write_out(t, &rc, out, &e)) r = -1;
+    if (args->out && write_out(t, rc, args->out, &e)) r = -1;
   }
   if (r == TRAINER_DONE) {
     if (store_run_set_status(db, run, "done", NULL, &e)) r = -1;
@@ -418,18 +385,67 @@ int cmd_train(int argc, char **argv) {
     status = 1;
   }
   free(c);
+  return status;
+}
+
+int cmd_train(int argc, char **argv) {
+  /* The flags -> a RunConfig -> a run in the store -> the trainer. */
+  TrainArgs args;
+  train_defaults(&args);
+  int parsed = cli_parse(&cli_spec_train, "train", -1, argc, argv, 1, &args, NULL, NULL);
+  if (parsed) return parsed > 0 ? 0 : 2;
+  if (args.resume && !*args.resume) { fprintf(stderr, "maskd train: --resume= needs a run id or name\n"); return 2; }
+  if (args.resume_flag && args.resume) { fprintf(stderr, "maskd train: --resume given twice\n"); return 2; }
+  if (args.resume && (args.run_file || args.run.n)) {
+    fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options\n");
+    return 2;
+  }
+  RunConfig rc, given;
+  const char *resume;
+  Err e = {{0}};
+  int status = 1;
+  Store *db = NULL;
+  Trainer *t = NULL;
+  char *tok_json = NULL, *cfg_json = NULL;
+  int64_t run = -1;
+  if (train_describe(&args, &rc, &given, &resume, &e)) goto fail_early;
+
+  db = store_open(args.db_path, &e);
+  if (!db) goto fail_early;
+  int recovered = 0;
+  if (store_runs_recover(db, &recovered, &e)) goto fail_early;
+  if (resume) {
+    run = store_run_find(db, resume, &e);
+    if (run < 0 || train_stored(db, run, resume, args.resume_flag, &rc, &given, &e)) goto fail_early;
+  }
+  RunPlan plan;
+  if (run_config_validate(&rc, &plan, &e)) goto fail_early;
+  size_t tok_len;
+  tok_json = files_read_all(rc.tokenizer, TOKENIZER_MAX_FILE, &tok_len, &e);
+  if (!tok_json) goto fail_early;
+
+  /* Everything is checked; from here on failures are the run's and are recorded. */
+  if (run < 0) {
+    rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
+    cfg_json = run_config_to_json(&rc);
+    run = store_run_create(db, rc.name, cfg_json, &e);
+    if (run < 0) goto fail_early;
+  }
+  if (store_run_set_status(db, run, "running", NULL, &e)) goto fail_early;
+  t = train_start(db, run, &plan, resume != NULL, &e);
+  if (!t) {
+    store_run_set_status(db, run, "failed", e.msg, NULL);
+    goto fail_early;
+  }
+  status = train_loop(db, run, &rc, t, tok_json, &args);
   goto cleanup;
 
-fail_run:
-  store_run_set_status(db, run, "failed", e.msg, NULL);
 fail_early:
   fprintf(stderr, "maskd train: %s\n", e.msg);
   status = 1;
 cleanup:
-  free(wbuf); free(sbuf);
   trainer_free(t);
   store_close(db);
   free(tok_json); free(cfg_json);
-  train_args_free(&args);
   return status;
 }
