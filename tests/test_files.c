@@ -78,7 +78,7 @@ static int temporaries(const char *dir) {
 /* A refused read: -1 (or NULL), at once, with needle in the message. */
 #define REFUSED(name, call, needle)                                                                   \
   do {                                                                                                \
-    Err e_ = {{0}};                                                                                   \
+    Err e_ = {0};                                                                                     \
     alarm(20);                                                                                        \
     int bad_ = (call);                                                                                \
     alarm(0);                                                                                         \
@@ -134,7 +134,7 @@ static void test_helper(void) {
   size_t len;
   char got[200] = "";
   int k;
-  Err e = {{0}};
+  Err e = {0};
   while ((k = files_lines_next(&r, &line, &len, &e)) > 0) { strncat(got, line, len); strcat(got, "|"); }
   check(k == 0 && !strcmp(got, "ab||cdef\r|0123456789|xyz|") && r.bytes == strlen(lines), "lines_split",
         "'%s' (%d, %s)", got, k, e.msg);
@@ -202,7 +202,7 @@ static void test_readers(void) {
   unlink(at("big.safetensors"));
   /* shards: a valid header on a file past the cap */
   int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  Err e = {{0}};
+  Err e = {0};
   check(shard_write(at("train-00000-samples-2.shard"), ids, 2, 4, 10, NULL, &e) == 0, "shard_written", "%s", e.msg);
   if (truncate(at("train-00000-samples-2.shard"), (off_t)SHARD_MAX_FILE + 1)) printf("# truncate: %s\n", strerror(errno));
   REFUSED("shard_over_cap", !shard_open(at("train-00000-samples-2.shard"), E), "more than the 4 GiB");
@@ -302,7 +302,7 @@ static void limit_fsize(rlim_t bytes) {
 
 /* Each writer fails mid-file past a file-size limit: the old file is intact, no temporary. */
 static void test_writers(void) {
-  Err e = {{0}};
+  Err e = {0};
   signal(SIGXFSZ, SIG_IGN);
   Tokenizer *tok = small_tokenizer();
   char *before, *after;

@@ -116,7 +116,7 @@ static Tokenizer *make_tok(int with_mask) {
     p[n] = pieces[i];
     sc[n++] = i < 5 ? 0.0 : -1.0 - 0.1 * i;
   }
-  Err err = {{0}};
+  Err err = {0};
   Tokenizer *t = tokenizer_new_seed(n, p, sc, 2, 5, &err);
   if (!t) printf("tokenizer: %s\n", err.msg);
   return t;
@@ -124,7 +124,7 @@ static Tokenizer *make_tok(int with_mask) {
 
 static Model *make_model(void) {
   ModelConfig c;
-  Err err = {{0}};
+  Err err = {0};
   config_preset("tiny", &c, &err);
   c.vocab_size = NP;
   c.hidden_size = 16; c.num_attention_heads = 2; c.num_hidden_layers = 2; c.intermediate_size = 32;
@@ -179,7 +179,7 @@ static int same_result(const json_t *a, const json_t *b, double tol) {
 }
 
 static void test_pipeline(void) {
-  Err err = {{0}};
+  Err err = {0};
   FillMaskError fe = {0};
   Model *m = make_model();
   Tokenizer *t = make_tok(1);
@@ -378,7 +378,7 @@ static void test_pipeline(void) {
 
 static int n_tokens(Tokenizer *t, const char *text) {
   Encoding enc = {0};
-  Err err = {{0}};
+  Err err = {0};
   int n = tokenizer_encode(t, text, strlen(text), 1, &enc, &err) ? -1 : enc.n;
   encoding_free(&enc);
   return n;
@@ -389,7 +389,7 @@ static FillMask *limited(Model *m, Tokenizer *t, FillMaskLimits l) {
   FillMaskOptions o;
   fillmask_options_default(&o);
   o.limits = l;
-  Err err = {{0}};
+  Err err = {0};
   FillMask *fm = fillmask_new(m, t, &o, 0, &err);
   if (!fm) printf("fillmask_new: %s\n", err.msg);
   return fm;

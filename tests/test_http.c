@@ -889,7 +889,7 @@ int main(void) {
   c.routes = routes;
   c.n_routes = (int)(sizeof routes / sizeof routes[0]);
   c.observe = observe;
-  Err err = {{0}};
+  Err err = {0};
   server = http_start(&c, &err);
   check(server != NULL, "start", "%s", err.msg);
   if (!server) return check_exit();

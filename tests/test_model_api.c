@@ -17,7 +17,7 @@ static ModelConfig cfg(ModelType t) {
 }
 
 int main(void) {
-  Err err = {{0}};
+  Err err = {0};
   for (int ty = 0; ty < 2; ty++) {
     ModelConfig c = cfg(ty ? MODEL_BERT : MODEL_ROBERTA);
     const char *tag = ty ? "bert" : "roberta";

@@ -96,7 +96,7 @@ static char *make_db_path(const char *name) {
 }
 
 static void open_tests(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("open.db"));
   Store *s = store_open(db, &e);
@@ -145,7 +145,7 @@ static void open_tests(void) {
 }
 
 static void api_tests(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("api.db"));
   Store *s = store_open(db, &e);
@@ -482,7 +482,7 @@ static void api_tests(void) {
 /* A writer process commits batches of 10 step metrics; this process reads and
 ** must only ever see whole batches, growing, never an error. */
 static void concurrency_test(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("conc.db"));
   Store *s = store_open(db, &e);
@@ -569,7 +569,7 @@ static void concurrency_test(void) {
 /* kill -9 a process in the middle of pushes and metric writes, several times:
 ** the database opens, passes the checks, and every revision's blobs are whole. */
 static void kill_test(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("kill.db"));
   Store *s = store_open(db, &e);
@@ -654,7 +654,7 @@ static char *run_maskd(const char *args, int *status) {
 
 /* maskd runs / maskd models read what the API wrote. */
 static void cli_test(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400], args[600];
   snprintf(db, sizeof db, "%s", make_db_path("cli.db"));
   Store *s = store_open(db, &e);

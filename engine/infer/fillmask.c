@@ -837,7 +837,7 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     att = malloc(sizeof(int32_t) * (size_t)b * T);
     pos = malloc(sizeof(int32_t) * (size_t)M);
     logits = malloc(sizeof(float) * (size_t)M * fm->V);
-    Err e = {{0}};
+    Err e = {0};
     if (!ids || !att || !pos || !logits) err_set(&e, "out of memory for %d mask positions", M);
     int k = 0;
     for (int r = 0; logits && r < b; r++) {

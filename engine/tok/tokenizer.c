@@ -615,7 +615,7 @@ int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const si
   int32_t **chunk_ids = calloc(n_chunks + 1, sizeof *chunk_ids);
   size_t *chunk_n = calloc(n_chunks + 1, sizeof *chunk_n);
   long long first_bad = -1;
-  Err first_err = {{0}};
+  Err first_err = {0};
   if (!chunk_ids || !chunk_n) { free(starts); free(chunk_ids); free(chunk_n); return err_set(err, "out of memory"); }
   #pragma omp parallel num_threads(threads)
   {

@@ -193,7 +193,7 @@ static int pick_model(App *a, Store *s, const char *given, char *spec, size_t ca
 ** (404 or 500) and returns -1. Runs on the cache's own store connection. */
 static int resolve_model(App *a, const char *given, char *key, size_t cap, HttpRes *rs) {
   FillCache *c = a->fill;
-  Err e = {{0}};
+  Err e = {0};
   char spec[300];
   StoreRevision r;
   int rc = -1;
@@ -221,7 +221,7 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
   pthread_mutex_lock(&c->load);
   ent = cache_find(c, key);  /* another request may have loaded it meanwhile */
   if (!ent) {
-    Err e = {{0}};
+    Err e = {0};
     Store *s = app_store(a, rs);
     if (!s) { pthread_mutex_unlock(&c->load); return NULL; }
     FillMaskOptions o;

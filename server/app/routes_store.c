@@ -30,7 +30,7 @@ static void set_num(json_t *o, const char *k, double v) {
 
 /* The run named by the path's first parameter (id or name); answers 404 and returns -1 if none. */
 static int64_t path_run(Store *s, HttpReq *rq, HttpRes *rs) {
-  Err e = {{0}};
+  Err e = {0};
   int64_t id = store_run_find(s, rq->params[0], &e);
   if (id < 1) http_error(rs, 404, "no such run", json_pack("{s:s, s:s}", "run", rq->params[0], "why", e.msg));
   return id;
@@ -52,7 +52,7 @@ static double best_eval_loss(const json_t *metrics) {
 ** config file, the best validation loss, the duration, and from the newest steps the
 ** loss, tokens/s and an ETA from the recent step rate. */
 static void run_summary(Store *s, json_t *run, int64_t id, double now) {
-  Err e = {{0}};
+  Err e = {0};
   int64_t step = (int64_t)json_integer_value(json_object_get(run, "step"));
   json_t *m = store_run_metrics(s, id, step > 50 ? step - 50 : 0, &e);
   json_t *epochs_only = store_run_metrics(s, id, INT64_MAX, &e);
@@ -93,7 +93,7 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
 void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *runs = store_runs_list(s, &e);
   if (!runs) { http_error(rs, 500, "cannot list runs", json_string(e.msg)); store_close(s); return; }
   double now = now_wall();
@@ -113,7 +113,7 @@ void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
 
 /* The revisions a run pushed, newest first. */
 static json_t *run_revisions(Store *s, const char *model, int64_t id) {
-  Err e = {{0}};
+  Err e = {0};
   json_t *out = json_array();
   json_t *m = store_model_get(s, model, &e);
   size_t i;
@@ -129,7 +129,7 @@ void route_run(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
   if (id < 1) { store_close(s); return; }
-  Err e = {{0}};
+  Err e = {0};
   json_t *run = store_run_get(s, id, &e);
   if (!run) { http_error(rs, 500, "cannot read the run", json_string(e.msg)); store_close(s); return; }
   run_summary(s, run, id, now_wall());
@@ -154,7 +154,7 @@ void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
   if (id < 1) { store_close(s); return; }
-  Err e = {{0}};
+  Err e = {0};
   json_t *m = store_run_metrics(s, id, since_step, &e);
   store_close(s);
   if (!m) { http_error(rs, 500, "cannot read metrics", json_string(e.msg)); return; }
@@ -195,7 +195,7 @@ static void append(Events *ev, const char *event, const char *data) {
 
 /* Polls the store once and queues the events that are due. */
 static void events_poll(Events *ev) {
-  Err e = {{0}};
+  Err e = {0};
   Store *s = store_open(ev->app->db_path, &e);
   if (!s) { append(ev, "error", "{\"error\":\"cannot open the store\"}"); ev->ended = 1; return; }
   json_t *run = store_run_get(s, ev->run, &e);
@@ -288,7 +288,7 @@ void route_run_events(void *app, HttpReq *rq, HttpRes *rs) {
 void route_models(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *m = store_models_list(s, &e);
   store_close(s);
   if (!m) { http_error(rs, 500, "cannot list models", json_string(e.msg)); return; }
@@ -298,7 +298,7 @@ void route_models(void *app, HttpReq *rq, HttpRes *rs) {
 void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *m = store_model_get(s, rq->params[0], &e);
   store_close(s);
   if (!m) { http_error(rs, 404, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
@@ -348,7 +348,7 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   }
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   StoreRevision r;
   if (store_resolve(s, spec, &r, &e)) {
     store_close(s);

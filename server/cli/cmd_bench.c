@@ -257,7 +257,7 @@ static int linear_shapes(Shape *s, const char *name, long rows, long in, long ou
 ** step time if everything but the matrix products were free. */
 static int bench_sgemm_shapes(const BenchArgs *a) {
   ModelConfig c;
-  Err err = {{0}};
+  Err err = {0};
   if (load_config(a->config, &c, &err)) { fprintf(stderr, "maskd bench sgemm: %s\n", err.msg); return 1; }
   long B = a->batch, T = a->seq, H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   long L = c.num_hidden_layers, A = c.num_attention_heads, d = H / A, BT = B * T;
@@ -388,7 +388,7 @@ static int load_config(const char *spec, ModelConfig *c, Err *err) {
 static int bench_model(const BenchArgs *a) {
   int train = !strcmp(a->mode, "train");
   ModelConfig cfg;
-  Err err = {{0}};
+  Err err = {0};
   Model *m = NULL;
   AdamW *opt = NULL;
   AdamWSegment *segs = NULL;

@@ -235,7 +235,7 @@ static void usage_import(FILE *f) {
 
 static Store *open_store(const char *db, const char *cmd, int must_exist) {
   const char *path = cli_db_path(db);
-  Err err = {{0}};
+  Err err = {0};
   if (must_exist && !exists(path)) { fprintf(stderr, "maskd %s: no store at %s (--db PATH or MASKD_DB)\n", cmd, path); return NULL; }
   Store *s = store_open(path, &err);
   if (!s) fprintf(stderr, "maskd %s: %s\n", cmd, err.msg);
@@ -256,7 +256,7 @@ int cmd_export(int argc, char **argv) {
   if (np != 2) { usage_export(stderr); return 2; }
   Store *s = open_store(db, "export", 1);
   if (!s) return 1;
-  Err err = {{0}};
+  Err err = {0};
   int rc = do_export(s, pos[0], pos[1], force, &err);
   if (rc) fprintf(stderr, "maskd export: %s\n", err.msg);
   store_close(s);
@@ -277,7 +277,7 @@ int cmd_import(int argc, char **argv) {
   if (np != 2) { usage_import(stderr); return 2; }
   Store *s = open_store(db, "import", 0);
   if (!s) return 1;
-  Err err = {{0}};
+  Err err = {0};
   int rc = do_import(s, pos[0], pos[1], message, &err);
   if (rc) fprintf(stderr, "maskd import: %s\n", err.msg);
   store_close(s);

@@ -280,7 +280,7 @@ int cmd_train(int argc, char **argv) {
   const char *const *keys = (const char *const *)args.keys, *const *vals = args.vals;
   RunConfig rc;
   run_config_defaults(&rc);
-  Err e = {{0}};
+  Err e = {0};
   int status = 1;
   Store *db = NULL;
   Trainer *t = NULL;
@@ -388,7 +388,7 @@ int cmd_train(int argc, char **argv) {
   double t0 = now_monotonic();
   int r = trainer_run(t, &cb, &e);
   progress_done(&c->prog);
-  Err fe = {{0}};
+  Err fe = {0};
   if (r >= 0 && flush_steps(c, &fe)) { e = fe; r = -1; }
   if (r >= 0 && c->failed) { e = c->err; r = -1; }
   sigaction(SIGINT, &old_int, NULL);

@@ -30,7 +30,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc; (void)argv;
   double sc[NP];
   for (int i = 0; i < NP; i++) sc[i] = i < 5 ? 0.0 : -1.0 - 0.1 * i;
-  Err err = {{0}};
+  Err err = {0};
   Tokenizer *t = tokenizer_new_seed(NP, pieces, sc, 2, 5, &err);
   FUZZ_CHECK(t, "tokenizer: %s", err.msg);
   ModelConfig c;
