@@ -114,6 +114,28 @@ static void test_helper(void) {
   sparse(at("cap1"), "x", 4097);
   REFUSED("read_all_over_cap", !(t = files_read_all(at("cap1"), 4096, &n, E)), "4097 bytes, more than 4 KiB");
 
+  /* Each refusal says its kind: a missing file "not found", one over its cap "too
+  ** large", a FIFO where a file is read "bad input" (server/http's table maps them). */
+  {
+    Err ek = {0};
+    int ok = !files_read_all(at("missing"), 1 << 20, &n, &ek) && ek.kind == ERR_NOT_FOUND;
+    check(ok, "read_all_missing_kind_not_found", "%s: %s", err_kind_name(ek.kind), ek.msg);
+    ok = !files_read_all(at("cap1"), 4096, &n, &ek) && ek.kind == ERR_TOO_LARGE;
+    check(ok, "read_all_over_cap_kind_too_large", "%s: %s", err_kind_name(ek.kind), ek.msg);
+    ok = !files_read_all(at("fifo"), 1 << 20, &n, &ek) && ek.kind == ERR_BAD_INPUT;
+    check(ok, "read_all_fifo_kind_bad_input", "%s: %s", err_kind_name(ek.kind), ek.msg);
+    /* err_set's kind is "internal"; err_prefix keeps a kind; err_kind_default fills only an unclassified one. */
+    err_set(&ek, "x");
+    int k1 = ek.kind == ERR_INTERNAL;
+    err_kind_default(&ek, ERR_BAD_INPUT);
+    int k2 = ek.kind == ERR_BAD_INPUT;
+    err_setk(&ek, ERR_NOMEM, "out of memory");
+    err_prefix(&ek, "tokenizer.json");
+    err_kind_default(&ek, ERR_BAD_INPUT);
+    check(k1 && k2 && ek.kind == ERR_NOMEM && !strcmp(ek.msg, "tokenizer.json: out of memory"), "err_kinds_set_prefix_default",
+          "%d %d %s: %s", k1, k2, err_kind_name(ek.kind), ek.msg);
+  }
+
   /* A stream (stdin, a pipe): refused once cap + 1 bytes have come. */
   FILE *z = fopen("/dev/zero", "rb");
   REFUSED("read_stream_endless", !(t = files_read_stream(z, "stdin", 100000, &n, E)), "more than 100000 bytes");

@@ -1219,9 +1219,10 @@ fail:
 Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err) {
   json_error_t je;
   json_t *root = json_loadb(text, len, 0, &je);
-  if (!root) { err_set(err, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text); return NULL; }
+  if (!root) { err_setk(err, ERR_BAD_INPUT, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text); return NULL; }
   Tokenizer *t = from_root(root, err);
   json_decref(root);
+  if (!t) err_kind_default(err, ERR_BAD_INPUT);  /* the text is refused, whatever the check */
   return t;
 }
 
