@@ -240,13 +240,12 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
   return ent;
 }
 
-/* The one place a pipeline refusal becomes an HTTP status: the request's shape is
-** 422, a text the pipeline refuses 400, a limit 413 (naming the limit and its flag). */
+/* A pipeline refusal answered with the status of its kind (server/http's table: the
+** request's shape 422, a text the pipeline refuses 400, a limit 413); a limit's
+** answer names the limit and its flag. */
 static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model) {
-  int status = fe->kind == FILLMASK_ERR_SHAPE ? 422 : fe->kind == FILLMASK_ERR_TEXT ? 400
-             : fe->kind == FILLMASK_ERR_LIMIT ? 413 : 500;
   json_t *detail = json_pack("{s:s}", "model", model);
-  if (fe->kind == FILLMASK_ERR_LIMIT && fe->limit) {
+  if (fe->err.kind == ERR_TOO_LARGE && fe->limit) {
     char flag[64];
     int n = snprintf(flag, sizeof flag, "--%s", fe->limit);
     for (int i = 2; i < n && flag[i]; i++) if (flag[i] == '_') flag[i] = '-';
@@ -255,7 +254,7 @@ static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model
     json_object_set_new(detail, "max", json_integer((json_int_t)fe->max));
     json_object_set_new(detail, "got", json_integer((json_int_t)fe->got));
   }
-  http_error(rs, status, fe->err.msg[0] ? fe->err.msg : "fill-mask failed", detail);
+  http_error_from(rs, &fe->err, fe->err.msg[0] ? fe->err.msg : "fill-mask failed", detail);
 }
 
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
