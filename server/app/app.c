@@ -8,7 +8,7 @@
 Store *app_store(App *a, HttpRes *rs) {
   Err e = {0};
   Store *s = store_open(a->db_path, &e);
-  if (!s) http_error(rs, 500, "cannot open the store", json_string(e.msg));
+  if (!s) http_error_from(rs, &e, "cannot open the store", json_string(e.msg));
   return s;
 }
 

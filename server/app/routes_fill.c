@@ -186,11 +186,12 @@ static int pick_model(App *a, Store *s, const char *given, char *spec, size_t ca
   }
   if (best) snprintf(spec, cap, "%s", best);
   json_decref(models);
-  return best ? 0 : err_set(err, "the store holds no model yet: train one (POST /runs) or import one");
+  return best ? 0 : err_setk(err, ERR_NOT_FOUND, "the store holds no model yet: train one (POST /runs) or import one");
 }
 
 /* The cache key "model@commit" of the request's model into key; on failure answers
-** (404 or 500) and returns -1. Runs on the cache's own store connection. */
+** (404 for no such model, 500 when the store fails) and returns -1. Runs on the
+** cache's own store connection. */
 static int resolve_model(App *a, const char *given, char *key, size_t cap, HttpRes *rs) {
   FillCache *c = a->fill;
   Err e = {0};
@@ -199,11 +200,11 @@ static int resolve_model(App *a, const char *given, char *key, size_t cap, HttpR
   int rc = -1;
   pthread_mutex_lock(&c->store_mu);
   if (!c->store && !(c->store = store_open(a->db_path, &e))) {
-    http_error(rs, 500, "cannot open the store", json_string(e.msg));
+    http_error_from(rs, &e, "cannot open the store", json_string(e.msg));
   } else if (pick_model(a, c->store, given, spec, sizeof spec, &e)) {
-    http_error(rs, 404, "no model to fill masks with", json_string(e.msg));
+    http_error_from(rs, &e, "no model to fill masks with", json_string(e.msg));
   } else if (store_resolve(c->store, spec, &r, &e)) {
-    http_error(rs, 404, "unknown model or revision", json_pack("{s:s, s:s}", "model", spec, "why", e.msg));
+    http_error_from(rs, &e, "unknown model or revision", json_pack("{s:s, s:s}", "model", spec, "why", e.msg));
   } else {
     snprintf(key, cap, "%s@%s", r.model, r.commit);
     rc = 0;
@@ -231,7 +232,7 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
     store_close(s);
     if (!fm) {
       pthread_mutex_unlock(&c->load);
-      http_error(rs, 500, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
+      http_error_from(rs, &e, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
       return NULL;
     }
     if (!(ent = cache_add(c, key, fm))) http_error(rs, 503, "every cached model is busy; try again", NULL);

@@ -52,11 +52,12 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
                                "location", rs->location));
 }
 
-/* Answers a name that did not resolve: 422 for a bad or unknown input, 409 for an
-** output name already taken, 500 when the work folder cannot be used. */
+/* Answers a name that did not resolve with the status of e's kind (the workspace
+** says ERR_INVALID for a bad or unknown input, ERR_CONFLICT for an output name
+** already taken); the WorkspaceStatus adds nothing to it. */
 static void workspace_refusal(HttpRes *rs, int status, const Err *e, const char *field) {
-  int http = status == WORKSPACE_EXISTS ? 409 : status == WORKSPACE_IO ? 500 : 422;
-  http_error(rs, http, e->msg, json_pack("{s:s}", "field", field));
+  (void)status;
+  http_error_from(rs, e, e->msg, json_pack("{s:s}", "field", field));
 }
 
 /* "resume": a run id or name that the store knows and that is not running; on
@@ -220,7 +221,7 @@ static int corpora_resolve(App *a, HttpRes *rs, json_t *o, const char *field) {
     char path[WORKSPACE_PATH_MAX];
     Err e = {0};
     int st = json_string_length(x) != strlen(json_string_value(x))
-                 ? (err_set(&e, "%s: a name cannot hold a NUL character", field), WORKSPACE_BAD_NAME)
+                 ? (err_setk(&e, ERR_INVALID, "%s: a name cannot hold a NUL character", field), WORKSPACE_BAD_NAME)
                  : workspace_corpus(&a->ws, field, json_string_value(x), path, sizeof path, &e);
     if (st) { workspace_refusal(rs, st, &e, field); break; }
   }
@@ -234,7 +235,7 @@ static int output_free(App *a, HttpRes *rs, json_t *o, const char *kind) {
   Err e = {0};
   const char *name = json_string_value(json_object_get(o, "name"));
   int st = strlen(name) != json_string_length(json_object_get(o, "name"))
-               ? (err_set(&e, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
+               ? (err_setk(&e, ERR_INVALID, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
                : workspace_output(&a->ws, kind, name, path, sizeof path, &e);
   if (st) workspace_refusal(rs, st, &e, "name");
   return !st;
@@ -318,7 +319,7 @@ void route_job(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   json_t *j = store_job_get(s, id, &e);
   store_close(s);
-  if (!j) { http_error(rs, 404, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
+  if (!j) { http_error_from(rs, &e, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
   http_json(rs, 200, j);
 }
 
@@ -327,11 +328,11 @@ static void cancel_job(Store *s, HttpRes *rs, int64_t job) {
   json_t *j = store_job_get(s, job, &e);
   const char *st = json_string_value(json_object_get(j, "status"));
   if (!j) {
-    http_error(rs, 404, "no such job", json_string(e.msg));
+    http_error_from(rs, &e, "no such job", json_string(e.msg));
   } else if (strcmp(st, "queued") && strcmp(st, "running")) {
     http_error(rs, 409, "the job has already ended", json_pack("{s:I, s:s}", "job", (json_int_t)job, "status", st));
   } else if (store_job_cancel(s, job, &e)) {
-    http_error(rs, 500, "cannot cancel", json_string(e.msg));
+    http_error_from(rs, &e, "cannot cancel", json_string(e.msg));
   } else {
     http_json(rs, 202, json_pack("{s:I, s:s}", "job", (json_int_t)job, "status",
                                  !strcmp(st, "queued") ? "cancelled" : "cancelling"));
@@ -354,7 +355,7 @@ void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   int64_t run = store_run_find(s, rq->params[0], &e);
   if (run < 1) {
-    http_error(rs, 404, "no such run", json_pack("{s:s}", "run", rq->params[0]));
+    http_error_from(rs, &e, "no such run", json_pack("{s:s}", "run", rq->params[0]));
     store_close(s);
     return;
   }

@@ -32,7 +32,7 @@ static void set_num(json_t *o, const char *k, double v) {
 static int64_t path_run(Store *s, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   int64_t id = store_run_find(s, rq->params[0], &e);
-  if (id < 1) http_error(rs, 404, "no such run", json_pack("{s:s, s:s}", "run", rq->params[0], "why", e.msg));
+  if (id < 1) http_error_from(rs, &e, "no such run", json_pack("{s:s, s:s}", "run", rq->params[0], "why", e.msg));
   return id;
 }
 
@@ -95,7 +95,7 @@ void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   Err e = {0};
   json_t *runs = store_runs_list(s, &e);
-  if (!runs) { http_error(rs, 500, "cannot list runs", json_string(e.msg)); store_close(s); return; }
+  if (!runs) { http_error_from(rs, &e, "cannot list runs", json_string(e.msg)); store_close(s); return; }
   double now = now_wall();
   size_t i;
   json_t *r;
@@ -131,7 +131,7 @@ void route_run(void *app, HttpReq *rq, HttpRes *rs) {
   if (id < 1) { store_close(s); return; }
   Err e = {0};
   json_t *run = store_run_get(s, id, &e);
-  if (!run) { http_error(rs, 500, "cannot read the run", json_string(e.msg)); store_close(s); return; }
+  if (!run) { http_error_from(rs, &e, "cannot read the run", json_string(e.msg)); store_close(s); return; }
   run_summary(s, run, id, now_wall());
   const char *name = json_string_value(json_object_get(run, "name"));
   json_object_set_new(run, "revisions", run_revisions(s, name ? name : "", id));
@@ -157,7 +157,7 @@ void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   json_t *m = store_run_metrics(s, id, since_step, &e);
   store_close(s);
-  if (!m) { http_error(rs, 500, "cannot read metrics", json_string(e.msg)); return; }
+  if (!m) { http_error_from(rs, &e, "cannot read metrics", json_string(e.msg)); return; }
   http_json(rs, 200, m);
 }
 
@@ -291,7 +291,7 @@ void route_models(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   json_t *m = store_models_list(s, &e);
   store_close(s);
-  if (!m) { http_error(rs, 500, "cannot list models", json_string(e.msg)); return; }
+  if (!m) { http_error_from(rs, &e, "cannot list models", json_string(e.msg)); return; }
   http_json(rs, 200, m);
 }
 
@@ -301,7 +301,7 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   json_t *m = store_model_get(s, rq->params[0], &e);
   store_close(s);
-  if (!m) { http_error(rs, 404, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
+  if (!m) { http_error_from(rs, &e, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
   http_json(rs, 200, m);
 }
 
@@ -312,11 +312,11 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
 static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
   void *tj = NULL;
   size_t tj_len = 0;
-  if (!r->tokenizer[0]) return err_set(e, "revision %s has no tokenizer", r->commit);
+  if (!r->tokenizer[0]) return err_setk(e, ERR_NOT_FOUND, "revision %s has no tokenizer", r->commit);
   if (store_revision_file(s, r, "tokenizer.json", &tj, &tj_len, e)) return -1;
   Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
   free(tj);
-  if (!t) { err_prefix(e, "stored tokenizer.json"); return -1; }
+  if (!t) { err_prefix(e, "stored tokenizer.json"); if (e->kind != ERR_NOMEM) e->kind = ERR_INTERNAL; return -1; }  /* a damaged store */
   char *config = NULL, *special_map = NULL;
   int rc = tokenizer_pretrained_json(t, &config, &special_map, e);
   tokenizer_free(t);
@@ -352,7 +352,7 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   StoreRevision r;
   if (store_resolve(s, spec, &r, &e)) {
     store_close(s);
-    http_error(rs, 404, "no such model revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
+    http_error_from(rs, &e, "no such model revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
     return;
   }
   void *data = NULL;
@@ -360,7 +360,7 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
   int rc = generated ? generated_file(s, &r, file, &data, &len, &e) : store_revision_file(s, &r, file, &data, &len, &e);
   store_close(s);
-  if (rc) { http_error(rs, 404, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
+  if (rc) { http_error_from(rs, &e, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
   free(rs->body);
   rs->body = data;
   rs->len = len;
