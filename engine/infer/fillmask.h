@@ -93,8 +93,10 @@ int fillmask_max_tokens(const FillMask *fm);
 /* ---- two steps: prepare (any thread), answer (one thread at a time) ---- */
 
 /* The HTTP/Inference-API form: inputs is a string or a list of strings;
-** parameters (may be NULL) is an object with optional top_k (integer >= 1) and
-** targets (string or list of strings); unknown parameters are refused by name.
+** parameters (may be NULL) is an object with optional top_k (integer >= 1; its
+** only cap is the max_top_k limit, checked with the C form's) and targets (string
+** or list of strings); unknown parameters are refused by name. This is the one
+** parser of the HTTP `parameters`: the route hands them over unread.
 ** Parses, encodes and checks everything but the forward pass: every refusal
 ** (shape, text, limit) is decided here, before any model work. Reads the pipeline
 ** only, so any number of threads may prepare while one answers. The request keeps
