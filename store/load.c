@@ -24,7 +24,7 @@ FillMask *store_load_fillmask(Store *s, const char *spec, const FillMaskOptions 
   if (store_revision_file(s, &r, "model.safetensors", &w, &w_len, err)) goto done;
   if (store_revision_file(s, &r, "tokenizer.json", &tj, &tj_len, err)) goto done;
   char *cs = malloc(cfg_len + 1);
-  if (!cs) { err_set(err, "out of memory"); goto done; }
+  if (!cs) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
   memcpy(cs, cfg, cfg_len);
   cs[cfg_len] = 0;
   int rc = config_parse(cs, &c, err);
@@ -37,6 +37,9 @@ FillMask *store_load_fillmask(Store *s, const char *spec, const FillMaskOptions 
   m = NULL;
   t = NULL;
 done:
+  /* The store's own bytes refused (a config, weights or tokenizer that does not
+  ** parse, a blob gone) mean a damaged store, not a bad request. */
+  if (!fm && err && err->kind != ERR_NOMEM && err->kind != ERR_IO) err->kind = ERR_INTERNAL;
   model_free(m);
   tokenizer_free(t);
   free(cfg); free(w); free(tj);

@@ -123,13 +123,13 @@ _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema v
 /* ---- helpers ---- */
 
 static int db_err(Store *s, Err *err, const char *what) {
-  return err_set(err, "store: %s: %s", what, sqlite3_errmsg(s->db));
+  return err_setk(err, ERR_IO, "store: %s: %s", what, sqlite3_errmsg(s->db));
 }
 
 static int exec(Store *s, const char *sql, Err *err) {
   char *msg = NULL;
   if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    err_set(err, "store: %s", msg ? msg : sqlite3_errmsg(s->db));
+    err_setk(err, ERR_IO, "store: %s", msg ? msg : sqlite3_errmsg(s->db));
     sqlite3_free(msg);
     return -1;
   }
@@ -179,32 +179,32 @@ static void bind_real(sqlite3_stmt *st, int i, double v) {
 /* Names of runs, models, tokenizers, datasets: what a Hub repository name allows
 ** (letters, digits, - _ . and one namespace /), so they are safe in URLs and paths. */
 int store_check_name(const char *what, const char *name, Err *err) {
-  if (!name || !*name) return err_set(err, "%s name: empty", what);
+  if (!name || !*name) return err_setk(err, ERR_INVALID, "%s name: empty", what);
   size_t n = strlen(name);
-  if (n > 128) return err_set(err, "%s name: longer than 128 characters", what);
+  if (n > 128) return err_setk(err, ERR_INVALID, "%s name: longer than 128 characters", what);
   int slashes = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)name[i];
     if (c == '/') { slashes++; continue; }
     if (!isalnum(c) && c != '-' && c != '_' && c != '.')
-      return err_set(err, "%s name \"%.64s\": character '%c' not allowed (letters, digits, - _ . and one /)", what, name,
+      return err_setk(err, ERR_INVALID, "%s name \"%.64s\": character '%c' not allowed (letters, digits, - _ . and one /)", what, name,
                      isprint(c) ? c : '?');
   }
   if (slashes > 1 || name[0] == '/' || name[n - 1] == '/' || name[0] == '.' || name[0] == '-' || strstr(name, "..") ||
       strstr(name, "/."))
-    return err_set(err, "%s name \"%.64s\": not a valid repository-style name", what, name);
+    return err_setk(err, ERR_INVALID, "%s name \"%.64s\": not a valid repository-style name", what, name);
   return 0;
 }
 
 /* A JSON text that must hold an object. */
 static int check_json_object(const char *what, const char *text, Err *err) {
-  if (!text) return err_set(err, "%s: missing", what);
+  if (!text) return err_setk(err, ERR_INVALID, "%s: missing", what);
   json_error_t je;
   json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-  if (!v) return err_set(err, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, je.text);
+  if (!v) return err_setk(err, ERR_INVALID, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, je.text);
   int ok = json_is_object(v);
   json_decref(v);
-  return ok ? 0 : err_set(err, "%s: expected a JSON object", what);
+  return ok ? 0 : err_setk(err, ERR_INVALID, "%s: expected a JSON object", what);
 }
 
 static int one_of(const char *v, const char *const *set) {
@@ -285,10 +285,10 @@ static int migrate(Store *s, Err *err) {
 
 Store *store_open(const char *path, Err *err) {
   Store *s = calloc(1, sizeof *s);
-  if (!s) { err_set(err, "store: out of memory"); return NULL; }
+  if (!s) { err_setk(err, ERR_NOMEM, "store: out of memory"); return NULL; }
   snprintf(s->path, sizeof s->path, "%s", path);
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-    err_set(err, "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : "cannot open");
+    err_setk(err, ERR_IO, "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : "cannot open");
     store_close(s);
     return NULL;
   }
@@ -311,7 +311,7 @@ Store *store_open(const char *path, Err *err) {
   if (st && sqlite3_step(st) == SQLITE_ROW) mode = strdup((const char *)sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
   if (!mode || strcmp(mode, "wal") != 0) {
-    if (st) err_set(err, "cannot use WAL mode (%s)", mode ? mode : sqlite3_errmsg(s->db));
+    if (st) err_setk(err, ERR_IO, "cannot use WAL mode (%s)", mode ? mode : sqlite3_errmsg(s->db));
     err_prefix(err, path);
     free(mode);
     store_close(s);
@@ -365,7 +365,7 @@ int store_integrity_check(Store *s, Err *err) {
 
 /* Inserts a blob inside the caller's transaction (no-op when present). */
 static int blob_put_tx(Store *s, const void *data, size_t len, const char *hex, Err *err) {
-  if ((uint64_t)len > STORE_MAX_BLOB) return err_set(err, "store: blob of %zu bytes, more than a blob may hold", len);
+  if ((uint64_t)len > STORE_MAX_BLOB) return err_setk(err, ERR_TOO_LARGE, "store: blob of %zu bytes, more than a blob may hold", len);
   sqlite3_stmt *st = prep(s, "INSERT OR IGNORE INTO blobs(sha256, size, created) VALUES (?, ?, ?)", err);
   if (!st) return -1;
   sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
@@ -423,7 +423,7 @@ static int blob_get_tx(Store *s, const char *hex, void **data, size_t *len, Err 
   if (size < 0 || (uint64_t)size > STORE_MAX_BLOB)
     return err_set(err, "store: blob %.12s is damaged (its size %lld is out of range)", hex, (long long)size);
   unsigned char *buf = malloc(size ? (size_t)size + 1 : 1);
-  if (!buf) return err_set(err, "store: out of memory for a blob of %lld bytes", (long long)size);
+  if (!buf) return err_setk(err, ERR_NOMEM, "store: out of memory for a blob of %lld bytes", (long long)size);
   st = prep(s, "SELECT idx, data FROM blob_chunks WHERE sha256 = ? ORDER BY idx", err);
   if (!st) { free(buf); return -1; }
   sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
@@ -480,7 +480,7 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
 
 int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_json, int vocab_size, Err *err) {
   if (store_check_name("tokenizer", name, err) || check_json_object("tokenizer.json", tokenizer_json, err)) return -1;
-  if (vocab_size <= 0) return err_set(err, "tokenizer: vocab_size %d must be positive", vocab_size);
+  if (vocab_size <= 0) return err_setk(err, ERR_INVALID, "tokenizer: vocab_size %d must be positive", vocab_size);
   char hex[65];
   size_t len = strlen(tokenizer_json);
   store_sha256_hex(tokenizer_json, len, hex);
@@ -494,7 +494,7 @@ int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_js
   sqlite3_bind_double(st, 4, now_wall());
   if (sqlite3_step(st) != SQLITE_DONE) {
     int code = sqlite3_extended_errcode(s->db);
-    if (code == SQLITE_CONSTRAINT_UNIQUE) err_set(err, "tokenizer \"%s\" already exists", name);
+    if (code == SQLITE_CONSTRAINT_UNIQUE) err_setk(err, ERR_CONFLICT, "tokenizer \"%s\" already exists", name);
     else db_err(s, err, "tokenizer");
     sqlite3_finalize(st);
     return rollback(s);
@@ -521,7 +521,7 @@ int store_tokenizer_get(Store *s, const char *name, char **tokenizer_json, int64
       size_t len;
       if (blob_get_tx(s, hex, &data, &len, err) == 0) { *tokenizer_json = data; rc = 0; }
     } else if (r == SQLITE_DONE) {
-      err_set(err, "tokenizer \"%s\" does not exist", name ? name : "");
+      err_setk(err, ERR_NOT_FOUND, "tokenizer \"%s\" does not exist", name ? name : "");
     } else {
       db_err(s, err, "tokenizer");
     }
@@ -541,12 +541,12 @@ json_t *store_tokenizers_list(Store *s, Err *err) {
 int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int seq_len, const StoreShard *shards,
                           int n_shards, Err *err) {
   if (store_check_name("dataset", name, err)) return -1;
-  if (seq_len <= 0) return err_set(err, "dataset: seq_len %d must be positive", seq_len);
-  if (n_shards <= 0 || !shards) return err_set(err, "dataset: no shards");
+  if (seq_len <= 0) return err_setk(err, ERR_INVALID, "dataset: seq_len %d must be positive", seq_len);
+  if (n_shards <= 0 || !shards) return err_setk(err, ERR_INVALID, "dataset: no shards");
   for (int i = 0; i < n_shards; i++) {
     if (store_check_name("split", shards[i].split, err)) return -1;
-    if (!shards[i].path || !*shards[i].path) return err_set(err, "dataset: shard %d has no path", i);
-    if (shards[i].n_samples < 0) return err_set(err, "dataset: shard %s has a negative sample count", shards[i].path);
+    if (!shards[i].path || !*shards[i].path) return err_setk(err, ERR_INVALID, "dataset: shard %d has no path", i);
+    if (shards[i].n_samples < 0) return err_setk(err, ERR_INVALID, "dataset: shard %s has a negative sample count", shards[i].path);
   }
   if (begin(s, err)) return -1;
   sqlite3_int64 tok_id = 0;
@@ -556,7 +556,7 @@ int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int
     sqlite3_bind_text(st, 1, tokenizer, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) tok_id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    if (!tok_id) { err_set(err, "dataset: tokenizer \"%s\" does not exist", tokenizer); return rollback(s); }
+    if (!tok_id) { err_setk(err, ERR_NOT_FOUND, "dataset: tokenizer \"%s\" does not exist", tokenizer); return rollback(s); }
   }
   sqlite3_stmt *st = prep(s, "INSERT INTO datasets(name, tokenizer_id, seq_len, created) VALUES (?, ?, ?, ?)", err);
   if (!st) return rollback(s);
@@ -566,7 +566,7 @@ int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int
   sqlite3_bind_int(st, 3, seq_len);
   sqlite3_bind_double(st, 4, now_wall());
   if (sqlite3_step(st) != SQLITE_DONE) {
-    if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_UNIQUE) err_set(err, "dataset \"%s\" already exists", name);
+    if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_UNIQUE) err_setk(err, ERR_CONFLICT, "dataset \"%s\" already exists", name);
     else db_err(s, err, "dataset");
     sqlite3_finalize(st);
     return rollback(s);
@@ -582,7 +582,7 @@ int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int
     sqlite3_bind_int64(st, 4, shards[i].n_samples);
     if (sqlite3_step(st) != SQLITE_DONE) {
       if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
-        err_set(err, "dataset: shard %s listed twice in split %s", shards[i].path, shards[i].split);
+        err_setk(err, ERR_INVALID, "dataset: shard %s listed twice in split %s", shards[i].path, shards[i].split);
       else db_err(s, err, "dataset shard");
       sqlite3_finalize(st);
       return rollback(s);
@@ -603,7 +603,7 @@ json_t *store_dataset_get(Store *s, const char *name, Err *err) {
   if (!rows) return NULL;
   if (json_array_size(rows) == 0) {
     json_decref(rows);
-    err_set(err, "dataset \"%s\" does not exist", name ? name : "");
+    err_setk(err, ERR_NOT_FOUND, "dataset \"%s\" does not exist", name ? name : "");
     return NULL;
   }
   json_t *d = json_incref(json_array_get(rows, 0));
@@ -655,13 +655,13 @@ int64_t store_run_create(Store *s, const char *name, const char *config_json, Er
 static int update_one(Store *s, sqlite3_stmt *st, const char *what, int64_t id, Err *err) {
   if (!st) return rollback(s);
   if (step_done(s, st, err, what)) return rollback(s);
-  if (sqlite3_changes(s->db) != 1) { err_set(err, "%s %lld does not exist", what, (long long)id); return rollback(s); }
+  if (sqlite3_changes(s->db) != 1) { err_setk(err, ERR_NOT_FOUND, "%s %lld does not exist", what, (long long)id); return rollback(s); }
   return commit(s, err);
 }
 
 int store_run_set_status(Store *s, int64_t run, const char *status, const char *error, Err *err) {
   if (!one_of(status, RUN_STATUSES))
-    return err_set(err, "run status \"%s\": expected running, done, failed, interrupted or cancelled", status ? status : "");
+    return err_setk(err, ERR_INVALID, "run status \"%s\": expected running, done, failed, interrupted or cancelled", status ? status : "");
   if (begin(s, err)) return -1;
   int running = strcmp(status, "running") == 0;
   sqlite3_stmt *st = prep(s,
@@ -680,7 +680,7 @@ int store_run_set_status(Store *s, int64_t run, const char *status, const char *
 }
 
 int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err) {
-  if (step < 0 || total_steps < 0 || epoch < 0) return err_set(err, "run progress: negative step, total or epoch");
+  if (step < 0 || total_steps < 0 || epoch < 0) return err_setk(err, ERR_INVALID, "run progress: negative step, total or epoch");
   if (begin(s, err)) return -1;
   sqlite3_stmt *st = prep(s, "UPDATE runs SET step = ?, total_steps = ?, epoch = ? WHERE id = ?", err);
   if (st) {
@@ -711,7 +711,7 @@ static int recover(Store *s, const char *table, int *n, Err *err) {
     if (!pid_gone(sqlite3_column_int64(st, 1))) continue;
     if (k == cap) {
       int64_t *more = realloc(ids, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *ids);
-      if (!more) { free(ids); sqlite3_finalize(st); err_set(err, "store: out of memory"); return rollback(s); }
+      if (!more) { free(ids); sqlite3_finalize(st); err_setk(err, ERR_NOMEM, "store: out of memory"); return rollback(s); }
       ids = more;
     }
     ids[k++] = sqlite3_column_int64(st, 0);
@@ -743,13 +743,13 @@ static int run_exists(Store *s, int64_t run, Err *err) {
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   if (rc == SQLITE_ROW) return 0;
-  return rc == SQLITE_DONE ? err_set(err, "run %lld does not exist", (long long)run) : db_err(s, err, "run");
+  return rc == SQLITE_DONE ? err_setk(err, ERR_NOT_FOUND, "run %lld does not exist", (long long)run) : db_err(s, err, "run");
 }
 
 int store_step_metrics_add(Store *s, int64_t run, const StoreStepMetric *m, int n, Err *err) {
-  if (n < 0 || (n > 0 && !m)) return err_set(err, "step metrics: bad count");
+  if (n < 0 || (n > 0 && !m)) return err_setk(err, ERR_INVALID, "step metrics: bad count");
   for (int i = 0; i < n; i++)
-    if (m[i].step < 0) return err_set(err, "step metrics: negative step %lld", (long long)m[i].step);
+    if (m[i].step < 0) return err_setk(err, ERR_INVALID, "step metrics: negative step %lld", (long long)m[i].step);
   if (begin(s, err)) return -1;
   if (run_exists(s, run, err)) return rollback(s);
   sqlite3_stmt *st = prep(s,
@@ -774,7 +774,7 @@ int store_step_metrics_add(Store *s, int64_t run, const StoreStepMetric *m, int 
 }
 
 int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Err *err) {
-  if (!m || m->epoch < 0) return err_set(err, "epoch metrics: negative epoch");
+  if (!m || m->epoch < 0) return err_setk(err, ERR_INVALID, "epoch metrics: negative epoch");
   if (begin(s, err)) return -1;
   if (run_exists(s, run, err)) return rollback(s);
   sqlite3_stmt *st = prep(s,
@@ -794,7 +794,7 @@ int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Er
 }
 
 int64_t store_run_find(Store *s, const char *id_or_name, Err *err) {
-  if (!id_or_name || !*id_or_name) return err_set(err, "run: empty id or name");
+  if (!id_or_name || !*id_or_name) return err_setk(err, ERR_NOT_FOUND, "run: empty id or name");
   int digits = 1;
   for (const char *p = id_or_name; *p; p++) digits &= isdigit((unsigned char)*p) != 0;
   sqlite3_stmt *st = prep(s, digits ? "SELECT id FROM runs WHERE id = ?" : "SELECT id FROM runs WHERE name = ? ORDER BY id DESC LIMIT 1", err);
@@ -804,7 +804,7 @@ int64_t store_run_find(Store *s, const char *id_or_name, Err *err) {
   int rc = sqlite3_step(st);
   int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
   sqlite3_finalize(st);
-  if (id < 0) return rc == SQLITE_DONE ? err_set(err, "run \"%s\" does not exist", id_or_name) : db_err(s, err, "run");
+  if (id < 0) return rc == SQLITE_DONE ? err_setk(err, ERR_NOT_FOUND, "run \"%s\" does not exist", id_or_name) : db_err(s, err, "run");
   return id;
 }
 
@@ -814,7 +814,7 @@ static json_t *one_row(Store *s, sqlite3_stmt *st, const char *what, int64_t id,
   if (!rows) return NULL;
   json_t *o = json_incref(json_array_get(rows, 0));
   json_decref(rows);
-  if (!o) err_set(err, "%s %lld does not exist", what, (long long)id);
+  if (!o) err_setk(err, ERR_NOT_FOUND, "%s %lld does not exist", what, (long long)id);
   return o;
 }
 
@@ -909,15 +909,15 @@ static void read_revision(sqlite3_stmt *st, StoreRevision *r) {
 
 int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *out, Err *err) {
   if (store_check_name("model", model, err)) return -1;
-  if (!p) return err_set(err, "push: nothing to push");
+  if (!p) return err_setk(err, ERR_INVALID, "push: nothing to push");
   if (check_json_object("config.json", p->config_json, err)) return -1;
-  if (!p->weights || p->weights_len == 0) return err_set(err, "push: no model weights");
-  if (!p->optimizer && p->optimizer_len) return err_set(err, "push: optimizer length without data");
+  if (!p->weights || p->weights_len == 0) return err_setk(err, ERR_INVALID, "push: no model weights");
+  if (!p->optimizer && p->optimizer_len) return err_setk(err, ERR_INVALID, "push: optimizer length without data");
   if (p->tokenizer_json && check_json_object("tokenizer.json", p->tokenizer_json, err)) return -1;
   if (p->metrics_json && check_json_object("metrics", p->metrics_json, err)) return -1;
-  if (p->step < 0 || p->epoch < 0 || p->run < 0) return err_set(err, "push: negative step, epoch or run");
+  if (p->step < 0 || p->epoch < 0 || p->run < 0) return err_setk(err, ERR_INVALID, "push: negative step, epoch or run");
   const char *message = p->message && *p->message ? p->message : "Upload model";
-  if (strlen(message) >= sizeof out->message) return err_set(err, "push: message longer than %zu bytes", sizeof out->message - 1);
+  if (strlen(message) >= sizeof out->message) return err_setk(err, ERR_INVALID, "push: message longer than %zu bytes", sizeof out->message - 1);
   /* Hashing the bytes before taking the write lock keeps the lock short. */
   char wh[65], oh[65] = "", th[65] = "";
   store_sha256_hex(p->weights, p->weights_len, wh);
@@ -990,14 +990,15 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
 }
 
 int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err) {
-  if (!spec) return err_set(err, "model: no name");
+  if (!spec) return err_setk(err, ERR_NOT_FOUND, "model: no name");
   char name[160];
   const char *at = strchr(spec, '@');
   size_t n = at ? (size_t)(at - spec) : strlen(spec);
-  if (n >= sizeof name) return err_set(err, "model name: too long");
+  if (n >= sizeof name) return err_setk(err, ERR_NOT_FOUND, "model name: too long");
   memcpy(name, spec, n);
   name[n] = '\0';
-  if (store_check_name("model", name, err)) return -1;
+  /* A lookup: a name no model can have names nothing, like an unknown one. */
+  if (store_check_name("model", name, err)) { if (err) err->kind = ERR_NOT_FOUND; return -1; }
   const char *rev = at ? at + 1 : "main";
   int digits = *rev != '\0';
   for (const char *p = rev; *p; p++) digits &= isdigit((unsigned char)*p) != 0;
@@ -1011,7 +1012,7 @@ int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err) {
     st = prep(s, "SELECT " REV_COLUMNS " FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = ?1"
                  " AND substr(r.commit_id, 1, length(?2)) = ?2 LIMIT 2", err);
   } else {
-    return err_set(err, "revision \"%.64s\": expected main, a number or a commit id", rev);
+    return err_setk(err, ERR_NOT_FOUND, "revision \"%.64s\": expected main, a number or a commit id", rev);
   }
   if (!st) return -1;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -1021,14 +1022,14 @@ int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err) {
   if (rc != SQLITE_ROW) {
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return db_err(s, err, "resolve");
-    return at ? err_set(err, "model \"%s\" has no revision \"%.64s\"", name, rev)
-              : err_set(err, "model \"%s\" does not exist or has no revision", name);
+    return at ? err_setk(err, ERR_NOT_FOUND, "model \"%s\" has no revision \"%.64s\"", name, rev)
+              : err_setk(err, ERR_NOT_FOUND, "model \"%s\" does not exist or has no revision", name);
   }
   StoreRevision r;
   read_revision(st, &r);
   rc = sqlite3_step(st);
   sqlite3_finalize(st);
-  if (rc == SQLITE_ROW) return err_set(err, "revision \"%s\" of model \"%s\" is ambiguous", rev, name);
+  if (rc == SQLITE_ROW) return err_setk(err, ERR_NOT_FOUND, "revision \"%s\" of model \"%s\" is ambiguous", rev, name);
   *out = r;
   return 0;
 }
@@ -1037,27 +1038,27 @@ int store_revision_file(Store *s, const StoreRevision *r, const char *file, void
   *data = NULL;
   *len = 0;
   const char *blob = NULL;
-  if (!file) return err_set(err, "revision file: no name");
+  if (!file) return err_setk(err, ERR_INVALID, "revision file: no name");
   if (!strcmp(file, "model.safetensors")) blob = r->weights;
   else if (!strcmp(file, "optimizer.safetensors")) blob = r->optimizer;
   else if (!strcmp(file, "tokenizer.json")) blob = r->tokenizer;
   else if (strcmp(file, "config.json") && strcmp(file, "metrics.json"))
-    return err_set(err, "revision file \"%.64s\": not one of config.json, model.safetensors, tokenizer.json, "
+    return err_setk(err, ERR_INVALID, "revision file \"%.64s\": not one of config.json, model.safetensors, tokenizer.json, "
                         "optimizer.safetensors, metrics.json", file);
   if (blob) {
-    if (!*blob) return err_set(err, "%s@%lld has no %s", r->model, (long long)r->seq, file);
+    if (!*blob) return err_setk(err, ERR_NOT_FOUND, "%s@%lld has no %s", r->model, (long long)r->seq, file);
     return store_blob_get(s, blob, data, len, err);
   }
   sqlite3_stmt *st = prep(s, strcmp(file, "config.json") ? "SELECT COALESCE(metrics, '{}') FROM revisions WHERE id = ?"
                                                          : "SELECT config FROM revisions WHERE id = ?", err);
   if (!st) return -1;
   sqlite3_bind_int64(st, 1, r->id);
-  if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); return err_set(err, "revision %lld does not exist", (long long)r->id); }
+  if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); return err_setk(err, ERR_NOT_FOUND, "revision %lld does not exist", (long long)r->id); }
   int n = sqlite3_column_bytes(st, 0);
   char *t = malloc((size_t)n + 1);
   if (t) { memcpy(t, sqlite3_column_text(st, 0), (size_t)n); t[n] = '\0'; }
   sqlite3_finalize(st);
-  if (!t) return err_set(err, "store: out of memory");
+  if (!t) return err_setk(err, ERR_NOMEM, "store: out of memory");
   *data = t;
   *len = (size_t)n;
   return 0;
@@ -1110,7 +1111,7 @@ json_t *store_model_get(Store *s, const char *name, Err *err) {
   if (!rows) goto done;
   out = json_incref(json_array_get(rows, 0));
   json_decref(rows);
-  if (!out) { err_set(err, "model \"%s\" does not exist", name ? name : ""); goto done; }
+  if (!out) { err_setk(err, ERR_NOT_FOUND, "model \"%s\" does not exist", name ? name : ""); goto done; }
   st = prep(s,
             "SELECT seq, commit_id AS \"commit\", message, created, run_id AS run, step, epoch, metrics,"
             " optimizer IS NOT NULL AS has_optimizer, tokenizer IS NOT NULL AS has_tokenizer"
@@ -1126,7 +1127,7 @@ done:
 /* ---- jobs ---- */
 
 int64_t store_job_submit(Store *s, const char *kind, const char *params_json, Err *err) {
-  if (!one_of(kind, JOB_KINDS)) return err_set(err, "job kind \"%s\": expected tokenizer, prepare, train or finetune", kind ? kind : "");
+  if (!one_of(kind, JOB_KINDS)) return err_setk(err, ERR_INVALID, "job kind \"%s\": expected tokenizer, prepare, train or finetune", kind ? kind : "");
   if (check_json_object("job parameters", params_json, err)) return -1;
   if (begin(s, err)) return -1;
   sqlite3_stmt *st = prep(s, "INSERT INTO jobs(kind, status, params, created) VALUES (?, 'queued', ?, ?)", err);
@@ -1155,7 +1156,7 @@ int store_job_claim(Store *s, int64_t *job, char **kind, char **params_json, Err
   char *k = strdup((const char *)sqlite3_column_text(st, 1)), *p = strdup((const char *)sqlite3_column_text(st, 2));
   sqlite3_finalize(st);
   st = prep(s, "UPDATE jobs SET status = 'running', started = ?, pid = ? WHERE id = ?", err);
-  if (!k || !p || !st) { free(k); free(p); sqlite3_finalize(st); if (!k || !p) err_set(err, "store: out of memory"); return rollback(s); }
+  if (!k || !p || !st) { free(k); free(p); sqlite3_finalize(st); if (!k || !p) err_setk(err, ERR_NOMEM, "store: out of memory"); return rollback(s); }
   sqlite3_bind_double(st, 1, now_wall());
   sqlite3_bind_int64(st, 2, (sqlite3_int64)getpid());
   sqlite3_bind_int64(st, 3, id);
@@ -1183,16 +1184,16 @@ static int job_status(Store *s, int64_t job, char *buf, size_t size, Err *err) {
   if (rc == SQLITE_ROW) snprintf(buf, size, "%s", (const char *)sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
   if (rc == SQLITE_ROW) return 0;
-  return rc == SQLITE_DONE ? err_set(err, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
+  return rc == SQLITE_DONE ? err_setk(err, ERR_NOT_FOUND, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
 }
 
 int store_job_finish(Store *s, int64_t job, const char *status, const char *error, Err *err) {
   if (!one_of(status, JOB_END_STATUSES))
-    return err_set(err, "job status \"%s\": expected done, failed, interrupted or cancelled", status ? status : "");
+    return err_setk(err, ERR_INVALID, "job status \"%s\": expected done, failed, interrupted or cancelled", status ? status : "");
   if (begin(s, err)) return -1;
   char cur[32];
   if (job_status(s, job, cur, sizeof cur, err)) return rollback(s);
-  if (strcmp(cur, "running") != 0) { err_set(err, "job %lld is %s, not running", (long long)job, cur); return rollback(s); }
+  if (strcmp(cur, "running") != 0) { err_setk(err, ERR_CONFLICT, "job %lld is %s, not running", (long long)job, cur); return rollback(s); }
   sqlite3_stmt *st = prep(s, "UPDATE jobs SET status = ?, finished = ?, error = ? WHERE id = ?", err);
   if (st) {
     sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
@@ -1215,7 +1216,7 @@ int store_job_cancel(Store *s, int64_t job, Err *err) {
     st = prep(s, "UPDATE jobs SET cancel_requested = 1 WHERE id = ?", err);
     if (st) sqlite3_bind_int64(st, 1, job);
   } else {
-    err_set(err, "job %lld is already %s", (long long)job, cur);
+    err_setk(err, ERR_CONFLICT, "job %lld is already %s", (long long)job, cur);
     return rollback(s);
   }
   return update_one(s, st, "job", job, err);
@@ -1238,7 +1239,7 @@ int store_job_cancel_requested(Store *s, int64_t job, Err *err) {
   int v = 0, rc = query_flag(s, "SELECT cancel_requested FROM jobs WHERE id = ?", job, &v, err);
   if (rc < 0) return -1;
   if (rc == SQLITE_ROW) return v;
-  return rc == SQLITE_DONE ? err_set(err, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
+  return rc == SQLITE_DONE ? err_setk(err, ERR_NOT_FOUND, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
 }
 
 int store_run_has_running_job(Store *s, int64_t run, Err *err) {

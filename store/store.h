@@ -12,7 +12,10 @@
 **
 ** Lists and records come back as jansson values (the HTTP API's JSON); the caller
 ** json_decref()s them. Functions return 0 / an id >= 1 on success and -1 with a
-** one-line message in err on failure. */
+** one-line message in err on failure. err's kind says which failure: ERR_NOT_FOUND
+** (a lookup names nothing, a malformed name included), ERR_CONFLICT (a name taken,
+** a job in a state that forbids the change), ERR_INVALID (an argument refused),
+** ERR_TOO_LARGE, ERR_NOMEM, ERR_IO (SQLite failed), ERR_INTERNAL (damaged blobs). */
 #ifndef MASKD_STORE_H
 #define MASKD_STORE_H
 #include <jansson.h>

@@ -42,7 +42,7 @@ static int model_entries(Model *m, StWriteTensor *ts) {
 static void try_load(const char *name, Model *m, const StWriteTensor *ts, int n, int ok, const char *needle) {
   unsigned char *bytes;
   size_t len;
-  Err e = {{0}};
+  Err e = {0};
   if (st_serialize(ts, n, NULL, 0, &bytes, &len, &e)) { check(0, name, "serialize: %s", e.msg); return; }
   size_t np = model_num_params(m);
   float *before = malloc(np * sizeof(float));
@@ -96,7 +96,7 @@ static void resume_test(ModelType type, const char *tag) {
   enum { B = 2, T = 8, K = 3 };
   char name[96], path[300], spath[300];
   ModelConfig c = tiny(type);
-  Err e = {{0}};
+  Err e = {0};
   Model *a = model_new(&c, &e);
   model_init_weights(a, 5);
   model_set_threads(a, 2);
@@ -214,7 +214,7 @@ static void torch_logits_test(Model *m, const char *dir, const char *tag) {
   int rc = system(cmd);
   int V = c->vocab_size;
   float *ours = malloc((size_t)B * T * V * sizeof(float)), *theirs = malloc((size_t)B * T * V * sizeof(float));
-  Err e = {{0}};
+  Err e = {0};
   model_plan(m, B, T, B * T, 0, &e);
   ModelBatch b = {B, T, ids, mask, NULL, NULL};
   int rc2 = model_logits_at(m, &b, pos, B * T, ours, &e);
@@ -232,7 +232,7 @@ static void torch_logits_test(Model *m, const char *dir, const char *tag) {
 static void folder_tests(ModelType type, const char *tag) {
   char name[96], dir[300], path[320];
   ModelConfig c = tiny(type);
-  Err e = {{0}};
+  Err e = {0};
   Model *m = model_new(&c, &e);
   model_init_weights(m, 17);
   snprintf(dir, sizeof dir, "%s/model_%s/nested", tmpdir, tag);
@@ -402,7 +402,7 @@ static void folder_tests(ModelType type, const char *tag) {
 /* The trainer's path through the store: push weights + optimizer state as a
 ** revision, resolve it as resume does, load both back: bit-identical. */
 static void store_round_trip(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[300];
   snprintf(db, sizeof db, "%s/hub.db", tmpdir);
   Store *s = store_open(db, &e);
@@ -459,7 +459,7 @@ int main(void) {
   resume_test(MODEL_ROBERTA, "roberta");
   resume_test(MODEL_BERT, "bert");
   store_round_trip();
-  Err e = {{0}};
+  Err e = {0};
   check(ckpt_save_model(NULL, "", 0, &e) == -1 && e.msg[0], "ckpt_save_refuses_empty_dir", "%s", e.msg);
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd) != 0) return 1;

@@ -60,7 +60,7 @@ static void tally(Tally *t, const int32_t *ids, const int32_t *attn, const int32
 static void proportions(const char *label, double p, double pm, double pr, int batches) {
   MlmOptions o = mlm_default_options(MASK, V, specials, 5);
   o.mlm_prob = p; o.mask_prob = pm; o.random_prob = pr;
-  Err e = {{0}};
+  Err e = {0};
   Collator *c = collator_new(&o, &e);
   if (!c) { check(0, label, "collator_new: %s", e.msg); return; }
   int B = 16, L = 128;
@@ -133,7 +133,7 @@ int main(void) {
 
   /* Reproducible per seed, fresh per batch, and no use of unlisted specials or pads. */
   MlmOptions o = mlm_default_options(MASK, V, specials, 5);
-  Err e = {{0}};
+  Err e = {0};
   Collator *c = collator_new(&o, &e);
   int B = 8, L = 64;
   long n = (long)B * L;

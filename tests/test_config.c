@@ -70,7 +70,7 @@ static int same_config(const ModelConfig *a, const ModelConfig *b) {
 /* A refusal: parsing must fail and the message must contain `needle` (the field). */
 static void refuse(const char *name, const char *json, const char *needle) {
   ModelConfig c;
-  Err e = {{0}};
+  Err e = {0};
   int rc = config_parse(json, &c, &e);
   check(rc == -1 && strstr(e.msg, needle) != NULL, name, "rc %d, message \"%s\" lacks \"%s\"", rc, e.msg, needle);
 }
@@ -103,7 +103,7 @@ static void check_python_layout(const char *name, const char *text) {
 }
 
 int main(void) {
-  Err e = {{0}};
+  Err e = {0};
   ModelConfig c, d;
 
   /* Published configs. */

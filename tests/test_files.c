@@ -79,7 +79,7 @@ static int temporaries(const char *dir) {
 /* A refused read: -1 (or NULL), at once, with needle in the message. */
 #define REFUSED(name, call, needle)                                                                   \
   do {                                                                                                \
-    Err e_ = {{0}};                                                                                   \
+    Err e_ = {0};                                                                                     \
     alarm(20);                                                                                        \
     int bad_ = (call);                                                                                \
     alarm(0);                                                                                         \
@@ -115,6 +115,28 @@ static void test_helper(void) {
   sparse(at("cap1"), "x", 4097);
   REFUSED("read_all_over_cap", !(t = files_read_all(at("cap1"), 4096, &n, E)), "4097 bytes, more than 4 KiB");
 
+  /* Each refusal says its kind: a missing file "not found", one over its cap "too
+  ** large", a FIFO where a file is read "bad input" (server/http's table maps them). */
+  {
+    Err ek = {0};
+    int ok = !files_read_all(at("missing"), 1 << 20, &n, &ek) && ek.kind == ERR_NOT_FOUND;
+    check(ok, "read_all_missing_kind_not_found", "%s: %s", err_kind_name(ek.kind), ek.msg);
+    ok = !files_read_all(at("cap1"), 4096, &n, &ek) && ek.kind == ERR_TOO_LARGE;
+    check(ok, "read_all_over_cap_kind_too_large", "%s: %s", err_kind_name(ek.kind), ek.msg);
+    ok = !files_read_all(at("fifo"), 1 << 20, &n, &ek) && ek.kind == ERR_BAD_INPUT;
+    check(ok, "read_all_fifo_kind_bad_input", "%s: %s", err_kind_name(ek.kind), ek.msg);
+    /* err_set's kind is "internal"; err_prefix keeps a kind; err_kind_default fills only an unclassified one. */
+    err_set(&ek, "x");
+    int k1 = ek.kind == ERR_INTERNAL;
+    err_kind_default(&ek, ERR_BAD_INPUT);
+    int k2 = ek.kind == ERR_BAD_INPUT;
+    err_setk(&ek, ERR_NOMEM, "out of memory");
+    err_prefix(&ek, "tokenizer.json");
+    err_kind_default(&ek, ERR_BAD_INPUT);
+    check(k1 && k2 && ek.kind == ERR_NOMEM && !strcmp(ek.msg, "tokenizer.json: out of memory"), "err_kinds_set_prefix_default",
+          "%d %d %s: %s", k1, k2, err_kind_name(ek.kind), ek.msg);
+  }
+
   /* A stream (stdin, a pipe): refused once cap + 1 bytes have come. */
   FILE *z = fopen("/dev/zero", "rb");
   REFUSED("read_stream_endless", !(t = files_read_stream(z, "stdin", 100000, &n, E)), "more than 100000 bytes");
@@ -135,7 +157,7 @@ static void test_helper(void) {
   size_t len;
   char got[200] = "";
   int k;
-  Err e = {{0}};
+  Err e = {0};
   while ((k = files_lines_next(&r, &line, &len, &e)) > 0) { strncat(got, line, len); strcat(got, "|"); }
   check(k == 0 && !strcmp(got, "ab||cdef\r|0123456789|xyz|") && r.bytes == strlen(lines), "lines_split",
         "'%s' (%d, %s)", got, k, e.msg);
@@ -203,7 +225,7 @@ static void test_readers(void) {
   unlink(at("big.safetensors"));
   /* shards: a valid header on a file past the cap */
   int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  Err e = {{0}};
+  Err e = {0};
   check(shard_write(at("train-00000-samples-2.shard"), ids, 2, 4, 10, NULL, &e) == 0, "shard_written", "%s", e.msg);
   if (truncate(at("train-00000-samples-2.shard"), (off_t)SHARD_MAX_FILE + 1)) printf("# truncate: %s\n", strerror(errno));
   REFUSED("shard_over_cap", !shard_open(at("train-00000-samples-2.shard"), E), "more than the 4 GiB");
@@ -303,7 +325,7 @@ static void limit_fsize(rlim_t bytes) {
 
 /* Each writer fails mid-file past a file-size limit: the old file is intact, no temporary. */
 static void test_writers(void) {
-  Err e = {{0}};
+  Err e = {0};
   signal(SIGXFSZ, SIG_IGN);
   Tokenizer *tok = small_tokenizer();
   char *before, *after;

@@ -116,7 +116,7 @@ static Tokenizer *make_tok(int with_mask) {
     p[n] = pieces[i];
     sc[n++] = i < 5 ? 0.0 : -1.0 - 0.1 * i;
   }
-  Err err = {{0}};
+  Err err = {0};
   Tokenizer *t = tokenizer_new_seed(n, p, sc, 2, 5, &err);
   if (!t) printf("tokenizer: %s\n", err.msg);
   return t;
@@ -124,7 +124,7 @@ static Tokenizer *make_tok(int with_mask) {
 
 static Model *make_model(void) {
   ModelConfig c;
-  Err err = {{0}};
+  Err err = {0};
   config_preset("tiny", &c, &err);
   c.vocab_size = NP;
   c.hidden_size = 16; c.num_attention_heads = 2; c.num_hidden_layers = 2; c.intermediate_size = 32;
@@ -179,7 +179,7 @@ static int same_result(const json_t *a, const json_t *b, double tol) {
 }
 
 static void test_pipeline(void) {
-  Err err = {{0}};
+  Err err = {0};
   FillMaskError fe = {0};
   Model *m = make_model();
   Tokenizer *t = make_tok(1);
@@ -378,7 +378,7 @@ static void test_pipeline(void) {
 
 static int n_tokens(Tokenizer *t, const char *text) {
   Encoding enc = {0};
-  Err err = {{0}};
+  Err err = {0};
   int n = tokenizer_encode(t, text, strlen(text), 1, &enc, &err) ? -1 : enc.n;
   encoding_free(&enc);
   return n;
@@ -389,7 +389,7 @@ static FillMask *limited(Model *m, Tokenizer *t, FillMaskLimits l) {
   FillMaskOptions o;
   fillmask_options_default(&o);
   o.limits = l;
-  Err err = {{0}};
+  Err err = {0};
   FillMask *fm = fillmask_new(m, t, &o, 0, &err);
   if (!fm) printf("fillmask_new: %s\n", err.msg);
   return fm;
@@ -404,10 +404,10 @@ static int under(Model *m, Tokenizer *t, FillMaskLimits l, const char *const *te
   json_t *r = fm ? fillmask_run(fm, texts, n, is_list, top_k, NULL, 0, &fe) : NULL;
   int res = -1;
   if (r) res = 1;
-  else if (fe.kind == FILLMASK_ERR_LIMIT && fe.limit && !strcmp(fe.limit, limit) && fe.max == max &&
+  else if (fe.err.kind == ERR_TOO_LARGE && fe.limit && !strcmp(fe.limit, limit) && fe.max == max &&
            (got < 0 || fe.got == got) && strstr(fe.err.msg, limit))
     res = 0;
-  snprintf(why, cap, "%s (kind %d, limit %s, max %lld, got %lld)", r ? "answered" : fe.err.msg, (int)fe.kind,
+  snprintf(why, cap, "%s (kind %d, limit %s, max %lld, got %lld)", r ? "answered" : fe.err.msg, (int)fe.err.kind,
            fe.limit ? fe.limit : "-", fe.max, fe.got);
   json_decref(r);
   fillmask_free(fm);
@@ -476,7 +476,7 @@ static void test_limits(void) {
                                   shapes[i].nt, &fe);
     char name[64];
     snprintf(name, sizeof name, "fillmask_limit_answer_bytes_%s", shapes[i].name);
-    check(text && text_at && !strcmp(text, text_at) && !r_past && fe.kind == FILLMASK_ERR_LIMIT && fe.limit &&
+    check(text && text_at && !strcmp(text, text_at) && !r_past && fe.err.kind == ERR_TOO_LARGE && fe.limit &&
               !strcmp(fe.limit, "max_answer_bytes") && fe.max == S - 1 && fe.got == S,
           name, "%lld bytes: at the limit %s, past it %s (%s, got %lld)", S, text_at ? "answered" : "refused",
           r_past ? "answered" : "refused", fe.err.msg, fe.got);
@@ -490,7 +490,7 @@ static void test_limits(void) {
   FillMask *small = limited(m, t, l);
   FillMaskError fe = {0};
   FillMaskRequest *rq = small ? fillmask_prepare_texts(small, &A, 1, 0, 5, NULL, 0, &fe) : NULL;
-  check(small && !rq && fe.kind == FILLMASK_ERR_LIMIT && strstr(fe.err.msg, "would be at least") && fe.got > 100,
+  check(small && !rq && fe.err.kind == ERR_TOO_LARGE && strstr(fe.err.msg, "would be at least") && fe.got > 100,
         "fillmask_limit_answer_bytes_before_work", "%s", fe.err.msg);
   fillmask_request_free(rq);
   fillmask_free(small);
@@ -511,18 +511,28 @@ static void test_limits(void) {
   fillmask_forget_plan(free_fm);
   json_t *x1 = fillmask_call(free_fm, s_in, NULL, &f1), *x2 = fillmask_call(free_fm, l_in, NULL, &f2),
          *x3 = fillmask_call(free_fm, l2_in, NULL, &f3);
-  check(!x1 && !x2 && !x3 && f1.kind == FILLMASK_ERR_TEXT && f2.kind == FILLMASK_ERR_TEXT && f3.kind == FILLMASK_ERR_TEXT &&
+  check(!x1 && !x2 && !x3 && f1.err.kind == ERR_BAD_INPUT && f2.err.kind == ERR_BAD_INPUT && f3.err.kind == ERR_BAD_INPUT &&
             strstr(f3.err.msg, "inputs[1]") && strstr(f1.err.msg, "longer than"),
-        "fillmask_kind_too_long_same_in_list", "kinds %d %d %d: %s / %s / %s", (int)f1.kind, (int)f2.kind, (int)f3.kind,
+        "fillmask_kind_too_long_same_in_list", "kinds %d %d %d: %s / %s / %s", (int)f1.err.kind, (int)f2.err.kind, (int)f3.err.kind,
         f1.err.msg, f2.err.msg, f3.err.msg);
   json_t *bad_k = json_pack("{s:s}", "top_k", "3"), *unknown = json_pack("{s:i}", "topk", 3), *num = json_integer(5);
   json_t *y1 = fillmask_call(free_fm, s_in, bad_k, &f4), *y2 = fillmask_call(free_fm, s_in, unknown, &f5),
          *y3 = fillmask_call(free_fm, num, NULL, &f6);
-  check(!y1 && !y2 && !y3 && f4.kind == FILLMASK_ERR_SHAPE && f5.kind == FILLMASK_ERR_SHAPE && f6.kind == FILLMASK_ERR_SHAPE,
-        "fillmask_kind_shape", "kinds %d %d %d", (int)f4.kind, (int)f5.kind, (int)f6.kind);
+  check(!y1 && !y2 && !y3 && f4.err.kind == ERR_INVALID && f5.err.kind == ERR_INVALID && f6.err.kind == ERR_INVALID,
+        "fillmask_kind_shape", "kinds %d %d %d", (int)f4.err.kind, (int)f5.err.kind, (int)f6.err.kind);
   json_t *nomask = json_string("no mask here");
   json_t *y4 = fillmask_call(free_fm, nomask, NULL, &f4);
-  check(!y4 && f4.kind == FILLMASK_ERR_TEXT, "fillmask_kind_no_mask", "kind %d: %s", (int)f4.kind, f4.err.msg);
+  check(!y4 && f4.err.kind == ERR_BAD_INPUT, "fillmask_kind_no_mask", "kind %d: %s", (int)f4.err.kind, f4.err.msg);
+  /* The parsers under the pipeline refuse bad text as "bad input" too. */
+  Err pe1 = {0}, pe2 = {0}, pe3 = {0};
+  ModelConfig pc;
+  Tokenizer *pt1 = tokenizer_from_json("{\"model\": 3", 12, &pe1), *pt2 = tokenizer_from_json("{}", 2, &pe2);
+  int pr = config_parse("{\"model_type\": \"gpt\"}", &pc, &pe3);
+  check(!pt1 && !pt2 && pr == -1 && pe1.kind == ERR_BAD_INPUT && pe2.kind == ERR_BAD_INPUT && pe3.kind == ERR_BAD_INPUT,
+        "parsers_kind_bad_input", "%s %s %s: %s / %s / %s", err_kind_name(pe1.kind), err_kind_name(pe2.kind),
+        err_kind_name(pe3.kind), pe1.msg, pe2.msg, pe3.msg);
+  tokenizer_free(pt1);
+  tokenizer_free(pt2);
   json_decref(s_in); json_decref(l_in); json_decref(l2_in); json_decref(bad_k); json_decref(unknown); json_decref(num);
   json_decref(nomask);
 
@@ -575,7 +585,7 @@ static void test_limits(void) {
   json_t *got[2] = {0};
   FillMaskError ge[2];
   if (two[0] && two[1]) fillmask_answer(fm3, two, 2, got, ge);
-  check(two[0] && two[1] && !got[0] && ge[0].kind == FILLMASK_ERR_LIMIT && got[1] && json_equal(got[1], c_alone),
+  check(two[0] && two[1] && !got[0] && ge[0].err.kind == ERR_TOO_LARGE && got[1] && json_equal(got[1], c_alone),
         "fillmask_answer_bytes_alone_in_pass", "%s / %s", two[0] && two[1] ? ge[0].err.msg : e0.err.msg,
         got[1] ? "second answered" : ge[1].err.msg);
   json_decref(got[0]); json_decref(got[1]); json_decref(c_alone); free(c_text);

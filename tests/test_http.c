@@ -313,6 +313,39 @@ static void test_error_text(void) {
   free(rs.body);
 }
 
+/* The one table from an error's kind to its status (http_status_of), and
+** http_error_from answering with it: a route hands over the Err, never a status. */
+static void test_error_kinds(void) {
+  static const struct { ErrKind kind; int status; } want[] = {
+    {ERR_BAD_INPUT, 400}, {ERR_NOT_FOUND, 404}, {ERR_CONFLICT, 409}, {ERR_TOO_LARGE, 413}, {ERR_INVALID, 422},
+    {ERR_INTERNAL, 500}, {ERR_IO, 500}, {ERR_NOMEM, 500}, {ERR_NONE, 500}};
+  int bad = -1;
+  for (size_t i = 0; i < sizeof want / sizeof want[0] && bad < 0; i++)
+    if (http_status_of(want[i].kind) != want[i].status) bad = (int)i;
+  check(bad < 0, "http_status_of_table", "%s gives %d", bad < 0 ? "" : err_kind_name(want[bad].kind),
+        bad < 0 ? 0 : http_status_of(want[bad].kind));
+  HttpRes rs;
+  memset(&rs, 0, sizeof rs);
+  Err e = {0};
+  err_setk(&e, ERR_NOT_FOUND, "run \"x\" does not exist");
+  err_prefix(&e, "resume");
+  http_error_from(&rs, &e, NULL, json_pack("{s:s}", "run", "x"));
+  json_t *v = rs.body ? json_loads(rs.body, 0, NULL) : NULL;
+  const char *m = json_string_value(json_object_get(v, "error"));
+  check(rs.status == 404 && m && !strcmp(m, "resume: run \"x\" does not exist") && json_is_object(json_object_get(v, "detail")),
+        "http_error_from_kind_and_message", "%d %s", rs.status, rs.body ? rs.body : "(no body)");
+  json_decref(v);
+  free(rs.body);
+  memset(&rs, 0, sizeof rs);
+  err_set(&e, "something unclassified");
+  http_error_from(&rs, &e, "cannot list runs", NULL);
+  v = rs.body ? json_loads(rs.body, 0, NULL) : NULL;
+  m = json_string_value(json_object_get(v, "error"));
+  check(rs.status == 500 && m && !strcmp(m, "cannot list runs"), "http_error_from_unclassified_is_500", "%d %s", rs.status,
+        rs.body ? rs.body : "(no body)");
+  json_decref(v);
+  free(rs.body);
+}
 
 /* Seconds until the server closes fd (recv returns 0 or an error), at most limit. */
 static double until_closed(int fd, double limit) {
@@ -862,6 +895,7 @@ static void test_stop_under_load(void) {
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   test_error_text();
+  test_error_kinds();
   static const char *hosts[] = {"maskd.example"};
   static const char *origins[] = {"https://proxy.example/"};
   HttpConfig c = http_default_config();
@@ -884,7 +918,7 @@ int main(void) {
   c.routes = routes;
   c.n_routes = (int)(sizeof routes / sizeof routes[0]);
   c.observe = observe;
-  Err err = {{0}};
+  Err err = {0};
   server = http_start(&c, &err);
   check(server != NULL, "start", "%s", err.msg);
   if (!server) return check_exit();

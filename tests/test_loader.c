@@ -17,7 +17,7 @@ static char root[512];
 /* Writes split shards holding samples [first, first+n) of the pattern below. */
 static int put_shard(const char *dir, const char *split, int index, int first, int n, uint32_t seq, uint32_t vocab) {
   char name[256], path[1024];
-  Err e = {{0}};
+  Err e = {0};
   shard_name(name, sizeof name, split, index, (uint64_t)n, &e);
   snprintf(path, sizeof path, "%s/%s", dir, name);
   int32_t *ids = malloc(sizeof *ids * (size_t)n * seq + 1);
@@ -72,7 +72,7 @@ static int rows_intact(const int32_t *ids, int rows) {
 }
 
 static void refused(const char *name, const char *path, const char *want, int batch) {
-  Err e = {{0}};
+  Err e = {0};
   Loader *l = open_with(path, batch, 1, 1, 0, 1, 1, &e);
   check(!l && strstr(e.msg, want), name, "open gave %p, message '%s' (want '%s')", (void *)l, e.msg, want);
   loader_close(l);
@@ -83,7 +83,7 @@ int main(void) {
   snprintf(root, sizeof root, "%s/test_loader.XXXXXX", tmp ? tmp : "/tmp");
   if (!mkdtemp(root)) { check(0, "mkdtemp", "%s", root); return check_exit(); }
   const char *set = standard_set();
-  Err e = {{0}};
+  Err e = {0};
   int32_t ids[64 * L], attn[64 * L];
 
   /* Sequential, drop-last: 10 batches of 10 per epoch, samples 0..99 in order, then epoch 2 restarts. */

@@ -36,7 +36,7 @@ static int spoil(ModelConfig *c, int k) {
 }
 
 int main(void) {
-  Err err = {{0}};
+  Err err = {0};
   for (int ty = 0; ty < 2; ty++) {
     ModelConfig c = cfg(ty ? MODEL_BERT : MODEL_ROBERTA);
     const char *tag = ty ? "bert" : "roberta";
@@ -144,7 +144,7 @@ int main(void) {
       int r = spoil(&bad, k);
       if (r < 0) break;
       if (!r) continue;
-      Err ev = {{0}}, em = {{0}};
+      Err ev = {0}, em = {0};
       int rv = config_validate(&bad, &ev);
       Model *m = model_new(&bad, &em);
       char name[96];

@@ -179,7 +179,7 @@ static void run_case(ModelType type, int dropout, int layers, const char *tag) {
   c.layer_norm_eps = type == MODEL_ROBERTA ? 1e-5 : 1e-12;
   c.hidden_dropout_prob = dropout ? 0.2 : 0; c.attention_probs_dropout_prob = dropout ? 0.3 : 0;
   c.initializer_range = 0.02;
-  Err err = {{0}};
+  Err err = {0};
   Model *m = model_new(&c, &err);
   char name[128];
   snprintf(name, sizeof name, "gradcheck_%s_new", tag);

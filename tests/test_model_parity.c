@@ -50,7 +50,7 @@ static double jnum(json_t *o, const char *k, double dflt) {
 static void run_type(const char *dir, const char *type) {
   char path[1024], name[160];
   snprintf(path, sizeof path, "%s/%s.safetensors", dir, type);
-  Err err = {{0}};
+  Err err = {0};
   StFile *f = st_open(path, &err);
   snprintf(name, sizeof name, "parity_%s_open", type);
   check(f != NULL, name, "%s", err.msg);

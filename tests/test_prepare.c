@@ -120,7 +120,7 @@ static void case_matches(const char *label, const char *text, int L, int shard_s
   o.shard_size = shard_size; o.keep_empty = keep_empty; o.group_lines = group;
   o.tokenizer_hash = "fnv1a64:0123456789abcdef"; o.source = "toy.txt";
   PrepareStats st;
-  Err e = {{0}};
+  Err e = {0};
   int rc = run_prepare(text, dir, &o, &st, &e);
   snprintf(name, sizeof name, "%s_runs", label);
   check(rc == 0, name, "%s", e.msg);
@@ -192,7 +192,7 @@ int main(void) {
   PrepareOptions o = prepare_default_options("valid", 32, V);
   o.shard_size = 100;
   PrepareStats st;
-  Err e = {{0}};
+  Err e = {0};
   char dir[768];
   snprintf(dir, sizeof dir, "%s/again", root);
   int rc = run_prepare(text, dir, &o, &st, &e);

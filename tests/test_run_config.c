@@ -17,7 +17,7 @@ static char root[512], tok_path[700], train_dir[700], valid_dir[700], wrongv_dir
 
 static int put_set(const char *dir, const char *split, int n, int seq, int vocab) {
   char name[256], path[1024];
-  Err e = {{0}};
+  Err e = {0};
   mkdir(dir, 0755);
   int32_t *ids = malloc(sizeof *ids * (size_t)n * (size_t)seq);
   for (int i = 0; i < n * seq; i++) ids[i] = 5 + i % (vocab - 5);
@@ -38,7 +38,7 @@ static int put_tokenizer(void) {
     else { snprintf(buf[i], sizeof buf[i], "\xe2\x96\x81w%d", i); pieces[i] = buf[i]; }
     scores[i] = i < 5 ? 0 : -(double)i;
   }
-  Err e = {{0}};
+  Err e = {0};
   Tokenizer *t = tokenizer_new_seed(V, pieces, scores, 2, 5, &e);
   if (!t) { printf("# tokenizer: %s\n", e.msg); return -1; }
   int rc = tokenizer_save(t, tok_path, &e);
@@ -61,7 +61,7 @@ static RunConfig good(void) {
 /* Validation must fail with a message containing needle. */
 static void refused(const char *name, const RunConfig *rc, const char *needle) {
   RunPlan p;
-  Err e = {{0}};
+  Err e = {0};
   int r = run_config_validate(rc, &p, &e);
   check(r == -1 && strstr(e.msg, needle) != NULL, name, "rc %d, message \"%s\" (wanted \"%s\")", r, e.msg, needle);
 }
@@ -70,7 +70,7 @@ static void json_refused(const char *name, const char *json, const char *needle)
   RunConfig rc;
   run_config_defaults(&rc);
   RunConfig before = rc;
-  Err e = {{0}};
+  Err e = {0};
   int r = run_config_apply_json(&rc, json, &e);
   check(r == -1 && strstr(e.msg, needle) && memcmp(&rc, &before, sizeof rc) == 0, name,
         "rc %d, message \"%s\" (wanted \"%s\")", r, e.msg, needle);
@@ -94,7 +94,7 @@ int main(void) {
   /* JSON then flags; flags override. */
   RunConfig rc;
   run_config_defaults(&rc);
-  Err e = {{0}};
+  Err e = {0};
   int r = run_config_apply_json(&rc, "{\"name\": \"x\", \"lr\": 5e-4, \"epochs\": 3, \"grad_accum\": 2, \"seed\": 9}", &e);
   r |= run_config_set(&rc, "--lr", "2e-4", &e);
   r |= run_config_set(&rc, "--grad-accum", "4", &e);

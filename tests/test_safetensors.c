@@ -116,7 +116,7 @@ static unsigned char *craft(const char *header, size_t header_len_field, size_t 
 static void refuse(const char *name, const char *header, size_t data_len, const char *needle) {
   size_t len;
   unsigned char *b = craft(header, strlen(header), data_len, &len);
-  Err e = {{0}};
+  Err e = {0};
   StFile *f = st_open_memory(b, len, &e);
   check(!f && strstr(e.msg, needle), name, "opened=%d message \"%s\" lacks \"%s\"", f != NULL, e.msg, needle);
   st_close(f);
@@ -130,7 +130,7 @@ int main(void) {
   snprintf(cmd, sizeof cmd, "mkdir -p %s", tmpdir);
   if (system(cmd) != 0) return 1;
   char path[300], path2[300];
-  Err e = {{0}};
+  Err e = {0};
 
   /* Our writer: round trip and the independent reader. */
   float w[12], bias[5], bf_src[9] = {1.0f, 1.00390625f, 1.01171875f, -3.14159f, 1e-38f, 3.4e38f, 0.0f, -0.0f, 65504.0f};

@@ -177,6 +177,9 @@ call POST /fill-mask --data-binary '{"inputs": "a [MASK]", "model": "nosuch"}'
 ok fill_unknown_model error_is 404 nosuch
 call POST /fill-mask --data-binary '{"inputs": "a [MASK]", "model": "tiny-rob@999"}'
 ok fill_unknown_revision error_is 404 'tiny-rob@999'
+# A name no model can have names nothing: 404 like an unknown one (the store's lookup says "not found").
+call POST /fill-mask --data-binary '{"inputs": "a [MASK]", "model": "bad name!@zz"}'
+ok fill_malformed_model_404 error_is 404 'bad name'
 call POST /fill-mask --data-binary '{"inputs": ""}'
 ok fill_empty_input error_is 400 mask
 call POST /fill-mask --data-binary "{\"inputs\": \"$(printf 'word %.0s' $(seq 200))[MASK]\"}"

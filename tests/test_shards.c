@@ -35,13 +35,13 @@ static void spit(const char *path, const unsigned char *b, long n) {
 
 /* Expects shard_open(path) to fail with a message naming the file and containing want. */
 static void expect_refused(const char *name, const char *path, const char *want) {
-  Err e = {{0}};
+  Err e = {0};
   Shard *s = shard_open(path, &e);
   int ok = s == NULL && strstr(e.msg, path) && strstr(e.msg, want);
   check(ok, name, "open gave %p, message '%s' (want '%s' and the path)", (void *)s, e.msg, want);
   shard_close(s);
   ShardInfo h;
-  Err e2 = {{0}};
+  Err e2 = {0};
   /* The header-only reader refuses the same files, except data-only damage it cannot see. */
   if (strstr(want, "data") == NULL && strstr(want, "vocabulary") == NULL) {
     char nm[128];
@@ -64,7 +64,7 @@ int main(void) {
         "fnv1a64_incremental", "continuing a hash differs from hashing at once");
 
   char name[256];
-  Err e = {{0}};
+  Err e = {0};
   check(shard_name(name, sizeof name, "train", 3, 5000, &e) == 0 && strcmp(name, "train-00003-samples-5000.shard") == 0,
         "shard_name", "got '%s'", name);
   check(shard_name(name, sizeof name, "a/b", 0, 1, &e) == -1 && shard_name(name, sizeof name, "", 0, 1, &e) == -1 &&

@@ -96,7 +96,7 @@ static char *make_db_path(const char *name) {
 }
 
 static void open_tests(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("open.db"));
   Store *s = store_open(db, &e);
@@ -145,7 +145,7 @@ static void open_tests(void) {
 }
 
 static void api_tests(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("api.db"));
   Store *s = store_open(db, &e);
@@ -194,6 +194,7 @@ static void api_tests(void) {
   check(tid > 0 && rc == 0 && tid2 == tid && text && !strcmp(text, tj), "store_tokenizer_round_trip", "%s", e.msg);
   free(text);
   check(store_tokenizer_add(s, "wiki-8k", tj, 8000, &e) == -1 && strstr(e.msg, "already exists"), "store_tokenizer_refuses_duplicate", "%s", e.msg);
+  check(e.kind == ERR_CONFLICT, "store_kind_name_taken_is_conflict", "%s: %s", err_kind_name(e.kind), e.msg);
   check(store_tokenizer_add(s, "t2", "{\"a\":", 10, &e) == -1 && strstr(e.msg, "malformed"), "store_tokenizer_refuses_bad_json", "%s", e.msg);
   check(store_tokenizer_add(s, "bad name", tj, 10, &e) == -1 && strstr(e.msg, "name"), "store_tokenizer_refuses_bad_name", "%s", e.msg);
   check(store_tokenizer_add(s, "t3", tj, 0, &e) == -1 && strstr(e.msg, "vocab_size"), "store_tokenizer_refuses_zero_vocab", "%s", e.msg);
@@ -266,6 +267,8 @@ static void api_tests(void) {
   check(store_run_find(s, "small-wiki", &e) == run2 && store_run_find(s, "1", &e) == run &&
             store_run_find(s, "nope", &e) == -1 && strstr(e.msg, "nope") && store_run_find(s, "999", &e) == -1,
         "store_run_find", "%s", e.msg);
+  store_run_find(s, "nope", &e);
+  check(e.kind == ERR_NOT_FOUND, "store_kind_unknown_run_is_not_found", "%s: %s", err_kind_name(e.kind), e.msg);
   rc = store_run_set_status(s, run, "done", NULL, &e);
   list = store_runs_list(s, &e);
   json_t *r0 = json_array_get(list, 1);
@@ -327,6 +330,14 @@ static void api_tests(void) {
   check(store_resolve(s, "user/small-wiki@9", &got, &e) == -1 && strstr(e.msg, "no revision"), "store_resolve_unknown_revision", "%s", e.msg);
   check(store_resolve(s, "nobody", &got, &e) == -1 && strstr(e.msg, "nobody"), "store_resolve_unknown_model", "%s", e.msg);
   check(store_resolve(s, "user/small-wiki@zz!", &got, &e) == -1, "store_resolve_bad_revision", "accepted");
+  {
+    /* A lookup of a name that names nothing is "not found", malformed or not (a 404 over HTTP). */
+    static const char *specs[] = {"nobody", "user/small-wiki@9", "user/small-wiki@zz!", "bad name!", "-x@main"};
+    int kinds_ok = 1;
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+      kinds_ok &= store_resolve(s, specs[i], &got, &e) == -1 && e.kind == ERR_NOT_FOUND;
+    check(kinds_ok, "store_kind_resolve_not_found", "%s: %s", err_kind_name(e.kind), e.msg);
+  }
   store_resolve(s, "user/small-wiki@2", &got, &e);
   int ok = 1;
   const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "metrics.json"};
@@ -435,6 +446,7 @@ static void api_tests(void) {
   check(rc == 0 && !strcmp(json_string_value(json_object_get(jj, "status")), "cancelled"), "store_job_cancel_queued", "%s", e.msg);
   json_decref(jj);
   check(store_job_cancel(s, j2, &e) == -1 && strstr(e.msg, "already cancelled"), "store_job_cancel_twice", "%s", e.msg);
+  check(e.kind == ERR_CONFLICT, "store_kind_cancel_twice_is_conflict", "%s: %s", err_kind_name(e.kind), e.msg);
   c1 = store_job_claim(s, &jid, &kind, &params, &e);
   free(kind);
   free(params);
@@ -445,6 +457,8 @@ static void api_tests(void) {
   check(store_job_submit(s, "mine-bitcoin", "{}", &e) == -1 && strstr(e.msg, "mine-bitcoin"), "store_job_refuses_bad_kind", "%s", e.msg);
   check(store_job_submit(s, "train", "not json", &e) == -1, "store_job_refuses_bad_params", "accepted");
   check(store_job_cancel_requested(s, 777, &e) == -1 && store_job_set_run(s, j3, 999, &e) == -1, "store_job_unknown_ids", "%s", e.msg);
+  json_decref(store_job_get(s, 777, &e));
+  check(e.kind == ERR_NOT_FOUND, "store_kind_unknown_job_is_not_found", "%s: %s", err_kind_name(e.kind), e.msg);
   snprintf(sql, sizeof sql, "UPDATE jobs SET pid = %d WHERE id = %lld", (int)child, (long long)j3);
   rawexec(db, sql);
   rc = store_jobs_recover(s, &nrec, &e);
@@ -482,7 +496,7 @@ static void api_tests(void) {
 /* A writer process commits batches of 10 step metrics; this process reads and
 ** must only ever see whole batches, growing, never an error. */
 static void concurrency_test(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("conc.db"));
   Store *s = store_open(db, &e);
@@ -569,7 +583,7 @@ static void concurrency_test(void) {
 /* kill -9 a process in the middle of pushes and metric writes, several times:
 ** the database opens, passes the checks, and every revision's blobs are whole. */
 static void kill_test(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400];
   snprintf(db, sizeof db, "%s", make_db_path("kill.db"));
   Store *s = store_open(db, &e);
@@ -654,7 +668,7 @@ static char *run_maskd(const char *args, int *status) {
 
 /* maskd runs / maskd models read what the API wrote. */
 static void cli_test(void) {
-  Err e = {{0}};
+  Err e = {0};
   char db[400], args[600];
   snprintf(db, sizeof db, "%s", make_db_path("cli.db"));
   Store *s = store_open(db, &e);

@@ -45,7 +45,7 @@ static char root[512], train_dir[600], valid_dir[600];
 /* Samples [CLS] a a ... a [SEP] with a one of five ids: a masked token is its neighbours' copy. */
 static int put_set(const char *dir, const char *split, int n, int offset) {
   char name[256], path[1024];
-  Err e = {{0}};
+  Err e = {0};
   mkdir(dir, 0755);
   int32_t *ids = malloc(sizeof *ids * (size_t)n * SEQ);
   for (int s = 0; s < n; s++) {
@@ -125,7 +125,7 @@ static int should_stop(void *ctx) {
 /* Runs a fresh trainer to its end (or stop); the final weights go to *params (malloc'd). */
 static int run(const ModelConfig *c, const TrainerOptions *o, Record *r, const Record *resume_from, float **params,
                size_t *np, int *status) {
-  Err e = {{0}};
+  Err e = {0};
   Trainer *t = trainer_new(c, o, &e);
   if (!t) { printf("# trainer_new: %s\n", e.msg); return -1; }
   if (resume_from && trainer_restore(t, resume_from->w, resume_from->wl, resume_from->s, resume_from->sl, &e)) {
@@ -206,7 +206,7 @@ static void test_resume(void) {
 
   /* Negative control: the same resume with the run's Rng perturbed must diverge, so the
   ** comparisons above can see the RNG state (likewise the moments, tested in test_checkpoint). */
-  Err e = {{0}};
+  Err e = {0};
   Trainer *t = trainer_new(&c, &o, &e);
   TrainerCheckpoint ck;
   CkptState cs;
@@ -276,7 +276,7 @@ static void test_eval_and_learning(void) {
   TrainerOptions o = opts(4, 1, 6);
   o.lr = 1e-2;
   o.warmup_steps = 0;
-  Err e = {{0}};
+  Err e = {0};
   Trainer *t = trainer_new(&c, &o, &e);
   TrainerEval e0, e1;
   int rc = trainer_evaluate(t, &e0, &e);
@@ -319,7 +319,7 @@ static void count_step(void *ctx, const TrainerStep *st) {
 static void test_no_allocation_in_steps(void) {
   ModelConfig c = tiny(0.1);
   TrainerOptions o = opts(2, 2, 2);
-  Err e = {{0}};
+  Err e = {0};
   Trainer *t = trainer_new(&c, &o, &e);
   TrainerCallbacks cb = {NULL, count_step, NULL, NULL, NULL};
   int rc = t ? trainer_run(t, &cb, &e) : -1;
@@ -332,7 +332,7 @@ static void test_no_allocation_in_steps(void) {
 
 static void test_refusals(void) {
   ModelConfig c = tiny(0.0);
-  Err e = {{0}};
+  Err e = {0};
   TrainerOptions o = opts(4, 1, 1);
   char missing[700];
   snprintf(missing, sizeof missing, "%s/nowhere", root);

@@ -20,15 +20,15 @@ char *files_join(const char *dir, const char *name) {
 }
 
 int files_make_dirs(const char *dir, Err *err) {
-  if (!*dir) return err_set(err, "empty directory name");
+  if (!*dir) return err_setk(err, ERR_BAD_INPUT, "empty directory name");
   char *p = strdup(dir);
-  if (!p) return err_set(err, "out of memory");
+  if (!p) return err_setk(err, ERR_NOMEM, "out of memory");
   for (char *s = p + 1;; s++) {
     if (*s != '/' && *s != '\0') continue;
     char c = *s;
     *s = '\0';
     if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-      int rc = err_set(err, "%s: cannot create directory: %s", p, strerror(errno));
+      int rc = err_setk(err, ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
       free(p);
       return rc;
     }
@@ -37,7 +37,7 @@ int files_make_dirs(const char *dir, Err *err) {
   }
   free(p);
   struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return err_set(err, "%s: not a directory", dir);
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return err_setk(err, ERR_IO, "%s: not a directory", dir);
   return 0;
 }
 
@@ -60,16 +60,16 @@ static const char *kind_of(mode_t m) {
 int files_open_regular(const char *path, uint64_t *size, Err *err) {
   /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+  if (fd < 0) return err_setk(err, errno == ENOENT ? ERR_NOT_FOUND : ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    int rc = err_set(err, "%s: %s", path, strerror(errno));
+    int rc = err_setk(err, ERR_IO, "%s: %s", path, strerror(errno));
     close(fd);
     return rc;
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return err_set(err, "%s: %s, not a regular file", path, kind_of(st.st_mode));
+    return err_setk(err, ERR_BAD_INPUT, "%s: %s, not a regular file", path, kind_of(st.st_mode));
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -81,15 +81,15 @@ FILE *files_fopen_regular(const char *path, uint64_t *size, Err *err) {
   int fd = files_open_regular(path, size, err);
   if (fd < 0) return NULL;
   FILE *f = fdopen(fd, "rb");
-  if (!f) { err_set(err, "%s: %s", path, strerror(errno)); close(fd); }
+  if (!f) { err_setk(err, ERR_IO, "%s: %s", path, strerror(errno)); close(fd); }
   return f;
 }
 
 static int too_large(const char *name, uint64_t have, int at_least, size_t cap, Err *err) {
   char c[32];
   files_size_text(cap, c, sizeof c);
-  if (at_least) return err_set(err, "%s: more than %s, the limit for this file", name, c);
-  return err_set(err, "%s: %" PRIu64 " bytes, more than %s, the limit for this file", name, have, c);
+  if (at_least) return err_setk(err, ERR_TOO_LARGE, "%s: more than %s, the limit for this file", name, c);
+  return err_setk(err, ERR_TOO_LARGE, "%s: %" PRIu64 " bytes, more than %s, the limit for this file", name, have, c);
 }
 
 ssize_t files_read_full(int fd, void *buf, size_t n) {
@@ -112,14 +112,14 @@ char *files_read_all(const char *path, size_t cap, size_t *len, Err *err) {
   if (size > cap) { close(fd); too_large(path, size, 0, cap, err); return NULL; }
   /* One byte more than the size: a file that grew since fstat shows it. */
   char *buf = malloc((size_t)size + 2);
-  if (!buf) { close(fd); err_set(err, "%s: out of memory for %" PRIu64 " bytes", path, size); return NULL; }
+  if (!buf) { close(fd); err_setk(err, ERR_NOMEM, "%s: out of memory for %" PRIu64 " bytes", path, size); return NULL; }
   ssize_t got = files_read_full(fd, buf, (size_t)size + 1);
   int saved = errno;
   close(fd);
-  if (got < 0) { free(buf); err_set(err, "%s: read error: %s", path, strerror(saved)); return NULL; }
+  if (got < 0) { free(buf); err_setk(err, ERR_IO, "%s: read error: %s", path, strerror(saved)); return NULL; }
   if ((uint64_t)got != size) {
     free(buf);
-    err_set(err, "%s: changed while being read (%zd bytes, %" PRIu64 " expected)", path, got, size);
+    err_setk(err, ERR_IO, "%s: changed while being read (%zd bytes, %" PRIu64 " expected)", path, got, size);
     return NULL;
   }
   buf[got] = '\0';
@@ -130,13 +130,13 @@ char *files_read_all(const char *path, size_t cap, size_t *len, Err *err) {
 char *files_read_stream(FILE *f, const char *name, size_t cap, size_t *len, Err *err) {
   size_t n = 0, room = cap < 65535 ? cap + 1 : 65536;
   char *buf = malloc(room + 1);
-  if (!buf) { err_set(err, "%s: out of memory", name); return NULL; }
+  if (!buf) { err_setk(err, ERR_NOMEM, "%s: out of memory", name); return NULL; }
   for (;;) {
     if (n == room) {
       if (room > cap) { free(buf); too_large(name, 0, 1, cap, err); return NULL; }
       size_t grow = room > cap / 2 ? cap + 1 : room * 2;   /* never more than cap + 1 bytes read */
       char *nb = realloc(buf, grow + 1);
-      if (!nb) { free(buf); err_set(err, "%s: out of memory after %zu bytes", name, n); return NULL; }
+      if (!nb) { free(buf); err_setk(err, ERR_NOMEM, "%s: out of memory after %zu bytes", name, n); return NULL; }
       buf = nb;
       room = grow;
     }
@@ -144,7 +144,7 @@ char *files_read_stream(FILE *f, const char *name, size_t cap, size_t *len, Err 
     n += got;
     if (got == 0) break;
   }
-  if (ferror(f)) { free(buf); err_set(err, "%s: read error: %s", name, strerror(errno)); return NULL; }
+  if (ferror(f)) { free(buf); err_setk(err, ERR_IO, "%s: read error: %s", name, strerror(errno)); return NULL; }
   if (n > cap) { free(buf); too_large(name, 0, 1, cap, err); return NULL; }
   buf[n] = '\0';
   *len = n;
@@ -169,7 +169,7 @@ int files_lines_next(FilesLines *r, char **line, size_t *len, Err *err) {
     size_t have = r->end - r->start;
     if (nl || (r->eof && have > 0)) {
       size_t n = nl ? (size_t)(nl - (r->buf + r->start)) : have;
-      if (n > r->max) return err_set(err, "a line of more than %zu bytes (the limit for one line)", r->max);
+      if (n > r->max) return err_setk(err, ERR_TOO_LARGE, "a line of more than %zu bytes (the limit for one line)", r->max);
       *line = r->buf + r->start;
       *len = n;
       r->buf[r->start + n] = '\0';   /* the '\n', or the spare byte kept past end */
@@ -178,7 +178,7 @@ int files_lines_next(FilesLines *r, char **line, size_t *len, Err *err) {
       return 1;
     }
     if (r->eof) return 0;
-    if (have > r->max) return err_set(err, "a line of more than %zu bytes (the limit for one line)", r->max);
+    if (have > r->max) return err_setk(err, ERR_TOO_LARGE, "a line of more than %zu bytes (the limit for one line)", r->max);
     /* Room to read: move the partial line to the front, grow while it is shorter than max + 1. */
     if (r->start > 0) {
       memmove(r->buf, r->buf + r->start, have);
@@ -190,14 +190,14 @@ int files_lines_next(FilesLines *r, char **line, size_t *len, Err *err) {
       if (want > r->max + 2) want = r->max + 2;
       if (want < r->end + 2) want = r->end + 2;
       char *nb = realloc(r->buf, want);
-      if (!nb) return err_set(err, "out of memory for a line of %zu bytes", have);
+      if (!nb) return err_setk(err, ERR_NOMEM, "out of memory for a line of %zu bytes", have);
       r->buf = nb;
       r->cap = want;
     }
     size_t got = fread(r->buf + r->end, 1, r->cap - 1 - r->end, r->f);
     r->end += got;
     if (got == 0) {
-      if (ferror(r->f)) return err_set(err, "read error: %s", strerror(errno));
+      if (ferror(r->f)) return err_setk(err, ERR_IO, "read error: %s", strerror(errno));
       r->eof = 1;
     }
   }
@@ -246,16 +246,16 @@ static char *dir_of(const char *path) {
 
 int files_sync_dir(const char *dir, Err *err) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return err_set(err, "%s: %s", dir, strerror(errno));
+  if (fd < 0) return err_setk(err, ERR_IO, "%s: %s", dir, strerror(errno));
   /* Some file systems cannot sync a folder (EINVAL); the rename is then as durable as they make it. */
-  int rc = fsync(fd) != 0 && errno != EINVAL && errno != EROFS ? err_set(err, "%s: fsync: %s", dir, strerror(errno)) : 0;
+  int rc = fsync(fd) != 0 && errno != EINVAL && errno != EROFS ? err_setk(err, ERR_IO, "%s: fsync: %s", dir, strerror(errno)) : 0;
   close(fd);
   return rc;
 }
 
 int files_sync_parent(const char *path, Err *err) {
   char *d = dir_of(path);
-  if (!d) return err_set(err, "out of memory");
+  if (!d) return err_setk(err, ERR_NOMEM, "out of memory");
   int rc = files_sync_dir(d, err);
   free(d);
   return rc;
@@ -264,14 +264,14 @@ int files_sync_parent(const char *path, Err *err) {
 int files_atomic_open(FilesAtomic *a, const char *path, Err *err) {
   a->fd = -1;
   a->tmp = NULL;
-  if (!(a->path = strdup(path))) return err_set(err, "%s: out of memory", path);
+  if (!(a->path = strdup(path))) return err_setk(err, ERR_NOMEM, "%s: out of memory", path);
   for (int tries = 0; tries < 100; tries++) {
     free(a->tmp);
     if (!(a->tmp = temp_name(path))) break;
     a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (a->fd >= 0) return 0;
     if (errno != EEXIST) {
-      int rc = err_set(err, "%s: cannot create a file beside it: %s", path, strerror(errno));
+      int rc = err_setk(err, ERR_IO, "%s: cannot create a file beside it: %s", path, strerror(errno));
       free(a->tmp); free(a->path);
       a->tmp = a->path = NULL;
       return rc;
@@ -279,7 +279,7 @@ int files_atomic_open(FilesAtomic *a, const char *path, Err *err) {
   }
   free(a->tmp); free(a->path);
   a->tmp = a->path = NULL;
-  return err_set(err, "%s: cannot create a temporary file beside it", path);
+  return err_setk(err, ERR_IO, "%s: cannot create a temporary file beside it", path);
 }
 
 int files_atomic_write(FilesAtomic *a, const void *data, size_t n, Err *err) {
@@ -288,7 +288,7 @@ int files_atomic_write(FilesAtomic *a, const void *data, size_t n, Err *err) {
   while (n > 0) {
     ssize_t w = write(a->fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return err_set(err, "%s: write failed: %s", a->path, strerror(w < 0 ? errno : ENOSPC));
+    if (w <= 0) return err_setk(err, ERR_IO, "%s: write failed: %s", a->path, strerror(w < 0 ? errno : ENOSPC));
     p += w;
     n -= (size_t)w;
   }
@@ -298,8 +298,8 @@ int files_atomic_write(FilesAtomic *a, const void *data, size_t n, Err *err) {
 int files_atomic_finish(FilesAtomic *a, Err *err) {
   if (a->fd < 0) return a->tmp ? 0 : err_set(err, "%s: not open for writing", a->path ? a->path : "file");
   int rc = 0;
-  if (fsync(a->fd) != 0) rc = err_set(err, "%s: write failed: %s", a->path, strerror(errno));
-  if (close(a->fd) != 0 && rc == 0) rc = err_set(err, "%s: write failed: %s", a->path, strerror(errno));
+  if (fsync(a->fd) != 0) rc = err_setk(err, ERR_IO, "%s: write failed: %s", a->path, strerror(errno));
+  if (close(a->fd) != 0 && rc == 0) rc = err_setk(err, ERR_IO, "%s: write failed: %s", a->path, strerror(errno));
   a->fd = -1;
   return rc;
 }
@@ -308,7 +308,7 @@ int files_atomic_commit(FilesAtomic *a, Err *err) {
   if (!a->tmp) return err_set(err, "%s: nothing to commit", a->path ? a->path : "file");
   if (files_atomic_finish(a, err)) { files_atomic_abort(a); return -1; }
   if (rename(a->tmp, a->path) != 0) {
-    int rc = err_set(err, "%s: cannot rename into place: %s", a->path, strerror(errno));
+    int rc = err_setk(err, ERR_IO, "%s: cannot rename into place: %s", a->path, strerror(errno));
     files_atomic_abort(a);
     return rc;
   }
@@ -340,13 +340,13 @@ int files_make_temp_dir(const char *path, char **tmp, Err *err) {
   *tmp = NULL;
   for (int tries = 0; tries < 100; tries++) {
     char *t = temp_name(path);
-    if (!t) return err_set(err, "out of memory");
+    if (!t) return err_setk(err, ERR_NOMEM, "out of memory");
     if (mkdir(t, 0777) == 0) { *tmp = t; return 0; }
     int e = errno;
     free(t);
-    if (e != EEXIST) return err_set(err, "%s: cannot create a folder beside it: %s", path, strerror(e));
+    if (e != EEXIST) return err_setk(err, ERR_IO, "%s: cannot create a folder beside it: %s", path, strerror(e));
   }
-  return err_set(err, "%s: cannot create a temporary folder beside it", path);
+  return err_setk(err, ERR_IO, "%s: cannot create a temporary folder beside it", path);
 }
 
 void files_remove_flat_dir(const char *dir) {

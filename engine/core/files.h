@@ -3,7 +3,9 @@
 ** what it reads; non-regular files are refused before a byte is read), a bounded line
 ** reader for corpora, and atomic replacement of files and folders (a temporary beside
 ** the target, fsync, rename, fsync of the folder), so a reader never sees half a file
-** and a failed write leaves what was there before. */
+** and a failed write leaves what was there before. Errors carry their kind: a missing
+** file ERR_NOT_FOUND, one over its cap (or a line over max) ERR_TOO_LARGE, a FIFO or a
+** folder where a file is read ERR_BAD_INPUT, a failed read or write ERR_IO, ERR_NOMEM. */
 #ifndef MASKD_FILES_H
 #define MASKD_FILES_H
 #include <stddef.h>

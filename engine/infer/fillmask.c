@@ -65,7 +65,7 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
     goto fail;
   }
   fm = calloc(1, sizeof *fm);
-  if (!fm || !(fm->mask_token = strdup(mask))) { err_set(err, "out of memory"); goto fail; }
+  if (!fm || !(fm->mask_token = strdup(mask))) { err_setk(err, ERR_NOMEM, "out of memory"); goto fail; }
   fm->model = m;
   fm->tok = t;
   fm->own = own;
@@ -122,7 +122,7 @@ static int read_side_json(const char *path, json_t **out, Err *err) {
   json_error_t je;
   *out = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &je);  /* model_max_length is 1e30 */
   free(text);
-  if (!*out || !json_is_object(*out)) return err_set(err, "%s: not a JSON object (%s)", path, *out ? "wrong type" : je.text);
+  if (!*out || !json_is_object(*out)) return err_setk(err, ERR_BAD_INPUT, "%s: not a JSON object (%s)", path, *out ? "wrong type" : je.text);
   return 0;
 }
 
@@ -136,7 +136,7 @@ FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err)
   Model *m = NULL;
   Tokenizer *t = NULL;
   char mask[256] = "", pad[256] = "";
-  if (!tp || !cp || !sp) { err_set(err, "out of memory"); goto done; }
+  if (!tp || !cp || !sp) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
   /* Both files are optional (a bare tokenizer.json is enough); when present they must parse. */
   if (read_side_json(sp, &sm, err) || read_side_json(cp, &tc, err)) goto done;
   /* transformers reads special_tokens_map.json after tokenizer_config.json, so its roles win. */
@@ -150,7 +150,7 @@ FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err)
   if (tc) {
     const json_t *cu = json_object_get(tc, "clean_up_tokenization_spaces");
     if (json_is_boolean(cu)) opt.clean_up_spaces = json_is_true(cu);
-    else if (cu && !json_is_null(cu)) { err_set(err, "%s: clean_up_tokenization_spaces is not a boolean", cp); goto done; }
+    else if (cu && !json_is_null(cu)) { err_setk(err, ERR_BAD_INPUT, "%s: clean_up_tokenization_spaces is not a boolean", cp); goto done; }
   }
   if (!opt.mask_token && mask[0]) opt.mask_token = mask;
   if (!opt.pad_token && pad[0]) opt.pad_token = pad;
@@ -402,9 +402,9 @@ static void warnf(const FillMask *fm, const char *fmt, ...) {
 }
 
 /* A refusal of the given kind with its message; NULL, for the caller to return. */
-static void *fail(FillMaskError *fe, FillMaskErrorKind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void *fail(FillMaskError *fe, FillMaskErrorKind kind, const char *fmt, ...) {
-  fe->kind = kind;
+static void *fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void *fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) {
+  fe->err.kind = kind;
   fe->limit = NULL;
   fe->max = fe->got = 0;
   va_list ap;
@@ -414,7 +414,7 @@ static void *fail(FillMaskError *fe, FillMaskErrorKind kind, const char *fmt, ..
   return NULL;
 }
 
-/* The limit's name, value and what the request asked, after fail(..., FILLMASK_ERR_LIMIT, ...). */
+/* The limit's name, value and what the request asked, after fail(..., ERR_TOO_LARGE, ...). */
 static void *limit_hit(FillMaskError *fe, const char *limit, long long max, long long got) {
   fe->limit = limit;
   fe->max = max;
@@ -431,14 +431,14 @@ static int cmp_int(const void *a, const void *b) {
 ** of the target encoded without special tokens; nothing -> skipped; set(). */
 static int target_ids(const FillMask *fm, const char *const *targets, int n, int **out, int *n_out, FillMaskError *fe) {
   int *ids = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1)), k = 0;
-  if (!ids) { fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); return -1; }
+  if (!ids) { fail(fe, ERR_NOMEM, "out of memory"); return -1; }
   Encoding enc = {0};
   for (int i = 0; i < n; i++) {
     int id = tokenizer_token_to_id(fm->tok, targets[i]);
     if (id < 0) {
       if (tokenizer_encode(fm->tok, targets[i], strlen(targets[i]), 0, &enc, &fe->err)) {
         err_prefix(&fe->err, "targets");
-        fe->kind = FILLMASK_ERR_TEXT;
+        err_kind_default(&fe->err, ERR_BAD_INPUT);
         free(ids); encoding_free(&enc);
         return -1;
       }
@@ -458,10 +458,10 @@ static int target_ids(const FillMask *fm, const char *const *targets, int n, int
   qsort(ids, (size_t)k, sizeof *ids, cmp_int);
   int u = 0;
   for (int i = 0; i < k; i++) if (u == 0 || ids[u - 1] != ids[i]) ids[u++] = ids[i];
-  if (u == 0) { free(ids); fail(fe, FILLMASK_ERR_TEXT, "At least one target must be provided when passed."); return -1; }
+  if (u == 0) { free(ids); fail(fe, ERR_BAD_INPUT, "At least one target must be provided when passed."); return -1; }
   for (int i = 0; i < u; i++)
     if (ids[i] >= fm->V) {
-      fail(fe, FILLMASK_ERR_INTERNAL, "targets: id %d is outside the model's vocabulary of %d", ids[i], fm->V);
+      fail(fe, ERR_INTERNAL, "targets: id %d is outside the model's vocabulary of %d", ids[i], fm->V);
       free(ids);
       return -1;
     }
@@ -531,23 +531,23 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
   if (!fe) fe = &ignored;
   memset(fe, 0, sizeof *fe);
   const FillMaskLimits *lim = &fm->limits;
-  if (n < 0 || (n > 0 && !texts)) return fail(fe, FILLMASK_ERR_SHAPE, "fill-mask: no inputs");
-  if (!is_list && n != 1) return fail(fe, FILLMASK_ERR_SHAPE, "fill-mask: a single input must be exactly one text");
-  if (top_k < 1) return fail(fe, FILLMASK_ERR_SHAPE, "top_k: must be a positive integer, got %lld", top_k);
+  if (n < 0 || (n > 0 && !texts)) return fail(fe, ERR_INVALID, "fill-mask: no inputs");
+  if (!is_list && n != 1) return fail(fe, ERR_INVALID, "fill-mask: a single input must be exactly one text");
+  if (top_k < 1) return fail(fe, ERR_INVALID, "top_k: must be a positive integer, got %lld", top_k);
   /* The cheap limits first: nothing is encoded for a request refused by them. */
   if (lim->max_top_k > 0 && top_k > lim->max_top_k) {
-    fail(fe, FILLMASK_ERR_LIMIT, "top_k: %lld is more than the limit of %d (max_top_k)", top_k, lim->max_top_k);
+    fail(fe, ERR_TOO_LARGE, "top_k: %lld is more than the limit of %d (max_top_k)", top_k, lim->max_top_k);
     return limit_hit(fe, "max_top_k", lim->max_top_k, top_k);
   }
   if (lim->max_inputs > 0 && n > lim->max_inputs) {
-    fail(fe, FILLMASK_ERR_LIMIT, "inputs: %d texts in one request, more than the limit of %d (max_inputs)", n,
+    fail(fe, ERR_TOO_LARGE, "inputs: %d texts in one request, more than the limit of %d (max_inputs)", n,
          lim->max_inputs);
     return limit_hit(fe, "max_inputs", lim->max_inputs, n);
   }
   FillMaskRequest *r = calloc(1, sizeof *r);
   if (!r || !(r->items = calloc((size_t)(n > 0 ? n : 1), sizeof *r->items))) {
     free(r);
-    return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
+    return fail(fe, ERR_NOMEM, "out of memory");
   }
   r->n = n;
   r->is_list = is_list;
@@ -558,42 +558,42 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
   Encoding enc = {0};
   for (int i = 0; i < n; i++) {
     const char *tx = texts[i];
-    if (!tx) { fail(fe, FILLMASK_ERR_SHAPE, "inputs[%d]: not a string", i); goto refused_enc; }
+    if (!tx) { fail(fe, ERR_INVALID, "inputs[%d]: not a string", i); goto refused_enc; }
     if (tokenizer_encode(fm->tok, tx, strlen(tx), 1, &enc, &fe->err)) {
       if (is_list) { char p[32]; snprintf(p, sizeof p, "inputs[%d]", i); err_prefix(&fe->err, p); }
-      fe->kind = FILLMASK_ERR_TEXT;
+      err_kind_default(&fe->err, ERR_BAD_INPUT);
       goto refused_enc;
     }
     Item *it = &r->items[i];
     it->n = enc.n;
     it->ids = malloc(sizeof(int32_t) * (size_t)(enc.n > 0 ? enc.n : 1));
     it->masks = malloc(sizeof(int) * (size_t)(enc.n > 0 ? enc.n : 1));
-    if (!it->ids || !it->masks) { fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); goto refused_enc; }
+    if (!it->ids || !it->masks) { fail(fe, ERR_NOMEM, "out of memory"); goto refused_enc; }
     memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)enc.n);
     for (int t = 0; t < enc.n; t++) if (enc.ids[t] == fm->mask_id) it->masks[it->n_masks++] = t;
-    if (it->n_masks == 0) { fail(fe, FILLMASK_ERR_TEXT, "No mask_token (%s) found on the input", fm->mask_token); goto refused_enc; }
+    if (it->n_masks == 0) { fail(fe, ERR_BAD_INPUT, "No mask_token (%s) found on the input", fm->mask_token); goto refused_enc; }
     if (enc.n > fm->max_tokens) {
       char where[32] = "";
       if (is_list) snprintf(where, sizeof where, "inputs[%d]: ", i);
-      fail(fe, FILLMASK_ERR_TEXT, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
+      fail(fe, ERR_BAD_INPUT, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
            fm->max_tokens);
       goto refused_enc;
     }
     for (int t = 0; t < enc.n; t++)
       if (enc.ids[t] >= fm->V) {
-        fail(fe, FILLMASK_ERR_INTERNAL, "input id %d is outside the model's vocabulary of %d", enc.ids[t], fm->V);
+        fail(fe, ERR_INTERNAL, "input id %d is outside the model's vocabulary of %d", enc.ids[t], fm->V);
         goto refused_enc;
       }
     r->tokens += enc.n;
     r->masks += it->n_masks;
     if (lim->max_tokens > 0 && r->tokens > lim->max_tokens) {
-      fail(fe, FILLMASK_ERR_LIMIT, "inputs: at least %d tokens in one request, more than the limit of %d (max_tokens)",
+      fail(fe, ERR_TOO_LARGE, "inputs: at least %d tokens in one request, more than the limit of %d (max_tokens)",
            r->tokens, lim->max_tokens);
       limit_hit(fe, "max_tokens", lim->max_tokens, r->tokens);
       goto refused_enc;
     }
     if (lim->max_masks > 0 && r->masks > lim->max_masks) {
-      fail(fe, FILLMASK_ERR_LIMIT, "inputs: at least %d mask tokens in one request, more than the limit of %d (max_masks)",
+      fail(fe, ERR_TOO_LARGE, "inputs: at least %d mask tokens in one request, more than the limit of %d (max_masks)",
            r->masks, lim->max_masks);
       limit_hit(fe, "max_masks", lim->max_masks, r->masks);
       goto refused_enc;
@@ -611,7 +611,7 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
   }
   long long least = r->frame + (long long)r->masks * r->k * MIN_OBJECT_BYTES;
   if (lim->max_answer_bytes > 0 && least > lim->max_answer_bytes) {
-    fail(fe, FILLMASK_ERR_LIMIT, "the answer would be at least %lld bytes, more than the limit of %lld (max_answer_bytes)",
+    fail(fe, ERR_TOO_LARGE, "the answer would be at least %lld bytes, more than the limit of %lld (max_answer_bytes)",
          least, lim->max_answer_bytes);
     limit_hit(fe, "max_answer_bytes", lim->max_answer_bytes, least);
     goto refused;
@@ -638,41 +638,41 @@ FillMaskRequest *fillmask_prepare(const FillMask *fm, const json_t *inputs, cons
     is_list = 1;
     n = (int)json_array_size(inputs);
     texts = malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
-    if (!texts) return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
+    if (!texts) return fail(fe, ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
       const json_t *x = json_array_get(inputs, i);
-      if (!json_is_string(x)) { fail(fe, FILLMASK_ERR_SHAPE, "inputs[%d]: expected a string", i); goto done; }
+      if (!json_is_string(x)) { fail(fe, ERR_INVALID, "inputs[%d]: expected a string", i); goto done; }
       texts[i] = json_string_value(x);
     }
   } else {
-    return fail(fe, FILLMASK_ERR_SHAPE, "inputs: expected a string or a list of strings");
+    return fail(fe, ERR_INVALID, "inputs: expected a string or a list of strings");
   }
   if (parameters && !json_is_null(parameters)) {
-    if (!json_is_object(parameters)) { fail(fe, FILLMASK_ERR_SHAPE, "parameters: expected an object"); goto done; }
+    if (!json_is_object(parameters)) { fail(fe, ERR_INVALID, "parameters: expected an object"); goto done; }
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)parameters, key, v) {
       if (!strcmp(key, "top_k")) {
         if (json_is_null(v)) continue;
         if (!json_is_integer(v) || json_integer_value(v) < 1) {
-          fail(fe, FILLMASK_ERR_SHAPE, "parameters.top_k: expected a positive integer");
+          fail(fe, ERR_INVALID, "parameters.top_k: expected a positive integer");
           goto done;
         }
         top_k = json_integer_value(v);
       } else if (!strcmp(key, "targets")) {
         if (json_is_null(v)) continue;
         if (json_is_string(v)) { one_target = json_string_value(v); targets = &one_target; nt = 1; continue; }
-        if (!json_is_array(v)) { fail(fe, FILLMASK_ERR_SHAPE, "parameters.targets: expected a string or a list of strings"); goto done; }
+        if (!json_is_array(v)) { fail(fe, ERR_INVALID, "parameters.targets: expected a string or a list of strings"); goto done; }
         nt = (int)json_array_size(v);
         targets = malloc(sizeof(char *) * (size_t)(nt > 0 ? nt : 1));
-        if (!targets) { fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); goto done; }
+        if (!targets) { fail(fe, ERR_NOMEM, "out of memory"); goto done; }
         for (int i = 0; i < nt; i++) {
           const json_t *x = json_array_get(v, i);
-          if (!json_is_string(x)) { fail(fe, FILLMASK_ERR_SHAPE, "parameters.targets[%d]: expected a string", i); goto done; }
+          if (!json_is_string(x)) { fail(fe, ERR_INVALID, "parameters.targets[%d]: expected a string", i); goto done; }
           targets[i] = json_string_value(x);
         }
       } else {
-        fail(fe, FILLMASK_ERR_SHAPE, "parameters: unknown parameter '%s' (top_k, targets)", key);
+        fail(fe, ERR_INVALID, "parameters: unknown parameter '%s' (top_k, targets)", key);
         goto done;
       }
     }
@@ -693,7 +693,7 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
   int k = r->k;
   long long max_bytes = fm->limits.max_answer_bytes;
   json_t *res = json_array();
-  if (!res) return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
+  if (!res) return fail(fe, ERR_NOMEM, "out of memory");
   for (int mi = 0; mi < it->n_masks; mi++) {
     const float *l = logits + (size_t)mi * fm->V;
     /* logits.softmax(-1), accumulated in double, stored as float as torch does. */
@@ -708,7 +708,7 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
     }
     top_k(cand, width, k);
     json_t *row = json_array();
-    if (!row || json_array_append_new(res, row)) { json_decref(res); return fail(fe, FILLMASK_ERR_INTERNAL, "out of memory"); }
+    if (!row || json_array_append_new(res, row)) { json_decref(res); return fail(fe, ERR_NOMEM, "out of memory"); }
     for (int j = 0; j < k; j++) {
       int id = cand[j].id, ns = 0;
       for (int t = 0; t < it->n; t++) {
@@ -735,14 +735,14 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
       free(ts); free(ss);
       if (bad || len < 0) {
         json_decref(res);
-        if (!fe->err.msg[0]) return fail(fe, FILLMASK_ERR_INTERNAL, "fill-mask: decoded text is not valid UTF-8 or out of memory");
-        fe->kind = FILLMASK_ERR_INTERNAL;
+        if (!fe->err.msg[0]) return fail(fe, ERR_INTERNAL, "fill-mask: decoded text is not valid UTF-8 or out of memory");
+        fe->err.kind = ERR_INTERNAL;
         return NULL;
       }
       *bytes += len;
       if (max_bytes > 0 && *bytes > max_bytes) {
         json_decref(res);
-        fail(fe, FILLMASK_ERR_LIMIT, "the answer is more than %lld bytes, the limit (max_answer_bytes)", max_bytes);
+        fail(fe, ERR_TOO_LARGE, "the answer is more than %lld bytes, the limit (max_answer_bytes)", max_bytes);
         return limit_hit(fe, "max_answer_bytes", max_bytes, *bytes);
       }
     }
@@ -792,16 +792,16 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
   int32_t *ids = NULL, *att = NULL, *pos = NULL;
   float *logits = NULL;
   if (!parts || !bytes || !slots || !cand || !seqbuf) {
-    for (int i = 0; i < n; i++) fail(&errors[i], FILLMASK_ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < n; i++) fail(&errors[i], ERR_NOMEM, "out of memory");
     goto done;
   }
   for (int i = 0, k = 0; i < n; i++) {
     const FillMaskRequest *r = reqs[i];
     bytes[i] = r->frame;
-    if (!(parts[i] = json_array())) { fail(&errors[i], FILLMASK_ERR_INTERNAL, "out of memory"); continue; }
+    if (!(parts[i] = json_array())) { fail(&errors[i], ERR_NOMEM, "out of memory"); continue; }
     for (int j = 0; j < r->n; j++) {
       slots[k++] = (Slot){&r->items[j], i, j};
-      if (json_array_append_new(parts[i], json_null())) fail(&errors[i], FILLMASK_ERR_INTERNAL, "out of memory");
+      if (json_array_append_new(parts[i], json_null())) fail(&errors[i], ERR_NOMEM, "out of memory");
     }
   }
   /* Inputs of similar lengths share a forward pass, padded to its longest: sorted by
@@ -821,15 +821,15 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     }
     s += b;
     int live = 0;
-    for (int r = 0; r < b; r++) live += errors[batch[r].req].kind == FILLMASK_OK;
+    for (int r = 0; r < b; r++) live += errors[batch[r].req].err.kind == ERR_NONE;
     if (!live) continue;   /* every request in it already refused (its answer grew too large) */
     free(ids); free(att); free(pos); free(logits);
     ids = malloc(sizeof(int32_t) * (size_t)b * T);
     att = malloc(sizeof(int32_t) * (size_t)b * T);
     pos = malloc(sizeof(int32_t) * (size_t)M);
     logits = malloc(sizeof(float) * (size_t)M * fm->V);
-    Err e = {{0}};
-    if (!ids || !att || !pos || !logits) err_set(&e, "out of memory for %d mask positions", M);
+    Err e = {0};
+    if (!ids || !att || !pos || !logits) err_setk(&e, ERR_NOMEM, "out of memory for %d mask positions", M);
     int k = 0;
     for (int r = 0; logits && r < b; r++) {
       const Item *it = batch[r].it;
@@ -842,22 +842,22 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att};
     if (e.msg[0] || ensure_plan(fm, b, T, M, &e) || model_logits_at(fm->model, &mb, pos, M, logits, &e)) {
       for (int i = 0; i < n; i++)
-        if (errors[i].kind == FILLMASK_OK) fail(&errors[i], FILLMASK_ERR_INTERNAL, "%s", e.msg);
+        if (errors[i].err.kind == ERR_NONE) fail(&errors[i], e.kind, "%s", e.msg);
       goto done;
     }
     k = 0;
     for (int r = 0; r < b; r++) {
       const Slot *sl = &batch[r];
       FillMaskError *fe = &errors[sl->req];
-      if (fe->kind == FILLMASK_OK) {
+      if (fe->err.kind == ERR_NONE) {
         json_t *one = item_result(fm, reqs[sl->req], sl->it, logits + (size_t)k * fm->V, cand, seqbuf, &bytes[sl->req], fe);
-        if (one && json_array_set_new(parts[sl->req], (size_t)sl->index, one)) fail(fe, FILLMASK_ERR_INTERNAL, "out of memory");
+        if (one && json_array_set_new(parts[sl->req], (size_t)sl->index, one)) fail(fe, ERR_NOMEM, "out of memory");
       }
       k += sl->it->n_masks;
     }
   }
   for (int i = 0; i < n; i++) {
-    if (errors[i].kind != FILLMASK_OK) continue;
+    if (errors[i].err.kind != ERR_NONE) continue;
     /* A single text gives its own result; so does a list of one (FillMaskPipeline.__call__). */
     if (!reqs[i]->is_list || reqs[i]->n == 1) results[i] = json_incref(json_array_get(parts[i], 0));
     else results[i] = json_incref(parts[i]);

@@ -34,20 +34,17 @@ typedef struct FillMaskLimits {
 #define FILLMASK_DEFAULT_MAX_TOP_K 100
 #define FILLMASK_DEFAULT_MAX_ANSWER_BYTES (4LL << 20)
 
-/* Why a request was refused; the HTTP route maps the kind to its status in one place. */
-typedef enum FillMaskErrorKind {
-  FILLMASK_OK = 0,
-  FILLMASK_ERR_SHAPE,           /* the request's fields: a wrong type or value, an unknown parameter */
-  FILLMASK_ERR_TEXT,            /* a text the pipeline refuses: no mask, longer than the model, not UTF-8, no target left */
-  FILLMASK_ERR_LIMIT,           /* more than a FillMaskLimits field allows */
-  FILLMASK_ERR_INTERNAL         /* out of memory, the model failed */
-} FillMaskErrorKind;
-
+/* Why a request was refused: err.kind says how (server/http maps kinds to statuses in
+** one table), err.msg says what, in one line.
+**   ERR_INVALID    the request's fields: a wrong type or value, an unknown parameter
+**   ERR_BAD_INPUT  a text the pipeline refuses: no mask, longer than the model, not UTF-8, no target left
+**   ERR_TOO_LARGE  more than a FillMaskLimits field allows (limit, max and got say which)
+**   ERR_NOMEM, ERR_INTERNAL  out of memory, the model failed
+** A zeroed FillMaskError (err.kind ERR_NONE) is no refusal. */
 typedef struct FillMaskError {
-  FillMaskErrorKind kind;
-  const char *limit;            /* FILLMASK_ERR_LIMIT: the FillMaskLimits field's name, "max_masks", ... */
-  long long max, got;           /* FILLMASK_ERR_LIMIT: its value and what the request asked (at least) */
-  Err err;                      /* the message, one line; HF's exact wording where HF refuses too */
+  const char *limit;            /* ERR_TOO_LARGE: the FillMaskLimits field's name, "max_masks", ... */
+  long long max, got;           /* ERR_TOO_LARGE: its value and what the request asked (at least) */
+  Err err;                      /* the kind and the message; HF's exact wording where HF refuses too */
 } FillMaskError;
 
 typedef struct FillMask FillMask;
@@ -96,8 +93,10 @@ int fillmask_max_tokens(const FillMask *fm);
 /* ---- two steps: prepare (any thread), answer (one thread at a time) ---- */
 
 /* The HTTP/Inference-API form: inputs is a string or a list of strings;
-** parameters (may be NULL) is an object with optional top_k (integer >= 1) and
-** targets (string or list of strings); unknown parameters are refused by name.
+** parameters (may be NULL) is an object with optional top_k (integer >= 1; its
+** only cap is the max_top_k limit, checked with the C form's) and targets (string
+** or list of strings); unknown parameters are refused by name. This is the one
+** parser of the HTTP `parameters`: the route hands them over unread.
 ** Parses, encodes and checks everything but the forward pass: every refusal
 ** (shape, text, limit) is decided here, before any model work. Reads the pipeline
 ** only, so any number of threads may prepare while one answers. The request keeps

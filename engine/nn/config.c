@@ -103,10 +103,10 @@ static int want_bool(json_t *o, const char *key, int accepted, const char *why, 
 }
 
 int config_parse(const char *json_text, ModelConfig *out, Err *err) {
-  if (!json_text) return err_set(err, "config: no text");
+  if (!json_text) return err_setk(err, ERR_BAD_INPUT, "config: no text");
   json_error_t je;
   json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
-  if (!root) return err_set(err, "config: malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+  if (!root) return err_setk(err, ERR_BAD_INPUT, "config: malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
   int rc = -1;
   ModelConfig c;
   if (!json_is_object(root)) { err_set(err, "config: expected a JSON object, got %s", json_type_name(root)); goto done; }
@@ -149,6 +149,7 @@ int config_parse(const char *json_text, ModelConfig *out, Err *err) {
   rc = 0;
 done:
   json_decref(root);
+  if (rc) err_kind_default(err, ERR_BAD_INPUT);  /* the text is refused, whatever the check */
   return rc;
 }
 
@@ -156,7 +157,7 @@ int config_load(const char *path, ModelConfig *out, Err *err) {
   size_t n;
   char *buf = files_read_all(path, CONFIG_MAX_FILE, &n, err);
   if (!buf) return -1;
-  if (strlen(buf) != n) { free(buf); return err_set(err, "%s: contains a NUL byte, not a config.json", path); }
+  if (strlen(buf) != n) { free(buf); return err_setk(err, ERR_BAD_INPUT, "%s: contains a NUL byte, not a config.json", path); }
   int rc = config_parse(buf, out, err);
   free(buf);
   if (rc) err_prefix(err, path);

@@ -25,7 +25,7 @@ typedef struct ModelConfig {
   double initializer_range;
 } ModelConfig;
 
-/* Parses config.json text; refuses nonsense with a message naming the field. */
+/* Parses config.json text; refuses nonsense with a message naming the field (ERR_BAD_INPUT). */
 int config_parse(const char *json_text, ModelConfig *out, Err *err);
 /* A config.json is a few hundred bytes; anything over 1 MiB is not one. */
 #define CONFIG_MAX_FILE ((size_t)1 << 20)

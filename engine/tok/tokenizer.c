@@ -347,7 +347,7 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
   if (m->present) {
     size_t worst = n * m->rlen + m->rlen + 8;
     if (worst > w->ncap) {
-      if (work_reserve(w, worst) < 0) return err_set(err, "out of memory");
+      if (work_reserve(w, worst) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
       src = w->nb + a;
     }
     size_t out = 0;
@@ -389,7 +389,7 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
     wbuf = src; wn = n;
     if (align) { w0 = w->na0 + a; w1 = w->na1 + a; }
   }
-  if (work_reserve_word(w, wn + 1) < 0) return err_set(err, "out of memory");
+  if (work_reserve_word(w, wn + 1) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
   const int split = m->present && m->split;
   size_t ws = 0;
   while (ws < wn) {
@@ -410,14 +410,14 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
     int k = -1;
     if (!align && wl <= CW) {
       if (w->cache_serial != t->serial || !w->cache) {
-        if (!w->cache && !(w->cache = malloc(CACHE_SLOTS * sizeof *w->cache))) return err_set(err, "out of memory");
+        if (!w->cache && !(w->cache = malloc(CACHE_SLOTS * sizeof *w->cache))) return err_setk(err, ERR_NOMEM, "out of memory");
         for (int i = 0; i < CACHE_SLOTS; i++) w->cache[i].wlen = 0xFF;  /* no word is that long: empty */
         w->cache_serial = t->serial;
       }
       uint64_t h = word_hash(wbuf + ws, wl);
       ce = &w->cache[h & (CACHE_SLOTS - 1)];
       if (ce->hash == h && ce->wlen == wl && !memcmp(ce->word, wbuf + ws, wl)) {
-        if (enc_reserve(e, e->n + ce->ntok) < 0) return err_set(err, "out of memory");
+        if (enc_reserve(e, e->n + ce->ntok) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
         for (int i = 0; i < ce->ntok; i++) {
           e->ids[e->n] = ce->ids[i];
           e->type_ids[e->n] = type_id;
@@ -443,7 +443,7 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
     if (k < 0) {
       return err_set(err, "a character in \"%.*s\" has no piece and the model has no unk_id", (int)(we - ws > 64 ? 64 : we - ws), wbuf + ws);
     }
-    if (enc_reserve(e, e->n + k) < 0) return err_set(err, "out of memory");
+    if (enc_reserve(e, e->n + k) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
     for (int i = 0; i < k; i++) {
       int32_t oa = 0, ob = 0;
       if (align) {
@@ -468,7 +468,7 @@ static int encode_segment(const Tokenizer *t, Work *w, const char *text, size_t 
   if (b <= a) return 0;
   /* The First prepend scheme needs original offsets; keep them then. */
   int al = align || t->pre.prepend == PREPEND_FIRST;
-  if (load_segment(t, w, text, a, b, al) < 0) return err_set(err, "out of memory");
+  if (load_segment(t, w, text, a, b, al) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
   if (t->n_norm == 0) return encode_normalized(t, w, 0, w->nlen, type_id, al, e, err);
   size_t from = 0, at;
   int k;
@@ -478,7 +478,7 @@ static int encode_segment(const Tokenizer *t, Work *w, const char *text, size_t 
     if (ad->lstrip) { size_t s = ws_left(w->nb, start); start = s > from ? s : from; }
     if (ad->rstrip) stop = ws_right(w->nb, stop, w->nlen);
     if (start > from && encode_normalized(t, w, from, start, type_id, al, e, err) < 0) return -1;
-    if (push_token(e, ad->id, type_id, al ? w->na0[start] : 0, al ? w->na1[stop - 1] : 0, 0) < 0) return err_set(err, "out of memory");
+    if (push_token(e, ad->id, type_id, al ? w->na0[start] : 0, al ? w->na1[stop - 1] : 0, 0) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
     from = stop;
   }
   if (from < w->nlen) return encode_normalized(t, w, from, w->nlen, type_id, al, e, err);
@@ -489,7 +489,7 @@ static int encode_segment(const Tokenizer *t, Work *w, const char *text, size_t 
 static int encode_seq(const Tokenizer *t, const char *text, size_t len, int type_id, int align, Encoding *e, Err *err) {
   size_t bad;
   if (!tokenizer_utf8_valid(text, len, &bad)) return err_set(err, "invalid UTF-8 at byte %zu", bad);
-  if (!e->work && !(e->work = calloc(1, sizeof(Work)))) return err_set(err, "out of memory");
+  if (!e->work && !(e->work = calloc(1, sizeof(Work)))) return err_setk(err, ERR_NOMEM, "out of memory");
   Work *w = e->work;
   size_t from = 0, pos = 0, at;
   int k;
@@ -500,7 +500,7 @@ static int encode_seq(const Tokenizer *t, const char *text, size_t len, int type
     if (ad->lstrip) { size_t s = ws_left(text, start); start = s > from ? s : from; }
     if (ad->rstrip) stop = ws_right(text, stop, len);
     if (start > from && encode_segment(t, w, text, from, start, type_id, align, e, err) < 0) return -1;
-    if (push_token(e, ad->id, type_id, (int32_t)start, (int32_t)stop, 0) < 0) return err_set(err, "out of memory");
+    if (push_token(e, ad->id, type_id, (int32_t)start, (int32_t)stop, 0) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
     from = stop;
   }
   if (from < len) return encode_segment(t, w, text, from, len, type_id, align, e, err);
@@ -523,7 +523,7 @@ static int apply_template(const Tokenizer *t, const TItem *items, int n_items, E
     }
   }
   Encoding out = {0};
-  if (enc_reserve(&out, total + 1) < 0) return err_set(err, "out of memory");
+  if (enc_reserve(&out, total + 1) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
   for (int i = 0; i < n_items; i++) {
     if (!items[i].special) {
       int from = items[i].name[0] == 'A' ? 0 : na, cnt = items[i].name[0] == 'A' ? na : nb;
@@ -595,7 +595,7 @@ static int encode_ids(const Tokenizer *t, const char *text, size_t len, int add_
     for (int s = 0; s < t->n_tspec; s++) if (!strcmp(t->tspec[s].name, it->name)) f = s;
     if (f < 0) return err_set(err, "post_processor: template token %s has no entry in special_tokens", it->name);
     for (int j = 0; j < t->tspec[f].n; j++)
-      if (push_token(e, t->tspec[f].ids[j], it->type_id, 0, 0, 1) < 0) return err_set(err, "out of memory");
+      if (push_token(e, t->tspec[f].ids[j], it->type_id, 0, 0, 1) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
   }
   return 0;
 }
@@ -613,7 +613,7 @@ int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const si
   int32_t **chunk_ids = calloc(n_chunks + 1, sizeof *chunk_ids);
   size_t *chunk_n = calloc(n_chunks + 1, sizeof *chunk_n);
   long long first_bad = -1;
-  Err first_err = {{0}};
+  Err first_err = {0};
   if (!chunk_ids || !chunk_n) { free(starts); free(chunk_ids); free(chunk_n); return err_set(err, "out of memory"); }
   #pragma omp parallel num_threads(threads)
   {
@@ -1200,9 +1200,10 @@ fail:
 Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err) {
   json_error_t je;
   json_t *root = json_loadb(text, len, 0, &je);
-  if (!root) { err_set(err, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text); return NULL; }
+  if (!root) { err_setk(err, ERR_BAD_INPUT, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text); return NULL; }
   Tokenizer *t = from_root(root, err);
   json_decref(root);
+  if (!t) err_kind_default(err, ERR_BAD_INPUT);  /* the text is refused, whatever the check */
   return t;
 }
 

@@ -29,7 +29,7 @@ typedef struct Encoding {
 
 /* Reads a tokenizer.json file (a regular file of at most TOKENIZER_MAX_FILE bytes). */
 Tokenizer *tokenizer_load(const char *path, Err *err);
-/* Parses tokenizer.json text. */
+/* Parses tokenizer.json text; a refusal is ERR_BAD_INPUT. */
 Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err);
 /* The seed recipe around a Unigram vocabulary: normalizer Replace ``->" and ''->",
 ** Metaspace ("▁", prepend always, split) pre-tokenizer and decoder, pieces[0..n_special)

@@ -6,16 +6,16 @@
 #include "server/app/app.h"
 
 Store *app_store(App *a, HttpRes *rs) {
-  Err e = {{0}};
+  Err e = {0};
   Store *s = store_open(a->db_path, &e);
-  if (!s) http_error(rs, 500, "cannot open the store", json_string(e.msg));
+  if (!s) http_error_from(rs, &e, "cannot open the store", json_string(e.msg));
   return s;
 }
 
 char *app_jobs_metrics_text(App *a) {
   static const char *states[] = {"queued", "running", "done", "failed", "interrupted", "cancelled"};
   int count[6] = {0};
-  Err e = {{0}};
+  Err e = {0};
   Store *s = store_open(a->db_path, &e);
   json_t *jobs = s ? store_jobs_list(s, &e) : NULL;
   store_close(s);

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/infer/fillmask.h"
 #include "engine/core/now.h"
@@ -186,24 +185,25 @@ static int pick_model(App *a, Store *s, const char *given, char *spec, size_t ca
   }
   if (best) snprintf(spec, cap, "%s", best);
   json_decref(models);
-  return best ? 0 : err_set(err, "the store holds no model yet: train one (POST /runs) or import one");
+  return best ? 0 : err_setk(err, ERR_NOT_FOUND, "the store holds no model yet: train one (POST /runs) or import one");
 }
 
 /* The cache key "model@commit" of the request's model into key; on failure answers
-** (404 or 500) and returns -1. Runs on the cache's own store connection. */
+** (404 for no such model, 500 when the store fails) and returns -1. Runs on the
+** cache's own store connection. */
 static int resolve_model(App *a, const char *given, char *key, size_t cap, HttpRes *rs) {
   FillCache *c = a->fill;
-  Err e = {{0}};
+  Err e = {0};
   char spec[300];
   StoreRevision r;
   int rc = -1;
   pthread_mutex_lock(&c->store_mu);
   if (!c->store && !(c->store = store_open(a->db_path, &e))) {
-    http_error(rs, 500, "cannot open the store", json_string(e.msg));
+    http_error_from(rs, &e, "cannot open the store", json_string(e.msg));
   } else if (pick_model(a, c->store, given, spec, sizeof spec, &e)) {
-    http_error(rs, 404, "no model to fill masks with", json_string(e.msg));
+    http_error_from(rs, &e, "no model to fill masks with", json_string(e.msg));
   } else if (store_resolve(c->store, spec, &r, &e)) {
-    http_error(rs, 404, "unknown model or revision", json_pack("{s:s, s:s}", "model", spec, "why", e.msg));
+    http_error_from(rs, &e, "unknown model or revision", json_pack("{s:s, s:s}", "model", spec, "why", e.msg));
   } else {
     snprintf(key, cap, "%s@%s", r.model, r.commit);
     rc = 0;
@@ -221,7 +221,7 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
   pthread_mutex_lock(&c->load);
   ent = cache_find(c, key);  /* another request may have loaded it meanwhile */
   if (!ent) {
-    Err e = {{0}};
+    Err e = {0};
     Store *s = app_store(a, rs);
     if (!s) { pthread_mutex_unlock(&c->load); return NULL; }
     FillMaskOptions o;
@@ -231,7 +231,7 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
     store_close(s);
     if (!fm) {
       pthread_mutex_unlock(&c->load);
-      http_error(rs, 500, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
+      http_error_from(rs, &e, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
       return NULL;
     }
     if (!(ent = cache_add(c, key, fm))) http_error(rs, 503, "every cached model is busy; try again", NULL);
@@ -240,13 +240,12 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
   return ent;
 }
 
-/* The one place a pipeline refusal becomes an HTTP status: the request's shape is
-** 422, a text the pipeline refuses 400, a limit 413 (naming the limit and its flag). */
+/* A pipeline refusal answered with the status of its kind (server/http's table: the
+** request's shape 422, a text the pipeline refuses 400, a limit 413); a limit's
+** answer names the limit and its flag. */
 static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model) {
-  int status = fe->kind == FILLMASK_ERR_SHAPE ? 422 : fe->kind == FILLMASK_ERR_TEXT ? 400
-             : fe->kind == FILLMASK_ERR_LIMIT ? 413 : 500;
   json_t *detail = json_pack("{s:s}", "model", model);
-  if (fe->kind == FILLMASK_ERR_LIMIT && fe->limit) {
+  if (fe->err.kind == ERR_TOO_LARGE && fe->limit) {
     char flag[64];
     int n = snprintf(flag, sizeof flag, "--%s", fe->limit);
     for (int i = 2; i < n && flag[i]; i++) if (flag[i] == '_') flag[i] = '-';
@@ -255,7 +254,7 @@ static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model
     json_object_set_new(detail, "max", json_integer((json_int_t)fe->max));
     json_object_set_new(detail, "got", json_integer((json_int_t)fe->got));
   }
-  http_error(rs, status, fe->err.msg[0] ? fe->err.msg : "fill-mask failed", detail);
+  http_error_from(rs, &fe->err, fe->err.msg[0] ? fe->err.msg : "fill-mask failed", detail);
 }
 
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {

@@ -43,7 +43,7 @@ struct Worker {
 static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) {
   Store *s = app_store(a, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   int64_t id = store_job_submit(s, kind, params, &e);
   store_close(s);
   if (id < 1) { http_error(rs, 500, "cannot queue the job", json_string(e.msg)); return; }
@@ -52,17 +52,18 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
                                "location", rs->location));
 }
 
-/* Answers a name that did not resolve: 422 for a bad or unknown input, 409 for an
-** output name already taken, 500 when the work folder cannot be used. */
+/* Answers a name that did not resolve with the status of e's kind (the workspace
+** says ERR_INVALID for a bad or unknown input, ERR_CONFLICT for an output name
+** already taken); the WorkspaceStatus adds nothing to it. */
 static void workspace_refusal(HttpRes *rs, int status, const Err *e, const char *field) {
-  int http = status == WORKSPACE_EXISTS ? 409 : status == WORKSPACE_IO ? 500 : 422;
-  http_error(rs, http, e->msg, json_pack("{s:s}", "field", field));
+  (void)status;
+  http_error_from(rs, e, e->msg, json_pack("{s:s}", "field", field));
 }
 
 /* "resume": a run id or name that the store knows and that is not running; on
 ** success id_text receives the run's id, which is all the job passes on. */
 static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_text, size_t cap) {
-  Err e = {{0}};
+  Err e = {0};
   const char *v = json_string_value(resume);
   if (!v || json_string_length(resume) != strlen(v) || store_check_name("run", v, &e)) {
     http_error(rs, 422, "\"resume\" takes a run id or name", json_pack("{s:s, s:s}", "field", "resume", "why",
@@ -82,7 +83,7 @@ static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_tex
 ** preset) must resolve now, so a typo is refused at once; the job resolves them again. */
 static int run_names_resolve(App *a, HttpRes *rs, const RunConfig *rc) {
   char path[WORKSPACE_PATH_MAX];
-  Err e = {{0}};
+  Err e = {0};
   int st;
   if ((st = workspace_tokenizer(&a->ws, "tokenizer", rc->tokenizer, path, sizeof path, &e))) {
     workspace_refusal(rs, st, &e, "tokenizer");
@@ -107,7 +108,7 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
   json_t *queued = NULL;
   char *text = NULL, *params = NULL;
   RunConfig rc;
-  Err e = {{0}};
+  Err e = {0};
   if (on_restart && (!json_is_string(on_restart) || (strcmp(json_string_value(on_restart), "resume") &&
                                                      strcmp(json_string_value(on_restart), "interrupt")))) {
     http_error(rs, 422, "\"on_restart\" must be \"resume\" or \"interrupt\"",
@@ -218,9 +219,9 @@ static int corpora_resolve(App *a, HttpRes *rs, json_t *o, const char *field) {
   json_t *x;
   json_array_foreach(list, i, x) {
     char path[WORKSPACE_PATH_MAX];
-    Err e = {{0}};
+    Err e = {0};
     int st = json_string_length(x) != strlen(json_string_value(x))
-                 ? (err_set(&e, "%s: a name cannot hold a NUL character", field), WORKSPACE_BAD_NAME)
+                 ? (err_setk(&e, ERR_INVALID, "%s: a name cannot hold a NUL character", field), WORKSPACE_BAD_NAME)
                  : workspace_corpus(&a->ws, field, json_string_value(x), path, sizeof path, &e);
     if (st) { workspace_refusal(rs, st, &e, field); break; }
   }
@@ -231,10 +232,10 @@ static int corpora_resolve(App *a, HttpRes *rs, json_t *o, const char *field) {
 /* The output name is free now (a second job of the same name fails when it runs). */
 static int output_free(App *a, HttpRes *rs, json_t *o, const char *kind) {
   char path[WORKSPACE_PATH_MAX];
-  Err e = {{0}};
+  Err e = {0};
   const char *name = json_string_value(json_object_get(o, "name"));
   int st = strlen(name) != json_string_length(json_object_get(o, "name"))
-               ? (err_set(&e, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
+               ? (err_setk(&e, ERR_INVALID, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
                : workspace_output(&a->ws, kind, name, path, sizeof path, &e);
   if (st) workspace_refusal(rs, st, &e, "name");
   return !st;
@@ -266,7 +267,7 @@ void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
       output_free(a, rs, b, "datasets") && corpora_resolve(a, rs, b, "input")) {
     const char *split = json_string_value(json_object_get(b, "split"));
     char path[WORKSPACE_PATH_MAX];
-    Err e = {{0}};
+    Err e = {0};
     int st;
     if (split && !workspace_name_ok(split)) {
       http_error(rs, 422, "split: not a name (letters, digits, - _ .)", json_pack("{s:s}", "field", "split"));
@@ -297,7 +298,7 @@ void route_datasets(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(
 void route_jobs(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *j = store_jobs_list(s, &e);
   store_close(s);
   if (!j) { http_error(rs, 500, "cannot list jobs", json_string(e.msg)); return; }
@@ -315,23 +316,23 @@ void route_job(void *app, HttpReq *rq, HttpRes *rs) {
   if (id < 1) { http_error(rs, 404, "no such job", json_pack("{s:s}", "job", rq->params[0])); return; }
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *j = store_job_get(s, id, &e);
   store_close(s);
-  if (!j) { http_error(rs, 404, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
+  if (!j) { http_error_from(rs, &e, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
   http_json(rs, 200, j);
 }
 
 static void cancel_job(Store *s, HttpRes *rs, int64_t job) {
-  Err e = {{0}};
+  Err e = {0};
   json_t *j = store_job_get(s, job, &e);
   const char *st = json_string_value(json_object_get(j, "status"));
   if (!j) {
-    http_error(rs, 404, "no such job", json_string(e.msg));
+    http_error_from(rs, &e, "no such job", json_string(e.msg));
   } else if (strcmp(st, "queued") && strcmp(st, "running")) {
     http_error(rs, 409, "the job has already ended", json_pack("{s:I, s:s}", "job", (json_int_t)job, "status", st));
   } else if (store_job_cancel(s, job, &e)) {
-    http_error(rs, 500, "cannot cancel", json_string(e.msg));
+    http_error_from(rs, &e, "cannot cancel", json_string(e.msg));
   } else {
     http_json(rs, 202, json_pack("{s:I, s:s}", "job", (json_int_t)job, "status",
                                  !strcmp(st, "queued") ? "cancelled" : "cancelling"));
@@ -351,10 +352,10 @@ void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs) {
 void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   int64_t run = store_run_find(s, rq->params[0], &e);
   if (run < 1) {
-    http_error(rs, 404, "no such run", json_pack("{s:s}", "run", rq->params[0]));
+    http_error_from(rs, &e, "no such run", json_pack("{s:s}", "run", rq->params[0]));
     store_close(s);
     return;
   }
@@ -592,7 +593,7 @@ static int name_running(json_t *running, const char *name, size_t n) {
 ** folder's output folders goes (temporaries, and output folders with no finished output
 ** in them), except the names of jobs another live server's worker is running. */
 static void sweep_outputs(const Workspace *ws, Store *s) {
-  Err e = {{0}};
+  Err e = {0};
   json_t *jobs = store_jobs_list(s, &e), *running = json_array();
   size_t i;
   json_t *j;
@@ -632,7 +633,7 @@ static void sweep_outputs(const Workspace *ws, Store *s) {
 
 /* Runs one claimed job to its end. */
 static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const char *params) {
-  Err e = {{0}};
+  Err e = {0};
   Argv av = {{0}, 0};
   char log[WORKSPACE_PATH_MAX], logname[64];
   snprintf(logname, sizeof logname, "job-%lld.log", (long long)job);
@@ -676,7 +677,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (!linked && name[0]) {  /* the child creates its run; link the newest of that name made since */
-      Err e2 = {{0}};
+      Err e2 = {0};
       run = store_run_find(s, name, &e2);
       json_t *rj = run > 0 ? store_run_get(s, run, &e2) : NULL;
       json_t *c = json_object_get(rj, "created");
@@ -686,7 +687,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
       json_decref(rj);
     }
     if (linked && run > 0 && ++polls % 5 == 0) {  /* tokens/s of the newest step, for /metrics */
-      Err e2 = {{0}};
+      Err e2 = {0};
       json_t *rj = store_run_get(s, run, &e2);
       json_int_t step = json_integer_value(json_object_get(rj, "step"));
       json_t *m = rj ? store_run_metrics(s, run, step > 0 ? step - 1 : 0, &e2) : NULL;
@@ -710,7 +711,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     usleep(cancelled ? 50 * 1000 : 200 * 1000);
   }
   /* A killed maskd train could not mark its run: the run says "running" with a pid that is gone. */
-  if (killed && linked && run > 0) { Err e2 = {{0}}; store_runs_recover(s, NULL, &e2); }
+  if (killed && linked && run > 0) { Err e2 = {0}; store_runs_recover(s, NULL, &e2); }
   metrics_training(w->app->metrics, 0);
   char why[512];
   last_line(log, why, sizeof why);
@@ -732,7 +733,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
 static void *worker_main(void *arg) {
   Worker *w = arg;
   while (!atomic_load(&w->stop)) {
-    Err e = {{0}};
+    Err e = {0};
     Store *s = store_open(w->app->db_path, &e);
     if (!s) { fprintf(stderr, "maskd serve: worker: %s\n", e.msg); sleep(1); continue; }
     int64_t job;
@@ -760,7 +761,7 @@ static void requeue_interrupted(App *a, Store *s, json_t *before) {
     if (strcmp(json_string_value(json_object_get(j, "status")) ?: "", "running")) continue;
     if (strcmp(json_string_value(json_object_get(j, "kind")) ?: "", "train")) continue;
     int64_t job = json_integer_value(json_object_get(j, "id"));
-    Err e = {{0}};
+    Err e = {0};
     json_t *now = store_job_get(s, job, &e);
     int interrupted = !strcmp(json_string_value(json_object_get(now, "status")) ?: "", "interrupted");
     json_decref(now);

@@ -31,9 +31,9 @@ static void set_num(json_t *o, const char *k, double v) {
 
 /* The run named by the path's first parameter (id or name); answers 404 and returns -1 if none. */
 static int64_t path_run(Store *s, HttpReq *rq, HttpRes *rs) {
-  Err e = {{0}};
+  Err e = {0};
   int64_t id = store_run_find(s, rq->params[0], &e);
-  if (id < 1) http_error(rs, 404, "no such run", json_pack("{s:s, s:s}", "run", rq->params[0], "why", e.msg));
+  if (id < 1) http_error_from(rs, &e, "no such run", json_pack("{s:s, s:s}", "run", rq->params[0], "why", e.msg));
   return id;
 }
 
@@ -53,7 +53,7 @@ static double best_eval_loss(const json_t *metrics) {
 ** config file, the best validation loss, the duration, and from the newest steps the
 ** loss, tokens/s and an ETA from the recent step rate. */
 static void run_summary(Store *s, json_t *run, int64_t id, double now) {
-  Err e = {{0}};
+  Err e = {0};
   int64_t step = (int64_t)json_integer_value(json_object_get(run, "step"));
   json_t *m = store_run_metrics(s, id, step > 50 ? step - 50 : 0, &e);
   json_t *epochs_only = store_run_metrics(s, id, INT64_MAX, &e);
@@ -94,9 +94,9 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
 void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *runs = store_runs_list(s, &e);
-  if (!runs) { http_error(rs, 500, "cannot list runs", json_string(e.msg)); store_close(s); return; }
+  if (!runs) { http_error_from(rs, &e, "cannot list runs", json_string(e.msg)); store_close(s); return; }
   double now = now_wall();
   size_t i;
   json_t *r;
@@ -114,7 +114,7 @@ void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
 
 /* The revisions a run pushed, newest first. */
 static json_t *run_revisions(Store *s, const char *model, int64_t id) {
-  Err e = {{0}};
+  Err e = {0};
   json_t *out = json_array();
   json_t *m = store_model_get(s, model, &e);
   size_t i;
@@ -130,9 +130,9 @@ void route_run(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
   if (id < 1) { store_close(s); return; }
-  Err e = {{0}};
+  Err e = {0};
   json_t *run = store_run_get(s, id, &e);
-  if (!run) { http_error(rs, 500, "cannot read the run", json_string(e.msg)); store_close(s); return; }
+  if (!run) { http_error_from(rs, &e, "cannot read the run", json_string(e.msg)); store_close(s); return; }
   run_summary(s, run, id, now_wall());
   const char *name = json_string_value(json_object_get(run, "name"));
   json_object_set_new(run, "revisions", run_revisions(s, name ? name : "", id));
@@ -155,10 +155,10 @@ void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
   if (id < 1) { store_close(s); return; }
-  Err e = {{0}};
+  Err e = {0};
   json_t *m = store_run_metrics(s, id, since_step, &e);
   store_close(s);
-  if (!m) { http_error(rs, 500, "cannot read metrics", json_string(e.msg)); return; }
+  if (!m) { http_error_from(rs, &e, "cannot read metrics", json_string(e.msg)); return; }
   http_json(rs, 200, m);
 }
 
@@ -192,7 +192,7 @@ static void append(Events *ev, const char *event, const char *data) {
 
 /* Polls the store once and queues the events that are due. */
 static void events_poll(Events *ev) {
-  Err e = {{0}};
+  Err e = {0};
   Store *s = store_open(ev->app->db_path, &e);
   if (!s) { append(ev, "error", "{\"error\":\"cannot open the store\"}"); ev->ended = 1; return; }
   json_t *run = store_run_get(s, ev->run, &e);
@@ -284,20 +284,20 @@ void route_run_events(void *app, HttpReq *rq, HttpRes *rs) {
 void route_models(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *m = store_models_list(s, &e);
   store_close(s);
-  if (!m) { http_error(rs, 500, "cannot list models", json_string(e.msg)); return; }
+  if (!m) { http_error_from(rs, &e, "cannot list models", json_string(e.msg)); return; }
   http_json(rs, 200, m);
 }
 
 void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   json_t *m = store_model_get(s, rq->params[0], &e);
   store_close(s);
-  if (!m) { http_error(rs, 404, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
+  if (!m) { http_error_from(rs, &e, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
   http_json(rs, 200, m);
 }
 
@@ -308,11 +308,11 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
 static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
   void *tj = NULL;
   size_t tj_len = 0;
-  if (!r->tokenizer[0]) return err_set(e, "revision %s has no tokenizer", r->commit);
+  if (!r->tokenizer[0]) return err_setk(e, ERR_NOT_FOUND, "revision %s has no tokenizer", r->commit);
   if (store_revision_file(s, r, "tokenizer.json", &tj, &tj_len, e)) return -1;
   Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
   free(tj);
-  if (!t) { err_prefix(e, "stored tokenizer.json"); return -1; }
+  if (!t) { err_prefix(e, "stored tokenizer.json"); if (e->kind != ERR_NOMEM) e->kind = ERR_INTERNAL; return -1; }  /* a damaged store */
   char *config = NULL, *special_map = NULL;
   int rc = tokenizer_pretrained_json(t, &config, &special_map, e);
   tokenizer_free(t);
@@ -344,11 +344,11 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   }
   Store *s = app_store(app, rs);
   if (!s) return;
-  Err e = {{0}};
+  Err e = {0};
   StoreRevision r;
   if (store_resolve(s, spec, &r, &e)) {
     store_close(s);
-    http_error(rs, 404, "no such model revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
+    http_error_from(rs, &e, "no such model revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
     return;
   }
   void *data = NULL;
@@ -356,7 +356,7 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
   int rc = generated ? generated_file(s, &r, file, &data, &len, &e) : store_revision_file(s, &r, file, &data, &len, &e);
   store_close(s);
-  if (rc) { http_error(rs, 404, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
+  if (rc) { http_error_from(rs, &e, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
   free(rs->body);
   rs->body = data;
   rs->len = len;

@@ -20,17 +20,17 @@ int workspace_open(Workspace *w, const char *data_dir, const char *work_dir, Err
     w->data_root = realpath(data_dir, NULL);
     if (!w->data_root || stat(w->data_root, &st) || !S_ISDIR(st.st_mode)) {
       workspace_close(w);
-      return err_set(err, "--data-dir %s: not a folder", data_dir);
+      return err_setk(err, ERR_NOT_FOUND, "--data-dir %s: not a folder", data_dir);
     }
   }
   if (mkdir(work_dir, 0700) && errno != EEXIST) {
-    err_set(err, "--work-dir %s: %s", work_dir, strerror(errno));
+    err_setk(err, ERR_IO, "--work-dir %s: %s", work_dir, strerror(errno));
     workspace_close(w);
     return -1;
   }
   w->work_root = realpath(work_dir, NULL);
   if (!w->work_root) {
-    err_set(err, "--work-dir %s: %s", work_dir, strerror(errno));
+    err_setk(err, ERR_IO, "--work-dir %s: %s", work_dir, strerror(errno));
     workspace_close(w);
     return -1;
   }
@@ -38,7 +38,7 @@ int workspace_open(Workspace *w, const char *data_dir, const char *work_dir, Err
     char p[WORKSPACE_PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", w->work_root, work_folders[i]);
     if (mkdir(p, 0700) && errno != EEXIST) {
-      err_set(err, "work folder %s: %s", p, strerror(errno));
+      err_setk(err, ERR_IO, "work folder %s: %s", p, strerror(errno));
       workspace_close(w);
       return -1;
     }
@@ -99,28 +99,28 @@ static int inside(const char *root, const char *rel, unsigned type, char *path, 
 /* The text checks every name passes; a name with '/' can only be a data-root path. */
 static int check_text(const char *field, const char *name, Err *err) {
   if (workspace_name_ok(name) || relative_path_ok(name)) return WORKSPACE_OK;
-  err_set(err, "%s: \"%.64s\" is not a name (letters, digits, - _ .) or a path inside the data folder "
+  err_setk(err, ERR_INVALID, "%s: \"%.64s\" is not a name (letters, digits, - _ .) or a path inside the data folder "
                "(relative, not starting with '-', no '.' or '..' segments)", field, name);
   return WORKSPACE_BAD_NAME;
 }
 
 static int not_found(const Workspace *w, const char *field, const char *what, const char *name, Err *err) {
   if (!w->data_root && strchr(name, '/'))
-    err_set(err, "%s: no %s \"%.64s\": this server has no --data-dir, so only registered names can be used", field, what,
+    err_setk(err, ERR_INVALID, "%s: no %s \"%.64s\": this server has no --data-dir, so only registered names can be used", field, what,
             name);
   else
-    err_set(err, "%s: no %s named \"%.64s\"%s", field, what, name, w->data_root ? " here or under the data folder" : "");
+    err_setk(err, ERR_INVALID, "%s: no %s named \"%.64s\"%s", field, what, name, w->data_root ? " here or under the data folder" : "");
   return WORKSPACE_NOT_FOUND;
 }
 
 int workspace_corpus(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err) {
   if (!relative_path_ok(name)) {
-    err_set(err, "%s: \"%.64s\" is not a path inside the data folder (relative, not starting with '-', no '.' or '..' segments)",
+    err_setk(err, ERR_INVALID, "%s: \"%.64s\" is not a path inside the data folder (relative, not starting with '-', no '.' or '..' segments)",
             field, name);
     return WORKSPACE_BAD_NAME;
   }
   if (!w->data_root) {
-    err_set(err, "%s: this server has no --data-dir, so it has no corpora to read", field);
+    err_setk(err, ERR_INVALID, "%s: this server has no --data-dir, so it has no corpora to read", field);
     return WORKSPACE_NOT_FOUND;
   }
   if (inside(w->data_root, name, S_IFREG, path, cap) == WORKSPACE_OK) return WORKSPACE_OK;
@@ -157,7 +157,7 @@ int workspace_dataset(const Workspace *w, const char *field, const char *name, c
 
 int workspace_config(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err) {
   if (!relative_path_ok(name)) {
-    err_set(err, "%s: \"%.64s\" is neither a preset (tiny, small, base) nor a config.json inside the data folder", field,
+    err_setk(err, ERR_INVALID, "%s: \"%.64s\" is neither a preset (tiny, small, base) nor a config.json inside the data folder", field,
             name);
     return WORKSPACE_BAD_NAME;
   }
@@ -167,16 +167,16 @@ int workspace_config(const Workspace *w, const char *field, const char *name, ch
 
 int workspace_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err) {
   if (!workspace_name_ok(name)) {
-    err_set(err, "name: \"%.64s\" is not a name (1 to 64 letters, digits, - _ ., not starting with . or -)", name);
+    err_setk(err, ERR_INVALID, "name: \"%.64s\" is not a name (1 to 64 letters, digits, - _ ., not starting with . or -)", name);
     return WORKSPACE_BAD_NAME;
   }
   if ((size_t)snprintf(path, cap, "%s/%s/%s", w->work_root, kind, name) >= cap) {
-    err_set(err, "name: too long");
+    err_setk(err, ERR_INVALID, "name: too long");
     return WORKSPACE_BAD_NAME;
   }
   struct stat st;
   if (lstat(path, &st) == 0) {
-    err_set(err, "name: a %s named \"%s\" already exists", !strcmp(kind, "tokenizers") ? "tokenizer" : "dataset", name);
+    err_setk(err, ERR_CONFLICT, "name: a %s named \"%s\" already exists", !strcmp(kind, "tokenizers") ? "tokenizer" : "dataset", name);
     return WORKSPACE_EXISTS;
   }
   return WORKSPACE_OK;

@@ -21,7 +21,9 @@
 
 #define WORKSPACE_PATH_MAX 4096
 
-/* Why a name did not resolve; the HTTP layer answers 422, 404, 409 for them. */
+/* Why a name did not resolve. err's kind says it for the HTTP layer's table: a bad
+** or unknown name is ERR_INVALID (a job's field that names nothing: 422), a name
+** taken ERR_CONFLICT (409). */
 typedef enum WorkspaceStatus {
   WORKSPACE_OK = 0,
   WORKSPACE_BAD_NAME = -1,    /* not a name this kind of thing may have */

@@ -265,7 +265,7 @@ static int linear_shapes(Shape *s, const char *name, long rows, long in, long ou
 ** step time if everything but the matrix products were free. */
 static int bench_sgemm_shapes(const BenchArgs *a) {
   ModelConfig c;
-  Err err = {{0}};
+  Err err = {0};
   if (load_config(a->config, &c, &err)) { fprintf(stderr, "maskd bench sgemm: %s\n", err.msg); return 1; }
   long B = a->batch, T = a->seq, H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   long L = c.num_hidden_layers, A = c.num_attention_heads, d = H / A, BT = B * T;
@@ -419,7 +419,7 @@ static void bench_run_free(BenchRun *r) {
 /* 1. The config, the sgemm peak, a fresh model, the batch, and the optimizer (train)
 ** or the logits (infer). -1 after one line on stderr. */
 static int bench_setup(const BenchArgs *a, BenchRun *r) {
-  Err err = {{0}};
+  Err err = {0};
   int B = a->batch, T = a->seq, total = a->warmup + a->steps;
   size_t bt = (size_t)B * (size_t)T;
   r->train = !strcmp(a->mode, "train");
@@ -486,7 +486,7 @@ static int bench_setup(const BenchArgs *a, BenchRun *r) {
 /* 2. The steps, warm-up first: each one's forward, backward and optimizer times, and
 ** the model's own profile of the timed ones. -1 after one line on stderr. */
 static int bench_steps(const BenchArgs *a, BenchRun *r) {
-  Err err = {{0}};
+  Err err = {0};
   int total = a->warmup + a->steps;
   ModelBatch batch = {.batch = a->batch, .seq = a->seq, .input_ids = r->ids, .attention_mask = NULL,
                       .token_type_ids = NULL, .labels = r->labels};

@@ -268,7 +268,7 @@ const CliSpec cli_spec_import = {
 
 static Store *open_store(const char *db, const char *cmd, int must_exist) {
   const char *path = cli_db_path(db);
-  Err err = {{0}};
+  Err err = {0};
   if (must_exist && !exists(path)) { fprintf(stderr, "maskd %s: no store at %s (--db PATH or MASKD_DB)\n", cmd, path); return NULL; }
   Store *s = store_open(path, &err);
   if (!s) fprintf(stderr, "maskd %s: %s\n", cmd, err.msg);
@@ -294,7 +294,7 @@ int cmd_export(int argc, char **argv) {
   if (parsed) return parsed > 0 ? 0 : 2;
   Store *s = open_store(a.db, "export", 1);
   if (!s) return 1;
-  Err err = {{0}};
+  Err err = {0};
   int rc = do_export(s, pos[0], pos[1], a.force, &err);
   if (rc) fprintf(stderr, "maskd export: %s\n", err.msg);
   store_close(s);
@@ -308,7 +308,7 @@ int cmd_import(int argc, char **argv) {
   if (parsed) return parsed > 0 ? 0 : 2;
   Store *s = open_store(a.db, "import", 0);
   if (!s) return 1;
-  Err err = {{0}};
+  Err err = {0};
   int rc = do_import(s, pos[0], pos[1], a.message, &err);
   if (rc) fprintf(stderr, "maskd import: %s\n", err.msg);
   store_close(s);

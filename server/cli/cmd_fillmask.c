@@ -83,7 +83,7 @@ int cmd_fillmask(int argc, char **argv) {
   Store *s = NULL;
   FillMask *fm = NULL;
   json_t *res = NULL;
-  Err err = {{0}};
+  Err err = {0};
   FillMaskError fe = {0};
   FillMaskOptions o;
   fillmask_options_default(&o);

@@ -127,7 +127,7 @@ int cmd_prepare(int argc, char **argv) {
   if (ids_mode && !vocab) { fprintf(stderr, "maskd prepare: --ids needs --vocab-size\n"); return 2; }
   if (tokenizer && hash) { fprintf(stderr, "maskd prepare: --tokenizer-hash is for --ids; with --tokenizer the file's hash is recorded\n"); return 2; }
 
-  Err err = {{0}};
+  Err err = {0};
   TokCtx tc;
   memset(&tc, 0, sizeof tc);
   char tok_hash[32];

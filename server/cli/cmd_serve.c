@@ -256,7 +256,7 @@ static int serve(const ServeArgs *a) {
   if (hc.auth_reads && !hc.token) { fprintf(stderr, "maskd serve: --auth-reads needs --token\n"); return 2; }
   app.db_path = cli_db_path(db);
   app.started = now_wall();
-  Err err = {{0}};
+  Err err = {0};
   app.static_root = find_static(static_dir, &err);
   if (!app.static_root) { fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
   char exe[PATH_MAX];

@@ -69,7 +69,7 @@ static Store *open_existing(const char *cmd, const char *db) {
     fprintf(stderr, "maskd %s: no database at %s (give --db PATH or set MASKD_DB)\n", cmd, db);
     return NULL;
   }
-  Err err = {{0}};
+  Err err = {0};
   Store *s = store_open(db, &err);
   if (!s) fprintf(stderr, "maskd %s: %s\n", cmd, err.msg);
   return s;
@@ -103,7 +103,7 @@ int cmd_runs(int argc, char **argv) {
   if (parsed) return parsed > 0 ? 0 : 2;
   Store *s = open_existing("runs", db);
   if (!s) return 1;
-  Err err = {{0}};
+  Err err = {0};
   json_t *runs = store_runs_list(s, &err);
   store_close(s);
   if (!runs) { fprintf(stderr, "maskd runs: %s\n", err.msg); return 1; }
@@ -137,7 +137,7 @@ int cmd_models(int argc, char **argv) {
   if (parsed) return parsed > 0 ? 0 : 2;
   Store *s = open_existing("models", db);
   if (!s) return 1;
-  Err err = {{0}};
+  Err err = {0};
   json_t *v = name ? store_model_get(s, name, &err) : store_models_list(s, &err);
   store_close(s);
   if (!v) { fprintf(stderr, "maskd models: %s\n", err.msg); return 1; }

@@ -327,7 +327,7 @@ static Trainer *train_start(Store *db, int64_t run, const RunPlan *plan, int res
 static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, const char *tok_json,
                       const TrainArgs *args) {
   int quiet = args->quiet, status = 1;
-  Err e = {{0}};
+  Err e = {0};
   TrainCtx *c = calloc(1, sizeof *c);
   if (!c) {
     store_run_set_status(db, run, "failed", "out of memory", NULL);
@@ -355,7 +355,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   double t0 = now_monotonic();
   int r = trainer_run(t, &cb, &e);
   progress_done(&c->prog);
-  Err fe = {{0}};
+  Err fe = {0};
   if (r >= 0 && flush_steps(c, &fe)) { e = fe; r = -1; }
   if (r >= 0 && c->failed) { e = c->err; r = -1; }
   sigaction(SIGINT, &old_int, NULL);
@@ -402,7 +402,7 @@ int cmd_train(int argc, char **argv) {
   }
   RunConfig rc, given;
   const char *resume;
-  Err e = {{0}};
+  Err e = {0};
   int status = 1;
   Store *db = NULL;
   Trainer *t = NULL;

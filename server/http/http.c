@@ -234,6 +234,31 @@ void http_error(HttpRes *rs, int status, const char *error, json_t *detail) {
   http_json(rs, status, o);
 }
 
+/* The one table from an error's kind to the status that answers it: routes pass
+** the Err and never choose a status from its text. Out of memory and I/O are the
+** server's failures (500) like anything unclassified. */
+static const struct { ErrKind kind; int status; } STATUS_OF[] = {
+  {ERR_BAD_INPUT, 400},   /* malformed input, a text the pipeline refuses */
+  {ERR_NOT_FOUND, 404},
+  {ERR_CONFLICT, 409},
+  {ERR_TOO_LARGE, 413},   /* a limit exceeded */
+  {ERR_INVALID, 422},     /* a wrong field in well-formed JSON */
+  {ERR_INTERNAL, 500},
+  {ERR_IO, 500},
+  {ERR_NOMEM, 500},
+};
+
+int http_status_of(ErrKind kind) {
+  for (size_t i = 0; i < sizeof STATUS_OF / sizeof STATUS_OF[0]; i++)
+    if (STATUS_OF[i].kind == kind) return STATUS_OF[i].status;
+  return 500;  /* ERR_NONE: a failure that did not say why */
+}
+
+void http_error_from(HttpRes *rs, const Err *e, const char *error, json_t *detail) {
+  http_error(rs, http_status_of(e ? e->kind : ERR_INTERNAL), error ? error : e && e->msg[0] ? e->msg : "internal error",
+             detail);
+}
+
 void http_errorf(HttpRes *rs, int status, const char *fmt, ...) {
   char msg[512];
   va_list ap;

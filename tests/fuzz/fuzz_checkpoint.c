@@ -22,7 +22,7 @@ static Fixture rob, bert;
 
 static void make(Fixture *f, ModelType type) {
   ModelConfig c;
-  Err err = {{0}};
+  Err err = {0};
   config_preset("tiny", &c, &err);
   c.model_type = type;
   c.vocab_size = 11; c.hidden_size = 4; c.num_attention_heads = 2; c.num_hidden_layers = 1; c.intermediate_size = 6;
@@ -79,7 +79,7 @@ static void write_seeds(const char *dir) {
   char p[1024];
   unsigned char *b;
   size_t len;
-  Err err = {{0}};
+  Err err = {0};
   Fixture *fs[2] = {&rob, &bert};
   const char *names[2] = {"roberta", "bert"};
   for (int k = 0; k < 2; k++)
@@ -105,7 +105,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static void try_weights(Fixture *f, const uint8_t *data, size_t size) {
-  Err err = {{0}};
+  Err err = {0};
   if (ckpt_load_weights_memory(f->m, data, size, &err) != 0) {
     FUZZ_CHECK(err.msg[0], "a refusal without a message");
     FUZZ_CHECK(unchanged(f), "refused weights changed the model: %s", err.msg);
@@ -126,7 +126,7 @@ static void try_weights(Fixture *f, const uint8_t *data, size_t size) {
 }
 
 static void try_state(Fixture *f, const uint8_t *data, size_t size) {
-  Err err = {{0}};
+  Err err = {0};
   CkptState s0 = sample_state(), s = s0;
   if (ckpt_load_state_memory(f->m, f->o, &s, data, size, &err) != 0) {
     FUZZ_CHECK(err.msg[0], "a refusal without a message");

@@ -25,7 +25,7 @@ static void write_seeds(const char *dir) {
   const char *presets[] = {"tiny", "small", "base"};
   for (int i = 0; i < 4; i++) {
     ModelConfig c;
-    Err err = {{0}};
+    Err err = {0};
     config_preset(presets[i < 3 ? i : 0], &c, &err);
     if (i == 3) { c.model_type = MODEL_BERT; c.pad_token_id = 0; c.bos_token_id = -1; c.eos_token_id = -1; c.type_vocab_size = 2; }
     char *json = config_to_json(&c), name[64];
@@ -44,7 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = fuzz_cstr(data, size);
   ModelConfig c, fc;
-  Err err = {{0}}, ferr = {{0}};
+  Err err = {0}, ferr = {0};
   int rc = config_parse(text, &c, &err);
   int frc = config_load(fuzz_memfd_path(data, size), &fc, &ferr);
   int has_nul = strlen(text) != size;

@@ -30,7 +30,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc; (void)argv;
   double sc[NP];
   for (int i = 0; i < NP; i++) sc[i] = i < 5 ? 0.0 : -1.0 - 0.1 * i;
-  Err err = {{0}};
+  Err err = {0};
   Tokenizer *t = tokenizer_new_seed(NP, pieces, sc, 2, 5, &err);
   FUZZ_CHECK(t, "tokenizer: %s", err.msg);
   ModelConfig c;
@@ -112,9 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   json_t *res = fillmask_call(fm, inputs, params, &fe);
   if (!res) {
     FUZZ_CHECK(fe.err.msg[0], "a refusal without a message");
-    FUZZ_CHECK(fe.kind > FILLMASK_OK && fe.kind <= FILLMASK_ERR_INTERNAL, "a refusal of kind %d", (int)fe.kind);
-    FUZZ_CHECK(fe.kind != FILLMASK_ERR_INTERNAL, "an internal error: %s", fe.err.msg);
-    FUZZ_CHECK(fe.kind != FILLMASK_ERR_LIMIT || (fe.limit && fe.got > fe.max), "a limit refusal without its limit: %s",
+    FUZZ_CHECK(fe.err.kind == ERR_INVALID || fe.err.kind == ERR_BAD_INPUT || fe.err.kind == ERR_TOO_LARGE ||
+                   fe.err.kind == ERR_INTERNAL || fe.err.kind == ERR_NOMEM, "a refusal of kind %d", (int)fe.err.kind);
+    FUZZ_CHECK(fe.err.kind != ERR_INTERNAL && fe.err.kind != ERR_NOMEM, "an internal error: %s", fe.err.msg);
+    FUZZ_CHECK(fe.err.kind != ERR_TOO_LARGE || (fe.limit && fe.got > fe.max), "a limit refusal without its limit: %s",
                fe.err.msg);
     json_decref(body);
     return 0;

@@ -39,7 +39,7 @@ static void make_set(void) {
   o.shard_size = 5;
   o.tokenizer_hash = "fnv1a64:0123456789abcdef";
   o.source = "fuzz.txt";
-  Err err = {{0}};
+  Err err = {0};
   FUZZ_CHECK(in && prepare_run(in, 0, set_dir, &o, encode_bytes, NULL, NULL, &err) == 0, "prepare_run: %s", err.msg);
   fclose(in);
   FILE *f = fopen(manifest, "rb");
@@ -81,7 +81,7 @@ static void check_loader(Loader *l) {
       FUZZ_CHECK(attn[i] == (i / SEQ < real), "attention mask of row %d", i / SEQ);
     }
   }
-  Err err = {{0}};
+  Err err = {0};
   FUZZ_CHECK(loader_set_state(l, &st, &err) == 0, "restoring a saved position: %s", err.msg);
   loader_next(l, ids2, NULL);
   loader_set_state(l, &st, &err);
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.drop_last = 0;
   Rng seed;
   rng_seed(&seed, 7);
-  Err e1 = {{0}}, e2 = {{0}};
+  Err e1 = {0}, e2 = {0};
   Loader *a = loader_open(manifest, &o, &seed, &e1);
   Loader *b = loader_open(set_dir, &o, &seed, &e2);
   FUZZ_CHECK(!a == !b, "by file %s, by folder %s", a ? "accepted" : e1.msg, b ? "accepted" : e2.msg);

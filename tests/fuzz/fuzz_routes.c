@@ -36,7 +36,7 @@ static char db[600], data_root[600], work_root[600];
 static void mkdir_p(const char *fmt, const char *a, const char *b) {
   char p[1200];
   snprintf(p, sizeof p, fmt, a, b);
-  Err err = {{0}};
+  Err err = {0};
   FUZZ_CHECK(files_make_dirs(p, &err) == 0, "%s", err.msg);
 }
 
@@ -52,7 +52,7 @@ static void shards(const char *dir) {
   for (int i = 0; i < 4 * 8; i++) ids[i] = i % NP;
   char p[1200];
   snprintf(p, sizeof p, "%s/train-00000-samples-4.shard", dir);
-  Err err = {{0}};
+  Err err = {0};
   FUZZ_CHECK(shard_write(p, ids, 4, 8, NP, NULL, &err) == 0, "%s", err.msg);
 }
 
@@ -61,7 +61,7 @@ static void setup(void) {
   snprintf(db, sizeof db, "%s/maskd.db", d);
   snprintf(data_root, sizeof data_root, "%s/data", d);
   snprintf(work_root, sizeof work_root, "%s/work", d);
-  Err err = {{0}};
+  Err err = {0};
   double sc[NP];
   for (int i = 0; i < NP; i++) sc[i] = i < 5 ? 0.0 : -1.0 - 0.1 * i;
   Tokenizer *t = tokenizer_new_seed(NP, pieces, sc, 2, 5, &err);
@@ -148,7 +148,7 @@ static int count_entries(const char *dir) {
 }
 
 static void check_job(json_int_t id, const char *kind) {
-  Err err = {{0}};
+  Err err = {0};
   Store *s = store_open(db, &err);
   FUZZ_CHECK(s, "store: %s", err.msg);
   json_t *job = store_job_get(s, id, &err);

@@ -33,11 +33,11 @@ static void check_round_trip(const RunConfig *rc, const char *how) {
   FUZZ_CHECK(json, "run_config_to_json failed");
   RunConfig back;
   run_config_defaults(&back);
-  Err err = {{0}};
+  Err err = {0};
   FUZZ_CHECK(run_config_apply_json(&back, json, &err) == 0, "%s: the written description is refused: %s\n%s", how, err.msg, json);
   const char *f = differs(rc, &back);
   FUZZ_CHECK(!f, "%s: field %s changed when written and read back\n%s", how, f, json);
-  Err e1 = {{0}}, e2 = {{0}};
+  Err e1 = {0}, e2 = {0};
   FUZZ_CHECK(run_config_check(rc, &e1) == run_config_check(&back, &e2), "%s: run_config_check differs after the round trip", how);
   free(json);
 }
@@ -49,7 +49,7 @@ static void apply_lines(RunConfig *rc, const uint8_t *data, size_t size) {
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     char *eq = strchr(line, '=');
     if (eq) *eq = 0;
-    Err err = {{0}};
+    Err err = {0};
     RunConfig before = *rc;
     if (run_config_set(rc, line, eq ? eq + 1 : NULL, &err)) {
       FUZZ_CHECK(err.msg[0], "a refused flag without a message");
@@ -65,7 +65,7 @@ static void apply_lines(RunConfig *rc, const uint8_t *data, size_t size) {
 static void write_seeds(const char *dir) {
   RunConfig rc;
   run_config_defaults(&rc);
-  Err err = {{0}};
+  Err err = {0};
   const char *flags[][2] = {{"name", "wiki-small"}, {"tokenizer", "tok/tokenizer.json"}, {"train", "data/train"},
                             {"validation", "data/valid"}, {"--lr", "0.0003"}, {"grad-accum", "2"}, {"seed", "7"},
                             {"epochs", "3"}, {"mlm_probability", "0.2"}};
@@ -92,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rc = def;
   frc = def;
   char *text = fuzz_cstr(data, size);
-  Err err = {{0}}, ferr = {{0}};
+  Err err = {0}, ferr = {0};
   int r = run_config_apply_json(&rc, text, &err);
   int fr = run_config_load(&frc, fuzz_memfd_path(data, size), &ferr);
   if (strlen(text) == size && size <= (1u << 20)) {

@@ -47,7 +47,7 @@ static void check_file(const StFile *f, size_t size) {
 static void check_readers(const StFile *f) {
   for (int i = 0; i < st_count(f); i++) {
     const StTensor *t = st_tensor(f, i);
-    Err err = {{0}};
+    Err err = {0};
     if (is_float(t->dtype)) {
       float *out = malloc((size_t)t->numel * sizeof *out + 1);
       FUZZ_CHECK(out, "oom");
@@ -87,7 +87,7 @@ static unsigned char *serialize(const StFile *f, size_t *len) {
   }
   for (int i = 0; i < nm; i++) st_metadata_at(f, i, &meta[2 * i], &meta[2 * i + 1]);
   unsigned char *out = NULL;
-  Err err = {{0}};
+  Err err = {0};
   int rc = st_serialize(ts, n, meta, nm, &out, len, &err);
   FUZZ_CHECK(rc == 0, "the writer refuses what the reader accepted: %s", err.msg);
   free(ts);
@@ -98,7 +98,7 @@ static unsigned char *serialize(const StFile *f, size_t *len) {
 static void check_round_trip(const StFile *f) {
   size_t len1, len2;
   unsigned char *b1 = serialize(f, &len1);
-  Err err = {{0}};
+  Err err = {0};
   StFile *g = st_open_memory(b1, len1, &err);
   FUZZ_CHECK(g, "the reader refuses the writer's bytes: %s", err.msg);
   FUZZ_CHECK(st_count(g) == st_count(f), "tensor count %d -> %d", st_count(f), st_count(g));
@@ -151,7 +151,7 @@ static void write_seeds(const char *dir) {
   for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
     unsigned char *out;
     size_t len;
-    Err err = {{0}};
+    Err err = {0};
     FUZZ_CHECK(st_serialize(seeds[i].ts, seeds[i].n, seeds[i].meta, seeds[i].n_meta, &out, &len, &err) == 0, "%s", err.msg);
     fuzz_write_file(fuzz_seed_path(dir, seeds[i].name), out, len);
     free(out);
@@ -165,7 +165,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  Err em = {{0}}, ef = {{0}};
+  Err em = {0}, ef = {0};
   StFile *f = st_open_memory(data, size, &em);
   StFile *g = st_open(fuzz_memfd_path(data, size), &ef);
   FUZZ_CHECK(!f == !g, "memory and file disagree: memory %s, file %s", f ? "accepts" : em.msg, g ? "accepts" : ef.msg);

@@ -36,7 +36,7 @@ static void check_name(const uint8_t *data, size_t size) {
     FUZZ_CHECK(split_len >= 1 && split_len < strlen(base) && index >= 0, "parsed split %zu, index %d of \"%s\"", split_len, index, name);
     char split[256], again[512];
     snprintf(split, sizeof split, "%.*s", (int)split_len, base);
-    Err err = {{0}};
+    Err err = {0};
     if (!strchr(split, '/') && shard_name(again, sizeof again, split, index, count, &err) == 0) {
       size_t s2;
       int i2;
@@ -56,7 +56,7 @@ static void write_seeds(const char *dir) {
   for (int i = 0; i < 3; i++) {
     char p[1024], name[64];
     snprintf(p, sizeof p, "%s/tmp-00000-samples-%" PRIu64 ".shard", fuzz_dir(), s[i].n);
-    Err err = {{0}};
+    Err err = {0};
     FUZZ_CHECK(shard_write(p, ids, s[i].n, s[i].seq, s[i].vocab, NULL, &err) == 0, "%s", err.msg);
     FILE *f = fopen(p, "rb");
     unsigned char b[256];
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_write_file(path, buf, size);
   free(buf);
 
-  Err err = {{0}}, herr = {{0}};
+  Err err = {0}, herr = {0};
   ShardInfo hinfo;
   int hrc = shard_read_header(path, &hinfo, &herr);
   Shard *s = shard_open(path, &err);

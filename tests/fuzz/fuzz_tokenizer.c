@@ -35,14 +35,14 @@ static void check_encoding(const Tokenizer *t, const Encoding *e, size_t len, co
 
 /* Encodes p both ways (with and without the post-processor) and checks they agree. */
 static void probe(const Tokenizer *t, Probe p, Encoding *e) {
-  Err err = {{0}};
+  Err err = {0};
   int valid = tokenizer_utf8_valid(p.s, p.n, NULL);
   for (int special = 0; special < 2; special++) {
     int rc = tokenizer_encode(t, p.s, p.n, special, e, &err);
     if (!valid) { FUZZ_CHECK(rc < 0, "invalid UTF-8 encoded"); continue; }
     int32_t *ids = NULL;
     size_t *starts = NULL;
-    Err err2 = {{0}};
+    Err err2 = {0};
     const char *texts[1] = {p.s};
     size_t lens[1] = {p.n};
     int rc2 = tokenizer_encode_many(t, texts, lens, 1, special, 1, &ids, &starts, &err2);
@@ -105,7 +105,7 @@ static void write_seeds(const char *dir) {
   double sc[32];
   for (int i = 0; i < n; i++) sc[i] = i < 5 ? 0 : -1.0 - 0.25 * i;
   for (int k = 0; k < 3; k++) {
-    Err err = {{0}};
+    Err err = {0};
     /* k = 1: no [CLS]/[SEP] specials, so no post-processor; k = 2: no unk. */
     Tokenizer *t = k == 1 ? tokenizer_new_seed(n - 2, pieces + 2, sc + 2, 0, 3, &err)
                           : tokenizer_new_seed(n, pieces, sc, k == 2 ? -1 : 2, 5, &err);
@@ -141,7 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *text = nul ? nul + 1 : NULL;
   size_t text_len = nul ? size - json_len - 1 : 0;
 
-  Err err = {{0}}, ferr = {{0}};
+  Err err = {0}, ferr = {0};
   Tokenizer *t = tokenizer_from_json((const char *)data, json_len, &err);
   Tokenizer *tf = tokenizer_load(fuzz_memfd_path(data, json_len), &ferr);
   FUZZ_CHECK(!t == !tf, "memory %s, file %s", t ? "accepts" : err.msg, tf ? "accepts" : ferr.msg);
@@ -177,7 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Encoding e2 = {0};
   for (int i = 0; i < np; i++) {
     for (int special = 0; special < 2; special++) {
-      Err a = {{0}}, b = {{0}};
+      Err a = {0}, b = {0};
       int r1 = tokenizer_encode(t, probes[i].s, probes[i].n, special, &e, &a);
       int r2 = tokenizer_encode(t2, probes[i].s, probes[i].n, special, &e2, &b);
       FUZZ_CHECK(r1 == r2, "probe %d: %s before writing, %s after", i, r1 ? a.msg : "works", r2 ? b.msg : "works");
