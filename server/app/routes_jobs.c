@@ -639,7 +639,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   JobPlan plan;
   memset(&plan, 0, sizeof plan);
   if (workspace_job_file(&w->app->ws, logname, log, sizeof log, &e) || job_argv(w, job, kind, params, &av, &plan, &e)) {
-    store_job_finish(s, job, "failed", e.msg, &e);
+    store_job_finish(s, job, STORE_STATUS_FAILED, e.msg, &e);
     args_free(&av);
     remove_output(plan.out_dir);
     return;
@@ -665,7 +665,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   posix_spawnattr_destroy(&at);
   args_free(&av);
   if (err) {
-    store_job_finish(s, job, "failed", strerror(err), &e);
+    store_job_finish(s, job, STORE_STATUS_FAILED, strerror(err), &e);
     remove_output(plan.out_dir);
     return;
   }
@@ -715,16 +715,16 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   char why[512];
   last_line(log, why, sizeof why);
   if (cancelled == 1) {
-    if (linked && run > 0) store_run_set_status(s, run, "cancelled", "cancelled over HTTP", &e);
-    store_job_finish(s, job, "cancelled", NULL, &e);
+    if (linked && run > 0) store_run_set_status(s, run, STORE_STATUS_CANCELLED, "cancelled over HTTP", &e);
+    store_job_finish(s, job, STORE_STATUS_CANCELLED, NULL, &e);
   } else if (cancelled == 2) {
-    store_job_finish(s, job, "interrupted", killed ? "the server stopped (the job was killed after the grace period)"
+    store_job_finish(s, job, STORE_STATUS_INTERRUPTED, killed ? "the server stopped (the job was killed after the grace period)"
                                                    : "the server stopped", &e);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    store_job_finish(s, job, "done", NULL, &e);
+    store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);
     plan.out_dir[0] = '\0';  /* kept: the job made it */
   } else {
-    store_job_finish(s, job, "failed", why[0] ? why : "the job's process failed", &e);
+    store_job_finish(s, job, STORE_STATUS_FAILED, why[0] ? why : "the job's process failed", &e);
   }
   remove_output(plan.out_dir);
 }

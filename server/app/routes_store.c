@@ -15,8 +15,8 @@
 #include "server/app/app.h"
 
 static int terminal(const char *status) {
-  return status && (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled") ||
-                    !strcmp(status, "interrupted"));
+  StoreStatus st;
+  return store_status_parse(status, &st) == 0 && store_status_ended(st);
 }
 
 static double num(const json_t *o, const char *k) {

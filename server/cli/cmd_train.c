@@ -347,7 +347,7 @@ int cmd_train(int argc, char **argv) {
     run = store_run_create(db, rc.name, cfg_json, &e);
     if (run < 0) goto fail_early;
   }
-  if (store_run_set_status(db, run, "running", NULL, &e)) goto fail_early;
+  if (store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e)) goto fail_early;
   t = trainer_new(&plan.model, &plan.train, &e);
   if (!t) goto fail_run;
   if (resume) {
@@ -399,21 +399,21 @@ int cmd_train(int argc, char **argv) {
     if (out && write_out(t, &rc, out, &e)) r = -1;
   }
   if (r == TRAINER_DONE) {
-    if (store_run_set_status(db, run, "done", NULL, &e)) r = -1;
+    if (store_run_set_status(db, run, STORE_STATUS_DONE, NULL, &e)) r = -1;
     else {
       if (!quiet) fprintf(stderr, "run %lld done in %s\n", (long long)run, el);
       status = 0;
     }
   } else if (r == TRAINER_STOPPED) {
     const char *why = stop_signal == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT";
-    if (store_run_set_status(db, run, "interrupted", why, &e) == 0) {
+    if (store_run_set_status(db, run, STORE_STATUS_INTERRUPTED, why, &e) == 0) {
       fprintf(stderr, "maskd train: run %lld interrupted at step %ld (checkpoint saved; maskd train --resume %lld)\n",
               (long long)run, trainer_step(t), (long long)run);
       status = 130;
     }
   }
   if (r < 0) {
-    store_run_set_status(db, run, "failed", e.msg, NULL);
+    store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     fprintf(stderr, "maskd train: %s\n", e.msg);
     status = 1;
   }
@@ -421,7 +421,7 @@ int cmd_train(int argc, char **argv) {
   goto cleanup;
 
 fail_run:
-  store_run_set_status(db, run, "failed", e.msg, NULL);
+  store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
 fail_early:
   fprintf(stderr, "maskd train: %s\n", e.msg);
   status = 1;
