@@ -7,6 +7,7 @@
 ** from the run's newest checkpoint with the run's stored description. */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "engine/train/trainer.h"
 #include "server/cli/commands.h"
 #include "server/cli/progress.h"
+#include "server/cli/train_job.h"
 #include "store/store.h"
 
 static void train_usage(FILE *f) {
@@ -31,6 +33,7 @@ static void train_usage(FILE *f) {
           "                   --config config.json|tiny|small|base [options]\n"
           "       maskd train [--db PATH] --resume RUN\n"
           "       maskd train [--db PATH] --name NAME [the run's options] --resume\n"
+          "       maskd train --db PATH --job ID --work-dir DIR [--data-dir DIR]   (maskd serve's worker)\n"
           "\n"
           "Trains a masked language model from scratch. Each epoch is evaluated on the\n"
           "validation shards and pushed as a revision of the model NAME in the store.\n"
@@ -43,6 +46,10 @@ static void train_usage(FILE *f) {
           "  --out DIR              also write the final model folder (config.json, model.safetensors,\n"
           "                         tokenizer files) to DIR\n"
           "  --quiet                no progress line\n"
+          "  --job ID               run training job ID of the store's queue, as maskd serve's worker\n"
+          "                         does: its description comes from the job (names resolved inside\n"
+          "                         --work-dir and --data-dir, the server's folders) and its run is\n"
+          "                         linked to the job when it is made; no other run options\n"
           "  --name NAME            run and model repository name\n"
           "  --tokenizer T          tokenizer.json (vocab_size, [MASK], <pad> come from it)\n"
           "  --train DIR            training shards        --validation DIR   evaluation shards\n"
@@ -68,7 +75,7 @@ typedef struct TrainCtx {
   Store *db;
   int64_t run;
   const RunConfig *rc;
-  const char *tokenizer_json;
+  const char *tokenizer_json;   /* the bytes validation read */
   Progress prog;
   long total;
   int epochs;
@@ -184,14 +191,10 @@ static int cb_should_stop(void *ctx) {
   return stop_signal != 0 || c->failed;
 }
 
-/* The final model as an HF folder with the tokenizer files. */
-static int write_out(Trainer *t, const RunConfig *rc, const char *dir, Err *err) {
+/* The final model as an HF folder with the files of the tokenizer validation read. */
+static int write_out(Trainer *t, const Tokenizer *tok, const char *dir, Err *err) {
   if (ckpt_save_model(trainer_model(t), dir, 0, err)) return -1;
-  Tokenizer *tok = tokenizer_load(rc->tokenizer, err);
-  if (!tok) return -1;
-  int r = tokenizer_save_pretrained(tok, dir, err);
-  tokenizer_free(tok);
-  return r;
+  return tokenizer_save_pretrained(tok, dir, err);
 }
 
 /* With --name ... --resume the options given must describe the stored run; names the first key that differs. */
@@ -218,6 +221,7 @@ static int differing_key(const RunConfig *stored, const RunConfig *given, Err *e
 ** their order, so collected first) and what to do. */
 typedef struct TrainArgs {
   const char *db_path, *run_file, *resume, *out;
+  const char *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
   int resume_flag;     /* --resume without a value: the run named by --name */
   int quiet;
   int nk;
@@ -250,6 +254,9 @@ static int train_args(int argc, char **argv, TrainArgs *t) {
     else if ((r = cli_flag_value("train", argc, argv, &i, "--run", &v))) t->run_file = v;
     else if ((r = cli_flag_value("train", argc, argv, &i, "--resume", &v))) t->resume = v;
     else if ((r = cli_flag_value("train", argc, argv, &i, "--out", &v))) t->out = v;
+    else if ((r = cli_flag_value("train", argc, argv, &i, "--job", &v))) t->job = v;
+    else if ((r = cli_flag_value("train", argc, argv, &i, "--data-dir", &v))) t->data_dir = v;
+    else if ((r = cli_flag_value("train", argc, argv, &i, "--work-dir", &v))) t->work_dir = v;
     else if (!strncmp(a, "--", 2)) {
       const char *eq = strchr(a, '=');
       char *key = eq ? strndup(a, (size_t)(eq - a)) : strdup(a);
@@ -271,6 +278,16 @@ static int train_args(int argc, char **argv, TrainArgs *t) {
   return 0;
 }
 
+/* --job: the run's description, or the run to resume, comes from the queued job. */
+static int job_description(const TrainArgs *a, Store *db, RunConfig *rc, int64_t *job, char *resume, size_t cap,
+                           Err *e) {
+  long id;
+  if (cli_parse_long(a->job, 1, LONG_MAX, &id)) return err_set(e, "--job: \"%s\" is not a job id", a->job);
+  if (!a->work_dir) return err_set(e, "--job needs --work-dir (the server's work folder)");
+  *job = id;
+  return train_job_read(db, id, a->data_dir, a->work_dir, rc, resume, cap, e);
+}
+
 int cmd_train(int argc, char **argv) {
   TrainArgs args;
   int parsed = train_args(argc, argv, &args);
@@ -284,12 +301,25 @@ int cmd_train(int argc, char **argv) {
   int status = 1;
   Store *db = NULL;
   Trainer *t = NULL;
-  char *tok_json = NULL, *cfg_json = NULL;
+  char *cfg_json = NULL;
   void *wbuf = NULL, *sbuf = NULL;
-  int64_t run = -1;
+  int64_t run = -1, job = 0;
+  char job_resume[32];
+  RunPlan plan;
+  memset(&plan, 0, sizeof plan);
 
   if (resume_flag && resume) {
     fprintf(stderr, "maskd train: --resume given twice\n");
+    train_args_free(&args);
+    return 2;
+  }
+  if (args.job && (resume || resume_flag || run_file || nk || out)) {
+    fprintf(stderr, "maskd train: --job runs the training job as it was queued; it takes no other run options\n");
+    train_args_free(&args);
+    return 2;
+  }
+  if (!args.job && (args.data_dir || args.work_dir)) {
+    fprintf(stderr, "maskd train: --data-dir and --work-dir go with --job\n");
     train_args_free(&args);
     return 2;
   }
@@ -314,41 +344,46 @@ int cmd_train(int argc, char **argv) {
   if (!db) goto fail_early;
   int recovered = 0;
   if (store_runs_recover(db, &recovered, &e)) goto fail_early;
+  if (args.job) {
+    if (job_description(&args, db, &rc, &job, job_resume, sizeof job_resume, &e)) goto fail_early;
+    if (job_resume[0]) resume = job_resume;
+  }
   if (resume) {
     run = store_run_find(db, resume, &e);
     if (run < 0) goto fail_early;
+    /* A resume job works on its run from here on (cancel, /metrics), whatever follows. */
+    if (job && store_job_set_run(db, job, run, &e)) goto fail_early;
     json_t *rj = store_run_get(db, run, &e);
     if (!rj) goto fail_early;
-    const char *st = json_string_value(json_object_get(rj, "status"));
-    int running = st && !strcmp(st, "running"), done = st && !strcmp(st, "done");
-    char *cj = json_dumps(json_object_get(rj, "config"), 0);
-    json_decref(rj);
+    StoreStatus st = STORE_STATUS_CREATED;
+    store_status_parse(json_string_value(json_object_get(rj, "status")), &st);
+    int running = st == STORE_STATUS_RUNNING, done = st == STORE_STATUS_DONE;
+    json_t *stored = json_object_get(rj, "config");
     if (running || done) {
-      free(cj);
+      json_decref(rj);
       err_set(&e, "run %s is %s; only a stopped run can be resumed", resume, running ? "still running" : "already done");
       goto fail_early;
     }
-    int r = cj ? run_config_apply_json(&rc, cj, &e) : err_set(&e, "run %s has no stored description", resume);
-    free(cj);
+    int r = json_is_object(stored) ? run_config_apply_object(&rc, stored, &e)
+                                   : err_set(&e, "run %s has no stored description", resume);
+    json_decref(rj);
     if (r) goto fail_early;
     if (resume_flag && given.threads == 0) given.threads = rc.threads;   /* "all CPUs" was resolved when stored */
     if (resume_flag && differing_key(&rc, &given, &e)) goto fail_early;
   }
-  RunPlan plan;
-  if (run_config_validate(&rc, &plan, &e)) goto fail_early;
-  size_t tok_len;
-  tok_json = files_read_all(rc.tokenizer, TOKENIZER_MAX_FILE, &tok_len, &e);
-  if (!tok_json) goto fail_early;
+  /* Validation opens the tokenizer and the shard sets once; the run uses what it opened. */
+  if (run_config_open(&rc, &plan, &e)) goto fail_early;
 
   /* Everything is checked; from here on failures are the run's and are recorded. */
   if (run < 0) {
     rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
     cfg_json = run_config_to_json(&rc);
-    run = store_run_create(db, rc.name, cfg_json, &e);
+    run = job ? store_job_run_create(db, job, rc.name, cfg_json, &e) : store_run_create(db, rc.name, cfg_json, &e);
     if (run < 0) goto fail_early;
   }
   if (store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e)) goto fail_early;
-  t = trainer_new(&plan.model, &plan.train, &e);
+  t = trainer_new_loaders(&plan.model, &plan.train, plan.train_loader, plan.valid_loader, &e);
+  plan.train_loader = plan.valid_loader = NULL;   /* the trainer's now */
   if (!t) goto fail_run;
   if (resume) {
     StoreRevision rev;
@@ -367,7 +402,7 @@ int cmd_train(int argc, char **argv) {
 
   TrainCtx *c = calloc(1, sizeof *c);
   if (!c) { err_set(&e, "out of memory"); goto fail_run; }
-  c->db = db; c->run = run; c->rc = &rc; c->tokenizer_json = tok_json;
+  c->db = db; c->run = run; c->rc = &rc; c->tokenizer_json = plan.tokenizer_json;
   c->total = trainer_total_steps(t);
   c->epochs = (int)((c->total + trainer_steps_per_epoch(t) - 1) / trainer_steps_per_epoch(t));
   c->last_flush = now_monotonic();
@@ -396,7 +431,7 @@ int cmd_train(int argc, char **argv) {
   char el[32];
   progress_format_duration(el, sizeof el, now_monotonic() - t0);
   if (r == TRAINER_DONE) {
-    if (out && write_out(t, &rc, out, &e)) r = -1;
+    if (out && write_out(t, plan.tokenizer, out, &e)) r = -1;
   }
   if (r == TRAINER_DONE) {
     if (store_run_set_status(db, run, STORE_STATUS_DONE, NULL, &e)) r = -1;
@@ -429,7 +464,8 @@ cleanup:
   free(wbuf); free(sbuf);
   trainer_free(t);
   store_close(db);
-  free(tok_json); free(cfg_json);
+  run_plan_close(&plan);
+  free(cfg_json);
   train_args_free(&args);
   return status;
 }
