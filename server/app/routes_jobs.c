@@ -442,8 +442,10 @@ static int train_argv(Worker *w, int64_t job, Argv *av) {
 /* A tokenizer or prepare job: inputs resolved, the output folder made, its own. */
 static int output_dir(Worker *w, json_t *p, const char *kind, JobPlan *plan, Err *e) {
   if (workspace_output(&w->app->ws, kind, json_string_value(json_object_get(p, "name")), plan->out_dir,
-                       sizeof plan->out_dir, e))
+                       sizeof plan->out_dir, e)) {
+    plan->out_dir[0] = '\0';   /* not this job's: a failed job removes only what it made */
     return -1;
+  }
   if (mkdir(plan->out_dir, 0700)) { plan->out_dir[0] = '\0'; return err_set(e, "cannot make the output folder: %s", strerror(errno)); }
   return 0;
 }
