@@ -116,6 +116,23 @@ static const char *const MIGRATIONS[] = {
     "  cancel_requested INTEGER NOT NULL DEFAULT 0,"
     "  created REAL NOT NULL, started REAL, finished REAL, error TEXT) STRICT;"
     "CREATE INDEX jobs_by_status ON jobs(status, id);",
+    /* 2: the job kinds are what the worker runs; "finetune" was named but never
+    ** implemented, and store_job_submit never accepted it, so no row can hold it.
+    ** SQLite cannot change a CHECK in place: the table is rebuilt. */
+    "CREATE TABLE jobs_v2 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  kind TEXT NOT NULL CHECK (kind IN ('tokenizer','prepare','train')),"
+    "  status TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','interrupted','cancelled')),"
+    "  params TEXT NOT NULL CHECK (json_valid(params)),"
+    "  run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,"
+    "  pid INTEGER,"
+    "  cancel_requested INTEGER NOT NULL DEFAULT 0,"
+    "  created REAL NOT NULL, started REAL, finished REAL, error TEXT) STRICT;"
+    "INSERT INTO jobs_v2 SELECT id, kind, status, params, run_id, pid, cancel_requested, created, started, finished, error"
+    "  FROM jobs;"
+    "DROP TABLE jobs;"
+    "ALTER TABLE jobs_v2 RENAME TO jobs;"
+    "CREATE INDEX jobs_by_status ON jobs(status, id);",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -213,9 +230,26 @@ static int one_of(const char *v, const char *const *set) {
   return 0;
 }
 
-static const char *const RUN_STATUSES[] = {"running", "done", "failed", "interrupted", "cancelled", NULL};
-static const char *const JOB_KINDS[] = {"tokenizer", "prepare", "train", "finetune", NULL};
-static const char *const JOB_END_STATUSES[] = {"done", "failed", "interrupted", "cancelled", NULL};
+static const char *const JOB_KINDS[] = {"tokenizer", "prepare", "train", NULL};
+
+/* In StoreStatus order; the schema's CHECKs name the same words. */
+static const char *const STATUS_NAMES[STORE_STATUS_COUNT] = {"created", "queued", "running", "done", "failed",
+                                                              "interrupted", "cancelled"};
+
+const char *store_status_name(StoreStatus status) {
+  return (unsigned)status < STORE_STATUS_COUNT ? STATUS_NAMES[status] : "unknown";
+}
+
+int store_status_parse(const char *name, StoreStatus *out) {
+  for (int i = 0; name && i < STORE_STATUS_COUNT; i++)
+    if (!strcmp(name, STATUS_NAMES[i])) { *out = (StoreStatus)i; return 0; }
+  return -1;
+}
+
+int store_status_ended(StoreStatus status) {
+  return status == STORE_STATUS_DONE || status == STORE_STATUS_FAILED || status == STORE_STATUS_INTERRUPTED ||
+         status == STORE_STATUS_CANCELLED;
+}
 
 /* A column as JSON; the columns named in json_cols hold JSON text and are parsed. */
 static json_t *col_json(sqlite3_stmt *st, int i) {
@@ -637,7 +671,8 @@ json_t *store_datasets_list(Store *s, Err *err) {
 
 /* ---- runs ---- */
 
-int64_t store_run_create(Store *s, const char *name, const char *config_json, Err *err) {
+/* A new run; with job > 0 that job, which must be running, is linked to it in the same transaction. */
+static int64_t run_create(Store *s, int64_t job, const char *name, const char *config_json, Err *err) {
   if (store_check_name("run", name, err) || check_json_object("run config", config_json, err)) return -1;
   if (begin(s, err)) return -1;
   sqlite3_stmt *st = prep(s, "INSERT INTO runs(name, config, status, created) VALUES (?, ?, 'created', ?)", err);
@@ -647,8 +682,25 @@ int64_t store_run_create(Store *s, const char *name, const char *config_json, Er
   sqlite3_bind_double(st, 3, now_wall());
   if (step_done(s, st, err, "run")) return rollback(s);
   int64_t id = sqlite3_last_insert_rowid(s->db);
+  if (job > 0) {
+    st = prep(s, "UPDATE jobs SET run_id = ? WHERE id = ? AND status = 'running'", err);
+    if (!st) return rollback(s);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, job);
+    if (step_done(s, st, err, "job")) return rollback(s);
+    if (sqlite3_changes(s->db) != 1) { err_setk(err, ERR_CONFLICT, "job %lld does not exist or is not running", (long long)job); return rollback(s); }
+  }
   if (commit(s, err)) return -1;
   return id;
+}
+
+int64_t store_run_create(Store *s, const char *name, const char *config_json, Err *err) {
+  return run_create(s, 0, name, config_json, err);
+}
+
+int64_t store_job_run_create(Store *s, int64_t job, const char *name, const char *config_json, Err *err) {
+  if (job < 1) return err_setk(err, ERR_NOT_FOUND, "job %lld does not exist", (long long)job);
+  return run_create(s, job, name, config_json, err);
 }
 
 /* Runs one UPDATE on a single row in its own transaction; "what N does not exist" when no row changed. */
@@ -659,18 +711,18 @@ static int update_one(Store *s, sqlite3_stmt *st, const char *what, int64_t id, 
   return commit(s, err);
 }
 
-int store_run_set_status(Store *s, int64_t run, const char *status, const char *error, Err *err) {
-  if (!one_of(status, RUN_STATUSES))
-    return err_setk(err, ERR_INVALID, "run status \"%s\": expected running, done, failed, interrupted or cancelled", status ? status : "");
+int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *error, Err *err) {
+  if (status != STORE_STATUS_RUNNING && !store_status_ended(status))
+    return err_setk(err, ERR_INVALID, "run status \"%s\": expected running, done, failed, interrupted or cancelled", store_status_name(status));
   if (begin(s, err)) return -1;
-  int running = strcmp(status, "running") == 0;
+  int running = status == STORE_STATUS_RUNNING;
   sqlite3_stmt *st = prep(s,
                           running ? "UPDATE runs SET status = ?1, started = COALESCE(started, ?2), finished = NULL,"
                                     " error = ?3, pid = ?4 WHERE id = ?5"
                                   : "UPDATE runs SET status = ?1, finished = ?2, error = ?3, pid = ?4 WHERE id = ?5",
                           err);
   if (st) {
-    sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, store_status_name(status), -1, SQLITE_STATIC);
     sqlite3_bind_double(st, 2, now_wall());
     bind_text(st, 3, error);
     sqlite3_bind_int64(st, 4, (sqlite3_int64)getpid());
@@ -1127,7 +1179,7 @@ done:
 /* ---- jobs ---- */
 
 int64_t store_job_submit(Store *s, const char *kind, const char *params_json, Err *err) {
-  if (!one_of(kind, JOB_KINDS)) return err_setk(err, ERR_INVALID, "job kind \"%s\": expected tokenizer, prepare, train or finetune", kind ? kind : "");
+  if (!one_of(kind, JOB_KINDS)) return err_setk(err, ERR_INVALID, "job kind \"%s\": expected tokenizer, prepare or train", kind ? kind : "");
   if (check_json_object("job parameters", params_json, err)) return -1;
   if (begin(s, err)) return -1;
   sqlite3_stmt *st = prep(s, "INSERT INTO jobs(kind, status, params, created) VALUES (?, 'queued', ?, ?)", err);
@@ -1175,28 +1227,28 @@ int store_job_set_run(Store *s, int64_t job, int64_t run, Err *err) {
   return update_one(s, st, "job", job, err);
 }
 
-/* The status of a job, into buf; 0, or -1 when it does not exist. */
-static int job_status(Store *s, int64_t job, char *buf, size_t size, Err *err) {
+/* The status of a job into *out; 0, or -1 when it does not exist. */
+static int job_status(Store *s, int64_t job, StoreStatus *out, Err *err) {
   sqlite3_stmt *st = prep(s, "SELECT status FROM jobs WHERE id = ?", err);
   if (!st) return -1;
   sqlite3_bind_int64(st, 1, job);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) snprintf(buf, size, "%s", (const char *)sqlite3_column_text(st, 0));
+  int rc = sqlite3_step(st), bad = rc == SQLITE_ROW && store_status_parse((const char *)sqlite3_column_text(st, 0), out);
   sqlite3_finalize(st);
+  if (bad) return err_set(err, "job %lld has a status this maskd does not know", (long long)job);
   if (rc == SQLITE_ROW) return 0;
   return rc == SQLITE_DONE ? err_setk(err, ERR_NOT_FOUND, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
 }
 
-int store_job_finish(Store *s, int64_t job, const char *status, const char *error, Err *err) {
-  if (!one_of(status, JOB_END_STATUSES))
-    return err_setk(err, ERR_INVALID, "job status \"%s\": expected done, failed, interrupted or cancelled", status ? status : "");
+int store_job_finish(Store *s, int64_t job, StoreStatus status, const char *error, Err *err) {
+  if (!store_status_ended(status))
+    return err_setk(err, ERR_INVALID, "job status \"%s\": expected done, failed, interrupted or cancelled", store_status_name(status));
   if (begin(s, err)) return -1;
-  char cur[32];
-  if (job_status(s, job, cur, sizeof cur, err)) return rollback(s);
-  if (strcmp(cur, "running") != 0) { err_setk(err, ERR_CONFLICT, "job %lld is %s, not running", (long long)job, cur); return rollback(s); }
+  StoreStatus cur;
+  if (job_status(s, job, &cur, err)) return rollback(s);
+  if (cur != STORE_STATUS_RUNNING) { err_setk(err, ERR_CONFLICT, "job %lld is %s, not running", (long long)job, store_status_name(cur)); return rollback(s); }
   sqlite3_stmt *st = prep(s, "UPDATE jobs SET status = ?, finished = ?, error = ? WHERE id = ?", err);
   if (st) {
-    sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, store_status_name(status), -1, SQLITE_STATIC);
     sqlite3_bind_double(st, 2, now_wall());
     bind_text(st, 3, error);
     sqlite3_bind_int64(st, 4, job);
@@ -1206,17 +1258,17 @@ int store_job_finish(Store *s, int64_t job, const char *status, const char *erro
 
 int store_job_cancel(Store *s, int64_t job, Err *err) {
   if (begin(s, err)) return -1;
-  char cur[32];
-  if (job_status(s, job, cur, sizeof cur, err)) return rollback(s);
+  StoreStatus cur;
+  if (job_status(s, job, &cur, err)) return rollback(s);
   sqlite3_stmt *st;
-  if (!strcmp(cur, "queued")) {
+  if (cur == STORE_STATUS_QUEUED) {
     st = prep(s, "UPDATE jobs SET status = 'cancelled', finished = ?, cancel_requested = 1 WHERE id = ?", err);
     if (st) { sqlite3_bind_double(st, 1, now_wall()); sqlite3_bind_int64(st, 2, job); }
-  } else if (!strcmp(cur, "running")) {
+  } else if (cur == STORE_STATUS_RUNNING) {
     st = prep(s, "UPDATE jobs SET cancel_requested = 1 WHERE id = ?", err);
     if (st) sqlite3_bind_int64(st, 1, job);
   } else {
-    err_setk(err, ERR_CONFLICT, "job %lld is already %s", (long long)job, cur);
+    err_setk(err, ERR_CONFLICT, "job %lld is already %s", (long long)job, store_status_name(cur));
     return rollback(s);
   }
   return update_one(s, st, "job", job, err);
@@ -1250,6 +1302,17 @@ int store_run_has_running_job(Store *s, int64_t run, Err *err) {
 }
 
 int store_jobs_recover(Store *s, int *n, Err *err) { return recover(s, "jobs", n, err); }
+
+int64_t store_job_run(Store *s, int64_t job, Err *err) {
+  sqlite3_stmt *st = prep(s, "SELECT run_id FROM jobs WHERE id = ?", err);
+  if (!st) return -1;
+  sqlite3_bind_int64(st, 1, job);
+  int rc = sqlite3_step(st);
+  int64_t run = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;   /* NULL reads as 0 */
+  sqlite3_finalize(st);
+  if (rc == SQLITE_ROW) return run;
+  return rc == SQLITE_DONE ? err_setk(err, ERR_NOT_FOUND, "job %lld does not exist", (long long)job) : db_err(s, err, "job");
+}
 
 json_t *store_job_get(Store *s, int64_t job, Err *err) {
   sqlite3_stmt *st = prep(s,

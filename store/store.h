@@ -23,9 +23,30 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 typedef struct Store Store;
+
+/* The status of a run or a job, as the store keeps it (the runs and jobs tables'
+** status columns, and the "status" of their JSON). A run is created, then running,
+** then ends; a job is queued, then running, then ends. */
+typedef enum StoreStatus {
+  STORE_STATUS_CREATED,       /* a run made but not started (runs only) */
+  STORE_STATUS_QUEUED,        /* a job waiting for the worker (jobs only) */
+  STORE_STATUS_RUNNING,
+  STORE_STATUS_DONE,
+  STORE_STATUS_FAILED,
+  STORE_STATUS_INTERRUPTED,   /* stopped by a signal or a dead process; a run can be resumed */
+  STORE_STATUS_CANCELLED,
+  STORE_STATUS_COUNT
+} StoreStatus;
+
+/* The status's name ("running"); "unknown" for a value outside the enum. */
+const char *store_status_name(StoreStatus status);
+/* The status named name (NULL allowed) into *out: 0, or -1 (*out untouched) when it names none. */
+int store_status_parse(const char *name, StoreStatus *out);
+/* 1 for the statuses that end a run or a job: done, failed, interrupted, cancelled. */
+int store_status_ended(StoreStatus status);
 
 /* Opens (creating if needed) and migrates the database at path. */
 Store *store_open(const char *path, Err *err);
@@ -81,10 +102,11 @@ json_t *store_datasets_list(Store *s, Err *err);
 
 /* ---- runs and metrics ---- */
 
-/* Run statuses: created, running, done, failed, interrupted, cancelled. */
+/* A new run (status created) under name with its description; returns its id. */
 int64_t store_run_create(Store *s, const char *name, const char *config_json, Err *err);
-/* Sets the status (with started/finished times and the pid for "running"); error may be NULL. */
-int store_run_set_status(Store *s, int64_t run, const char *status, const char *error, Err *err);
+/* Sets the status: running (with the started time and the pid) or one that ends the run
+** (with the finished time); error may be NULL. */
+int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *error, Err *err);
 /* Records progress: step of total_steps, in epoch. */
 int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err);
 /* Marks runs left "running" by a process that no longer exists as "interrupted"; *n counts them. */
@@ -163,15 +185,20 @@ json_t *store_model_get(Store *s, const char *name, Err *err);
 
 /* ---- jobs ---- */
 
-/* Job kinds: tokenizer, prepare, train, finetune. Statuses: queued, running, done, failed, interrupted, cancelled. */
+/* Queues a job of kind tokenizer, prepare or train with its description; returns its id. */
 int64_t store_job_submit(Store *s, const char *kind, const char *params_json, Err *err);
 /* Takes the oldest queued job and marks it running: 0 and fills the outputs (strings
 ** malloc'd), 1 when the queue is empty, -1 on error. */
 int store_job_claim(Store *s, int64_t *job, char **kind, char **params_json, Err *err);
-/* Links a job to the run it started. */
+/* Links a job to the run it works on (a resumed run). */
 int store_job_set_run(Store *s, int64_t job, int64_t run, Err *err);
-/* Ends a running job: done, failed, interrupted or cancelled; error may be NULL. */
-int store_job_finish(Store *s, int64_t job, const char *status, const char *error, Err *err);
+/* Creates a run as store_run_create does and links the running job to it, in one
+** transaction: a job's run is the one it made, never one matched afterwards. */
+int64_t store_job_run_create(Store *s, int64_t job, const char *name, const char *config_json, Err *err);
+/* The run a job is linked to: its id, 0 when none yet, -1 on error (no such job). */
+int64_t store_job_run(Store *s, int64_t job, Err *err);
+/* Ends a running job with a status that ends it (store_status_ended); error may be NULL. */
+int store_job_finish(Store *s, int64_t job, StoreStatus status, const char *error, Err *err);
 /* Cancels: a queued job at once; a running one is flagged for its worker to stop. */
 int store_job_cancel(Store *s, int64_t job, Err *err);
 /* 1 when cancellation of job was requested, 0 if not, -1 on error. */

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/core/files.h"
 #include "engine/train/run_config.h"
 #include "engine/data/shards.h"
 #include "engine/tok/tokenizer.h"
@@ -150,6 +151,27 @@ int main(void) {
             p.train.weight_decay == 1e-3 && p.train.lr == 1e-4,
         "run_config_validates_and_resolves", "rc %d: %s (vocab %d, mask %d, pad %d, specials %d)", r, e.msg,
         p.model.vocab_size, p.train.mask_id, p.train.pad_id, p.n_special);
+  check(r == 0 && !p.tokenizer && !p.tokenizer_json && !p.train_loader && !p.valid_loader, "run_config_validate_keeps_nothing",
+        "something was left open");
+  /* run_config_open keeps what it read for the run: the tokenizer file's bytes and the
+  ** tokenizer from them, and both shard sets as the trainer reads them. */
+  size_t tok_len = 0;
+  char *tok_bytes = files_read_all(rc.tokenizer, 1 << 20, &tok_len, &e);
+  r = run_config_open(&rc, &p, &e);
+  check(r == 0 && p.tokenizer && tokenizer_vocab_size(p.tokenizer) == V && tok_bytes && p.tokenizer_json_len == tok_len &&
+            !memcmp(p.tokenizer_json, tok_bytes, tok_len) && p.train_loader && p.valid_loader &&
+            loader_n_samples(p.train_loader) == 20 && loader_n_samples(p.valid_loader) == 8 &&
+            p.train.valid_path && p.model.vocab_size == V,
+        "run_config_open_keeps_what_it_read", "rc %d: %s", r, e.msg);
+  run_plan_close(&p);
+  run_plan_close(&p);
+  check(!p.tokenizer && !p.tokenizer_json && !p.train_loader && !p.valid_loader, "run_plan_close_frees", "left open");
+  free(tok_bytes);
+  RunConfig bad = rc;
+  bad.batch = 64;   /* 20 samples: no full batch */
+  r = run_config_open(&bad, &p, &e);
+  check(r != 0 && !p.tokenizer && !p.tokenizer_json && !p.train_loader && !p.valid_loader, "run_config_open_keeps_nothing_on_refusal",
+        "rc %d: %s", r, e.msg);
 
   RunConfig b;
   b = good(); b.lr = -1e-4; refused("run_config_refuses_negative_lr", &b, "lr");

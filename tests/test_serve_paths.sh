@@ -155,3 +155,35 @@ refused no_data_dir_no_corpus 422 data-dir
 curl -s --max-time 10 "$base/corpora" >"$T/body"
 [ "$(cat "$T/body")" = "[]" ] && pass no_data_dir_lists_nothing || fail no_data_dir_lists_nothing "$(cat "$T/body")"
 kill -TERM $pid; wait $pid && pass serve_paths_stop || fail serve_paths_stop "exit status $?"
+
+# ---- a job whose output name was taken after it was queued fails and removes nothing ----
+# Both jobs are queued before the worker runs (--no-worker); the first makes tokenizers/dup,
+# the second finds the name taken when it runs: it fails, and the first's output stays.
+for i in $(seq 200); do echo "line $i of a corpus with some words in it, words and more words"; done >"$T/data/corpus/words.txt"
+start_server() {
+  : >"$T/out"
+  "$M" serve --port 0 --db "$T/hub3.db" --data-dir "$T/data" --quiet "$@" >"$T/out" 2>"$T/err" &
+  pid=$!
+  for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; sleep 0.1; done
+  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
+}
+start_server --no-worker
+post /tokenizers '{"name": "dup", "input": "corpus/words.txt", "vocab_size": 40}'
+first=$(cat "$T/status")
+post /tokenizers '{"name": "dup", "input": "corpus/words.txt", "vocab_size": 40}'
+kill -TERM $pid; wait $pid
+start_server
+for _ in $(seq 300); do
+  curl -s --max-time 10 "$base/jobs" >"$T/jobs"
+  $PY -c 'import json,sys; sys.exit(0 if all(j["status"] not in ("queued", "running") for j in json.load(open(sys.argv[1]))) else 1)' "$T/jobs" && break
+  sleep 0.1
+done
+$PY - "$T/jobs" "$first" "$(cat "$T/status")" "$T/hub3.db.work/tokenizers/dup/tokenizer.json" <<'EOF' && pass taken_name_job_keeps_the_first_output || fail taken_name_job_keeps_the_first_output "$(head -c 600 "$T/jobs")"
+import json, os, sys
+jobs = sorted(json.load(open(sys.argv[1])), key=lambda j: j["id"])
+assert sys.argv[2] == sys.argv[3] == "202", sys.argv[2:4]
+assert [j["status"] for j in jobs] == ["done", "failed"], jobs
+assert "already exists" in jobs[1]["error"], jobs[1]
+assert os.path.isfile(sys.argv[4]), "the first job's tokenizer.json is gone"
+EOF
+kill -TERM $pid; wait $pid

@@ -108,8 +108,12 @@ after train "$child" 3
 start --stop-grace 0.5 || fail grace_restart "$(cat "$T/err")"
 [ "$(post /runs '{"resume": "tr"}')" = 202 ] || fail grace_job_accepted "$(cat "$T/body")"
 child=$(job_child train) || { fail grace_job_started "no child process"; exit 1; }
-flags_carry_values "$child" && grep -qx -- '--resume=[0-9]*' < <(tr '\0' '\n' <"/proc/$child/cmdline") && pass resume_job_values_inside_flags ||
-  fail resume_job_values_inside_flags "$(tr '\0' ' ' <"/proc/$child/cmdline")"
+# A training job is handed over by its id (--job=N); the resume job's description in the
+# store names the run by its id, never by a name.
+resumed=$($PY -c "import json,sqlite3,sys; print(json.loads(sqlite3.connect(sys.argv[1]).execute('SELECT params FROM jobs ORDER BY id DESC LIMIT 1').fetchone()[0]).get('resume', ''))" "$T/hub.db")
+flags_carry_values "$child" && grep -qx -- '--job=[0-9]*' < <(tr '\0' '\n' <"/proc/$child/cmdline") && [[ "$resumed" =~ ^[0-9]+$ ]] &&
+  pass resume_job_values_inside_flags ||
+  fail resume_job_values_inside_flags "$(tr '\0' ' ' <"/proc/$child/cmdline") (resume: $resumed)"
 for _ in $(seq 300); do [ "$(run_status tr)" = running ] && break; sleep 0.1; done
 kill -STOP "$child"   # a job stuck where it cannot see the signal
 stop_server grace

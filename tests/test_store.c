@@ -132,6 +132,31 @@ static void open_tests(void) {
   s = store_open(empty, &e);
   check(s && store_schema_version(s) == STORE_SCHEMA_VERSION, "store_migrates_empty_file", "%s", e.msg);
   store_close(s);
+  /* A version-1 store (its jobs table allowed a "finetune" kind nothing ran) migrates:
+  ** its jobs are kept and the kind is refused by the schema itself. */
+  int v1rc = rawexec(empty, "DROP TABLE jobs;"
+                 "CREATE TABLE jobs (id INTEGER PRIMARY KEY,"
+                 " kind TEXT NOT NULL CHECK (kind IN ('tokenizer','prepare','train','finetune')),"
+                 " status TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','interrupted','cancelled')),"
+                 " params TEXT NOT NULL CHECK (json_valid(params)), run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,"
+                 " pid INTEGER, cancel_requested INTEGER NOT NULL DEFAULT 0,"
+                 " created REAL NOT NULL, started REAL, finished REAL, error TEXT) STRICT;"
+                 "CREATE INDEX jobs_by_status ON jobs(status, id);"
+                 "INSERT INTO jobs(kind, status, params, created) VALUES ('prepare', 'done', '{\"name\": \"v1\"}', 1);"
+                 "PRAGMA user_version = 1;");
+  s = store_open(empty, &e);
+  json_t *v1job = s ? store_job_get(s, 1, &e) : NULL;
+  store_close(s);
+  sqlite3 *h1;
+  sqlite3_open(empty, &h1);
+  int finetune_rc = sqlite3_exec(h1, "INSERT INTO jobs(kind, status, params, created) VALUES ('finetune', 'queued', '{}', 1)",
+                                 NULL, NULL, NULL);
+  sqlite3_close(h1);
+  check(v1rc == SQLITE_OK && s && q1(empty, "PRAGMA user_version") == STORE_SCHEMA_VERSION && v1job &&
+            !strcmp(json_string_value(json_object_get(json_object_get(v1job, "params"), "name")) ?: "", "v1") &&
+            finetune_rc != SQLITE_OK && q1(empty, "SELECT COUNT(*) FROM jobs") == 1,
+        "store_migrates_v1_jobs", "%s", e.msg);
+  json_decref(v1job);
   snprintf(junk, sizeof junk, "%s", make_db_path("junk.db"));
   FILE *f = fopen(junk, "wb");
   for (int i = 0; i < 100; i++) fputs("this is not a database at all\n", f);
@@ -232,7 +257,7 @@ static void api_tests(void) {
 
   /* Runs and metrics. */
   int64_t run = store_run_create(s, "small-wiki", "{\"epochs\": 3, \"lr\": 0.0001}", &e);
-  rc = store_run_set_status(s, run, "running", NULL, &e);
+  rc = store_run_set_status(s, run, STORE_STATUS_RUNNING, NULL, &e);
   rc |= store_run_progress(s, run, 10, 300, 1, &e);
   StoreStepMetric sm[100];
   for (int i = 0; i < 100; i++) sm[i] = (StoreStepMetric){i + 1, (i + 1) / 100.0, 9.0 - i * 0.01, 1e-4, 1.5, 2000, 0};
@@ -269,7 +294,7 @@ static void api_tests(void) {
         "store_run_find", "%s", e.msg);
   store_run_find(s, "nope", &e);
   check(e.kind == ERR_NOT_FOUND, "store_kind_unknown_run_is_not_found", "%s: %s", err_kind_name(e.kind), e.msg);
-  rc = store_run_set_status(s, run, "done", NULL, &e);
+  rc = store_run_set_status(s, run, STORE_STATUS_DONE, NULL, &e);
   list = store_runs_list(s, &e);
   json_t *r0 = json_array_get(list, 1);
   check(rc == 0 && list && json_array_size(list) == 2 && json_integer_value(json_object_get(r0, "id")) == run &&
@@ -278,8 +303,21 @@ static void api_tests(void) {
             json_real_value(json_object_get(r0, "eval_loss")) == 7.5 && json_is_real(json_object_get(r0, "finished")),
         "store_runs_list", "%s", e.msg);
   json_decref(list);
-  check(store_run_set_status(s, run, "exploded", NULL, &e) == -1 && strstr(e.msg, "exploded"), "store_run_refuses_bad_status", "%s", e.msg);
-  check(store_run_set_status(s, 999, "done", NULL, &e) == -1 && strstr(e.msg, "999"), "store_run_refuses_unknown_run", "%s", e.msg);
+  /* A status is an enum now: a word no status has does not parse, and a value outside
+  ** the enum, or one a run never takes (queued), is refused by name. */
+  StoreStatus parsed = STORE_STATUS_DONE;
+  check(store_status_parse("exploded", &parsed) == -1 && parsed == STORE_STATUS_DONE &&
+            store_run_set_status(s, run, (StoreStatus)99, NULL, &e) == -1 && strstr(e.msg, "unknown") &&
+            store_run_set_status(s, run, STORE_STATUS_QUEUED, NULL, &e) == -1 && strstr(e.msg, "queued"),
+        "store_run_refuses_bad_status", "%s", e.msg);
+  int names_ok = 1;
+  for (int i = 0; i < STORE_STATUS_COUNT; i++)
+    names_ok &= store_status_parse(store_status_name((StoreStatus)i), &parsed) == 0 && parsed == (StoreStatus)i;
+  check(names_ok && !strcmp(store_status_name(STORE_STATUS_INTERRUPTED), "interrupted") &&
+            store_status_parse(NULL, &parsed) == -1 && store_status_ended(STORE_STATUS_CANCELLED) &&
+            !store_status_ended(STORE_STATUS_RUNNING) && !store_status_ended(STORE_STATUS_QUEUED),
+        "store_status_names_round_trip", "a name does not parse back");
+  check(store_run_set_status(s, 999, STORE_STATUS_DONE, NULL, &e) == -1 && strstr(e.msg, "999"), "store_run_refuses_unknown_run", "%s", e.msg);
   check(store_step_metrics_add(s, 999, sm, 1, &e) == -1 && strstr(e.msg, "999"), "store_metrics_refuse_unknown_run", "%s", e.msg);
   check(store_run_create(s, "r", "[1]", &e) == -1 && strstr(e.msg, "object"), "store_run_refuses_non_object_config", "%s", e.msg);
   check(store_run_create(s, "r", "{\"a\":1,\"a\":2}", &e) == -1, "store_run_refuses_duplicate_keys", "accepted");
@@ -290,11 +328,11 @@ static void api_tests(void) {
   if (child == 0) _exit(0);
   waitpid(child, NULL, 0);
   int64_t dead = store_run_create(s, "dead", "{}", &e);
-  store_run_set_status(s, dead, "running", NULL, &e);
+  store_run_set_status(s, dead, STORE_STATUS_RUNNING, NULL, &e);
   snprintf(sql, sizeof sql, "UPDATE runs SET pid = %d WHERE id = %lld", (int)child, (long long)dead);
   rawexec(db, sql);
   int64_t live = store_run_create(s, "live", "{}", &e);
-  store_run_set_status(s, live, "running", NULL, &e);
+  store_run_set_status(s, live, STORE_STATUS_RUNNING, NULL, &e);
   int nrec = -1;
   rc = store_runs_recover(s, &nrec, &e);
   snprintf(sql, sizeof sql, "SELECT status = 'interrupted' FROM runs WHERE id = %lld", (long long)dead);
@@ -429,7 +467,7 @@ static void api_tests(void) {
   rc |= store_job_cancel(s, j1, &e);
   int req = store_job_cancel_requested(s, j1, &e);
   int working_cancelling = store_run_has_running_job(s, run, &e);
-  rc |= store_job_finish(s, j1, "cancelled", NULL, &e);
+  rc |= store_job_finish(s, j1, STORE_STATUS_CANCELLED, NULL, &e);
   int working_after = store_run_has_running_job(s, run, &e);
   check(working_before == 0 && working == 1 && working_cancelling == 1 && working_after == 0 &&
             store_run_has_running_job(s, run + 1000, &e) == 0,
@@ -452,9 +490,20 @@ static void api_tests(void) {
   free(params);
   int c2 = store_job_claim(s, &jid, &kind, &params, &e);
   check(c1 == 0 && jid == j3 && c2 == 1, "store_job_claim_skips_cancelled_then_empty", "c1 %d c2 %d", c1, c2);
-  check(store_job_finish(s, j2, "done", NULL, &e) == -1 && strstr(e.msg, "not running"), "store_job_finish_refuses_not_running", "%s", e.msg);
-  check(store_job_finish(s, j3, "sideways", NULL, &e) == -1, "store_job_finish_refuses_bad_status", "accepted");
+  /* A job's run is made and linked in one transaction; a job that is not running gets none. */
+  long long runs_before = q1(db, "SELECT COUNT(*) FROM runs");
+  int64_t jr0 = store_job_run(s, j3, &e), jrun = store_job_run_create(s, j3, "job-run", "{}", &e);
+  int64_t jr1 = store_job_run(s, j3, &e), jrefused = store_job_run_create(s, j2, "job-run", "{}", &e);
+  check(jr0 == 0 && jrun > 0 && jr1 == jrun && jrefused == -1 && strstr(e.msg, "not running") &&
+            q1(db, "SELECT COUNT(*) FROM runs") == runs_before + 1 && store_job_run(s, 777, &e) == -1,
+        "store_job_run_create_links", "before %lld, made %lld, linked %lld, refused %lld (%s)", (long long)jr0,
+        (long long)jrun, (long long)jr1, (long long)jrefused, e.msg);
+  check(store_job_finish(s, j2, STORE_STATUS_DONE, NULL, &e) == -1 && strstr(e.msg, "not running"), "store_job_finish_refuses_not_running", "%s", e.msg);
+  check(store_status_parse("sideways", &parsed) == -1 && store_job_finish(s, j3, (StoreStatus)-1, NULL, &e) == -1 &&
+            store_job_finish(s, j3, STORE_STATUS_RUNNING, NULL, &e) == -1,
+        "store_job_finish_refuses_bad_status", "accepted");
   check(store_job_submit(s, "mine-bitcoin", "{}", &e) == -1 && strstr(e.msg, "mine-bitcoin"), "store_job_refuses_bad_kind", "%s", e.msg);
+  check(store_job_submit(s, "finetune", "{}", &e) == -1 && strstr(e.msg, "finetune"), "store_job_refuses_finetune", "%s", e.msg);
   check(store_job_submit(s, "train", "not json", &e) == -1, "store_job_refuses_bad_params", "accepted");
   check(store_job_cancel_requested(s, 777, &e) == -1 && store_job_set_run(s, j3, 999, &e) == -1, "store_job_unknown_ids", "%s", e.msg);
   json_decref(store_job_get(s, 777, &e));
@@ -673,7 +722,7 @@ static void cli_test(void) {
   snprintf(db, sizeof db, "%s", make_db_path("cli.db"));
   Store *s = store_open(db, &e);
   int64_t run = store_run_create(s, "cli-run", "{\"epochs\": 1}", &e);
-  store_run_set_status(s, run, "running", NULL, &e);
+  store_run_set_status(s, run, STORE_STATUS_RUNNING, NULL, &e);
   store_run_progress(s, run, 40, 120, 1, &e);
   StoreStepMetric m = {40, 0.3, 6.25, 1e-4, 1, 100, 0};
   store_step_metrics_add(s, run, &m, 1, &e);

@@ -354,6 +354,37 @@ static void test_refusals(void) {
   check(!t && strstr(e.msg, "max_position_embeddings"), "trainer_refuses_short_positions", "%s", e.msg);
 }
 
+/* Sets opened once (trainer_open_loader, as run_config_open does) train exactly as the
+** sets trainer_new opens itself; a set of another vocabulary is refused and closed. */
+static void test_given_loaders(void) {
+  ModelConfig c = tiny(0.1);
+  TrainerOptions o = opts(4, 1, 2);
+  Err e = {0};
+  Record *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  float *pa = NULL;
+  size_t na = 0;
+  int sa = -1;
+  run(&c, &o, a, NULL, &pa, &na, &sa);
+  Loader *tl = trainer_open_loader(&o, 0, &e), *vl = tl ? trainer_open_loader(&o, 1, &e) : NULL;
+  Trainer *t = vl ? trainer_new_loaders(&c, &o, tl, vl, &e) : NULL;
+  TrainerCallbacks cb = {b, on_step, on_eval, on_ckpt, should_stop};
+  int sb = t ? trainer_run(t, &cb, &e) : -1;
+  int same = t && sa == TRAINER_DONE && sb == TRAINER_DONE && a->last_step == b->last_step && a->last_step > 0 &&
+             same_from(a, b, 1, a->last_step < MAXSTEPS ? a->last_step : MAXSTEPS) && a->n_evals == b->n_evals &&
+             !memcmp(a->eval_loss, b->eval_loss, sizeof a->eval_loss) && model_num_params(trainer_model(t)) == na &&
+             !memcmp(pa, model_params(trainer_model(t)), na * sizeof(float));
+  check(same, "trainer_given_loaders_train_the_same", "status %d/%d, steps %ld/%ld (%s)", sa, sb, a->last_step,
+        b->last_step, e.msg);
+  trainer_free(t);
+  ModelConfig c2 = c;
+  c2.vocab_size = V + 10;
+  o.valid_path = NULL;
+  tl = trainer_open_loader(&o, 0, &e);
+  t = tl ? trainer_new_loaders(&c2, &o, tl, NULL, &e) : NULL;
+  check(tl && !t && strstr(e.msg, "vocabulary"), "trainer_given_loaders_refuses_vocab_mismatch", "%s", e.msg);
+  free(pa); free(a); free(b);
+}
+
 int main(void) {
   const char *tmp = getenv("MASKD_TMP");
   snprintf(root, sizeof root, "%s/trainer.%d", tmp ? tmp : "/tmp", (int)getpid());
@@ -368,6 +399,7 @@ int main(void) {
   test_accumulation();
   test_eval_and_learning();
   test_refusals();
+  test_given_loaders();
 #ifdef COUNT_ALLOCS
   test_no_allocation_in_steps();
 #endif

@@ -14,6 +14,13 @@
 #include "engine/core/platform.h"
 #include "engine/data/shards.h"
 
+/* The hash as it is written in manifests. */
+static int hash_text(uint64_t h, char *out, size_t cap, Err *err) {
+  int k = snprintf(out, cap, "fnv1a64:%016" PRIx64, h);
+  if (k < 0 || (size_t)k >= cap) return err_set(err, "hash buffer too small");
+  return 0;
+}
+
 int prepare_file_hash(const char *path, char *out, size_t cap, Err *err) {
   uint64_t size;
   FILE *f = files_fopen_regular(path, &size, err);
@@ -34,9 +41,11 @@ int prepare_file_hash(const char *path, char *out, size_t cap, Err *err) {
   fclose(f);
   if (bad) return err_set(err, "%s: read error", path);
   if (total > PREPARE_MAX_HASHED) return err_set(err, "%s: grew while being read", path);
-  int k = snprintf(out, cap, "fnv1a64:%016" PRIx64, h);
-  if (k < 0 || (size_t)k >= cap) return err_set(err, "hash buffer too small");
-  return 0;
+  return hash_text(h, out, cap, err);
+}
+
+int prepare_bytes_hash(const void *data, size_t len, char *out, size_t cap, Err *err) {
+  return hash_text(shard_fnv1a64(SHARD_FNV_INIT, data, len), out, cap, err);
 }
 
 PrepareOptions prepare_default_options(const char *split, int seq_len, uint32_t vocab_size) {

@@ -75,6 +75,8 @@ typedef struct PrepareStats {
 ** FNV-1a 64 over the file's bytes (cap >= 25). The trainer compares it with
 ** loader_tokenizer_hash() to refuse shards made with another tokenizer. */
 int prepare_file_hash(const char *path, char *out, size_t cap, Err *err);
+/* The same hash of bytes already read (a tokenizer file's, read once). */
+int prepare_bytes_hash(const void *data, size_t len, char *out, size_t cap, Err *err);
 
 /* Options: split, seq_len, vocab_size given; shard_size 5000; the rest 0/NULL. */
 PrepareOptions prepare_default_options(const char *split, int seq_len, uint32_t vocab_size);

@@ -112,12 +112,18 @@ int run_config_apply_json(RunConfig *rc, const char *text, Err *err) {
   json_error_t je;
   json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
   if (!root) return err_set(err, "run description: invalid JSON at line %d: %s", je.line, je.text);
-  if (!json_is_object(root)) { json_decref(root); return err_set(err, "run description: not a JSON object"); }
+  int rcode = run_config_apply_object(rc, root, err);
+  json_decref(root);
+  return rcode;
+}
+
+int run_config_apply_object(RunConfig *rc, const json_t *root, Err *err) {
+  if (!json_is_object(root)) return err_set(err, "run description: not a JSON object");
   RunConfig tmp = *rc;
   const char *k;
   json_t *v;
   int rcode = 0;
-  json_object_foreach(root, k, v) {
+  json_object_foreach((json_t *)root, k, v) {
     const Field *f = NULL;
     for (int i = 0; i < n_fields; i++)
       if (!strcmp(fields[i].key, k)) f = &fields[i];
@@ -126,6 +132,7 @@ int run_config_apply_json(RunConfig *rc, const char *text, Err *err) {
     if (f->type == F_STR) {
       if (json_is_null(v)) { buf[0] = 0; }
       else if (!json_is_string(v)) { rcode = err_set(err, "%s: must be a string", k); break; }
+      else if (json_string_length(v) != strlen(json_string_value(v))) { rcode = err_set(err, "%s: cannot hold a NUL character", k); break; }
       else snprintf(buf, sizeof buf, "%s", json_string_value(v));
       if (json_is_string(v) && strlen(json_string_value(v)) >= f->cap) { rcode = err_set(err, "%s: too long", k); break; }
     } else if (f->type == F_DBL) {
@@ -137,7 +144,6 @@ int run_config_apply_json(RunConfig *rc, const char *text, Err *err) {
     }
     if (set_text(&tmp, f, buf, err)) { rcode = -1; break; }
   }
-  json_decref(root);
   if (rcode == 0) *rc = tmp;
   return rcode;
 }
@@ -153,7 +159,15 @@ int run_config_load(RunConfig *rc, const char *path, Err *err) {
 }
 
 char *run_config_to_json(const RunConfig *rc) {
+  json_t *o = run_config_to_object(rc);
+  char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(o);
+  return s;
+}
+
+json_t *run_config_to_object(const RunConfig *rc) {
   json_t *o = json_object();
+  if (!o) return NULL;
   for (int i = 0; i < n_fields; i++) {
     const Field *f = &fields[i];
     const char *p = (const char *)rc + f->off;
@@ -162,27 +176,22 @@ char *run_config_to_json(const RunConfig *rc) {
     else if (f->type == F_LONG) { long x; memcpy(&x, p, sizeof x); v = json_integer(x); }
     else if (f->type == F_U64) { uint64_t x; memcpy(&x, p, sizeof x); v = json_integer((json_int_t)x); }
     else { double x; memcpy(&x, p, sizeof x); v = json_real(x); }
-    json_object_set_new(o, f->key, v);
+    if (json_object_set_new(o, f->key, v)) { json_decref(o); return NULL; }
   }
-  char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-  json_decref(o);
-  return s;
+  return o;
 }
 
 int run_config_is_preset(const char *s) { return !strcmp(s, "tiny") || !strcmp(s, "small") || !strcmp(s, "base"); }
 
-/* Opens a shard set only to check it; fills its sequence length, vocabulary and counts. */
-static int check_shards(const char *field, const char *path, int batch, int vocab, const char *tok_hash,
-                        uint32_t *seq, uint64_t *samples, uint64_t *batches, Err *err) {
+/* Opens a shard set as the trainer will read it and checks it against the tokenizer;
+** fills its sequence length, counts and the opened set (*out, closed on failure). */
+static int check_shards(const char *field, const TrainerOptions *o, int vocab, const char *tok_hash, uint32_t *seq,
+                        uint64_t *samples, uint64_t *batches, Loader **out, Err *err) {
+  const char *path = strcmp(field, "train") ? o->valid_path : o->train_path;
   struct stat st;
   if (stat(path, &st)) return err_set(err, "%s: %s does not exist", field, path);
-  LoaderOptions lo = loader_default_options(batch);
-  lo.drop_last = strcmp(field, "train") == 0;
-  lo.pad_id = 0;
-  Rng r;
-  rng_seed(&r, 0);
-  Loader *l = loader_open(path, &lo, &r, err);
-  if (!l) return err_prefix(err, field);
+  Loader *l = trainer_open_loader(o, strcmp(field, "train") != 0, err);
+  if (!l) return -1;
   int rc = 0;
   if ((int)loader_vocab_size(l) != vocab)
     rc = err_set(err, "%s: shards have vocabulary size %u but the tokenizer has %d", field, loader_vocab_size(l), vocab);
@@ -192,7 +201,8 @@ static int check_shards(const char *field, const char *path, int batch, int voca
   *seq = loader_seq_len(l);
   *samples = loader_n_samples(l);
   *batches = loader_batches_per_epoch(l);
-  loader_close(l);
+  if (rc) loader_close(l);
+  else *out = l;
   return rc;
 }
 
@@ -223,64 +233,25 @@ int run_config_check(const RunConfig *rc, Err *err) {
   return 0;
 }
 
+void run_plan_close(RunPlan *plan) {
+  free(plan->tokenizer_json);
+  tokenizer_free(plan->tokenizer);
+  loader_close(plan->train_loader);
+  loader_close(plan->valid_loader);
+  plan->tokenizer_json = NULL;
+  plan->tokenizer_json_len = 0;
+  plan->tokenizer = NULL;
+  plan->train_loader = plan->valid_loader = NULL;
+}
+
 int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
-  memset(plan, 0, sizeof *plan);
-  /* Ranges first: they cost nothing and name the field. */
-  if (run_config_check(rc, err)) return -1;
+  int r = run_config_open(rc, plan, err);
+  run_plan_close(plan);
+  return r;
+}
 
-  /* The tokenizer gives the vocabulary, the special ids and [MASK]. */
-  Tokenizer *tok = tokenizer_load(rc->tokenizer, err);
-  if (!tok) return err_prefix(err, "tokenizer");
-  int vocab = tokenizer_vocab_size(tok);
-  int mask = tokenizer_token_to_id(tok, "[MASK]");
-  int pad = tokenizer_token_to_id(tok, "<pad>");
-  if (pad < 0) pad = tokenizer_token_to_id(tok, "[PAD]");
-  for (int id = 0; id < vocab; id++)
-    if (tokenizer_is_special(tok, id)) {
-      if (plan->n_special == RUN_MAX_SPECIAL) { tokenizer_free(tok); return err_set(err, "tokenizer: more than %d special tokens", RUN_MAX_SPECIAL); }
-      plan->special_ids[plan->n_special++] = id;
-    }
-  tokenizer_free(tok);
-  if (mask < 0) return err_set(err, "tokenizer: %s has no [MASK] token", rc->tokenizer);
-  if (pad < 0) return err_set(err, "tokenizer: %s has no <pad> token", rc->tokenizer);
-  char hash[64];
-  if (prepare_file_hash(rc->tokenizer, hash, sizeof hash, err)) return err_prefix(err, "tokenizer");
-
-  /* The model config: a preset takes the tokenizer's vocabulary; a file must agree with it. */
-  ModelConfig mc;
-  if (run_config_is_preset(rc->config)) {
-    if (config_preset(rc->config, &mc, err)) return err_prefix(err, "config");
-    mc.vocab_size = vocab;
-    mc.pad_token_id = pad;
-  } else {
-    if (config_load(rc->config, &mc, err)) return err_prefix(err, "config");
-    if (mc.vocab_size != vocab)
-      return err_set(err, "config: vocab_size %d in %s differs from the tokenizer's %d", mc.vocab_size, rc->config, vocab);
-    if (mc.pad_token_id != pad)
-      return err_set(err, "config: pad_token_id %d in %s is not the tokenizer's <pad> id %d", mc.pad_token_id, rc->config, pad);
-  }
-  if (config_validate(&mc, err)) return err_prefix(err, "config");
-
-  uint32_t seq = 0, vseq = 0;
-  uint64_t batches = 0, vbatches = 0;
-  if (check_shards("train", rc->train, (int)rc->batch, vocab, hash, &seq, &plan->train_samples, &batches, err)) return -1;
-  if ((long)(batches / (uint64_t)rc->grad_accum) < 1)
-    return err_set(err, "train: %llu samples make no step of batch %ld x grad_accum %ld",
-                   (unsigned long long)plan->train_samples, rc->batch, rc->grad_accum);
-  if (rc->validation[0]) {
-    if (check_shards("validation", rc->validation, (int)rc->batch, vocab, hash, &vseq, &plan->valid_samples, &vbatches, err))
-      return -1;
-    if (vseq != seq)
-      return err_set(err, "validation: sequence length %u differs from the train shards' %u", vseq, seq);
-  }
-  int maxpos = mc.model_type == MODEL_ROBERTA ? mc.max_position_embeddings - mc.pad_token_id - 1 : mc.max_position_embeddings;
-  if ((int)seq > maxpos)
-    return err_set(err, "config: max_position_embeddings %d holds %d tokens, the shards have %u", mc.max_position_embeddings,
-                   maxpos, seq);
-
-  plan->model = mc;
-  plan->vocab_size = vocab;
-  plan->seq_len = (int)seq;
+/* The trainer's options from the description and what the tokenizer gave. */
+static void trainer_options(const RunConfig *rc, RunPlan *plan, int mask, int pad) {
   TrainerOptions *o = &plan->train;
   *o = trainer_default_options();
   o->train_path = rc->train;
@@ -303,5 +274,80 @@ int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err) {
   o->pad_id = pad;
   o->special_ids = plan->special_ids;
   o->n_special = plan->n_special;
+}
+
+/* run_config_open's checks, in the order their refusals are reported; what is opened
+** goes into plan as soon as it is, so the caller closes it whatever happens. */
+static int open_checked(const RunConfig *rc, RunPlan *plan, Err *err) {
+  /* Ranges first: they cost nothing and name the field. */
+  if (run_config_check(rc, err)) return -1;
+
+  /* The tokenizer gives the vocabulary, the special ids and [MASK]. Its file is read
+  ** once: the same bytes are parsed, hashed and pushed with every checkpoint. */
+  plan->tokenizer_json = files_read_all(rc->tokenizer, TOKENIZER_MAX_FILE, &plan->tokenizer_json_len, err);
+  if (!plan->tokenizer_json) return err_prefix(err, "tokenizer");
+  Tokenizer *tok = plan->tokenizer = tokenizer_from_json(plan->tokenizer_json, plan->tokenizer_json_len, err);
+  if (!tok) { err_prefix(err, rc->tokenizer); return err_prefix(err, "tokenizer"); }
+  int vocab = tokenizer_vocab_size(tok);
+  int mask = tokenizer_token_to_id(tok, "[MASK]");
+  int pad = tokenizer_token_to_id(tok, "<pad>");
+  if (pad < 0) pad = tokenizer_token_to_id(tok, "[PAD]");
+  for (int id = 0; id < vocab; id++)
+    if (tokenizer_is_special(tok, id)) {
+      if (plan->n_special == RUN_MAX_SPECIAL) return err_set(err, "tokenizer: more than %d special tokens", RUN_MAX_SPECIAL);
+      plan->special_ids[plan->n_special++] = id;
+    }
+  if (mask < 0) return err_set(err, "tokenizer: %s has no [MASK] token", rc->tokenizer);
+  if (pad < 0) return err_set(err, "tokenizer: %s has no <pad> token", rc->tokenizer);
+  char hash[64];
+  if (prepare_bytes_hash(plan->tokenizer_json, plan->tokenizer_json_len, hash, sizeof hash, err))
+    return err_prefix(err, "tokenizer");
+
+  /* The model config: a preset takes the tokenizer's vocabulary; a file must agree with it. */
+  ModelConfig mc;
+  if (run_config_is_preset(rc->config)) {
+    if (config_preset(rc->config, &mc, err)) return err_prefix(err, "config");
+    mc.vocab_size = vocab;
+    mc.pad_token_id = pad;
+  } else {
+    if (config_load(rc->config, &mc, err)) return err_prefix(err, "config");
+    if (mc.vocab_size != vocab)
+      return err_set(err, "config: vocab_size %d in %s differs from the tokenizer's %d", mc.vocab_size, rc->config, vocab);
+    if (mc.pad_token_id != pad)
+      return err_set(err, "config: pad_token_id %d in %s is not the tokenizer's <pad> id %d", mc.pad_token_id, rc->config, pad);
+  }
+  if (config_validate(&mc, err)) return err_prefix(err, "config");
+
+  /* The shard sets are opened once, as the trainer reads them, and handed to it. */
+  trainer_options(rc, plan, mask, pad);
+  uint32_t seq = 0, vseq = 0;
+  uint64_t batches = 0, vbatches = 0;
+  if (check_shards("train", &plan->train, vocab, hash, &seq, &plan->train_samples, &batches, &plan->train_loader, err))
+    return -1;
+  if ((long)(batches / (uint64_t)rc->grad_accum) < 1)
+    return err_set(err, "train: %llu samples make no step of batch %ld x grad_accum %ld",
+                   (unsigned long long)plan->train_samples, rc->batch, rc->grad_accum);
+  if (rc->validation[0]) {
+    if (check_shards("validation", &plan->train, vocab, hash, &vseq, &plan->valid_samples, &vbatches, &plan->valid_loader,
+                     err))
+      return -1;
+    if (vseq != seq)
+      return err_set(err, "validation: sequence length %u differs from the train shards' %u", vseq, seq);
+  }
+  int maxpos = mc.model_type == MODEL_ROBERTA ? mc.max_position_embeddings - mc.pad_token_id - 1 : mc.max_position_embeddings;
+  if ((int)seq > maxpos)
+    return err_set(err, "config: max_position_embeddings %d holds %d tokens, the shards have %u", mc.max_position_embeddings,
+                   maxpos, seq);
+
+  plan->model = mc;
+  plan->vocab_size = vocab;
+  plan->seq_len = (int)seq;
   return 0;
+}
+
+int run_config_open(const RunConfig *rc, RunPlan *plan, Err *err) {
+  memset(plan, 0, sizeof *plan);
+  int r = open_checked(rc, plan, err);
+  if (r) run_plan_close(plan);
+  return r;
 }

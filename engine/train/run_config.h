@@ -12,9 +12,12 @@
 **   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability. */
 #ifndef MASKD_RUN_CONFIG_H
 #define MASKD_RUN_CONFIG_H
+#include <jansson.h>
 #include <stdint.h>
 #include "engine/nn/config.h"
 #include "engine/core/err.h"
+#include "engine/data/loader.h"
+#include "engine/tok/tokenizer.h"
 #include "engine/train/trainer.h"
 
 #define RUN_PATH_MAX 1024
@@ -46,6 +49,14 @@ typedef struct RunPlan {
   int vocab_size;
   int seq_len;
   uint64_t train_samples, valid_samples;
+  /* What run_config_open read, for the run to use as it is (run_plan_close frees what
+  ** is still here): the tokenizer file's bytes (read once: parsed, hashed, and pushed
+  ** with every checkpoint), the tokenizer made from them, and the shard sets, opened
+  ** and checked as the trainer reads them (trainer_new_loaders takes them). */
+  char *tokenizer_json;
+  size_t tokenizer_json_len;
+  Tokenizer *tokenizer;
+  Loader *train_loader, *valid_loader;
 } RunPlan;
 
 /* Defaults: epochs 1, batch 8, grad_accum 1, lr 1e-4, weight decay 1e-3, warm-up -1
@@ -54,6 +65,8 @@ typedef struct RunPlan {
 void run_config_defaults(RunConfig *rc);
 /* Applies a JSON object's keys over rc; unknown keys and wrong types are refused by name. */
 int run_config_apply_json(RunConfig *rc, const char *json_text, Err *err);
+/* The same for a JSON object already parsed (a request's body, a stored job's description). */
+int run_config_apply_object(RunConfig *rc, const json_t *object, Err *err);
 /* A run description is a few hundred bytes; anything over 1 MiB is not one. */
 #define RUN_CONFIG_MAX_FILE ((size_t)1 << 20)
 /* Reads a JSON file (a regular file of at most RUN_CONFIG_MAX_FILE bytes) and applies it. */
@@ -66,6 +79,8 @@ int run_config_has_key(const char *key);
 int run_config_json_key(const char *key);
 /* The whole description as a JSON object's text (malloc'd), every key present. */
 char *run_config_to_json(const RunConfig *rc);
+/* The same as a JSON object (NULL when out of memory); the caller json_decref()s it. */
+json_t *run_config_to_object(const RunConfig *rc);
 /* 1 when s names a built-in model config ("tiny", "small", "base"), not a config.json. */
 int run_config_is_preset(const char *s);
 /* Checks what needs no file: required fields present and every number in its range. */
@@ -73,5 +88,10 @@ int run_config_check(const RunConfig *rc, Err *err);
 /* Checks everything that can be checked before training: ranges, the tokenizer, the
 ** model config, both shard sets (opened and validated) and their agreement. */
 int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err);
+/* run_config_validate, keeping what it opened in plan for the run (the caller closes
+** it with run_plan_close); on failure nothing is kept. */
+int run_config_open(const RunConfig *rc, RunPlan *plan, Err *err);
+/* Frees what run_config_open kept and is still in plan; safe to call twice. */
+void run_plan_close(RunPlan *plan);
 
 #endif

@@ -60,44 +60,98 @@ void trainer_free(Trainer *t) {
   free(t);
 }
 
-Trainer *trainer_new(const ModelConfig *cfg, const TrainerOptions *opt, Err *err) {
+/* What trainer_new and trainer_new_loaders check before anything is opened or allocated. */
+static int check_new(const ModelConfig *cfg, const TrainerOptions *opt, Err *err) {
   if (opt->batch < 1 || opt->grad_accum < 1 || opt->epochs < 1 || opt->max_steps < 0 || opt->threads < 1 ||
-      opt->checkpoint_epochs < 1 || opt->checkpoint_steps < 0 || opt->eval_batches < 0) {
-    err_set(err, "trainer: batch, grad_accum, epochs, threads, checkpoint_epochs must be >= 1 and max_steps, "
-                 "checkpoint_steps, eval_batches >= 0");
+      opt->checkpoint_epochs < 1 || opt->checkpoint_steps < 0 || opt->eval_batches < 0)
+    return err_set(err, "trainer: batch, grad_accum, epochs, threads, checkpoint_epochs must be >= 1 and max_steps, "
+                        "checkpoint_steps, eval_batches >= 0");
+  if (!opt->train_path) return err_set(err, "trainer: no train shards");
+  if (config_validate(cfg, err)) return -1;
+  if (opt->mask_id < 0 || opt->mask_id >= cfg->vocab_size)
+    return err_set(err, "trainer: mask id %d is outside the vocabulary of %d", opt->mask_id, cfg->vocab_size);
+  return 0;
+}
+
+/* A shard set as the trainer reads it: the train set shuffled from the run's seed with
+** the last partial batch dropped; the validation set in order, its last batch padded
+** (every validation sample counts; pad rows are never masked). vocab and seq (0: any)
+** are what the set must have. */
+static Loader *open_loader(const TrainerOptions *opt, int validation, uint32_t vocab, uint32_t seq, Err *err) {
+  Rng base, lseed;
+  rng_seed(&base, opt->seed);
+  lseed = rng_split(&base, 1);
+  LoaderOptions lo = loader_default_options(opt->batch);
+  lo.pad_id = opt->pad_id;
+  lo.vocab_size = vocab;
+  if (validation) {
+    lo.shuffle = 0;
+    lo.drop_last = 0;
+    lo.seq_len = seq;
+  }
+  Loader *l = loader_open(validation ? opt->valid_path : opt->train_path, &lo, &lseed, err);
+  if (!l) err_prefix(err, validation ? "validation" : "train");
+  return l;
+}
+
+Loader *trainer_open_loader(const TrainerOptions *opt, int validation, Err *err) {
+  if (opt->batch < 1) { err_set(err, "trainer: batch must be >= 1"); return NULL; }
+  if (!(validation ? opt->valid_path : opt->train_path)) { err_set(err, "trainer: no %s shards", validation ? "validation" : "train"); return NULL; }
+  return open_loader(opt, validation, 0, 0, err);
+}
+
+static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader *train, Loader *valid, Err *err);
+
+Trainer *trainer_new(const ModelConfig *cfg, const TrainerOptions *opt, Err *err) {
+  if (check_new(cfg, opt, err)) return NULL;
+  Loader *train = open_loader(opt, 0, (uint32_t)cfg->vocab_size, 0, err), *valid = NULL;
+  if (!train) return NULL;
+  if (opt->valid_path && !(valid = open_loader(opt, 1, (uint32_t)cfg->vocab_size, loader_seq_len(train), err))) {
+    loader_close(train);
     return NULL;
   }
-  if (!opt->train_path) { err_set(err, "trainer: no train shards"); return NULL; }
-  if (config_validate(cfg, err)) return NULL;
-  if (opt->mask_id < 0 || opt->mask_id >= cfg->vocab_size) {
-    err_set(err, "trainer: mask id %d is outside the vocabulary of %d", opt->mask_id, cfg->vocab_size);
+  return build(cfg, opt, train, valid, err);
+}
+
+Trainer *trainer_new_loaders(const ModelConfig *cfg, const TrainerOptions *opt, Loader *train, Loader *valid, Err *err) {
+  int rc = check_new(cfg, opt, err);
+  /* Whoever opened them, the sets must be what trainer_new would have accepted. */
+  if (rc == 0 && !train) rc = err_set(err, "trainer: no train shards");
+  if (rc == 0 && !valid != !opt->valid_path) rc = err_set(err, "trainer: validation shards given without a path, or a path without them");
+  if (rc == 0 && loader_vocab_size(train) != (uint32_t)cfg->vocab_size)
+    rc = err_set(err, "train: shards have vocabulary size %u, the model %d", loader_vocab_size(train), cfg->vocab_size);
+  if (rc == 0 && valid && loader_vocab_size(valid) != (uint32_t)cfg->vocab_size)
+    rc = err_set(err, "validation: shards have vocabulary size %u, the model %d", loader_vocab_size(valid), cfg->vocab_size);
+  if (rc == 0 && valid && loader_seq_len(valid) != loader_seq_len(train))
+    rc = err_set(err, "validation: shards have sequence length %u, the train shards %u", loader_seq_len(valid), loader_seq_len(train));
+  if (rc) {
+    loader_close(train);
+    loader_close(valid);
     return NULL;
   }
+  return build(cfg, opt, train, valid, err);
+}
+
+/* The trainer over opened shard sets (taken, closed on failure). */
+static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader *train, Loader *valid, Err *err) {
   Trainer *t = calloc(1, sizeof *t);
-  if (!t) { err_set(err, "trainer: out of memory"); return NULL; }
+  if (!t) {
+    loader_close(train);
+    loader_close(valid);
+    err_set(err, "trainer: out of memory");
+    return NULL;
+  }
   t->opt = *opt;
   t->opt.train_path = t->opt.valid_path = NULL;   /* not kept: the caller's strings */
   t->opt.special_ids = NULL;
   t->cfg = *cfg;
 
-  Rng base, lseed;
+  Rng base;
   rng_seed(&base, opt->seed);
-  lseed = rng_split(&base, 1);
   t->rng = rng_split(&base, 2);
-  LoaderOptions lo = loader_default_options(opt->batch);
-  lo.pad_id = opt->pad_id;
-  lo.vocab_size = (uint32_t)cfg->vocab_size;
-  t->train = loader_open(opt->train_path, &lo, &lseed, err);
-  if (!t->train) { err_prefix(err, "train"); goto fail; }
+  t->train = train;
+  t->valid = valid;
   t->seq = (int)loader_seq_len(t->train);
-  if (opt->valid_path) {
-    LoaderOptions vo = lo;
-    vo.shuffle = 0;
-    vo.drop_last = 0;                      /* every validation sample counts; pad rows are never masked */
-    vo.seq_len = (uint32_t)t->seq;
-    t->valid = loader_open(opt->valid_path, &vo, &lseed, err);
-    if (!t->valid) { err_prefix(err, "validation"); goto fail; }
-  }
   t->spe = (long)(loader_batches_per_epoch(t->train) / (uint64_t)opt->grad_accum);
   if (t->spe < 1) {
     err_set(err, "train: %llu batches of %d per epoch are fewer than grad_accum %d",

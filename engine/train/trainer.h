@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include "engine/io/checkpoint.h"
 #include "engine/data/collator.h"
+#include "engine/data/loader.h"
 #include "engine/nn/config.h"
 #include "engine/core/err.h"
 #include "engine/nn/model.h"
@@ -114,6 +115,13 @@ enum { TRAINER_DONE = 0, TRAINER_STOPPED = 1 };
 ** size, positions), builds and initialises the model from the seed, the optimizer
 ** and every buffer. Paths and ids are read now; nothing is kept from opt's pointers. */
 Trainer *trainer_new(const ModelConfig *cfg, const TrainerOptions *opt, Err *err);
+/* Opens opt's train set (validation 0) or validation set (1) as the trainer reads it
+** (order and seed from opt), with no expectation on vocabulary or length: for a caller
+** that checks the set itself and then hands it to trainer_new_loaders. */
+Loader *trainer_open_loader(const TrainerOptions *opt, int validation, Err *err);
+/* trainer_new over sets already opened with trainer_open_loader (valid NULL when opt has
+** no validation path), so they are read once; takes both, closing them on failure. */
+Trainer *trainer_new_loaders(const ModelConfig *cfg, const TrainerOptions *opt, Loader *train, Loader *valid, Err *err);
 /* Frees everything; NULL allowed. */
 void trainer_free(Trainer *t);
 

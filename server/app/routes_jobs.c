@@ -1,8 +1,11 @@
-/* Jobs: POST /runs, /tokenizers, /datasets validate a description and queue it in
-** the store (202 with the job's id); one worker thread takes queued jobs one at a
-** time, oldest first, and runs each as a child maskd process (maskd train / tokenizer
-** train / prepare), so a job reports to the store exactly as the command line does,
-** and a crash or a long training step never touches the server. Cancelling a running
+/* Jobs: POST /runs, /tokenizers, /datasets check a description (names and ranges; no
+** file is read here) and queue it in the store (202 with the job's id); one worker
+** thread takes queued jobs one at a time, oldest first, and runs each as a child maskd
+** process, so a job reports to the store exactly as the command line does, and a crash
+** or a long training step never touches the server. A training job is handed over by
+** its id (maskd train --job ID): the child reads the description from the store,
+** validates it once, trains on what it opened, and links the run it makes to the job;
+** a tokenizer or prepare job gets its resolved paths as flags. Cancelling a running
 ** job sends SIGTERM: maskd train then checkpoints at the step boundary and stops.
 ** Because the queue lives in the store, a restarted server neither loses queued jobs
 ** nor runs one twice: a job that was running when the server died is marked
@@ -48,7 +51,8 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
   store_close(s);
   if (id < 1) { http_error(rs, 500, "cannot queue the job", json_string(e.msg)); return; }
   snprintf(rs->location, sizeof rs->location, "/jobs/%lld", (long long)id);
-  http_json(rs, 202, json_pack("{s:I, s:s, s:s, s:s}", "id", (json_int_t)id, "kind", kind, "status", "queued",
+  http_json(rs, 202, json_pack("{s:I, s:s, s:s, s:s}", "id", (json_int_t)id, "kind", kind, "status",
+                               store_status_name(STORE_STATUS_QUEUED),
                                "location", rs->location));
 }
 
@@ -106,7 +110,7 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
   json_t *on_restart = json_incref(json_object_get(body, "on_restart"));
   json_t *resume = json_object_get(body, "resume");
   json_t *queued = NULL;
-  char *text = NULL, *params = NULL;
+  char *text = NULL;
   RunConfig rc;
   Err e = {0};
   if (on_restart && (!json_is_string(on_restart) || (strcmp(json_string_value(on_restart), "resume") &&
@@ -142,19 +146,17 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
     queued = json_pack("{s:s}", "resume", id);
   } else {
     run_config_defaults(&rc);
-    if (!(text = json_dumps(body, JSON_COMPACT))) { http_error(rs, 500, "out of memory", NULL); goto done; }
-    if (run_config_apply_json(&rc, text, &e) || run_config_check(&rc, &e)) {
+    if (run_config_apply_object(&rc, body, &e) || run_config_check(&rc, &e)) {
       http_error(rs, 422, "invalid run description", json_string(e.msg));
       goto done;
     }
     if (store_check_name("run", rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
     if (run_names_resolve(a, rs, &rc)) goto done;
-    params = run_config_to_json(&rc);
-    if (!params || !(queued = json_loads(params, 0, NULL))) { http_error(rs, 500, "out of memory", NULL); goto done; }
+    /* The whole description, defaults filled in, is what the job runs. */
+    if (!(queued = run_config_to_object(&rc))) { http_error(rs, 500, "out of memory", NULL); goto done; }
     json_object_del(queued, "out");
   }
   if (on_restart) json_object_set(queued, "on_restart", on_restart);
-  free(text);
   text = json_dumps(queued, JSON_COMPACT);
   if (!text) http_error(rs, 500, "out of memory", NULL);
   else accepted(a, rs, "train", text);
@@ -163,7 +165,6 @@ done:
   json_decref(on_restart);
   json_decref(body);
   free(text);
-  free(params);
 }
 
 /* A string field, or a list of strings when list is set; answers 422 naming it. */
@@ -326,16 +327,18 @@ void route_job(void *app, HttpReq *rq, HttpRes *rs) {
 static void cancel_job(Store *s, HttpRes *rs, int64_t job) {
   Err e = {0};
   json_t *j = store_job_get(s, job, &e);
-  const char *st = json_string_value(json_object_get(j, "status"));
+  const char *name = json_string_value(json_object_get(j, "status"));
+  StoreStatus st = STORE_STATUS_DONE;
+  store_status_parse(name, &st);
   if (!j) {
     http_error_from(rs, &e, "no such job", json_string(e.msg));
-  } else if (strcmp(st, "queued") && strcmp(st, "running")) {
-    http_error(rs, 409, "the job has already ended", json_pack("{s:I, s:s}", "job", (json_int_t)job, "status", st));
+  } else if (st != STORE_STATUS_QUEUED && st != STORE_STATUS_RUNNING) {
+    http_error(rs, 409, "the job has already ended", json_pack("{s:I, s:s}", "job", (json_int_t)job, "status", name ?: "?"));
   } else if (store_job_cancel(s, job, &e)) {
     http_error_from(rs, &e, "cannot cancel", json_string(e.msg));
   } else {
     http_json(rs, 202, json_pack("{s:I, s:s}", "job", (json_int_t)job, "status",
-                                 !strcmp(st, "queued") ? "cancelled" : "cancelling"));
+                                 st == STORE_STATUS_QUEUED ? store_status_name(STORE_STATUS_CANCELLED) : "cancelling"));
   }
   json_decref(j);
 }
@@ -405,19 +408,11 @@ typedef struct Argv { char *v[64]; int n; } Argv;
 static void arg(Argv *a, const char *s) { if (a->n < 62) a->v[a->n++] = strdup(s); }
 static void args_free(Argv *a) { for (int i = 0; i < a->n; i++) free(a->v[i]); a->n = 0; }
 
-/* What a job needs beyond its command line: the run name to link (train), and the
-** output folder it makes (tokenizer, prepare), removed again when the job fails so
-** that the name is free for another try. */
+/* What a tokenizer or prepare job makes: its output folder, removed again when the job
+** fails so that the name is free for another try. */
 typedef struct JobPlan {
-  char name[256];
-  int resuming;
   char out_dir[WORKSPACE_PATH_MAX];
 } JobPlan;
-
-static int write_text(const char *path, const char *text, Err *e) {
-  if (files_write_atomic(path, text, strlen(text), e)) return err_prefix(e, "cannot write the job's description");
-  return 0;
-}
 
 /* Every value on a job's command line is a resolved absolute path, a number, or a
 ** checked name, and it travels inside its flag's argument ("--flag=VALUE"), which the
@@ -431,62 +426,27 @@ static void arg_pair(Argv *av, const char *flag, const char *value) {
   av->v[av->n++] = a;
 }
 
-/* A train job: the description's names resolved to paths, written to jobs/job-N.json. */
-static int train_argv(Worker *w, int64_t job, json_t *p, Argv *av, JobPlan *plan, Err *e) {
+/* A train job is handed over by its id: maskd train reads the description from the
+** store and resolves its names inside the same roots (server/cli/train_job.h). */
+static int train_argv(Worker *w, int64_t job, Argv *av) {
   App *a = w->app;
-  json_t *resume = json_object_get(p, "resume");
+  char id[32];
+  snprintf(id, sizeof id, "%lld", (long long)job);
   arg_pair(av, "--db", a->db_path);
   arg(av, "--quiet");
-  if (resume) {
-    /* The submission stored the run's id; digits alone cannot become a flag. */
-    const char *id = json_string_value(resume);
-    if (!id || !*id || strspn(id, "0123456789") != strlen(id)) return err_set(e, "resume: not a run id");
-    plan->resuming = 1;
-    snprintf(plan->name, sizeof plan->name, "%s", id);
-    arg_pair(av, "--resume", id);
-    return 0;
-  }
-  json_t *desc = json_copy(p);  /* the run description without the queue's own fields */
-  json_object_del(desc, "on_restart");
-  json_object_del(desc, "requeued_from");
-  char *text = desc ? json_dumps(desc, JSON_COMPACT) : NULL;
-  json_decref(desc);
-  RunConfig rc;
-  run_config_defaults(&rc);
-  int r = text ? run_config_apply_json(&rc, text, e) : err_set(e, "out of memory");
-  free(text);
-  if (r) return -1;
-  char path[WORKSPACE_PATH_MAX];
-  /* Names resolve again now: what the submission saw may have changed since. */
-  struct { const char *field; char *value; int (*fn)(const Workspace *, const char *, const char *, char *, size_t, Err *); } names[] = {
-    {"tokenizer", rc.tokenizer, workspace_tokenizer},
-    {"train", rc.train, workspace_dataset},
-    {"validation", rc.validation, workspace_dataset},
-    {"config", rc.config, workspace_config},
-  };
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    if (!names[i].value[0] || (!strcmp(names[i].field, "config") && run_config_is_preset(rc.config))) continue;
-    if (names[i].fn(&a->ws, names[i].field, names[i].value, path, sizeof path, e)) return -1;
-    if (strlen(path) >= RUN_PATH_MAX) return err_set(e, "%s: its path is too long", names[i].field);
-    strcpy(names[i].value, path);
-  }
-  rc.out[0] = '\0';
-  snprintf(plan->name, sizeof plan->name, "%s", rc.name);
-  char file[64];
-  snprintf(file, sizeof file, "job-%lld.json", (long long)job);
-  char *resolved = run_config_to_json(&rc);
-  r = resolved && !workspace_job_file(&a->ws, file, path, sizeof path, e) ? write_text(path, resolved, e) : -1;
-  free(resolved);
-  if (r) return -1;
-  arg_pair(av, "--run", path);
+  arg_pair(av, "--job", id);
+  arg_pair(av, "--work-dir", a->ws.work_root);
+  if (a->ws.data_root) arg_pair(av, "--data-dir", a->ws.data_root);
   return 0;
 }
 
 /* A tokenizer or prepare job: inputs resolved, the output folder made, its own. */
 static int output_dir(Worker *w, json_t *p, const char *kind, JobPlan *plan, Err *e) {
   if (workspace_output(&w->app->ws, kind, json_string_value(json_object_get(p, "name")), plan->out_dir,
-                       sizeof plan->out_dir, e))
+                       sizeof plan->out_dir, e)) {
+    plan->out_dir[0] = '\0';   /* not this job's: a failed job removes only what it made */
     return -1;
+  }
   if (mkdir(plan->out_dir, 0700)) { plan->out_dir[0] = '\0'; return err_set(e, "cannot make the output folder: %s", strerror(errno)); }
   return 0;
 }
@@ -535,14 +495,18 @@ static int prepare_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e) {
 
 /* The command line for a job; on failure e says why and the job fails with it. */
 static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, JobPlan *plan, Err *e) {
-  json_t *p = json_loads(params, 0, NULL);
-  if (!p) return err_set(e, "the job's description is not JSON");
   arg(av, w->app->exe);
   arg(av, !strcmp(kind, "train") ? "train" : !strcmp(kind, "tokenizer") ? "tokenizer" : "prepare");
-  int rc = !strcmp(kind, "train")       ? train_argv(w, job, p, av, plan, e)
-           : !strcmp(kind, "tokenizer") ? tokenizer_argv(w, p, av, plan, e)
-           : !strcmp(kind, "prepare")   ? prepare_argv(w, p, av, plan, e)
-                                        : err_set(e, "unknown job kind %s", kind);
+  if (!strcmp(kind, "train")) {
+    int rc = train_argv(w, job, av);
+    av->v[av->n] = NULL;
+    return rc;
+  }
+  json_t *p = json_loads(params, 0, NULL);
+  if (!p) { av->v[av->n] = NULL; return err_set(e, "the job's description is not JSON"); }
+  int rc = !strcmp(kind, "tokenizer") ? tokenizer_argv(w, p, av, plan, e)
+           : !strcmp(kind, "prepare") ? prepare_argv(w, p, av, plan, e)
+                                      : err_set(e, "unknown job kind %s", kind);
   av->v[av->n] = NULL;
   json_decref(p);
   return rc;
@@ -597,8 +561,10 @@ static void sweep_outputs(const Workspace *ws, Store *s) {
   json_t *jobs = store_jobs_list(s, &e), *running = json_array();
   size_t i;
   json_t *j;
+  StoreStatus js;
   json_array_foreach(jobs, i, j)
-    if (!strcmp(json_string_value(json_object_get(j, "status")) ?: "", "running")) json_array_append(running, j);
+    if (!store_status_parse(json_string_value(json_object_get(j, "status")), &js) && js == STORE_STATUS_RUNNING)
+      json_array_append(running, j);
   json_decref(jobs);
   static const char *const kinds[] = {"tokenizers", "datasets"};
   static const char *const done_file[] = {"tokenizer.json", "manifest.json"};
@@ -640,14 +606,11 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   JobPlan plan;
   memset(&plan, 0, sizeof plan);
   if (workspace_job_file(&w->app->ws, logname, log, sizeof log, &e) || job_argv(w, job, kind, params, &av, &plan, &e)) {
-    store_job_finish(s, job, "failed", e.msg, &e);
+    store_job_finish(s, job, STORE_STATUS_FAILED, e.msg, &e);
     args_free(&av);
     remove_output(plan.out_dir);
     return;
   }
-  const char *name = plan.name;
-  int resuming = plan.resuming;
-  double started = now_wall();
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -666,27 +629,21 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   posix_spawnattr_destroy(&at);
   args_free(&av);
   if (err) {
-    store_job_finish(s, job, "failed", strerror(err), &e);
+    store_job_finish(s, job, STORE_STATUS_FAILED, strerror(err), &e);
     remove_output(plan.out_dir);
     return;
   }
-  int linked = strcmp(kind, "train") != 0, cancelled = 0, killed = 0, status = 0, polls = 0;
+  int train = !strcmp(kind, "train"), cancelled = 0, killed = 0, status = 0, polls = 0;
   double stop_sent = 0;
-  int64_t run = -1;
+  int64_t run = 0;
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
-    if (!linked && name[0]) {  /* the child creates its run; link the newest of that name made since */
+    if (train && run < 1) {  /* maskd train links its run to the job when it makes (or resumes) it */
       Err e2 = {0};
-      run = store_run_find(s, name, &e2);
-      json_t *rj = run > 0 ? store_run_get(s, run, &e2) : NULL;
-      json_t *c = json_object_get(rj, "created");
-      /* A resumed run is the one named; a new one must have been made by this job. */
-      if (run > 0 && (resuming || (json_is_number(c) && json_number_value(c) >= started - 1)))
-        linked = !store_job_set_run(s, job, run, &e2);
-      json_decref(rj);
+      run = store_job_run(s, job, &e2);
     }
-    if (linked && run > 0 && ++polls % 5 == 0) {  /* tokens/s of the newest step, for /metrics */
+    if (run > 0 && ++polls % 5 == 0) {  /* tokens/s of the newest step, for /metrics */
       Err e2 = {0};
       json_t *rj = store_run_get(s, run, &e2);
       json_int_t step = json_integer_value(json_object_get(rj, "step"));
@@ -710,22 +667,23 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     }
     usleep(cancelled ? 50 * 1000 : 200 * 1000);
   }
+  if (train) { Err e2 = {0}; run = store_job_run(s, job, &e2); }   /* it may have linked it since the last poll */
   /* A killed maskd train could not mark its run: the run says "running" with a pid that is gone. */
-  if (killed && linked && run > 0) { Err e2 = {0}; store_runs_recover(s, NULL, &e2); }
+  if (killed && run > 0) { Err e2 = {0}; store_runs_recover(s, NULL, &e2); }
   metrics_training(w->app->metrics, 0);
   char why[512];
   last_line(log, why, sizeof why);
   if (cancelled == 1) {
-    if (linked && run > 0) store_run_set_status(s, run, "cancelled", "cancelled over HTTP", &e);
-    store_job_finish(s, job, "cancelled", NULL, &e);
+    if (run > 0) store_run_set_status(s, run, STORE_STATUS_CANCELLED, "cancelled over HTTP", &e);
+    store_job_finish(s, job, STORE_STATUS_CANCELLED, NULL, &e);
   } else if (cancelled == 2) {
-    store_job_finish(s, job, "interrupted", killed ? "the server stopped (the job was killed after the grace period)"
-                                                   : "the server stopped", &e);
+    store_job_finish(s, job, STORE_STATUS_INTERRUPTED,
+                     killed ? "the server stopped (the job was killed after the grace period)" : "the server stopped", &e);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    store_job_finish(s, job, "done", NULL, &e);
+    store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);
     plan.out_dir[0] = '\0';  /* kept: the job made it */
   } else {
-    store_job_finish(s, job, "failed", why[0] ? why : "the job's process failed", &e);
+    store_job_finish(s, job, STORE_STATUS_FAILED, why[0] ? why : "the job's process failed", &e);
   }
   remove_output(plan.out_dir);
 }
@@ -754,31 +712,40 @@ static void *worker_main(void *arg) {
 ** "interrupted", whose policy is resume, are queued again as a resume of their run.
 ** A run whose process still lives (status still "running": the server died, its
 ** maskd train did not) is left to finish on its own; a run already ended needs nothing. */
+/* The status in a job's or run's JSON; STORE_STATUS_COUNT when absent or unknown. */
+static StoreStatus status_of(const json_t *o) {
+  StoreStatus st = STORE_STATUS_COUNT;
+  store_status_parse(json_string_value(json_object_get(o, "status")), &st);
+  return st;
+}
+
 static void requeue_interrupted(App *a, Store *s, json_t *before) {
   size_t i;
   json_t *j;
   json_array_foreach(before, i, j) {
-    if (strcmp(json_string_value(json_object_get(j, "status")) ?: "", "running")) continue;
+    if (status_of(j) != STORE_STATUS_RUNNING) continue;
     if (strcmp(json_string_value(json_object_get(j, "kind")) ?: "", "train")) continue;
     int64_t job = json_integer_value(json_object_get(j, "id"));
     Err e = {0};
     json_t *now = store_job_get(s, job, &e);
-    int interrupted = !strcmp(json_string_value(json_object_get(now, "status")) ?: "", "interrupted");
+    int interrupted = status_of(now) == STORE_STATUS_INTERRUPTED;
     json_decref(now);
     if (!interrupted) continue;
     json_t *params = json_object_get(j, "params");
     json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
     const char *policy = json_string_value(json_object_get(p, "on_restart"));
     int resume = policy ? !strcmp(policy, "resume") : a->on_restart_resume;
+    /* A new run is linked to its job in the transaction that makes it: a job with no run
+    ** made none. A resume job names its run by id. */
     int64_t run = json_integer_value(json_object_get(j, "run"));
-    const char *name = json_string_value(json_object_get(p, "resume")) ?: json_string_value(json_object_get(p, "name"));
-    if (resume && run < 1 && name) run = store_run_find(s, name, &e);  /* it died before the run was linked */
+    const char *resumed = json_string_value(json_object_get(p, "resume"));
+    if (resume && run < 1 && resumed) run = store_run_find(s, resumed, &e);  /* it died before it linked the run */
     json_t *next = NULL;
     if (!resume) {
     } else if (run > 0) {
       json_t *r = store_run_get(s, run, &e);
       const char *st = json_string_value(json_object_get(r, "status")) ?: "";
-      if (!strcmp(st, "interrupted")) {
+      if (status_of(r) == STORE_STATUS_INTERRUPTED) {
         char id[32];
         snprintf(id, sizeof id, "%lld", (long long)run);
         next = json_pack("{s:s, s:s, s:I}", "resume", id, "on_restart", "resume", "requeued_from", (json_int_t)job);

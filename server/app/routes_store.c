@@ -16,8 +16,8 @@
 #include "server/app/app.h"
 
 static int terminal(const char *status) {
-  return status && (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled") ||
-                    !strcmp(status, "interrupted"));
+  StoreStatus st;
+  return store_status_parse(status, &st) == 0 && store_status_ended(st);
 }
 
 static double num(const json_t *o, const char *k) {
@@ -70,14 +70,15 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
     double dt = num(last, "time") - num(first, "time");
     double ds = num(last, "step") - num(first, "step");
     double total = num(run, "total_steps");
-    const char *status = json_string_value(json_object_get(run, "status"));
+    StoreStatus status = STORE_STATUS_COUNT;
+    store_status_parse(json_string_value(json_object_get(run, "status")), &status);
     /* Step metrics are written in blocks that share a time; when the recent window is
     ** one block, fall back to the rate since the run started. */
     if (!(ds > 0 && dt > 0)) {
       dt = num(last, "time") - num(run, "started");
       ds = num(last, "step");
     }
-    if (ds > 0 && dt > 0 && isfinite(total) && status && !strcmp(status, "running"))
+    if (ds > 0 && dt > 0 && isfinite(total) && status == STORE_STATUS_RUNNING)
       eta = (total - num(last, "step")) * dt / ds;
   }
   json_decref(m);

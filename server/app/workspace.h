@@ -6,7 +6,7 @@
 **              path relative to the root ("wikitext-2/train.txt");
 **   work root  (--work-dir, default <db>.work): what the server's jobs make, named
 **              by the job's "name": tokenizers/NAME/tokenizer.json, datasets/NAME/,
-**              and the jobs' logs and descriptions in jobs/.
+**              and the jobs' logs in jobs/.
 **
 ** Every name is checked as text first (no absolute paths, no "." or ".." segment,
 ** nothing starting with '-', no control characters, no NUL), then resolved with realpath(), and the result must

@@ -7,6 +7,7 @@
 ** from the run's newest checkpoint with the run's stored description. */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@
 #include "engine/train/trainer.h"
 #include "server/cli/commands.h"
 #include "server/cli/progress.h"
+#include "server/cli/train_job.h"
 #include "store/store.h"
 
 /* The command line: the store, the run's options (applied after --run's file whatever
@@ -34,6 +36,7 @@ typedef struct TrainArgs {
   int resume_flag;     /* --resume without a value: the run named by --name */
   int quiet;
   CliPairs run;        /* the run options given, in order */
+  const char *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
 } TrainArgs;
 
 static void train_defaults(void *p) {
@@ -59,6 +62,15 @@ static const CliOpt train_opts[] = {
   {.name = "--out", .kind = CLI_STRING, .off = offsetof(TrainArgs, out), .arg = "DIR",
    .help = "also write the final model folder (config.json, model.safetensors,\ntokenizer files) to DIR"},
   {.name = "--quiet", .kind = CLI_FLAG, .off = offsetof(TrainArgs, quiet), .help = "no progress line"},
+  {.name = "--job", .kind = CLI_STRING, .off = offsetof(TrainArgs, job), .arg = "ID",
+   .help = "run training job ID of the store's queue, as maskd serve's worker\n"
+           "does: its description comes from the job (names resolved inside\n"
+           "--work-dir and --data-dir, the server's folders) and its run is\n"
+           "linked to the job when it is made; no other run options"},
+  {.name = "--work-dir", .kind = CLI_STRING, .off = offsetof(TrainArgs, work_dir), .arg = "DIR",
+   .help = "with --job: the server's work folder"},
+  {.name = "--data-dir", .kind = CLI_STRING, .off = offsetof(TrainArgs, data_dir), .arg = "DIR",
+   .help = "with --job: the server's data folder"},
   RUN_OPT("--name", "NAME", NULL, "run and model repository name"),
   RUN_OPT("--tokenizer", "T", NULL, "tokenizer.json (vocab_size, [MASK], <pad> come from it)"),
   RUN_OPT("--train", "DIR", NULL, "training shards"),
@@ -94,6 +106,7 @@ const CliSpec cli_spec_train = {
            "                   --config config.json|tiny|small|base [options]\n"
            "       maskd train [--db PATH] --resume RUN\n"
            "       maskd train [--db PATH] --name NAME [the run's options] --resume\n"
+           "       maskd train --db PATH --job ID --work-dir DIR [--data-dir DIR]   (maskd serve's worker)\n"
            "\n"
            "Trains a masked language model from scratch. Each epoch is evaluated on the\n"
            "validation shards and pushed as a revision of the model NAME in the store.\n"
@@ -232,14 +245,10 @@ static int cb_should_stop(void *ctx) {
   return stop_signal != 0 || c->failed;
 }
 
-/* The final model as an HF folder with the tokenizer files. */
-static int write_out(Trainer *t, const RunConfig *rc, const char *dir, Err *err) {
+/* The final model as an HF folder with the files of the tokenizer validation read. */
+static int write_out(Trainer *t, const Tokenizer *tok, const char *dir, Err *err) {
   if (ckpt_save_model(trainer_model(t), dir, 0, err)) return -1;
-  Tokenizer *tok = tokenizer_load(rc->tokenizer, err);
-  if (!tok) return -1;
-  int r = tokenizer_save_pretrained(tok, dir, err);
-  tokenizer_free(tok);
-  return r;
+  return tokenizer_save_pretrained(tok, dir, err);
 }
 
 /* With --name ... --resume the options given must describe the stored run; names the first key that differs. */
@@ -288,16 +297,17 @@ static int train_stored(Store *db, int64_t run, const char *resume, int resume_f
                         Err *e) {
   json_t *rj = store_run_get(db, run, e);
   if (!rj) return -1;
-  const char *st = json_string_value(json_object_get(rj, "status"));
-  int running = st && !strcmp(st, "running"), done = st && !strcmp(st, "done");
-  char *cj = json_dumps(json_object_get(rj, "config"), 0);
-  json_decref(rj);
+  StoreStatus st = STORE_STATUS_CREATED;
+  store_status_parse(json_string_value(json_object_get(rj, "status")), &st);
+  int running = st == STORE_STATUS_RUNNING, done = st == STORE_STATUS_DONE;
+  json_t *stored = json_object_get(rj, "config");
   if (running || done) {
-    free(cj);
+    json_decref(rj);
     return err_set(e, "run %s is %s; only a stopped run can be resumed", resume, running ? "still running" : "already done");
   }
-  int r = cj ? run_config_apply_json(rc, cj, e) : err_set(e, "run %s has no stored description", resume);
-  free(cj);
+  int r = json_is_object(stored) ? run_config_apply_object(rc, stored, e)
+                                 : err_set(e, "run %s has no stored description", resume);
+  json_decref(rj);
   if (r) return -1;
   if (resume_flag && given->threads == 0) given->threads = rc->threads;   /* "all CPUs" was resolved when stored */
   if (resume_flag && differing_key(rc, given, e)) return -1;
@@ -305,8 +315,9 @@ static int train_stored(Store *db, int64_t run, const char *resume, int resume_f
 }
 
 /* Part 3, the trainer, restored from the run's newest checkpoint when resuming. */
-static Trainer *train_start(Store *db, int64_t run, const RunPlan *plan, int resume, Err *e) {
-  Trainer *t = trainer_new(&plan->model, &plan->train, e);
+static Trainer *train_start(Store *db, int64_t run, RunPlan *plan, int resume, Err *e) {
+  Trainer *t = trainer_new_loaders(&plan->model, &plan->train, plan->train_loader, plan->valid_loader, e);
+  plan->train_loader = plan->valid_loader = NULL;   /* the trainer's now */
   if (!t || !resume) return t;
   StoreRevision rev;
   void *wbuf = NULL, *sbuf = NULL;
@@ -324,17 +335,17 @@ static Trainer *train_start(Store *db, int64_t run, const RunPlan *plan, int res
 
 /* Part 4, the training loop with the store callbacks and stop signals, and the run's
 ** final status; returns the exit status (the run is marked failed on an error). */
-static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, const char *tok_json,
+static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, const RunPlan *plan,
                       const TrainArgs *args) {
   int quiet = args->quiet, status = 1;
   Err e = {0};
   TrainCtx *c = calloc(1, sizeof *c);
   if (!c) {
-    store_run_set_status(db, run, "failed", "out of memory", NULL);
+    store_run_set_status(db, run, STORE_STATUS_FAILED, "out of memory", NULL);
     fprintf(stderr, "maskd train: out of memory\n");
     return 1;
   }
-  c->db = db; c->run = run; c->rc = rc; c->tokenizer_json = tok_json;
+  c->db = db; c->run = run; c->rc = rc; c->tokenizer_json = plan->tokenizer_json;
   c->total = trainer_total_steps(t);
   c->epochs = (int)((c->total + trainer_steps_per_epoch(t) - 1) / trainer_steps_per_epoch(t));
   c->last_flush = now_monotonic();
@@ -363,29 +374,39 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   char el[32];
   progress_format_duration(el, sizeof el, now_monotonic() - t0);
   if (r == TRAINER_DONE) {
-    if (args->out && write_out(t, rc, args->out, &e)) r = -1;
+    if (args->out && write_out(t, plan->tokenizer, args->out, &e)) r = -1;
   }
   if (r == TRAINER_DONE) {
-    if (store_run_set_status(db, run, "done", NULL, &e)) r = -1;
+    if (store_run_set_status(db, run, STORE_STATUS_DONE, NULL, &e)) r = -1;
     else {
       if (!quiet) fprintf(stderr, "run %lld done in %s\n", (long long)run, el);
       status = 0;
     }
   } else if (r == TRAINER_STOPPED) {
     const char *why = stop_signal == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT";
-    if (store_run_set_status(db, run, "interrupted", why, &e) == 0) {
+    if (store_run_set_status(db, run, STORE_STATUS_INTERRUPTED, why, &e) == 0) {
       fprintf(stderr, "maskd train: run %lld interrupted at step %ld (checkpoint saved; maskd train --resume %lld)\n",
               (long long)run, trainer_step(t), (long long)run);
       status = 130;
     }
   }
   if (r < 0) {
-    store_run_set_status(db, run, "failed", e.msg, NULL);
+    store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     fprintf(stderr, "maskd train: %s\n", e.msg);
     status = 1;
   }
   free(c);
   return status;
+}
+
+/* --job: the run's description, or the run to resume, comes from the queued job. */
+static int job_description(const TrainArgs *a, Store *db, RunConfig *rc, int64_t *job, char *resume, size_t cap,
+                           Err *e) {
+  long id;
+  if (cli_parse_long(a->job, 1, LONG_MAX, &id)) return err_set(e, "--job: \"%s\" is not a job id", a->job);
+  if (!a->work_dir) return err_set(e, "--job needs --work-dir (the server's work folder)");
+  *job = id;
+  return train_job_read(db, id, a->data_dir, a->work_dir, rc, resume, cap, e);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -400,44 +421,59 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options\n");
     return 2;
   }
+  if (args.job && (args.resume || args.resume_flag || args.run_file || args.run.n || args.out)) {
+    fprintf(stderr, "maskd train: --job runs the training job as it was queued; it takes no other run options\n");
+    return 2;
+  }
+  if (!args.job && (args.data_dir || args.work_dir)) {
+    fprintf(stderr, "maskd train: --data-dir and --work-dir go with --job\n");
+    return 2;
+  }
   RunConfig rc, given;
   const char *resume;
   Err e = {0};
   int status = 1;
   Store *db = NULL;
   Trainer *t = NULL;
-  char *tok_json = NULL, *cfg_json = NULL;
-  int64_t run = -1;
+  char *cfg_json = NULL;
+  int64_t run = -1, job = 0;
+  char job_resume[32];
+  RunPlan plan;
+  memset(&plan, 0, sizeof plan);
   if (train_describe(&args, &rc, &given, &resume, &e)) goto fail_early;
 
   db = store_open(args.db_path, &e);
   if (!db) goto fail_early;
   int recovered = 0;
   if (store_runs_recover(db, &recovered, &e)) goto fail_early;
+  if (args.job) {
+    if (job_description(&args, db, &rc, &job, job_resume, sizeof job_resume, &e)) goto fail_early;
+    if (job_resume[0]) resume = job_resume;
+  }
   if (resume) {
     run = store_run_find(db, resume, &e);
-    if (run < 0 || train_stored(db, run, resume, args.resume_flag, &rc, &given, &e)) goto fail_early;
+    if (run < 0) goto fail_early;
+    /* A resume job works on its run from here on (cancel, /metrics), whatever follows. */
+    if (job && store_job_set_run(db, job, run, &e)) goto fail_early;
+    if (train_stored(db, run, resume, args.resume_flag, &rc, &given, &e)) goto fail_early;
   }
-  RunPlan plan;
-  if (run_config_validate(&rc, &plan, &e)) goto fail_early;
-  size_t tok_len;
-  tok_json = files_read_all(rc.tokenizer, TOKENIZER_MAX_FILE, &tok_len, &e);
-  if (!tok_json) goto fail_early;
+  /* Validation opens the tokenizer and the shard sets once; the run uses what it opened. */
+  if (run_config_open(&rc, &plan, &e)) goto fail_early;
 
   /* Everything is checked; from here on failures are the run's and are recorded. */
   if (run < 0) {
     rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
     cfg_json = run_config_to_json(&rc);
-    run = store_run_create(db, rc.name, cfg_json, &e);
+    run = job ? store_job_run_create(db, job, rc.name, cfg_json, &e) : store_run_create(db, rc.name, cfg_json, &e);
     if (run < 0) goto fail_early;
   }
-  if (store_run_set_status(db, run, "running", NULL, &e)) goto fail_early;
+  if (store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e)) goto fail_early;
   t = train_start(db, run, &plan, resume != NULL, &e);
   if (!t) {
-    store_run_set_status(db, run, "failed", e.msg, NULL);
+    store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     goto fail_early;
   }
-  status = train_loop(db, run, &rc, t, tok_json, &args);
+  status = train_loop(db, run, &rc, t, &plan, &args);
   goto cleanup;
 
 fail_early:
@@ -446,6 +482,7 @@ fail_early:
 cleanup:
   trainer_free(t);
   store_close(db);
-  free(tok_json); free(cfg_json);
+  run_plan_close(&plan);
+  free(cfg_json);
   return status;
 }
