@@ -1,18 +1,9 @@
 #!/usr/bin/env bash
 # maskd bench: --help, one-line errors with a non-zero exit for bad arguments, and
 # short train/infer/sgemm runs whose JSON is consistent with the shapes asked for.
-set -u
-maskd=${MASKD:-build/maskd}
-tmp=${MASKD_TMP:-/tmp}/bench_cli.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-py=/usr/bin/python3
-# tests/run does this too; here so that the script also runs on its own (maskd would
-# otherwise add a note about OPENBLAS_CORETYPE to stderr).
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" bench_cli
+maskd=$M tmp=$T py=$PY
 
 out=$("$maskd" bench --help 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q "usage: maskd bench train|infer" <<<"$out" && grep -q -- "--steps" <<<"$out"; then

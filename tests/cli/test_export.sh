@@ -7,16 +7,14 @@
 # installed here, so from_pretrained is not run.) Refusals: non-Unigram
 # tokenizers, missing files, tokenizer settings the store cannot keep, unknown
 # models and revisions, existing files without --force.
-set -u
-cd "$(dirname "$0")/../.."
-. tests/lib.sh export
-PY=/usr/bin/python3
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" export
 R=scripts/fillmask_reference.py
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 DB=$T/hub.db
 
-[ -d tests/node_modules/tokenizers ] || { fail export_setup "tests/node_modules/tokenizers is missing (run scripts/setup)"; exit 1; }
-[ -f "$DATA/train.txt" ] || { fail export_setup "$DATA/train.txt missing (MASKD_DATA)"; exit 1; }
+need export_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+need export_setup "$DATA/train.txt missing (MASKD_DATA)" -f "$DATA/train.txt"
 
 head -2000 "$DATA/train.txt" > "$T/train.txt"
 node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" 2>/dev/null &&

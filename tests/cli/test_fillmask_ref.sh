@@ -9,15 +9,13 @@
 # capped, literal <pad>, non-ASCII text, clean_up_tokenization_spaces false, and
 # errors. Scores within 1e-5 and printed as Python prints the float32 value;
 # tokens, strings, structure and key order identical.
-set -u
-cd "$(dirname "$0")/../.."
-. tests/lib.sh fillref
-PY=/usr/bin/python3
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" fillref
 R=scripts/fillmask_reference.py
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
-[ -d tests/node_modules/tokenizers ] || { fail fillmask_ref_setup "tests/node_modules/tokenizers is missing (run scripts/setup)"; exit 1; }
-[ -f "$DATA/train.txt" ] || { fail fillmask_ref_setup "$DATA/train.txt missing (MASKD_DATA)"; exit 1; }
+need fillmask_ref_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+need fillmask_ref_setup "$DATA/train.txt missing (MASKD_DATA)" -f "$DATA/train.txt"
 $PY -c 'import torch' 2>/dev/null || { fail fillmask_ref_setup "no torch in $PY"; exit 1; }
 
 head -2000 "$DATA/train.txt" > "$T/train.txt"

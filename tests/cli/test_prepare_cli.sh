@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # maskd prepare --ids end to end, read back by scripts/shards.py (an independent reader
 # written from the format's documentation) and compared with chunks recomputed in Python.
-set -u
-cd "$(dirname "$0")/../.."
-MASKD=${MASKD:-build/maskd}
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/prepare_cli.XXXXXX")
-PY=/usr/bin/python3
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" prepare_cli
+MASKD=$M
 
 # Id lines like an encoder's output ([CLS]=0 ... [SEP]=2), blank lines in between.
 $PY - "$T/ids.txt" <<'PY'
@@ -109,4 +105,3 @@ kill -TERM $pp
 wait $pp
 rc=$?; [ $rc -eq 130 ] && [ ! -e "$T/sig" ] && [ -z "$(ls -A "$T" | grep tmp-)" ] && pass prepare_cli_sigterm_writes_nothing ||
   fail prepare_cli_sigterm_writes_nothing "rc $rc: $(cat "$T/err"); $(ls -A "$T")"
-rm -rf "$T"

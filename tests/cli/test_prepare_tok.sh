@@ -3,15 +3,10 @@
 # a Unigram tokenizer trained by HF on WikiText-2 valid, given the seed's special tokens and
 # [CLS] $A [SEP] template; HF's ids of every non-blank line, concatenated and cut into 128-token
 # chunks by Python, must equal the shards maskd writes (read by scripts/shards.py).
-set -u
-cd "$(dirname "$0")/../.."
-MASKD=${MASKD:-build/maskd}
-DATA=${MASKD_DATA:-../shared/data}
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/prepare_tok.XXXXXX")
-PY=/usr/bin/python3
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-TEXT=${PREPARE_TOK_TEXT:-$DATA/wikitext-2/valid.txt}  # long_prepare_wikitext.sh: the train split
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" prepare_tok
+MASKD=$M
+TEXT=${PREPARE_TOK_TEXT:-$DATA/valid.txt}  # long_prepare_wikitext.sh: the train split
 [ -f "$TEXT" ] || { fail prepare_tok_data "$TEXT is missing (MASKD_DATA)"; exit 0; }
 [ -d tests/node_modules/tokenizers ] || { fail prepare_tok_reference "tests/node_modules/tokenizers is missing (make setup)"; exit 0; }
 

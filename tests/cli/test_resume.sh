@@ -4,7 +4,7 @@
 # step's loss, lr and grad norm, every epoch's evaluation, and the final weights (the
 # sha256 of the last pushed model.safetensors). The store passes PRAGMA integrity_check
 # and foreign_key_check after every kill. Fast config: a 16-wide 2-layer model, seq 32.
-set -u
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" resume "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail resume_setup "no WikiText-2 at $DATA"; exit 1; }
 

@@ -1,13 +1,10 @@
 #!/usr/bin/env bash
 # maskd tokenizer encode|decode|export on the command line: output shapes, help,
 # and errors (one line on stderr, non-zero exit, nothing half-written on stdout).
-set -u
-cd "$(dirname "$0")/../.."
-M=${MASKD:-$PWD/build/maskd}
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/tokcli.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
-ok() { if [ "$2" = 1 ]; then echo "PASS $1"; else echo "FAIL $1: $3"; fi; }
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" tokcli
+# ok NAME VERDICT WHY: this test's form of lib.sh's ok (a VERDICT of 1 passes).
+ok() { if [ "$2" = 1 ]; then pass "$1"; else fail "$1" "$3"; fi; }
 
 # A small tokenizer.json in the seed layout, written by hand. The expected outputs
 # below are what HF tokenizers gives for it (checked with tests/hf_tokenize.js).

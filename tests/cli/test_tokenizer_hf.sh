@@ -8,20 +8,14 @@
 # part (HF trained on 6000 lines of WikiText-2 train; the first 1200 lines of valid,
 # BANKING77 test, edge cases); TOK_HF_LONG=1 (tests/long/long_tokenizer_hf.sh) trains on
 # all of train and compares all of valid, test and BANKING77 train+test.
-set -u
-cd "$(dirname "$0")/../.."
-M=${MASKD:-$PWD/build/maskd}
-D=${MASKD_DATA:-../shared/data}
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/tokhf.XXXXXX")
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" tokhf
+D=$DATA_ROOT
 H=tests/hf_tokenize.js
 long=${TOK_HF_LONG:-0}
 lines=6000; [ "$long" = 1 ] && lines=100000000
-trap 'rm -rf "$T"' EXIT
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-if [ ! -d tests/node_modules/tokenizers ]; then fail tokenizer_hf_setup "tests/node_modules/tokenizers is missing (run scripts/setup)"; exit 1; fi
+need tokenizer_hf_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
 for f in "$D/wikitext-2/train.txt" "$D/wikitext-2/valid.txt" "$D/wikitext-2/test.txt" "$D/banking77/train.csv" "$D/banking77/test.csv"; do
   [ -f "$f" ] || { fail tokenizer_hf_data "$f missing (MASKD_DATA=$D)"; exit 1; }
 done

@@ -2,11 +2,9 @@
 # maskd tokenizer train from the command line: a small training writes the three
 # files, encodes, and HF loads it with the same ids; bad input gives one clear
 # line on stderr and a non-zero exit, never a crash.
-set -u
-cd "$(dirname "$0")/../.."
-maskd=${MASKD:-$PWD/build/maskd}
-tmp=$(mktemp -d "${MASKD_TMP:-/tmp}/toktrain.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" toktrain
+maskd=$M tmp=$T
 export MASKD_KEEP_OPENBLAS_CORETYPE=1
 
 # expect_error NAME PATTERN ARGS...: exit status 1 or 2, one stderr line matching PATTERN (--quiet: no progress)

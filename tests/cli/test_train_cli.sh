@@ -3,7 +3,7 @@
 # naming the field, non-zero exit, no run recorded), progress and Keras-style epoch lines,
 # revisions pushed per epoch, keep-last-N plus best, --out, SIGINT and SIGTERM (checkpoint,
 # "interrupted", exit 130) and resume to the same end as an uninterrupted run.
-set -u
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" traincli "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail train_cli_setup "no WikiText-2 at $DATA"; exit 1; }
 

@@ -5,5 +5,6 @@
 # Prints PASS/FAIL fuzz_NAME; a missing clang, libFuzzer or OpenMP for clang is a
 # failure that names the package (scripts/setup --tests installs them). `make fuzz`
 # runs each for FUZZ_SECONDS, tests/long/long_fuzz.sh longer.
-. tests/lib.sh test_fuzz
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" test_fuzz
 bash tests/fuzz/run --seconds "${FUZZ_TEST_SECONDS:-8}" --work "$T"

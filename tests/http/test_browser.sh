@@ -2,22 +2,16 @@
 # The web page in Debian's chromium driven by playwright-core (tests/http/browser.js):
 # a server on 127.0.0.1 with a free port, a small run trained first so the table
 # and charts have data; screenshots in build/artifacts/browser (or $MASKD_ARTIFACTS).
-set -u
-cd "$(dirname "$0")/../.."
-MASKD=${MASKD:-$PWD/build/maskd}
-D=${MASKD_DATA:-../shared/data}
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" browser
+MASKD=$M D=$DATA_ROOT
 ART=${MASKD_ARTIFACTS:-$PWD/build/artifacts}/browser
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/browser.XXXXXX")
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail() { echo "FAIL $1: $2"; }
+serve_wrap=(timeout 600)
 
-[ -x /usr/bin/chromium ] || { fail browser_setup "/usr/bin/chromium is missing (scripts/setup installs it)"; exit 1; }
-[ -d tests/node_modules/playwright-core ] || { fail browser_setup "tests/node_modules/playwright-core is missing (run scripts/setup)"; exit 1; }
-[ -f "$D/wikitext-2/train.txt" ] || { fail browser_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)"; exit 1; }
+need browser_setup "/usr/bin/chromium is missing (scripts/setup installs it)" -x /usr/bin/chromium
+need browser_setup "tests/node_modules/playwright-core is missing (run scripts/setup)" -d tests/node_modules/playwright-core
+need browser_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)" -f "$D/wikitext-2/train.txt"
 
 head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
 head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
@@ -26,18 +20,12 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
   "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/valid.txt" --split validation --seq-len 32 --out "$T/vshards"; } \
   >"$T/setup.log" 2>&1 || { fail browser_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
-timeout 600 "$MASKD" serve --port 0 --db "$T/hub.db" --data-dir "$T" --token tk --quiet >"$T/out" 2>"$T/err" &
-pid=$!
-for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
-[ -n "$base" ] || { fail browser_setup "server did not start: $(cat "$T/err")"; exit 1; }
+serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet || { fail browser_setup "server did not start: $(cat "$T/err")"; exit 1; }
 
 # A finished run for the table, the charts and the playground.
 curl -s --max-time 20 -H 'Authorization: Bearer tk' -H 'Content-Type: application/json' -X POST "$base/runs" --data-binary \
   "{\"name\":\"seed-run\",\"tokenizer\":\"tok.json\",\"train\":\"shards\",\"validation\":\"vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":16,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
-for _ in $(seq 300); do
-  curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"' && break
-  sleep 0.2
-done
+seed_done() { curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"'; }
+wait_until 300 0.2 seed_done
 rm -rf "$ART"
 timeout 300 node tests/http/browser.js "$base" "$ART" tk tok.json shards vshards

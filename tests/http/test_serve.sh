@@ -2,32 +2,14 @@
 # maskd serve over HTTP with curl: a server on 127.0.0.1 with a free port (--port 0),
 # bounded by timeout, stopped at the end. Every route with good and bad input; each
 # answers its documented status and a JSON error, and the server stays up.
-set -u
-cd "$(dirname "$0")/../.."
-MASKD=${MASKD:-$PWD/build/maskd}
-tmp=$(mktemp -d "${MASKD_TMP:-/tmp}/serve.XXXXXX")
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-ok() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$(tail -c 400 "$tmp/body" 2>/dev/null) (status $(cat "$tmp/status" 2>/dev/null))"; fi; }
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" serve
+MASKD=$M tmp=$T
+serve_wrap=(timeout 300)
 
 # start [ARGS...]: runs maskd serve in the background and sets base.
-start() {
-  : >"$tmp/out"
-  timeout 300 "$MASKD" serve --port 0 --db "$tmp/maskd.db" "$@" >"$tmp/out" 2>"$tmp/err" &
-  pid=$!
-  for _ in $(seq 100); do
-    grep -q 'listening on' "$tmp/out" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$tmp/out")
-  [ -n "$base" ]
-}
-stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid"; local rc=$?; pid=; return $rc; }
+start() { serve_start --db "$tmp/maskd.db" "$@"; }
+stop() { serve_stop; }
 
 # call METHOD PATH [curl args...]: status into $tmp/status, body into $tmp/body, headers into $tmp/headers.
 call() {

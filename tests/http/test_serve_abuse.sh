@@ -7,17 +7,12 @@
 # one address's flood (refused past its limit); 300 event-stream subscribers (refused
 # past the limits with JSON, /healthz answers); 3,000 invented methods (/metrics stays
 # small); %00 and non-UTF-8 paths (JSON errors); SIGTERM under each load (prompt, 0).
-. tests/lib.sh serve_abuse
-PY=/usr/bin/python3
-pid= train= load=
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  [ -n "$load" ] && kill -9 "$load" 2>/dev/null
-  [ -n "$train" ] && kill -9 "$train" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" serve_abuse
+train='' load='' serve_kill=KILL
+# On exit the load and the held training process go too (SIGKILL, like the server).
+kill_helpers() { [ -n "$load" ] && kill -9 "$load" 2>/dev/null; [ -n "$train" ] && kill -9 "$train" 2>/dev/null; }
+at_exit kill_helpers
 [ -f "$DATA/train.txt" ] || { fail serve_abuse_setup "$DATA/train.txt missing"; exit 1; }
 
 # A run that stays "running" without costing CPU: a training process, stopped
@@ -29,19 +24,12 @@ head -400 "$DATA/train.txt" > "$T/corpus.txt"
 "$M" train --db "$T/hub.db" --name held --tokenizer "$T/tok.json" --train "$T/shards" --config tiny --batch 4 \
   --max-steps 1000000 --threads 1 --quiet >"$T/train.log" 2>&1 &
 train=$!
-for _ in $(seq 100); do "$M" runs --db "$T/hub.db" --json 2>/dev/null | grep -q '"status": "running"' && break; sleep 0.1; done
+held_running() { "$M" runs --db "$T/hub.db" --json 2>/dev/null | grep -q '"status": "running"'; }
+wait_until 100 0.1 held_running
 kill -STOP "$train"
 
 # start [ARGS...]: maskd serve on a free port, with a token; sets base and port.
-start() {
-  : >"$T/out"
-  "$M" serve --port 0 --db "$T/hub.db" --data-dir "$T" --token tk --quiet "$@" >"$T/out" 2>"$T/err" &
-  pid=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
-  port=${base##*:}
-  [ -n "$base" ]
-}
+start() { serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet "$@"; }
 # stop_within NAME SECONDS: SIGTERM, then the exit must come in time with status 0.
 stop_within() {
   local t0 rc

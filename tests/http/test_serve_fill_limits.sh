@@ -9,14 +9,9 @@
 # from the problem, not from the input's form: the same too-long text is 400 as a
 # string and inside a list, the same over-limit text 413 both ways. maskd fill-mask
 # takes the same limits.
-set -u
-cd "$(dirname "$0")/../.."
-. tests/lib.sh fill_limits
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" fill_limits
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-PY=/usr/bin/python3
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
-ok() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$(tail -c 300 "$T/body" 2>/dev/null) ($(cat "$T/status" 2>/dev/null))"; fi; }
 
 [ -f "$DATA/valid.txt" ] || { fail fill_limits_setup "$DATA/valid.txt missing (MASKD_DATA)"; exit 1; }
 head -300 "$DATA/valid.txt" > "$T/corpus.txt"
@@ -25,15 +20,8 @@ head -300 "$DATA/valid.txt" > "$T/corpus.txt"
   "$M" train --quiet --db "$T/hub.db" --name tiny --tokenizer "$T/tok.json" --train "$T/shards" --config tiny \
     --max-steps 1 --batch 4; } >"$T/setup.log" 2>&1 || { fail fill_limits_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
-start() {
-  : >"$T/out"
-  "$M" serve --port 0 --db "$T/hub.db" --quiet "$@" >"$T/out" 2>"$T/err" &
-  pid=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
-  [ -n "$base" ]
-}
-stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid"; pid=; }
+start() { serve_start --db "$T/hub.db" --quiet "$@"; }
+stop() { serve_stop; }
 # fill FILE: POSTs the body in FILE; "STATUS SECONDS" into $T/status, the answer into $T/body.
 fill() {
   curl -s --max-time 120 -X POST -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code} %{time_total}' \

@@ -5,24 +5,15 @@
 # with progress, metrics, server-sent events and pushed revisions visible; resolve
 # serves the revision's files; cancel stops a running job; fill-mask keeps answering
 # while a job trains; a job queued before a restart runs once after it.
-set -u
-cd "$(dirname "$0")/../.."
-MASKD=${MASKD:-$PWD/build/maskd}
-D=${MASKD_DATA:-../shared/data}
-PY=/usr/bin/python3
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" servemodel
+MASKD=$M D=$DATA_ROOT
 R=scripts/fillmask_reference.py
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/servemodel.XXXXXX")
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-ok() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$(tail -c 300 "$T/body" 2>/dev/null) (status $(cat "$T/status" 2>/dev/null))"; fi; }
+serve_wrap=(timeout 600)
 
-[ -d tests/node_modules/tokenizers ] || { fail serve_model_setup "tests/node_modules/tokenizers is missing (run scripts/setup)"; exit 1; }
-[ -f "$D/wikitext-2/train.txt" ] || { fail serve_model_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)"; exit 1; }
+need serve_model_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+need serve_model_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)" -f "$D/wikitext-2/train.txt"
 
 # A HF-trained Unigram tokenizer, a small random RoBERTa with peaked predictions
 # (the reference's), and shards for short training runs.
@@ -34,15 +25,8 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
   "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/valid.txt" --split validation --seq-len 32 --out "$T/vshards" &&
   "$MASKD" import --db "$T/hub.db" "$T/rob" tiny-rob; } >"$T/setup.log" 2>&1 || { fail serve_model_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
-start() {
-  : >"$T/out"
-  timeout 600 "$MASKD" serve --port 0 --db "$T/hub.db" --data-dir "$T" --token tk --quiet "$@" >"$T/out" 2>"$T/err" &
-  pid=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
-  [ -n "$base" ]
-}
-stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid"; local rc=$?; pid=; return $rc; }
+start() { serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet "$@"; }
+stop() { serve_stop; }
 call() {
   local m=$1 p=$2; shift 2
   curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
@@ -60,15 +44,8 @@ EOF
 # jq-like: jget EXPR prints a Python expression over the body `b`.
 jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
 # wait_for SECONDS PATH EXPR: polls GET PATH until the Python expression over b is true.
-wait_for() {
-  local n=$(($1 * 5)) p=$2 e=$3
-  for _ in $(seq "$n"); do
-    call GET "$p"
-    [ "$(jget "bool($e)" 2>/dev/null)" = True ] && return 0
-    sleep 0.2
-  done
-  return 1
-}
+wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
+body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
 
 # A batching window makes concurrent requests share passes even with this tiny model.
 start --batch-window-ms 20 || { fail serve_model_start "$(cat "$T/err")"; exit 1; }

@@ -5,8 +5,9 @@
 # (each refused with 422 naming the field). Each request must be refused with a 4xx,
 # queue no job, read nothing (a /dev/zero tokenizer answers at once, with no memory
 # growth) and write nothing outside the server's work folder.
-. tests/lib.sh serve_paths
-PY=/usr/bin/python3
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" serve_paths
+serve_kill=KILL
 
 mkdir -p "$T/data/corpus" "$T/outside"
 printf 'a small corpus line\nand another one\n' > "$T/data/corpus/train.txt"
@@ -15,12 +16,7 @@ ln -s "$T/outside/shadow" "$T/data/corpus/link-out.txt"
 ln -s "$T/outside" "$T/data/dir-out"
 printf 'a corpus whose name reads as an option\n' > "$T/data/-x.txt"
 
-"$M" serve --port 0 --db "$T/hub.db" --data-dir "$T/data" --quiet >"$T/out" 2>"$T/err" &
-pid=$!
-trap 'kill -9 $pid 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; sleep 0.1; done
-base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
-[ -n "$base" ] || { fail serve_paths_start "$(cat "$T/err")"; exit 1; }
+serve_start --db "$T/hub.db" --data-dir "$T/data" --quiet || { fail serve_paths_start "$(cat "$T/err")"; exit 1; }
 
 post() {  # path body: the status into $T/status, the body into $T/body
   curl -s --max-time 10 -X POST -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' \
@@ -142,16 +138,10 @@ left=$(find "$T" -mindepth 1 -newer "$T/out" -not -path "$T/hub.db*" -not -name 
 [ -z "$left" ] && pass only_work_folder_written || fail only_work_folder_written "$left"
 
 # ---- a server without --data-dir names no corpus ----
-kill -TERM $pid; wait $pid
-# Emptied here, not only by the redirection: that happens in the child, after this shell may
-# already have found the first server's "listening on" line in the old file.
-: >"$T/out"
-"$M" serve --port 0 --db "$T/hub2.db" --quiet >"$T/out" 2>"$T/err" &
-pid=$!
-for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; sleep 0.1; done
-base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
+serve_stop
+serve_start --db "$T/hub2.db" --quiet
 post /tokenizers '{"name": "t1", "input": "corpus/train.txt", "vocab_size": 100}'
 refused no_data_dir_no_corpus 422 data-dir
 curl -s --max-time 10 "$base/corpora" >"$T/body"
 [ "$(cat "$T/body")" = "[]" ] && pass no_data_dir_lists_nothing || fail no_data_dir_lists_nothing "$(cat "$T/body")"
-kill -TERM $pid; wait $pid && pass serve_paths_stop || fail serve_paths_stop "exit status $?"
+serve_stop && pass serve_paths_stop || fail serve_paths_stop "exit status $?"

@@ -4,15 +4,11 @@
 # --on-restart resume (or a job's "on_restart": "resume") the job is queued once
 # more as a resume of its run, which then finishes with exactly its step count, as
 # one run, with one resume job; a job's "on_restart": "interrupt" wins over the flag.
-set -u
-cd "$(dirname "$0")/../.."
-MASKD=${MASKD:-$PWD/build/maskd}
-D=${MASKD_DATA:-../shared/data}
-PY=/usr/bin/python3
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/serverestart.XXXXXX")
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" serverestart
+MASKD=$M D=$DATA_ROOT
 export OMP_NUM_THREADS=1
-pid= spid=
+spid=''
 # The server runs under a small reaper (PR_SET_CHILD_SUBREAPER): a real init reaps the
 # job process a crashed server leaves behind, but this sandbox's PID 1 does not, and an
 # unreaped zombie looks alive to the store's recovery. kill -9 takes the server and its
@@ -27,15 +23,14 @@ while True:
     except ChildProcessError: break
     if p == child: rc = os.waitstatus_to_exitcode(st)
 sys.exit(rc if rc >= 0 else 128 - rc)'
+serve_wrap=("$PY" -c "$REAP") serve_keep_err=1
 killall_() { [ -n "$spid" ] && { kill -9 "$spid" $(pgrep -P "$spid") 2>/dev/null; wait "$pid" 2>/dev/null; }; pid= spid=; }
-cleanup() { [ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-ok() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$(tail -c 300 "$T/body" 2>/dev/null) (status $(cat "$T/status" 2>/dev/null))"; fi; }
+# On exit SIGTERM goes to the server itself (spid), not to the reaper in pid.
+stop_reaped() { [ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; pid=''; }
+at_exit stop_reaped
 
-[ -d tests/node_modules/tokenizers ] || { fail serve_restart_setup "tests/node_modules/tokenizers is missing (run scripts/setup)"; exit 1; }
-[ -f "$D/wikitext-2/train.txt" ] || { fail serve_restart_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)"; exit 1; }
+need serve_restart_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+need serve_restart_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)" -f "$D/wikitext-2/train.txt"
 head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
 head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
 { node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" && node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" &&
@@ -44,21 +39,14 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
   >"$T/setup.log" 2>&1 || { fail serve_restart_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
 start() {
-  : >"$T/out"
-  $PY -c "$REAP" "$MASKD" serve --port 0 --db "$T/hub.db" --data-dir "$T" --quiet "$@" >"$T/out" 2>>"$T/err" &
-  pid=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
+  serve_start --db "$T/hub.db" --data-dir "$T" --quiet "$@"
   spid=$(pgrep -P "$pid")
   [ -n "$base" ] && [ -n "$spid" ]
 }
 call() { local m=$1 p=$2; shift 2; curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null; }
 jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
-wait_for() {
-  local n=$(($1 * 5)) p=$2 e=$3
-  for _ in $(seq "$n"); do call GET "$p"; [ "$(jget "bool($e)" 2>/dev/null)" = True ] && return 0; sleep 0.2; done
-  return 1
-}
+wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
+body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
 # Checkpoints every 5 steps, so a kill after step 12 leaves one to resume from.
 runjson() { printf '{"name":"%s","tokenizer":"%s","train":"%s","validation":"%s","config":"tiny","max_steps":%d,"batch":16,"eval_batches":2,"checkpoint_steps":5,"threads":1%s}' \
   "$1" tok.json shards vshards "$2" "${3:-}"; }

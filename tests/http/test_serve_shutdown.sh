@@ -8,11 +8,10 @@
 # that does not stop within --stop-grace is killed and still marked interrupted.
 # While the jobs run, their command lines are checked: every value rides inside its
 # flag ("--flag=VALUE"), so no value from a request can become an option.
-. tests/lib.sh serve_shutdown
-PY=/usr/bin/python3
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" serve_shutdown
 W=$T/hub.db.work
-pid=
-trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$T"' EXIT
+serve_kill=KILL serve_keep_err=1
 
 [ -f "$DATA/train.txt" ] || { fail serve_shutdown_setup "$DATA/train.txt missing (MASKD_DATA)"; exit 1; }
 mkdir -p "$T/data"
@@ -22,14 +21,7 @@ head -2000 "$DATA/train.txt" >"$T/data/small.txt"
   "$M" prepare --quiet --tokenizer "$T/data/tok.json" --input "$T/data/small.txt" --seq-len 32 --out "$T/data/shards"; } \
   >"$T/setup.log" 2>&1 || { fail serve_shutdown_setup "$(tail -2 "$T/setup.log")"; exit 1; }
 
-start() {
-  : >"$T/out"
-  "$M" serve --port 0 --db "$T/hub.db" --data-dir "$T/data" --quiet "$@" >"$T/out" 2>>"$T/err" &
-  pid=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$T/out" && break; sleep 0.1; done
-  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
-  [ -n "$base" ]
-}
+start() { serve_start --db "$T/hub.db" --data-dir "$T/data" --quiet "$@"; }
 post() { curl -s --max-time 10 -X POST -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' --data-binary "$2" "$base$1"; }
 # The job's process once it runs the command named (a spawned child shows the server's
 # command line until it has exec'd): its pid on stdout.

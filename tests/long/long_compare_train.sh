@@ -22,17 +22,12 @@
 # team's load; set TRAIN_BYTES/EPOCHS/LR/PRESET for longer runs.
 # Environment: TRAIN_BYTES (600000), VALID_BYTES (0: all), EPOCHS (2), PRESET (tiny), LR (5e-4),
 # TOLERANCE (0.02), THREADS (2), KEEP=DIR keeps the work.
-set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-M=${MASKD:-$ROOT/build/maskd}
-DATA=${1:-${MASKD_DATA:-$ROOT/../shared/data}}/wikitext-2
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-[ -f "$DATA/train.txt" ] || { fail long_compare_train_setup "no WikiText-2 at $DATA"; exit 1; }
-[ -x "$M" ] || { fail long_compare_train_setup "$M is not built"; exit 1; }
-T=${KEEP:-$(mktemp -d "${MASKD_TMP:-/tmp}/longcmp.XXXXXX")}
-mkdir -p "$T"
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$T"' EXIT
+lib_keep=${KEEP:-}
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" longcmp "${1:-}"
+ROOT=$PWD
+need long_compare_train_setup "no WikiText-2 at $DATA" -f "$DATA/train.txt"
+need long_compare_train_setup "$M is not built" -x "$M"
 /usr/bin/python3 "$ROOT/scripts/compare-train" --maskd "$M" --data "$DATA" --preset "${PRESET:-tiny}" \
   --epochs "${EPOCHS:-2}" --lr "${LR:-5e-4}" --train-bytes "${TRAIN_BYTES:-600000}" --valid-bytes "${VALID_BYTES:-0}" \
   --threads "${THREADS:-2}" --timing-rounds 0 --tolerance "${TOLERANCE:-0.02}" --work "$T/work" --json "$T/out.json" --quiet \

@@ -2,4 +2,6 @@
 # The full-corpus tokenizer parity run: HF trains on all of WikiText-2 train, and
 # every line of valid, test and BANKING77 train+test is compared (see
 # tests/cli/test_tokenizer_hf.sh for what is checked).
-TOK_HF_LONG=1 exec bash "$(dirname "$0")/../cli/test_tokenizer_hf.sh"
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" long_tokhf
+TOK_HF_LONG=1 bash tests/cli/test_tokenizer_hf.sh

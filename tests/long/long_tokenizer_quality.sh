@@ -6,13 +6,11 @@
 #  - by default maskd's tokenizer gives WikiText-2 test at most 1% more tokens
 #    than HF's and spm's (it gives fewer);
 #  - the seed recipe's tokenizer (special tokens) loads in HF with identical ids.
-set -u
-cd "$(dirname "$0")/../.."
-data=${MASKD_DATA:-../shared/data}
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" long_tokq
+data=$DATA_ROOT
 train=$data/wikitext-2/train.txt test=$data/wikitext-2/test.txt
-maskd=${MASKD:-build/maskd}
-tmp=$(mktemp -d /tmp/long-tokq.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+maskd=$M tmp=$T
 if [ ! -f "$train" ] || [ ! -d tests/node_modules/tokenizers ] || ! command -v spm_train >/dev/null; then
   echo "FAIL tokenizer_quality_setup: needs $train, tests/node_modules (scripts/setup) and spm_train"; exit 1
 fi

@@ -6,16 +6,10 @@
 # Environment: EPOCHS (3), BATCH (16), LR (5e-4), THREADS (all CPUs), KEEP=DIR keeps the work,
 # TRAIN_BYTES=N trains on the first N bytes of train.txt only (whole lines; for a quick curve),
 # EVAL_BATCHES=N evaluates on the first N validation batches only (0: all).
-set -u
-M=${MASKD:-$PWD/build/maskd}
-DATA=${1:-${MASKD_DATA:-../shared/data}}/wikitext-2
+lib_keep=${KEEP:-}
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" longtrain "${1:-}"
 EPOCHS=${EPOCHS:-3} BATCH=${BATCH:-16} LR=${LR:-5e-4} THREADS=${THREADS:-$(nproc)}
-T=${KEEP:-$(mktemp -d "${MASKD_TMP:-/tmp}/longtrain.XXXXXX")}
-mkdir -p "$T"
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$T"' EXIT
-unset OPENBLAS_CORETYPE
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
 [ -f "$DATA/train.txt" ] || { fail long_train_setup "no WikiText-2 at $DATA"; exit 1; }
 DATA=$(cd "$DATA" && pwd)
 

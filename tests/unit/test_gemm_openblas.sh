@@ -3,10 +3,9 @@
 # without AVX-512, and the fallback of a thread that cannot have its packing
 # buffers (OpenBLAS, then the bias and the GELU applied over C). Names get an
 # "openblas_" prefix.
-set -u
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" gemm_openblas
 build=${MASKD_BUILD:-build}
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
-export OMP_WAIT_POLICY=PASSIVE
 out=$(MASKD_GEMM=openblas "$build/tests/unit/test_gemm" 2>&1); rc=$?
 grep -E '^(PASS|FAIL) ' <<<"$out" | sed -E 's/^(PASS|FAIL) /\1 openblas_/'
 if ! grep -q 'gemm backend openblas' <<<"$out"; then
