@@ -12,16 +12,14 @@
 #include "engine/io/checkpoint.h"
 #include "store/store.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 static char tmpdir[200];
 
+/* The tiny test model as RoBERTa or BERT, without dropout. */
 static ModelConfig tiny(ModelType type) {
-  ModelConfig c;
-  Err e;
-  config_preset("tiny", &c, &e);
+  ModelConfig c = fixture_tiny(40);
   c.model_type = type;
-  c.vocab_size = 40; c.hidden_size = 16; c.num_hidden_layers = 2; c.num_attention_heads = 2;
-  c.intermediate_size = 32; c.max_position_embeddings = 24;
   c.type_vocab_size = type == MODEL_ROBERTA ? 1 : 2;
   c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0;
   return c;
@@ -449,11 +447,8 @@ static void store_round_trip(void) {
 }
 
 int main(void) {
-  const char *t = getenv("MASKD_TMP");
-  snprintf(tmpdir, sizeof tmpdir, "%s/ckpt_%d", t ? t : "/tmp", (int)getpid());
+  if (fixture_tmpdir(tmpdir, sizeof tmpdir, "ckpt")) return 1;
   char cmd[300];
-  snprintf(cmd, sizeof cmd, "mkdir -p %s", tmpdir);
-  if (system(cmd) != 0) return 1;
   folder_tests(MODEL_ROBERTA, "roberta");
   folder_tests(MODEL_BERT, "bert");
   resume_test(MODEL_ROBERTA, "roberta");

@@ -8,14 +8,12 @@
 #include "engine/nn/layers.h"
 #include "engine/nn/model.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 enum { B = 2, T = 16 };
 
 static ModelConfig tiny(double p) {
-  ModelConfig c = {0};
-  c.model_type = MODEL_ROBERTA; c.vocab_size = 50; c.hidden_size = 32; c.num_hidden_layers = 2;
-  c.num_attention_heads = 4; c.intermediate_size = 64; c.max_position_embeddings = T + 4;
-  c.type_vocab_size = 1; c.pad_token_id = 1; c.layer_norm_eps = 1e-5;
+  ModelConfig c = fixture_config(MODEL_ROBERTA, 50, 32, 2, 4, 64, T + 4);
   c.hidden_dropout_prob = p; c.attention_probs_dropout_prob = p; c.initializer_range = 0.2;
   return c;
 }

@@ -28,6 +28,7 @@
 #include "engine/tok/tokenizer.h"
 #include "engine/tok/unigram_trainer.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 static char root[512];
 
@@ -410,9 +411,7 @@ static void test_writers(void) {
 }
 
 int main(void) {
-  const char *tmp = getenv("MASKD_TMP");
-  snprintf(root, sizeof root, "%s/test_files.XXXXXX", tmp ? tmp : "/tmp");
-  if (!mkdtemp(root)) { check(0, "mkdtemp", "%s", root); return check_exit(); }
+  if (fixture_tmpdir(root, sizeof root, "test_files")) { check(0, "mkdtemp", "%s", root); return check_exit(); }
   if (mkfifo(at("fifo"), 0600) || mkfifo(at("fifo-00000-samples-2.shard"), 0600)) { check(0, "mkfifo", "%s", strerror(errno)); return check_exit(); }
   test_helper();
   test_readers();

@@ -15,6 +15,7 @@
 #include "engine/nn/model.h"
 #include "engine/tok/tokenizer.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 /* ---- Python's repr ---- */
 
@@ -123,12 +124,8 @@ static Tokenizer *make_tok(int with_mask) {
 }
 
 static Model *make_model(void) {
-  ModelConfig c;
+  ModelConfig c = fixture_tiny(NP);   /* 24 positions, pad 3: inputs of up to 20 tokens */
   Err err = {{0}};
-  config_preset("tiny", &c, &err);
-  c.vocab_size = NP;
-  c.hidden_size = 16; c.num_attention_heads = 2; c.num_hidden_layers = 2; c.intermediate_size = 32;
-  c.max_position_embeddings = 24;   /* pad 3: inputs of up to 20 tokens */
   Model *m = model_new(&c, &err);
   if (!m) { printf("model: %s\n", err.msg); return NULL; }
   model_init_weights(m, 11);

@@ -10,6 +10,7 @@
 #include "engine/data/loader.h"
 #include "engine/data/shards.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 enum { V = 5000, L = 8 };
 static char root[512];
@@ -79,9 +80,7 @@ static void refused(const char *name, const char *path, const char *want, int ba
 }
 
 int main(void) {
-  const char *tmp = getenv("MASKD_TMP");
-  snprintf(root, sizeof root, "%s/test_loader.XXXXXX", tmp ? tmp : "/tmp");
-  if (!mkdtemp(root)) { check(0, "mkdtemp", "%s", root); return check_exit(); }
+  if (fixture_tmpdir(root, sizeof root, "test_loader")) { check(0, "mkdtemp", "%s", root); return check_exit(); }
   const char *set = standard_set();
   Err e = {{0}};
   int32_t ids[64 * L], attn[64 * L];

@@ -7,12 +7,11 @@
 
 #include "engine/nn/model.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 static ModelConfig cfg(ModelType t) {
-  ModelConfig c = {0};
-  c.model_type = t; c.vocab_size = 300; c.hidden_size = 64; c.num_hidden_layers = 3; c.num_attention_heads = 4;
-  c.intermediate_size = 128; c.max_position_embeddings = 40; c.type_vocab_size = t == MODEL_BERT ? 2 : 1;
-  c.pad_token_id = t == MODEL_BERT ? 0 : 1; c.layer_norm_eps = 1e-12; c.initializer_range = 0.02;
+  ModelConfig c = fixture_config(t, 300, 64, 3, 4, 128, 40);
+  c.pad_token_id = t == MODEL_BERT ? 0 : 1; c.layer_norm_eps = 1e-12;
   return c;
 }
 

@@ -21,6 +21,7 @@
 #include "engine/nn/model.h"
 #include "engine/core/rng.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 enum { B = 3, T = 6 };
 
@@ -171,14 +172,8 @@ static double ref_forward(const Ref *r, double *logits_all) {
 }
 
 static void run_case(ModelType type, int dropout, int layers, const char *tag) {
-  ModelConfig c = {0};
-  c.model_type = type;
-  c.vocab_size = 11; c.hidden_size = 8; c.num_hidden_layers = layers; c.num_attention_heads = 2;
-  c.intermediate_size = 12; c.max_position_embeddings = type == MODEL_ROBERTA ? T + 3 : T;
-  c.type_vocab_size = type == MODEL_ROBERTA ? 1 : 2; c.pad_token_id = 1;
-  c.layer_norm_eps = type == MODEL_ROBERTA ? 1e-5 : 1e-12;
+  ModelConfig c = fixture_config(type, 11, 8, layers, 2, 12, type == MODEL_ROBERTA ? T + 3 : T);
   c.hidden_dropout_prob = dropout ? 0.2 : 0; c.attention_probs_dropout_prob = dropout ? 0.3 : 0;
-  c.initializer_range = 0.02;
   Err err = {{0}};
   Model *m = model_new(&c, &err);
   char name[128];

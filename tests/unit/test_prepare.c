@@ -14,6 +14,7 @@
 #include "engine/data/prepare.h"
 #include "engine/data/shards.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 enum { V = 3000, CLS = 0, SEP = 2 };
 static char root[512];
@@ -177,9 +178,7 @@ static int count_files(const char *dir) {
 }
 
 int main(void) {
-  const char *tmp = getenv("MASKD_TMP");
-  snprintf(root, sizeof root, "%s/test_prepare.XXXXXX", tmp ? tmp : "/tmp");
-  if (!mkdtemp(root)) { check(0, "mkdtemp", "%s", root); return check_exit(); }
+  if (fixture_tmpdir(root, sizeof root, "test_prepare")) { check(0, "mkdtemp", "%s", root); return check_exit(); }
 
   char *text = make_text(3000, 9);
   case_matches("stream", text, 32, 50, 0, 0);

@@ -11,6 +11,7 @@
 #include "engine/data/shards.h"
 #include "engine/tok/tokenizer.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 enum { V = 40 };
 static char root[512], tok_path[700], train_dir[700], valid_dir[700], wrongv_dir[700], seq_dir[700];
@@ -77,9 +78,7 @@ static void json_refused(const char *name, const char *json, const char *needle)
 }
 
 int main(void) {
-  const char *tmp = getenv("MASKD_TMP");
-  snprintf(root, sizeof root, "%s/runcfg.%d", tmp ? tmp : "/tmp", (int)getpid());
-  mkdir(root, 0755);
+  if (fixture_tmpdir(root, sizeof root, "runcfg")) { check(0, "mkdtemp", "%s", root); return check_exit(); }
   snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", root);
   snprintf(train_dir, sizeof train_dir, "%s/train", root);
   snprintf(valid_dir, sizeof valid_dir, "%s/valid", root);

@@ -10,6 +10,7 @@
 #include "engine/core/rng.h"
 #include "engine/io/safetensors.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 static char tmpdir[200];
 
@@ -130,11 +131,8 @@ static void refuse(const char *name, const char *header, size_t data_len, const 
 }
 
 int main(void) {
-  const char *t = getenv("MASKD_TMP");
-  snprintf(tmpdir, sizeof tmpdir, "%s/st_%d", t ? t : "/tmp", (int)getpid());
+  if (fixture_tmpdir(tmpdir, sizeof tmpdir, "st")) return 1;
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "mkdir -p %s", tmpdir);
-  if (system(cmd) != 0) return 1;
   char path[300], path2[300];
   Err e = {{0}};
 

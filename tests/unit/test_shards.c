@@ -10,6 +10,7 @@
 #include "engine/core/rng.h"
 #include "engine/data/shards.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 static char dir[512];
 
@@ -55,9 +56,7 @@ static void expect_refused(const char *name, const char *path, const char *want)
 }
 
 int main(void) {
-  const char *tmp = getenv("MASKD_TMP");
-  snprintf(dir, sizeof dir, "%s/test_shards.XXXXXX", tmp ? tmp : "/tmp");
-  if (!mkdtemp(dir)) { check(0, "mkdtemp", "%s", dir); return check_exit(); }
+  if (fixture_tmpdir(dir, sizeof dir, "test_shards")) { check(0, "mkdtemp", "%s", dir); return check_exit(); }
 
   /* Published FNV-1a 64 vectors (Fowler/Noll/Vo test suite). */
   check(shard_fnv1a64(SHARD_FNV_INIT, "", 0) == 0xcbf29ce484222325ULL &&

@@ -16,6 +16,7 @@
 #include "store/sha256.h"
 #include "store/store.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 static char tmpdir[200];
 
@@ -706,11 +707,8 @@ static void cli_test(void) {
 }
 
 int main(void) {
-  const char *t = getenv("MASKD_TMP");
-  snprintf(tmpdir, sizeof tmpdir, "%s/store_%d", t ? t : "/tmp", (int)getpid());
+  if (fixture_tmpdir(tmpdir, sizeof tmpdir, "store")) return 1;
   char cmd[300];
-  snprintf(cmd, sizeof cmd, "mkdir -p %s", tmpdir);
-  if (system(cmd) != 0) return 1;
   sha_tests();
   open_tests();
   api_tests();

@@ -13,6 +13,7 @@
 #include "engine/data/shards.h"
 #include "engine/train/trainer.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
 
 /* Allocation counting for "nothing allocated inside the step": this program's malloc,
 ** calloc and realloc take precedence over libc's for every library in the process. Not
@@ -61,11 +62,8 @@ static int put_set(const char *dir, const char *split, int n, int offset) {
 }
 
 static ModelConfig tiny(double dropout) {
-  ModelConfig c;
-  Err e;
-  config_preset("tiny", &c, &e);
-  c.vocab_size = V; c.hidden_size = 16; c.num_hidden_layers = 2; c.num_attention_heads = 2;
-  c.intermediate_size = 32; c.max_position_embeddings = SEQ + 8;
+  ModelConfig c = fixture_tiny(V);
+  c.max_position_embeddings = SEQ + 8;
   c.hidden_dropout_prob = c.attention_probs_dropout_prob = dropout;
   return c;
 }
@@ -355,9 +353,7 @@ static void test_refusals(void) {
 }
 
 int main(void) {
-  const char *tmp = getenv("MASKD_TMP");
-  snprintf(root, sizeof root, "%s/trainer.%d", tmp ? tmp : "/tmp", (int)getpid());
-  mkdir(root, 0755);
+  if (fixture_tmpdir(root, sizeof root, "trainer")) { check(0, "mkdtemp", "%s", root); return check_exit(); }
   snprintf(train_dir, sizeof train_dir, "%s/train", root);
   snprintf(valid_dir, sizeof valid_dir, "%s/valid", root);
   if (put_set(train_dir, "train", NTRAIN, 0) || put_set(valid_dir, "validation", NVALID, 3)) {
