@@ -9,9 +9,9 @@ ART=${MASKD_ARTIFACTS:-$PWD/build/artifacts}/browser
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 serve_wrap=(timeout 600)
 
-need browser_setup "/usr/bin/chromium is missing (scripts/setup installs it)" -x /usr/bin/chromium
-need browser_setup "tests/node_modules/playwright-core is missing (run scripts/setup)" -d tests/node_modules/playwright-core
-need browser_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)" -f "$D/wikitext-2/train.txt"
+[ -x /usr/bin/chromium ] || { fail browser_setup "/usr/bin/chromium is missing (scripts/setup installs it)"; exit 1; }
+[ -d tests/node_modules/playwright-core ] || { fail browser_setup "tests/node_modules/playwright-core is missing (run scripts/setup)"; exit 1; }
+[ -f "$D/wikitext-2/train.txt" ] || { fail browser_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)"; exit 1; }
 
 head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
 head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
@@ -25,7 +25,9 @@ serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet || { fail browse
 # A finished run for the table, the charts and the playground.
 curl -s --max-time 20 -H 'Authorization: Bearer tk' -H 'Content-Type: application/json' -X POST "$base/runs" --data-binary \
   "{\"name\":\"seed-run\",\"tokenizer\":\"tok.json\",\"train\":\"shards\",\"validation\":\"vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":16,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
-seed_done() { curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"'; }
-wait_until 300 0.2 seed_done
+for _ in $(seq 300); do
+  curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"' && break
+  sleep 0.2
+done
 rm -rf "$ART"
 timeout 300 node tests/http/browser.js "$base" "$ART" tk tok.json shards vshards
