@@ -23,7 +23,7 @@ B ?= build
 ENGINE_SRC := $(sort $(wildcard engine/*/*.c))
 STORE_SRC  := $(sort $(wildcard store/*.c))
 SERVER_SRC := $(sort $(wildcard server/*/*.c))
-TEST_SRC   := $(sort $(wildcard tests/test_*.c))
+TEST_SRC   := $(sort $(wildcard tests/unit/test_*.c))
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(B)/%.o)
 STORE_OBJ  := $(STORE_SRC:%.c=$(B)/%.o)
@@ -67,7 +67,7 @@ asan:
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c), one per parser of outside input, built
 # with clang under ASan+UBSan into their own tree; `make fuzz` runs each for
-# FUZZ_SECONDS (tests/fuzz/run; the short run is tests/test_fuzz.sh).
+# FUZZ_SECONDS (tests/fuzz/run; the short run is tests/fuzz/test_fuzz.sh).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))

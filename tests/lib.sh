@@ -1,14 +1,90 @@
-# Shared prologue of the script tests: `. tests/lib.sh NAME` sets
-#   M     the maskd binary ($MASKD, else build/maskd)
-#   DATA  the WikiText-2 folder (first argument's or $MASKD_DATA's wikitext-2, else ../shared/data's)
-#   T     a private temporary folder, removed on exit
-# runs with the environment maskd is measured in, and defines pass/fail in the
-# format tests/run counts.
+# The opening of every script test (tests/GROUP/test_*.sh, tests/long/long_*.sh):
+#   . "$(dirname "$0")/../lib.sh" NAME [DATA-ROOT]
+# moves to the repository root (every relative path in a test is from there), turns on
+# `set -u`, and sets
+#   M          the maskd binary: $MASKD, else build/maskd (absolute)
+#   DATA_ROOT  the data folder: DATA-ROOT, else $MASKD_DATA, else ../shared/data
+#   DATA       its WikiText-2 folder ($DATA_ROOT/wikitext-2)
+#   T          a private temporary folder under $MASKD_TMP (else /tmp), removed on exit;
+#              a test that sets lib_keep=DIR before sourcing works in DIR and keeps it
+#   PY         /usr/bin/python3, the interpreter the references run in
+# and runs with the environment maskd is measured in (no OPENBLAS_CORETYPE or
+# OPENBLAS_L2_SIZE, passive OpenMP waits). Helpers:
+#   pass NAME, fail NAME WHY   one check's line, in the format tests/run counts
+#   ok NAME COMMAND...         PASS when COMMAND succeeds, else FAIL with the last HTTP
+#                              answer ($T/body and $T/status, as call/post leave them)
+#   need NAME WHY TEST...      when `test TEST...` is false: FAIL NAME WHY and exit 1
+#   wait_until TRIES SECONDS COMMAND...
+#                              runs COMMAND until it succeeds, at most TRIES times, SECONDS
+#                              apart; its status is COMMAND's last
+#   serve_start ARGS...        `$M serve --port 0 ARGS` in the background (after the words
+#                              in the array serve_wrap, e.g. serve_wrap=(timeout 600)),
+#                              stdout to $T/out, stderr to $T/err (appended across starts
+#                              when serve_keep_err=1); waits up to 10 s for its
+#                              "listening on" line or its exit; sets pid, base
+#                              (http://127.0.0.1:PORT) and port; status 1 if none came
+#   serve_stop                 SIGTERM to the server, waits; its exit status
+#   at_exit COMMAND            eval'd on exit, before the rest of the clean-up
+# On exit (the trap is lib.sh's: add to it with at_exit, never replace it): the at_exit
+# commands in order, then a server still in $pid is sent $serve_kill (TERM unless the
+# test sets it) and every background job waited for, then $T is removed.
+# shellcheck disable=SC2034  # the variables set here are the tests' to use
+set -u
+lib_data=${2:-}   # a data folder given on the command line is the caller's, relative to where it ran
+[ -n "$lib_data" ] && [ "${lib_data#/}" = "$lib_data" ] && lib_data=$PWD/$lib_data
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 M=${MASKD:-$PWD/build/maskd}
-DATA=${2:-${MASKD_DATA:-../shared/data}}/wikitext-2
-T=$(mktemp -d "${MASKD_TMP:-/tmp}/$1.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+DATA_ROOT=${lib_data:-${MASKD_DATA:-../shared/data}}
+DATA=$DATA_ROOT/wikitext-2
+PY=/usr/bin/python3
+if [ -n "${lib_keep:-}" ]; then
+  T=$lib_keep; mkdir -p "$T"
+else
+  T=$(mktemp -d "${MASKD_TMP:-/tmp}/$1.XXXXXX")
+fi
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 export OMP_WAIT_POLICY=PASSIVE
+
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
+ok() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$(tail -c 400 "$T/body" 2>/dev/null) (status $(cat "$T/status" 2>/dev/null))"; fi; }
+need() { local name=$1 why=$2; shift 2; test "$@" || { fail "$name" "$why"; exit 1; }; }
+
+wait_until() {
+  local tries=$1 delay=$2 i; shift 2
+  for ((i = 1; ; i++)); do
+    "$@" && return 0
+    [ "$i" -ge "$tries" ] && return 1
+    sleep "$delay"
+  done
+}
+
+pid='' base='' port='' serve_wrap=() serve_keep_err=0 serve_kill=TERM
+serve_start() {
+  # Emptied here, not only by the redirection: that happens in the child, after this
+  # shell may already have found an earlier server's "listening on" line in the old file.
+  : >"$T/out"
+  [ "$serve_keep_err" = 1 ] || : >"$T/err"
+  "${serve_wrap[@]}" "$M" serve --port 0 "$@" >"$T/out" 2>>"$T/err" &
+  pid=$!
+  for _ in $(seq 100); do
+    grep -q 'listening on' "$T/out" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  base=$(sed -n 's|.*listening on \(http://[^ ]*\)/$|\1|p' "$T/out")
+  port=${base##*:}
+  [ -n "$base" ]
+}
+serve_stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid"; local rc=$?; pid=; return $rc; }
+
+lib_exit=()
+at_exit() { lib_exit+=("$1"); }
+lib_cleanup() {
+  local c
+  for c in "${lib_exit[@]}"; do eval "$c"; done
+  [ -n "$pid" ] && kill "-$serve_kill" "$pid" 2>/dev/null
+  wait 2>/dev/null
+  [ -n "${lib_keep:-}" ] || rm -rf "$T"
+}
+trap lib_cleanup EXIT

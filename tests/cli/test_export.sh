@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# maskd import / export round trips through the store, and the exported folder
+# checked by independent readers: PyTorch (scripts/torch_mlm.py, strict HF names)
+# and HF tokenizers give the same fill-mask answers on it (scripts/
+# fillmask_reference.py), the safetensors header says format "pt", the tokenizer
+# config files say what AlbertTokenizerFast needs. (transformers itself is not
+# installed here, so from_pretrained is not run.) Refusals: non-Unigram
+# tokenizers, missing files, tokenizer settings the store cannot keep, unknown
+# models and revisions, existing files without --force.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" export
+R=scripts/fillmask_reference.py
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+DB=$T/hub.db
+
+need export_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+need export_setup "$DATA/train.txt missing (MASKD_DATA)" -f "$DATA/train.txt"
+
+head -2000 "$DATA/train.txt" > "$T/train.txt"
+node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" 2>/dev/null &&
+  node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" || { fail export_setup "HF tokenizer training failed"; exit 1; }
+$PY $R make-models --tokenizer "$T/tok.json" "$T/rob,roberta,5,true" "$T/bert,bert,6,true" "$T/noclean,roberta,7,false" ||
+  { fail export_setup "make-models failed"; exit 1; }
+
+# Fill-mask answers (several inputs, targets) of a model source, into a file.
+answers() {  # out, source args...
+  local out=$1; shift
+  { "$M" fill-mask "$@" "The capital of France is [MASK] ." &&
+    "$M" fill-mask "$@" "The [MASK] of France is [MASK] ." "[MASK] was here ." &&
+    "$M" fill-mask "$@" --top-k 3 --targets "▁the,▁of,zzqx" "He said [MASK] it , didn't he ?"; } > "$out" 2> "$T/answers.err"
+}
+same() {  # name, file a, file b
+  if [ -s "$2" ] && cmp -s "$2" "$3"; then pass "$1"; else fail "$1" "answers differ or are empty: $(diff "$2" "$3" | head -3 | cut -c1-200) $(head -2 "$T/answers.err")"; fi
+}
+
+for m in rob bert; do
+  answers "$T/$m.dir.txt" --model-dir "$T/$m"
+  out=$("$M" import --db "$DB" "$T/$m" "tiny-$m" 2>&1) || fail "export_import_$m" "$out"
+  answers "$T/$m.store.txt" --db "$DB" --model "tiny-$m"
+  same "export_import_$m (store answers = folder answers)" "$T/$m.dir.txt" "$T/$m.store.txt"
+  out=$("$M" export --db "$DB" "tiny-$m@main" "$T/out-$m" 2>&1) || fail "export_export_$m" "$out"
+  n=0; for f in config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json; do
+    [ -s "$T/out-$m/$f" ] && n=$((n + 1)); done
+  [ $n = 5 ] && pass "export_files_$m" || fail "export_files_$m" "$n of 5 files in $T/out-$m: $(ls "$T/out-$m")"
+  answers "$T/$m.export.txt" --model-dir "$T/out-$m"
+  same "export_roundtrip_$m (exported folder answers = original)" "$T/$m.dir.txt" "$T/$m.export.txt"
+  # Again: the exported folder imports and exports to the same bytes (canonical form).
+  "$M" import --db "$DB" "$T/out-$m" "again-$m" > /dev/null 2>&1 && "$M" export --db "$DB" "again-$m" "$T/again-$m" > /dev/null 2>&1
+  diffs=""; for f in config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json; do
+    cmp -s "$T/out-$m/$f" "$T/again-$m/$f" || diffs+="$f "; done
+  [ -z "$diffs" ] && pass "export_idempotent_$m" || fail "export_idempotent_$m" "files differ after a second round trip: $diffs"
+done
+
+# The exported folder read by PyTorch (strict HF state-dict names) and HF tokenizers:
+# the independent pipeline agrees with maskd on it.
+cat > "$T/cases.json" <<'EOF'
+[{"name": "single", "inputs": "The capital of France is [MASK] ."},
+ {"name": "multi_list", "inputs": ["The [MASK] of France is [MASK] .", "[MASK] was here ."]},
+ {"name": "targets", "inputs": "He said [MASK] it , didn't he ?", "targets": ["▁the", "▁of", "zzqx"], "top_k": 3}]
+EOF
+if $PY $R run --job "$T/out-rob" "$T/cases.json" "$T/exp-rob.jsonl" --job "$T/out-bert" "$T/cases.json" "$T/exp-bert.jsonl" 2> "$T/ref.err"; then
+  for m in rob bert; do
+    $PY $R check --model-dir "$T/out-$m" --cases "$T/cases.json" --expected "$T/exp-$m.jsonl" --maskd "$M" --prefix "export_torch_hf_${m}_"
+  done
+else fail export_torch_hf "the reference cannot read the exported folders: $(tail -1 "$T/ref.err")"; fi
+
+# What transformers' loaders look at.
+msg=$($PY - "$T/out-rob" <<'EOF'
+import json, struct, sys
+d = sys.argv[1]
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+problems = []
+if h.get("__metadata__", {}).get("format") != "pt": problems.append("safetensors __metadata__.format is not pt")
+if "lm_head.bias" not in h or "roberta.embeddings.word_embeddings.weight" not in h: problems.append("HF tensor names missing")
+if any(v["dtype"] != "F32" for k, v in h.items() if k != "__metadata__"): problems.append("not all F32")
+c = json.load(open(d + "/config.json"))
+if c.get("architectures") != ["RobertaForMaskedLM"] or c.get("model_type") != "roberta": problems.append("config architectures/model_type")
+tc = json.load(open(d + "/tokenizer_config.json"))
+if tc.get("tokenizer_class") != "AlbertTokenizer": problems.append("tokenizer_class")
+if tc.get("clean_up_tokenization_spaces") is not True: problems.append("clean_up_tokenization_spaces")
+if tc.get("mask_token") != "[MASK]" or tc["added_tokens_decoder"]["4"]["lstrip"] is not True: problems.append("mask token")
+sm = json.load(open(d + "/special_tokens_map.json"))
+mt = sm.get("mask_token")
+if not isinstance(mt, dict) or mt.get("content") != "[MASK]" or mt.get("lstrip") is not True: problems.append("special_tokens_map mask_token")
+if sm.get("pad_token") != "<pad>" or sm.get("cls_token") != "[CLS]" or sm.get("sep_token") != "[SEP]": problems.append("special_tokens_map roles")
+t = json.load(open(d + "/tokenizer.json"))
+if t["model"]["type"] != "Unigram" or t["model"]["unk_id"] != 2: problems.append("tokenizer.json model")
+print("; ".join(problems))
+EOF
+)
+[ -z "$msg" ] && pass export_hf_layout || fail export_hf_layout "$msg"
+
+# Revisions: a second import is revision 2; @1, @2 and a commit prefix resolve.
+"$M" import --db "$DB" "$T/bert" "tiny-rob" > "$T/imp2.txt" 2>&1
+commit=$(sed -n 's/.*@\([0-9a-f]*\) (revision 2).*/\1/p' "$T/imp2.txt")
+answers "$T/r1.txt" --db "$DB" --model "tiny-rob@1"
+answers "$T/r2.txt" --db "$DB" --model "tiny-rob@${commit:0:8}"
+answers "$T/rmain.txt" --db "$DB" --model "tiny-rob"
+same export_revision_1 "$T/rob.dir.txt" "$T/r1.txt"
+same export_revision_commit "$T/bert.dir.txt" "$T/r2.txt"
+same export_revision_main_is_newest "$T/bert.dir.txt" "$T/rmain.txt"
+
+# Refusals, each with a message naming the problem.
+refuse() {  # name, expected text, command...
+  local name=$1 want=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out"; then pass "$name"; else fail "$name" "exit $rc, output: $(head -c 300 <<<"$out")"; fi
+}
+mkdir -p "$T/bpe"; cp "$T/rob/config.json" "$T/rob/model.safetensors" "$T/bpe/"
+echo '{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"vocab":{"a":0},"merges":[]}}' > "$T/bpe/tokenizer.json"
+refuse export_refuse_bpe "tokenizer model type 'BPE' is not supported (maskd imports Unigram tokenizers only)" "$M" import --db "$DB" "$T/bpe" bpe
+mkdir -p "$T/nowt"; cp "$T/rob/config.json" "$T/rob/tokenizer.json" "$T/nowt/"
+refuse export_refuse_missing_weights "model.safetensors: missing" "$M" import --db "$DB" "$T/nowt" nowt
+refuse export_refuse_clean_up_false "clean_up_tokenization_spaces false is not supported" "$M" import --db "$DB" "$T/noclean" noclean
+cp -r "$T/rob" "$T/othermask"
+sed -i 's/"mask_token": {/"mask_token": {"x": 1, /; s/"content": "\[MASK\]"/"content": "<mask>"/' "$T/othermask/special_tokens_map.json"
+refuse export_refuse_other_mask "mask_token '<mask>' is not supported" "$M" import --db "$DB" "$T/othermask" othermask
+cp -r "$T/rob" "$T/badshape"
+$PY - "$T/badshape/config.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["intermediate_size"] = 48; json.dump(c, open(sys.argv[1], "w"))
+EOF
+refuse export_refuse_shape_mismatch "intermediate.dense.weight" "$M" import --db "$DB" "$T/badshape" badshape
+refuse export_refuse_unknown_model "nosuch" "$M" export --db "$DB" nosuch "$T/x"
+refuse export_refuse_unknown_revision 'has no revision "9"' "$M" export --db "$DB" "tiny-rob@9" "$T/x"
+refuse export_refuse_existing "exists (use --force to overwrite)" "$M" export --db "$DB" tiny-rob@1 "$T/out-rob"
+out=$("$M" export --db "$DB" --force tiny-rob@1 "$T/out-rob" 2>&1) && pass export_force || fail export_force "$out"
+# A full disk (a file-size limit: the write fails with EFBIG) leaves the folder exactly as it
+# was and no temporary beside its files; the same export without the limit replaces them all.
+sums() { (cd "$1" && cksum $(ls -A | sort)); }
+before=$(sums "$T/out-rob")
+out=$(ulimit -f 64; "$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q 'File too large' <<<"$out" && [ "$(sums "$T/out-rob")" = "$before" ] && [ -z "$(ls -A "$T/out-rob" | grep tmp-)" ] &&
+  pass export_full_disk_keeps_folder || fail export_full_disk_keeps_folder "exit $rc: $out; $(ls -A "$T/out-rob")"
+out=$(ulimit -f 64; "$M" export --db "$DB" tiny-rob "$T/fresh" 2>&1); rc=$?
+[ $rc = 1 ] && [ ! -e "$T/fresh" ] && pass export_full_disk_no_folder || fail export_full_disk_no_folder "exit $rc: $out; $(ls -A "$T/fresh" 2>&1)"
+out=$("$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1) || fail export_force_replaces "$out"
+answers "$T/replaced.txt" --model-dir "$T/out-rob"
+[ "$(sums "$T/out-rob")" != "$before" ] && [ -z "$(ls -A "$T/out-rob" | grep tmp-)" ] && same export_force_replaces "$T/bert.dir.txt" "$T/replaced.txt" ||
+  fail export_force_replaces "the folder did not change"
+# Import reads the folder's JSON side files only when they are regular files of sane size.
+cp -r "$T/rob" "$T/fifoside"; rm "$T/fifoside/tokenizer_config.json"; mkfifo "$T/fifoside/tokenizer_config.json"
+refuse export_import_refuses_fifo "FIFO, not a regular file" timeout 20 "$M" import --db "$DB" "$T/fifoside" fifoside
+refuse export_refuse_no_store "no store at" "$M" export --db "$T/none.db" tiny-rob "$T/y"
+refuse export_refuse_fillmask_no_store "no store at" "$M" fill-mask --db "$T/none.db" --model tiny-rob "[MASK]"
+refuse export_refuse_fillmask_unknown_model "nosuch" "$M" fill-mask --db "$DB" --model nosuch "[MASK]"
+n=$(ls "$T"/none.db* 2>/dev/null | wc -l)
+[ "$n" = 0 ] && pass export_no_store_created || fail export_no_store_created "a refused command created $n store files"

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# maskd prepare --ids end to end, read back by scripts/shards.py (an independent reader
+# written from the format's documentation) and compared with chunks recomputed in Python.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" prepare_cli
+MASKD=$M
+
+# Id lines like an encoder's output ([CLS]=0 ... [SEP]=2), blank lines in between.
+$PY - "$T/ids.txt" <<'PY'
+import random, sys
+r = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for i in range(4000):
+        if r.random() < 0.2:
+            f.write(" \n" if r.random() < 0.5 else "\n")
+        else:
+            f.write(" ".join(["0"] + [str(r.randrange(5, 3000)) for _ in range(r.randrange(1, 40))] + ["2"]) + "\n")
+PY
+
+if out=$("$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 16 --shard-size 300 --split train \
+          --tokenizer-hash fnv1a64:feedface --out "$T/set" 2>"$T/err"); then pass prepare_cli_runs
+else fail prepare_cli_runs "exit $?: $(tail -1 "$T/err")"; fi
+grep -q 'ETA' "$T/err" && pass prepare_cli_progress || fail prepare_cli_progress "no progress line on stderr"
+
+check=$($PY - "$T/ids.txt" "$T/set" <<'PY' 2>&1
+import sys, numpy as np
+sys.path.insert(0, "scripts")
+import shards
+ids = []
+skipped = 0
+for line in open(sys.argv[1]):
+    if line.strip() == "":
+        skipped += 1
+        continue
+    ids += [int(x) for x in line.split()]
+L = 16
+n = len(ids) // L
+want = np.array(ids[: n * L], dtype=np.uint32).reshape(n, L)
+manifest, got = shards.read_set(sys.argv[2])
+assert got.shape == want.shape, (got.shape, want.shape)
+assert (got == want).all(), "ids differ"
+assert manifest["tokenizer_hash"] == "fnv1a64:feedface"
+assert manifest["lines_skipped"] == skipped and manifest["lines"] == 4000
+assert manifest["tokens"] == len(ids) and manifest["tokens_dropped"] == len(ids) - n * L
+names = [s["file"] for s in manifest["shards"]]
+assert names[0] == "train-00000-samples-300.shard", names[0]
+assert names[-1] == "train-%05d-samples-%d.shard" % (len(names) - 1, n - 300 * (len(names) - 1)), names[-1]
+print("ok", n, len(names))
+PY
+)
+[[ "$check" == ok* ]] && pass prepare_cli_python_reader_agrees || fail prepare_cli_python_reader_agrees "$check"
+
+# The Python reader refuses what the C reader refuses (independent agreement on damage).
+f=$(ls "$T"/set/train-00001-*.shard)
+cp "$f" "$T/copy" && printf '\x01' | dd of="$f" bs=1 seek=100 conv=notrunc status=none
+r=$($PY scripts/shards.py "$T/set" 2>&1); [[ "$r" == *"checksum mismatch"* ]] && pass python_reader_detects_damage || fail python_reader_detects_damage "$r"
+cp "$T/copy" "$f"
+
+# Refusals: one line on stderr, non-zero exit.
+"$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 16 --out "$T/set" --quiet >/dev/null 2>"$T/err"
+rc=$?; [ $rc -ne 0 ] && grep -q 'already exists' "$T/err" && [ "$(wc -l <"$T/err")" -eq 1 ] && pass prepare_cli_refuses_existing || fail prepare_cli_refuses_existing "rc $rc: $(cat "$T/err")"
+"$MASKD" prepare --input "$T/nope.txt" --ids --vocab-size 3000 --out "$T/x" >/dev/null 2>"$T/err"
+rc=$?; [ $rc -ne 0 ] && grep -q 'nope.txt' "$T/err" && pass prepare_cli_missing_input || fail prepare_cli_missing_input "rc $rc: $(cat "$T/err")"
+"$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 100 --out "$T/y" --quiet >/dev/null 2>"$T/err"
+rc=$?; [ $rc -ne 0 ] && grep -q 'outside the vocabulary' "$T/err" && [ ! -e "$T/y/manifest.json" ] && pass prepare_cli_refuses_big_id || fail prepare_cli_refuses_big_id "rc $rc: $(cat "$T/err")"
+printf '0 5 x7 2\n' >"$T/bad.txt"
+"$MASKD" prepare --input "$T/bad.txt" --ids --vocab-size 100 --out "$T/z" --quiet >/dev/null 2>"$T/err"
+rc=$?; [ $rc -ne 0 ] && grep -q "'x' is not an id" "$T/err" && pass prepare_cli_refuses_non_number || fail prepare_cli_refuses_non_number "rc $rc: $(cat "$T/err")"
+"$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len -3 --out "$T/w" >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 2 ] && grep -q -- '--seq-len' "$T/err" && pass prepare_cli_refuses_bad_flag || fail prepare_cli_refuses_bad_flag "rc $rc: $(cat "$T/err")"
+"$MASKD" prepare --bogus >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 2 ] && grep -q 'unknown option' "$T/err" && pass prepare_cli_unknown_option || fail prepare_cli_unknown_option "rc $rc"
+# A value is never read as an option, and an option never as a value: "--out --quiet"
+# is refused (it made a folder named --quiet), "--out=-x" names a folder "-x".
+M_ABS=$(realpath "$MASKD")
+(cd "$T" && "$M_ABS" prepare --input ids.txt --ids --vocab-size 3000 --seq-len 16 --out --quiet) >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 2 ] && grep -q -- '--out needs a value' "$T/err" && [ ! -e "$T/--quiet" ] && pass prepare_cli_option_not_a_value ||
+  fail prepare_cli_option_not_a_value "rc $rc: $(cat "$T/err"); $(ls "$T")"
+(cd "$T" && "$M_ABS" prepare --input=ids.txt --ids --vocab-size=3000 --seq-len=16 --quiet --out=-x) >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 0 ] && [ -s "$T/-x/manifest.json" ] && pass prepare_cli_equals_form || fail prepare_cli_equals_form "rc $rc: $(cat "$T/err")"
+
+# Inputs: a named input must be a regular file (a device or FIFO is refused at once).
+"$MASKD" prepare --input /dev/zero --ids --vocab-size 3000 --out "$T/zero" >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && grep -q 'not a regular file' "$T/err" && [ ! -e "$T/zero" ] && pass prepare_cli_refuses_dev_zero ||
+  fail prepare_cli_refuses_dev_zero "rc $rc: $(cat "$T/err")"
+mkfifo "$T/fifo"
+timeout 20 "$MASKD" prepare --input "$T/fifo" --ids --vocab-size 3000 --out "$T/fifo-out" >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && grep -q 'FIFO' "$T/err" && pass prepare_cli_refuses_fifo || fail prepare_cli_refuses_fifo "rc $rc: $(cat "$T/err")"
+
+# The set appears whole or not at all. A full disk (a file-size limit: 8 KiB, less than a shard, so shard
+# writes fail with EFBIG) during --overwrite leaves the old set as it was and no temporary;
+# the same run without the limit replaces it. SIGTERM mid-run writes nothing.
+sums() { (cd "$1" && cksum $(ls -A | sort)); }
+before=$(sums "$T/set")
+(ulimit -f 8; exec "$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --out "$T/set" --overwrite --quiet) 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && grep -q 'File too large' "$T/err" && [ "$(sums "$T/set")" = "$before" ] && [ -z "$(ls -A "$T" | grep tmp-)" ] &&
+  pass prepare_cli_full_disk_keeps_set || fail prepare_cli_full_disk_keeps_set "rc $rc: $(cat "$T/err"); $(ls -A "$T")"
+"$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --out "$T/set" --overwrite --quiet 2>"$T/err"
+rc=$?; [ $rc -eq 0 ] && [ "$(sums "$T/set")" != "$before" ] && grep -q '"seq_len": 8' "$T/set/manifest.json" && [ -z "$(ls -A "$T" | grep tmp-)" ] &&
+  pass prepare_cli_overwrite_replaces_set || fail prepare_cli_overwrite_replaces_set "rc $rc: $(cat "$T/err")"
+{ cat "$T/ids.txt"; sleep 3; cat "$T/ids.txt"; } | "$MASKD" prepare --input - --ids --vocab-size 3000 --seq-len 8 --shard-size 50 --out "$T/sig" --quiet 2>"$T/err" &
+pp=$!   # the pipeline's last command: maskd
+sleep 1
+kill -TERM $pp
+wait $pp
+rc=$?; [ $rc -eq 130 ] && [ ! -e "$T/sig" ] && [ -z "$(ls -A "$T" | grep tmp-)" ] && pass prepare_cli_sigterm_writes_nothing ||
+  fail prepare_cli_sigterm_writes_nothing "rc $rc: $(cat "$T/err"); $(ls -A "$T")"

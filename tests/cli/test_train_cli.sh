@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# maskd train / runs / models from the command line: refusals before any work (one line
+# naming the field, non-zero exit, no run recorded), progress and Keras-style epoch lines,
+# revisions pushed per epoch, keep-last-N plus best, --out, SIGINT and SIGTERM (checkpoint,
+# "interrupted", exit 130) and resume to the same end as an uninterrupted run.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" traincli "${1:-}"
+[ -f "$DATA/train.txt" ] || { fail train_cli_setup "no WikiText-2 at $DATA"; exit 1; }
+
+head -c 120000 "$DATA/train.txt" > "$T/tr.txt"
+head -c 30000 "$DATA/valid.txt" > "$T/va.txt"
+"$M" tokenizer train --input "$T/tr.txt" --vocab-size 300 --out "$T/tok.json" --threads 1 >/dev/null 2>&1 &&
+"$M" tokenizer train --input "$T/tr.txt" --vocab-size 280 --out "$T/tok280.json" --threads 1 >/dev/null 2>&1 &&
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/tr.txt" --split train --seq-len 32 --out "$T/train" --quiet >/dev/null 2>&1 &&
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/va.txt" --split validation --seq-len 32 --out "$T/valid" --quiet >/dev/null 2>&1 ||
+  { fail train_cli_setup "tokenizer or prepare failed"; exit 1; }
+cfg() {  # vocab size, positions
+  cat <<JSON
+{"model_type": "roberta", "vocab_size": $1, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 32, "max_position_embeddings": $2, "type_vocab_size": 1, "pad_token_id": 3, "bos_token_id": 0,
+ "eos_token_id": 1, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+ "initializer_range": 0.02}
+JSON
+}
+cfg 300 40 > "$T/cfg.json"; cfg 301 40 > "$T/cfg301.json"; cfg 300 30 > "$T/cfgshort.json"
+base=(--name cli --tokenizer "$T/tok.json" --train "$T/train" --validation "$T/valid" --config "$T/cfg.json"
+      --batch 8 --lr 2e-3 --threads 1 --seed 5)
+
+# Refusals: exit non-zero, one line naming the field, nothing recorded in the store.
+refuse() {  # name, needle, args...
+  local name=$1 needle=$2; shift 2
+  local out rc
+  out=$("$M" train --db "$T/r.db" "$@" 2>&1 >/dev/null); rc=$?
+  out=$(grep -v '^maskd: note' <<<"$out")
+  if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF -- "$needle" <<<"$out"; then pass "$name"
+  else fail "$name" "rc $rc, stderr: $out (wanted $needle)"; fi
+}
+refuse train_cli_refuses_negative_lr "lr: -0.001 must be >= 0" "${base[@]}" --lr -1e-3
+refuse train_cli_refuses_unknown_flag "unknown option --learning-rate" "${base[@]}" --learning-rate 1
+refuse train_cli_refuses_missing_shards "train: $T/nowhere does not exist" "${base[@]}" --train "$T/nowhere"
+refuse train_cli_refuses_missing_validation "validation:" "${base[@]}" --validation "$T/nowhere"
+refuse train_cli_refuses_config_vocab "config: vocab_size 301" "${base[@]}" --config "$T/cfg301.json"
+refuse train_cli_refuses_tokenizer_vocab "train: shards have vocabulary size 300 but the tokenizer has 280" "${base[@]}" --tokenizer "$T/tok280.json" --config tiny
+refuse train_cli_refuses_positions "max_position_embeddings" "${base[@]}" --config "$T/cfgshort.json"
+echo '{"name": "x", "learning_rate": 0.1}' > "$T/bad.json"
+refuse train_cli_refuses_unknown_key 'unknown key "learning_rate"' --run "$T/bad.json"
+echo '{"name": "x", "epochs": -2}' > "$T/neg.json"
+refuse train_cli_refuses_json_epochs "epochs: -2 must be >= 1" --run "$T/neg.json" "${base[@]:2}"
+refuse train_cli_refuses_resume_unknown "run" --resume nosuchrun
+# A value is never taken for an option nor an option for a value; --key=VALUE takes any value.
+refuse train_cli_option_not_a_value "--tokenizer needs a value, not the option --quiet" "${base[@]}" --tokenizer --quiet
+refuse train_cli_equals_form "lr: -0.001 must be >= 0" "${base[@]}" --lr=-1e-3
+refuse train_cli_resume_equals_empty "--resume= needs a run id or name" --resume=
+# --job is maskd serve's hand-off: the job's description, nothing else; a job must be a queued training job the worker claimed.
+refuse train_cli_job_takes_no_run_options "--job runs the training job as it was queued" --job 1 --work-dir "$T" "${base[@]}"
+refuse train_cli_job_folders_need_job "--data-dir and --work-dir go with --job" --work-dir "$T" "${base[@]}"
+refuse train_cli_job_not_an_id '--job: "x" is not a job id' --job x --work-dir "$T"
+refuse train_cli_job_unknown "job 7 does not exist" --job 7 --work-dir "$T"
+sqlite3 "$T/r.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8, 'train', 'queued', '{\"name\": \"q\"}', 0), (9, 'prepare', 'running', '{}', 0)"
+refuse train_cli_job_not_claimed "job 8 is queued" --job 8 --work-dir "$T"
+refuse train_cli_job_not_training "job 9 is a prepare job" --job 9 --work-dir "$T"
+n=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+[ "$n" = 0 ] && pass train_cli_refusals_record_nothing || fail train_cli_refusals_record_nothing "$n runs recorded"
+
+# A run from a JSON description plus flags; plain progress lines on a pipe; revisions per epoch.
+cat > "$T/run.json" <<JSON
+{"name": "cli", "tokenizer": "$T/tok.json", "train": "$T/train", "validation": "$T/valid", "config": "$T/cfg.json",
+ "batch": 8, "lr": 0.002, "threads": 1, "seed": 5, "epochs": 2, "checkpoint_steps": 25, "keep_last": 1}
+JSON
+"$M" train --db "$T/a.db" --run "$T/run.json" --out "$T/final" 2>"$T/a.err"; rc=$?
+[ $rc = 0 ] && [ "$(sqlite3 "$T/a.db" "SELECT status FROM runs")" = done ] && pass train_cli_run_done ||
+  fail train_cli_run_done "rc $rc: $(tail -2 "$T/a.err")"
+grep -q '^epoch 2/2: loss [0-9.]* - val_loss [0-9.]* - val_accuracy [0-9.]* - val_perplexity [0-9.]*' "$T/a.err" &&
+  grep -q '^epoch 1/2 step 1/[0-9]* loss' "$T/a.err" && ! grep -q $'\r' "$T/a.err" &&
+  pass train_cli_progress_lines || fail train_cli_progress_lines "$(head -5 "$T/a.err")"
+msgs=$(sqlite3 "$T/a.db" "SELECT message FROM revisions WHERE message LIKE 'Training in progress epoch%' ORDER BY seq" | tr '\n' '|')
+[ "$msgs" = "Training in progress epoch 1|Training in progress epoch 2|" ] && pass train_cli_epoch_revisions ||
+  fail train_cli_epoch_revisions "$msgs"
+# keep_last 1 plus best: at most two revisions hold optimizer state, no step checkpoint but the newest survives.
+nopt=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM revisions WHERE optimizer IS NOT NULL")
+nstep=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM revisions WHERE message LIKE '%step%'")
+orphans=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM blobs WHERE sha256 NOT IN (SELECT weights FROM revisions UNION SELECT optimizer FROM revisions WHERE optimizer IS NOT NULL UNION SELECT tokenizer FROM revisions WHERE tokenizer IS NOT NULL UNION SELECT blob FROM tokenizers)")
+[ "$nopt" -ge 1 ] && [ "$nopt" -le 2 ] && [ "$nstep" = 0 ] && [ "$orphans" = 0 ] && pass train_cli_keep_last_plus_best ||
+  fail train_cli_keep_last_plus_best "$nopt with optimizer, $nstep step revisions, $orphans orphan blobs"
+w=$(sqlite3 "$T/a.db" "SELECT weights FROM revisions ORDER BY seq DESC LIMIT 1")
+[ -f "$T/final/config.json" ] && [ -f "$T/final/tokenizer.json" ] && [ "$(sha256sum < "$T/final/model.safetensors" | cut -c1-64)" = "$w" ] &&
+  pass train_cli_out_folder_is_last_revision || fail train_cli_out_folder_is_last_revision "weights $w"
+"$M" runs --db "$T/a.db" | grep -q '^1 *cli *done *[0-9]*/[0-9]* *2 ' &&
+  "$M" models --db "$T/a.db" cli | grep -q 'Training in progress epoch 2' && "$M" runs --db "$T/a.db" --json | grep -q '"status": "done"' &&
+  pass train_cli_runs_models || fail train_cli_runs_models "$("$M" runs --db "$T/a.db"; "$M" models --db "$T/a.db" cli)"
+out=$("$M" train --db "$T/a.db" --resume cli 2>&1); rc=$?
+[ $rc != 0 ] && grep -q "already done" <<<"$out" && pass train_cli_refuses_resume_done || fail train_cli_refuses_resume_done "rc $rc: $out"
+
+# SIGINT, then SIGTERM: checkpoint at a step boundary, "interrupted", exit 130; resume ends as run a.
+dump() {
+  sqlite3 "$1" "SELECT step, printf('%.17e %.17e', loss, grad_norm) FROM step_metrics ORDER BY step;
+                SELECT epoch, printf('%.17e', eval_loss) FROM epoch_metrics ORDER BY epoch;
+                SELECT weights FROM revisions WHERE message = 'Training in progress epoch 2';"
+}
+sig_ok=1 prev=0
+"$M" train --db "$T/b.db" --run "$T/run.json" 2>"$T/b.err" &
+pid=$!
+for sig in INT TERM; do
+  # Signal only once this process has pushed a checkpoint of its own (it is training).
+  for _ in $(seq 200); do
+    s=$(sqlite3 "$T/b.db" "SELECT COALESCE(MAX(step), 0) FROM revisions" 2>/dev/null || echo 0)
+    [ "${s:-0}" -gt "$prev" ] && break; sleep 0.02
+  done
+  kill -$sig "$pid"; wait "$pid"; rc=$?
+  st=$(sqlite3 "$T/b.db" "SELECT status || ' ' || COALESCE(error, '') FROM runs")
+  last=$(sqlite3 "$T/b.db" "SELECT message || ' ' || (optimizer IS NOT NULL) FROM revisions ORDER BY seq DESC LIMIT 1")
+  if [ $rc = 130 ] && [ "$st" = "interrupted stopped by SIG$sig" ] && [[ "$last" == "Interrupted at step "*" 1" ]]; then :
+  else sig_ok=0; echo "# SIG$sig: rc $rc, status '$st', last revision '$last': $(tail -1 "$T/b.err")"; fi
+  if [ $sig = INT ]; then
+    "$M" train --db "$T/b.db" --resume cli 2>>"$T/b.err" &
+  else
+    # The DESIGN spelling: the run's own options and a bare --resume; they must match the stored run.
+    out=$("$M" train --db "$T/b.db" --run "$T/run.json" --lr 1e-3 --resume 2>&1); rc=$?
+    [ $rc != 0 ] && grep -q "lr: differs from the stored run" <<<"$out" && pass train_cli_resume_refuses_changed_options ||
+      fail train_cli_resume_refuses_changed_options "rc $rc: $out"
+    "$M" train --db "$T/b.db" --run "$T/run.json" --resume 2>>"$T/b.err" &
+  fi
+  pid=$!
+  prev=$(sqlite3 "$T/b.db" "SELECT MAX(step) FROM revisions")
+done
+wait "$pid"; rc=$?
+[ $sig_ok = 1 ] && pass train_cli_signals_checkpoint_and_interrupt || fail train_cli_signals_checkpoint_and_interrupt "see above"
+[ $rc = 0 ] && [ "$(sqlite3 "$T/b.db" "SELECT status FROM runs")" = done ] && cmp -s <(dump "$T/a.db") <(dump "$T/b.db") &&
+  pass train_cli_signal_resume_identical || fail train_cli_signal_resume_identical "rc $rc: $(diff <(dump "$T/a.db") <(dump "$T/b.db") | head -3 | tr '\n' ' ')"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The web page in Debian's chromium driven by playwright-core (tests/http/browser.js):
+# a server on 127.0.0.1 with a free port, a small run trained first so the table
+# and charts have data; screenshots in build/artifacts/browser (or $MASKD_ARTIFACTS).
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" browser
+MASKD=$M D=$DATA_ROOT
+ART=${MASKD_ARTIFACTS:-$PWD/build/artifacts}/browser
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+serve_wrap=(timeout 600)
+
+[ -x /usr/bin/chromium ] || { fail browser_setup "/usr/bin/chromium is missing (scripts/setup installs it)"; exit 1; }
+[ -d tests/node_modules/playwright-core ] || { fail browser_setup "tests/node_modules/playwright-core is missing (run scripts/setup)"; exit 1; }
+[ -f "$D/wikitext-2/train.txt" ] || { fail browser_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)"; exit 1; }
+
+head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
+head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
+{ node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" && node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" &&
+  "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/train.txt" --split train --seq-len 32 --out "$T/shards" &&
+  "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/valid.txt" --split validation --seq-len 32 --out "$T/vshards"; } \
+  >"$T/setup.log" 2>&1 || { fail browser_setup "$(tail -3 "$T/setup.log")"; exit 1; }
+
+serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet || { fail browser_setup "server did not start: $(cat "$T/err")"; exit 1; }
+
+# A finished run for the table, the charts and the playground.
+curl -s --max-time 20 -H 'Authorization: Bearer tk' -H 'Content-Type: application/json' -X POST "$base/runs" --data-binary \
+  "{\"name\":\"seed-run\",\"tokenizer\":\"tok.json\",\"train\":\"shards\",\"validation\":\"vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":16,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
+for _ in $(seq 300); do
+  curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"' && break
+  sleep 0.2
+done
+rm -rf "$ART"
+timeout 300 node tests/http/browser.js "$base" "$ART" tk tok.json shards vshards

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# maskd serve when the server dies (kill -9) in the middle of a training job: by
+# default the job and its run are left "interrupted" and nothing runs again; with
+# --on-restart resume (or a job's "on_restart": "resume") the job is queued once
+# more as a resume of its run, which then finishes with exactly its step count, as
+# one run, with one resume job; a job's "on_restart": "interrupt" wins over the flag.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" serverestart
+MASKD=$M D=$DATA_ROOT
+export OMP_NUM_THREADS=1
+spid=''
+# The server runs under a small reaper (PR_SET_CHILD_SUBREAPER): a real init reaps the
+# job process a crashed server leaves behind, but this sandbox's PID 1 does not, and an
+# unreaped zombie looks alive to the store's recovery. kill -9 takes the server and its
+# job's maskd train together, as a crash of the machine would.
+REAP='import ctypes, os, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+child = os.fork()
+if child == 0: os.execv(sys.argv[1], sys.argv[1:])
+rc = 0
+while True:
+    try: p, st = os.wait()
+    except ChildProcessError: break
+    if p == child: rc = os.waitstatus_to_exitcode(st)
+sys.exit(rc if rc >= 0 else 128 - rc)'
+serve_wrap=("$PY" -c "$REAP") serve_keep_err=1
+killall_() { [ -n "$spid" ] && { kill -9 "$spid" $(pgrep -P "$spid") 2>/dev/null; wait "$pid" 2>/dev/null; }; pid= spid=; }
+# On exit SIGTERM goes to the server itself (spid), not to the reaper in pid.
+stop_reaped() { [ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; pid=''; }
+at_exit stop_reaped
+
+need serve_restart_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+need serve_restart_setup "$D/wikitext-2/train.txt missing (MASKD_DATA=$D)" -f "$D/wikitext-2/train.txt"
+head -2000 "$D/wikitext-2/train.txt" > "$T/train.txt"
+head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
+{ node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" && node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" &&
+  "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/train.txt" --split train --seq-len 32 --out "$T/shards" &&
+  "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/valid.txt" --split validation --seq-len 32 --out "$T/vshards"; } \
+  >"$T/setup.log" 2>&1 || { fail serve_restart_setup "$(tail -3 "$T/setup.log")"; exit 1; }
+
+start() {
+  serve_start --db "$T/hub.db" --data-dir "$T" --quiet "$@"
+  spid=$(pgrep -P "$pid")
+  [ -n "$base" ] && [ -n "$spid" ]
+}
+call() { local m=$1 p=$2; shift 2; curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null; }
+jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
+wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
+body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
+# Checkpoints every 5 steps, so a kill after step 12 leaves one to resume from.
+runjson() { printf '{"name":"%s","tokenizer":"%s","train":"%s","validation":"%s","config":"tiny","max_steps":%d,"batch":16,"eval_batches":2,"checkpoint_steps":5,"threads":1%s}' \
+  "$1" tok.json shards vshards "$2" "${3:-}"; }
+# crash RUN: waits for the run to train past a checkpoint, then kills the server and its child.
+crash() { wait_for 120 "/runs/$1" 'b["status"] == "running" and b["step"] >= 12' && killall_; }
+# jobs of run NAME (its own and resumes of its id): "status,requeued_from" lines, oldest first.
+jobs_of() {
+  call GET "/runs/$1"
+  local id
+  id=$(jget 'b["id"]')
+  call GET /jobs
+  $PY - "$T/body" "$1" "$id" <<'EOF2'
+import json, sys
+b, name, rid = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+for j in reversed(b):
+    p = j["params"] if isinstance(j["params"], dict) else json.loads(j["params"])
+    if p.get("name") == name or p.get("resume") in (name, rid):
+        print(f'{j["status"]},{p.get("requeued_from", "-")}')
+EOF2
+}
+
+start || { fail serve_restart_start "$(cat "$T/err")"; exit 1; }
+call POST /runs --data-binary "$(runjson bad 10 ',"on_restart":"sometimes"')"
+ok on_restart_bad_value test "$(cat "$T/status")" = 422
+call POST /runs --data-binary "$(runjson bad 10 ',"on_restart":1')"
+ok on_restart_bad_type test "$(cat "$T/status")" = 422
+
+# ---- default: interrupted, not run again ----
+call POST /runs --data-binary "$(runjson keep 400)"
+ok keep_accepted test "$(cat "$T/status")" = 202
+crash keep || fail keep_crash "the run did not reach step 12"
+start || fail keep_restart "$(cat "$T/err")"
+call GET /runs/keep
+ok default_run_interrupted test "$(jget 'b["status"]')" = interrupted
+sleep 1.5
+ok default_job_interrupted_once test "$(jobs_of keep | tr '\n' ' ')" = "interrupted,- "
+
+# ---- --on-restart resume: one resume job finishes the run ----
+call POST /runs --data-binary "$(runjson again 60)"
+crash again || fail again_crash "the run did not reach step 12"
+start --on-restart resume || fail again_restart "$(cat "$T/err")"
+ok resumed_run_done wait_for 240 /runs/again 'b["status"] == "done"'
+ok resumed_run_steps test "$(jget 'b["step"]')" = 60
+# The run is done when its process says so, its job when the worker has seen that process exit.
+again_jobs() { jobs_of again | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
+for _ in $(seq 50); do [ "$(again_jobs)" = "interrupted,- done,N " ] && break; sleep 0.2; done
+ok resumed_job_once test "$(again_jobs)" = "interrupted,- done,N "
+call GET /runs
+ok resumed_one_run test "$(jget 'sum(r["name"] == "again" for r in b)')" = 1
+ok keep_not_resumed test "$(jobs_of keep | tr '\n' ' ')" = "interrupted,- "
+
+# ---- a job's "on_restart": "interrupt" wins over --on-restart resume ----
+call POST /runs --data-binary "$(runjson stay 400 ',"on_restart":"interrupt"')"
+ok stay_accepted test "$(cat "$T/status")" = 202
+crash stay || fail stay_crash "the run did not reach step 12"
+start --on-restart resume || fail stay_restart "$(cat "$T/err")"
+sleep 1.5
+ok job_policy_wins test "$(jobs_of stay | tr '\n' ' ')" = "interrupted,- "
+kill -TERM "$spid"; wait "$pid"; ok server_stops test $? = 0; pid= spid=

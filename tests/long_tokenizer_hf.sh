@@ -1,5 +1,0 @@
-#!/usr/bin/env bash
-# The full-corpus tokenizer parity run: HF trains on all of WikiText-2 train, and
-# every line of valid, test and BANKING77 train+test is compared (see
-# tests/test_tokenizer_hf.sh for what is checked).
-TOK_HF_LONG=1 exec bash "$(dirname "$0")/test_tokenizer_hf.sh"

@@ -1,0 +1,268 @@
+/* config.json: HF configs as published parse to the right numbers, absent fields
+** take BertConfig/RobertaConfig defaults, presets and round trips are exact, what
+** we write is byte-for-byte Python's json.dumps(indent=2, sort_keys=True), and
+** every kind of nonsense is refused with a message naming the field. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/nn/config.h"
+#include "tests/unit/check.h"
+
+/* FacebookAI/roberta-base config.json as published on the Hub. */
+static const char *ROBERTA_BASE =
+    "{\n"
+    "  \"architectures\": [\n    \"RobertaForMaskedLM\"\n  ],\n"
+    "  \"attention_probs_dropout_prob\": 0.1,\n"
+    "  \"bos_token_id\": 0,\n"
+    "  \"eos_token_id\": 2,\n"
+    "  \"hidden_act\": \"gelu\",\n"
+    "  \"hidden_dropout_prob\": 0.1,\n"
+    "  \"hidden_size\": 768,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 3072,\n"
+    "  \"layer_norm_eps\": 1e-05,\n"
+    "  \"max_position_embeddings\": 514,\n"
+    "  \"model_type\": \"roberta\",\n"
+    "  \"num_attention_heads\": 12,\n"
+    "  \"num_hidden_layers\": 12,\n"
+    "  \"pad_token_id\": 1,\n"
+    "  \"type_vocab_size\": 1,\n"
+    "  \"vocab_size\": 50265\n"
+    "}\n";
+
+/* google-bert/bert-base-uncased config.json as published (with its extra keys). */
+static const char *BERT_BASE_UNCASED =
+    "{\n"
+    "  \"architectures\": [\n    \"BertForMaskedLM\"\n  ],\n"
+    "  \"attention_probs_dropout_prob\": 0.1,\n"
+    "  \"gradient_checkpointing\": false,\n"
+    "  \"hidden_act\": \"gelu\",\n"
+    "  \"hidden_dropout_prob\": 0.1,\n"
+    "  \"hidden_size\": 768,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 3072,\n"
+    "  \"layer_norm_eps\": 1e-12,\n"
+    "  \"max_position_embeddings\": 512,\n"
+    "  \"model_type\": \"bert\",\n"
+    "  \"num_attention_heads\": 12,\n"
+    "  \"num_hidden_layers\": 12,\n"
+    "  \"pad_token_id\": 0,\n"
+    "  \"position_embedding_type\": \"absolute\",\n"
+    "  \"transformers_version\": \"4.6.0.dev0\",\n"
+    "  \"type_vocab_size\": 2,\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 30522\n"
+    "}\n";
+
+static int same_config(const ModelConfig *a, const ModelConfig *b) {
+  return a->model_type == b->model_type && a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
+         a->num_hidden_layers == b->num_hidden_layers && a->num_attention_heads == b->num_attention_heads &&
+         a->intermediate_size == b->intermediate_size && a->max_position_embeddings == b->max_position_embeddings &&
+         a->type_vocab_size == b->type_vocab_size && a->pad_token_id == b->pad_token_id &&
+         a->bos_token_id == b->bos_token_id && a->eos_token_id == b->eos_token_id &&
+         a->layer_norm_eps == b->layer_norm_eps && a->hidden_dropout_prob == b->hidden_dropout_prob &&
+         a->attention_probs_dropout_prob == b->attention_probs_dropout_prob &&
+         a->initializer_range == b->initializer_range;
+}
+
+/* A refusal: parsing must fail and the message must contain `needle` (the field). */
+static void refuse(const char *name, const char *json, const char *needle) {
+  ModelConfig c;
+  Err e = {0};
+  int rc = config_parse(json, &c, &e);
+  check(rc == -1 && strstr(e.msg, needle) != NULL, name, "rc %d, message \"%s\" lacks \"%s\"", rc, e.msg, needle);
+}
+
+/* A roberta-base config with one field replaced by `field_json` (e.g. "\"hidden_size\": 7"). */
+static void refuse_field(const char *name, const char *field_json, const char *needle) {
+  char buf[2048];
+  snprintf(buf, sizeof buf,
+           "{\"model_type\": \"roberta\", \"vocab_size\": 100, \"hidden_size\": 64, \"num_attention_heads\": 4,"
+           " \"num_hidden_layers\": 2, \"intermediate_size\": 128, %s}", field_json);
+  refuse(name, buf, needle);
+}
+
+/* Python's own json.dumps(indent=2, sort_keys=True) of our text must equal our text. */
+static void check_python_layout(const char *name, const char *text) {
+  char path[256];
+  const char *tmp = getenv("MASKD_TMP");
+  snprintf(path, sizeof path, "%s/test_config_%d.json", tmp ? tmp : "/tmp", (int)getpid());
+  FILE *f = fopen(path, "wb");
+  if (!f) { check(0, name, "cannot write %s", path); return; }
+  fputs(text, f);
+  fclose(f);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd,
+           "/usr/bin/python3 -c 'import json,sys; t=open(sys.argv[1]).read();"
+           " sys.exit(0 if json.dumps(json.loads(t), indent=2, sort_keys=True) + \"\\n\" == t else 3)' %s", path);
+  int rc = system(cmd);
+  remove(path);
+  check(rc == 0, name, "python3 re-dumps the text differently (status %d)", rc);
+}
+
+int main(void) {
+  Err e = {0};
+  ModelConfig c, d;
+
+  /* Published configs. */
+  int rc = config_parse(ROBERTA_BASE, &c, &e);
+  check(rc == 0 && c.model_type == MODEL_ROBERTA && c.vocab_size == 50265 && c.hidden_size == 768 &&
+            c.num_hidden_layers == 12 && c.num_attention_heads == 12 && c.intermediate_size == 3072 &&
+            c.max_position_embeddings == 514 && c.type_vocab_size == 1 && c.pad_token_id == 1 &&
+            c.bos_token_id == 0 && c.eos_token_id == 2 && c.layer_norm_eps == 1e-5 &&
+            c.hidden_dropout_prob == 0.1 && c.attention_probs_dropout_prob == 0.1 && c.initializer_range == 0.02,
+        "config_roberta_base", "rc %d (%s)", rc, e.msg);
+  check(config_head_dim(&c) == 64, "config_head_dim", "%d", config_head_dim(&c));
+  rc = config_parse(BERT_BASE_UNCASED, &c, &e);
+  check(rc == 0 && c.model_type == MODEL_BERT && c.vocab_size == 30522 && c.max_position_embeddings == 512 &&
+            c.type_vocab_size == 2 && c.pad_token_id == 0 && c.bos_token_id == -1 && c.eos_token_id == -1 &&
+            c.layer_norm_eps == 1e-12,
+        "config_bert_base_uncased", "rc %d (%s)", rc, e.msg);
+
+  /* Defaults of BertConfig / RobertaConfig for absent fields. */
+  rc = config_parse("{\"model_type\": \"bert\"}", &c, &e);
+  check(rc == 0 && c.vocab_size == 30522 && c.hidden_size == 768 && c.num_hidden_layers == 12 &&
+            c.num_attention_heads == 12 && c.intermediate_size == 3072 && c.max_position_embeddings == 512 &&
+            c.type_vocab_size == 2 && c.layer_norm_eps == 1e-12 && c.hidden_dropout_prob == 0.1 &&
+            c.attention_probs_dropout_prob == 0.1 && c.initializer_range == 0.02 && c.pad_token_id == 0 &&
+            c.bos_token_id == -1 && c.eos_token_id == -1,
+        "config_bert_defaults", "rc %d (%s)", rc, e.msg);
+  rc = config_parse("{\"model_type\": \"roberta\"}", &c, &e);
+  check(rc == 0 && c.vocab_size == 30522 && c.max_position_embeddings == 512 && c.type_vocab_size == 2 &&
+            c.layer_norm_eps == 1e-12 && c.pad_token_id == 1 && c.bos_token_id == 0 && c.eos_token_id == 2,
+        "config_roberta_defaults", "rc %d (%s)", rc, e.msg);
+  rc = config_parse("{\"model_type\": \"roberta\", \"bos_token_id\": null, \"eos_token_id\": null, \"foo\": [1, {}],"
+                    " \"hidden_dropout_prob\": 0, \"vocab_size\": 8000.0}", &c, &e);
+  check(rc == 0 && c.bos_token_id == -1 && c.eos_token_id == -1 && c.hidden_dropout_prob == 0 && c.vocab_size == 8000,
+        "config_nulls_extras_integral_reals", "rc %d (%s)", rc, e.msg);
+
+  /* Presets. */
+  rc = config_preset("tiny", &c, &e);
+  check(rc == 0 && c.model_type == MODEL_ROBERTA && c.vocab_size == 8000 && c.hidden_size == 128 &&
+            c.num_hidden_layers == 2 && c.num_attention_heads == 2 && c.intermediate_size == 512 &&
+            c.max_position_embeddings == 514 && c.type_vocab_size == 1 && c.layer_norm_eps == 1e-5 &&
+            c.pad_token_id == 3 && c.bos_token_id == 0 && c.eos_token_id == 1 && config_validate(&c, &e) == 0,
+        "config_preset_tiny", "rc %d (%s)", rc, e.msg);
+  rc = config_preset("small", &c, &e);
+  check(rc == 0 && c.vocab_size == 8000 && c.hidden_size == 256 && c.num_hidden_layers == 4 &&
+            c.num_attention_heads == 4 && c.intermediate_size == 1024, "config_preset_small", "rc %d (%s)", rc, e.msg);
+  rc = config_preset("base", &c, &e);
+  check(rc == 0 && c.vocab_size == 32000 && c.hidden_size == 768 && c.num_hidden_layers == 12 &&
+            c.num_attention_heads == 12 && c.intermediate_size == 3072, "config_preset_base", "rc %d (%s)", rc, e.msg);
+  rc = config_preset("large", &c, &e);
+  check(rc == -1 && strstr(e.msg, "large"), "config_preset_unknown", "rc %d (%s)", rc, e.msg);
+
+  /* Round trips: preset, published configs, awkward floats; and Python's layout. */
+  const char *names[] = {"tiny", "small", "base"};
+  for (int i = 0; i < 3; i++) {
+    config_preset(names[i], &c, &e);
+    char *s = config_to_json(&c);
+    char tn[64];
+    snprintf(tn, sizeof tn, "config_round_trip_%s", names[i]);
+    rc = config_parse(s, &d, &e);
+    check(s && rc == 0 && same_config(&c, &d), tn, "rc %d (%s)", rc, e.msg);
+    free(s);
+  }
+  const char *texts[] = {ROBERTA_BASE, BERT_BASE_UNCASED};
+  for (int i = 0; i < 2; i++) {
+    config_parse(texts[i], &c, &e);
+    char *s = config_to_json(&c);
+    rc = config_parse(s, &d, &e);
+    check(rc == 0 && same_config(&c, &d), i ? "config_round_trip_bert" : "config_round_trip_roberta", "rc %d (%s)", rc, e.msg);
+    check(strstr(s, i ? "\"BertForMaskedLM\"" : "\"RobertaForMaskedLM\"") && strstr(s, "\"hidden_act\": \"gelu\"") &&
+              strstr(s, "\"position_embedding_type\": \"absolute\"") && strstr(s, "\"torch_dtype\": \"float32\"") &&
+              strstr(s, "\"transformers_version\"") && (i ? strstr(s, "\"layer_norm_eps\": 1e-12,") : strstr(s, "\"layer_norm_eps\": 1e-05,")) &&
+              (i ? !strstr(s, "bos_token_id") : strstr(s, "\"bos_token_id\": 0,") != NULL),
+          i ? "config_hf_fields_bert" : "config_hf_fields_roberta", "%s", s);
+    check_python_layout(i ? "config_python_layout_bert" : "config_python_layout_roberta", s);
+    free(s);
+  }
+  config_preset("tiny", &c, &e);
+  c.layer_norm_eps = 1.0 / 3e7;
+  c.hidden_dropout_prob = 0.30000000000000004;
+  c.attention_probs_dropout_prob = 0.0;
+  c.initializer_range = 1.0;
+  char *s = config_to_json(&c);
+  rc = config_parse(s, &d, &e);
+  check(rc == 0 && same_config(&c, &d), "config_round_trip_awkward_floats", "rc %d (%s)\n%s", rc, e.msg, s);
+  check_python_layout("config_python_layout_awkward_floats", s);
+  free(s);
+  /* A RoBERTa config without bos/eos ids (null in the file): written as null, as
+  ** transformers writes None where the class default is not None, so it reads back
+  ** as absent and not as RoBERTa's defaults 0 and 2 (found by tests/fuzz/fuzz_config). */
+  rc = config_parse("{\"model_type\": \"roberta\", \"bos_token_id\": null, \"eos_token_id\": null}", &c, &e);
+  s = config_to_json(&c);
+  int rc_back = config_parse(s, &d, &e);
+  check(rc == 0 && rc_back == 0 && same_config(&c, &d) && d.bos_token_id == -1 && d.eos_token_id == -1 &&
+            strstr(s, "\"bos_token_id\": null,") && strstr(s, "\"eos_token_id\": null,"),
+        "config_round_trip_roberta_null_bos_eos", "rc %d %d, bos %d eos %d (%s)\n%s", rc, rc_back, d.bos_token_id, d.eos_token_id, e.msg, s);
+  check_python_layout("config_python_layout_null_bos_eos", s);
+  free(s);
+
+  /* Files. */
+  char path[256];
+  const char *tmp = getenv("MASKD_TMP");
+  snprintf(path, sizeof path, "%s/test_config_save_%d.json", tmp ? tmp : "/tmp", (int)getpid());
+  config_preset("small", &c, &e);
+  rc = config_save(&c, path, &e);
+  int rc2 = config_load(path, &d, &e);
+  check(rc == 0 && rc2 == 0 && same_config(&c, &d), "config_save_load", "rc %d %d (%s)", rc, rc2, e.msg);
+  FILE *f = fopen(path, "wb");
+  fputs("{\"model_type\": \"roberta\",\n \"hidden_size\": 7}", f);
+  fclose(f);
+  rc = config_load(path, &d, &e);
+  check(rc == -1 && strstr(e.msg, path) && strstr(e.msg, "hidden_size"), "config_load_names_file_and_field", "%s", e.msg);
+  remove(path);
+  rc = config_load("/nonexistent/config.json", &d, &e);
+  check(rc == -1 && strstr(e.msg, "/nonexistent/config.json"), "config_load_missing_file", "%s", e.msg);
+  c.num_attention_heads = 3;
+  rc = config_save(&c, path, &e);
+  check(rc == -1 && strstr(e.msg, "num_attention_heads") && access(path, F_OK) != 0, "config_save_refuses_invalid", "%s", e.msg);
+
+  /* Refusals: each names its field. */
+  refuse("config_refuse_malformed", "{\"model_type\": \"roberta\",\n  \"hidden_size\": }", "line 2");
+  refuse("config_refuse_truncated", "{\"model_type\": \"roberta\"", "malformed JSON");
+  refuse("config_refuse_empty", "", "malformed JSON");
+  refuse("config_refuse_not_object", "[1, 2]", "JSON object");
+  refuse("config_refuse_duplicate_key", "{\"model_type\": \"roberta\", \"model_type\": \"bert\"}", "malformed JSON");
+  refuse("config_refuse_missing_model_type", "{\"hidden_size\": 768}", "model_type");
+  refuse("config_refuse_unknown_model_type", "{\"model_type\": \"gpt2\"}", "model_type");
+  refuse("config_refuse_model_type_type", "{\"model_type\": 3}", "model_type");
+  refuse("config_refuse_indivisible_heads", "{\"model_type\": \"bert\", \"hidden_size\": 64, \"num_attention_heads\": 5}", "hidden_size");
+  refuse_field("config_refuse_zero_hidden", "\"hidden_size\": 0", "hidden_size");
+  refuse_field("config_refuse_negative_layers", "\"num_hidden_layers\": -1", "num_hidden_layers");
+  refuse("config_refuse_zero_heads", "{\"model_type\": \"bert\", \"num_attention_heads\": 0}", "num_attention_heads");
+  refuse_field("config_refuse_zero_intermediate", "\"intermediate_size\": 0", "intermediate_size");
+  refuse_field("config_refuse_zero_vocab", "\"vocab_size\": 0, \"pad_token_id\": 0", "vocab_size");
+  refuse_field("config_refuse_zero_positions", "\"max_position_embeddings\": 0", "max_position_embeddings");
+  refuse_field("config_refuse_positions_before_pad", "\"max_position_embeddings\": 2", "max_position_embeddings");
+  refuse_field("config_refuse_zero_type_vocab", "\"type_vocab_size\": 0", "type_vocab_size");
+  refuse_field("config_refuse_huge_vocab", "\"vocab_size\": 2000000000", "vocab_size");
+  refuse_field("config_refuse_huge_int", "\"hidden_size\": 99999999999", "hidden_size");
+  refuse_field("config_refuse_huge_product", "\"vocab_size\": 16000000, \"hidden_size\": 256", "vocab_size");
+  refuse_field("config_refuse_pad_outside_vocab", "\"pad_token_id\": 100", "pad_token_id");
+  refuse_field("config_refuse_pad_negative", "\"pad_token_id\": -1", "pad_token_id");
+  refuse_field("config_refuse_pad_null", "\"pad_token_id\": null", "pad_token_id");
+  refuse_field("config_refuse_bos_outside_vocab", "\"bos_token_id\": 1000", "bos_token_id");
+  refuse_field("config_refuse_eos_outside_vocab", "\"eos_token_id\": -7", "eos_token_id");
+  refuse_field("config_refuse_dropout_one", "\"hidden_dropout_prob\": 1.0", "hidden_dropout_prob");
+  refuse_field("config_refuse_dropout_negative", "\"attention_probs_dropout_prob\": -0.1", "attention_probs_dropout_prob");
+  refuse_field("config_refuse_eps_zero", "\"layer_norm_eps\": 0", "layer_norm_eps");
+  refuse_field("config_refuse_init_negative", "\"initializer_range\": -0.02", "initializer_range");
+  refuse_field("config_refuse_gelu_new", "\"hidden_act\": \"gelu_new\"", "hidden_act");
+  refuse_field("config_refuse_relu", "\"hidden_act\": \"relu\"", "\"relu\"");
+  refuse_field("config_refuse_act_type", "\"hidden_act\": 1", "hidden_act");
+  refuse_field("config_refuse_relative_positions", "\"position_embedding_type\": \"relative_key\"", "position_embedding_type");
+  refuse_field("config_refuse_decoder", "\"is_decoder\": true", "is_decoder");
+  refuse_field("config_refuse_cross_attention", "\"add_cross_attention\": true", "add_cross_attention");
+  refuse_field("config_refuse_untied", "\"tie_word_embeddings\": false", "tie_word_embeddings");
+  refuse_field("config_refuse_string_size", "\"hidden_size\": \"768\"", "hidden_size");
+  refuse_field("config_refuse_fractional_size", "\"num_hidden_layers\": 2.5", "num_hidden_layers");
+  refuse_field("config_refuse_bool_size", "\"intermediate_size\": true", "intermediate_size");
+  refuse_field("config_refuse_string_prob", "\"hidden_dropout_prob\": \"0.1\"", "hidden_dropout_prob");
+  refuse_field("config_refuse_null_eps", "\"layer_norm_eps\": null", "layer_norm_eps");
+  refuse("config_refuse_null_text", NULL, "config");
+  return check_exit();
+}

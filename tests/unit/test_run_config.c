@@ -1,0 +1,219 @@
+/* Run descriptions: JSON and flags, the JSON round trip, and every refusal naming its
+** field before any work starts (unknown keys, types, ranges, missing shards, vocabulary
+** mismatches between tokenizer, shards and model config, positions, sequence lengths). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/core/files.h"
+#include "engine/train/run_config.h"
+#include "engine/data/shards.h"
+#include "engine/tok/tokenizer.h"
+#include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
+
+enum { V = 40 };
+static char root[512], tok_path[700], train_dir[700], valid_dir[700], wrongv_dir[700], seq_dir[700];
+
+static int put_set(const char *dir, const char *split, int n, int seq, int vocab) {
+  char name[256], path[1024];
+  Err e = {0};
+  mkdir(dir, 0755);
+  int32_t *ids = malloc(sizeof *ids * (size_t)n * (size_t)seq);
+  for (int i = 0; i < n * seq; i++) ids[i] = 5 + i % (vocab - 5);
+  shard_name(name, sizeof name, split, 0, (uint64_t)n, &e);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int rc = shard_write(path, ids, (uint64_t)n, (uint32_t)seq, (uint32_t)vocab, NULL, &e);
+  free(ids);
+  return rc;
+}
+
+static int put_tokenizer(void) {
+  const char *pieces[V];
+  double scores[V];
+  char buf[V][16];
+  const char *sp[] = {"[CLS]", "[SEP]", "<unk>", "<pad>", "[MASK]"};
+  for (int i = 0; i < V; i++) {
+    if (i < 5) pieces[i] = sp[i];
+    else { snprintf(buf[i], sizeof buf[i], "\xe2\x96\x81w%d", i); pieces[i] = buf[i]; }
+    scores[i] = i < 5 ? 0 : -(double)i;
+  }
+  Err e = {0};
+  Tokenizer *t = tokenizer_new_seed(V, pieces, scores, 2, 5, &e);
+  if (!t) { printf("# tokenizer: %s\n", e.msg); return -1; }
+  int rc = tokenizer_save(t, tok_path, &e);
+  tokenizer_free(t);
+  return rc;
+}
+
+static RunConfig good(void) {
+  RunConfig rc;
+  run_config_defaults(&rc);
+  snprintf(rc.name, sizeof rc.name, "t");
+  snprintf(rc.tokenizer, sizeof rc.tokenizer, "%s", tok_path);
+  snprintf(rc.train, sizeof rc.train, "%s", train_dir);
+  snprintf(rc.validation, sizeof rc.validation, "%s", valid_dir);
+  snprintf(rc.config, sizeof rc.config, "tiny");
+  rc.batch = 4;
+  return rc;
+}
+
+/* Validation must fail with a message containing needle. */
+static void refused(const char *name, const RunConfig *rc, const char *needle) {
+  RunPlan p;
+  Err e = {0};
+  int r = run_config_validate(rc, &p, &e);
+  check(r == -1 && strstr(e.msg, needle) != NULL, name, "rc %d, message \"%s\" (wanted \"%s\")", r, e.msg, needle);
+}
+
+static void json_refused(const char *name, const char *json, const char *needle) {
+  RunConfig rc;
+  run_config_defaults(&rc);
+  RunConfig before = rc;
+  Err e = {0};
+  int r = run_config_apply_json(&rc, json, &e);
+  check(r == -1 && strstr(e.msg, needle) && memcmp(&rc, &before, sizeof rc) == 0, name,
+        "rc %d, message \"%s\" (wanted \"%s\")", r, e.msg, needle);
+}
+
+int main(void) {
+  if (fixture_tmpdir(root, sizeof root, "runcfg")) { check(0, "mkdtemp", "%s", root); return check_exit(); }
+  snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", root);
+  snprintf(train_dir, sizeof train_dir, "%s/train", root);
+  snprintf(valid_dir, sizeof valid_dir, "%s/valid", root);
+  snprintf(wrongv_dir, sizeof wrongv_dir, "%s/wrongv", root);
+  snprintf(seq_dir, sizeof seq_dir, "%s/seq", root);
+  if (put_tokenizer() || put_set(train_dir, "train", 20, 16, V) || put_set(valid_dir, "validation", 8, 16, V) ||
+      put_set(wrongv_dir, "train", 20, 16, V + 10) || put_set(seq_dir, "validation", 8, 24, V)) {
+    check(0, "run_config_setup", "could not write fixtures");
+    return check_exit();
+  }
+
+  /* JSON then flags; flags override. */
+  RunConfig rc;
+  run_config_defaults(&rc);
+  Err e = {0};
+  int r = run_config_apply_json(&rc, "{\"name\": \"x\", \"lr\": 5e-4, \"epochs\": 3, \"grad_accum\": 2, \"seed\": 9}", &e);
+  r |= run_config_set(&rc, "--lr", "2e-4", &e);
+  r |= run_config_set(&rc, "--grad-accum", "4", &e);
+  check(r == 0 && rc.lr == 2e-4 && rc.epochs == 3 && rc.grad_accum == 4 && rc.seed == 9 && !strcmp(rc.name, "x") &&
+            rc.weight_decay == 1e-3 && rc.warmup_steps == -1,
+        "run_config_json_and_flags", "rc %d: %s", r, e.msg);
+
+  /* to_json -> apply gives the same description, every field. */
+  rc = good();
+  rc.clip_norm = 1.5; rc.max_steps = 77; rc.eval_seed = 5; rc.mlm_probability = 0.2; rc.adam_epsilon = 1e-6;
+  char *js = run_config_to_json(&rc);
+  RunConfig back;
+  run_config_defaults(&back);
+  r = run_config_apply_json(&back, js, &e);
+  check(r == 0 && memcmp(&rc, &back, sizeof rc) == 0, "run_config_json_round_trip", "rc %d: %s", r, e.msg);
+  free(js);
+
+  json_refused("run_config_refuses_unknown_key", "{\"learning_rate\": 1e-4}", "learning_rate");
+  json_refused("run_config_refuses_wrong_type", "{\"epochs\": \"three\"}", "epochs");
+  json_refused("run_config_refuses_fraction_for_integer", "{\"batch\": 2.5}", "batch");
+  json_refused("run_config_refuses_non_object", "[1]", "object");
+  json_refused("run_config_refuses_bad_json", "{\"lr\": }", "JSON");
+  json_refused("run_config_refuses_duplicate_key", "{\"lr\": 1, \"lr\": 2}", "JSON");
+  run_config_defaults(&rc);
+  r = run_config_set(&rc, "--learning-rate", "1", &e);
+  check(r == -1 && strstr(e.msg, "learning-rate"), "run_config_refuses_unknown_flag", "%s", e.msg);
+  r = run_config_set(&rc, "--seed", "-1", &e);
+  check(r == -1 && strstr(e.msg, "seed"), "run_config_refuses_negative_seed", "%s", e.msg);
+  r = run_config_set(&rc, "--lr", "abc", &e);
+  check(r == -1 && strstr(e.msg, "lr"), "run_config_refuses_bad_number", "%s", e.msg);
+  /* What a flag sets must survive the JSON the run is stored as (tests/fuzz/fuzz_run_config
+  ** found both): a path that is not UTF-8 text vanished from it, a seed above INT64_MAX came
+  ** back as a negative number that resuming refused. */
+  run_config_defaults(&rc);
+  r = run_config_set(&rc, "--train", "data\xff/train", &e);
+  check(r == -1 && strstr(e.msg, "train") && strstr(e.msg, "UTF-8") && rc.train[0] == 0, "run_config_refuses_non_utf8_flag",
+        "rc %d: %s", r, e.msg);
+  r = run_config_set(&rc, "--seed", "18446744073709551615", &e);
+  check(r == -1 && strstr(e.msg, "seed") && rc.seed == 42, "run_config_refuses_seed_past_int64", "rc %d: %s", r, e.msg);
+  r = run_config_set(&rc, "--seed", "9223372036854775807", &e);
+  js = run_config_to_json(&rc);
+  run_config_defaults(&back);
+  int r2 = run_config_apply_json(&back, js, &e);
+  check(r == 0 && r2 == 0 && back.seed == 9223372036854775807ULL, "run_config_largest_seed_round_trip", "rc %d %d: %s", r, r2, e.msg);
+  free(js);
+
+  /* A good description resolves: the preset takes the tokenizer's vocabulary and ids. */
+  rc = good();
+  RunPlan p;
+  r = run_config_validate(&rc, &p, &e);
+  check(r == 0 && p.model.vocab_size == V && p.train.mask_id == 4 && p.train.pad_id == 3 && p.n_special == 5 &&
+            p.seq_len == 16 && p.train_samples == 20 && p.valid_samples == 8 && p.model.hidden_size == 128 &&
+            p.train.weight_decay == 1e-3 && p.train.lr == 1e-4,
+        "run_config_validates_and_resolves", "rc %d: %s (vocab %d, mask %d, pad %d, specials %d)", r, e.msg,
+        p.model.vocab_size, p.train.mask_id, p.train.pad_id, p.n_special);
+  check(r == 0 && !p.tokenizer && !p.tokenizer_json && !p.train_loader && !p.valid_loader, "run_config_validate_keeps_nothing",
+        "something was left open");
+  /* run_config_open keeps what it read for the run: the tokenizer file's bytes and the
+  ** tokenizer from them, and both shard sets as the trainer reads them. */
+  size_t tok_len = 0;
+  char *tok_bytes = files_read_all(rc.tokenizer, 1 << 20, &tok_len, &e);
+  r = run_config_open(&rc, &p, &e);
+  check(r == 0 && p.tokenizer && tokenizer_vocab_size(p.tokenizer) == V && tok_bytes && p.tokenizer_json_len == tok_len &&
+            !memcmp(p.tokenizer_json, tok_bytes, tok_len) && p.train_loader && p.valid_loader &&
+            loader_n_samples(p.train_loader) == 20 && loader_n_samples(p.valid_loader) == 8 &&
+            p.train.valid_path && p.model.vocab_size == V,
+        "run_config_open_keeps_what_it_read", "rc %d: %s", r, e.msg);
+  run_plan_close(&p);
+  run_plan_close(&p);
+  check(!p.tokenizer && !p.tokenizer_json && !p.train_loader && !p.valid_loader, "run_plan_close_frees", "left open");
+  free(tok_bytes);
+  RunConfig bad = rc;
+  bad.batch = 64;   /* 20 samples: no full batch */
+  r = run_config_open(&bad, &p, &e);
+  check(r != 0 && !p.tokenizer && !p.tokenizer_json && !p.train_loader && !p.valid_loader, "run_config_open_keeps_nothing_on_refusal",
+        "rc %d: %s", r, e.msg);
+
+  RunConfig b;
+  b = good(); b.lr = -1e-4; refused("run_config_refuses_negative_lr", &b, "lr");
+  b = good(); b.weight_decay = -1; refused("run_config_refuses_negative_weight_decay", &b, "weight_decay");
+  b = good(); b.epochs = 0; refused("run_config_refuses_zero_epochs", &b, "epochs");
+  b = good(); b.batch = 0; refused("run_config_refuses_zero_batch", &b, "batch");
+  b = good(); b.warmup_steps = -2; refused("run_config_refuses_bad_warmup", &b, "warmup_steps");
+  b = good(); b.adam_beta2 = 1; refused("run_config_refuses_beta2_one", &b, "adam_beta2");
+  b = good(); b.name[0] = 0; refused("run_config_refuses_no_name", &b, "name");
+  b = good(); snprintf(b.train, sizeof b.train, "%s/missing", root); refused("run_config_refuses_missing_train", &b, "train");
+  b = good(); snprintf(b.validation, sizeof b.validation, "%s/missing", root);
+  refused("run_config_refuses_missing_validation", &b, "validation");
+  b = good(); snprintf(b.tokenizer, sizeof b.tokenizer, "%s/missing.json", root);
+  refused("run_config_refuses_missing_tokenizer", &b, "tokenizer");
+  b = good(); snprintf(b.train, sizeof b.train, "%s", wrongv_dir);
+  refused("run_config_refuses_shard_vocab_mismatch", &b, "train: shards have vocabulary size 50 but the tokenizer has 40");
+  b = good(); snprintf(b.validation, sizeof b.validation, "%s", seq_dir);
+  refused("run_config_refuses_seq_mismatch", &b, "validation: sequence length 24");
+  b = good(); snprintf(b.config, sizeof b.config, "huge"); refused("run_config_refuses_unknown_preset", &b, "config");
+  b = good(); b.batch = 6; b.grad_accum = 4; refused("run_config_refuses_too_few_samples", &b, "train");
+
+  /* A config.json whose vocab_size or pad id disagree with the tokenizer; too few positions. */
+  ModelConfig mc;
+  config_preset("tiny", &mc, &e);
+  char cpath[800];
+  snprintf(cpath, sizeof cpath, "%s/config.json", root);
+  mc.vocab_size = V + 1; mc.pad_token_id = 3;
+  config_save(&mc, cpath, &e);
+  b = good(); snprintf(b.config, sizeof b.config, "%s", cpath);
+  refused("run_config_refuses_config_vocab_mismatch", &b, "config: vocab_size 41");
+  mc.vocab_size = V; mc.pad_token_id = 1;
+  config_save(&mc, cpath, &e);
+  refused("run_config_refuses_config_pad_mismatch", &b, "pad_token_id");
+  mc.pad_token_id = 3; mc.max_position_embeddings = 18;
+  config_save(&mc, cpath, &e);
+  refused("run_config_refuses_short_positions", &b, "max_position_embeddings");
+  mc.max_position_embeddings = 20;
+  config_save(&mc, cpath, &e);
+  r = run_config_validate(&b, &p, &e);
+  check(r == 0 && p.model.max_position_embeddings == 20, "run_config_accepts_config_file", "rc %d: %s", r, e.msg);
+
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  if (system(cmd)) {}
+  return check_exit();
+}

@@ -1,0 +1,784 @@
+/* The store: SHA-256 against the standard's vectors and Python's hashlib,
+** migrations from nothing (and refusal of a newer schema or a non-database), every
+** API with its refusals, blobs across chunks and damage detection, a reader in
+** another process while a writer commits, kill -9 in the middle of writes, and
+** PRAGMA integrity_check / foreign_key_check clean after all of it. */
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/core/rng.h"
+#include "store/sha256.h"
+#include "store/store.h"
+#include "tests/unit/check.h"
+#include "tests/unit/fixtures.h"
+
+static char tmpdir[200];
+
+/* One integer from a query on a separate, raw connection (what another tool sees). */
+static long long q1(const char *db, const char *sql) {
+  sqlite3 *h;
+  long long v = -1;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+    sqlite3_busy_timeout(h, 10000);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK) {
+      if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+      sqlite3_finalize(st);
+    }
+  }
+  sqlite3_close(h);
+  return v;
+}
+
+static int rawexec(const char *db, const char *sql) {
+  sqlite3 *h;
+  int rc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL);
+  if (rc == SQLITE_OK) { sqlite3_busy_timeout(h, 10000); rc = sqlite3_exec(h, sql, NULL, NULL, NULL); }
+  sqlite3_close(h);
+  return rc;
+}
+
+static void sha_tests(void) {
+  char hex[65];
+  store_sha256_hex("", 0, hex);
+  check(!strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), "sha256_empty", "%s", hex);
+  store_sha256_hex("abc", 3, hex);
+  check(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "sha256_abc", "%s", hex);
+  const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  store_sha256_hex(two, strlen(two), hex);
+  check(!strcmp(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"), "sha256_two_blocks", "%s", hex);
+  /* A million 'a' fed in uneven pieces (streaming across block boundaries). */
+  StoreSha256 c;
+  store_sha256_init(&c);
+  char a[1024];
+  memset(a, 'a', sizeof a);
+  size_t left = 1000000, piece = 1;
+  while (left) { size_t n = piece < left ? piece : left; store_sha256_update(&c, a, n); left -= n; piece = piece % 997 + 7; }
+  unsigned char d[32];
+  store_sha256_final(&c, d, hex);
+  check(!strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "sha256_million_a", "%s", hex);
+
+  /* Every length 0..300 of pseudo-random bytes against Python's hashlib. */
+  char path[300], cmd[800];
+  snprintf(path, sizeof path, "%s/sha_input.bin", tmpdir);
+  unsigned char buf[300];
+  Rng r;
+  rng_seed(&r, 3);
+  for (int i = 0; i < 300; i++) buf[i] = (unsigned char)rng_below(&r, 256);
+  FILE *f = fopen(path, "wb");
+  fwrite(buf, 1, sizeof buf, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd,
+           "/usr/bin/python3 -c 'import hashlib,sys; b=open(sys.argv[1],\"rb\").read();"
+           " print(\"\\n\".join(hashlib.sha256(b[:n]).hexdigest() for n in range(301)))' %s", path);
+  FILE *p = popen(cmd, "r");
+  int same = p != NULL, lines = 0;
+  char line[128];
+  while (p && fgets(line, sizeof line, p)) {
+    line[strcspn(line, "\n")] = '\0';
+    store_sha256_hex(buf, (size_t)lines, hex);
+    same &= strcmp(line, hex) == 0;
+    lines++;
+  }
+  if (p) same &= pclose(p) == 0;
+  check(same && lines == 301, "sha256_matches_python_hashlib", "%d lines, same %d", lines, same);
+}
+
+static char *make_db_path(const char *name) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  return path;
+}
+
+static void open_tests(void) {
+  Err e = {0};
+  char db[400];
+  snprintf(db, sizeof db, "%s", make_db_path("open.db"));
+  Store *s = store_open(db, &e);
+  check(s && store_schema_version(s) == STORE_SCHEMA_VERSION, "store_migrates_from_nothing", "%s", e.msg);
+  check(q1(db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('blobs','blob_chunks','tokenizers',"
+               "'datasets','dataset_shards','runs','step_metrics','epoch_metrics','models','revisions','jobs')") == 11,
+        "store_tables_created", "tables missing");
+  check(q1(db, "PRAGMA user_version") == STORE_SCHEMA_VERSION, "store_user_version", "wrong");
+  check(s && store_integrity_check(s, &e) == 0, "store_integrity_fresh", "%s", e.msg);
+  store_close(s);
+  /* journal_mode is persistent in the file: WAL. */
+  sqlite3 *h;
+  sqlite3_open(db, &h);
+  sqlite3_stmt *st;
+  sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &st, NULL);
+  sqlite3_step(st);
+  check(!strcmp((const char *)sqlite3_column_text(st, 0), "wal"), "store_wal_mode", "%s", sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+
+  s = store_open(db, &e);
+  check(s && store_schema_version(s) == STORE_SCHEMA_VERSION, "store_reopen", "%s", e.msg);
+  store_close(s);
+  rawexec(db, "PRAGMA user_version = 99");
+  s = store_open(db, &e);
+  check(!s && strstr(e.msg, "newer") && strstr(e.msg, db), "store_refuses_newer_schema", "%s", e.msg);
+  store_close(s);
+
+  /* An empty file is a database with no schema; text is not a database. */
+  char empty[400], junk[400];
+  snprintf(empty, sizeof empty, "%s", make_db_path("empty.db"));
+  fclose(fopen(empty, "wb"));
+  s = store_open(empty, &e);
+  check(s && store_schema_version(s) == STORE_SCHEMA_VERSION, "store_migrates_empty_file", "%s", e.msg);
+  store_close(s);
+  /* A version-1 store (its jobs table allowed a "finetune" kind nothing ran) migrates:
+  ** its jobs are kept and the kind is refused by the schema itself. */
+  int v1rc = rawexec(empty, "DROP TABLE jobs;"
+                 "CREATE TABLE jobs (id INTEGER PRIMARY KEY,"
+                 " kind TEXT NOT NULL CHECK (kind IN ('tokenizer','prepare','train','finetune')),"
+                 " status TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','interrupted','cancelled')),"
+                 " params TEXT NOT NULL CHECK (json_valid(params)), run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,"
+                 " pid INTEGER, cancel_requested INTEGER NOT NULL DEFAULT 0,"
+                 " created REAL NOT NULL, started REAL, finished REAL, error TEXT) STRICT;"
+                 "CREATE INDEX jobs_by_status ON jobs(status, id);"
+                 "INSERT INTO jobs(kind, status, params, created) VALUES ('prepare', 'done', '{\"name\": \"v1\"}', 1);"
+                 "PRAGMA user_version = 1;");
+  s = store_open(empty, &e);
+  json_t *v1job = s ? store_job_get(s, 1, &e) : NULL;
+  store_close(s);
+  sqlite3 *h1;
+  sqlite3_open(empty, &h1);
+  int finetune_rc = sqlite3_exec(h1, "INSERT INTO jobs(kind, status, params, created) VALUES ('finetune', 'queued', '{}', 1)",
+                                 NULL, NULL, NULL);
+  sqlite3_close(h1);
+  check(v1rc == SQLITE_OK && s && q1(empty, "PRAGMA user_version") == STORE_SCHEMA_VERSION && v1job &&
+            !strcmp(json_string_value(json_object_get(json_object_get(v1job, "params"), "name")) ?: "", "v1") &&
+            finetune_rc != SQLITE_OK && q1(empty, "SELECT COUNT(*) FROM jobs") == 1,
+        "store_migrates_v1_jobs", "%s", e.msg);
+  json_decref(v1job);
+  snprintf(junk, sizeof junk, "%s", make_db_path("junk.db"));
+  FILE *f = fopen(junk, "wb");
+  for (int i = 0; i < 100; i++) fputs("this is not a database at all\n", f);
+  fclose(f);
+  s = store_open(junk, &e);
+  check(!s && strstr(e.msg, junk), "store_refuses_non_database", "%s", e.msg);
+  store_close(s);
+  s = store_open("/nonexistent/dir/x.db", &e);
+  check(!s && strstr(e.msg, "/nonexistent/dir/x.db"), "store_refuses_bad_path", "%s", e.msg);
+  store_close(s);
+}
+
+static void api_tests(void) {
+  Err e = {0};
+  char db[400];
+  snprintf(db, sizeof db, "%s", make_db_path("api.db"));
+  Store *s = store_open(db, &e);
+  if (!s) { check(0, "store_api_open", "%s", e.msg); return; }
+
+  /* Blobs. */
+  char h1[65], h2[65], h3[65];
+  int rc = store_blob_put(s, "hello", 5, h1, &e);
+  rc |= store_blob_put(s, "hello", 5, h2, &e);
+  void *data;
+  size_t len;
+  rc |= store_blob_get(s, h1, &data, &len, &e);
+  check(rc == 0 && !strcmp(h1, h2) && len == 5 && !memcmp(data, "hello", 5) &&
+            q1(db, "SELECT COUNT(*) FROM blobs") == 1,
+        "store_blob_round_trip_dedup", "%s", e.msg);
+  free(data);
+  rc = store_blob_put(s, NULL, 0, h3, &e) | store_blob_get(s, h3, &data, &len, &e);
+  check(rc == 0 && len == 0, "store_blob_empty", "%s", e.msg);
+  free(data);
+  size_t big = (16u << 20) + 5;
+  unsigned char *b = malloc(big);
+  for (size_t i = 0; i < big; i++) b[i] = (unsigned char)(i * 31 + (i >> 12));
+  char hb[65];
+  rc = store_blob_put(s, b, big, hb, &e) | store_blob_get(s, hb, &data, &len, &e);
+  char qs[200];
+  snprintf(qs, sizeof qs, "SELECT COUNT(*) FROM blob_chunks WHERE sha256 = '%s'", hb);
+  check(rc == 0 && len == big && !memcmp(data, b, big) && q1(db, qs) == 2, "store_blob_chunked", "%s", e.msg);
+  free(data);
+  free(b);
+  rc = store_blob_get(s, "00", &data, &len, &e);
+  check(rc == -1 && strstr(e.msg, "sha256"), "store_blob_refuses_bad_hash", "%s", e.msg);
+  rc = store_blob_get(s, "0000000000000000000000000000000000000000000000000000000000000000", &data, &len, &e);
+  check(rc == -1 && strstr(e.msg, "missing"), "store_blob_missing", "%s", e.msg);
+  char sql[400];
+  snprintf(sql, sizeof sql, "UPDATE blob_chunks SET data = X'00' WHERE sha256 = '%s'", h1);
+  rawexec(db, sql);
+  rc = store_blob_get(s, h1, &data, &len, &e);
+  check(rc == -1 && strstr(e.msg, "damaged"), "store_blob_detects_damage", "%s", e.msg);
+
+  /* Tokenizers. */
+  const char *tj = "{\"version\": \"1.0\", \"model\": {\"type\": \"Unigram\", \"vocab\": [[\"<unk>\", 0.0]]}}";
+  int64_t tid = store_tokenizer_add(s, "wiki-8k", tj, 8000, &e);
+  char *text = NULL;
+  int64_t tid2 = 0;
+  rc = store_tokenizer_get(s, "wiki-8k", &text, &tid2, &e);
+  check(tid > 0 && rc == 0 && tid2 == tid && text && !strcmp(text, tj), "store_tokenizer_round_trip", "%s", e.msg);
+  free(text);
+  check(store_tokenizer_add(s, "wiki-8k", tj, 8000, &e) == -1 && strstr(e.msg, "already exists"), "store_tokenizer_refuses_duplicate", "%s", e.msg);
+  check(e.kind == ERR_CONFLICT, "store_kind_name_taken_is_conflict", "%s: %s", err_kind_name(e.kind), e.msg);
+  check(store_tokenizer_add(s, "t2", "{\"a\":", 10, &e) == -1 && strstr(e.msg, "malformed"), "store_tokenizer_refuses_bad_json", "%s", e.msg);
+  check(store_tokenizer_add(s, "bad name", tj, 10, &e) == -1 && strstr(e.msg, "name"), "store_tokenizer_refuses_bad_name", "%s", e.msg);
+  check(store_tokenizer_add(s, "t3", tj, 0, &e) == -1 && strstr(e.msg, "vocab_size"), "store_tokenizer_refuses_zero_vocab", "%s", e.msg);
+  check(store_tokenizer_get(s, "nope", &text, NULL, &e) == -1 && strstr(e.msg, "nope"), "store_tokenizer_missing", "%s", e.msg);
+  json_t *list = store_tokenizers_list(s, &e);
+  check(list && json_array_size(list) == 1 && json_integer_value(json_object_get(json_array_get(list, 0), "vocab_size")) == 8000,
+        "store_tokenizers_list", "%s", e.msg);
+  json_decref(list);
+
+  /* Datasets. */
+  StoreShard shards[] = {{"train", "/d/train-00000-5000.shard", 5000}, {"train", "/d/train-00001-1234.shard", 1234},
+                         {"validation", "/d/validation-00000-600.shard", 600}};
+  int64_t did = store_dataset_add(s, "wikitext-128", "wiki-8k", 128, shards, 3, &e);
+  json_t *ds = store_dataset_get(s, "wikitext-128", &e);
+  json_t *tr = ds ? json_object_get(json_object_get(ds, "splits"), "train") : NULL;
+  check(did > 0 && ds && json_integer_value(json_object_get(tr, "samples")) == 6234 &&
+            json_integer_value(json_object_get(tr, "shards")) == 2 &&
+            !strcmp(json_string_value(json_object_get(ds, "tokenizer")), "wiki-8k") &&
+            json_array_size(json_object_get(ds, "shards")) == 3,
+        "store_dataset_round_trip", "%s", e.msg);
+  json_decref(ds);
+  StoreShard dup[] = {{"train", "/x", 1}, {"train", "/x", 2}};
+  long long before = q1(db, "SELECT COUNT(*) FROM datasets");
+  check(store_dataset_add(s, "d2", NULL, 128, dup, 2, &e) == -1 && strstr(e.msg, "twice") &&
+            q1(db, "SELECT COUNT(*) FROM datasets") == before,
+        "store_dataset_refuses_duplicate_shard_atomically", "%s", e.msg);
+  check(store_dataset_add(s, "d3", "nope", 128, shards, 1, &e) == -1 && strstr(e.msg, "nope"), "store_dataset_refuses_unknown_tokenizer", "%s", e.msg);
+  StoreShard neg[] = {{"train", "/x", -1}};
+  check(store_dataset_add(s, "d4", NULL, 128, neg, 1, &e) == -1, "store_dataset_refuses_negative_count", "accepted");
+  check(store_dataset_add(s, "d5", NULL, 0, shards, 1, &e) == -1 && strstr(e.msg, "seq_len"), "store_dataset_refuses_zero_seq", "%s", e.msg);
+  list = store_datasets_list(s, &e);
+  check(list && json_array_size(list) == 1 && json_integer_value(json_object_get(json_array_get(list, 0), "samples")) == 6834,
+        "store_datasets_list", "%s", e.msg);
+  json_decref(list);
+
+  /* Runs and metrics. */
+  int64_t run = store_run_create(s, "small-wiki", "{\"epochs\": 3, \"lr\": 0.0001}", &e);
+  rc = store_run_set_status(s, run, STORE_STATUS_RUNNING, NULL, &e);
+  rc |= store_run_progress(s, run, 10, 300, 1, &e);
+  StoreStepMetric sm[100];
+  for (int i = 0; i < 100; i++) sm[i] = (StoreStepMetric){i + 1, (i + 1) / 100.0, 9.0 - i * 0.01, 1e-4, 1.5, 2000, 0};
+  sm[50].loss = NAN;
+  sm[51].grad_norm = INFINITY;
+  rc |= store_step_metrics_add(s, run, sm, 100, &e);
+  StoreEpochMetric em = {1, 8.5, 7.9, 0.05, 2697.28, 3.5, 0};
+  rc |= store_epoch_metrics_add(s, run, &em, &e);
+  em.eval_loss = 7.5;
+  rc |= store_epoch_metrics_add(s, run, &em, &e);   /* a resumed run re-evaluates epoch 1 */
+  json_t *m = store_run_metrics(s, run, 90, &e);
+  json_t *steps = m ? json_object_get(m, "steps") : NULL, *epochs = m ? json_object_get(m, "epochs") : NULL;
+  check(rc == 0 && run > 0 && steps && json_array_size(steps) == 10 &&
+            json_integer_value(json_object_get(json_array_get(steps, 0), "step")) == 91 && json_array_size(epochs) == 1 &&
+            json_real_value(json_object_get(json_array_get(epochs, 0), "eval_loss")) == 7.5,
+        "store_run_metrics", "%s", e.msg);
+  json_decref(m);
+  m = store_run_metrics(s, run, 0, &e);
+  json_t *s51 = json_array_get(json_object_get(m, "steps"), 50), *s52 = json_array_get(json_object_get(m, "steps"), 51);
+  check(m && json_is_null(json_object_get(s51, "loss")) && json_is_null(json_object_get(s52, "grad_norm")) &&
+            json_real_value(json_object_get(s52, "loss")) == sm[51].loss,
+        "store_nonfinite_metrics_are_null", "%s", e.msg);
+  json_decref(m);
+  json_t *rj = store_run_get(s, run, &e);
+  check(rj && !strcmp(json_string_value(json_object_get(rj, "status")), "running") &&
+            json_integer_value(json_object_get(json_object_get(rj, "config"), "epochs")) == 3 &&
+            json_integer_value(json_object_get(rj, "total_steps")) == 300 &&
+            json_integer_value(json_object_get(rj, "pid")) == getpid() && json_is_real(json_object_get(rj, "started")),
+        "store_run_get", "%s", e.msg);
+  json_decref(rj);
+  int64_t run2 = store_run_create(s, "small-wiki", "{}", &e);
+  check(store_run_find(s, "small-wiki", &e) == run2 && store_run_find(s, "1", &e) == run &&
+            store_run_find(s, "nope", &e) == -1 && strstr(e.msg, "nope") && store_run_find(s, "999", &e) == -1,
+        "store_run_find", "%s", e.msg);
+  store_run_find(s, "nope", &e);
+  check(e.kind == ERR_NOT_FOUND, "store_kind_unknown_run_is_not_found", "%s: %s", err_kind_name(e.kind), e.msg);
+  rc = store_run_set_status(s, run, STORE_STATUS_DONE, NULL, &e);
+  list = store_runs_list(s, &e);
+  json_t *r0 = json_array_get(list, 1);
+  check(rc == 0 && list && json_array_size(list) == 2 && json_integer_value(json_object_get(r0, "id")) == run &&
+            !strcmp(json_string_value(json_object_get(r0, "status")), "done") &&
+            json_real_value(json_object_get(r0, "last_loss")) == sm[99].loss &&
+            json_real_value(json_object_get(r0, "eval_loss")) == 7.5 && json_is_real(json_object_get(r0, "finished")),
+        "store_runs_list", "%s", e.msg);
+  json_decref(list);
+  /* A status is an enum now: a word no status has does not parse, and a value outside
+  ** the enum, or one a run never takes (queued), is refused by name. */
+  StoreStatus parsed = STORE_STATUS_DONE;
+  check(store_status_parse("exploded", &parsed) == -1 && parsed == STORE_STATUS_DONE &&
+            store_run_set_status(s, run, (StoreStatus)99, NULL, &e) == -1 && strstr(e.msg, "unknown") &&
+            store_run_set_status(s, run, STORE_STATUS_QUEUED, NULL, &e) == -1 && strstr(e.msg, "queued"),
+        "store_run_refuses_bad_status", "%s", e.msg);
+  int names_ok = 1;
+  for (int i = 0; i < STORE_STATUS_COUNT; i++)
+    names_ok &= store_status_parse(store_status_name((StoreStatus)i), &parsed) == 0 && parsed == (StoreStatus)i;
+  check(names_ok && !strcmp(store_status_name(STORE_STATUS_INTERRUPTED), "interrupted") &&
+            store_status_parse(NULL, &parsed) == -1 && store_status_ended(STORE_STATUS_CANCELLED) &&
+            !store_status_ended(STORE_STATUS_RUNNING) && !store_status_ended(STORE_STATUS_QUEUED),
+        "store_status_names_round_trip", "a name does not parse back");
+  check(store_run_set_status(s, 999, STORE_STATUS_DONE, NULL, &e) == -1 && strstr(e.msg, "999"), "store_run_refuses_unknown_run", "%s", e.msg);
+  check(store_step_metrics_add(s, 999, sm, 1, &e) == -1 && strstr(e.msg, "999"), "store_metrics_refuse_unknown_run", "%s", e.msg);
+  check(store_run_create(s, "r", "[1]", &e) == -1 && strstr(e.msg, "object"), "store_run_refuses_non_object_config", "%s", e.msg);
+  check(store_run_create(s, "r", "{\"a\":1,\"a\":2}", &e) == -1, "store_run_refuses_duplicate_keys", "accepted");
+  check(store_run_create(s, "../etc", "{}", &e) == -1, "store_run_refuses_path_name", "accepted");
+
+  /* A run left "running" by a dead process is recovered as interrupted; a live one is not. */
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0);
+  int64_t dead = store_run_create(s, "dead", "{}", &e);
+  store_run_set_status(s, dead, STORE_STATUS_RUNNING, NULL, &e);
+  snprintf(sql, sizeof sql, "UPDATE runs SET pid = %d WHERE id = %lld", (int)child, (long long)dead);
+  rawexec(db, sql);
+  int64_t live = store_run_create(s, "live", "{}", &e);
+  store_run_set_status(s, live, STORE_STATUS_RUNNING, NULL, &e);
+  int nrec = -1;
+  rc = store_runs_recover(s, &nrec, &e);
+  snprintf(sql, sizeof sql, "SELECT status = 'interrupted' FROM runs WHERE id = %lld", (long long)dead);
+  long long dead_ok = q1(db, sql);
+  snprintf(sql, sizeof sql, "SELECT status = 'running' FROM runs WHERE id = %lld", (long long)live);
+  check(rc == 0 && nrec == 1 && dead_ok == 1 && q1(db, sql) == 1, "store_runs_recover", "n %d (%s)", nrec, e.msg);
+
+  /* Models and revisions. */
+  StoreRevision rv[3];
+  char w[3][64];
+  rc = 0;
+  for (int i = 0; i < 3; i++) {
+    snprintf(w[i], sizeof w[i], "weights of epoch %d", i + 1);
+    char msg[64], metrics[64];
+    snprintf(msg, sizeof msg, "Training in progress epoch %d", i + 1);
+    snprintf(metrics, sizeof metrics, "{\"eval_loss\": %g}", 7.0 - i);
+    StorePush p = {msg, "{\"model_type\": \"roberta\"}", w[i], strlen(w[i]), i < 2 ? "adam state" : NULL, i < 2 ? 10 : 0,
+                   tj, run, 100 * (i + 1), i + 1, metrics};
+    rc |= store_push(s, "user/small-wiki", &p, &rv[i], &e);
+  }
+  StoreRevision got;
+  int r1 = store_resolve(s, "user/small-wiki", &got, &e);
+  check(rc == 0 && r1 == 0 && got.seq == 3 && !strcmp(got.commit, rv[2].commit) && got.epoch == 3 && got.run == run &&
+            !strcmp(got.message, "Training in progress epoch 3") && got.optimizer[0] == '\0',
+        "store_push_resolve_latest", "%s", e.msg);
+  r1 = store_resolve(s, "user/small-wiki@1", &got, &e);
+  int r2 = r1 == 0 && got.seq == 1 ? store_resolve(s, "user/small-wiki@main", &got, &e) : -1;
+  int r2ok = r2 == 0 && got.seq == 3;
+  char spec[200];
+  snprintf(spec, sizeof spec, "user/small-wiki@%.8s", rv[1].commit);
+  int r3 = store_resolve(s, spec, &got, &e);
+  check(r1 == 0 && r2ok && r3 == 0 && got.seq == 2 && strlen(got.commit) == 40, "store_resolve_seq_main_commit", "%s", e.msg);
+  check(store_resolve(s, "user/small-wiki@9", &got, &e) == -1 && strstr(e.msg, "no revision"), "store_resolve_unknown_revision", "%s", e.msg);
+  check(store_resolve(s, "nobody", &got, &e) == -1 && strstr(e.msg, "nobody"), "store_resolve_unknown_model", "%s", e.msg);
+  check(store_resolve(s, "user/small-wiki@zz!", &got, &e) == -1, "store_resolve_bad_revision", "accepted");
+  {
+    /* A lookup of a name that names nothing is "not found", malformed or not (a 404 over HTTP). */
+    static const char *specs[] = {"nobody", "user/small-wiki@9", "user/small-wiki@zz!", "bad name!", "-x@main"};
+    int kinds_ok = 1;
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+      kinds_ok &= store_resolve(s, specs[i], &got, &e) == -1 && e.kind == ERR_NOT_FOUND;
+    check(kinds_ok, "store_kind_resolve_not_found", "%s: %s", err_kind_name(e.kind), e.msg);
+  }
+  store_resolve(s, "user/small-wiki@2", &got, &e);
+  int ok = 1;
+  const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "metrics.json"};
+  const char *want[] = {"{\"model_type\": \"roberta\"}", w[1], tj, "adam state", "{\"eval_loss\": 6}"};
+  for (int i = 0; i < 5; i++) {
+    rc = store_revision_file(s, &got, files[i], &data, &len, &e);
+    ok &= rc == 0 && len == strlen(want[i]) && !memcmp(data, want[i], len);
+    free(data);
+  }
+  check(ok, "store_revision_files", "%s", e.msg);
+  store_resolve(s, "user/small-wiki", &got, &e);
+  check(store_revision_file(s, &got, "optimizer.safetensors", &data, &len, &e) == -1 && strstr(e.msg, "no optimizer"),
+        "store_revision_file_absent", "%s", e.msg);
+  check(store_revision_file(s, &got, "../etc/passwd", &data, &len, &e) == -1, "store_revision_file_refuses_unknown", "accepted");
+  rc = store_run_checkpoint(s, run, &got, &e);
+  check(rc == 0 && got.seq == 2 && got.step == 200, "store_run_checkpoint", "rc %d seq %lld (%s)", rc, (long long)got.seq, e.msg);
+  check(store_run_checkpoint(s, run2, &got, &e) == 1, "store_run_checkpoint_none", "found one");
+
+  json_t *ml = store_models_list(s, &e);
+  json_t *mg = store_model_get(s, "user/small-wiki", &e);
+  json_t *revs = mg ? json_object_get(mg, "revisions") : NULL;
+  check(ml && json_array_size(ml) == 1 && json_integer_value(json_object_get(json_array_get(ml, 0), "revisions")) == 3 &&
+            !strcmp(json_string_value(json_object_get(json_array_get(ml, 0), "last_commit")), rv[2].commit) && revs &&
+            json_array_size(revs) == 3 && json_integer_value(json_object_get(json_array_get(revs, 0), "seq")) == 3 &&
+            json_integer_value(json_object_get(json_array_get(revs, 2), "has_optimizer")) == 1 &&
+            json_number_value(json_object_get(json_object_get(json_array_get(revs, 0), "metrics"), "eval_loss")) == 5.0,
+        "store_models_list_and_get", "%s", e.msg);
+  json_decref(ml);
+  json_decref(mg);
+  check(store_model_get(s, "nope", &e) == NULL && strstr(e.msg, "nope"), "store_model_get_unknown", "%s", e.msg);
+
+  /* Refused pushes write nothing. */
+  long long nrev = q1(db, "SELECT COUNT(*) FROM revisions"), nblob = q1(db, "SELECT COUNT(*) FROM blobs");
+  StorePush bad = {"m", "{\"model_type\": \"roberta\"}", "new weights!", 12, NULL, 0, NULL, 999, 0, 0, NULL};
+  int refused = store_push(s, "user/small-wiki", &bad, NULL, &e) == -1 && strstr(e.msg, "999");
+  bad.run = 0;
+  bad.config_json = "{oops";
+  refused &= store_push(s, "user/small-wiki", &bad, NULL, &e) == -1 && strstr(e.msg, "config.json");
+  bad.config_json = "{}";
+  bad.weights_len = 0;
+  refused &= store_push(s, "user/small-wiki", &bad, NULL, &e) == -1 && strstr(e.msg, "weights");
+  bad.weights_len = 12;
+  bad.metrics_json = "3";
+  refused &= store_push(s, "user/small-wiki", &bad, NULL, &e) == -1 && strstr(e.msg, "metrics");
+  bad.metrics_json = NULL;
+  refused &= store_push(s, "a@b", &bad, NULL, &e) == -1;
+  refused &= store_push(s, "x/y/z", &bad, NULL, &e) == -1;
+  check(refused && q1(db, "SELECT COUNT(*) FROM revisions") == nrev && q1(db, "SELECT COUNT(*) FROM blobs") == nblob,
+        "store_push_refusals_write_nothing", "%s", e.msg);
+
+  /* Keep-last-N: drop old optimizer state, delete a revision, collect blobs. */
+  int64_t removed = -1;
+  rc = store_revision_drop_optimizer(s, rv[0].id, &e) | store_revision_drop_optimizer(s, rv[1].id, &e);
+  rc |= store_revision_delete(s, rv[0].id, &e);
+  rc |= store_gc(s, &removed, &e);
+  /* Gone: "adam state", epoch-1 weights, the damaged "hello", the empty blob and the big one. */
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM blobs WHERE sha256 = '%s'", rv[1].weights);
+  check(rc == 0 && removed == 5 && q1(db, sql) == 1 && store_resolve(s, "user/small-wiki@1", &got, &e) == -1 &&
+            q1(db, "SELECT COUNT(*) FROM blob_chunks WHERE sha256 NOT IN (SELECT sha256 FROM blobs)") == 0,
+        "store_drop_delete_gc", "removed %lld (%s)", (long long)removed, e.msg);
+  /* The 16 MiB blob's pages went back: no free pages left, the file far below 16 MiB. */
+  long long pages = q1(db, "PRAGMA page_count"), psize = q1(db, "PRAGMA page_size");
+  check(q1(db, "PRAGMA auto_vacuum") == 2 && q1(db, "PRAGMA freelist_count") == 0 && pages * psize < (4 << 20),
+        "store_gc_returns_space", "auto_vacuum %lld, free %lld, %lld bytes", q1(db, "PRAGMA auto_vacuum"),
+        q1(db, "PRAGMA freelist_count"), pages * psize);
+  check(store_revision_delete(s, 12345, &e) == -1 && strstr(e.msg, "12345"), "store_revision_delete_unknown", "%s", e.msg);
+  snprintf(sql, sizeof sql, "DELETE FROM blobs WHERE sha256 = '%s'", rv[2].weights);
+  {
+    sqlite3 *h;
+    sqlite3_open(db, &h);
+    sqlite3_exec(h, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
+    int frc = sqlite3_exec(h, sql, NULL, NULL, NULL);
+    sqlite3_close(h);
+    check(frc != SQLITE_OK, "store_foreign_keys_guard_blobs", "a referenced blob could be deleted");
+  }
+
+  /* Jobs. */
+  int64_t j1 = store_job_submit(s, "train", "{\"name\": \"a\"}", &e), j2 = store_job_submit(s, "prepare", "{}", &e);
+  int64_t j3 = store_job_submit(s, "tokenizer", "{}", &e);
+  int64_t jid;
+  char *kind, *params;
+  int c1 = store_job_claim(s, &jid, &kind, &params, &e);
+  check(j1 > 0 && c1 == 0 && jid == j1 && !strcmp(kind, "train") && !strcmp(params, "{\"name\": \"a\"}"), "store_job_claim_fifo", "%s", e.msg);
+  free(kind);
+  free(params);
+  int working_before = store_run_has_running_job(s, run, &e);
+  rc = store_job_set_run(s, j1, run, &e);
+  int working = store_run_has_running_job(s, run, &e);
+  rc |= store_job_cancel(s, j1, &e);
+  int req = store_job_cancel_requested(s, j1, &e);
+  int working_cancelling = store_run_has_running_job(s, run, &e);
+  rc |= store_job_finish(s, j1, STORE_STATUS_CANCELLED, NULL, &e);
+  int working_after = store_run_has_running_job(s, run, &e);
+  check(working_before == 0 && working == 1 && working_cancelling == 1 && working_after == 0 &&
+            store_run_has_running_job(s, run + 1000, &e) == 0,
+        "store_run_has_running_job", "before %d, linked %d, cancelling %d, finished %d", working_before, working,
+        working_cancelling, working_after);
+  json_t *jj = store_job_get(s, j1, &e);
+  check(rc == 0 && req == 1 && jj && !strcmp(json_string_value(json_object_get(jj, "status")), "cancelled") &&
+            json_integer_value(json_object_get(jj, "run")) == run &&
+            !strcmp(json_string_value(json_object_get(json_object_get(jj, "params"), "name")), "a"),
+        "store_job_cancel_running", "%s", e.msg);
+  json_decref(jj);
+  rc = store_job_cancel(s, j2, &e);
+  jj = store_job_get(s, j2, &e);
+  check(rc == 0 && !strcmp(json_string_value(json_object_get(jj, "status")), "cancelled"), "store_job_cancel_queued", "%s", e.msg);
+  json_decref(jj);
+  check(store_job_cancel(s, j2, &e) == -1 && strstr(e.msg, "already cancelled"), "store_job_cancel_twice", "%s", e.msg);
+  check(e.kind == ERR_CONFLICT, "store_kind_cancel_twice_is_conflict", "%s: %s", err_kind_name(e.kind), e.msg);
+  c1 = store_job_claim(s, &jid, &kind, &params, &e);
+  free(kind);
+  free(params);
+  int c2 = store_job_claim(s, &jid, &kind, &params, &e);
+  check(c1 == 0 && jid == j3 && c2 == 1, "store_job_claim_skips_cancelled_then_empty", "c1 %d c2 %d", c1, c2);
+  /* A job's run is made and linked in one transaction; a job that is not running gets none. */
+  long long runs_before = q1(db, "SELECT COUNT(*) FROM runs");
+  int64_t jr0 = store_job_run(s, j3, &e), jrun = store_job_run_create(s, j3, "job-run", "{}", &e);
+  int64_t jr1 = store_job_run(s, j3, &e), jrefused = store_job_run_create(s, j2, "job-run", "{}", &e);
+  check(jr0 == 0 && jrun > 0 && jr1 == jrun && jrefused == -1 && strstr(e.msg, "not running") &&
+            q1(db, "SELECT COUNT(*) FROM runs") == runs_before + 1 && store_job_run(s, 777, &e) == -1,
+        "store_job_run_create_links", "before %lld, made %lld, linked %lld, refused %lld (%s)", (long long)jr0,
+        (long long)jrun, (long long)jr1, (long long)jrefused, e.msg);
+  check(store_job_finish(s, j2, STORE_STATUS_DONE, NULL, &e) == -1 && strstr(e.msg, "not running"), "store_job_finish_refuses_not_running", "%s", e.msg);
+  check(store_status_parse("sideways", &parsed) == -1 && store_job_finish(s, j3, (StoreStatus)-1, NULL, &e) == -1 &&
+            store_job_finish(s, j3, STORE_STATUS_RUNNING, NULL, &e) == -1,
+        "store_job_finish_refuses_bad_status", "accepted");
+  check(store_job_submit(s, "mine-bitcoin", "{}", &e) == -1 && strstr(e.msg, "mine-bitcoin"), "store_job_refuses_bad_kind", "%s", e.msg);
+  check(store_job_submit(s, "finetune", "{}", &e) == -1 && strstr(e.msg, "finetune"), "store_job_refuses_finetune", "%s", e.msg);
+  check(store_job_submit(s, "train", "not json", &e) == -1, "store_job_refuses_bad_params", "accepted");
+  check(store_job_cancel_requested(s, 777, &e) == -1 && store_job_set_run(s, j3, 999, &e) == -1, "store_job_unknown_ids", "%s", e.msg);
+  json_decref(store_job_get(s, 777, &e));
+  check(e.kind == ERR_NOT_FOUND, "store_kind_unknown_job_is_not_found", "%s: %s", err_kind_name(e.kind), e.msg);
+  snprintf(sql, sizeof sql, "UPDATE jobs SET pid = %d WHERE id = %lld", (int)child, (long long)j3);
+  rawexec(db, sql);
+  rc = store_jobs_recover(s, &nrec, &e);
+  jj = store_job_get(s, j3, &e);
+  check(rc == 0 && nrec == 1 && !strcmp(json_string_value(json_object_get(jj, "status")), "interrupted"), "store_jobs_recover", "%s", e.msg);
+  json_decref(jj);
+  list = store_jobs_list(s, &e);
+  check(list && json_array_size(list) == 3 && json_integer_value(json_object_get(json_array_get(list, 0), "id")) == j3,
+        "store_jobs_list", "%s", e.msg);
+  json_decref(list);
+
+  /* Junk in every argument: refused, and the database stays consistent. */
+  long long runs0 = q1(db, "SELECT COUNT(*) FROM runs"), steps0 = q1(db, "SELECT COUNT(*) FROM step_metrics");
+  Rng r;
+  rng_seed(&r, 5);
+  int refused_all = 1;
+  for (int i = 0; i < 200; i++) {
+    char junk[40];
+    for (int k = 0; k < 39; k++) junk[k] = (char)(1 + rng_below(&r, 255));
+    junk[39] = '\0';
+    refused_all &= store_run_create(s, junk, "{}", &e) == -1;
+    refused_all &= store_run_create(s, "ok", junk, &e) == -1;
+    refused_all &= store_tokenizer_add(s, junk, "{}", 5, &e) == -1;
+    refused_all &= store_resolve(s, junk, &got, &e) == -1;
+    refused_all &= store_job_submit(s, junk, "{}", &e) == -1;
+  }
+  StoreStepMetric negstep = {-1, 0, 1, 1, 1, 1, 0};
+  refused_all &= store_step_metrics_add(s, run, &negstep, 1, &e) == -1;
+  check(refused_all && q1(db, "SELECT COUNT(*) FROM runs") == runs0 && q1(db, "SELECT COUNT(*) FROM step_metrics") == steps0,
+        "store_junk_refused", "%s", e.msg);
+  check(store_integrity_check(s, &e) == 0, "store_integrity_after_api", "%s", e.msg);
+  store_close(s);
+}
+
+/* A writer process commits batches of 10 step metrics; this process reads and
+** must only ever see whole batches, growing, never an error. */
+static void concurrency_test(void) {
+  Err e = {0};
+  char db[400];
+  snprintf(db, sizeof db, "%s", make_db_path("conc.db"));
+  Store *s = store_open(db, &e);
+  int64_t run = store_run_create(s, "conc", "{}", &e);
+  int batches = getenv("MASKD_ASAN") ? 60 : 200;
+  pid_t child = fork();
+  if (child == 0) {
+    Err ce;
+    Store *w = store_open(db, &ce);
+    if (!w) _exit(3);
+    for (int b = 0; b < batches; b++) {
+      StoreStepMetric m[10];
+      for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){b * 10 + i, 0, 1, 1, 1, 1, 0};
+      if (store_step_metrics_add(w, run, m, 10, &ce)) _exit(4);
+      struct timespec pause = {0, 1000000L};   /* spread the writes so reads fall between them */
+      nanosleep(&pause, NULL);
+    }
+    store_close(w);
+    _exit(0);
+  }
+  int whole = 1, monotonic = 1, errors = 0, reads = 0, middle = 0;
+  size_t last = 0;
+  for (;;) {
+    json_t *m = store_run_metrics(s, run, -1, &e);
+    if (!m) { errors++; } else {
+      size_t n = json_array_size(json_object_get(m, "steps"));
+      whole &= n % 10 == 0;
+      middle += n > 0 && n < (size_t)batches * 10;
+      monotonic &= n >= last;
+      last = n;
+      json_decref(m);
+    }
+    reads++;
+    int status;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      json_t *fin = store_run_metrics(s, run, -1, &e);
+      size_t n = fin ? json_array_size(json_object_get(fin, "steps")) : 0;
+      json_decref(fin);
+      /* middle > 0: some reads really did run while the writer was half-way. */
+      check(WIFEXITED(status) && WEXITSTATUS(status) == 0 && n == (size_t)batches * 10 && whole && monotonic && errors == 0 &&
+                middle > 0,
+            "store_reader_sees_whole_transactions", "exit %d, final %zu, whole %d, monotonic %d, errors %d (%s), %d reads, %d mid-way",
+            WEXITSTATUS(status), n, whole, monotonic, errors, e.msg, reads, middle);
+      break;
+    }
+  }
+  /* Two writers at once (a CLI run and a server job, say): both finish, nothing lost. */
+  int64_t run2 = store_run_create(s, "conc2", "{}", &e);
+  pid_t kids[2];
+  for (int w = 0; w < 2; w++) {
+    kids[w] = fork();
+    if (kids[w] == 0) {
+      Err ce;
+      Store *ws = store_open(db, &ce);
+      if (!ws) _exit(3);
+      for (int b = 0; b < 50; b++) {
+        StoreStepMetric m[10];
+        for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){w * 100000 + b * 10 + i, 0, 1, 1, 1, 1, 0};
+        if (store_step_metrics_add(ws, run2, m, 10, &ce)) _exit(4);
+        StorePush p = {"x", "{}", m, sizeof m, NULL, 0, NULL, 0, b, 0, NULL};
+        if (b % 10 == 0 && store_push(ws, "conc-model", &p, NULL, &ce)) _exit(5);
+      }
+      store_close(ws);
+      _exit(0);
+    }
+  }
+  int exits_ok = 1;
+  for (int w = 0; w < 2; w++) {
+    int status;
+    waitpid(kids[w], &status, 0);
+    exits_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  json_t *all = store_run_metrics(s, run2, -1, &e);
+  json_t *mg = store_model_get(s, "conc-model", &e);
+  check(exits_ok && all && json_array_size(json_object_get(all, "steps")) == 1000 && mg &&
+            json_array_size(json_object_get(mg, "revisions")) == 10,
+        "store_two_writers", "exits ok %d (%s)", exits_ok, e.msg);
+  json_decref(all);
+  json_decref(mg);
+  check(store_integrity_check(s, &e) == 0, "store_integrity_after_concurrency", "%s", e.msg);
+  store_close(s);
+}
+
+/* kill -9 a process in the middle of pushes and metric writes, several times:
+** the database opens, passes the checks, and every revision's blobs are whole. */
+static void kill_test(void) {
+  Err e = {0};
+  char db[400];
+  snprintf(db, sizeof db, "%s", make_db_path("kill.db"));
+  Store *s = store_open(db, &e);
+  int64_t run = store_run_create(s, "killed", "{}", &e);
+  store_close(s);
+  int rounds = getenv("MASKD_ASAN") ? 2 : 4, all_ok = 1;
+  Rng r;
+  rng_seed(&r, 8);
+  char why[600] = "";
+  for (int k = 0; k < rounds; k++) {
+    /* The child says when its first push is in, so the kill always lands while it
+    ** is writing (however slow the machine), not before it started. */
+    int ready[2];
+    if (pipe(ready) != 0) { check(0, "store_survives_kill_9", "pipe"); return; }
+    pid_t child = fork();
+    if (child == 0) {
+      close(ready[0]);
+      Err ce;
+      Store *w = store_open(db, &ce);
+      if (!w) _exit(3);
+      size_t n = 1u << 20;
+      unsigned char *bytes = calloc(1, n);
+      for (int i = 0;; i++) {
+        for (size_t j = 0; j < n; j += 4096) bytes[j] = (unsigned char)(i + j);
+        StorePush p = {"Training in progress", "{}", bytes, n, bytes, n / 2, NULL, run, i, 0, NULL};
+        store_push(w, "killed-model", &p, NULL, &ce);
+        StoreStepMetric m[50];
+        for (int j = 0; j < 50; j++) m[j] = (StoreStepMetric){(int64_t)k * 1000000 + i * 50 + j, 0, 1, 1, 1, 1, 0};
+        store_step_metrics_add(w, run, m, 50, &ce);
+        if (i == 0 && (write(ready[1], "x", 1) != 1 || close(ready[1]) != 0)) _exit(5);
+      }
+    }
+    close(ready[1]);
+    char byte;
+    if (read(ready[0], &byte, 1) != 1) all_ok = 0;
+    close(ready[0]);
+    struct timespec ts = {0, (long)(20 + rng_below(&r, 200)) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    s = store_open(db, &e);
+    int ok = s && store_integrity_check(s, &e) == 0;
+    json_t *mg = ok ? store_model_get(s, "killed-model", &e) : NULL;
+    size_t nrev = mg ? json_array_size(json_object_get(mg, "revisions")) : 0;
+    for (size_t i = 0; ok && i < nrev; i++) {
+      char spec[64];
+      StoreRevision rv;
+      void *data;
+      size_t len;
+      snprintf(spec, sizeof spec, "killed-model@%lld",
+               (long long)json_integer_value(json_object_get(json_array_get(json_object_get(mg, "revisions"), i), "seq")));
+      ok &= store_resolve(s, spec, &rv, &e) == 0 && store_revision_file(s, &rv, "model.safetensors", &data, &len, &e) == 0;
+      if (ok) free(data);
+    }
+    json_decref(mg);
+    long long steps = q1(db, "SELECT COUNT(*) FROM step_metrics");
+    ok &= steps % 50 == 0;
+    if (!ok && !why[0]) snprintf(why, sizeof why, "round %d: %s (steps %lld)", k, e.msg, steps);
+    all_ok &= ok;
+    store_close(s);
+  }
+  long long revs = q1(db, "SELECT COUNT(*) FROM revisions"), steps = q1(db, "SELECT COUNT(*) FROM step_metrics");
+  check(all_ok && revs > 0 && steps > 0, "store_survives_kill_9", "%s (%lld revisions, %lld steps written before the kills)", why, revs, steps);
+}
+
+/* Runs a maskd command line; its stdout (malloc'd) and exit status. */
+static char *run_maskd(const char *args, int *status) {
+  const char *bin = getenv("MASKD");
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "MASKD_KEEP_OPENBLAS_CORETYPE=1 %s %s 2>&1", bin && *bin ? bin : "build/maskd", args);
+  FILE *p = popen(cmd, "r");
+  if (!p) { *status = -1; return NULL; }
+  size_t cap = 1 << 16, n = 0;
+  char *out = malloc(cap);
+  size_t r;
+  while ((r = fread(out + n, 1, cap - 1 - n, p)) > 0) n += r;
+  out[n] = '\0';
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+/* maskd runs / maskd models read what the API wrote. */
+static void cli_test(void) {
+  Err e = {0};
+  char db[400], args[600];
+  snprintf(db, sizeof db, "%s", make_db_path("cli.db"));
+  Store *s = store_open(db, &e);
+  int64_t run = store_run_create(s, "cli-run", "{\"epochs\": 1}", &e);
+  store_run_set_status(s, run, STORE_STATUS_RUNNING, NULL, &e);
+  store_run_progress(s, run, 40, 120, 1, &e);
+  StoreStepMetric m = {40, 0.3, 6.25, 1e-4, 1, 100, 0};
+  store_step_metrics_add(s, run, &m, 1, &e);
+  StorePush p = {"Training in progress epoch 1", "{}", "w", 1, NULL, 0, NULL, run, 40, 1, NULL};
+  StoreRevision rv;
+  store_push(s, "cli-model", &p, &rv, &e);
+  store_close(s);
+  int st;
+  snprintf(args, sizeof args, "runs --db %s", db);
+  char *out = run_maskd(args, &st);
+  check(st == 0 && out && strstr(out, "cli-run") && strstr(out, "running") && strstr(out, "40/120") && strstr(out, "6.2500"),
+        "cli_runs_table", "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "runs --json --db %s", db);
+  out = run_maskd(args, &st);
+  json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+  check(st == 0 && json_is_array(j) && json_array_size(j) == 1 &&
+            json_integer_value(json_object_get(json_array_get(j, 0), "step")) == 40,
+        "cli_runs_json", "status %d:\n%s", st, out ? out : "");
+  json_decref(j);
+  free(out);
+  snprintf(args, sizeof args, "models --db %s", db);
+  out = run_maskd(args, &st);
+  check(st == 0 && out && strstr(out, "cli-model") && strstr(out, "Training in progress epoch 1"), "cli_models_table",
+        "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "models --db %s cli-model", db);
+  out = run_maskd(args, &st);
+  char shortc[13];
+  snprintf(shortc, sizeof shortc, "%.12s", rv.commit);
+  check(st == 0 && out && strstr(out, shortc), "cli_models_revisions", "status %d:\n%s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "models --db %s nobody", db);
+  out = run_maskd(args, &st);
+  check(st == 1 && out && strstr(out, "nobody"), "cli_models_unknown", "status %d: %s", st, out ? out : "");
+  free(out);
+  snprintf(args, sizeof args, "runs --db %s/none.db", tmpdir);
+  out = run_maskd(args, &st);
+  check(st == 1 && out && strstr(out, "no database"), "cli_runs_no_database", "status %d: %s", st, out ? out : "");
+  free(out);
+  out = run_maskd("runs --bogus", &st);
+  check(st == 2 && out && strstr(out, "--bogus"), "cli_runs_bad_flag", "status %d: %s", st, out ? out : "");
+  free(out);
+}
+
+int main(void) {
+  if (fixture_tmpdir(tmpdir, sizeof tmpdir, "store")) return 1;
+  char cmd[300];
+  sha_tests();
+  open_tests();
+  api_tests();
+  concurrency_test();
+  kill_test();
+  cli_test();
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd) != 0) return 1;
+  return check_exit();
+}
