@@ -1,4 +1,7 @@
-/* The store: one SQLite database (WAL, foreign keys on) that plays the part of
+/* Layer: store/ (this folder: store.c, load.c, sha256.c) uses the engine's public headers,
+** never server/. (ARCHITECTURE.md)
+**
+** The store: one SQLite database (WAL, foreign keys on) that plays the part of
 ** the Hugging Face Hub and of the run tracker. It holds training runs with their
 ** per-step and per-epoch metrics, model repositories whose revisions are pushed
 ** checkpoints (weights, optional optimizer state, tokenizer; content-addressed

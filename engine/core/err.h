@@ -1,4 +1,7 @@
-/* Error reporting for the engine: a fallible function takes an Err* (may be
+/* Layer: engine/core/ (this folder: errors, clocks, rng, platform, files, buffers) uses
+** libc only, and every layer uses it. (ARCHITECTURE.md)
+**
+** Error reporting for the engine: a fallible function takes an Err* (may be
 ** NULL), writes one human-readable line into it and returns -1 (or NULL). The
 ** Err also says what kind of failure it was, so a caller that must answer
 ** (server/http maps kinds to HTTP statuses in one table) never reads the text. */

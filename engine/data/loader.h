@@ -1,4 +1,7 @@
-/* The shard loader: fixed-shape (batch, seq) int32 batches from a shard set, shuffled from
+/* Layer: engine/data/ (this folder: shards, loader, MLM collator, prepare) uses
+** engine/core only. (ARCHITECTURE.md)
+**
+** The shard loader: fixed-shape (batch, seq) int32 batches from a shard set, shuffled from
 ** a seed, with a position that can be saved and restored exactly.
 **
 ** A shard set is a directory (its manifest.json when present, else every *.shard in it,

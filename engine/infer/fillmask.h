@@ -1,4 +1,7 @@
-/* The fill-mask pipeline: what Hugging Face transformers' pipeline("fill-mask")
+/* Layer: engine/infer/ (this folder: the fill-mask pipeline) uses engine/core, nn, tok and
+** io; never engine/train. (ARCHITECTURE.md)
+**
+** The fill-mask pipeline: what Hugging Face transformers' pipeline("fill-mask")
 ** answers, number for number and string for string (../shared/reference/NOTES.md §3.1). Inputs are
 ** encoded with [CLS] ... [SEP], every mask position gets a softmax over the whole
 ** vocabulary, the top_k (optionally among targets) come back as

@@ -1,4 +1,7 @@
-/* Checkpoints. Weights are a Hugging Face model folder (config.json +
+/* Layer: engine/io/ (this folder: safetensors, checkpoints) uses engine/core and
+** engine/nn. (ARCHITECTURE.md)
+**
+** Checkpoints. Weights are a Hugging Face model folder (config.json +
 ** model.safetensors with HF state-dict names, the tied decoder weight left out as
 ** save_pretrained does), so transformers loads what we save and we load what it
 ** saves. Training state for exact resume is a second safetensors blob: AdamW's

@@ -1,4 +1,7 @@
-/* The tokenizer pipeline of HF tokenizers for a Unigram model, read from and
+/* Layer: engine/tok/ (this folder: Unigram model and trainer, suffix array,
+** tokenizer.json) uses engine/core only. (ARCHITECTURE.md)
+**
+** The tokenizer pipeline of HF tokenizers for a Unigram model, read from and
 ** written to tokenizer.json: added/special tokens matched in the raw text, the
 ** normalizer (a Sequence of string Replace), the Metaspace pre-tokenizer, the
 ** Unigram model, the TemplateProcessing post-processor, the Metaspace decoder.

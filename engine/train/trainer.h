@@ -1,4 +1,7 @@
-/* The masked-LM training loop: shard loader -> MLM collator -> model forward and
+/* Layer: engine/train/ (this folder: trainer loop, run description) uses engine/core, nn,
+** tok, data and io. (ARCHITECTURE.md)
+**
+** The masked-LM training loop: shard loader -> MLM collator -> model forward and
 ** backward over gradient-accumulation micro-batches -> AdamW with create_optimizer's
 ** schedule; per epoch an evaluation on the validation shards and a checkpoint.
 **

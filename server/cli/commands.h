@@ -1,4 +1,7 @@
-/* The maskd subcommands. Each takes the arguments after its own name
+/* Layer: server/cli/ (this folder: main, one cmd_*.c per command, option tables, progress)
+** uses everything below it. (ARCHITECTURE.md)
+**
+** The maskd subcommands. Each takes the arguments after its own name
 ** (argv[0] is the subcommand name) and returns the process exit status. */
 #ifndef MASKD_COMMANDS_H
 #define MASKD_COMMANDS_H

@@ -1,4 +1,7 @@
-/* The HTTP layer of maskd serve: a wrapper over libmicrohttpd that routes a request
+/* Layer: server/http/ (this folder: event loop, guards, metrics, static files) knows no
+** maskd concept; uses engine/core only. (ARCHITECTURE.md)
+**
+** The HTTP layer of maskd serve: a wrapper over libmicrohttpd that routes a request
 ** by method and path pattern to a handler, hands it the whole body, and sends back
 ** what the handler put in an HttpRes. Everything that protects the process lives
 ** here, so no handler can forget it. Errors are always {"error": "...", "detail": ...}.
