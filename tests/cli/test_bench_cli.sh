@@ -81,12 +81,12 @@ check_json bench_infer_json infer \
   'j["mode"]=="infer" and j["head_rows"]==9 and abs(j["gflop_per_step"]-2464512e-9)<1e-6
    and j["step_ms_median"]>0 and j["params"]>300*32' \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 2 --threads 2 --peak 100
-check_json bench_sgemm_json sgemm 'j["gflops_median"]>0.1 and j["m"]==64 and j["n"]==48 and j["k"]==32' \
+check_json bench_sgemm_json sgemm 'j["gflops_median"]>0 and j["m"]==64 and j["n"]==48 and j["k"]==32' \
   --mnk 64,48,32 --reps 3 --threads 1
 check_json bench_sgemm_bt_copies_json sgemm \
-  'j["bt"]==1 and j["copies"]==3 and j["gflops_median"]>0.1 and j["openblas_gflops_median"]>0.1' \
+  'j["bt"]==1 and j["copies"]==3 and j["gflops_median"]>0 and j["openblas_gflops_median"]>0' \
   --mnk 16,200,64 --bt --copies 3 --reps 4 --threads 2
-check_json bench_sgemm_at_json sgemm 'j["at"]==1 and j["bt"]==0 and j["gflops_median"]>0.1' \
+check_json bench_sgemm_at_json sgemm 'j["at"]==1 and j["bt"]==0 and j["gflops_median"]>0' \
   --mnk 40,30,20 --at --reps 3 --threads 2
 bad bad_copies "--copies" sgemm --mnk 16,200,64 --copies 0
 # The matrix products of a training step, listed shape by shape, must add up to the
