@@ -1,7 +1,10 @@
 /* The model's contract outside the numbers: the HF tensor table covers the one
-** parameter buffer exactly, HF initialisation, and bad input refused with a
-** message (never a crash). */
+** parameter buffer exactly, HF initialisation, bad input refused with a
+** message (never a crash), and a thread count that belongs to its model alone. */
+#include <cblas.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +17,84 @@ static ModelConfig cfg(ModelType t) {
   c.intermediate_size = 128; c.max_position_embeddings = 40; c.type_vocab_size = t == MODEL_BERT ? 2 : 1;
   c.pad_token_id = t == MODEL_BERT ? 0 : 1; c.layer_norm_eps = 1e-12; c.initializer_range = 0.02;
   return c;
+}
+
+/* One training pass (forward with labels, backward) of a model, as a thread's work. */
+enum { PASS_B = 4, PASS_T = 32, PASS_ROUNDS = 3 };
+typedef struct Pass {
+  Model *m;
+  int32_t ids[PASS_B * PASS_T], lab[PASS_B * PASS_T];
+  double loss;
+  float *grads;     /* a copy of the gradients, model_num_params floats */
+  int failed;
+} Pass;
+
+static void *pass_run(void *arg) {
+  Pass *p = arg;
+  Err e = {{0}};
+  ModelBatch b = {PASS_B, PASS_T, p->ids, NULL, NULL, p->lab};
+  ModelLoss l;
+  model_zero_grad(p->m);
+  if (model_forward(p->m, &b, &l, &e)) { p->failed = 1; return NULL; }
+  model_backward(p->m, 1.0f);
+  p->loss = l.loss_sum;
+  memcpy(p->grads, model_grads(p->m), model_num_params(p->m) * sizeof(float));
+  return NULL;
+}
+
+/* Two models with different thread counts: setting one's count changes neither
+** the other's nor the caller's (OpenMP or OpenBLAS), and passes run at the same
+** time on two threads give, bit for bit, what each gives alone. */
+static void threads_are_per_model(void) {
+  Err err = {{0}};
+  ModelConfig ca = cfg(MODEL_ROBERTA), cb = cfg(MODEL_BERT);
+  Model *a = model_new(&ca, &err), *b = model_new(&cb, &err);
+  model_init_weights(a, 11);
+  model_init_weights(b, 12);
+  int omp_before = omp_get_max_threads(), blas_before = openblas_get_num_threads();
+  model_set_threads(a, 1);
+  model_set_threads(b, 2);
+  model_set_threads(b, 3);
+  model_set_threads(b, 2);
+  check(model_threads(a) == 1 && model_threads(b) == 2 && omp_get_max_threads() == omp_before &&
+        openblas_get_num_threads() == blas_before, "model_threads_are_per_model",
+        "a %d, b %d; the caller's OpenMP count %d -> %d, OpenBLAS's %d -> %d", model_threads(a), model_threads(b),
+        omp_before, omp_get_max_threads(), blas_before, openblas_get_num_threads());
+  Pass *pa = calloc(1, sizeof *pa), *pb = calloc(1, sizeof *pb);
+  Pass *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
+  pa->m = ra->m = a;
+  pb->m = rb->m = b;
+  int planned = model_plan(a, PASS_B, PASS_T, PASS_B * PASS_T, 1, &err) == 0 &&
+                model_plan(b, PASS_B, PASS_T, PASS_B * PASS_T, 1, &err) == 0;
+  for (int i = 0; i < PASS_B * PASS_T; i++) {
+    pa->ids[i] = ra->ids[i] = 3 + (i * 7) % 290;
+    pb->ids[i] = rb->ids[i] = 3 + (i * 11) % 290;
+    pa->lab[i] = ra->lab[i] = i % 5 ? MODEL_IGNORE_LABEL : (i * 13) % 300;
+    pb->lab[i] = rb->lab[i] = i % 4 ? MODEL_IGNORE_LABEL : (i * 17) % 300;
+  }
+  pa->grads = malloc(model_num_params(a) * sizeof(float));
+  ra->grads = malloc(model_num_params(a) * sizeof(float));
+  pb->grads = malloc(model_num_params(b) * sizeof(float));
+  rb->grads = malloc(model_num_params(b) * sizeof(float));
+  /* Each alone, then both at once, a few times. */
+  pass_run(ra);
+  pass_run(rb);
+  int same = planned && !ra->failed && !rb->failed, rounds = 0;
+  for (int r = 0; r < PASS_ROUNDS && same; r++, rounds++) {
+    pthread_t ta, tb;
+    int sa = pthread_create(&ta, NULL, pass_run, pa) == 0, sb = pthread_create(&tb, NULL, pass_run, pb) == 0;
+    if (sa) pthread_join(ta, NULL);
+    if (sb) pthread_join(tb, NULL);
+    same = sa && sb && !pa->failed && !pb->failed && pa->loss == ra->loss && pb->loss == rb->loss &&
+           !memcmp(pa->grads, ra->grads, model_num_params(a) * sizeof(float)) &&
+           !memcmp(pb->grads, rb->grads, model_num_params(b) * sizeof(float));
+  }
+  check(same && model_threads(a) == 1 && model_threads(b) == 2, "model_threads_concurrent_passes_match_alone",
+        "%s; round %d: loss %.9g / %.9g (alone %.9g / %.9g)", err.msg, rounds, pa->loss, pb->loss, ra->loss, rb->loss);
+  free(pa->grads); free(ra->grads); free(pb->grads); free(rb->grads);
+  free(pa); free(pb); free(ra); free(rb);
+  model_free(a);
+  model_free(b);
 }
 
 int main(void) {
@@ -118,5 +199,6 @@ int main(void) {
   c.intermediate_size = 0;
   check(model_new(&c, &err) == NULL && strstr(err.msg, "intermediate_size"), "model_refuses_zero_size", "%s", err.msg);
   model_free(NULL);
+  threads_are_per_model();
   return check_exit();
 }

@@ -2,7 +2,6 @@
 ** forward/backward passes stitched from engine/nn/layers.c. */
 #include "engine/nn/model.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <omp.h>
 #include <stdio.h>
@@ -12,9 +11,6 @@
 #include "engine/nn/layers.h"
 #include "engine/core/platform.h"
 #include "engine/core/rng.h"
-
-/* cblas.h pulls in <complex.h>, whose I would shadow the intermediate size. */
-#undef I
 
 /* Pointers to every parameter (or gradient) tensor inside one flat buffer.
 ** Q, K and V of a layer are one (3H, H) matrix and one 3H bias, so a single
@@ -329,8 +325,8 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
   m->ids = ia; m->pos = ia + N; m->types = ia + 2 * N; m->hrows = ia + 3 * N; m->hlabels = ia + 3 * N + M;
   m->qstart = ia + 3 * N + 2 * M;
   m->pB = batch; m->pT = seq; m->pM = head_rows; m->training = training; m->planned = 1;
-  int th = m->threads > omp_get_max_threads() ? m->threads : omp_get_max_threads();
-  if (ensure_scratch(m, th)) {
+  /* Every parallel region of a pass has at most m->threads threads. */
+  if (ensure_scratch(m, m->threads)) {
     m->planned = 0;
     return err_set(err, "plan: out of memory for attention scratch");
   }
@@ -342,18 +338,15 @@ void model_set_dropout(Model *m, int enabled, uint64_t seed) {
   m->drop_seed = seed;
 }
 
-void openblas_set_num_threads(int num_threads);
-
+/* The count is the model's alone: its passes give it to every parallel region
+** (num_threads) and product (gemm_f32) they run, so setting it changes nothing
+** for another model, whatever thread that one runs on, nor for the caller. */
 void model_set_threads(Model *m, int threads) {
   if (threads < 1) threads = 1;
   m->threads = threads;
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
   if (ensure_scratch(m, threads)) {
     /* Without scratch for more threads, stay at what the scratch covers. */
     m->threads = m->scratch_threads;
-    omp_set_num_threads(m->threads);
-    openblas_set_num_threads(m->threads);
   }
 }
 
@@ -403,11 +396,11 @@ static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
   }
   LayerDropout d;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H);
+    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H, m->threads);
     layernorm_forward(m->x0, m->emb_m, m->emb_r, m->emb_sum, m->p.emb_ln_w, m->p.emb_ln_b, N, H,
-                      (float)m->cfg.layer_norm_eps);
+                      (float)m->cfg.layer_norm_eps, m->threads);
     d = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
-    dropout_forward_inplace(m->x0, (size_t)N * H, &d);
+    dropout_forward_inplace(m->x0, (size_t)N * H, &d, m->threads);
   });
   m->fB = B; m->fT = T;
   return 0;
@@ -428,21 +421,21 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
   dao.rows = dfo.rows = m->hrows;
   dao.cols = dfo.cols = H;
   float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H, m->threads));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H, m->threads));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(a->ctx, a->att, q, kv, m->hrows, m->qstart, m->mask_add, B,
-                                                        T, H, m->A, M, &datt, m->att_scratch));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H));
+                                                        T, H, m->A, M, &datt, m->att_scratch, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H, m->threads));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao);
+    residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao, m->threads);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H, m->threads));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo);
+    residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo, m->threads);
   });
   return a->out;
 }
@@ -459,17 +452,17 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
     LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
     LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H, m->threads));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H));
+         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, m->threads));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H, m->threads));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao);
+      residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao, m->threads);
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I, m->threads));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H, m->threads));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo);
+      residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo, m->threads);
     });
     x = a->out;
   }
@@ -488,11 +481,11 @@ static void head_forward(Model *m, const float *x, int M, int gathered, float *o
     });
     m->head_in = m->hin;
   }
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H, m->threads));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps);
+    layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps, m->threads);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V, m->threads));
 }
 
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
@@ -524,7 +517,7 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
     head_forward(m, hx, M, 1, m->logits);
     /* Training keeps the softmax in the logits buffer for backward. */
     PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->V,
-                                                   &res.loss_sum, &res.n_correct));
+                                                   &res.loss_sum, &res.n_correct, m->threads));
   }
   res.n_labels = M;
   m->fM = M;
@@ -574,22 +567,22 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
   const float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
   float *dkv = m->dqkv, *dq = m->dqkv + (size_t)N * 2 * H;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc);
-    dropout_backward(dB, dA, MH, &dfo);
+    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc, m->threads);
+    dropout_backward(dB, dA, MH, &dfo, m->threads);
   });
-  PROF(m, MODEL_PHASE_MATMUL, gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc));
+  PROF(m, MODEL_PHASE_MATMUL, gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, m->threads));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc);
-    dropout_backward(dA, dB, MH, &dao);
+    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc, m->threads);
+    dropout_backward(dA, dB, MH, &dao, m->threads);
   });
   /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, m->threads));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
-                                                         H, m->A, M, &datt, m->att_scratch));
+                                                         H, m->A, M, &datt, m->att_scratch, m->threads));
   PROF(m, MODEL_PHASE_MATMUL, {
-    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc);
-    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0, acc);
+    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, m->threads);
+    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0, acc, m->threads);
   });
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) {
@@ -611,14 +604,14 @@ void model_backward(Model *m, float loss_scale) {
   Tensors *p = &m->p, *g = &m->g;
   float *dX = m->dX, *dY = m->dY;
 
-  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale));
+  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, m->threads));
   /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, m->threads));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc);
-    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H);
+    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, m->threads);
+    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, m->threads);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, m->threads));
   /* m->dh1 is d(last layer output at the head rows). */
   const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
   last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H, acc);
@@ -633,33 +626,33 @@ void model_backward(Model *m, float loss_scale) {
     ** residual's gradient buffer directly (it is read before being added to). */
     const float *dffn = dX, *dattn = dY;
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc);
-      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo); else dffn = dY;
+      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc, m->threads);
+      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo, m->threads); else dffn = dY;
     });
     PROF(m, MODEL_PHASE_MATMUL,
-         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc));
+         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc, m->threads));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, m->threads));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc);
-      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao); else dattn = dX;
+      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc, m->threads);
+      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao, m->threads); else dattn = dX;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, m->threads));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc));
+         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, m->threads));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, m->threads));
   }
   LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
   int pad = m->cfg.pad_token_id;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    dropout_backward(dX, dX, NH, &demb);
-    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc);
+    dropout_backward(dX, dX, NH, &demb, m->threads);
+    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc, m->threads);
     /* The tied decoder above wrote all of wte's gradient; positions and types only get the scatter. */
     if (!acc) {
       memset(g->wpe, 0, (size_t)m->P * H * sizeof(float));
       memset(g->tte, 0, (size_t)m->TV * H * sizeof(float));
     }
     embeddings_backward(g->wte, g->wpe, g->tte, dY, m->ids, m->pos, m->types, N, H, pad,
-                        m->cfg.model_type == MODEL_ROBERTA ? pad : -1);
+                        m->cfg.model_type == MODEL_ROBERTA ? pad : -1, m->threads);
   });
 }
 

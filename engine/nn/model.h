@@ -67,7 +67,8 @@ const ModelTensor *model_tensor_by_name(const Model *m, const char *name);
 int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *err);
 /* Dropout: enabled only when training and the config's probabilities are > 0; seeded per step. */
 void model_set_dropout(Model *m, int enabled, uint64_t seed);
-/* Threads used by the model's own loops and by BLAS. */
+/* Threads this model's passes use (at least 1; default omp_get_max_threads() at
+** model_new): a property of this model alone, no process-wide setting changes. */
 void model_set_threads(Model *m, int threads);
 
 /* Forward pass with labels: loss at labelled positions (sum, count, correct). The
