@@ -5,6 +5,7 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,57 @@ static void threads_are_per_model(void) {
   free(pa); free(pb); free(ra); free(rb);
   model_free(a);
   model_free(b);
+}
+
+/* The activation plan's table against its allocations: every buffer lies inside
+** its arena, float buffers start on 64-byte lines, none overlaps the next, the
+** arenas are exactly the buffers' sum, and the sizes are the shapes' (training
+** keeps a slot per layer and the attention probabilities; inference neither). */
+static void activation_table_fits(void) {
+  static const struct { int bert, batch, seq, head_rows, training; } plans[] = {
+    {0, 2, 8, 3, 1}, {1, 3, 16, 5, 0}, {0, 4, 32, 128, 1}, {1, 1, 1, 0, 0}};
+  for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+    Err err = {{0}};
+    ModelConfig c = cfg(plans[k].bert ? MODEL_BERT : MODEL_ROBERTA);
+    Model *m = model_new(&c, &err);
+    int B = plans[k].batch, T = plans[k].seq, M = plans[k].head_rows ? plans[k].head_rows : 1, tr = plans[k].training;
+    size_t N = (size_t)B * T, H = 64, V = 300, FF = 128;   /* (cblas.h defines I) */
+    int bad = model_activation_count(m) != 0 || model_plan(m, B, T, plans[k].head_rows, tr, &err) != 0;
+    const void *fa, *ia;
+    size_t fbytes, ibytes, fsum = 0, isum = 0;
+    model_activation_arenas(m, &fa, &fbytes, &ia, &ibytes);
+    const char *fend = NULL, *iend = NULL;
+    int qkv = 0, att = 0, sizes = 1, n = model_activation_count(m);
+    char why[160] = "";
+    for (int i = 0; i < n && !bad; i++) {
+      ModelActivation a;
+      if (model_activation(m, i, &a)) { bad = 1; break; }
+      const char *lo = a.is_int ? ia : fa, *hi = lo + (a.is_int ? ibytes : fbytes), *d = a.data;
+      const char **end = a.is_int ? &iend : &fend;
+      if (a.is_int) isum += a.bytes;
+      else fsum += (a.bytes + 63) & ~(size_t)63;
+      if (!d) { sizes &= a.bytes == 0; continue; }
+      if (d < lo || d + a.bytes > hi || (*end && d < *end) || (!a.is_int && (uintptr_t)d % 64)) {
+        snprintf(why, sizeof why, "%s (layer %d) at %td, %zu bytes, outside or overlapping", a.name, a.layer,
+                 d - lo, a.bytes);
+        bad = 1;
+      }
+      *end = d + a.bytes;
+      if (!strcmp(a.name, "qkv")) { qkv++; sizes &= a.bytes == N * 3 * H * sizeof(float); }
+      if (!strcmp(a.name, "att")) { att++; sizes &= a.bytes == (size_t)B * 4 * T * T * sizeof(float); }
+      if (!strcmp(a.name, "ffact")) sizes &= a.bytes == (tr ? N * FF * sizeof(float) : 0);
+      if (!strcmp(a.name, "logits")) sizes &= a.bytes == (size_t)M * V * sizeof(float);
+      if (!strcmp(a.name, "qstart")) sizes &= a.bytes == (size_t)(B + 1) * sizeof(int32_t);
+    }
+    ModelActivation past;
+    char name[96];
+    snprintf(name, sizeof name, "model_activation_table_fits_%zu", k);
+    check(!bad && n > 0 && fsum == fbytes && isum == ibytes && sizes && qkv == (tr ? 3 : 1) && att == (tr ? 3 : 0) &&
+          model_activation(m, n, &past) == -1, name,
+          "%s%s; floats %zu of %zu bytes, ints %zu of %zu; %d qkv, %d att, sizes %s", why, err.msg, fsum, fbytes,
+          isum, ibytes, qkv, att, sizes ? "right" : "wrong");
+    model_free(m);
+  }
 }
 
 int main(void) {
@@ -200,5 +252,6 @@ int main(void) {
   check(model_new(&c, &err) == NULL && strstr(err.msg, "intermediate_size"), "model_refuses_zero_size", "%s", err.msg);
   model_free(NULL);
   threads_are_per_model();
+  activation_table_fits();
   return check_exit();
 }

@@ -2,6 +2,7 @@
 ** forward/backward passes stitched from engine/nn/layers.c. */
 #include "engine/nn/model.h"
 
+#include <assert.h>
 #include <float.h>
 #include <omp.h>
 #include <stdio.h>
@@ -32,6 +33,17 @@ typedef struct LayerActs {
 
 enum { INIT_NORMAL, INIT_ZERO, INIT_ONE };
 
+/* One buffer of the activation plan: its name (and encoder layer, or -1), the
+** Model field that points at it (f for floats, i for int32s), and how many
+** elements it holds (0: this plan does not need it, and the field is NULL). */
+typedef struct PlanBuf {
+  const char *name;
+  int layer;
+  float **f;
+  int32_t **i;
+  size_t count;
+} PlanBuf;
+
 struct Model {
   ModelConfig cfg;
   int V, H, L, A, I, P, TV;
@@ -46,8 +58,11 @@ struct Model {
 
   /* plan */
   int pB, pT, pM, training, planned;
-  float *acts;                   /* one allocation for all activations */
-  int32_t *iacts;                /* ids, positions, types, head rows, head labels */
+  PlanBuf *plan;                 /* the plan's buffers, in allocation order (plan_table) */
+  int n_plan;
+  float *acts;                   /* one allocation for all float activations, act_floats long */
+  int32_t *iacts;                /* ids, positions, types, head rows, head labels, act_ints long */
+  size_t act_floats, act_ints;
   int32_t *ids, *pos, *types, *hrows, *hlabels;
   float *mask_add, *emb_sum, *emb_m, *emb_r, *x0, *proj;
   LayerActs *la;                 /* L slots when training, else 1 reused */
@@ -203,7 +218,7 @@ oom:
 
 void model_free(Model *m) {
   if (!m) return;
-  free(m->params); free(m->grads); free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch);
+  free(m->params); free(m->grads); free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->plan);
   free(m->layer_storage); free(m->tensors); free(m->tensor_init);
   free(m);
 }
@@ -250,6 +265,117 @@ const ModelTensor *model_tensor_by_name(const Model *m, const char *name) {
 
 /* --------------------------------------------------------------- plan */
 
+/* llm.c's habit: one table lists every activation buffer with its size, and
+** the same table both sizes the allocations and carves them up, so the two
+** cannot drift apart. Float buffers each start on a 64-byte line (the product
+** kernel's stores of C rows run about 10% slower when they straddle lines). */
+
+/* Entries plan_table may write for this many layer slots. */
+static int plan_capacity(int slots) { return 6 + 13 * slots + 7 + 6 + 6; }
+
+/* Floats a float buffer of count takes: up to the next 64-byte line. */
+static size_t plan_floats(size_t count) { return (count + 15) & ~(size_t)15; }
+
+/* Fills t with the buffers of a (batch, seq) plan with M head rows, in
+** allocation order; returns how many. Inference keeps neither the attention
+** probabilities nor the residual sums (backward's inputs), applies GELU in
+** place and has no gradients: those entries have count 0. */
+static int plan_table(Model *m, PlanBuf *t, int batch, int seq, size_t M, int training) {
+  size_t N = (size_t)batch * seq, H = m->H, I = m->I, V = m->V, tr = training != 0;
+  size_t att = (size_t)batch * m->A * seq * seq;
+  int n = 0, slots = training ? m->L : 1;
+#define F(name, layer, field, count) (t[n++] = (PlanBuf){name, layer, &(field), NULL, (count)})
+#define IDS(name, field, count) (t[n++] = (PlanBuf){name, -1, NULL, &(field), (count)})
+  F("mask_add", -1, m->mask_add, N);
+  F("emb_sum", -1, m->emb_sum, N * H);
+  F("emb_mean", -1, m->emb_m, N);
+  F("emb_rstd", -1, m->emb_r, N);
+  F("x0", -1, m->x0, N * H);
+  F("proj", -1, m->proj, N * H);
+  for (int s = 0; s < slots; s++) {
+    LayerActs *l = &m->la[s];
+    F("qkv", s, l->qkv, N * 3 * H);
+    F("ctx", s, l->ctx, N * H);
+    F("ln1_mean", s, l->m1, N);
+    F("ln1_rstd", s, l->r1, N);
+    F("h1", s, l->h1, N * H);
+    F("ffpre", s, l->ffpre, N * I);
+    F("ln2_mean", s, l->m2, N);
+    F("ln2_rstd", s, l->r2, N);
+    F("out", s, l->out, N * H);
+    F("att", s, l->att, tr * att);
+    F("res1", s, l->res1, tr * N * H);
+    F("res2", s, l->res2, tr * N * H);
+    F("ffact", s, l->ffact, tr * N * I);
+  }
+  F("head_in", -1, m->hin, M * H);
+  F("head_pre", -1, m->hpre, M * H);
+  F("head_act", -1, m->hact, M * H);
+  F("head_mean", -1, m->hm, M);
+  F("head_rstd", -1, m->hr, M);
+  F("head_ln", -1, m->hln, M * H);
+  F("logits", -1, m->logits, M * V);
+  F("dX", -1, m->dX, tr * N * H);
+  F("dY", -1, m->dY, tr * N * H);
+  F("dqkv", -1, m->dqkv, tr * N * 3 * H);
+  F("dI", -1, m->dI, tr * N * I);
+  F("dh1", -1, m->dh1, tr * M * H);
+  F("dh2", -1, m->dh2, tr * M * H);
+  IDS("ids", m->ids, N);
+  IDS("positions", m->pos, N);
+  IDS("types", m->types, N);
+  IDS("head_rows", m->hrows, M);
+  IDS("head_labels", m->hlabels, M);
+  IDS("qstart", m->qstart, (size_t)batch + 1);
+#undef F
+#undef IDS
+  assert(n <= plan_capacity(slots));
+  return n;
+}
+
+/* Points every field of the table into m->acts and m->iacts, in table order. */
+static void plan_carve(Model *m) {
+  size_t fo = 0, io = 0;
+  for (int k = 0; k < m->n_plan; k++) {
+    const PlanBuf *b = &m->plan[k];
+    if (b->f) {
+      *b->f = b->count ? m->acts + fo : NULL;
+      fo += plan_floats(b->count);
+      assert(fo <= m->act_floats);
+    } else {
+      *b->i = b->count ? m->iacts + io : NULL;
+      io += b->count;
+      assert(io <= m->act_ints);
+    }
+  }
+  /* The carve-up used exactly what was allocated from the same table. */
+  assert(fo == m->act_floats && io == m->act_ints);
+}
+
+int model_activation_count(const Model *m) { return m->planned ? m->n_plan : 0; }
+
+int model_activation(const Model *m, int i, ModelActivation *out) {
+  if (!m->planned || i < 0 || i >= m->n_plan) return -1;
+  const PlanBuf *b = &m->plan[i];
+  out->name = b->name;
+  out->layer = b->layer;
+  out->is_int = b->i != NULL;
+  /* A buffer the plan does not need may alias another (inference's GELU in place): not its own. */
+  out->data = !b->count ? NULL : b->f ? (const void *)*b->f : (const void *)*b->i;
+  out->bytes = b->count * (b->f ? sizeof(float) : sizeof(int32_t));
+  return 0;
+}
+
+void model_activation_arenas(const Model *m, const void **floats, size_t *float_bytes, const void **ints,
+                             size_t *int_bytes) {
+  int p = m->planned;
+  *floats = p ? m->acts : NULL;
+  *float_bytes = p ? m->act_floats * sizeof(float) : 0;
+  *ints = p ? m->iacts : NULL;
+  *int_bytes = p ? m->act_ints * sizeof(int32_t) : 0;
+}
+
+
 static int ensure_scratch(Model *m, int threads) {
   if (!m->planned || threads <= m->scratch_threads) return 0;
   float *s = platform_alloc_floats((size_t)threads * 2 * m->pT * m->pT);
@@ -267,63 +393,35 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
   int maxpos = m->cfg.model_type == MODEL_ROBERTA ? m->P - m->cfg.pad_token_id - 1 : m->P;
   if (seq > maxpos)
     return err_set(err, "plan: seq %d exceeds the %d positions of max_position_embeddings %d", seq, maxpos, m->P);
-  free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->grads);
-  m->acts = NULL; m->iacts = NULL; m->la = NULL; m->att_scratch = NULL; m->grads = NULL;
-  m->planned = 0; m->scratch_threads = 0; m->has_forward = 0;
+  free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->grads); free(m->plan);
+  m->acts = NULL; m->iacts = NULL; m->la = NULL; m->att_scratch = NULL; m->grads = NULL; m->plan = NULL;
+  m->n_plan = 0; m->planned = 0; m->scratch_threads = 0; m->has_forward = 0;
 
-  size_t N = (size_t)batch * seq, H = m->H, I = m->I, M = head_rows, V = m->V;
   int slots = training ? m->L : 1;
-  size_t att = (size_t)batch * m->A * seq * seq;
-  /* Inference keeps neither the attention probabilities nor the residual sums
-  ** (backward's inputs), and applies GELU in place: less memory to stream. */
-  size_t kept = training ? att + 2 * N * H + N * I : 0;
-  size_t per_layer = N * 3 * H + N * H + 2 * N + N * H + N * I + 2 * N + N * H + kept;
-  size_t total = N + N * H + 2 * N + N * H + N * H       /* mask_add, emb_sum, stats, x0, proj */
-               + (size_t)slots * per_layer
-               + M * H * 3 + 2 * M + M * H + M * V;      /* head */
-  if (training) total += N * H * 2 + N * 3 * H + N * I + M * H * 2;
-  total += (size_t)(32 + 16 * slots) * 16;     /* each GIVE starts a cache line */
-  m->acts = platform_alloc_floats(total);
-  m->iacts = malloc((3 * N + 2 * M + (size_t)batch + 1) * sizeof(int32_t));
   m->la = calloc((size_t)slots, sizeof(LayerActs));
+  m->plan = m->la ? calloc((size_t)plan_capacity(slots), sizeof(PlanBuf)) : NULL;
+  m->n_plan = m->plan ? plan_table(m, m->plan, batch, seq, (size_t)head_rows, training) : 0;
+  size_t floats = 0, ints = 0;
+  for (int i = 0; i < m->n_plan; i++) {
+    if (m->plan[i].f) floats += plan_floats(m->plan[i].count);
+    else ints += m->plan[i].count;
+  }
+  m->acts = m->plan ? platform_alloc_floats(floats) : NULL;
+  m->iacts = m->plan ? malloc(ints * sizeof(int32_t)) : NULL;
   if (training && (m->grads = platform_alloc_floats(m->n_params))) memset(m->grads, 0, m->n_params * sizeof(float));
   m->grads_zeroed = 0;
   if (m->grads) layout(m, m->grads, &m->g, 0);   /* gradient views: the parameters' layout */
-  if (!m->acts || !m->iacts || !m->la || (training && !m->grads)) {
-    free(m->acts); free(m->iacts); free(m->la); free(m->grads);
-    m->acts = NULL; m->iacts = NULL; m->la = NULL; m->grads = NULL;
+  if (!m->acts || !m->iacts || !m->la || !m->plan || (training && !m->grads)) {
+    free(m->acts); free(m->iacts); free(m->la); free(m->grads); free(m->plan);
+    m->acts = NULL; m->iacts = NULL; m->la = NULL; m->grads = NULL; m->plan = NULL; m->n_plan = 0;
     return err_set(err, "plan: out of memory for batch %d x seq %d (%zu MB of activations)", batch, seq,
-                   total * sizeof(float) >> 20);
+                   floats * sizeof(float) >> 20);
   }
-  float *a = m->acts;
-  /* Every activation starts on a 64-byte line: the product kernel's stores of
-  ** C rows run about 10% slower when they straddle lines. */
-#define GIVE(ptr, count) do { (ptr) = a; a += ((count) + 15) & ~(size_t)15; } while (0)
-  GIVE(m->mask_add, N); GIVE(m->emb_sum, N * H); GIVE(m->emb_m, N); GIVE(m->emb_r, N);
-  GIVE(m->x0, N * H); GIVE(m->proj, N * H);
-  for (int s = 0; s < slots; s++) {
-    LayerActs *l = &m->la[s];
-    GIVE(l->qkv, N * 3 * H); GIVE(l->ctx, N * H); GIVE(l->m1, N); GIVE(l->r1, N); GIVE(l->h1, N * H);
-    GIVE(l->ffpre, N * I); GIVE(l->m2, N); GIVE(l->r2, N); GIVE(l->out, N * H);
-    if (training) {
-      GIVE(l->att, att); GIVE(l->res1, N * H); GIVE(l->res2, N * H); GIVE(l->ffact, N * I);
-    } else {
-      l->att = l->res1 = l->res2 = NULL;
-      l->ffact = l->ffpre;
-    }
-  }
-  GIVE(m->hin, M * H); GIVE(m->hpre, M * H); GIVE(m->hact, M * H); GIVE(m->hm, M); GIVE(m->hr, M);
-  GIVE(m->hln, M * H); GIVE(m->logits, M * V);
-  if (training) {
-    GIVE(m->dX, N * H); GIVE(m->dY, N * H); GIVE(m->dqkv, N * 3 * H); GIVE(m->dI, N * I);
-    GIVE(m->dh1, M * H); GIVE(m->dh2, M * H);
-  } else {
-    m->dX = m->dY = m->dqkv = m->dI = m->dh1 = m->dh2 = NULL;
-  }
-#undef GIVE
-  int32_t *ia = m->iacts;
-  m->ids = ia; m->pos = ia + N; m->types = ia + 2 * N; m->hrows = ia + 3 * N; m->hlabels = ia + 3 * N + M;
-  m->qstart = ia + 3 * N + 2 * M;
+  m->act_floats = floats;
+  m->act_ints = ints;
+  plan_carve(m);
+  /* Inference applies GELU in place: the FFN's activation is its input's buffer. */
+  if (!training) m->la[0].ffact = m->la[0].ffpre;
   m->pB = batch; m->pT = seq; m->pM = head_rows; m->training = training; m->planned = 1;
   /* Every parallel region of a pass has at most m->threads threads. */
   if (ensure_scratch(m, m->threads)) {
