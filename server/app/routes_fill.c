@@ -228,7 +228,6 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
     fillmask_options_default(&o);
     o.limits = c->limits;
     FillMask *fm = store_load_fillmask(s, key, &o, &e);
-    store_close(s);
     if (!fm) {
       pthread_mutex_unlock(&c->load);
       http_error(rs, 500, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
