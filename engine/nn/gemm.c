@@ -493,13 +493,15 @@ void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                    const float *bias, float *C, float *G, int ldc, int threads) {
   if (M <= 0 || N <= 0) return;
-  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc, threads < 1 ? 1 : threads);
+  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc,
+                threads < 1 ? 1 : threads);
 }
 
 void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         const float *P, float *C, int ldc, int threads) {
   if (M <= 0 || N <= 0) return;
-  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc, threads < 1 ? 1 : threads);
+  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc,
+                threads < 1 ? 1 : threads);
 }
 
 const char *gemm_backend(void) { return "openblas"; }

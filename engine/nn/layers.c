@@ -123,7 +123,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *in, co
 }
 
 void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
-                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate, int threads) {
+                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate,
+                        int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int r = 0; r < n; r++) {
     const float *x = in + (size_t)r * c, *dy = dout + (size_t)r * c;
@@ -195,7 +196,8 @@ static void masked_copy(float *out, const float *in, size_t n, const LayerDropou
 }
 
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
-                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d, int threads) {
+                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d,
+                                int threads) {
   DropoutMask m = dropout_mask(d);
   /* One pass per row: the sum is normalised while it is still in L1, instead
   ** of being written out whole and read back by a second pass. */
@@ -238,7 +240,8 @@ void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, cons
 }
 
 void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
-                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe, int threads) {
+                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe,
+                         int threads) {
   /* Parallel over column blocks: repeated ids then never race on a row. */
   int nb = (c + 31) / 32;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -451,7 +454,8 @@ void crossentropy_forward(float *probs_out, const float *logits, const int32_t *
   *n_correct += correct;
 }
 
-void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale, int threads) {
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
+                           int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int r = 0; r < m; r++) {
     const float *p = probs + (size_t)r * v;

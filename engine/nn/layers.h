@@ -55,7 +55,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *in, co
 /* din = dLN/din dout (overwrite, or add when din_accumulate); dw, db += (= when
 ** not params_accumulate). */
 void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
-                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate, int threads);
+                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate,
+                        int threads);
 
 /* din = gelu'(in) * dout (din may equal dout). */
 void gelu_backward(float *din, const float *dout, const float *in, size_t n, int threads);
@@ -65,7 +66,8 @@ void gelu_backward(float *din, const float *dout, const float *in, size_t n, int
 ** sum is not kept (out receives it first). Dropout element i of
 ** row r is element r*c+i (or rows[r]*c+i with d->rows) of its site. */
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
-                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d, int threads);
+                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d,
+                                int threads);
 /* din = dropout'(dout) (din may equal dout). */
 void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d, int threads);
 /* x = dropout(x) in place. */
@@ -77,7 +79,8 @@ void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, cons
 /* Scatters dout into the three tables; rows equal to skip_wte (or skip_wpe)
 ** get no gradient, as nn.Embedding's padding_idx (-1 = none). */
 void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
-                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe, int threads);
+                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe,
+                         int threads);
 
 /* Multi-head self-attention on a fused qkv (B*T, 3C) = [Q | K | V]:
 ** ctx (B*T, C) = softmax(Q K^T / sqrt(d) + mask_add[b, key]) V per head, with
@@ -111,6 +114,7 @@ void attention_rows_backward(float *dq, float *dkv, const float *dctx, const flo
 void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
                           double *loss_sum, int *n_correct, int threads);
 /* dlogits = (probs - onehot(label)) * scale (dlogits may equal probs). */
-void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale, int threads);
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
+                           int threads);
 
 #endif

@@ -387,6 +387,7 @@ static int ensure_scratch(Model *m, int threads) {
 }
 
 int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *err) {
+  int nt = m->threads;
   if (batch <= 0 || seq <= 0 || head_rows < 0)
     return err_set(err, "plan: batch %d, seq %d and head_rows %d must be positive", batch, seq, head_rows);
   if (head_rows == 0) head_rows = 1;
@@ -424,7 +425,7 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
   if (!training) m->la[0].ffact = m->la[0].ffpre;
   m->pB = batch; m->pT = seq; m->pM = head_rows; m->training = training; m->planned = 1;
   /* Every parallel region of a pass has at most m->threads threads. */
-  if (ensure_scratch(m, m->threads)) {
+  if (ensure_scratch(m, nt)) {
     m->planned = 0;
     return err_set(err, "plan: out of memory for attention scratch");
   }
@@ -463,6 +464,7 @@ static LayerActs *slot(Model *m, int l) { return &m->la[m->training ? l : 0]; }
 /* Checks the batch, fills ids/positions/types/mask and runs the embeddings
 ** into m->x0; -1 on bad input. */
 static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
+  int nt = m->threads;
   if (!m->planned) return err_set(err, "forward: the model has no plan (call model_plan first)");
   if (!b || !b->input_ids || b->batch <= 0 || b->seq <= 0 || b->batch > m->pB || b->seq > m->pT) {
     return err_set(err, "forward: batch %d x seq %d does not fit the plan %d x %d", b ? b->batch : 0,
@@ -494,11 +496,11 @@ static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
   }
   LayerDropout d;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H, m->threads);
+    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H, nt);
     layernorm_forward(m->x0, m->emb_m, m->emb_r, m->emb_sum, m->p.emb_ln_w, m->p.emb_ln_b, N, H,
-                      (float)m->cfg.layer_norm_eps, m->threads);
+                      (float)m->cfg.layer_norm_eps, nt);
     d = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
-    dropout_forward_inplace(m->x0, (size_t)N * H, &d, m->threads);
+    dropout_forward_inplace(m->x0, (size_t)N * H, &d, nt);
   });
   m->fB = B; m->fT = T;
   return 0;
@@ -509,6 +511,7 @@ static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
 ** FFN and both LayerNorms act per row, and no other row reaches the loss.
 ** Returns the layer's output at those rows, (M, H). */
 static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
+  int nt = m->threads;
   int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I;
   LayerTensors *w = &m->p.layer[l];
   LayerActs *a = slot(m, l);
@@ -519,21 +522,21 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
   dao.rows = dfo.rows = m->hrows;
   dao.cols = dfo.cols = H;
   float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H, nt));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(a->ctx, a->att, q, kv, m->hrows, m->qstart, m->mask_add, B,
-                                                        T, H, m->A, M, &datt, m->att_scratch, m->threads));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H, m->threads));
+                                                        T, H, m->A, M, &datt, m->att_scratch, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao, m->threads);
+    residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I, m->threads));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo, m->threads);
+    residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo, nt);
   });
   return a->out;
 }
@@ -541,6 +544,7 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
 /* Runs encoder layers [0, n_layers) on the prepared batch; returns the last
 ** output (B*T, H). */
 static const float *encoder_layers_forward(Model *m, int n_layers) {
+  int nt = m->threads;
   int B = m->fB, T = m->fT, N = B * T, H = m->H;
   const float *x = m->x0;
   float eps = (float)m->cfg.layer_norm_eps;
@@ -550,17 +554,18 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
     LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
     LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H, m->threads));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H, nt));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, m->threads));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H, m->threads));
+         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, nt));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao, m->threads);
+      residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao, nt);
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I, m->threads));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H, m->threads));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I, nt));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo, m->threads);
+      residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo,
+                                 nt);
     });
     x = a->out;
   }
@@ -570,6 +575,7 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
 /* The MLM head on M rows: x holds them already gathered (M, H) when gathered,
 ** else x is (B*T, H) and the rows are m->hrows. Leaves logits (M, V) in out. */
 static void head_forward(Model *m, const float *x, int M, int gathered, float *out) {
+  int nt = m->threads;
   int H = m->H;
   if (gathered) {
     m->head_in = x;
@@ -579,14 +585,15 @@ static void head_forward(Model *m, const float *x, int M, int gathered, float *o
     });
     m->head_in = m->hin;
   }
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps, m->threads);
+    layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V, nt));
 }
 
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
+  int nt = m->threads;
   m->has_forward = 0;
   ModelLoss res = {0, 0, 0};
   if (out) *out = res;
@@ -615,7 +622,7 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
     head_forward(m, hx, M, 1, m->logits);
     /* Training keeps the softmax in the logits buffer for backward. */
     PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->V,
-                                                   &res.loss_sum, &res.n_correct, m->threads));
+                                                   &res.loss_sum, &res.n_correct, nt));
   }
   res.n_labels = M;
   m->fM = M;
@@ -653,6 +660,7 @@ void model_zero_grad(Model *m) { m->grads_zeroed = m->grads != NULL; }
 ** dB are (M, H) scratch (they may be the two halves of nothing else in use). */
 static void last_layer_rows_backward(Model *m, const float *x, const float *dout, float *dfull, float *dA, float *dB,
                                      int acc) {
+  int nt = m->threads;
   int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM;
   LayerTensors *w = &m->p.layer[l], *gw = &m->g.layer[l];
   LayerActs *a = slot(m, l);
@@ -665,22 +673,24 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
   const float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
   float *dkv = m->dqkv, *dq = m->dqkv + (size_t)N * 2 * H;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc, m->threads);
-    dropout_backward(dB, dA, MH, &dfo, m->threads);
+    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc, nt);
+    dropout_backward(dB, dA, MH, &dfo, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc, m->threads));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL,
+       gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc, m->threads);
-    dropout_backward(dA, dB, MH, &dao, m->threads);
+    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc, nt);
+    dropout_backward(dA, dB, MH, &dao, nt);
   });
   /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, nt));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
-                                                         H, m->A, M, &datt, m->att_scratch, m->threads));
+                                                         H, m->A, M, &datt, m->att_scratch, nt));
   PROF(m, MODEL_PHASE_MATMUL, {
-    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, m->threads);
-    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0, acc, m->threads);
+    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, nt);
+    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0,
+                    acc, nt);
   });
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) {
@@ -692,6 +702,7 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
 }
 
 void model_backward(Model *m, float loss_scale) {
+  int nt = m->threads;
   if (!m->has_forward || !m->grads || m->fM == 0) return;
   /* The first backward after model_zero_grad writes each gradient tensor where
   ** later ones add: no pass to zero the buffer, and no read of what it held. */
@@ -702,14 +713,16 @@ void model_backward(Model *m, float loss_scale) {
   Tensors *p = &m->p, *g = &m->g;
   float *dX = m->dX, *dY = m->dY;
 
-  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, m->threads));
+  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, nt));
   /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL,
+       matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, m->threads);
-    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, m->threads);
+    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, nt);
+    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, m->threads));
+  PROF(m, MODEL_PHASE_MATMUL,
+       matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
   /* m->dh1 is d(last layer output at the head rows). */
   const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
   last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H, acc);
@@ -724,33 +737,35 @@ void model_backward(Model *m, float loss_scale) {
     ** residual's gradient buffer directly (it is read before being added to). */
     const float *dffn = dX, *dattn = dY;
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc, m->threads);
-      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo, m->threads); else dffn = dY;
+      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc, nt);
+      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo, nt); else dffn = dY;
     });
     PROF(m, MODEL_PHASE_MATMUL,
-         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc, m->threads));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, m->threads));
+         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc, nt));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc, m->threads);
-      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao, m->threads); else dattn = dX;
+      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc, nt);
+      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao, nt); else dattn = dX;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, m->threads));
+    PROF(m, MODEL_PHASE_MATMUL,
+         matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, nt));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, m->threads));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, m->threads));
+         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, nt));
+    PROF(m, MODEL_PHASE_MATMUL,
+         matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, nt));
   }
   LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
   int pad = m->cfg.pad_token_id;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    dropout_backward(dX, dX, NH, &demb, m->threads);
-    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc, m->threads);
+    dropout_backward(dX, dX, NH, &demb, nt);
+    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc, nt);
     /* The tied decoder above wrote all of wte's gradient; positions and types only get the scatter. */
     if (!acc) {
       memset(g->wpe, 0, (size_t)m->P * H * sizeof(float));
       memset(g->tte, 0, (size_t)m->TV * H * sizeof(float));
     }
     embeddings_backward(g->wte, g->wpe, g->tte, dY, m->ids, m->pos, m->types, N, H, pad,
-                        m->cfg.model_type == MODEL_ROBERTA ? pad : -1, m->threads);
+                        m->cfg.model_type == MODEL_ROBERTA ? pad : -1, nt);
   });
 }
 
