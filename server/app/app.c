@@ -7,10 +7,10 @@
 
 #include "server/app/app.h"
 
-/* One store connection per thread. Opening one reads the schema, checks the
-** migrations and sets up WAL, on every request before; a handler thread now
-** pays that once. It is held under a pthread key, not _Thread_local, so that
-** it is closed when its thread ends. */
+/* One store connection per thread. An open (the file, WAL, the schema version
+** and its migrations) cost every request before; a thread now pays it once. It
+** is held under a pthread key, not _Thread_local, so that it is closed when its
+** thread ends. */
 typedef struct ThreadStore {
   Store *s;
   char *path;            /* the db_path it was opened for */
@@ -47,7 +47,11 @@ Store *app_thread_store(App *a, Err *err) {
   ThreadStore *t = pthread_getspecific(store_key);
   if (!t) {
     if (!(t = calloc(1, sizeof *t))) { err_set(err, "out of memory"); return NULL; }
-    if (pthread_setspecific(store_key, t)) { free(t); err_set(err, "out of memory"); return NULL; }
+    if (pthread_setspecific(store_key, t)) {
+      free(t);
+      err_set(err, "cannot keep a store connection for this thread");
+      return NULL;
+    }
   }
   if (thread_store_usable(t, a->db_path)) return t->s;
   thread_store_drop(t);
