@@ -366,6 +366,8 @@ void store_close(Store *s) {
   free(s);
 }
 
+int store_in_transaction(const Store *s) { return s && !sqlite3_get_autocommit(s->db); }
+
 int store_schema_version(Store *s) {
   int v = -1;
   user_version(s, &v, NULL);

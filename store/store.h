@@ -55,6 +55,8 @@ int store_status_ended(StoreStatus status);
 Store *store_open(const char *path, Err *err);
 /* Closes; NULL allowed. */
 void store_close(Store *s);
+/* 1 when a transaction is open on the connection (no public function leaves one), else 0. */
+int store_in_transaction(const Store *s);
 /* The schema version of the open database (STORE_SCHEMA_VERSION after open). */
 int store_schema_version(Store *s);
 /* PRAGMA integrity_check and foreign_key_check; 0 when both are clean. */

@@ -28,23 +28,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* OpenBLAS's sgemm on up to nt threads. The OpenMP build linked here (0.3.21) has
+** no per-call count (openblas_set_num_threads_local came in 0.3.26): it reads the
+** calling thread's OpenMP count, omp_get_max_threads(), a per-thread setting, so
+** that is set to nt for the call and put back. What stays process-wide is
+** inside OpenBLAS: it copies that count into a global of its own on every call
+** whose count differs (and resizes its buffers), and once that global is 1 it
+** stops reading the OpenMP count, so a 1-thread call would leave every later
+** call on one thread: it is raised again here when nt > 1. Inside a parallel
+** region OpenBLAS runs on the calling thread alone, as nt asks there. */
 static void blas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                 int ldb, float beta, float *C, int ldc) {
+                 int ldb, float beta, float *C, int ldc, int nt) {
+  int own = omp_in_parallel() ? nt : omp_get_max_threads();
+  if (own != nt) omp_set_num_threads(nt);
+  if (nt > 1 && !omp_in_parallel() && openblas_get_num_threads() == 1) openblas_set_num_threads(nt);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
               A, lda, B, ldb, beta, C, ldc);
+  if (own != nt) omp_set_num_threads(own);
 }
 
 /* OpenBLAS with the bias (beta must then be 0), the GELU or the GELU's
 ** derivative at P applied over C afterwards: every product without AVX-512,
-** and with it a thread's share when the thread cannot have its packing buffers. */
+** and with it a thread's share when the thread cannot have its packing buffers;
+** nt threads as blas(). */
 static void blas_epilogue(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                           const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
-                          int ldc) {
+                          int ldc, int nt) {
   if (bias) {
     for (int i = 0; i < M; i++) memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof(float));
     beta = 1.0f;
   }
-  blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nt);
   if (G)
     for (int i = 0; i < M; i++)
       for (int j = 0; j < N; j++) G[(size_t)i * ldc + j] = fast_gelu(C[(size_t)i * ldc + j]);
@@ -391,13 +405,13 @@ static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha
   return 1;
 }
 
-/* One thread's share: blocked, or OpenBLAS when its buffers cannot be had
-** (blk_serial fails before it writes anything). */
+/* One thread's share: blocked, or OpenBLAS on this thread alone when its
+** buffers cannot be had (blk_serial fails before it writes anything). */
 static void blk_share(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
                       int ldc) {
   if (!blk_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
-    blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
+    blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, 1);
 }
 
 static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -443,29 +457,29 @@ static int use_openblas(void) {
 }
 
 static void product(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                    int ldb, float beta, const float *bias, float *C, float *G, const float *P, int ldc) {
+                    int ldb, float beta, const float *bias, float *C, float *G, const float *P, int ldc, int threads) {
   if (M <= 0 || N <= 0) return;
-  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int nt = omp_in_parallel() || threads < 1 ? 1 : threads;
   if (!trans_a && trans_b && M <= 32 && N >= 4 * M && K > 0 && alpha != 0.0f && !P &&
       gemm_skinny_nt(M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt))
     return;
-  if (use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
+  if (use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
   else gemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
 }
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-              int ldb, float beta, float *C, int ldc) {
-  product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, NULL, NULL, ldc);
+              int ldb, float beta, float *C, int ldc, int threads) {
+  product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, NULL, NULL, ldc, threads);
 }
 
 void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                   const float *bias, float *C, float *G, int ldc) {
-  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc);
+                   const float *bias, float *C, float *G, int ldc, int threads) {
+  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc, threads);
 }
 
 void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                        const float *P, float *C, int ldc) {
-  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc);
+                        const float *P, float *C, int ldc, int threads) {
+  product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc, threads);
 }
 
 const char *gemm_backend(void) { return use_openblas() ? "openblas+avx512-few-rows" : "avx512-blocked"; }
@@ -473,21 +487,23 @@ const char *gemm_backend(void) { return use_openblas() ? "openblas+avx512-few-ro
 #else /* no AVX-512: OpenBLAS for every product */
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-              int ldb, float beta, float *C, int ldc) {
+              int ldb, float beta, float *C, int ldc, int threads) {
   if (M <= 0 || N <= 0) return;
-  blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads < 1 ? 1 : threads);
 }
 
 void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                   const float *bias, float *C, float *G, int ldc) {
+                   const float *bias, float *C, float *G, int ldc, int threads) {
   if (M <= 0 || N <= 0) return;
-  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc);
+  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc,
+                threads < 1 ? 1 : threads);
 }
 
 void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                        const float *P, float *C, int ldc) {
+                        const float *P, float *C, int ldc, int threads) {
   if (M <= 0 || N <= 0) return;
-  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc);
+  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc,
+                threads < 1 ? 1 : threads);
 }
 
 const char *gemm_backend(void) { return "openblas"; }

@@ -4,27 +4,29 @@
 ** cblas_sgemm(CblasRowMajor, ...), plus a variant that adds a bias to every
 ** row and can apply GELU as it stores, and one that multiplies by GELU's
 ** derivative as it stores (the FFN's backward). On a CPU with AVX-512 the work is done
-** by kernels of our own (gemm.c), elsewhere by OpenBLAS. Products use
-** omp_get_max_threads() threads outside a parallel region and the calling
-** thread inside one. beta == 0 means C is written without being read (it may
-** hold garbage). Results do not depend on the thread count. */
+** by kernels of our own (gemm.c), elsewhere by OpenBLAS. Each call says how
+** many threads it may use (threads, at least 1): outside a parallel region the
+** product runs on up to that many, inside one on the calling thread alone; no
+** process-wide setting is read or changed for it (OpenBLAS: see gemm.c). beta
+** == 0 means C is written without being read (it may hold garbage). Results do
+** not depend on the thread count. */
 #ifndef MASKD_GEMM_H
 #define MASKD_GEMM_H
 
 /* C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C; trans_a/trans_b nonzero = transposed. */
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-              int ldb, float beta, float *C, int ldc);
+              int ldb, float beta, float *C, int ldc, int threads);
 
 /* C[M,N] = op(A)[M,K] op(B)[K,N] + bias[N] on every row (bias NULL = none), C not
 ** read; with G != NULL also G = GELU(C) (exact erf, ldc too), and when G == C
 ** only G is stored. */
 void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                   const float *bias, float *C, float *G, int ldc);
+                   const float *bias, float *C, float *G, int ldc, int threads);
 
 /* C[M,N] = (op(A)[M,K] op(B)[K,N]) * GELU'(P) elementwise, P[M,N] with ldc too, C
 ** not read: the gradient at P of GELU(P), given op(A) op(B) the gradient at GELU(P). */
 void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                        const float *P, float *C, int ldc);
+                        const float *P, float *C, int ldc, int threads);
 
 /* What gemm_f32 runs: "avx512-blocked", "openblas+avx512-few-rows" (MASKD_GEMM=openblas) or "openblas". */
 const char *gemm_backend(void);

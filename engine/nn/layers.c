@@ -48,19 +48,19 @@ float layer_erff(float x) { return fast_erff(x); }
 
 /* ----------------------------------------------------------------- matmul */
 
-void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o) {
-  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, out, NULL, o);
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o, int threads) {
+  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, out, NULL, o, threads);
 }
 
 void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w, const float *bias, int n, int k,
-                         int o) {
-  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, pre, act, o);
+                         int o, int threads) {
+  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, pre, act, o, threads);
 }
 
 /* db[c] (+)= sum_r dout[r, c], parallel over column blocks so no two threads share an output. */
-static void column_sums(float *db, const float *dout, int n, int o, int accumulate) {
+static void column_sums(float *db, const float *dout, int n, int o, int accumulate, int threads) {
   int nb = (o + 63) / 64;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int bi = 0; bi < nb; bi++) {
     int c0 = bi * 64, c1 = c0 + 64 < o ? c0 + 64 : o;
     float acc[64] = {0};
@@ -72,22 +72,23 @@ static void column_sums(float *db, const float *dout, int n, int o, int accumula
   }
 }
 
-static void param_grads(float *dw, float *db, const float *dout, const float *in, int n, int k, int o, int accumulate) {
-  if (db) column_sums(db, dout, n, o, accumulate);
-  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, accumulate ? 1.0f : 0.0f, dw, k);
+static void param_grads(float *dw, float *db, const float *dout, const float *in, int n, int k, int o, int accumulate,
+                        int threads) {
+  if (db) column_sums(db, dout, n, o, accumulate, threads);
+  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, accumulate ? 1.0f : 0.0f, dw, k, threads);
 }
 
 void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                     int n, int k, int o, int din_accumulate, int params_accumulate) {
-  param_grads(dw, db, dout, in, n, k, o, params_accumulate);
+                     int n, int k, int o, int din_accumulate, int params_accumulate, int threads) {
+  param_grads(dw, db, dout, in, n, k, o, params_accumulate, threads);
   if (din)
-    gemm_f32(0, 0, n, k, o, 1.0f, dout, o, w, k, din_accumulate ? 1.0f : 0.0f, din, k);
+    gemm_f32(0, 0, n, k, o, 1.0f, dout, o, w, k, din_accumulate ? 1.0f : 0.0f, din, k, threads);
 }
 
 void gelu_matmul_backward(float *dpre, float *dw, float *db, const float *dout, const float *act, const float *pre,
-                          const float *w, int n, int k, int o, int params_accumulate) {
-  param_grads(dw, db, dout, act, n, k, o, params_accumulate);
-  gemm_f32_gelu_grad(0, 0, n, k, o, dout, o, w, k, pre, dpre, k);
+                          const float *w, int n, int k, int o, int params_accumulate, int threads) {
+  param_grads(dw, db, dout, act, n, k, o, params_accumulate, threads);
+  gemm_f32_gelu_grad(0, 0, n, k, o, dout, o, w, k, pre, dpre, k, threads);
 }
 
 /* -------------------------------------------------------------- layernorm */
@@ -109,15 +110,16 @@ static inline void layernorm_row(float *y, float *mean, float *rstd, const float
 }
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
-                       int n, int c, float eps) {
-#pragma omp parallel for schedule(static)
+                       int n, int c, float eps, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int r = 0; r < n; r++)
     layernorm_row(out + (size_t)r * c, mean + r, rstd + r, in + (size_t)r * c, w, b, c, eps);
 }
 
 void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
-                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate) {
-#pragma omp parallel for schedule(static)
+                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate,
+                        int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int r = 0; r < n; r++) {
     const float *x = in + (size_t)r * c, *dy = dout + (size_t)r * c;
     float *dx = din + (size_t)r * c;
@@ -136,7 +138,7 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
       for (int i = 0; i < c; i++) dx[i] = rs * (dy[i] * w[i] - a - (x[i] - mu) * rs * bsum);
   }
   int nb = (c + 63) / 64;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int bi = 0; bi < nb; bi++) {
     int c0 = bi * 64, c1 = c0 + 64 < c ? c0 + 64 : c;
     float aw[64] = {0}, ab[64] = {0};
@@ -157,8 +159,8 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
 
 /* ------------------------------------------------------------------- gelu */
 
-void gelu_backward(float *din, const float *dout, const float *in, size_t n) {
-#pragma omp parallel for simd schedule(static)
+void gelu_backward(float *din, const float *dout, const float *in, size_t n, int threads) {
+#pragma omp parallel for simd num_threads(threads) schedule(static)
   for (size_t i = 0; i < n; i++) din[i] = dout[i] * fast_gelu_grad(in[i]);
 }
 
@@ -172,27 +174,28 @@ static inline size_t mask_row_base(const LayerDropout *d, size_t r, size_t cols)
 }
 
 /* out = in * mask over n elements of a site that drops. */
-static void masked_copy(float *out, const float *in, size_t n, const LayerDropout *d) {
+static void masked_copy(float *out, const float *in, size_t n, const LayerDropout *d, int threads) {
   DropoutMask m = dropout_mask(d);
   if (d->rows) {
     size_t cols = (size_t)d->cols, nr = n / cols;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t r = 0; r < nr; r++) {
       size_t base = mask_row_base(d, r, cols), o = r * cols;
       for (size_t c = 0; c < cols; c++) out[o + c] = in[o + c] * mask_factor(m, base + c);
     }
     return;
   }
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd num_threads(threads) schedule(static)
   for (size_t i = 0; i < n; i++) out[i] = in[i] * mask_factor(m, i);
 }
 
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
-                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d) {
+                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d,
+                                int threads) {
   DropoutMask m = dropout_mask(d);
   /* One pass per row: the sum is normalised while it is still in L1, instead
   ** of being written out whole and read back by a second pass. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int r = 0; r < n; r++) {
     size_t o = (size_t)r * c;
     float *sum = (res ? res : out) + o;
@@ -208,20 +211,20 @@ void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd
   }
 }
 
-void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d) {
-  if (dropout_on(d)) masked_copy(din, dout, n, d);
+void dropout_backward(float *din, const float *dout, size_t n, const LayerDropout *d, int threads) {
+  if (dropout_on(d)) masked_copy(din, dout, n, d, threads);
   else if (din != dout) memcpy(din, dout, n * sizeof(float));
 }
 
-void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d) {
-  if (dropout_on(d)) dropout_backward(x, x, n, d);
+void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d, int threads) {
+  if (dropout_on(d)) dropout_backward(x, x, n, d, threads);
 }
 
 /* ------------------------------------------------------------- embeddings */
 
 void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types,
-                        const float *wte, const float *wpe, const float *tte, int n, int c) {
-#pragma omp parallel for schedule(static)
+                        const float *wte, const float *wpe, const float *tte, int n, int c, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int r = 0; r < n; r++) {
     const float *a = wte + (size_t)ids[r] * c, *p = wpe + (size_t)pos[r] * c;
     const float *t = tte + (size_t)(types ? types[r] : 0) * c;
@@ -231,10 +234,11 @@ void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, cons
 }
 
 void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
-                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe) {
+                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe,
+                         int threads) {
   /* Parallel over column blocks: repeated ids then never race on a row. */
   int nb = (c + 31) / 32;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int bi = 0; bi < nb; bi++) {
     int c0 = bi * 32, c1 = c0 + 32 < c ? c0 + 32 : c;
     for (int r = 0; r < n; r++) {
@@ -283,17 +287,17 @@ static void softmax_rows_masked(float *s, const float *mask_add, int rows, int T
 }
 
 void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C,
-                       int A, const LayerDropout *d, float *scratch) {
+                       int A, const LayerDropout *d, float *scratch, int threads) {
   int hd = C / A, ld = 3 * C;
   float scale = 1.0f / sqrtf((float)hd);
   DropoutMask m = dropout_mask(d);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A;
     const float *q = qkv + (size_t)b * T * ld + h * hd, *k = q + C, *v = q + 2 * C;
     float *own = scratch + (size_t)omp_get_thread_num() * 2 * T * T;
     float *s = att ? att + (size_t)bh * T * T : own + (size_t)T * T;
-    gemm_f32(0, 1, T, T, hd, scale, q, ld, k, ld, 0.0f, s, T);
+    gemm_f32(0, 1, T, T, hd, scale, q, ld, k, ld, 0.0f, s, T, 1);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, T, T);
     const float *p = s;
     if (m.on) {
@@ -302,16 +306,16 @@ void attention_forward(float *ctx, float *att, const float *qkv, const float *ma
       for (size_t i = 0; i < (size_t)T * T; i++) pd[i] = s[i] * mask_factor(m, base + i);
       p = pd;
     }
-    gemm_f32(0, 0, T, hd, T, 1.0f, p, T, v, ld, 0.0f, ctx + (size_t)b * T * C + h * hd, C);
+    gemm_f32(0, 0, T, hd, T, 1.0f, p, T, v, ld, 0.0f, ctx + (size_t)b * T * C + h * hd, C, 1);
   }
 }
 
 void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C,
-                        int A, const LayerDropout *d, float *scratch) {
+                        int A, const LayerDropout *d, float *scratch, int threads) {
   int hd = C / A, ld = 3 * C;
   float scale = 1.0f / sqrtf((float)hd);
   DropoutMask m = dropout_mask(d);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A;
     size_t off = (size_t)b * T * ld + h * hd;
@@ -327,31 +331,31 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
       pd = s1;
     }
     /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T. */
-    gemm_f32(1, 0, T, hd, T, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
-    gemm_f32(0, 1, T, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
+    gemm_f32(1, 0, T, hd, T, 1.0f, pd, T, dc, C, 0.0f, dv, ld, 1);
+    gemm_f32(0, 1, T, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T, 1);
     if (m.on)
       for (size_t i = 0; i < (size_t)T * T; i++) dp[i] *= mask_factor(m, base + i);
     softmax_rows_backward(dp, p, T, T);
     /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q. */
-    gemm_f32(0, 0, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
-    gemm_f32(1, 0, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
+    gemm_f32(0, 0, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld, 1);
+    gemm_f32(1, 0, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld, 1);
   }
 }
 
 void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
                             const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
-                            const LayerDropout *d, float *scratch) {
+                            const LayerDropout *d, float *scratch, int threads) {
   int hd = C / A, ld = 2 * C;
   float scale = 1.0f / sqrtf((float)hd);
   DropoutMask m = dropout_mask(d);
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
     if (mb == 0) continue;
     const float *qb = q + (size_t)r0 * C + h * hd, *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
     float *own = scratch + (size_t)omp_get_thread_num() * 2 * T * T;
     float *s = att ? att + ((size_t)h * M + r0) * T : own + (size_t)T * T;
-    gemm_f32(0, 1, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T);
+    gemm_f32(0, 1, mb, T, hd, scale, qb, C, k, ld, 0.0f, s, T, 1);
     softmax_rows_masked(s, mask_add ? mask_add + (size_t)b * T : NULL, mb, T);
     const float *p = s;
     if (m.on) {
@@ -363,17 +367,17 @@ void attention_rows_forward(float *ctx, float *att, const float *q, const float 
       }
       p = pd;
     }
-    gemm_f32(0, 0, mb, hd, T, 1.0f, p, T, v, ld, 0.0f, ctx + (size_t)r0 * C + h * hd, C);
+    gemm_f32(0, 0, mb, hd, T, 1.0f, p, T, v, ld, 0.0f, ctx + (size_t)r0 * C + h * hd, C, 1);
   }
 }
 
 void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
                              const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
-                             int A, int M, const LayerDropout *d, float *scratch) {
+                             int A, int M, const LayerDropout *d, float *scratch, int threads) {
   int hd = C / A, ld = 2 * C;
   float scale = 1.0f / sqrtf((float)hd);
   DropoutMask m = dropout_mask(d);
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (int bh = 0; bh < B * A; bh++) {
     int b = bh / A, h = bh % A, r0 = qstart[b], mb = qstart[b + 1] - r0;
     const float *k = kv + (size_t)b * T * ld + h * hd, *v = k + C;
@@ -396,26 +400,26 @@ void attention_rows_backward(float *dq, float *dkv, const float *dctx, const flo
       }
       pd = s1;
     }
-    gemm_f32(1, 0, T, hd, mb, 1.0f, pd, T, dc, C, 0.0f, dv, ld);
-    gemm_f32(0, 1, mb, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T);
+    gemm_f32(1, 0, T, hd, mb, 1.0f, pd, T, dc, C, 0.0f, dv, ld, 1);
+    gemm_f32(0, 1, mb, T, hd, 1.0f, dc, C, v, ld, 0.0f, dp, T, 1);
     if (m.on)
       for (int i = 0; i < mb; i++) {
         size_t base = (((size_t)b * A + h) * T + (qrows[r0 + i] - b * T)) * T;
         for (int j = 0; j < T; j++) dp[(size_t)i * T + j] *= mask_factor(m, base + j);
       }
     softmax_rows_backward(dp, p, mb, T);
-    gemm_f32(0, 0, mb, hd, T, scale, dp, T, k, ld, 0.0f, dq + (size_t)r0 * C + h * hd, C);
-    gemm_f32(1, 0, T, hd, mb, scale, dp, T, qb, C, 0.0f, dk, ld);
+    gemm_f32(0, 0, mb, hd, T, scale, dp, T, k, ld, 0.0f, dq + (size_t)r0 * C + h * hd, C, 1);
+    gemm_f32(1, 0, T, hd, mb, scale, dp, T, qb, C, 0.0f, dk, ld, 1);
   }
 }
 
 /* ---------------------------------------------------------- cross-entropy */
 
 void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
-                          double *loss_sum, int *n_correct) {
+                          double *loss_sum, int *n_correct, int threads) {
   double loss = 0;
   int correct = 0;
-#pragma omp parallel for schedule(static) reduction(+ : loss, correct)
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : loss, correct)
   for (int r = 0; r < m; r++) {
     const float *l = logits + (size_t)r * v;
     /* The maximum by a vector reduction, then its first index (torch's argmax on ties). */
@@ -444,8 +448,9 @@ void crossentropy_forward(float *probs_out, const float *logits, const int32_t *
   *n_correct += correct;
 }
 
-void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale) {
-#pragma omp parallel for schedule(static)
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
+                           int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int r = 0; r < m; r++) {
     const float *p = probs + (size_t)r * v;
     float *g = dlogits + (size_t)r * v;

@@ -2,7 +2,7 @@
 ** forward/backward passes stitched from engine/nn/layers.c. */
 #include "engine/nn/model.h"
 
-#include <cblas.h>
+#include <assert.h>
 #include <float.h>
 #include <omp.h>
 #include <stdio.h>
@@ -12,9 +12,6 @@
 #include "engine/nn/layers.h"
 #include "engine/core/platform.h"
 #include "engine/core/rng.h"
-
-/* cblas.h pulls in <complex.h>, whose I would shadow the intermediate size. */
-#undef I
 
 /* Pointers to every parameter (or gradient) tensor inside one flat buffer.
 ** Q, K and V of a layer are one (3H, H) matrix and one 3H bias, so a single
@@ -36,6 +33,17 @@ typedef struct LayerActs {
 
 enum { INIT_NORMAL, INIT_ZERO, INIT_ONE };
 
+/* One buffer of the activation plan: its name (and encoder layer, or -1), the
+** Model field that points at it (f for floats, i for int32s), and how many
+** elements it holds (0: this plan does not need it, and the field is NULL). */
+typedef struct PlanBuf {
+  const char *name;
+  int layer;
+  float **f;
+  int32_t **i;
+  size_t count;
+} PlanBuf;
+
 struct Model {
   ModelConfig cfg;
   int V, H, L, A, I, P, TV;
@@ -50,8 +58,11 @@ struct Model {
 
   /* plan */
   int pB, pT, pM, training, planned;
-  float *acts;                   /* one allocation for all activations */
-  int32_t *iacts;                /* ids, positions, types, head rows, head labels */
+  PlanBuf *plan;                 /* the plan's buffers, in allocation order (plan_table) */
+  int n_plan;
+  float *acts;                   /* one allocation for all float activations, act_floats long */
+  int32_t *iacts;                /* ids, positions, types, head rows, head labels, act_ints long */
+  size_t act_floats, act_ints;
   int32_t *ids, *pos, *types, *hrows, *hlabels;
   float *mask_add, *emb_sum, *emb_m, *emb_r, *x0, *proj;
   LayerActs *la;                 /* L slots when training, else 1 reused */
@@ -186,7 +197,7 @@ oom:
 
 void model_free(Model *m) {
   if (!m) return;
-  free(m->params); free(m->grads); free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch);
+  free(m->params); free(m->grads); free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->plan);
   free(m->layer_storage); free(m->tensors); free(m->tensor_init);
   free(m);
 }
@@ -233,6 +244,117 @@ const ModelTensor *model_tensor_by_name(const Model *m, const char *name) {
 
 /* --------------------------------------------------------------- plan */
 
+/* llm.c's habit: one table lists every activation buffer with its size, and
+** the same table both sizes the allocations and carves them up, so the two
+** cannot drift apart. Float buffers each start on a 64-byte line (the product
+** kernel's stores of C rows run about 10% slower when they straddle lines). */
+
+/* Entries plan_table may write for this many layer slots. */
+static int plan_capacity(int slots) { return 6 + 13 * slots + 7 + 6 + 6; }
+
+/* Floats a float buffer of count takes: up to the next 64-byte line. */
+static size_t plan_floats(size_t count) { return (count + 15) & ~(size_t)15; }
+
+/* Fills t with the buffers of a (batch, seq) plan with M head rows, in
+** allocation order; returns how many. Inference keeps neither the attention
+** probabilities nor the residual sums (backward's inputs), applies GELU in
+** place and has no gradients: those entries have count 0. */
+static int plan_table(Model *m, PlanBuf *t, int batch, int seq, size_t M, int training) {
+  size_t N = (size_t)batch * seq, H = m->H, I = m->I, V = m->V, tr = training != 0;
+  size_t att = (size_t)batch * m->A * seq * seq;
+  int n = 0, slots = training ? m->L : 1;
+#define F(name, layer, field, count) (t[n++] = (PlanBuf){name, layer, &(field), NULL, (count)})
+#define IDS(name, field, count) (t[n++] = (PlanBuf){name, -1, NULL, &(field), (count)})
+  F("mask_add", -1, m->mask_add, N);
+  F("emb_sum", -1, m->emb_sum, N * H);
+  F("emb_mean", -1, m->emb_m, N);
+  F("emb_rstd", -1, m->emb_r, N);
+  F("x0", -1, m->x0, N * H);
+  F("proj", -1, m->proj, N * H);
+  for (int s = 0; s < slots; s++) {
+    LayerActs *l = &m->la[s];
+    F("qkv", s, l->qkv, N * 3 * H);
+    F("ctx", s, l->ctx, N * H);
+    F("ln1_mean", s, l->m1, N);
+    F("ln1_rstd", s, l->r1, N);
+    F("h1", s, l->h1, N * H);
+    F("ffpre", s, l->ffpre, N * I);
+    F("ln2_mean", s, l->m2, N);
+    F("ln2_rstd", s, l->r2, N);
+    F("out", s, l->out, N * H);
+    F("att", s, l->att, tr * att);
+    F("res1", s, l->res1, tr * N * H);
+    F("res2", s, l->res2, tr * N * H);
+    F("ffact", s, l->ffact, tr * N * I);
+  }
+  F("head_in", -1, m->hin, M * H);
+  F("head_pre", -1, m->hpre, M * H);
+  F("head_act", -1, m->hact, M * H);
+  F("head_mean", -1, m->hm, M);
+  F("head_rstd", -1, m->hr, M);
+  F("head_ln", -1, m->hln, M * H);
+  F("logits", -1, m->logits, M * V);
+  F("dX", -1, m->dX, tr * N * H);
+  F("dY", -1, m->dY, tr * N * H);
+  F("dqkv", -1, m->dqkv, tr * N * 3 * H);
+  F("dI", -1, m->dI, tr * N * I);
+  F("dh1", -1, m->dh1, tr * M * H);
+  F("dh2", -1, m->dh2, tr * M * H);
+  IDS("ids", m->ids, N);
+  IDS("positions", m->pos, N);
+  IDS("types", m->types, N);
+  IDS("head_rows", m->hrows, M);
+  IDS("head_labels", m->hlabels, M);
+  IDS("qstart", m->qstart, (size_t)batch + 1);
+#undef F
+#undef IDS
+  assert(n <= plan_capacity(slots));
+  return n;
+}
+
+/* Points every field of the table into m->acts and m->iacts, in table order. */
+static void plan_carve(Model *m) {
+  size_t fo = 0, io = 0;
+  for (int k = 0; k < m->n_plan; k++) {
+    const PlanBuf *b = &m->plan[k];
+    if (b->f) {
+      *b->f = b->count ? m->acts + fo : NULL;
+      fo += plan_floats(b->count);
+      assert(fo <= m->act_floats);
+    } else {
+      *b->i = b->count ? m->iacts + io : NULL;
+      io += b->count;
+      assert(io <= m->act_ints);
+    }
+  }
+  /* The carve-up used exactly what was allocated from the same table. */
+  assert(fo == m->act_floats && io == m->act_ints);
+}
+
+int model_activation_count(const Model *m) { return m->planned ? m->n_plan : 0; }
+
+int model_activation(const Model *m, int i, ModelActivation *out) {
+  if (!m->planned || i < 0 || i >= m->n_plan) return -1;
+  const PlanBuf *b = &m->plan[i];
+  out->name = b->name;
+  out->layer = b->layer;
+  out->is_int = b->i != NULL;
+  /* A buffer the plan does not need may alias another (inference's GELU in place): not its own. */
+  out->data = !b->count ? NULL : b->f ? (const void *)*b->f : (const void *)*b->i;
+  out->bytes = b->count * (b->f ? sizeof(float) : sizeof(int32_t));
+  return 0;
+}
+
+void model_activation_arenas(const Model *m, const void **floats, size_t *float_bytes, const void **ints,
+                             size_t *int_bytes) {
+  int p = m->planned;
+  *floats = p ? m->acts : NULL;
+  *float_bytes = p ? m->act_floats * sizeof(float) : 0;
+  *ints = p ? m->iacts : NULL;
+  *int_bytes = p ? m->act_ints * sizeof(int32_t) : 0;
+}
+
+
 static int ensure_scratch(Model *m, int threads) {
   if (!m->planned || threads <= m->scratch_threads) return 0;
   float *s = platform_alloc_floats((size_t)threads * 2 * m->pT * m->pT);
@@ -244,72 +366,45 @@ static int ensure_scratch(Model *m, int threads) {
 }
 
 int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *err) {
+  int nt = m->threads;
   if (batch <= 0 || seq <= 0 || head_rows < 0)
     return err_set(err, "plan: batch %d, seq %d and head_rows %d must be positive", batch, seq, head_rows);
   if (head_rows == 0) head_rows = 1;
   int maxpos = m->cfg.model_type == MODEL_ROBERTA ? m->P - m->cfg.pad_token_id - 1 : m->P;
   if (seq > maxpos)
     return err_set(err, "plan: seq %d exceeds the %d positions of max_position_embeddings %d", seq, maxpos, m->P);
-  free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->grads);
-  m->acts = NULL; m->iacts = NULL; m->la = NULL; m->att_scratch = NULL; m->grads = NULL;
-  m->planned = 0; m->scratch_threads = 0; m->has_forward = 0;
+  free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->grads); free(m->plan);
+  m->acts = NULL; m->iacts = NULL; m->la = NULL; m->att_scratch = NULL; m->grads = NULL; m->plan = NULL;
+  m->n_plan = 0; m->planned = 0; m->scratch_threads = 0; m->has_forward = 0;
 
-  size_t N = (size_t)batch * seq, H = m->H, I = m->I, M = head_rows, V = m->V;
   int slots = training ? m->L : 1;
-  size_t att = (size_t)batch * m->A * seq * seq;
-  /* Inference keeps neither the attention probabilities nor the residual sums
-  ** (backward's inputs), and applies GELU in place: less memory to stream. */
-  size_t kept = training ? att + 2 * N * H + N * I : 0;
-  size_t per_layer = N * 3 * H + N * H + 2 * N + N * H + N * I + 2 * N + N * H + kept;
-  size_t total = N + N * H + 2 * N + N * H + N * H       /* mask_add, emb_sum, stats, x0, proj */
-               + (size_t)slots * per_layer
-               + M * H * 3 + 2 * M + M * H + M * V;      /* head */
-  if (training) total += N * H * 2 + N * 3 * H + N * I + M * H * 2;
-  total += (size_t)(32 + 16 * slots) * 16;     /* each GIVE starts a cache line */
-  m->acts = platform_alloc_floats(total);
-  m->iacts = malloc((3 * N + 2 * M + (size_t)batch + 1) * sizeof(int32_t));
   m->la = calloc((size_t)slots, sizeof(LayerActs));
+  m->plan = m->la ? calloc((size_t)plan_capacity(slots), sizeof(PlanBuf)) : NULL;
+  m->n_plan = m->plan ? plan_table(m, m->plan, batch, seq, (size_t)head_rows, training) : 0;
+  size_t floats = 0, ints = 0;
+  for (int i = 0; i < m->n_plan; i++) {
+    if (m->plan[i].f) floats += plan_floats(m->plan[i].count);
+    else ints += m->plan[i].count;
+  }
+  m->acts = m->plan ? platform_alloc_floats(floats) : NULL;
+  m->iacts = m->plan ? malloc(ints * sizeof(int32_t)) : NULL;
   if (training && (m->grads = platform_alloc_floats(m->n_params))) memset(m->grads, 0, m->n_params * sizeof(float));
   m->grads_zeroed = 0;
   if (m->grads) layout(m, m->grads, &m->g, 0);   /* gradient views: the parameters' layout */
-  if (!m->acts || !m->iacts || !m->la || (training && !m->grads)) {
-    free(m->acts); free(m->iacts); free(m->la); free(m->grads);
-    m->acts = NULL; m->iacts = NULL; m->la = NULL; m->grads = NULL;
+  if (!m->acts || !m->iacts || !m->la || !m->plan || (training && !m->grads)) {
+    free(m->acts); free(m->iacts); free(m->la); free(m->grads); free(m->plan);
+    m->acts = NULL; m->iacts = NULL; m->la = NULL; m->grads = NULL; m->plan = NULL; m->n_plan = 0;
     return err_set(err, "plan: out of memory for batch %d x seq %d (%zu MB of activations)", batch, seq,
-                   total * sizeof(float) >> 20);
+                   floats * sizeof(float) >> 20);
   }
-  float *a = m->acts;
-  /* Every activation starts on a 64-byte line: the product kernel's stores of
-  ** C rows run about 10% slower when they straddle lines. */
-#define GIVE(ptr, count) do { (ptr) = a; a += ((count) + 15) & ~(size_t)15; } while (0)
-  GIVE(m->mask_add, N); GIVE(m->emb_sum, N * H); GIVE(m->emb_m, N); GIVE(m->emb_r, N);
-  GIVE(m->x0, N * H); GIVE(m->proj, N * H);
-  for (int s = 0; s < slots; s++) {
-    LayerActs *l = &m->la[s];
-    GIVE(l->qkv, N * 3 * H); GIVE(l->ctx, N * H); GIVE(l->m1, N); GIVE(l->r1, N); GIVE(l->h1, N * H);
-    GIVE(l->ffpre, N * I); GIVE(l->m2, N); GIVE(l->r2, N); GIVE(l->out, N * H);
-    if (training) {
-      GIVE(l->att, att); GIVE(l->res1, N * H); GIVE(l->res2, N * H); GIVE(l->ffact, N * I);
-    } else {
-      l->att = l->res1 = l->res2 = NULL;
-      l->ffact = l->ffpre;
-    }
-  }
-  GIVE(m->hin, M * H); GIVE(m->hpre, M * H); GIVE(m->hact, M * H); GIVE(m->hm, M); GIVE(m->hr, M);
-  GIVE(m->hln, M * H); GIVE(m->logits, M * V);
-  if (training) {
-    GIVE(m->dX, N * H); GIVE(m->dY, N * H); GIVE(m->dqkv, N * 3 * H); GIVE(m->dI, N * I);
-    GIVE(m->dh1, M * H); GIVE(m->dh2, M * H);
-  } else {
-    m->dX = m->dY = m->dqkv = m->dI = m->dh1 = m->dh2 = NULL;
-  }
-#undef GIVE
-  int32_t *ia = m->iacts;
-  m->ids = ia; m->pos = ia + N; m->types = ia + 2 * N; m->hrows = ia + 3 * N; m->hlabels = ia + 3 * N + M;
-  m->qstart = ia + 3 * N + 2 * M;
+  m->act_floats = floats;
+  m->act_ints = ints;
+  plan_carve(m);
+  /* Inference applies GELU in place: the FFN's activation is its input's buffer. */
+  if (!training) m->la[0].ffact = m->la[0].ffpre;
   m->pB = batch; m->pT = seq; m->pM = head_rows; m->training = training; m->planned = 1;
-  int th = m->threads > omp_get_max_threads() ? m->threads : omp_get_max_threads();
-  if (ensure_scratch(m, th)) {
+  /* Every parallel region of a pass has at most m->threads threads. */
+  if (ensure_scratch(m, nt)) {
     m->planned = 0;
     return err_set(err, "plan: out of memory for attention scratch");
   }
@@ -321,18 +416,15 @@ void model_set_dropout(Model *m, int enabled, uint64_t seed) {
   m->drop_seed = seed;
 }
 
-void openblas_set_num_threads(int num_threads);
-
+/* The count is the model's alone: its passes give it to every parallel region
+** (num_threads) and product (gemm_f32) they run, so setting it changes nothing
+** for another model, whatever thread that one runs on, nor for the caller. */
 void model_set_threads(Model *m, int threads) {
   if (threads < 1) threads = 1;
   m->threads = threads;
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
   if (ensure_scratch(m, threads)) {
     /* Without scratch for more threads, stay at what the scratch covers. */
     m->threads = m->scratch_threads;
-    omp_set_num_threads(m->threads);
-    openblas_set_num_threads(m->threads);
   }
 }
 
@@ -351,6 +443,7 @@ static LayerActs *slot(Model *m, int l) { return &m->la[m->training ? l : 0]; }
 /* Checks the batch, fills ids/positions/types/mask and runs the embeddings
 ** into m->x0; -1 on bad input. */
 static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
+  int nt = m->threads;
   if (!m->planned) return err_set(err, "forward: the model has no plan (call model_plan first)");
   if (!b || !b->input_ids || b->batch <= 0 || b->seq <= 0 || b->batch > m->pB || b->seq > m->pT) {
     return err_set(err, "forward: batch %d x seq %d does not fit the plan %d x %d", b ? b->batch : 0,
@@ -382,11 +475,11 @@ static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
   }
   LayerDropout d;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H);
+    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H, nt);
     layernorm_forward(m->x0, m->emb_m, m->emb_r, m->emb_sum, m->p.emb_ln_w, m->p.emb_ln_b, N, H,
-                      (float)m->cfg.layer_norm_eps);
+                      (float)m->cfg.layer_norm_eps, nt);
     d = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
-    dropout_forward_inplace(m->x0, (size_t)N * H, &d);
+    dropout_forward_inplace(m->x0, (size_t)N * H, &d, nt);
   });
   m->fB = B; m->fT = T;
   return 0;
@@ -397,6 +490,7 @@ static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
 ** FFN and both LayerNorms act per row, and no other row reaches the loss.
 ** Returns the layer's output at those rows, (M, H). */
 static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
+  int nt = m->threads;
   int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I;
   LayerTensors *w = &m->p.layer[l];
   LayerActs *a = slot(m, l);
@@ -407,21 +501,21 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
   dao.rows = dfo.rows = m->hrows;
   dao.cols = dfo.cols = H;
   float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H, nt));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(a->ctx, a->att, q, kv, m->hrows, m->qstart, m->mask_add, B,
-                                                        T, H, m->A, M, &datt, m->att_scratch));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H));
+                                                        T, H, m->A, M, &datt, m->att_scratch, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao);
+    residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo);
+    residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo, nt);
   });
   return a->out;
 }
@@ -429,6 +523,7 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
 /* Runs encoder layers [0, n_layers) on the prepared batch; returns the last
 ** output (B*T, H). */
 static const float *encoder_layers_forward(Model *m, int n_layers) {
+  int nt = m->threads;
   int B = m->fB, T = m->fT, N = B * T, H = m->H;
   const float *x = m->x0;
   float eps = (float)m->cfg.layer_norm_eps;
@@ -438,17 +533,18 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
     LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
     LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H, nt));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H));
+         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, nt));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao);
+      residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao, nt);
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I, nt));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo);
+      residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo,
+                                 nt);
     });
     x = a->out;
   }
@@ -458,6 +554,7 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
 /* The MLM head on M rows: x holds them already gathered (M, H) when gathered,
 ** else x is (B*T, H) and the rows are m->hrows. Leaves logits (M, V) in out. */
 static void head_forward(Model *m, const float *x, int M, int gathered, float *out) {
+  int nt = m->threads;
   int H = m->H;
   if (gathered) {
     m->head_in = x;
@@ -467,14 +564,15 @@ static void head_forward(Model *m, const float *x, int M, int gathered, float *o
     });
     m->head_in = m->hin;
   }
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps);
+    layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V, nt));
 }
 
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
+  int nt = m->threads;
   m->has_forward = 0;
   ModelLoss res = {0, 0, 0};
   if (out) *out = res;
@@ -503,7 +601,7 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
     head_forward(m, hx, M, 1, m->logits);
     /* Training keeps the softmax in the logits buffer for backward. */
     PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->V,
-                                                   &res.loss_sum, &res.n_correct));
+                                                   &res.loss_sum, &res.n_correct, nt));
   }
   res.n_labels = M;
   m->fM = M;
@@ -541,6 +639,7 @@ void model_zero_grad(Model *m) { m->grads_zeroed = m->grads != NULL; }
 ** dB are (M, H) scratch (they may be the two halves of nothing else in use). */
 static void last_layer_rows_backward(Model *m, const float *x, const float *dout, float *dfull, float *dA, float *dB,
                                      int acc) {
+  int nt = m->threads;
   int l = m->L - 1, B = m->fB, T = m->fT, N = B * T, H = m->H, I = m->I, M = m->fM;
   LayerTensors *w = &m->p.layer[l], *gw = &m->g.layer[l];
   LayerActs *a = slot(m, l);
@@ -553,22 +652,24 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
   const float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
   float *dkv = m->dqkv, *dq = m->dqkv + (size_t)N * 2 * H;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc);
-    dropout_backward(dB, dA, MH, &dfo);
+    layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc, nt);
+    dropout_backward(dB, dA, MH, &dfo, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc));
+  PROF(m, MODEL_PHASE_MATMUL,
+       gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc);
-    dropout_backward(dA, dB, MH, &dao);
+    layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc, nt);
+    dropout_backward(dA, dB, MH, &dao, nt);
   });
   /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, nt));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
-                                                         H, m->A, M, &datt, m->att_scratch));
+                                                         H, m->A, M, &datt, m->att_scratch, nt));
   PROF(m, MODEL_PHASE_MATMUL, {
-    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc);
-    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0, acc);
+    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, nt);
+    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0,
+                    acc, nt);
   });
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) {
@@ -580,6 +681,7 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
 }
 
 void model_backward(Model *m, float loss_scale) {
+  int nt = m->threads;
   if (!m->has_forward || !m->grads || m->fM == 0) return;
   /* The first backward after model_zero_grad writes each gradient tensor where
   ** later ones add: no pass to zero the buffer, and no read of what it held. */
@@ -590,14 +692,16 @@ void model_backward(Model *m, float loss_scale) {
   Tensors *p = &m->p, *g = &m->g;
   float *dX = m->dX, *dY = m->dY;
 
-  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale));
+  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, nt));
   /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc));
+  PROF(m, MODEL_PHASE_MATMUL,
+       matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc);
-    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H);
+    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, nt);
+    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc));
+  PROF(m, MODEL_PHASE_MATMUL,
+       matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
   /* m->dh1 is d(last layer output at the head rows). */
   const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
   last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H, acc);
@@ -612,33 +716,35 @@ void model_backward(Model *m, float loss_scale) {
     ** residual's gradient buffer directly (it is read before being added to). */
     const float *dffn = dX, *dattn = dY;
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc);
-      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo); else dffn = dY;
+      layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc, nt);
+      if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo, nt); else dffn = dY;
     });
     PROF(m, MODEL_PHASE_MATMUL,
-         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc));
+         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc, nt));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
-      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc);
-      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao); else dattn = dX;
+      layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc, nt);
+      if (dao.p > 0) dropout_backward(dY, dX, NH, &dao, nt); else dattn = dX;
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc));
+    PROF(m, MODEL_PHASE_MATMUL,
+         matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, nt));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc));
+         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, nt));
+    PROF(m, MODEL_PHASE_MATMUL,
+         matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, nt));
   }
   LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
   int pad = m->cfg.pad_token_id;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    dropout_backward(dX, dX, NH, &demb);
-    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc);
+    dropout_backward(dX, dX, NH, &demb, nt);
+    layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc, nt);
     /* The tied decoder above wrote all of wte's gradient; positions and types only get the scatter. */
     if (!acc) {
       memset(g->wpe, 0, (size_t)m->P * H * sizeof(float));
       memset(g->tte, 0, (size_t)m->TV * H * sizeof(float));
     }
     embeddings_backward(g->wte, g->wpe, g->tte, dY, m->ids, m->pos, m->types, N, H, pad,
-                        m->cfg.model_type == MODEL_ROBERTA ? pad : -1);
+                        m->cfg.model_type == MODEL_ROBERTA ? pad : -1, nt);
   });
 }
 

@@ -65,9 +65,25 @@ const ModelTensor *model_tensor_by_name(const Model *m, const char *name);
 /* Plans activations for batches of (batch, seq) with the MLM head computed at up
 ** to head_rows positions; training != 0 also plans gradients and saved activations. */
 int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *err);
+/* One buffer of the activation plan (model.c's plan table), for checks and tools. */
+typedef struct ModelActivation {
+  const char *name;     /* e.g. "qkv", "logits", "ids" */
+  int layer;            /* encoder layer slot, or -1 */
+  int is_int;           /* int32 elements (ids, positions, rows), else floats */
+  const void *data;     /* NULL when this plan does not need it (inference: no "att", no gradients) */
+  size_t bytes;
+} ModelActivation;
+/* Buffers in the current plan (0 before model_plan), in allocation order. */
+int model_activation_count(const Model *m);
+/* The i-th buffer of the plan into *out; -1 when i is out of range. */
+int model_activation(const Model *m, int i, ModelActivation *out);
+/* The plan's two allocations (floats, int32s) that every buffer lies in; NULL and 0 before a plan. */
+void model_activation_arenas(const Model *m, const void **floats, size_t *float_bytes, const void **ints,
+                             size_t *int_bytes);
 /* Dropout: enabled only when training and the config's probabilities are > 0; seeded per step. */
 void model_set_dropout(Model *m, int enabled, uint64_t seed);
-/* Threads used by the model's own loops and by BLAS. */
+/* Threads this model's passes use (at least 1; default omp_get_max_threads() at
+** model_new): a property of this model alone, no process-wide setting changes. */
 void model_set_threads(Model *m, int threads);
 
 /* Forward pass with labels: loss at labelled positions (sum, count, correct). The

@@ -26,6 +26,7 @@ AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int
   if (!o) { err_set(err, "adamw: out of memory"); return NULL; }
   o->cfg = *cfg;
   o->n = n;
+  o->threads = omp_get_max_threads();
   o->m = platform_alloc_floats(n ? n : 1);
   o->v = platform_alloc_floats(n ? n : 1);
   if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof(float));
@@ -90,12 +91,15 @@ double adamw_lr_at(const AdamWConfig *c, long step) {
   return (c->lr - end) * (1.0 - frac) + end;
 }
 
-double adamw_grad_norm(const float *grads, size_t n) {
+/* The norm on `threads` threads: the sum's order, and so its last bits, follow the count. */
+static double grad_norm(const float *grads, size_t n, int threads) {
   double s = 0;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
+#pragma omp parallel for simd num_threads(threads) reduction(+ : s) schedule(static)
   for (size_t i = 0; i < n; i++) s += (double)grads[i] * grads[i];
   return sqrt(s);
 }
+
+double adamw_grad_norm(const float *grads, size_t n) { return grad_norm(grads, n, omp_get_max_threads()); }
 
 typedef struct AdamRange {
   float *p, *g, *m, *v;
@@ -139,7 +143,8 @@ static void adam_range(const AdamRange *r, size_t lo, size_t hi, int decayed) {
 
 double adamw_step(AdamW *o, float *params, float *grads) {
   const AdamWConfig *c = &o->cfg;
-  double norm = adamw_grad_norm(grads, o->n);
+  int threads = o->threads < 1 ? 1 : o->threads;
+  double norm = grad_norm(grads, o->n, threads);
   /* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1. */
   float gscale = 1.0f;
   if (c->clip_norm > 0) {
@@ -152,7 +157,7 @@ double adamw_step(AdamW *o, float *params, float *grads) {
   AdamRange r = {params, grads, o->m, o->v, gscale, (float)c->beta1, (float)c->beta2, (float)c->eps,
                  (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)(1.0 - lr * c->weight_decay)};
   size_t n = o->n;
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
   {
     /* One contiguous slice per thread, 16-float aligned so slices share no cache line. */
     size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();

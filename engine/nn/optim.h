@@ -29,6 +29,7 @@ typedef struct AdamW {
   unsigned char *run_decay; /* with this flag (n_runs of each) */
   int n_runs;
   long step;              /* updates done so far */
+  int threads;            /* adamw_step's threads (adamw_new: omp_get_max_threads()); the caller's to set */
 } AdamW;
 
 /* Defaults: lr 1e-4, betas 0.9/0.999, eps 1e-8, wd 0, no clipping, no warm-up. */
@@ -39,7 +40,7 @@ AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int
 void adamw_free(AdamW *o);
 /* Scheduled learning rate for an update made after `step` previous updates. */
 double adamw_lr_at(const AdamWConfig *cfg, long step);
-/* Euclidean norm of n gradients (accumulated in double). */
+/* Euclidean norm of n gradients (accumulated in double), on omp_get_max_threads() threads. */
 double adamw_grad_norm(const float *grads, size_t n);
 /* One update: clip (if configured), decay, Adam; returns the pre-clip gradient norm. */
 double adamw_step(AdamW *o, float *params, float *grads);

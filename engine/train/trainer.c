@@ -191,6 +191,7 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
   t->o = adamw_new(&ac, model_num_params(t->m), segs, nt, err);
   free(segs);
   if (!t->o) goto fail;
+  t->o->threads = model_threads(t->m);   /* the run's threads, as the model's */
 
   MlmOptions mo = mlm_default_options(opt->mask_id, cfg->vocab_size, opt->special_ids, opt->n_special);
   mo.mlm_prob = opt->mlm_prob;

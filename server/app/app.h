@@ -32,8 +32,14 @@ typedef struct App {
                             ** of its run (else it stays "interrupted"); a job's "on_restart" wins */
 } App;
 
-/* A store connection for one request (a Store is single-threaded, SQLite opens
-** are cheap); answers 500 and returns NULL when the store cannot be opened. */
+/* The calling thread's store connection (a Store is single-threaded): opened on
+** a thread's first use, kept for its next requests and closed when the thread
+** ends (http_stop joins the handler threads). The caller must not close it; it
+** stays valid until the thread's next app_store or app_thread_store call. NULL
+** with the reason in err when the store cannot be opened. */
+Store *app_thread_store(App *a, Err *err);
+/* app_thread_store for a request: answers 500 "cannot open the store" and returns
+** NULL when it cannot be opened. */
 Store *app_store(App *a, HttpRes *rs);
 /* The job-state gauges for /metrics (malloc'd text), from the store. */
 char *app_jobs_metrics_text(App *a);

@@ -92,7 +92,7 @@ static void answer_pass(void *ctx, FillJob *const *jobs, int n) {
   json_t *results[FILL_PASS_REQUESTS];
   FillMaskError errors[FILL_PASS_REQUESTS];
   for (int i = 0; i < n; i++) reqs[i] = ((Job *)jobs[i]->data)->req;
-  /* OpenMP's thread count is a per-thread setting: set it in the thread that runs the pass. */
+  /* The count is the model's own (its passes pass it on): no other model or thread sees it. */
   model_set_threads(fillmask_model(e->fm), e->cache->threads);
   fillmask_answer(e->fm, reqs, n, results, errors);
   for (int i = 0; i < n; i++) {
@@ -228,7 +228,6 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
     fillmask_options_default(&o);
     o.limits = c->limits;
     FillMask *fm = store_load_fillmask(s, key, &o, &e);
-    store_close(s);
     if (!fm) {
       pthread_mutex_unlock(&c->load);
       http_error_from(rs, &e, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));

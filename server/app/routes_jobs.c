@@ -48,7 +48,6 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
   if (!s) return;
   Err e = {0};
   int64_t id = store_job_submit(s, kind, params, &e);
-  store_close(s);
   if (id < 1) { http_error(rs, 500, "cannot queue the job", json_string(e.msg)); return; }
   snprintf(rs->location, sizeof rs->location, "/jobs/%lld", (long long)id);
   http_json(rs, 202, json_pack("{s:I, s:s, s:s, s:s}", "id", (json_int_t)id, "kind", kind, "status",
@@ -77,7 +76,6 @@ static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_tex
   Store *s = app_store(a, rs);
   if (!s) return -1;
   int64_t run = store_run_find(s, v, &e);
-  store_close(s);
   if (run < 1) { http_error(rs, 422, "no such run to resume", json_pack("{s:s, s:s}", "field", "resume", "run", v)); return -1; }
   snprintf(id_text, cap, "%lld", (long long)run);
   return 0;
@@ -301,7 +299,6 @@ void route_jobs(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   Err e = {0};
   json_t *j = store_jobs_list(s, &e);
-  store_close(s);
   if (!j) { http_error(rs, 500, "cannot list jobs", json_string(e.msg)); return; }
   http_json(rs, 200, j);
 }
@@ -319,7 +316,6 @@ void route_job(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   Err e = {0};
   json_t *j = store_job_get(s, id, &e);
-  store_close(s);
   if (!j) { http_error_from(rs, &e, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
   http_json(rs, 200, j);
 }
@@ -349,7 +345,6 @@ void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
   cancel_job(s, rs, id);
-  store_close(s);
 }
 
 void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
@@ -359,7 +354,6 @@ void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
   int64_t run = store_run_find(s, rq->params[0], &e);
   if (run < 1) {
     http_error_from(rs, &e, "no such run", json_pack("{s:s}", "run", rq->params[0]));
-    store_close(s);
     return;
   }
   json_t *jobs = store_jobs_list(s, &e);
@@ -372,7 +366,6 @@ void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
   if (job < 1) http_error(rs, 409, "this run was not started by the server's job queue (stop it where it runs)",
                           json_pack("{s:I}", "run", (json_int_t)run));
   else cancel_job(s, rs, job);
-  store_close(s);
 }
 
 /* ---- the worker ---- */
@@ -692,7 +685,8 @@ static void *worker_main(void *arg) {
   Worker *w = arg;
   while (!atomic_load(&w->stop)) {
     Err e = {0};
-    Store *s = store_open(w->app->db_path, &e);
+    /* The worker thread's own connection, kept between polls (closed when it ends). */
+    Store *s = app_thread_store(w->app, &e);
     if (!s) { fprintf(stderr, "maskd serve: worker: %s\n", e.msg); sleep(1); continue; }
     int64_t job;
     char *kind = NULL, *params = NULL;
@@ -701,7 +695,6 @@ static void *worker_main(void *arg) {
     else if (rc < 0) fprintf(stderr, "maskd serve: worker: %s\n", e.msg);
     free(kind);
     free(params);
-    store_close(s);
     if (rc != 0)
       for (int i = 0; i < 5 && !atomic_load(&w->stop); i++) usleep(100 * 1000);
   }

@@ -97,7 +97,7 @@ void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   Err e = {0};
   json_t *runs = store_runs_list(s, &e);
-  if (!runs) { http_error_from(rs, &e, "cannot list runs", json_string(e.msg)); store_close(s); return; }
+  if (!runs) { http_error_from(rs, &e, "cannot list runs", json_string(e.msg)); return; }
   double now = now_wall();
   size_t i;
   json_t *r;
@@ -109,7 +109,6 @@ void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
     run_summary(s, r, id, now);
     json_object_del(r, "config");
   }
-  store_close(s);
   http_json(rs, 200, runs);
 }
 
@@ -130,14 +129,13 @@ void route_run(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
-  if (id < 1) { store_close(s); return; }
+  if (id < 1) { return; }
   Err e = {0};
   json_t *run = store_run_get(s, id, &e);
-  if (!run) { http_error_from(rs, &e, "cannot read the run", json_string(e.msg)); store_close(s); return; }
+  if (!run) { http_error_from(rs, &e, "cannot read the run", json_string(e.msg)); return; }
   run_summary(s, run, id, now_wall());
   const char *name = json_string_value(json_object_get(run, "name"));
   json_object_set_new(run, "revisions", run_revisions(s, name ? name : "", id));
-  store_close(s);
   http_json(rs, 200, run);
 }
 
@@ -155,10 +153,9 @@ void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
-  if (id < 1) { store_close(s); return; }
+  if (id < 1) { return; }
   Err e = {0};
   json_t *m = store_run_metrics(s, id, since_step, &e);
-  store_close(s);
   if (!m) { http_error_from(rs, &e, "cannot read metrics", json_string(e.msg)); return; }
   http_json(rs, 200, m);
 }
@@ -194,17 +191,16 @@ static void append(Events *ev, const char *event, const char *data) {
 /* Polls the store once and queues the events that are due. */
 static void events_poll(Events *ev) {
   Err e = {0};
-  Store *s = store_open(ev->app->db_path, &e);
+  Store *s = app_thread_store(ev->app, &e);
   if (!s) { append(ev, "error", "{\"error\":\"cannot open the store\"}"); ev->ended = 1; return; }
   json_t *run = store_run_get(s, ev->run, &e);
-  if (!run) { store_close(s); append(ev, "error", "{\"error\":\"the run is gone\"}"); ev->ended = 1; return; }
+  if (!run) { append(ev, "error", "{\"error\":\"the run is gone\"}"); ev->ended = 1; return; }
   json_t *m = store_run_metrics(s, ev->run, ev->since, &e);
   run_summary(s, run, ev->run, now_wall());
   /* A run cancelled over HTTP is first "interrupted" by its own process, then
   ** "cancelled" by the worker once that process has exited: the stream ends only
   ** when no job still works on the run, so the page sees the final status. */
   int working = store_run_has_running_job(s, ev->run, &e) == 1;
-  store_close(s);
   json_object_del(run, "config");
   json_object_del(run, "duration_s");  /* changes every second; the page computes it */
   char *prog = json_dumps(run, JSON_COMPACT | JSON_SORT_KEYS);
@@ -267,7 +263,6 @@ void route_run_events(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
-  store_close(s);
   if (id < 1) return;
   Events *ev = calloc(1, sizeof *ev);
   if (!ev) { http_error(rs, 500, "out of memory", NULL); return; }
@@ -287,7 +282,6 @@ void route_models(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   Err e = {0};
   json_t *m = store_models_list(s, &e);
-  store_close(s);
   if (!m) { http_error_from(rs, &e, "cannot list models", json_string(e.msg)); return; }
   http_json(rs, 200, m);
 }
@@ -297,7 +291,6 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   Err e = {0};
   json_t *m = store_model_get(s, rq->params[0], &e);
-  store_close(s);
   if (!m) { http_error_from(rs, &e, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
   http_json(rs, 200, m);
 }
@@ -348,7 +341,6 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   StoreRevision r;
   if (store_resolve(s, spec, &r, &e)) {
-    store_close(s);
     http_error_from(rs, &e, "no such model revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
     return;
   }
@@ -356,7 +348,6 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   size_t len = 0;
   int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
   int rc = generated ? generated_file(s, &r, file, &data, &len, &e) : store_revision_file(s, &r, file, &data, &len, &e);
-  store_close(s);
   if (rc) { http_error_from(rs, &e, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
   free(rs->body);
   rs->body = data;

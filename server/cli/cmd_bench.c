@@ -190,7 +190,7 @@ static void product(int openblas, int ta, int tb, int M, int N, int K, const flo
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda,
                 B, ldb, 0.0f, C, N);
   else
-    gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+    gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, omp_get_max_threads());
 }
 
 /* Median GFLOP/s of reps C = A*B products (row-major, M x K times K x N) after one

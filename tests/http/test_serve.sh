@@ -113,6 +113,15 @@ wait "${burst[@]}"
 ok burst_all_answered test "$(cat "$tmp"/burst.* | grep -o "\"status\":\"ok\"" | wc -l)" -eq 20
 ok up_after_burst healthy
 
+# The store: one connection per handler thread, kept between requests (not one
+# per request); a store file removed under the server is opened (created) anew.
+for _ in $(seq 10); do call GET /runs; done
+kept=$(ls -l "/proc/$(pgrep -P "$pid" | head -1)/fd" 2>/dev/null | grep -c "$tmp/maskd.db\$")
+ok store_kept_between_requests test "$kept" -ge 1 -a "$kept" -le 20
+rm -f "$tmp/maskd.db" "$tmp/maskd.db-wal" "$tmp/maskd.db-shm"
+call GET /runs
+ok store_removed_opened_anew bash -c "[ \"\$(cat $tmp/status)\" = 200 ] && [ -f $tmp/maskd.db ]"
+
 # SIGTERM: a clean stop with status 0.
 stop
 ok sigterm_clean_exit test $? -eq 0

@@ -10,6 +10,9 @@
 #include "tests/unit/check.h"
 #include "tests/unit/fixtures.h"
 
+/* Threads for every layer call (each attention scratch below has room for 4). */
+enum { LAYER_THREADS = 2 };
+
 enum { B = 2, T = 16 };
 
 static ModelConfig tiny(double p) {
@@ -79,7 +82,7 @@ int main(void) {
   static float ones[1 << 20], out[1 << 20], back[1 << 20];
   for (size_t i = 0; i < n; i++) ones[i] = out[i] = 1;
   LayerDropout d = {0.1f, 42, 7, NULL, 0};
-  dropout_forward_inplace(out, n, &d);
+  dropout_forward_inplace(out, n, &d, LAYER_THREADS);
   double kept = 0, mean = 0;
   int values_ok = 1;
   for (size_t i = 0; i < n; i++) {
@@ -91,13 +94,13 @@ int main(void) {
   check(fabs(kept - 0.9) < 5 * sk && values_ok, "dropout_keeps_1_minus_p", "kept %.5f (sigma %.1g)", kept, sk);
   check(fabs(mean - 1) < 5 * sm, "dropout_keeps_expectation", "mean %.5f (sigma %.1g)", mean, sm);
   /* Backward applies the very same mask. */
-  dropout_backward(back, ones, n, &d);
+  dropout_backward(back, ones, n, &d, LAYER_THREADS);
   check(memcmp(back, out, n * sizeof(float)) == 0, "dropout_backward_same_mask", "masks differ");
   /* Attention-probability dropout keeps each row's expected sum at 1. */
   LayerDropout da = {0.3f, 42, 8, NULL, 0};
   float qkv[1 * 64 * 3 * 8], ctx[64 * 8], att[64 * 64], scratch[4 * 2 * 64 * 64];
   for (int i = 0; i < 64 * 24; i++) qkv[i] = (i % 24) >= 16 ? 1.0f : 0.01f * (float)((i * 37) % 11);
-  attention_forward(ctx, att, qkv, NULL, 1, 64, 8, 1, &da, scratch);
+  attention_forward(ctx, att, qkv, NULL, 1, 64, 8, 1, &da, scratch, LAYER_THREADS);
   double cm = 0;
   for (int i = 0; i < 64 * 8; i++) cm += ctx[i];
   cm /= 64 * 8;   /* V is all ones, so each context entry is the row's kept probability mass / 0.7 */

@@ -34,15 +34,16 @@ static double dot(int ta, int tb, int K, const float *A, int lda, const float *B
 
 /* Product under test, run outside a parallel region with `threads` threads,
 ** or (threads 0) inside a two-thread region, as the attention's per-head
-** products are; bias/G NULL: gemm_f32, otherwise gemm_f32_bias (alpha 1, beta 0). */
+** products are, asking for two (it must run on the calling thread alone);
+** bias/G NULL: gemm_f32, otherwise gemm_f32_bias (alpha 1, beta 0). */
 static void run_product(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                         int ldb, float beta, const float *bias, float *C, float *G, int ldc, int threads, int with_bias) {
-  if (threads) omp_set_num_threads(threads);
+  int nt = threads ? threads : 2;
 #pragma omp parallel num_threads(2) if (!threads)
 #pragma omp single
   {
-    if (with_bias) gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc);
-    else gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (with_bias) gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc, nt);
+    else gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nt);
   }
 }
 
@@ -117,10 +118,9 @@ static int with_gelu_grad(int ta, int tb, int M, int N, int K, int threads, doub
   for (size_t i = 0; i < (size_t)M * K; i++) A[i] = uniform();
   for (size_t i = 0; i < (size_t)K * N; i++) B[i] = uniform();
   for (size_t i = 0; i < (size_t)M * N; i++) { P[i] = 4 * uniform(); C[i] = NAN; }
-  if (threads) omp_set_num_threads(threads);
 #pragma omp parallel num_threads(2) if (!threads)
 #pragma omp single
-  gemm_f32_gelu_grad(ta, tb, M, N, K, A, lda, B, ldb, P, C, ldc);
+  gemm_f32_gelu_grad(ta, tb, M, N, K, A, lda, B, ldb, P, C, ldc, threads ? threads : 2);
   int ok = 1;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
@@ -214,8 +214,8 @@ int main(void) {
 
   /* K = 0 scales C by beta (zero when beta is 0, even over NaN). */
   float A[4] = {1, 2, 3, 4}, C[4] = {NAN, NAN, NAN, NAN}, D[4] = {1, 2, 3, 4};
-  gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 0.0f, C, 2);
-  gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 2.0f, D, 2);
+  gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 0.0f, C, 2, 1);
+  gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 2.0f, D, 2, 1);
   check(C[0] == 0 && C[3] == 0 && D[0] == 2 && D[3] == 8, "gemm_empty_k_scales_c", "C = %g %g, D = %g %g", C[0], C[3],
         D[0], D[3]);
   return check_exit();

@@ -16,6 +16,9 @@
 #include "engine/core/rng.h"
 #include "tests/unit/check.h"
 
+/* Threads for every layer call (each attention scratch below has room for 8). */
+enum { LAYER_THREADS = 2 };
+
 static Rng rng;
 
 static double *rnd(size_t n, double scale) {
@@ -73,20 +76,20 @@ static void test_matmul(void) {
   m.in = rnd(35, 1); m.w = rnd(30, 1); m.b = rnd(6, 1); m.dout = rnd(42, 1); m.out = calloc(42, sizeof(double));
   round_to_float(m.in, 35); round_to_float(m.w, 30); round_to_float(m.b, 6); round_to_float(m.dout, 42);
   float *in = tof(m.in, 35), *w = tof(m.w, 30), *b = tof(m.b, 6), *dout = tof(m.dout, 42), out[42];
-  matmul_forward(out, in, w, b, 7, 5, 6);
+  matmul_forward(out, in, w, b, 7, 5, 6, LAYER_THREADS);
   mm_ref(&m);
   check(rel_diff(out, m.out, 42) < 1e-5, "layer_matmul_forward", "%.3g", rel_diff(out, m.out, 42));
   free(m.out);
   m.out = NULL;
   float din[35], dw[30] = {0}, db[6] = {0};
-  matmul_backward(din, dw, db, dout, in, w, 7, 5, 6, 0, 1);
+  matmul_backward(din, dw, db, dout, in, w, 7, 5, 6, 0, 1, LAYER_THREADS);
   double e1 = fd_compare(mm_ref, &m, m.in, din, 35), e2 = fd_compare(mm_ref, &m, m.w, dw, 30);
   double e3 = fd_compare(mm_ref, &m, m.b, db, 6);
   check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, "layer_matmul_backward", "din %.3g dw %.3g db %.3g", e1, e2, e3);
   /* Accumulation: a second backward doubles the parameter gradients and, with din_accumulate, din. */
   float din2[35];
   memcpy(din2, din, sizeof din);
-  matmul_backward(din2, dw, db, dout, in, w, 7, 5, 6, 1, 1);
+  matmul_backward(din2, dw, db, dout, in, w, 7, 5, 6, 1, 1, LAYER_THREADS);
   int acc = 1;
   for (int i = 0; i < 35; i++) acc &= fabsf(din2[i] - 2 * din[i]) <= 1e-5f * (1 + fabsf(din[i]));
   check(acc, "layer_matmul_backward_accumulates", "din/dw do not add up");
@@ -96,7 +99,7 @@ static void test_matmul(void) {
     MM f = {rows, 37, 11, rnd(rows * 37, 1), rnd(11 * 37, 1), rnd(11, 1), rnd(rows * 11, 1), calloc(rows * 11, sizeof(double))};
     round_to_float(f.in, rows * 37); round_to_float(f.w, 11 * 37); round_to_float(f.b, 11);
     float *fi = tof(f.in, rows * 37), *fw = tof(f.w, 11 * 37), *fb = tof(f.b, 11), fo[33];
-    matmul_forward(fo, fi, fw, fb, rows, 37, 11);
+    matmul_forward(fo, fi, fw, fb, rows, 37, 11, LAYER_THREADS);
     mm_ref(&f);
     char nm[64];
     snprintf(nm, sizeof nm, "layer_matmul_forward_%d_rows", rows);
@@ -131,11 +134,11 @@ static void test_layernorm(void) {
   round_to_float(l.in, n * c); round_to_float(l.w, c); round_to_float(l.b, c); round_to_float(l.dout, n * c);
   float *in = tof(l.in, n * c), *w = tof(l.w, c), *b = tof(l.b, c), *dout = tof(l.dout, n * c);
   float out[n * c], mean[n], rstd[n], din[n * c], dw[c] = {0}, db[c] = {0};
-  layernorm_forward(out, mean, rstd, in, w, b, n, c, 1e-5f);
+  layernorm_forward(out, mean, rstd, in, w, b, n, c, 1e-5f, LAYER_THREADS);
   ln_ref(&l);
   check(rel_diff(out, l.out, n * c) < 1e-5, "layer_layernorm_forward", "%.3g", rel_diff(out, l.out, n * c));
   free(l.out); l.out = NULL;
-  layernorm_backward(din, dw, db, dout, in, mean, rstd, w, n, c, 0, 1);
+  layernorm_backward(din, dw, db, dout, in, mean, rstd, w, n, c, 0, 1, LAYER_THREADS);
   double e1 = fd_compare(ln_ref, &l, l.in, din, n * c), e2 = fd_compare(ln_ref, &l, l.w, dw, c);
   double e3 = fd_compare(ln_ref, &l, l.b, db, c);
   check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, "layer_layernorm_backward", "din %.3g dw %.3g db %.3g", e1, e2, e3);
@@ -157,7 +160,7 @@ static void test_gelu(void) {
   round_to_float(g.in, n); round_to_float(g.dout, n);
   float *in = tof(g.in, n), *dout = tof(g.dout, n), out[n], pre[n], din[n], one = 1.0f;
   /* GELU is applied by the product that makes its input: n rows times a 1x1 identity. */
-  matmul_gelu_forward(pre, out, in, &one, NULL, n, 1, 1);
+  matmul_gelu_forward(pre, out, in, &one, NULL, n, 1, 1, LAYER_THREADS);
   double d = 0, dp = 0;
   for (int i = 0; i < n; i++) {
     d = fmax(d, fabs(out[i] - 0.5 * g.in[i] * (1 + erf(g.in[i] / sqrt(2.0)))));
@@ -165,9 +168,9 @@ static void test_gelu(void) {
   }
   check(d < 1e-6 && dp == 0, "layer_matmul_gelu_forward_exact_erf", "max |gelu - exact| %.3g, |pre - x| %.3g", d, dp);
   float inplace[n];
-  matmul_gelu_forward(inplace, inplace, in, &one, NULL, n, 1, 1);
+  matmul_gelu_forward(inplace, inplace, in, &one, NULL, n, 1, 1, LAYER_THREADS);
   check(!memcmp(inplace, out, sizeof out), "layer_matmul_gelu_forward_in_place", "GELU in place differs");
-  gelu_backward(din, dout, in, n);
+  gelu_backward(din, dout, in, n, LAYER_THREADS);
   double e = fd_compare(gelu_ref, &g, g.in, din, n);
   check(e < 1e-5, "layer_gelu_backward", "%.3g", e);
   double em = 0, ex = 0;
@@ -184,7 +187,7 @@ static void test_gelu(void) {
   enum { NG = 4000 };
   float *gx = malloc(sizeof(float) * NG), *gone = malloc(sizeof(float) * NG), *gd = malloc(sizeof(float) * NG);
   for (int i = 0; i < NG; i++) { gx[i] = -9.0f + 18.0f * (float)i / NG; gone[i] = 1.0f; }
-  gelu_backward(gd, gone, gx, NG);
+  gelu_backward(gd, gone, gx, NG, LAYER_THREADS);
   double eg = 0;
   for (int i = 0; i < NG; i++) {
     double x = gx[i], exact = 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
@@ -236,13 +239,13 @@ static void test_attention(float p, const char *name) {
   round_to_float(a.qkv, B * T * 3 * C); round_to_float(a.dout, B * T * C);
   float *qkv = tof(a.qkv, B * T * 3 * C), *dout = tof(a.dout, B * T * C);
   float ctx[B * T * C], att[B * A * T * T], dqkv[B * T * 3 * C], scratch[8 * 2 * T * T];
-  attention_forward(ctx, att, qkv, mask, B, T, C, A, &a.d, scratch);
+  attention_forward(ctx, att, qkv, mask, B, T, C, A, &a.d, scratch, LAYER_THREADS);
   att_ref(&a);
   char nm[96];
   snprintf(nm, sizeof nm, "layer_attention_forward%s", name);
   check(rel_diff(ctx, a.out, B * T * C) < 1e-5, nm, "%.3g", rel_diff(ctx, a.out, B * T * C));
   free(a.out); a.out = NULL;
-  attention_backward(dqkv, dout, qkv, att, B, T, C, A, &a.d, scratch);
+  attention_backward(dqkv, dout, qkv, att, B, T, C, A, &a.d, scratch, LAYER_THREADS);
   double e = fd_compare(att_ref, &a, a.qkv, dqkv, B * T * 3 * C);
   snprintf(nm, sizeof nm, "layer_attention_backward%s", name);
   check(e < 1e-4, nm, "%.3g", e);
@@ -256,7 +259,7 @@ static void test_residual_layernorm(void) {
   for (int i = 0; i < n * c; i++) { x[i] = (float)rng_normal(&rng) + 2; y[i] = (float)rng_normal(&rng); }
   for (int i = 0; i < c; i++) { w[i] = (float)rng_normal(&rng); b[i] = (float)rng_normal(&rng); }
   LayerDropout d = {0.25f, 5, 3, NULL, 0};
-  residual_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, c, 1e-5f, &d);
+  residual_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, c, 1e-5f, &d, LAYER_THREADS);
   int sum_ok = 1, dropped = 0;
   double *ref = malloc(sizeof(double) * n * c), *lw = malloc(sizeof(double) * c), *lb = malloc(sizeof(double) * c);
   for (int i = 0; i < n * c; i++) {
@@ -273,7 +276,7 @@ static void test_residual_layernorm(void) {
   check(sum_ok && dropped > 0 && dropped < n * c && e < 1e-5, "layer_residual_dropout_layernorm",
         "sum %s, %d dropped, LayerNorm rel diff %.3g", sum_ok ? "ok" : "wrong", dropped, e);
   /* Not keeping the sum (inference) changes nothing in the output. */
-  residual_layernorm_forward(NULL, out2, mean2, rstd2, x, y, w, b, n, c, 1e-5f, &d);
+  residual_layernorm_forward(NULL, out2, mean2, rstd2, x, y, w, b, n, c, 1e-5f, &d, LAYER_THREADS);
   check(!memcmp(out, out2, sizeof out) && !memcmp(mean, mean2, sizeof mean) && !memcmp(rstd, rstd2, sizeof rstd),
         "layer_residual_layernorm_without_sum", "the output differs when the sum is not kept");
   free(ref); free(lw); free(lb); free(zero); free(lout);
@@ -286,7 +289,7 @@ static void test_embeddings(void) {
   double *wte = rnd(V * c, 1), *wpe = rnd(P * c, 1), *tte = rnd(TT * c, 1), *dout = rnd(n * c, 1);
   float *fwte = tof(wte, V * c), *fwpe = tof(wpe, P * c), *ftte = tof(tte, TT * c), *fd = tof(dout, n * c);
   float out[n * c];
-  embeddings_forward(out, ids, pos, types, fwte, fwpe, ftte, n, c);
+  embeddings_forward(out, ids, pos, types, fwte, fwpe, ftte, n, c, LAYER_THREADS);
   double d = 0;
   for (int r = 0; r < n; r++)
     for (int i = 0; i < c; i++)
@@ -294,7 +297,7 @@ static void test_embeddings(void) {
   check(d < 1e-6, "layer_embeddings_forward", "%.3g", d);
   /* Gradient: the linear map's exact adjoint; rows equal to the skip ids get nothing. */
   float dwte[V * c] = {0}, dwpe[P * c] = {0}, dtte[TT * c] = {0};
-  embeddings_backward(dwte, dwpe, dtte, fd, ids, pos, types, n, c, 2, 1);
+  embeddings_backward(dwte, dwpe, dtte, fd, ids, pos, types, n, c, 2, 1, LAYER_THREADS);
   double ew = 0, ep = 0, et = 0;
   for (int v = 0; v < V; v++)
     for (int i = 0; i < c; i++) {
@@ -340,7 +343,7 @@ static void test_crossentropy(void) {
   float *lg = tof(c.logits, m * v), probs[m * v];
   double loss = 0;
   int correct = 0;
-  crossentropy_forward(probs, lg, labels, m, v, &loss, &correct);
+  crossentropy_forward(probs, lg, labels, m, v, &loss, &correct, LAYER_THREADS);
   double want = ce_ref(&c);
   int want_correct = 0;
   for (int r = 0; r < m; r++) {
@@ -351,7 +354,7 @@ static void test_crossentropy(void) {
   check(fabs(loss - want) < 1e-5 * fabs(want) && correct == want_correct, "layer_crossentropy_forward",
         "loss %.8g want %.8g, correct %d want %d", loss, want, correct, want_correct);
   float dl[m * v];
-  crossentropy_backward(dl, probs, labels, m, v, 0.5f);
+  crossentropy_backward(dl, probs, labels, m, v, 0.5f, LAYER_THREADS);
   for (int i = 0; i < m * v; i++) dl[i] *= 2;
   double e = fd_compare(ce_ref, &c, c.logits, dl, m * v);
   check(e < 1e-5, "layer_crossentropy_backward", "%.3g", e);

@@ -1,7 +1,11 @@
 /* The model's contract outside the numbers: the HF tensor table covers the one
-** parameter buffer exactly, HF initialisation, and bad input refused with a
-** message (never a crash). */
+** parameter buffer exactly, HF initialisation, bad input refused with a
+** message (never a crash), and a thread count that belongs to its model alone. */
+#include <cblas.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +36,135 @@ static int spoil(ModelConfig *c, int k) {
     case 11: c->max_position_embeddings = c->pad_token_id + 1; return c->model_type == MODEL_ROBERTA;
   }
   return -1;
+}
+
+/* One training pass (forward with labels, backward) of a model, as a thread's work. */
+enum { PASS_B = 4, PASS_T = 32, PASS_ROUNDS = 3 };
+typedef struct Pass {
+  Model *m;
+  int32_t ids[PASS_B * PASS_T], lab[PASS_B * PASS_T];
+  double loss;
+  float *grads;     /* a copy of the gradients, model_num_params floats */
+  int failed;
+} Pass;
+
+static void *pass_run(void *arg) {
+  Pass *p = arg;
+  Err e = {0};
+  ModelBatch b = {PASS_B, PASS_T, p->ids, NULL, NULL, p->lab};
+  ModelLoss l;
+  model_zero_grad(p->m);
+  if (model_forward(p->m, &b, &l, &e)) { p->failed = 1; return NULL; }
+  model_backward(p->m, 1.0f);
+  p->loss = l.loss_sum;
+  memcpy(p->grads, model_grads(p->m), model_num_params(p->m) * sizeof(float));
+  return NULL;
+}
+
+/* Two models with different thread counts: setting one's count changes neither
+** the other's nor the caller's (OpenMP or OpenBLAS), and passes run at the same
+** time on two threads give, bit for bit, what each gives alone. */
+static void threads_are_per_model(void) {
+  Err err = {0};
+  ModelConfig ca = cfg(MODEL_ROBERTA), cb = cfg(MODEL_BERT);
+  Model *a = model_new(&ca, &err), *b = model_new(&cb, &err);
+  model_init_weights(a, 11);
+  model_init_weights(b, 12);
+  int omp_before = omp_get_max_threads(), blas_before = openblas_get_num_threads();
+  model_set_threads(a, 1);
+  model_set_threads(b, 2);
+  model_set_threads(b, 3);
+  model_set_threads(b, 2);
+  check(model_threads(a) == 1 && model_threads(b) == 2 && omp_get_max_threads() == omp_before &&
+        openblas_get_num_threads() == blas_before, "model_threads_are_per_model",
+        "a %d, b %d; the caller's OpenMP count %d -> %d, OpenBLAS's %d -> %d", model_threads(a), model_threads(b),
+        omp_before, omp_get_max_threads(), blas_before, openblas_get_num_threads());
+  Pass *pa = calloc(1, sizeof *pa), *pb = calloc(1, sizeof *pb);
+  Pass *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
+  pa->m = ra->m = a;
+  pb->m = rb->m = b;
+  int planned = model_plan(a, PASS_B, PASS_T, PASS_B * PASS_T, 1, &err) == 0 &&
+                model_plan(b, PASS_B, PASS_T, PASS_B * PASS_T, 1, &err) == 0;
+  for (int i = 0; i < PASS_B * PASS_T; i++) {
+    pa->ids[i] = ra->ids[i] = 3 + (i * 7) % 290;
+    pb->ids[i] = rb->ids[i] = 3 + (i * 11) % 290;
+    pa->lab[i] = ra->lab[i] = i % 5 ? MODEL_IGNORE_LABEL : (i * 13) % 300;
+    pb->lab[i] = rb->lab[i] = i % 4 ? MODEL_IGNORE_LABEL : (i * 17) % 300;
+  }
+  pa->grads = malloc(model_num_params(a) * sizeof(float));
+  ra->grads = malloc(model_num_params(a) * sizeof(float));
+  pb->grads = malloc(model_num_params(b) * sizeof(float));
+  rb->grads = malloc(model_num_params(b) * sizeof(float));
+  /* Each alone, then both at once, a few times. */
+  pass_run(ra);
+  pass_run(rb);
+  int same = planned && !ra->failed && !rb->failed, rounds = 0;
+  for (int r = 0; r < PASS_ROUNDS && same; r++, rounds++) {
+    pthread_t ta, tb;
+    int sa = pthread_create(&ta, NULL, pass_run, pa) == 0, sb = pthread_create(&tb, NULL, pass_run, pb) == 0;
+    if (sa) pthread_join(ta, NULL);
+    if (sb) pthread_join(tb, NULL);
+    same = sa && sb && !pa->failed && !pb->failed && pa->loss == ra->loss && pb->loss == rb->loss &&
+           !memcmp(pa->grads, ra->grads, model_num_params(a) * sizeof(float)) &&
+           !memcmp(pb->grads, rb->grads, model_num_params(b) * sizeof(float));
+  }
+  check(same && model_threads(a) == 1 && model_threads(b) == 2, "model_threads_concurrent_passes_match_alone",
+        "%s; round %d: loss %.9g / %.9g (alone %.9g / %.9g)", err.msg, rounds, pa->loss, pb->loss, ra->loss, rb->loss);
+  free(pa->grads); free(ra->grads); free(pb->grads); free(rb->grads);
+  free(pa); free(pb); free(ra); free(rb);
+  model_free(a);
+  model_free(b);
+}
+
+/* The activation plan's table against its allocations: every buffer lies inside
+** its arena, float buffers start on 64-byte lines, none overlaps the next, the
+** arenas are exactly the buffers' sum, and the sizes are the shapes' (training
+** keeps a slot per layer and the attention probabilities; inference neither). */
+static void activation_table_fits(void) {
+  static const struct { int bert, batch, seq, head_rows, training; } plans[] = {
+    {0, 2, 8, 3, 1}, {1, 3, 16, 5, 0}, {0, 4, 32, 128, 1}, {1, 1, 1, 0, 0}};
+  for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+    Err err = {0};
+    ModelConfig c = cfg(plans[k].bert ? MODEL_BERT : MODEL_ROBERTA);
+    Model *m = model_new(&c, &err);
+    int B = plans[k].batch, T = plans[k].seq, M = plans[k].head_rows ? plans[k].head_rows : 1, tr = plans[k].training;
+    size_t N = (size_t)B * T, H = 64, V = 300, FF = 128;   /* (cblas.h defines I) */
+    int bad = model_activation_count(m) != 0 || model_plan(m, B, T, plans[k].head_rows, tr, &err) != 0;
+    const void *fa, *ia;
+    size_t fbytes, ibytes, fsum = 0, isum = 0;
+    model_activation_arenas(m, &fa, &fbytes, &ia, &ibytes);
+    const char *fend = NULL, *iend = NULL;
+    int qkv = 0, att = 0, sizes = 1, n = model_activation_count(m);
+    char why[160] = "";
+    for (int i = 0; i < n && !bad; i++) {
+      ModelActivation a;
+      if (model_activation(m, i, &a)) { bad = 1; break; }
+      const char *lo = a.is_int ? ia : fa, *hi = lo + (a.is_int ? ibytes : fbytes), *d = a.data;
+      const char **end = a.is_int ? &iend : &fend;
+      if (a.is_int) isum += a.bytes;
+      else fsum += (a.bytes + 63) & ~(size_t)63;
+      if (!d) { sizes &= a.bytes == 0; continue; }
+      if (d < lo || d + a.bytes > hi || (*end && d < *end) || (!a.is_int && (uintptr_t)d % 64)) {
+        snprintf(why, sizeof why, "%s (layer %d) at %td, %zu bytes, outside or overlapping", a.name, a.layer,
+                 d - lo, a.bytes);
+        bad = 1;
+      }
+      *end = d + a.bytes;
+      if (!strcmp(a.name, "qkv")) { qkv++; sizes &= a.bytes == N * 3 * H * sizeof(float); }
+      if (!strcmp(a.name, "att")) { att++; sizes &= a.bytes == (size_t)B * 4 * T * T * sizeof(float); }
+      if (!strcmp(a.name, "ffact")) sizes &= a.bytes == (tr ? N * FF * sizeof(float) : 0);
+      if (!strcmp(a.name, "logits")) sizes &= a.bytes == (size_t)M * V * sizeof(float);
+      if (!strcmp(a.name, "qstart")) sizes &= a.bytes == (size_t)(B + 1) * sizeof(int32_t);
+    }
+    ModelActivation past;
+    char name[96];
+    snprintf(name, sizeof name, "model_activation_table_fits_%zu", k);
+    check(!bad && n > 0 && fsum == fbytes && isum == ibytes && sizes && qkv == (tr ? 3 : 1) && att == (tr ? 3 : 0) &&
+          model_activation(m, n, &past) == -1, name,
+          "%s%s; floats %zu of %zu bytes, ints %zu of %zu; %d qkv, %d att, sizes %s", why, err.msg, fsum, fbytes,
+          isum, ibytes, qkv, att, sizes ? "right" : "wrong");
+    model_free(m);
+  }
 }
 
 int main(void) {
@@ -153,5 +286,7 @@ int main(void) {
       model_free(m);
     }
   model_free(NULL);
+  threads_are_per_model();
+  activation_table_fits();
   return check_exit();
 }
