@@ -1,4 +1,4 @@
-/* maskd serve: the HTTP API and the web page (server/http/http.h, server/routes_*.c). */
+/* maskd serve: the HTTP API and the web page (server/http/http.h, server/app/routes_*.c). */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* maskd: train and serve masked language models on CPUs. This file only
-** dispatches to the subcommands in server/cmd_*.c. */
+** dispatches to the subcommands in server/cli/cmd_*.c. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
