@@ -169,7 +169,7 @@ done:
 static int want_strings(HttpRes *rs, json_t *o, const char *field, int list, int required) {
   json_t *v = json_object_get(o, field);
   int ok = v ? (json_is_string(v) && json_string_length(v) > 0) : !required;
-  if (v && list && json_is_array(v) && json_array_size(v) > 0 && json_array_size(v) <= 64) {
+  if (v && list && json_is_array(v) && json_array_size(v) > 0 && json_array_size(v) <= APP_JOB_MAX_INPUTS) {
     ok = 1;
     size_t i;
     json_t *x;
@@ -246,7 +246,7 @@ void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs) {
   json_t *b = http_body_object(rq, rs);
   if (!b) return;
   if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) && want_strings(rs, b, "input", 1, 1) &&
-      want_int(rs, b, "vocab_size", 8, 1000000, 1) && output_free(a, rs, b, "tokenizers") &&
+      want_int(rs, b, "vocab_size", APP_JOB_VOCAB_MIN, APP_JOB_VOCAB_MAX, 1) && output_free(a, rs, b, "tokenizers") &&
       corpora_resolve(a, rs, b, "input")) {
     char *p = json_dumps(b, JSON_COMPACT);
     accepted(app, rs, "tokenizer", p);
@@ -262,7 +262,7 @@ void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
   if (!b) return;
   if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) &&
       want_strings(rs, b, "tokenizer", 0, 1) && want_strings(rs, b, "input", 0, 1) &&
-      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", 8, 65536, 0) &&
+      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", APP_JOB_SEQ_LEN_MIN, APP_JOB_SEQ_LEN_MAX, 0) &&
       output_free(a, rs, b, "datasets") && corpora_resolve(a, rs, b, "input")) {
     const char *split = json_string_value(json_object_get(b, "split"));
     char path[WORKSPACE_PATH_MAX];
@@ -420,7 +420,7 @@ static void arg_pair(Argv *av, const char *flag, const char *value) {
 }
 
 /* A train job is handed over by its id: maskd train reads the description from the
-** store and resolves its names inside the same roots (server/cli/train_job.h). */
+** store and resolves its names inside the same roots (server/cli/job_read.h). */
 static int train_argv(Worker *w, int64_t job, Argv *av) {
   App *a = w->app;
   char id[32];
