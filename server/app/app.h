@@ -65,6 +65,13 @@ json_t *fill_limits_json(const FillCache *c);
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_jobs.c: job submission, cancellation, and the worker that runs jobs one at a time. */
+/* What a tokenizer or dataset job may ask for: POST /tokenizers and /datasets check it
+** when they queue the job, and the job's process (server/cli/job_read.c) when it reads it. */
+#define APP_JOB_MAX_INPUTS 64
+#define APP_JOB_VOCAB_MIN 8
+#define APP_JOB_VOCAB_MAX 1000000
+#define APP_JOB_SEQ_LEN_MIN 8
+#define APP_JOB_SEQ_LEN_MAX 65536
 Worker *worker_start(App *a, Err *err);
 void worker_stop(Worker *w);
 void route_submit_run(void *app, HttpReq *rq, HttpRes *rs);

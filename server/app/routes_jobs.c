@@ -2,11 +2,13 @@
 ** file is read here) and queue it in the store (202 with the job's id); one worker
 ** thread takes queued jobs one at a time, oldest first, and runs each as a child maskd
 ** process, so a job reports to the store exactly as the command line does, and a crash
-** or a long training step never touches the server. A training job is handed over by
-** its id (maskd train --job ID): the child reads the description from the store,
+** or a long training step never touches the server. Every job is handed over by its
+** id (maskd train, maskd tokenizer train, maskd prepare, each with --job ID): the child
+** reads the description from the store and resolves its names itself. maskd train
 ** validates it once, trains on what it opened, and links the run it makes to the job;
-** a tokenizer or prepare job gets its resolved paths as flags. Cancelling a running
-** job sends SIGTERM: maskd train then checkpoints at the step boundary and stops.
+** a tokenizer or prepare job writes into the output folder the worker made for it.
+** Cancelling a running job sends SIGTERM: maskd train then checkpoints at the step
+** boundary and stops.
 ** Because the queue lives in the store, a restarted server neither loses queued jobs
 ** nor runs one twice: a job that was running when the server died is marked
 ** "interrupted" when the server starts again; its run keeps its checkpoints and
@@ -169,7 +171,7 @@ done:
 static int want_strings(HttpRes *rs, json_t *o, const char *field, int list, int required) {
   json_t *v = json_object_get(o, field);
   int ok = v ? (json_is_string(v) && json_string_length(v) > 0) : !required;
-  if (v && list && json_is_array(v) && json_array_size(v) > 0 && json_array_size(v) <= 64) {
+  if (v && list && json_is_array(v) && json_array_size(v) > 0 && json_array_size(v) <= APP_JOB_MAX_INPUTS) {
     ok = 1;
     size_t i;
     json_t *x;
@@ -246,7 +248,7 @@ void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs) {
   json_t *b = http_body_object(rq, rs);
   if (!b) return;
   if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) && want_strings(rs, b, "input", 1, 1) &&
-      want_int(rs, b, "vocab_size", 8, 1000000, 1) && output_free(a, rs, b, "tokenizers") &&
+      want_int(rs, b, "vocab_size", APP_JOB_VOCAB_MIN, APP_JOB_VOCAB_MAX, 1) && output_free(a, rs, b, "tokenizers") &&
       corpora_resolve(a, rs, b, "input")) {
     char *p = json_dumps(b, JSON_COMPACT);
     accepted(app, rs, "tokenizer", p);
@@ -262,7 +264,7 @@ void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
   if (!b) return;
   if (only_fields(rs, b, fields, out_hint) && want_strings(rs, b, "name", 0, 1) &&
       want_strings(rs, b, "tokenizer", 0, 1) && want_strings(rs, b, "input", 0, 1) &&
-      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", 8, 65536, 0) &&
+      want_strings(rs, b, "split", 0, 0) && want_int(rs, b, "seq_len", APP_JOB_SEQ_LEN_MIN, APP_JOB_SEQ_LEN_MAX, 0) &&
       output_free(a, rs, b, "datasets") && corpora_resolve(a, rs, b, "input")) {
     const char *split = json_string_value(json_object_get(b, "split"));
     char path[WORKSPACE_PATH_MAX];
@@ -419,89 +421,54 @@ static void arg_pair(Argv *av, const char *flag, const char *value) {
   av->v[av->n++] = a;
 }
 
-/* A train job is handed over by its id: maskd train reads the description from the
-** store and resolves its names inside the same roots (server/cli/train_job.h). */
-static int train_argv(Worker *w, int64_t job, Argv *av) {
+/* Every job is handed over by its id: the child (maskd train, maskd tokenizer train or
+** maskd prepare with --job) reads the description from the store and resolves its
+** names inside the same folders (server/cli/job_read.h). */
+static void job_id_args(Worker *w, int64_t job, Argv *av) {
   App *a = w->app;
   char id[32];
   snprintf(id, sizeof id, "%lld", (long long)job);
   arg_pair(av, "--db", a->db_path);
-  arg(av, "--quiet");
   arg_pair(av, "--job", id);
   arg_pair(av, "--work-dir", a->ws.work_root);
   if (a->ws.data_root) arg_pair(av, "--data-dir", a->ws.data_root);
-  return 0;
 }
 
-/* A tokenizer or prepare job: inputs resolved, the output folder made, its own. */
-static int output_dir(Worker *w, json_t *p, const char *kind, JobPlan *plan, Err *e) {
-  if (workspace_output(&w->app->ws, kind, json_string_value(json_object_get(p, "name")), plan->out_dir,
-                       sizeof plan->out_dir, e)) {
-    plan->out_dir[0] = '\0';   /* not this job's: a failed job removes only what it made */
-    return -1;
-  }
-  if (mkdir(plan->out_dir, 0700)) { plan->out_dir[0] = '\0'; return err_set(e, "cannot make the output folder: %s", strerror(errno)); }
-  return 0;
-}
-
-static int tokenizer_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e) {
-  json_t *in = json_object_get(p, "input");
-  json_t *list = json_is_string(in) ? json_pack("[O]", in) : json_incref(in);
-  size_t i;
-  json_t *x;
-  char path[WORKSPACE_PATH_MAX];
+/* A tokenizer or prepare job's output folder, made here before the child starts, so that
+** the worker knows what the job made and removes it when the job fails; a name taken
+** since the job was queued fails the job and removes nothing. The child writes into it. */
+static int output_dir(Worker *w, const char *params, const char *kind, JobPlan *plan, Err *e) {
+  json_t *p = json_loads(params, 0, NULL);
+  if (!p) return err_set(e, "the job's description is not JSON");
+  const char *name = json_string_value(json_object_get(p, "name"));
   int r = 0;
-  arg(av, "train");
-  json_array_foreach(list, i, x) {
-    if ((r = workspace_corpus(&w->app->ws, "input", json_string_value(x), path, sizeof path, e))) break;
-    arg_pair(av, "--input", path);
+  if (workspace_output(&w->app->ws, kind, name ? name : "", plan->out_dir, sizeof plan->out_dir, e)) {
+    plan->out_dir[0] = '\0';   /* not this job's: a failed job removes only what it made */
+    r = -1;
+  } else if (mkdir(plan->out_dir, 0700)) {
+    plan->out_dir[0] = '\0';
+    r = err_set(e, "cannot make the output folder: %s", strerror(errno));
   }
-  json_decref(list);
-  if (r) return -1;
-  char v[32];
-  snprintf(v, sizeof v, "%lld", (long long)json_integer_value(json_object_get(p, "vocab_size")));
-  arg_pair(av, "--vocab-size", v);
-  if (output_dir(w, p, "tokenizers", plan, e)) return -1;
-  if (snprintf(path, sizeof path, "%s/tokenizer.json", plan->out_dir) >= (int)sizeof path)
-    return err_set(e, "the output folder's path is too long");
-  arg_pair(av, "--out", path);
-  return 0;
-}
-
-static int prepare_argv(Worker *w, json_t *p, Argv *av, JobPlan *plan, Err *e) {
-  char path[WORKSPACE_PATH_MAX];
-  arg(av, "--quiet");
-  if (workspace_tokenizer(&w->app->ws, "tokenizer", json_string_value(json_object_get(p, "tokenizer")), path, sizeof path, e))
-    return -1;
-  arg_pair(av, "--tokenizer", path);
-  if (workspace_corpus(&w->app->ws, "input", json_string_value(json_object_get(p, "input")), path, sizeof path, e)) return -1;
-  arg_pair(av, "--input", path);
-  const char *split = json_string_value(json_object_get(p, "split"));
-  if (split && !workspace_name_ok(split)) return err_set(e, "split: not a name");
-  arg_pair(av, "--split", split ? split : "train");
-  json_t *sl = json_object_get(p, "seq_len");
-  if (sl) { char v[32]; snprintf(v, sizeof v, "%lld", (long long)json_integer_value(sl)); arg_pair(av, "--seq-len", v); }
-  if (output_dir(w, p, "datasets", plan, e)) return -1;
-  arg_pair(av, "--out", plan->out_dir);
-  return 0;
+  json_decref(p);
+  return r;
 }
 
 /* The command line for a job; on failure e says why and the job fails with it. */
 static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, JobPlan *plan, Err *e) {
+  int train = !strcmp(kind, "train"), tokenizer = !strcmp(kind, "tokenizer"), prepare = !strcmp(kind, "prepare");
+  int rc = 0;
   arg(av, w->app->exe);
-  arg(av, !strcmp(kind, "train") ? "train" : !strcmp(kind, "tokenizer") ? "tokenizer" : "prepare");
-  if (!strcmp(kind, "train")) {
-    int rc = train_argv(w, job, av);
-    av->v[av->n] = NULL;
-    return rc;
+  if (train) arg(av, "train");
+  else if (tokenizer) { arg(av, "tokenizer"); arg(av, "train"); }
+  else if (prepare) arg(av, "prepare");
+  else rc = err_set(e, "unknown job kind %s", kind);
+  if (rc == 0) {
+    job_id_args(w, job, av);
+    /* maskd train and maskd prepare log no progress line; the tokenizer trainer's goes to the job's log. */
+    if (!tokenizer) arg(av, "--quiet");
+    if (!train) rc = output_dir(w, params, tokenizer ? "tokenizers" : "datasets", plan, e);
   }
-  json_t *p = json_loads(params, 0, NULL);
-  if (!p) { av->v[av->n] = NULL; return err_set(e, "the job's description is not JSON"); }
-  int rc = !strcmp(kind, "tokenizer") ? tokenizer_argv(w, p, av, plan, e)
-           : !strcmp(kind, "prepare") ? prepare_argv(w, p, av, plan, e)
-                                      : err_set(e, "unknown job kind %s", kind);
   av->v[av->n] = NULL;
-  json_decref(p);
   return rc;
 }
 

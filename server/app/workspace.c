@@ -165,7 +165,8 @@ int workspace_config(const Workspace *w, const char *field, const char *name, ch
   return not_found(w, field, "config file", name, err);
 }
 
-int workspace_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err) {
+/* work_root/kind/name into path[cap], the name checked first. */
+static int output_path(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err) {
   if (!workspace_name_ok(name)) {
     err_setk(err, ERR_INVALID, "name: \"%.64s\" is not a name (1 to 64 letters, digits, - _ ., not starting with . or -)", name);
     return WORKSPACE_BAD_NAME;
@@ -174,10 +175,28 @@ int workspace_output(const Workspace *w, const char *kind, const char *name, cha
     err_setk(err, ERR_INVALID, "name: too long");
     return WORKSPACE_BAD_NAME;
   }
+  return WORKSPACE_OK;
+}
+
+int workspace_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err) {
+  int r = output_path(w, kind, name, path, cap, err);
+  if (r) return r;
   struct stat st;
   if (lstat(path, &st) == 0) {
     err_setk(err, ERR_CONFLICT, "name: a %s named \"%s\" already exists", !strcmp(kind, "tokenizers") ? "tokenizer" : "dataset", name);
     return WORKSPACE_EXISTS;
+  }
+  return WORKSPACE_OK;
+}
+
+int workspace_job_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err) {
+  int r = output_path(w, kind, name, path, cap, err);
+  if (r) return r;
+  /* lstat: the worker made a folder, so a link in its place is not the job's. */
+  struct stat st;
+  if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    err_setk(err, ERR_NOT_FOUND, "name: no output folder \"%s\" (the server's worker makes it when it starts the job)", name);
+    return WORKSPACE_NOT_FOUND;
   }
   return WORKSPACE_OK;
 }

@@ -60,6 +60,10 @@ int workspace_config(const Workspace *w, const char *field, const char *name, ch
 /* The folder a job named name writes, kind "tokenizers" or "datasets": refused with
 ** WORKSPACE_EXISTS when something already has that name. Does not create it. */
 int workspace_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err);
+/* The folder a running job named name writes, kind "tokenizers" or "datasets": the one
+** its worker made before starting it (workspace_output, then mkdir), read again by the
+** job's process; ERR_NOT_FOUND when it is not a folder there (a link counts as none). */
+int workspace_job_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err);
 /* work_root/jobs/file into path[cap]. */
 int workspace_job_file(const Workspace *w, const char *file, char *path, size_t cap, Err *err);
 

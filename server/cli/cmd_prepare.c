@@ -1,4 +1,5 @@
-/* maskd prepare: a text file -> token ids -> fixed-length shards + manifest (engine/data/prepare.h). */
+/* maskd prepare: a text file -> token ids -> fixed-length shards + manifest (engine/data/prepare.h).
+** With --job it prepares a dataset job that maskd serve queued (server/cli/job_read.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -14,11 +15,14 @@
 #include "engine/data/shards.h"
 #include "engine/tok/tokenizer.h"
 #include "server/cli/commands.h"
+#include "server/cli/job_read.h"
+#include "store/store.h"
 
 typedef struct PrepareArgs {
   const char *input, *out, *split, *hash, *tokenizer;
   long seq_len, shard_size, vocab, group;
   int ids_mode, keep_empty, overwrite, quiet;
+  const char *db_path, *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
 } PrepareArgs;
 
 static void prepare_defaults(void *p) {
@@ -57,6 +61,18 @@ static const CliOpt prepare_opts[] = {
    .help = "record H as the manifest's tokenizer_hash"},
   {.name = "--overwrite", .kind = CLI_FLAG, .off = OFF(overwrite), .help = "replace an existing set of this split in DIR"},
   {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "no progress on stderr"},
+  {.name = "--job", .kind = CLI_STRING, .off = OFF(job), .arg = "ID",
+   .help = "run prepare job ID of the store's queue, as maskd serve's worker\n"
+           "does: its tokenizer, input, split and sequence length come from\n"
+           "the job (names resolved inside --work-dir and --data-dir, the\n"
+           "server's folders) and it writes the folder the worker made for\n"
+           "the job's name; no other options but --db and --quiet"},
+  {.name = "--db", .kind = CLI_STRING, .off = OFF(db_path), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
+   .help = "with --job: the store"},
+  {.name = "--work-dir", .kind = CLI_STRING, .off = OFF(work_dir), .arg = "DIR",
+   .help = "with --job: the server's work folder"},
+  {.name = "--data-dir", .kind = CLI_STRING, .off = OFF(data_dir), .arg = "DIR",
+   .help = "with --job: the server's data folder"},
 };
 #undef OFF
 
@@ -64,6 +80,7 @@ const CliSpec cli_spec_prepare = {
   .name = "prepare",
   .usage = "usage: maskd prepare --tokenizer T --input FILE --split NAME --seq-len N --out DIR [options]\n"
            "       maskd prepare --ids --vocab-size V --input FILE --split NAME --seq-len N --out DIR [options]\n"
+           "       maskd prepare --db PATH --job ID --work-dir DIR [--data-dir DIR]   (maskd serve's worker)\n"
            "\n"
            "Encodes each input line as [CLS] ... [SEP], concatenates the ids, cuts them into\n"
            "samples of N tokens (the tail is dropped) and writes shards\n"
@@ -113,11 +130,54 @@ static int tok_encode(void *ctx, const char *text, size_t len, int32_t *ids, int
   return n;
 }
 
+/* With --job the job is the whole description: every option but --db, --quiet and the
+** job's folders must keep its default (the arguments, those copied over, equal the
+** defaults byte for byte: both start zeroed, and the parser writes fields only). */
+static int only_job_options(const PrepareArgs *a) {
+  PrepareArgs d;
+  prepare_defaults(&d);
+  d.quiet = a->quiet;
+  d.db_path = a->db_path;
+  d.job = a->job;
+  d.work_dir = a->work_dir;
+  d.data_dir = a->data_dir;
+  return !memcmp(&d, a, sizeof d);
+}
+
+/* --job: the tokenizer, input, split, sequence length and output come from the queued
+** job; p keeps the paths. */
+static int from_job(PrepareArgs *a, JobReadPrepare *p, Err *e) {
+  int64_t id;
+  if (job_read_id(a->job, a->work_dir, &id, e)) return -1;
+  Store *db = store_open(cli_db_path(a->db_path), e);
+  if (!db) return -1;
+  int r = job_read_prepare(db, id, a->data_dir, a->work_dir, p, e);
+  store_close(db);
+  if (r) return -1;
+  a->tokenizer = p->tokenizer;
+  a->input = p->input;
+  a->split = p->split;
+  if (p->seq_len) a->seq_len = p->seq_len;
+  a->out = p->out;
+  return 0;
+}
+
 int cmd_prepare(int argc, char **argv) {
   PrepareArgs args;
   prepare_defaults(&args);
   int parsed = cli_parse(&cli_spec_prepare, "prepare", -1, argc, argv, 1, &args, NULL, NULL);
   if (parsed) return parsed > 0 ? 0 : 2;
+  if (args.job && !only_job_options(&args)) {
+    fprintf(stderr, "maskd prepare: --job runs the prepare job as it was queued; it takes no other options but --db and --quiet\n");
+    return 2;
+  }
+  if (!args.job && (args.db_path || args.data_dir || args.work_dir)) {
+    fprintf(stderr, "maskd prepare: --db, --data-dir and --work-dir go with --job\n");
+    return 2;
+  }
+  JobReadPrepare job;
+  Err je = {0};
+  if (args.job && from_job(&args, &job, &je)) { fprintf(stderr, "maskd prepare: %s\n", je.msg); return 1; }
   const char *input = args.input, *out = args.out, *split = args.split, *hash = args.hash, *tokenizer = args.tokenizer;
   long seq_len = args.seq_len, vocab = args.vocab;
   int ids_mode = args.ids_mode;

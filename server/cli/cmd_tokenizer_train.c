@@ -1,6 +1,7 @@
 /* maskd tokenizer train: a Unigram tokenizer from text files, written as HF's
 ** tokenizer.json (plus tokenizer_config.json and special_tokens_map.json when the
-** output is named tokenizer.json, as transformers' save_pretrained lays them out). */
+** output is named tokenizer.json, as transformers' save_pretrained lays them out).
+** With --job it trains a tokenizer job that maskd serve queued (server/cli/job_read.h). */
 #include <errno.h>
 #include <libgen.h>
 #include <stddef.h>
@@ -14,6 +15,8 @@
 #include "engine/tok/tokenizer.h"
 #include "engine/tok/unigram_trainer.h"
 #include "server/cli/commands.h"
+#include "server/cli/job_read.h"
+#include "store/store.h"
 
 #define MAX_SPECIAL 64
 
@@ -25,6 +28,7 @@ typedef struct TokTrainArgs {
   const char *out, *unk, *special;
   int vocab_size, max_piece_length, seed_size, sub_iterations, threads, hf_seeds, quiet;
   double shrinking_factor;
+  const char *db_path, *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
 } TokTrainArgs;
 
 static void tt_defaults(void *p) {
@@ -68,6 +72,18 @@ static const CliOpt tt_opts[] = {
    .help = "count seed substrings once per distinct word, exactly as HF\n"
            "tokenizers does (default: every occurrence, as SentencePiece)"},
   {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "no progress on stderr"},
+  {.name = "--job", .kind = CLI_STRING, .off = OFF(job), .arg = "ID",
+   .help = "train tokenizer job ID of the store's queue, as maskd serve's\n"
+           "worker does: its corpora and vocabulary size come from the job\n"
+           "(names resolved inside --work-dir and --data-dir, the server's\n"
+           "folders) and it writes the folder the worker made for the job's\n"
+           "name; no other options but --db and --quiet"},
+  {.name = "--db", .kind = CLI_STRING, .off = OFF(db_path), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
+   .help = "with --job: the store"},
+  {.name = "--work-dir", .kind = CLI_STRING, .off = OFF(work_dir), .arg = "DIR",
+   .help = "with --job: the server's work folder"},
+  {.name = "--data-dir", .kind = CLI_STRING, .off = OFF(data_dir), .arg = "DIR",
+   .help = "with --job: the server's data folder"},
 };
 #undef OFF
 
@@ -75,6 +91,7 @@ const CliSpec cli_spec_tokenizer_train = {
   .name = "tokenizer train",
   .usage =
     "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
+    "       maskd tokenizer train --db PATH --job ID --work-dir DIR [--data-dir DIR]   (maskd serve's worker)\n"
     "\n"
     "Trains a Unigram tokenizer (the algorithm of SentencePiece / HF UnigramTrainer) on the\n"
     "lines of the input files, with the seed recipe: normalizer Replace(``->\") Replace(''->\"),\n"
@@ -87,12 +104,62 @@ const CliSpec cli_spec_tokenizer_train = {
   .col = 29,
 };
 
+/* With --job the job is the whole description: every option but --db, --quiet and the
+** job's folders must keep its default (the arguments, those copied over, equal the
+** defaults byte for byte: both start zeroed, and the parser writes fields only). */
+static int only_job_options(const TokTrainArgs *a) {
+  TokTrainArgs d;
+  tt_defaults(&d);
+  d.quiet = a->quiet;
+  d.db_path = a->db_path;
+  d.job = a->job;
+  d.work_dir = a->work_dir;
+  d.data_dir = a->data_dir;
+  return !memcmp(&d, a, sizeof d);
+}
+
+/* --job: the corpora, vocabulary size and output come from the queued job; t keeps the paths. */
+static int from_job(TokTrainArgs *a, JobReadTokenizer *t, Err *e) {
+  int64_t id;
+  if (job_read_id(a->job, a->work_dir, &id, e)) return -1;
+  Store *db = store_open(cli_db_path(a->db_path), e);
+  if (!db) return -1;
+  int r = job_read_tokenizer(db, id, a->data_dir, a->work_dir, t, e);
+  store_close(db);
+  if (r) return -1;
+  for (int i = 0; i < t->n_inputs; i++) a->inputs[i] = t->inputs[i];
+  a->n_inputs = t->n_inputs;
+  a->vocab_size = t->vocab_size;
+  a->out = t->out;
+  return 0;
+}
+
 int cmd_tokenizer_train(int argc, char **argv) {
   TokTrainArgs *args = malloc(sizeof *args);
   if (!args) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); return 1; }
   tt_defaults(args);
   int parsed = cli_parse(&cli_spec_tokenizer_train, "tokenizer train", -1, argc, argv, 1, args, NULL, NULL);
   if (parsed) { free(args); return parsed > 0 ? 0 : 2; }
+  if (args->job && !only_job_options(args)) {
+    fprintf(stderr, "maskd tokenizer train: --job trains the tokenizer job as it was queued; it takes no other options but --db and --quiet\n");
+    free(args);
+    return 2;
+  }
+  if (!args->job && (args->db_path || args->data_dir || args->work_dir)) {
+    fprintf(stderr, "maskd tokenizer train: --db, --data-dir and --work-dir go with --job\n");
+    free(args);
+    return 2;
+  }
+  JobReadTokenizer *job = calloc(1, sizeof *job);
+  Err je = {0};
+  if (!job) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); free(args); return 1; }
+  if (args->job && from_job(args, job, &je)) {
+    fprintf(stderr, "maskd tokenizer train: %s\n", je.msg);
+    job_read_tokenizer_free(job);
+    free(job);
+    free(args);
+    return 1;
+  }
   const char **inputs = args->inputs, *out = args->out, *unk = args->unk;
   int n_inputs = args->n_inputs;
   char *special_buf = NULL;
@@ -172,5 +239,7 @@ done_dir:
 done:
   free(special_buf);
   free(args);
+  job_read_tokenizer_free(job);
+  free(job);
   return rc;
 }

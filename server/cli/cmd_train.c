@@ -25,7 +25,7 @@
 #include "engine/train/trainer.h"
 #include "server/cli/commands.h"
 #include "server/cli/progress.h"
-#include "server/cli/train_job.h"
+#include "server/cli/job_read.h"
 #include "store/store.h"
 
 /* The command line: the store, the run's options (applied after --run's file whatever
@@ -402,11 +402,8 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
 /* --job: the run's description, or the run to resume, comes from the queued job. */
 static int job_description(const TrainArgs *a, Store *db, RunConfig *rc, int64_t *job, char *resume, size_t cap,
                            Err *e) {
-  long id;
-  if (cli_parse_long(a->job, 1, LONG_MAX, &id)) return err_set(e, "--job: \"%s\" is not a job id", a->job);
-  if (!a->work_dir) return err_set(e, "--job needs --work-dir (the server's work folder)");
-  *job = id;
-  return train_job_read(db, id, a->data_dir, a->work_dir, rc, resume, cap, e);
+  if (job_read_id(a->job, a->work_dir, job, e)) return -1;
+  return job_read_train(db, *job, a->data_dir, a->work_dir, rc, resume, cap, e);
 }
 
 int cmd_train(int argc, char **argv) {

@@ -105,3 +105,34 @@ kill -TERM $pp
 wait $pp
 rc=$?; [ $rc -eq 130 ] && [ ! -e "$T/sig" ] && [ -z "$(ls -A "$T" | grep tmp-)" ] && pass prepare_cli_sigterm_writes_nothing ||
   fail prepare_cli_sigterm_writes_nothing "rc $rc: $(cat "$T/err"); $(ls -A "$T")"
+
+# --job is maskd serve's hand-off: the job's description, nothing else; a job must be a
+# queued prepare job the worker claimed, and it writes the folder the worker made.
+refuse_job() {  # name, needle, args...
+  local name=$1 needle=$2; shift 2
+  local rc
+  "$MASKD" prepare "$@" >/dev/null 2>"$T/err"; rc=$?
+  if [ $rc -ne 0 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -qF -- "$needle" "$T/err"; then pass "$name"
+  else fail "$name" "rc $rc, stderr: $(cat "$T/err") (wanted $needle)"; fi
+}
+refuse_job prepare_cli_job_takes_no_other_options "--job runs the prepare job as it was queued" --job 1 --work-dir "$T/w" --seq-len 8
+refuse_job prepare_cli_job_takes_no_ids "--job runs the prepare job as it was queued" --job 1 --work-dir "$T/w" --ids --vocab-size 3000
+refuse_job prepare_cli_job_folders_need_job "--db, --data-dir and --work-dir go with --job" --data-dir "$T" --input "$T/ids.txt" --ids --vocab-size 3000 --out "$T/j"
+refuse_job prepare_cli_job_not_an_id '--job: "x" is not a job id' --db "$T/j.db" --job x --work-dir "$T/w"
+refuse_job prepare_cli_job_needs_work_dir "--job needs --work-dir" --db "$T/j.db" --job 7
+refuse_job prepare_cli_job_unknown "job 7 does not exist" --db "$T/j.db" --job 7 --work-dir "$T/w"
+mkdir -p "$T/data" && head -400 "$T/ids.txt" | tr -d '0-9' | sed 's/^/ the quick brown fox jumps over the lazy dog /' >"$T/data/text.txt"
+"$MASKD" tokenizer train --quiet --input "$T/data/text.txt" --vocab-size 60 --out "$T/data/tok.json" 2>"$T/err" ||
+  fail prepare_cli_job_setup "tokenizer train: $(cat "$T/err")"
+sqlite3 "$T/j.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES
+  (8, 'prepare', 'queued', '{\"name\": \"ds\", \"tokenizer\": \"tok.json\", \"input\": \"text.txt\"}', 0), (9, 'tokenizer', 'running', '{}', 0),
+  (10, 'prepare', 'running', '{\"name\": \"ds\", \"tokenizer\": \"tok.json\", \"input\": \"text.txt\", \"split\": \"valid\", \"seq_len\": 16}', 0)"
+refuse_job prepare_cli_job_not_claimed "job 8 is queued" --db "$T/j.db" --job 8 --work-dir "$T/w" --data-dir "$T/data"
+refuse_job prepare_cli_job_not_prepare "job 9 is a tokenizer job, not a prepare job" --db "$T/j.db" --job 9 --work-dir "$T/w"
+refuse_job prepare_cli_job_no_output_folder 'no output folder "ds"' --db "$T/j.db" --job 10 --work-dir "$T/w" --data-dir "$T/data"
+[ -z "$(ls -A "$T/w/datasets")" ] && pass prepare_cli_job_refusals_write_nothing || fail prepare_cli_job_refusals_write_nothing "$(ls -A "$T/w/datasets")"
+# The claimed job, run as the worker runs it: tokenizer, input, split and length are the job's.
+mkdir "$T/w/datasets/ds"
+"$MASKD" prepare --db "$T/j.db" --job 10 --work-dir "$T/w" --data-dir "$T/data" --quiet >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 0 ] && grep -q '"seq_len": 16' "$T/w/datasets/ds/manifest.json" && ls "$T"/w/datasets/ds/valid-00000-*.shard >/dev/null 2>&1 &&
+  pass prepare_cli_job_writes_its_folder || fail prepare_cli_job_writes_its_folder "rc $rc: $(cat "$T/err"); $(ls -A "$T/w/datasets/ds")"

@@ -63,6 +63,30 @@ expect_error train_bad_shrinking "shrinking-factor" --input "$tmp/corpus.txt" --
 expect_error train_unknown_option "unknown option" --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/x.json" --frobnicate
 [ ! -e "$tmp/x.json" ] && echo "PASS train_errors_write_nothing" || echo "FAIL train_errors_write_nothing: x.json exists"
 
+# --job is maskd serve's hand-off: the job's description, nothing else; a job must be a
+# queued tokenizer job the worker claimed, and it writes the folder the worker made.
+expect_error train_job_takes_no_other_options "--job trains the tokenizer job as it was queued" --job 1 --work-dir "$tmp/w" --vocab-size 50
+expect_error train_job_takes_no_threads "--job trains the tokenizer job as it was queued" --job 1 --work-dir "$tmp/w" --threads 2
+expect_error train_job_folders_need_job "--db, --data-dir and --work-dir go with --job" --work-dir "$tmp/w" --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/x.json"
+expect_error train_job_not_an_id '--job: "x" is not a job id' --db "$tmp/j.db" --job x --work-dir "$tmp/w"
+expect_error train_job_needs_work_dir "--job needs --work-dir" --db "$tmp/j.db" --job 7
+expect_error train_job_unknown "job 7 does not exist" --db "$tmp/j.db" --job 7 --work-dir "$tmp/w"
+mkdir -p "$tmp/data" && cp "$tmp/corpus.txt" "$tmp/data/corpus.txt"
+sqlite3 "$tmp/j.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES
+  (8, 'tokenizer', 'queued', '{\"name\": \"q\", \"input\": \"corpus.txt\", \"vocab_size\": 90}', 0), (9, 'prepare', 'running', '{}', 0),
+  (10, 'tokenizer', 'running', '{\"name\": \"q\", \"input\": [\"corpus.txt\", \"corpus.txt\"], \"vocab_size\": 90}', 0)"
+expect_error train_job_not_claimed "job 8 is queued" --db "$tmp/j.db" --job 8 --work-dir "$tmp/w" --data-dir "$tmp/data"
+expect_error train_job_not_tokenizer "job 9 is a prepare job, not a tokenizer job" --db "$tmp/j.db" --job 9 --work-dir "$tmp/w"
+expect_error train_job_no_output_folder 'no output folder "q"' --db "$tmp/j.db" --job 10 --work-dir "$tmp/w" --data-dir "$tmp/data"
+[ ! -e "$tmp/w/tokenizers/q" ] && echo "PASS train_job_refusals_write_nothing" || echo "FAIL train_job_refusals_write_nothing: $(ls -A "$tmp/w/tokenizers")"
+# The claimed job, run as the worker runs it: the corpora and vocabulary size are the job's.
+mkdir "$tmp/w/tokenizers/q"
+"$maskd" tokenizer train --db "$tmp/j.db" --job 10 --work-dir "$tmp/w" --data-dir "$tmp/data" --quiet 2>"$tmp/err"
+rc=$?
+n=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['model']['vocab']))" "$tmp/w/tokenizers/q/tokenizer.json" 2>/dev/null)
+[ $rc -eq 0 ] && [ "$n" = 90 ] && [ -s "$tmp/w/tokenizers/q/tokenizer_config.json" ] && echo "PASS train_job_writes_its_folder" ||
+  echo "FAIL train_job_writes_its_folder: rc $rc, $n pieces, $(cat "$tmp/err")"
+
 # Inputs: regular files only (a device or a FIFO is refused at once, never read);
 # a value that looks like an option is never taken as one: --input=FILE names any file.
 expect_error train_refuses_dev_zero "character device, not a regular file" --input /dev/zero --vocab-size 50 --out "$tmp/x.json"
