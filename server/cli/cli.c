@@ -29,6 +29,19 @@ int cli_looks_like_flag(const char *s) {
   return s[0] == '-' && s[1] != '\0' && !(s[1] >= '0' && s[1] <= '9') && s[1] != '.';
 }
 
+const char *cli_option_outside(int argc, char **argv, int first, const char *const *allowed) {
+  for (int i = first; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) return NULL;
+    if (!cli_looks_like_flag(a)) continue;   /* a value: the parser never reads one as an option */
+    size_t n = strcspn(a, "=");
+    int ok = 0;
+    for (const char *const *k = allowed; *k && !ok; k++) ok = strlen(*k) == n && !strncmp(a, *k, n);
+    if (!ok) return a;
+  }
+  return NULL;
+}
+
 int cli_flag_value(const char *cmd, int argc, char **argv, int *i, const char *flag, const char **value) {
   const char *a = argv[*i];
   size_t n = strlen(flag);

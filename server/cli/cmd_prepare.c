@@ -130,19 +130,8 @@ static int tok_encode(void *ctx, const char *text, size_t len, int32_t *ids, int
   return n;
 }
 
-/* With --job the job is the whole description: every option but --db, --quiet and the
-** job's folders must keep its default (the arguments, those copied over, equal the
-** defaults byte for byte: both start zeroed, and the parser writes fields only). */
-static int only_job_options(const PrepareArgs *a) {
-  PrepareArgs d;
-  prepare_defaults(&d);
-  d.quiet = a->quiet;
-  d.db_path = a->db_path;
-  d.job = a->job;
-  d.work_dir = a->work_dir;
-  d.data_dir = a->data_dir;
-  return !memcmp(&d, a, sizeof d);
-}
+/* With --job the job is the whole description: no option but these. */
+static const char *const job_options[] = {"--job", "--db", "--work-dir", "--data-dir", "--quiet", NULL};
 
 /* --job: the tokenizer, input, split, sequence length and output come from the queued
 ** job; p keeps the paths. */
@@ -167,8 +156,9 @@ int cmd_prepare(int argc, char **argv) {
   prepare_defaults(&args);
   int parsed = cli_parse(&cli_spec_prepare, "prepare", -1, argc, argv, 1, &args, NULL, NULL);
   if (parsed) return parsed > 0 ? 0 : 2;
-  if (args.job && !only_job_options(&args)) {
-    fprintf(stderr, "maskd prepare: --job runs the prepare job as it was queued; it takes no other options but --db and --quiet\n");
+  const char *extra = NULL;
+  if (args.job && (extra = cli_option_outside(argc, argv, 1, job_options))) {
+    fprintf(stderr, "maskd prepare: --job runs the prepare job as it was queued; it takes no other options but --db and --quiet (not %s)\n", extra);
     return 2;
   }
   if (!args.job && (args.db_path || args.data_dir || args.work_dir)) {

@@ -104,19 +104,8 @@ const CliSpec cli_spec_tokenizer_train = {
   .col = 29,
 };
 
-/* With --job the job is the whole description: every option but --db, --quiet and the
-** job's folders must keep its default (the arguments, those copied over, equal the
-** defaults byte for byte: both start zeroed, and the parser writes fields only). */
-static int only_job_options(const TokTrainArgs *a) {
-  TokTrainArgs d;
-  tt_defaults(&d);
-  d.quiet = a->quiet;
-  d.db_path = a->db_path;
-  d.job = a->job;
-  d.work_dir = a->work_dir;
-  d.data_dir = a->data_dir;
-  return !memcmp(&d, a, sizeof d);
-}
+/* With --job the job is the whole description: no option but these. */
+static const char *const job_options[] = {"--job", "--db", "--work-dir", "--data-dir", "--quiet", NULL};
 
 /* --job: the corpora, vocabulary size and output come from the queued job; t keeps the paths. */
 static int from_job(TokTrainArgs *a, JobReadTokenizer *t, Err *e) {
@@ -140,8 +129,9 @@ int cmd_tokenizer_train(int argc, char **argv) {
   tt_defaults(args);
   int parsed = cli_parse(&cli_spec_tokenizer_train, "tokenizer train", -1, argc, argv, 1, args, NULL, NULL);
   if (parsed) { free(args); return parsed > 0 ? 0 : 2; }
-  if (args->job && !only_job_options(args)) {
-    fprintf(stderr, "maskd tokenizer train: --job trains the tokenizer job as it was queued; it takes no other options but --db and --quiet\n");
+  const char *extra = NULL;
+  if (args->job && (extra = cli_option_outside(argc, argv, 1, job_options))) {
+    fprintf(stderr, "maskd tokenizer train: --job trains the tokenizer job as it was queued; it takes no other options but --db and --quiet (not %s)\n", extra);
     free(args);
     return 2;
   }

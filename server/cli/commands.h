@@ -38,6 +38,9 @@ int cli_parse_long(const char *s, long lo, long hi, long *out);
 /* 1 when s reads as an option: '-' and then anything but a digit or '.' ("-" alone, "-1"
 ** and "-0.5" are values). */
 int cli_looks_like_flag(const char *s);
+/* The first option in argv[first..argc) (before any "--") whose name ("--db" of "--db=x")
+** is not in allowed (NULL-terminated), or NULL when every option given is allowed. */
+const char *cli_option_outside(int argc, char **argv, int first, const char *const *allowed);
 /* A flag that takes a value, so that no value is ever read as a flag and no flag as a
 ** value: "--flag=VALUE" gives VALUE as written (whatever it starts with); "--flag VALUE"
 ** takes the next argument unless it looks like a flag. Returns 1 with *value set and *i

@@ -313,7 +313,20 @@ static void parser_rules(void) {
   free(h);
 }
 
+/* cli_option_outside: what --job refuses is named; values, "--x=v" and "--" are read as the parser reads them. */
+static void option_outside_tests(void) {
+  static const char *const allowed[] = {"--job", "--db", "--quiet", NULL};
+  char *ok[] = {"cmd", "--job", "3", "--db=/x", "--quiet", "-1", "--", "--out"};
+  char *bad[] = {"cmd", "--job=3", "--out", "dir"};
+  char *eq[] = {"cmd", "--db=--out", "--dbx=1"};
+  check(cli_option_outside(8, ok, 1, allowed) == NULL, "cli_option_outside_allows", "refused");
+  const char *b = cli_option_outside(4, bad, 1, allowed), *e = cli_option_outside(3, eq, 1, allowed);
+  check(b && !strcmp(b, "--out"), "cli_option_outside_names_first", "%s", b ? b : "(none)");
+  check(e && !strcmp(e, "--dbx=1"), "cli_option_outside_whole_name", "%s", e ? e : "(none)");
+}
+
 int main(void) {
+  option_outside_tests();
   const char *t = getenv("MASKD_TMP");
   snprintf(tmpdir, sizeof tmpdir, "%s/cli_%d", t ? t : "/tmp", (int)getpid());
   char cmd[400];
