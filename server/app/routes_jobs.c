@@ -59,9 +59,8 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
 
 /* Answers a name that did not resolve with the status of e's kind (the workspace
 ** says ERR_INVALID for a bad or unknown input, ERR_CONFLICT for an output name
-** already taken); the WorkspaceStatus adds nothing to it. */
-static void workspace_refusal(HttpRes *rs, int status, const Err *e, const char *field) {
-  (void)status;
+** already taken). */
+static void workspace_refusal(HttpRes *rs, const Err *e, const char *field) {
   http_error_from(rs, e, e->msg, json_pack("{s:s}", "field", field));
 }
 
@@ -90,14 +89,14 @@ static int run_names_resolve(App *a, HttpRes *rs, const RunConfig *rc) {
   Err e = {0};
   int st;
   if ((st = workspace_tokenizer(&a->ws, "tokenizer", rc->tokenizer, path, sizeof path, &e))) {
-    workspace_refusal(rs, st, &e, "tokenizer");
+    workspace_refusal(rs, &e, "tokenizer");
   } else if ((st = workspace_dataset(&a->ws, "train", rc->train, path, sizeof path, &e))) {
-    workspace_refusal(rs, st, &e, "train");
+    workspace_refusal(rs, &e, "train");
   } else if (rc->validation[0] && (st = workspace_dataset(&a->ws, "validation", rc->validation, path, sizeof path, &e))) {
-    workspace_refusal(rs, st, &e, "validation");
+    workspace_refusal(rs, &e, "validation");
   } else if (!run_config_is_preset(rc->config) &&
              (st = workspace_config(&a->ws, "config", rc->config, path, sizeof path, &e))) {
-    workspace_refusal(rs, st, &e, "config");
+    workspace_refusal(rs, &e, "config");
   }
   return rs->status ? -1 : 0;
 }
@@ -224,7 +223,7 @@ static int corpora_resolve(App *a, HttpRes *rs, json_t *o, const char *field) {
     int st = json_string_length(x) != strlen(json_string_value(x))
                  ? (err_setk(&e, ERR_INVALID, "%s: a name cannot hold a NUL character", field), WORKSPACE_BAD_NAME)
                  : workspace_corpus(&a->ws, field, json_string_value(x), path, sizeof path, &e);
-    if (st) { workspace_refusal(rs, st, &e, field); break; }
+    if (st) { workspace_refusal(rs, &e, field); break; }
   }
   json_decref(list);
   return rs->status ? 0 : 1;
@@ -238,7 +237,7 @@ static int output_free(App *a, HttpRes *rs, json_t *o, const char *kind) {
   int st = strlen(name) != json_string_length(json_object_get(o, "name"))
                ? (err_setk(&e, ERR_INVALID, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
                : workspace_output(&a->ws, kind, name, path, sizeof path, &e);
-  if (st) workspace_refusal(rs, st, &e, "name");
+  if (st) workspace_refusal(rs, &e, "name");
   return !st;
 }
 
@@ -274,7 +273,7 @@ void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
       http_error(rs, 422, "split: not a name (letters, digits, - _ .)", json_pack("{s:s}", "field", "split"));
     } else if ((st = workspace_tokenizer(&a->ws, "tokenizer", json_string_value(json_object_get(b, "tokenizer")), path,
                                          sizeof path, &e))) {
-      workspace_refusal(rs, st, &e, "tokenizer");
+      workspace_refusal(rs, &e, "tokenizer");
     } else {
       char *p = json_dumps(b, JSON_COMPACT);
       accepted(app, rs, "prepare", p);
