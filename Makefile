@@ -11,8 +11,11 @@ OPT     ?= -O3 -march=native
 WARN     = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 BLAS_INC = /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB = /usr/lib/x86_64-linux-gnu/openblas-openmp
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -I. -I$(BLAS_INC) -MMD -MP
-LDLIBS   = -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -ljansson -lsqlite3 -lmicrohttpd -lm -lpthread
+# Open MPI (Debian's libopenmpi-dev), for data-parallel training: only engine/dist/dist.c includes mpi.h.
+MPI_INC  = /usr/lib/x86_64-linux-gnu/openmpi/include
+MPI_LIB  = /usr/lib/x86_64-linux-gnu/openmpi/lib
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -I. -I$(BLAS_INC) -I$(MPI_INC) -MMD -MP
+LDLIBS   = -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -L$(MPI_LIB) -lmpi -ljansson -lsqlite3 -lmicrohttpd -lm -lpthread
 LDFLAGS += -fopenmp
 
 # OpenBLAS reads OPENBLAS_CORETYPE when it loads; a forced older core type halves

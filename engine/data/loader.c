@@ -247,7 +247,9 @@ static void copy_sample(const Loader *l, uint64_t g, int32_t *out) {
   shard_sample(l->shards[lo], g - l->start[lo], out);
 }
 
-int loader_next(Loader *l, int32_t *ids, int32_t *attn) {
+int loader_next(Loader *l, int32_t *ids, int32_t *attn) { return loader_next_samples(l, ids, attn, NULL); }
+
+int loader_next_samples(Loader *l, int32_t *ids, int32_t *attn, int64_t *samples) {
   if (l->st.batch >= l->per_epoch) { l->st.epoch++; l->st.batch = 0; }
   if (l->opt.shuffle && (!l->perm_valid || l->perm_epoch != l->st.epoch)) build_perm(l, l->st.epoch);
   uint64_t B = (uint64_t)l->opt.batch, L = l->seq_len;
@@ -257,10 +259,13 @@ int loader_next(Loader *l, int32_t *ids, int32_t *attn) {
     uint64_t k = first + r;
     int32_t *row = ids + r * L;
     if (k < l->n_samples) {
-      copy_sample(l, l->opt.shuffle ? l->perm[k] : k, row);
+      uint64_t g = l->opt.shuffle ? l->perm[k] : k;
+      copy_sample(l, g, row);
+      if (samples) samples[r] = (int64_t)g;
       if (attn) for (uint64_t t = 0; t < L; t++) attn[r * L + t] = 1;
       real++;
     } else {
+      if (samples) samples[r] = -1;
       for (uint64_t t = 0; t < L; t++) row[t] = l->opt.pad_id;
       if (attn) for (uint64_t t = 0; t < L; t++) attn[r * L + t] = 0;
     }

@@ -70,6 +70,9 @@ const char *loader_tokenizer_hash(const Loader *l);
 ** the next epoch after the last batch of one. Returns the number of real (unpadded) rows,
 ** which is the batch size unless drop_last is 0 (then it may be less, even 0 on a rank). */
 int loader_next(Loader *l, int32_t *ids, int32_t *attn);
+/* loader_next, also writing each row's sample index in the set (0 <= index <
+** loader_n_samples) to samples[0..batch), or -1 for a padding row: what keys the row's masks. */
+int loader_next_samples(Loader *l, int32_t *ids, int32_t *attn, int64_t *samples);
 
 /* The current position (what the next loader_next yields). */
 void loader_get_state(const Loader *l, LoaderState *st);

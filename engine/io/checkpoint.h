@@ -19,7 +19,7 @@
 
 #define CKPT_CONFIG_FILE "config.json"
 #define CKPT_WEIGHTS_FILE "model.safetensors"
-#define CKPT_EXTRA_WORDS 8
+#define CKPT_EXTRA_WORDS 16
 
 /* What a training run needs besides weights and moments to continue exactly. */
 typedef struct CkptState {

@@ -82,6 +82,9 @@ struct Model {
   uint64_t drop_seed;
   int prof_on;
   double prof[MODEL_PHASE_COUNT];
+
+  ModelGradReady grad_ready;     /* told when a gradient group is final (data-parallel overlap) */
+  void *grad_ready_ctx;
 };
 
 /* ------------------------------------------------------------ profiling */
@@ -680,6 +683,10 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
   });
 }
 
+static void grad_ready(Model *m, int group) {
+  if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, group);
+}
+
 void model_backward(Model *m, float loss_scale) {
   int nt = m->threads;
   if (!m->has_forward || !m->grads || m->fM == 0) return;
@@ -702,9 +709,11 @@ void model_backward(Model *m, float loss_scale) {
   });
   PROF(m, MODEL_PHASE_MATMUL,
        matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
+  grad_ready(m, 0);
   /* m->dh1 is d(last layer output at the head rows). */
   const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
   last_layer_rows_backward(m, xl, m->dh1, dX, dY, dY + (size_t)M * H, acc);
+  grad_ready(m, 1);
   for (int l = m->L - 2; l >= 0; l--) {
     LayerTensors *w = &p->layer[l], *gw = &g->layer[l];
     LayerActs *a = slot(m, l);
@@ -732,6 +741,7 @@ void model_backward(Model *m, float loss_scale) {
          attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, nt));
     PROF(m, MODEL_PHASE_MATMUL,
          matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, nt));
+    grad_ready(m, m->L - l);
   }
   LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
   int pad = m->cfg.pad_token_id;
@@ -746,6 +756,31 @@ void model_backward(Model *m, float loss_scale) {
     embeddings_backward(g->wte, g->wpe, g->tte, dY, m->ids, m->pos, m->types, N, H, pad,
                         m->cfg.model_type == MODEL_ROBERTA ? pad : -1, nt);
   });
+  grad_ready(m, m->L + 1);
+}
+
+/* ------------------------------------------------------------- gradient groups */
+
+int model_grad_group_count(const Model *m) { return m->L + 2; }
+
+void model_grad_group(const Model *m, int i, size_t *offset, size_t *count) {
+  /* Backward order: the head, layers L-1 .. 0, the embeddings (whose word embeddings
+  ** also take the tied decoder's gradient, so they are final last). */
+  const Tensors *p = &m->p;
+  size_t lo, hi;
+  if (i == 0) { lo = (size_t)(p->hd_w - m->params); hi = m->n_params; }
+  else if (i <= m->L) {
+    const LayerTensors *lt = &p->layer[m->L - i];
+    lo = (size_t)(lt->qkv_w - m->params);
+    hi = (size_t)(lt->ln2_b - m->params) + (size_t)m->H;
+  } else { lo = 0; hi = (size_t)(p->emb_ln_b - m->params) + (size_t)m->H; }
+  *offset = lo;
+  *count = hi - lo;
+}
+
+void model_set_grad_ready(Model *m, ModelGradReady fn, void *ctx) {
+  m->grad_ready = fn;
+  m->grad_ready_ctx = ctx;
 }
 
 /* ------------------------------------------------------------- flops */

@@ -95,6 +95,19 @@ void model_zero_grad(Model *m);
 /* Backward pass of the last forward, accumulating d(loss_sum * loss_scale) into the gradients. */
 void model_backward(Model *m, float loss_scale);
 
+/* Gradient groups: contiguous parameter ranges whose gradients become final together
+** during model_backward, numbered in the order they do (0: the MLM head; 1..L: encoder
+** layers L-1 down to 0; L+1: the embeddings, last because the tied decoder's gradient
+** lands in the word embeddings). They cover the parameter buffer exactly once. */
+int model_grad_group_count(const Model *m);
+/* Group i's range: [*offset, *offset + *count) of the parameter (and gradient) buffer. */
+void model_grad_group(const Model *m, int i, size_t *offset, size_t *count);
+/* Called by model_backward, on its calling thread between the passes, with each group
+** as it becomes final; lets a data-parallel trainer start sending it while backward goes on. */
+typedef void (*ModelGradReady)(void *ctx, int group);
+/* Sets (or, with fn NULL, clears) the callback. */
+void model_set_grad_ready(Model *m, ModelGradReady fn, void *ctx);
+
 /* Inference: logits (n_positions x vocab) at the given flat positions (b*seq+t) of the batch. */
 int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions,
                     float *logits_out, Err *err);

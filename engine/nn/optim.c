@@ -16,6 +16,11 @@ AdamWConfig adamw_defaults(void) {
 }
 
 AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int n_segs, Err *err) {
+  return adamw_new_sharded(cfg, n, segs, n_segs, n, err);
+}
+
+AdamW *adamw_new_sharded(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int n_segs, size_t ns,
+                         Err *err) {
   if (!(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1) ||
       !(cfg->eps > 0) || !(cfg->weight_decay >= 0) || !(cfg->clip_norm >= 0) || cfg->warmup_steps < 0 ||
       cfg->total_steps < 0 || !(cfg->min_lr_ratio >= 0)) {
@@ -26,11 +31,12 @@ AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int
   if (!o) { err_set(err, "adamw: out of memory"); return NULL; }
   o->cfg = *cfg;
   o->n = n;
+  o->n_state = ns;
   o->threads = omp_get_max_threads();
-  o->m = platform_alloc_floats(n ? n : 1);
-  o->v = platform_alloc_floats(n ? n : 1);
-  if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof(float));
-  if (o->v) memset(o->v, 0, (n ? n : 1) * sizeof(float));
+  o->m = platform_alloc_floats(ns ? ns : 1);
+  o->v = platform_alloc_floats(ns ? ns : 1);
+  if (o->m) memset(o->m, 0, (ns ? ns : 1) * sizeof(float));
+  if (o->v) memset(o->v, 0, (ns ? ns : 1) * sizeof(float));
   /* The flags as runs, not one byte per parameter: the update then reads
   ** 7 floats' worth per parameter, not 7 and a byte. Later segments win where
   ** segments overlap (a fused tensor and its views); uncovered entries do not decay. */
@@ -102,7 +108,8 @@ static double grad_norm(const float *grads, size_t n, int threads) {
 double adamw_grad_norm(const float *grads, size_t n) { return grad_norm(grads, n, omp_get_max_threads()); }
 
 typedef struct AdamRange {
-  float *p, *g, *m, *v;
+  float *p; const float *g; float *m, *v;   /* at global element `base` */
+  size_t base;
   float gscale, b1, b2, eps, step_size, inv_sqrt_bc2, decay_mul;
 } AdamRange;
 
@@ -110,11 +117,13 @@ typedef struct AdamRange {
 ** p, when not); m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). gcc
 ** will not vectorise sqrtf without -fno-math-errno (which the build does not
 ** use), so the AVX-512 path spells the vector loop out; the scalar loop is the definition. */
-static void adam_range(const AdamRange *r, size_t lo, size_t hi, int decayed) {
-  float *restrict p = r->p, *restrict g = r->g, *restrict m = r->m, *restrict v = r->v;
+static void adam_range(const AdamRange *r, size_t glo, size_t ghi, int decayed) {
+  float *restrict p = r->p + (glo - r->base), *restrict m = r->m + (glo - r->base), *restrict v = r->v + (glo - r->base);
+  const float *restrict g = r->g + (glo - r->base);
+  size_t hi = ghi - glo;
   float gs = r->gscale, b1 = r->b1, b2 = r->b2, eps = r->eps, ss = r->step_size, ib = r->inv_sqrt_bc2;
   float keep = decayed ? r->decay_mul : 1.0f;
-  size_t i = lo;
+  size_t i = 0;
 #if defined(__AVX512F__)
   __m512 vgs = _mm512_set1_ps(gs), vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2);
   __m512 va1 = _mm512_set1_ps(1.0f - b1), va2 = _mm512_set1_ps(1.0f - b2), veps = _mm512_set1_ps(eps);
@@ -130,21 +139,42 @@ static void adam_range(const AdamRange *r, size_t lo, size_t hi, int decayed) {
     _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_div_ps(_mm512_mul_ps(vss, mi), den)));
   }
 #endif
+  /* The vector loop's operations one by one, fused where it fuses, so an element gets
+  ** the same bits whichever loop takes it (data-parallel ranks cut the buffer elsewhere). */
+  float a1 = 1.0f - b1, a2 = 1.0f - b2;
   for (; i < hi; i++) {
     float gi = g[i] * gs;
     float pi = p[i] * keep;
-    float mi = b1 * m[i] + (1.0f - b1) * gi;
-    float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    float mi = fmaf(b1, m[i], a1 * gi);
+    float vi = fmaf(b2, v[i], (a2 * gi) * gi);
     m[i] = mi;
     v[i] = vi;
-    p[i] = pi - ss * mi / (sqrtf(vi) * ib + eps);
+    p[i] = pi - (ss * mi) / fmaf(sqrtf(vi), ib, eps);
   }
 }
 
-double adamw_step(AdamW *o, float *params, float *grads) {
+/* The update over [base, base + n) on `threads` threads, cut at the decay runs. */
+static void apply_ranges(const AdamW *o, const AdamRange *r, size_t n, int threads) {
+#pragma omp parallel num_threads(threads)
+  {
+    /* One contiguous slice per thread, 16-float aligned so slices share no cache line. */
+    size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+    size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
+    size_t lo = id * per < n ? id * per : n, hi = lo + per < n ? lo + per : n;
+    lo += r->base;
+    hi += r->base;
+    for (int k = 0; k < o->n_runs && lo < hi; k++) {
+      size_t end = k + 1 < o->n_runs ? o->run_start[k + 1] : o->n;
+      if (end <= lo) continue;
+      size_t stop = end < hi ? end : hi;
+      adam_range(r, lo, stop, o->run_decay[k]);
+      lo = stop;
+    }
+  }
+}
+
+AdamWUpdate adamw_update_at(const AdamW *o, double norm) {
   const AdamWConfig *c = &o->cfg;
-  int threads = o->threads < 1 ? 1 : o->threads;
-  double norm = grad_norm(grads, o->n, threads);
   /* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1. */
   float gscale = 1.0f;
   if (c->clip_norm > 0) {
@@ -154,23 +184,35 @@ double adamw_step(AdamW *o, float *params, float *grads) {
   long t = o->step + 1;
   double lr = adamw_lr_at(c, o->step);
   double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-  AdamRange r = {params, grads, o->m, o->v, gscale, (float)c->beta1, (float)c->beta2, (float)c->eps,
-                 (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)(1.0 - lr * c->weight_decay)};
-  size_t n = o->n;
-#pragma omp parallel num_threads(threads)
-  {
-    /* One contiguous slice per thread, 16-float aligned so slices share no cache line. */
-    size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-    size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
-    size_t lo = id * per < n ? id * per : n, hi = lo + per < n ? lo + per : n;
-    for (int k = 0; k < o->n_runs && lo < hi; k++) {
-      size_t end = k + 1 < o->n_runs ? o->run_start[k + 1] : n;
-      if (end <= lo) continue;
-      size_t stop = end < hi ? end : hi;
-      adam_range(&r, lo, stop, o->run_decay[k]);
-      lo = stop;
-    }
-  }
-  o->step = t;
+  AdamWUpdate u = {lr, gscale, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                   (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)(1.0 - lr * c->weight_decay)};
+  return u;
+}
+
+void adamw_apply(const AdamW *o, const AdamWUpdate *u, float *p, const float *g, float *m, float *v, size_t lo,
+                 size_t n, int threads) {
+  AdamRange r = {p, g, m, v, lo, u->gscale, u->b1, u->b2, u->eps, u->step_size, u->inv_sqrt_bc2, u->decay_mul};
+  apply_ranges(o, &r, n, threads < 1 ? 1 : threads);
+}
+
+double adamw_sumsq(const float *g, size_t n) {
+  /* Eight running sums, each over every eighth element, then added in lane order: the
+  ** compiler may vectorise the lanes but cannot reorder a lane's additions. */
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) s[j] += (double)g[i + j] * (double)g[i + j];
+  for (int j = 0; i < n; i++, j++) s[j] += (double)g[i] * (double)g[i];
+  double t = 0;
+  for (int j = 0; j < 8; j++) t += s[j];
+  return t;
+}
+
+double adamw_step(AdamW *o, float *params, float *grads) {
+  int threads = o->threads < 1 ? 1 : o->threads;
+  double norm = grad_norm(grads, o->n, threads);
+  AdamWUpdate u = adamw_update_at(o, norm);
+  adamw_apply(o, &u, params, grads, o->m, o->v, 0, o->n, threads);
+  o->step++;
   return norm;
 }

@@ -24,7 +24,8 @@ typedef struct AdamWSegment { size_t offset, count; int decay; } AdamWSegment;
 typedef struct AdamW {
   AdamWConfig cfg;
   size_t n;               /* parameters */
-  float *m, *v;           /* first and second moments, n floats each */
+  size_t n_state;         /* moments held here: n, or a data-parallel rank's share of them */
+  float *m, *v;           /* first and second moments, n_state floats each */
   size_t *run_start;      /* [0, n) in runs of one decay flag: run i starts here, */
   unsigned char *run_decay; /* with this flag (n_runs of each) */
   int n_runs;
@@ -36,6 +37,9 @@ typedef struct AdamW {
 AdamWConfig adamw_defaults(void);
 /* Allocates moments (zero) for n parameters with the given decay segments. */
 AdamW *adamw_new(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int n_segs, Err *err);
+/* adamw_new holding only n_state moments (a rank's share; decay flags still for all n). */
+AdamW *adamw_new_sharded(const AdamWConfig *cfg, size_t n, const AdamWSegment *segs, int n_segs, size_t n_state,
+                         Err *err);
 /* Frees the optimizer; NULL allowed. */
 void adamw_free(AdamW *o);
 /* Scheduled learning rate for an update made after `step` previous updates. */
@@ -44,5 +48,22 @@ double adamw_lr_at(const AdamWConfig *cfg, long step);
 double adamw_grad_norm(const float *grads, size_t n);
 /* One update: clip (if configured), decay, Adam; returns the pre-clip gradient norm. */
 double adamw_step(AdamW *o, float *params, float *grads);
+
+/* The same update in parts, for a trainer that owns only some ranges (data-parallel)
+** and needs the result not to depend on how the ranges are cut: */
+/* Sum of squares of n gradients in double, in one fixed order (8 lanes, then the lanes
+** in order), so equal inputs give equal bits wherever they lie in memory. */
+double adamw_sumsq(const float *g, size_t n);
+/* The scalars of the update after o->step updates, given the pre-clip gradient norm. */
+typedef struct AdamWUpdate {
+  double lr;              /* the scheduled rate of this update */
+  float gscale;           /* clipping factor (1 when not clipping) */
+  float b1, b2, eps, step_size, inv_sqrt_bc2, decay_mul;
+} AdamWUpdate;
+AdamWUpdate adamw_update_at(const AdamW *o, double grad_norm);
+/* Applies u to parameters [lo, lo + n) (lo indexes the decay flags): p, g, m, v point at
+** element lo's value. Each element's result depends on its own values only. */
+void adamw_apply(const AdamW *o, const AdamWUpdate *u, float *p, const float *g, float *m, float *v, size_t lo,
+                 size_t n, int threads);
 
 #endif

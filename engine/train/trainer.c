@@ -8,22 +8,34 @@
 #include "engine/data/loader.h"
 #include "engine/core/platform.h"
 #include "engine/core/rng.h"
+#include "engine/train/grad_sync.h"
 
 /* Words of CkptState.extra: the loader's six, the epoch's running train-loss sum
-** (a double's bits) and a shape word, so a state is refused by a run of another shape. */
-enum { X_LOADER = 0, X_LOSS_SUM = 6, X_SHAPE = 7, X_WORDS = 8 };
+** (a double's bits), a shape word (batch, ranks x grad_accum, sequence length), so a
+** state is refused by a run of another shape, then the ranks and grad_accum that wrote
+** it (states of one-process runs before data parallelism stop at the shape word). */
+enum { X_LOADER = 0, X_LOSS_SUM = 6, X_SHAPE = 7, X_RANKS = 8, X_ACCUM = 9, X_WORDS = 10, X_WORDS_V1 = 8 };
 
 struct Trainer {
   TrainerOptions opt;
   ModelConfig cfg;
   Model *m;
-  AdamW *o;
+  GradSync *gs;            /* the gradient sum and the (sharded) optimizer */
+  Dist *d;
+  int W, me;               /* ranks, this rank */
   Loader *train, *valid;
   Collator *col;
-  Rng rng;                 /* the collator's generator: the run's randomness */
+  Rng rng;                 /* the masks' key: split by (epoch, sample); never advanced */
+  Rng eval_rng;            /* evaluation's masks' key: split by sample */
   int seq;
   size_t n;                /* batch * seq */
   int32_t *ids, *attn, *inputs, *labels;   /* grad_accum micro-batches each */
+  int64_t *samples;        /* grad_accum * batch: each row's sample index */
+  double *micro_loss;      /* ranks * grad_accum: the step's loss sums by micro-batch j */
+  double *rank_tps;        /* ranks: tokens/s of each rank in the last step */
+  double *ev_loss;         /* validation batches: loss sums; then labels and correct counts */
+  int64_t *ev_count;
+  long ev_batches;
   long step, total, spe, warmup;
   int epoch;               /* epochs completed */
   long pos;                /* steps done in the current epoch */
@@ -45,18 +57,19 @@ TrainerOptions trainer_default_options(void) {
 /* One splitmix64 step from x: a well-mixed word from a few, for per-micro-batch dropout seeds. */
 static uint64_t mix64(uint64_t x) { return rng_splitmix64(&x); }
 
-static uint64_t shape_word(const TrainerOptions *o, int seq) {
-  return ((uint64_t)o->batch << 32) | ((uint64_t)o->grad_accum << 16) | (uint64_t)(seq & 0xffff);
+static uint64_t shape_word(const TrainerOptions *o, int ranks, int seq) {
+  return ((uint64_t)o->batch << 32) | ((uint64_t)(ranks * o->grad_accum) << 16) | (uint64_t)(seq & 0xffff);
 }
 
 void trainer_free(Trainer *t) {
   if (!t) return;
+  gsync_free(t->gs);
   model_free(t->m);
-  adamw_free(t->o);
   loader_close(t->train);
   loader_close(t->valid);
   collator_free(t->col);
   free(t->ids); free(t->attn); free(t->inputs); free(t->labels);
+  free(t->samples); free(t->micro_loss); free(t->rank_tps); free(t->ev_loss); free(t->ev_count);
   free(t);
 }
 
@@ -84,6 +97,10 @@ static Loader *open_loader(const TrainerOptions *opt, int validation, uint32_t v
   LoaderOptions lo = loader_default_options(opt->batch);
   lo.pad_id = opt->pad_id;
   lo.vocab_size = vocab;
+  /* The train set: rank r's k-th batch is batch k*N + r of the permutation all build.
+  ** The validation set is read whole by each rank, which evaluates its share of batches. */
+  lo.rank = validation ? 0 : dist_rank(opt->dist);
+  lo.world = validation ? 1 : dist_world(opt->dist);
   if (validation) {
     lo.shuffle = 0;
     lo.drop_last = 0;
@@ -145,17 +162,21 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
   t->opt.train_path = t->opt.valid_path = NULL;   /* not kept: the caller's strings */
   t->opt.special_ids = NULL;
   t->cfg = *cfg;
+  t->d = opt->dist;
+  t->W = dist_world(t->d);
+  t->me = dist_rank(t->d);
 
   Rng base;
   rng_seed(&base, opt->seed);
   t->rng = rng_split(&base, 2);
+  rng_seed(&t->eval_rng, opt->eval_seed);
   t->train = train;
   t->valid = valid;
   t->seq = (int)loader_seq_len(t->train);
   t->spe = (long)(loader_batches_per_epoch(t->train) / (uint64_t)opt->grad_accum);
   if (t->spe < 1) {
-    err_set(err, "train: %llu batches of %d per epoch are fewer than grad_accum %d",
-            (unsigned long long)loader_batches_per_epoch(t->train), opt->batch, opt->grad_accum);
+    err_set(err, "train: %llu batches of %d x %d ranks per epoch are fewer than grad_accum %d",
+            (unsigned long long)loader_batches_per_epoch(t->train), opt->batch, t->W, opt->grad_accum);
     goto fail;
   }
   t->total = opt->max_steps > 0 ? opt->max_steps : (long)opt->epochs * t->spe;
@@ -188,10 +209,9 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
     err_set(err, "trainer: tensors cover %zu of %zu parameters", covered, model_num_params(t->m));
     goto fail;
   }
-  t->o = adamw_new(&ac, model_num_params(t->m), segs, nt, err);
+  t->gs = gsync_new(t->m, &ac, segs, nt, opt->grad_accum, t->d, err);
   free(segs);
-  if (!t->o) goto fail;
-  t->o->threads = model_threads(t->m);   /* the run's threads, as the model's */
+  if (!t->gs) goto fail;
 
   MlmOptions mo = mlm_default_options(opt->mask_id, cfg->vocab_size, opt->special_ids, opt->n_special);
   mo.mlm_prob = opt->mlm_prob;
@@ -203,7 +223,14 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
   t->attn = malloc(all * sizeof(int32_t));
   t->inputs = malloc(all * sizeof(int32_t));
   t->labels = malloc(all * sizeof(int32_t));
-  if (!t->ids || !t->attn || !t->inputs || !t->labels) {
+  t->samples = malloc((size_t)opt->batch * (size_t)opt->grad_accum * sizeof(int64_t));
+  t->micro_loss = malloc((size_t)t->W * (size_t)opt->grad_accum * sizeof(double));
+  t->rank_tps = calloc((size_t)t->W, sizeof(double));
+  t->ev_batches = t->valid ? (long)loader_batches_per_epoch(t->valid) : 0;
+  t->ev_loss = malloc((size_t)(t->ev_batches + 1) * sizeof(double));
+  t->ev_count = malloc((size_t)(t->ev_batches + 1) * 2 * sizeof(int64_t));
+  if (!t->ids || !t->attn || !t->inputs || !t->labels || !t->samples || !t->micro_loss || !t->rank_tps ||
+      !t->ev_loss || !t->ev_count) {
     err_set(err, "trainer: out of memory for %zu-token batches", all);
     goto fail;
   }
@@ -220,12 +247,14 @@ int trainer_epoch(const Trainer *t) { return t->epoch; }
 int trainer_seq_len(const Trainer *t) { return t->seq; }
 long trainer_warmup_steps(const Trainer *t) { return t->warmup; }
 Model *trainer_model(Trainer *t) { return t->m; }
-const AdamW *trainer_optim(const Trainer *t) { return t->o; }
+const AdamW *trainer_optim(const Trainer *t) { return gsync_optim(t->gs); }
+int trainer_rank(const Trainer *t) { return t->me; }
+int trainer_ranks(const Trainer *t) { return t->W; }
 
 /* The state a checkpoint taken now holds. */
 static void current_state(const Trainer *t, CkptState *s) {
   memset(s, 0, sizeof *s);
-  s->step = t->o->step;
+  s->step = gsync_optim(t->gs)->step;
   s->epoch = t->epoch;
   s->position = t->pos;
   s->rng = t->rng;
@@ -236,14 +265,33 @@ static void current_state(const Trainer *t, CkptState *s) {
   s->n_extra = X_WORDS;
   for (int i = 0; i < LOADER_STATE_WORDS; i++) s->extra[X_LOADER + i] = w[i];
   memcpy(&s->extra[X_LOSS_SUM], &t->loss_sum, sizeof(double));
-  s->extra[X_SHAPE] = shape_word(&t->opt, t->seq);
+  s->extra[X_SHAPE] = shape_word(&t->opt, t->W, t->seq);
+  s->extra[X_RANKS] = (uint64_t)t->W;
+  s->extra[X_ACCUM] = (uint64_t)t->opt.grad_accum;
 }
 
 int trainer_checkpoint_bytes(const TrainerCheckpoint *c, unsigned char **weights, size_t *wlen,
                              unsigned char **state, size_t *slen, Err *err) {
   *weights = *state = NULL;
   if (ckpt_weights_bytes(c->model, 0, weights, wlen, err)) return -1;
-  if (ckpt_state_bytes(c->model, c->optim, c->state, state, slen, err)) {
+  int rc;
+  if (c->optim) rc = ckpt_state_bytes(c->model, c->optim, c->state, state, slen, err);
+  else {
+    /* The moments are spread over the ranks: gather them into a whole optimizer's view. */
+    size_t n = model_num_params(c->model);
+    AdamW view;
+    memset(&view, 0, sizeof view);
+    view.n = view.n_state = n;
+    view.m = malloc(n * sizeof(float));
+    view.v = malloc(n * sizeof(float));
+    rc = !view.m || !view.v ? err_setk(err, ERR_NOMEM, "checkpoint: out of memory") : 0;
+    if (rc == 0) rc = c->read_moments(c->moments_ctx, 0, 0, n, view.m, err);
+    if (rc == 0) rc = c->read_moments(c->moments_ctx, 1, 0, n, view.v, err);
+    if (rc == 0) rc = ckpt_state_bytes(c->model, &view, c->state, state, slen, err);
+    free(view.m);
+    free(view.v);
+  }
+  if (rc) {
     free(*weights);
     *weights = NULL;
     return -1;
@@ -251,77 +299,119 @@ int trainer_checkpoint_bytes(const TrainerCheckpoint *c, unsigned char **weights
   return 0;
 }
 
-int trainer_restore(Trainer *t, const void *weights, size_t wlen, const void *state, size_t slen, Err *err) {
-  /* Load the state into a scratch optimizer first, so a refused state leaves t as it was. */
+/* What rank 0 decided on resume, for every rank. */
+typedef struct Resumed {
+  int failed;
+  Err err;
+  int64_t step, epoch, position;
+  uint64_t loader[LOADER_STATE_WORDS];
+  double loss_sum;
+} Resumed;
+
+/* Rank 0: checks and parses the checkpoint into r, the weights into the model and the
+** moments into tmp (a whole-parameter AdamW), leaving the trainer as it was on failure. */
+static int restore_parse(Trainer *t, const void *weights, size_t wlen, const void *state, size_t slen, AdamW **tmp,
+                         Resumed *r, Err *err) {
   AdamWSegment none = {0, 0, 0};
-  AdamW *tmp = adamw_new(&t->o->cfg, t->o->n, &none, 0, err);
-  if (!tmp) return -1;
+  *tmp = adamw_new(&gsync_optim(t->gs)->cfg, model_num_params(t->m), &none, 0, err);
+  if (!*tmp) return -1;
   CkptState s;
-  if (ckpt_load_state_memory(t->m, tmp, &s, state, slen, err)) { adamw_free(tmp); return err_prefix(err, "resume"); }
-  int bad = s.n_extra != X_WORDS || s.extra[X_SHAPE] != shape_word(&t->opt, t->seq);
-  if (bad) {
-    adamw_free(tmp);
-    return err_set(err, "resume: the checkpoint was made with another batch, grad_accum or sequence length");
-  }
+  if (ckpt_load_state_memory(t->m, *tmp, &s, state, slen, err)) return err_prefix(err, "resume");
+  int v1 = s.n_extra == X_WORDS_V1;
+  if ((s.n_extra != X_WORDS && !v1) || s.extra[X_SHAPE] != shape_word(&t->opt, t->W, t->seq))
+    return err_set(err, "resume: the checkpoint was made with another batch, ranks x grad_accum or sequence length");
   /* A finished run's last epoch may be partial (max_steps), so step == total is always consistent. */
   if (s.step < 0 || s.step > t->total || s.position < 0 || s.position >= t->spe || s.epoch < 0 ||
-      (s.step != s.epoch * t->spe + s.position && s.step != t->total)) {
-    adamw_free(tmp);
+      (s.step != s.epoch * t->spe + s.position && s.step != t->total))
     return err_set(err, "resume: step %lld (epoch %lld, position %lld) does not fit this run's %ld steps of %ld per epoch",
                    (long long)s.step, (long long)s.epoch, (long long)s.position, t->total, t->spe);
-  }
   uint64_t w[LOADER_STATE_WORDS];
   for (int i = 0; i < LOADER_STATE_WORDS; i++) w[i] = s.extra[X_LOADER + i];
   LoaderState ls;
   loader_state_unpack(w, &ls);
-  if (ls.epoch != (uint64_t)s.epoch || ls.batch != (uint64_t)(s.position * t->opt.grad_accum)) {
-    adamw_free(tmp);
+  long saved_accum = v1 ? (long)((s.extra[X_SHAPE] >> 16) & 0xffff) : (long)s.extra[X_ACCUM];
+  if (ls.epoch != (uint64_t)s.epoch || ls.batch != (uint64_t)(s.position * saved_accum))
     return err_set(err, "resume: loader position (%llu, %llu) disagrees with step position (%lld, %lld)",
                    (unsigned long long)ls.epoch, (unsigned long long)ls.batch, (long long)s.epoch, (long long)s.position);
-  }
-  LoaderState before;
-  loader_get_state(t->train, &before);
-  if (loader_set_state(t->train, &ls, err)) { adamw_free(tmp); return err_prefix(err, "resume"); }
-  if (ckpt_load_weights_memory(t->m, weights, wlen, err)) {
-    loader_set_state(t->train, &before, NULL);
-    adamw_free(tmp);
-    return err_prefix(err, "resume");
-  }
-  memcpy(t->o->m, tmp->m, t->o->n * sizeof(float));
-  memcpy(t->o->v, tmp->v, t->o->n * sizeof(float));
-  t->o->step = tmp->step;
-  adamw_free(tmp);
-  t->step = (long)s.step;
-  t->epoch = (int)s.epoch;
-  t->pos = (long)s.position;
-  t->rng = s.rng;
-  memcpy(&t->loss_sum, &s.extra[X_LOSS_SUM], sizeof(double));
+  if (ckpt_load_weights_memory(t->m, weights, wlen, err)) return err_prefix(err, "resume");
+  r->step = s.step;
+  r->epoch = s.epoch;
+  r->position = s.position;
+  memcpy(r->loader, w, sizeof w);
+  memcpy(&r->loss_sum, &s.extra[X_LOSS_SUM], sizeof(double));
   return 0;
+}
+
+int trainer_restore(Trainer *t, const void *weights, size_t wlen, const void *state, size_t slen, Err *err) {
+  Resumed r;
+  memset(&r, 0, sizeof r);
+  AdamW *tmp = NULL;
+  if (t->me == 0 && restore_parse(t, weights, wlen, state, slen, &tmp, &r, &r.err)) r.failed = 1;
+  if (dist_bcast(t->d, &r, sizeof r, 0, err)) { adamw_free(tmp); return -1; }
+  if (r.failed) {
+    adamw_free(tmp);
+    if (err) *err = r.err;
+    return -1;
+  }
+  /* Every rank's position: the same epoch and step, at its own part of the permutation. */
+  LoaderState ls;
+  loader_state_unpack(r.loader, &ls);
+  ls.batch = (uint64_t)(r.position * t->opt.grad_accum);
+  int rc = loader_set_state(t->train, &ls, err);
+  if (rc == 0) rc = gsync_load(t->gs, tmp ? tmp->m : NULL, tmp ? tmp->v : NULL, err);
+  adamw_free(tmp);
+  if (rc) return err_prefix(err, "resume");
+  gsync_optim(t->gs)->step = (long)r.step;
+  t->step = (long)r.step;
+  t->epoch = (int)r.epoch;
+  t->pos = (long)r.position;
+  t->loss_sum = r.loss_sum;
+  return 0;
+}
+
+/* Masks rows [0, rows) of ids into inputs/labels, each row from its own key; returns the labels. */
+static long mask_rows(Trainer *t, const Rng *key, const int64_t *samples, int rows, const int32_t *ids,
+                      const int32_t *attn, int32_t *inputs, int32_t *labels) {
+  long chosen = 0;
+  for (int r = 0; r < rows; r++) {
+    size_t off = (size_t)r * (size_t)t->seq;
+    Rng rr = rng_split(key, samples[r] < 0 ? UINT64_MAX : (uint64_t)samples[r]);
+    chosen += collator_apply(t->col, &rr, ids + off, attn + off, t->seq, inputs + off, labels + off);
+  }
+  return chosen;
 }
 
 int trainer_evaluate(Trainer *t, TrainerEval *out, Err *err) {
   if (!t->valid) return err_set(err, "evaluate: no validation shards");
   double t0 = now_monotonic();
-  LoaderState ls;
-  loader_get_state(t->valid, &ls);
-  ls.epoch = 0; ls.batch = 0;
-  if (loader_set_state(t->valid, &ls, err)) return -1;
-  Rng er;
-  rng_seed(&er, t->opt.eval_seed);
-  long nb = (long)loader_batches_per_epoch(t->valid);
+  long nb = t->ev_batches;
   if (t->opt.eval_batches > 0 && t->opt.eval_batches < nb) nb = t->opt.eval_batches;
   model_set_dropout(t->m, 0, 0);
-  double sum = 0;
-  long labels = 0, correct = 0;
-  for (long b = 0; b < nb; b++) {
-    loader_next(t->valid, t->ids, t->attn);
-    collator_apply(t->col, &er, t->ids, t->attn, (long)t->n, t->inputs, t->labels);
+  memset(t->ev_loss, 0, (size_t)nb * sizeof(double));
+  memset(t->ev_count, 0, (size_t)nb * 2 * sizeof(int64_t));
+  /* Rank r evaluates batches r, r + N, ...; the sums are folded in batch order. */
+  for (long b = t->me; b < nb; b += t->W) {
+    LoaderState ls;
+    loader_get_state(t->valid, &ls);
+    ls.epoch = 0;
+    ls.batch = (uint64_t)b;
+    if (loader_set_state(t->valid, &ls, err)) return -1;
+    loader_next_samples(t->valid, t->ids, t->attn, t->samples);
+    mask_rows(t, &t->eval_rng, t->samples, t->opt.batch, t->ids, t->attn, t->inputs, t->labels);
     ModelBatch mb = {t->opt.batch, t->seq, t->inputs, t->attn, NULL, t->labels};
     ModelLoss ml;
     if (model_forward(t->m, &mb, &ml, err)) return err_prefix(err, "evaluate");
-    sum += ml.loss_sum;
-    labels += ml.n_labels;
-    correct += ml.n_correct;
+    t->ev_loss[b] = ml.loss_sum;
+    t->ev_count[2 * b] = ml.n_labels;
+    t->ev_count[2 * b + 1] = ml.n_correct;
+  }
+  if (dist_merge_f64(t->d, t->ev_loss, (size_t)nb, err) || dist_sum_i64(t->d, t->ev_count, (size_t)nb * 2, err)) return -1;
+  double sum = 0;
+  long labels = 0, correct = 0;
+  for (long b = 0; b < nb; b++) {
+    sum += t->ev_loss[b];
+    labels += (long)t->ev_count[2 * b];
+    correct += (long)t->ev_count[2 * b + 1];
   }
   memset(out, 0, sizeof *out);
   out->epoch = t->epoch;
@@ -335,34 +425,48 @@ int trainer_evaluate(Trainer *t, TrainerEval *out, Err *err) {
   return 0;
 }
 
-/* One optimizer step over grad_accum micro-batches. */
+/* One optimizer step over every rank's grad_accum micro-batches. */
 static int train_step(Trainer *t, TrainerStep *st, Err *err) {
   double t0 = now_monotonic();
-  int accum = t->opt.grad_accum;
-  long labels = 0, tokens = 0;
+  int accum = t->opt.grad_accum, B = t->opt.batch;
   /* Mask every micro-batch first: the loss scale needs the step's total label count. */
+  Rng epoch_key = rng_split(&t->rng, (uint64_t)t->epoch);
+  int64_t counts[2] = {0, 0};   /* labels, real tokens: this rank's, then the run's */
   for (int k = 0; k < accum; k++) {
     size_t off = (size_t)k * t->n;
-    loader_next(t->train, t->ids + off, t->attn + off);
-    labels += collator_apply(t->col, &t->rng, t->ids + off, t->attn + off, (long)t->n, t->inputs + off, t->labels + off);
-    for (size_t i = 0; i < t->n; i++) tokens += t->attn[off + i] != 0;
+    int64_t *samples = t->samples + (size_t)k * (size_t)B;
+    loader_next_samples(t->train, t->ids + off, t->attn + off, samples);
+    counts[0] += mask_rows(t, &epoch_key, samples, B, t->ids + off, t->attn + off, t->inputs + off, t->labels + off);
+    for (size_t i = 0; i < t->n; i++) counts[1] += t->attn[off + i] != 0;
   }
+  int64_t mine = counts[1];
+  if (dist_sum_i64(t->d, counts, 2, err)) return -1;
+  long labels = (long)counts[0];
   float scale = labels ? (float)(1.0 / (double)labels) : 0.0f;
-  model_zero_grad(t->m);
-  double sum = 0;
+  memset(t->micro_loss, 0, (size_t)t->W * (size_t)accum * sizeof(double));
   for (int k = 0; k < accum; k++) {
     size_t off = (size_t)k * t->n;
-    model_set_dropout(t->m, 1, mix64(t->opt.seed ^ mix64((uint64_t)t->step * 0x10000u + (uint64_t)k)));
-    ModelBatch mb = {t->opt.batch, t->seq, t->inputs + off, t->attn + off, NULL, t->labels + off};
+    int j = k * t->W + t->me;   /* the micro-batch's number in the step, whoever computes it */
+    gsync_micro_begin(t->gs, k);
+    model_set_dropout(t->m, 1, mix64(t->opt.seed ^ mix64((uint64_t)t->step * 0x10000u + (uint64_t)j)));
+    ModelBatch mb = {B, t->seq, t->inputs + off, t->attn + off, NULL, t->labels + off};
     ModelLoss ml;
     if (model_forward(t->m, &mb, &ml, err)) return err_prefix(err, "train step");
-    sum += ml.loss_sum;
+    t->micro_loss[j] = ml.loss_sum;
     if (labels) model_backward(t->m, scale);
+    gsync_micro_end(t->gs);
   }
-  double lr = adamw_lr_at(&t->o->cfg, t->o->step);
-  double norm = adamw_step(t->o, model_params(t->m), model_grads(t->m));
-  t->step = t->o->step;
+  double lr = 0;
+  double norm = gsync_step(t->gs, &lr);
+  if (dist_merge_f64(t->d, t->micro_loss, (size_t)t->W * (size_t)accum, err)) return -1;
+  double sum = 0;
+  for (int j = 0; j < t->W * accum; j++) sum += t->micro_loss[j];
+  t->step = gsync_optim(t->gs)->step;
   double dt = now_monotonic() - t0;
+  double my_tps = dt > 0 ? (double)mine / dt : 0;
+  if (dist_allgather(t->d, &my_tps, sizeof my_tps, t->rank_tps, err)) return -1;
+  GsyncStats cs = gsync_stats(t->gs);
+  memset(st, 0, sizeof *st);
   st->step = t->step;
   st->total_steps = t->total;
   st->epoch = t->epoch;
@@ -371,21 +475,45 @@ static int train_step(Trainer *t, TrainerStep *st, Err *err) {
   st->grad_norm = norm;
   st->labels = labels;
   st->seconds = dt;
-  st->tokens_per_s = dt > 0 ? (double)tokens / dt : 0;
+  st->tokens_per_s = dt > 0 ? (double)counts[1] / dt : 0;
+  st->ranks = t->W;
+  st->rank_tokens_per_s = t->rank_tps;
+  st->comm_exchange_s = cs.exchange_s;
+  st->comm_exposed_s = cs.exposed_s;
+  st->comm_gather_s = cs.gather_s;
   return 0;
 }
 
+static int read_moments(void *ctx, int which, size_t offset, size_t count, float *dst, Err *err) {
+  return gsync_moments_read(ctx, which, offset, count, dst, err);
+}
+
+/* Collective: rank 0's callback persists the checkpoint while the others answer its
+** requests for their moments; every rank returns rank 0's verdict. */
 static int checkpoint(Trainer *t, const TrainerCallbacks *cb, TrainerCkptKind kind, const TrainerEval *ev, Err *err) {
-  if (!cb || !cb->on_checkpoint) return 0;
-  CkptState s;
-  current_state(t, &s);
-  TrainerCheckpoint c = {kind, t->m, t->o, &s, t->epoch, t->step, ev};
-  return cb->on_checkpoint(cb->ctx, &c, err);
+  if (t->me != 0) return gsync_moments_serve(t->gs, err);
+  int rc = 0;
+  if (cb && cb->on_checkpoint) {
+    CkptState s;
+    current_state(t, &s);
+    TrainerCheckpoint c = {kind, t->m, gsync_holds_all(t->gs) ? gsync_optim(t->gs) : NULL, &s, t->epoch, t->step, ev,
+                           read_moments, t->gs};
+    rc = cb->on_checkpoint(cb->ctx, &c, err);
+  }
+  return gsync_moments_end(t->gs, rc != 0, err);
+}
+
+/* Rank 0's callbacks' wish to stop, for every rank. */
+static int should_stop(Trainer *t, const TrainerCallbacks *cb) {
+  int stop = t->me == 0 && cb && cb->should_stop && cb->should_stop(cb->ctx);
+  dist_bcast(t->d, &stop, sizeof stop, 0, NULL);
+  return stop;
 }
 
 int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
+  const TrainerCallbacks *lead = t->me == 0 ? cb : NULL;   /* what rank 0 reports */
   while (t->step < t->total) {
-    if (cb && cb->should_stop && cb->should_stop(cb->ctx)) {
+    if (should_stop(t, cb)) {
       if (checkpoint(t, cb, TRAINER_CKPT_STOP, NULL, err)) return -1;
       return TRAINER_STOPPED;
     }
@@ -394,7 +522,7 @@ int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
     t->pos++;
     if (!isnan(st.loss)) t->loss_sum += st.loss;
     st.epoch_frac = (double)t->epoch + (double)t->pos / (double)t->spe;
-    if (cb && cb->on_step) cb->on_step(cb->ctx, &st);
+    if (lead && lead->on_step) lead->on_step(lead->ctx, &st);
     if (t->pos == t->spe || t->step == t->total) {
       TrainerEval ev;
       int have_eval = t->valid != NULL;
@@ -411,7 +539,7 @@ int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
       ls.epoch = (uint64_t)t->epoch;
       ls.batch = 0;
       if (loader_set_state(t->train, &ls, err)) return -1;
-      if (cb && cb->on_eval) cb->on_eval(cb->ctx, &ev);
+      if (lead && lead->on_eval) lead->on_eval(lead->ctx, &ev);
       if (t->epoch % t->opt.checkpoint_epochs == 0 || t->step == t->total)
         if (checkpoint(t, cb, TRAINER_CKPT_EPOCH, have_eval ? &ev : NULL, err)) return -1;
     } else if (t->opt.checkpoint_steps > 0 && t->step % t->opt.checkpoint_steps == 0) {

@@ -12,13 +12,23 @@
 ** reported step loss is that same mean. An epoch is floor(batches_per_epoch /
 ** grad_accum) steps; micro-batches left over at an epoch's end are skipped.
 **
-** Randomness: the collator draws from the run's Rng (seeded from the run seed);
-** dropout is seeded per micro-batch from (seed, step, micro-batch); evaluation masks
-** with an Rng re-seeded from eval_seed before every evaluation, so evaluations of
-** different epochs and runs see the same masks. The loader's permutations derive
-** from the seed as well. A checkpoint (weights, both Adam moments, step, epoch,
-** position in the epoch, the run's Rng, the loader's state and the epoch's running
-** train-loss sum) makes a resumed run continue bit-identically.
+** Data-parallel (opt.dist with N ranks): the global batch is N x batch x grad_accum.
+** Micro-batch a of rank r is the step's micro-batch j = a*N + r, which is loader batch
+** step*N*grad_accum + j of the one permutation every rank builds from the seed (so the
+** ranks read disjoint samples), and grad_sync.h sums the gradients in j order: N ranks
+** with grad_accum k compute what one rank with grad_accum N*k computes, bit for bit.
+** Label and token counts are integer sums; the loss and evaluation sums are folded in
+** micro-batch (batch) order. Evaluation splits the validation batches over the ranks.
+**
+** Randomness is keyed, never drawn from a stream that depends on who reads what: a
+** sample's masks come from an Rng split from (the run's seed, epoch, sample index in
+** the set), evaluation's from (eval_seed, sample index), so every evaluation sees the
+** same masks; dropout is seeded per micro-batch from (seed, step, j). The loader's
+** permutations derive from the seed as well. A checkpoint (weights, both Adam moments,
+** step, epoch, position in the epoch, the loader's state, ranks and grad_accum, the
+** epoch's running train-loss sum) makes a resumed run continue bit-identically, with
+** any rank count whose ranks x grad_accum is the same: every rank's data position is
+** (epoch, position x grad_accum) of its own part of the same permutation.
 **
 ** The trainer knows nothing about where metrics and checkpoints go: it calls the
 ** callbacks below. Everything is allocated by trainer_new(); trainer_run() allocates
@@ -32,6 +42,7 @@
 #include "engine/data/loader.h"
 #include "engine/nn/config.h"
 #include "engine/core/err.h"
+#include "engine/dist/dist.h"
 #include "engine/nn/model.h"
 #include "engine/nn/optim.h"
 
@@ -55,6 +66,7 @@ typedef struct TrainerOptions {
   int32_t pad_id;                /* padding id of the shards and the model */
   const int32_t *special_ids;    /* never masked */
   int n_special;
+  Dist *dist;                    /* the run's ranks (NULL: this process alone); grad_accum is per rank */
 } TrainerOptions;
 
 /* Defaults: batch 8, accumulation 1, 1 epoch, lr 1e-4, weight decay 1e-3, betas
@@ -73,6 +85,11 @@ typedef struct TrainerStep {
   double tokens_per_s;           /* real (unpadded) tokens of the step / its wall time */
   long labels;                   /* labelled positions in the step */
   double seconds;                /* wall time of the step */
+  int ranks;                     /* processes of the run */
+  const double *rank_tokens_per_s; /* ranks entries: each rank's own real tokens / the step's time */
+  double comm_exchange_s;        /* gradient exchange time so far (first bucket sent to last summed) */
+  double comm_exposed_s;         /* of it, time waiting once backward was done (not hidden) */
+  double comm_gather_s;          /* waiting for the updated parameters so far */
 } TrainerStep;
 
 typedef struct TrainerEval {
@@ -93,11 +110,16 @@ typedef enum { TRAINER_CKPT_EPOCH, TRAINER_CKPT_STEPS, TRAINER_CKPT_STOP } Train
 typedef struct TrainerCheckpoint {
   TrainerCkptKind kind;
   Model *model;
-  const AdamW *optim;
+  const AdamW *optim;            /* all the moments when this process holds them (one rank), else NULL */
   const CkptState *state;
   int epochs_done;               /* completed epochs (the N of "Training in progress epoch N") */
   long step;
   const TrainerEval *eval;       /* the evaluation just done (epoch checkpoints with validation), else NULL */
+  /* The moments, wherever they are: which 0 = exp_avg, 1 = exp_avg_sq, [offset, offset +
+  ** count) of the parameters into dst. With several ranks this asks them (collective
+  ** with the other ranks, which wait in the trainer meanwhile). */
+  int (*read_moments)(void *ctx, int which, size_t offset, size_t count, float *dst, Err *err);
+  void *moments_ctx;
 } TrainerCheckpoint;
 
 typedef struct TrainerCallbacks {
@@ -129,13 +151,16 @@ Trainer *trainer_new_loaders(const ModelConfig *cfg, const TrainerOptions *opt, 
 void trainer_free(Trainer *t);
 
 /* Restores a checkpoint: model.safetensors bytes and the optimizer-state bytes that
-** trainer_checkpoint_bytes() made. Refuses a state from a different run shape. */
+** trainer_checkpoint_bytes() made. Refuses a state from a different run shape: batch,
+** sequence length and ranks x grad_accum must match (the rank count may change).
+** Collective: rank 0 gives the bytes, the other ranks NULL and 0, and all get rank 0's verdict. */
 int trainer_restore(Trainer *t, const void *weights, size_t wlen, const void *state, size_t slen, Err *err);
 /* Serialises the checkpoint: model.safetensors (F32) and the optimizer state; caller frees both. */
 int trainer_checkpoint_bytes(const TrainerCheckpoint *c, unsigned char **weights, size_t *wlen,
                              unsigned char **state, size_t *slen, Err *err);
 
-/* Trains from the current position to the end: TRAINER_DONE, TRAINER_STOPPED, or -1 with err. */
+/* Trains from the current position to the end: TRAINER_DONE, TRAINER_STOPPED, or -1 with err.
+** Collective; the callbacks are called on rank 0 only, whose should_stop decides for all. */
 int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err);
 /* Evaluates the current weights on the validation set (fixed-seed masks); -1 without one. */
 int trainer_evaluate(Trainer *t, TrainerEval *out, Err *err);
@@ -149,6 +174,10 @@ int trainer_seq_len(const Trainer *t);
 /* The warm-up actually used (total // 20 when not given). */
 long trainer_warmup_steps(const Trainer *t);
 Model *trainer_model(Trainer *t);
+/* The optimizer; with several ranks its moments are this rank's share only. */
 const AdamW *trainer_optim(const Trainer *t);
+/* This process's rank and the rank count. */
+int trainer_rank(const Trainer *t);
+int trainer_ranks(const Trainer *t);
 
 #endif
