@@ -231,7 +231,8 @@ static int cb_checkpoint(void *ctx, const TrainerCheckpoint *k, Err *err) {
              k->epochs_done, k->step, k->eval->train_loss, k->eval->loss, k->eval->accuracy, k->eval->perplexity);
   else snprintf(metrics, sizeof metrics, "{\"epoch\": %d, \"step\": %ld}", k->epochs_done, k->step);
   char *cfg = config_to_json(model_config(k->model));
-  StorePush p = {msg, cfg, w, wl, s, sl, c->tokenizer_json, c->run, k->step, k->epochs_done, metrics};
+  StorePush p = {.message = msg, .config_json = cfg, .weights = w, .weights_len = wl, .optimizer = s, .optimizer_len = sl,
+                 .tokenizer_json = c->tokenizer_json, .run = c->run, .step = k->step, .epoch = k->epochs_done, .metrics_json = metrics};
   int r = cfg ? store_push(c->db, c->rc->name, &p, NULL, err) : err_set(err, "checkpoint: out of memory");
   free(cfg); free(w); free(s);
   if (r == 0) r = store_run_progress(c->db, c->run, k->step, c->total, k->epochs_done, err);

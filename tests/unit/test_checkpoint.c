@@ -417,7 +417,9 @@ static void store_round_trip(void) {
   char *cfg = config_to_json(&c);
   int64_t run = s ? store_run_create(s, "ckpt-run", "{}", &e) : -1;
   int rc = ckpt_weights_bytes(m, 0, &w, &wl, &e) | ckpt_state_bytes(m, o, &st, &opt, &ol, &e);
-  StorePush p = {"Training in progress epoch 2", cfg, w, wl, opt, ol, NULL, run, 12, 2, "{\"eval_loss\": 3.5}"};
+  StorePush p = {.message = "Training in progress epoch 2", .config_json = cfg, .weights = w, .weights_len = wl,
+                 .optimizer = opt, .optimizer_len = ol, .run = run, .step = 12, .epoch = 2,
+                 .metrics_json = "{\"eval_loss\": 3.5}"};
   rc |= s ? store_push(s, "ckpt-model", &p, NULL, &e) : -1;
   StoreRevision rv;
   void *wb = NULL, *ob = NULL, *cb = NULL;
