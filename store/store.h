@@ -151,7 +151,8 @@ json_t *store_run_metrics(Store *s, int64_t run, int64_t since_step, Err *err);
 typedef struct StoreBlobWriter StoreBlobWriter;
 /* A streamed blob of len bytes (len >= 1): produce is called once, inside the push's
 ** transaction, and must hand over exactly len bytes in order through
-** store_blob_write(); 0, or -1 with err set. */
+** store_blob_write(); 0, or -1 with err set. It runs under the database's write
+** lock (it is hashed as it is written), so other writers wait while it produces. */
 typedef struct StoreStream {
   size_t len;
   int (*produce)(void *ctx, StoreBlobWriter *w, Err *err);
