@@ -22,6 +22,7 @@
 struct Store {
   sqlite3 *db;
   char path[512];
+  uint64_t streams;   /* streamed blobs written on this connection: names their temporary keys */
 };
 
 /* Blobs are stored in chunks: SQLite caps one value at 1e9 bytes, and a base
@@ -423,6 +424,103 @@ static int blob_put_tx(Store *s, const void *data, size_t len, const char *hex, 
     idx++;
   } while (off < len);
   return 0;
+}
+
+/* A streamed blob: chunks are written under a temporary key as the bytes arrive and
+** hashed on the way; stream_blob_tx moves them to the real key at the end. */
+struct StoreBlobWriter {
+  Store *s;
+  StoreSha256 sha;
+  unsigned char *buf;     /* one chunk */
+  size_t fill, written, len;
+  int64_t idx;
+  const char *key;
+  int failed;
+};
+
+static int chunk_insert(Store *s, const char *key, int64_t idx, const void *data, size_t n, Err *err) {
+  sqlite3_stmt *st = prep(s, "INSERT INTO blob_chunks(sha256, idx, data) VALUES (?, ?, ?)", err);
+  if (!st) return -1;
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, (sqlite3_int64)idx);
+  sqlite3_bind_blob64(st, 3, n ? data : (const void *)"", n, SQLITE_STATIC);
+  return step_done(s, st, err, "blob chunk");
+}
+
+int store_blob_write(StoreBlobWriter *w, const void *data, size_t n, Err *err) {
+  if (w->failed) return err_setk(err, ERR_INVALID, "store: blob stream: write after a failed write");
+  if (n > w->len - w->written) {
+    w->failed = 1;
+    return err_setk(err, ERR_INVALID, "store: blob stream: more than the %zu bytes announced", w->len);
+  }
+  const unsigned char *p = data;
+  store_sha256_update(&w->sha, p, n);
+  w->written += n;
+  while (n) {
+    size_t k = CHUNK_BYTES - w->fill < n ? CHUNK_BYTES - w->fill : n;
+    memcpy(w->buf + w->fill, p, k);
+    w->fill += k;
+    p += k;
+    n -= k;
+    /* Full chunks go out at once, so the rows match blob_put_tx's chunking. */
+    if (w->fill == CHUNK_BYTES) {
+      if (chunk_insert(w->s, w->key, w->idx, w->buf, w->fill, err)) { w->failed = 1; return -1; }
+      w->idx++;
+      w->fill = 0;
+    }
+  }
+  return 0;
+}
+
+/* Writes a streamed blob inside the caller's transaction; hex receives its sha256.
+** Content already stored is kept once: the temporary rows are dropped. */
+static int stream_blob_tx(Store *s, const StoreStream *in, char hex[65], Err *err) {
+  if (!in->produce) return err_setk(err, ERR_INVALID, "push: a stream without a producer");
+  if (in->len == 0) return err_setk(err, ERR_INVALID, "push: an empty stream");
+  if ((uint64_t)in->len > STORE_MAX_BLOB)
+    return err_setk(err, ERR_TOO_LARGE, "store: blob of %zu bytes, more than a blob may hold", in->len);
+  /* The key must pass CHECK (length = 64) and the foreign key, and can never be a
+  ** sha256 ('~' is not hex); the counter keeps two streams of one push apart. */
+  char key[65];
+  int k = snprintf(key, sizeof key, "~stream-%d-%llu", (int)getpid(), (unsigned long long)++s->streams);
+  memset(key + k, '~', 64 - (size_t)k);
+  key[64] = '\0';
+  sqlite3_stmt *st = prep(s, "INSERT INTO blobs(sha256, size, created) VALUES (?, ?, ?)", err);
+  if (!st) return -1;
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, (sqlite3_int64)in->len);
+  sqlite3_bind_double(st, 3, now_wall());
+  if (step_done(s, st, err, "blob")) return -1;
+  StoreBlobWriter w = {.s = s, .len = in->len, .key = key, .buf = malloc(CHUNK_BYTES)};
+  if (!w.buf) return err_setk(err, ERR_NOMEM, "store: out of memory for a blob chunk");
+  store_sha256_init(&w.sha);
+  int rc = in->produce(in->ctx, &w, err);
+  if (rc == 0 && w.failed) rc = err_setk(err, ERR_INVALID, "store: blob stream: the producer ignored a failed write");
+  if (rc == 0 && w.written != w.len)
+    rc = err_setk(err, ERR_INVALID, "store: blob stream: %zu bytes of the %zu announced", w.written, w.len);
+  if (rc == 0 && w.fill) rc = chunk_insert(s, key, w.idx, w.buf, w.fill, err);
+  free(w.buf);
+  if (rc) return -1;
+  unsigned char d[32];
+  store_sha256_final(&w.sha, d, hex);
+  st = prep(s, "INSERT OR IGNORE INTO blobs(sha256, size, created) VALUES (?, ?, ?)", err);
+  if (!st) return -1;
+  sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, (sqlite3_int64)in->len);
+  sqlite3_bind_double(st, 3, now_wall());
+  if (step_done(s, st, err, "blob")) return -1;
+  if (sqlite3_changes(s->db) == 1) {
+    st = prep(s, "UPDATE blob_chunks SET sha256 = ? WHERE sha256 = ?", err);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    if (step_done(s, st, err, "blob chunks")) return -1;
+  }
+  /* Cascades to the chunks left under the key when the content was there already. */
+  st = prep(s, "DELETE FROM blobs WHERE sha256 = ?", err);
+  if (!st) return -1;
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  return step_done(s, st, err, "blob");
 }
 
 int store_blob_put(Store *s, const void *data, size_t len, char hex[65], Err *err) {
@@ -965,24 +1063,30 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   if (store_check_name("model", model, err)) return -1;
   if (!p) return err_setk(err, ERR_INVALID, "push: nothing to push");
   if (check_json_object("config.json", p->config_json, err)) return -1;
-  if (!p->weights || p->weights_len == 0) return err_setk(err, ERR_INVALID, "push: no model weights");
+  if (p->weights_stream ? p->weights || p->weights_len : !p->weights || p->weights_len == 0)
+    return err_setk(err, ERR_INVALID, p->weights_stream ? "push: weights given both as bytes and as a stream" : "push: no model weights");
   if (!p->optimizer && p->optimizer_len) return err_setk(err, ERR_INVALID, "push: optimizer length without data");
+  if (p->optimizer && p->optimizer_stream) return err_setk(err, ERR_INVALID, "push: optimizer state given both as bytes and as a stream");
   if (p->tokenizer_json && check_json_object("tokenizer.json", p->tokenizer_json, err)) return -1;
   if (p->metrics_json && check_json_object("metrics", p->metrics_json, err)) return -1;
   if (p->step < 0 || p->epoch < 0 || p->run < 0) return err_setk(err, ERR_INVALID, "push: negative step, epoch or run");
   const char *message = p->message && *p->message ? p->message : "Upload model";
   if (strlen(message) >= sizeof out->message) return err_setk(err, ERR_INVALID, "push: message longer than %zu bytes", sizeof out->message - 1);
-  /* Hashing the bytes before taking the write lock keeps the lock short. */
-  char wh[65], oh[65] = "", th[65] = "";
-  store_sha256_hex(p->weights, p->weights_len, wh);
+  /* Hashing the bytes before taking the write lock keeps the lock short; streams
+  ** can only be hashed as they are written, under the lock. */
+  char wh[65] = "", oh[65] = "", th[65] = "";
+  int has_opt = p->optimizer || p->optimizer_stream;
+  if (!p->weights_stream) store_sha256_hex(p->weights, p->weights_len, wh);
   if (p->optimizer) store_sha256_hex(p->optimizer, p->optimizer_len, oh);
   if (p->tokenizer_json) store_sha256_hex(p->tokenizer_json, strlen(p->tokenizer_json), th);
 
   if (begin(s, err)) return -1;
   if (p->run && run_exists(s, p->run, err)) return rollback(s);
   int64_t mid = model_id_tx(s, model, err);
-  if (mid < 0 || blob_put_tx(s, p->weights, p->weights_len, wh, err) ||
+  if (mid < 0 ||
+      (p->weights_stream ? stream_blob_tx(s, p->weights_stream, wh, err) : blob_put_tx(s, p->weights, p->weights_len, wh, err)) ||
       (p->optimizer && blob_put_tx(s, p->optimizer, p->optimizer_len, oh, err)) ||
+      (p->optimizer_stream && stream_blob_tx(s, p->optimizer_stream, oh, err)) ||
       (p->tokenizer_json && blob_put_tx(s, p->tokenizer_json, strlen(p->tokenizer_json), th, err)))
     return rollback(s);
   sqlite3_stmt *st = prep(s, "SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions WHERE model_id = ?", err);
@@ -1013,7 +1117,7 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   sqlite3_bind_text(st, 4, message, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 5, p->config_json, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 6, wh, -1, SQLITE_STATIC);
-  bind_text(st, 7, p->optimizer ? oh : NULL);
+  bind_text(st, 7, has_opt ? oh : NULL);
   bind_text(st, 8, p->tokenizer_json ? th : NULL);
   if (p->run) sqlite3_bind_int64(st, 9, p->run);
   else sqlite3_bind_null(st, 9);

@@ -147,7 +147,25 @@ json_t *store_run_metrics(Store *s, int64_t run, int64_t since_step, Err *err);
 
 /* ---- model repositories and revisions ---- */
 
-/* What a push carries; weights and config are required, the rest may be NULL / 0. */
+/* A blob written while it is produced, so a push needs no copy of it in memory. */
+typedef struct StoreBlobWriter StoreBlobWriter;
+/* A streamed blob of len bytes (len >= 1): produce is called once, inside the push's
+** transaction, and must hand over exactly len bytes in order through
+** store_blob_write(); 0, or -1 with err set. It runs under the database's write
+** lock (it is hashed as it is written), so other writers wait while it produces. */
+typedef struct StoreStream {
+  size_t len;
+  int (*produce)(void *ctx, StoreBlobWriter *w, Err *err);
+  void *ctx;
+} StoreStream;
+/* Appends n bytes to the blob being produced; more than its len, or a write after
+** a failed one, is an error (and the push then fails and rolls back). */
+int store_blob_write(StoreBlobWriter *w, const void *data, size_t n, Err *err);
+
+/* What a push carries; weights and config are required, the rest may be NULL / 0.
+** Weights come as bytes or as a stream (exactly one), the optimizer state as at
+** most one of the two; a streamed blob is stored as the same chunks and sha256 as
+** the same bytes given whole. */
 typedef struct StorePush {
   const char *message;            /* "Training in progress epoch 3" */
   const char *config_json;        /* config.json text */
@@ -157,6 +175,7 @@ typedef struct StorePush {
   int64_t run;                    /* producing run, 0 = none */
   int64_t step, epoch;
   const char *metrics_json;       /* JSON object, e.g. {"eval_loss": 2.3} */
+  const StoreStream *weights_stream, *optimizer_stream;   /* instead of weights / optimizer */
 } StorePush;
 
 typedef struct StoreRevision {

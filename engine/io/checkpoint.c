@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -22,14 +23,15 @@ static int has_prefix(const char *s, const char *prefix) { return strncmp(s, pre
 /* ---- weights ---- */
 
 /* The model's tensors as writer entries: views of the parameter buffer (F32), or
-** of a BF16 copy made here (*half, the caller frees it with *ts). */
+** of a BF16 copy made here (*half, the caller frees it with *ts). With half_out
+** NULL, BF16 entries get no data (the stream converts them chunk by chunk). */
 static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, uint16_t **half_out, Err *err) {
   int n = model_tensor_count(m);
   float *p = model_params(m);
   StWriteTensor *ts = calloc((size_t)n + 1, sizeof *ts);
   uint16_t *half = NULL;
   if (!ts) return err_set(err, "out of memory");
-  if (bf16) {
+  if (bf16 && half_out) {
     size_t np = model_num_params(m);
     half = malloc((np ? np : 1) * sizeof *half);
     if (!half) { free(ts); return err_set(err, "out of memory for a BF16 copy"); }
@@ -41,10 +43,10 @@ static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, uint16_t *
     ts[i].dtype = bf16 ? ST_BF16 : ST_F32;
     ts[i].ndim = t->ndim;
     for (int d = 0; d < t->ndim; d++) ts[i].shape[d] = t->shape[d];
-    ts[i].data = bf16 ? (const void *)(half + t->offset) : (const void *)(p + t->offset);
+    ts[i].data = !bf16 ? (const void *)(p + t->offset) : half ? (const void *)(half + t->offset) : NULL;
   }
   *ts_out = ts;
-  *half_out = half;
+  if (half_out) *half_out = half;
   return 0;
 }
 
@@ -55,6 +57,48 @@ int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err
   /* save_pretrained writes only {"format": "pt"}; transformers requires it. */
   int rc = st_serialize(ts, model_tensor_count(m), NULL, 0, out, len, err);
   free(half);
+  free(ts);
+  return rc;
+}
+
+size_t ckpt_weights_size(Model *m, int bf16) {
+  StWriteTensor *ts;
+  size_t len = 0;
+  if (weight_entries(m, bf16, &ts, NULL, NULL)) return 0;
+  if (st_serialized_size(ts, model_tensor_count(m), NULL, 0, &len, NULL)) len = 0;
+  free(ts);
+  return len;
+}
+
+/* Fills a BF16 weight tensor from the F32 parameters through a bounded scratch. */
+typedef struct {
+  Model *m;
+  const StWriteTensor *base;   /* weight_entries' table: entry i is model tensor i */
+  uint16_t *half;              /* CKPT_STREAM_FLOATS elements */
+} WeightFill;
+
+static int weight_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *wctx, Err *err) {
+  WeightFill *f = ctx;
+  const ModelTensor *mt = model_tensor(f->m, (int)(t - f->base));
+  const float *p = model_params(f->m) + mt->offset;
+  for (size_t off = 0; off < mt->numel; off += CKPT_STREAM_FLOATS) {
+    size_t cnt = mt->numel - off < CKPT_STREAM_FLOATS ? mt->numel - off : CKPT_STREAM_FLOATS;
+    for (size_t i = 0; i < cnt; i++) f->half[i] = st_f32_to_bf16(p[off + i]);
+    if (write(wctx, f->half, cnt * sizeof *f->half, err)) return -1;
+  }
+  return 0;
+}
+
+int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err) {
+  StWriteTensor *ts;
+  if (weight_entries(m, bf16, &ts, NULL, err)) return -1;
+  WeightFill f = {m, ts, NULL};
+  if (bf16 && !(f.half = malloc((size_t)CKPT_STREAM_FLOATS * sizeof *f.half))) {
+    free(ts);
+    return err_set(err, "out of memory");
+  }
+  int rc = st_serialize_stream(ts, model_tensor_count(m), NULL, 0, weight_fill, &f, sink->write, sink->ctx, err);
+  free(f.half);
   free(ts);
   return rc;
 }
@@ -236,41 +280,119 @@ done:
 
 /* ---- optimizer state ---- */
 
-int ckpt_state_bytes(Model *m, const AdamW *o, const CkptState *s, unsigned char **out, size_t *len, Err *err) {
-  if (o->n != model_num_params(m)) return err_set(err, "optimizer has %zu parameters, the model %zu", o->n, model_num_params(m));
+/* The optimizer-state file's table: exp_avg / exp_avg_sq of model tensor i at
+** entries 2i / 2i + 1 (views of o's moments, or no data when o is NULL), then the
+** five state tensors, and the metadata. Lives where the caller put it (meta and
+** entries point into it). */
+typedef struct {
+  StWriteTensor *ts;
+  char (*names)[112];
+  int k;
+  int64_t rng[4];
+  char step[32], params[32];
+  const char *meta[6];
+} StateTable;
+
+static void state_table_free(StateTable *t) {
+  free(t->ts);
+  free(t->names);
+}
+
+static int state_table(Model *m, const AdamW *o, const CkptState *s, StateTable *t, Err *err) {
+  memset(t, 0, sizeof *t);
   if (s->n_extra < 0 || s->n_extra > CKPT_EXTRA_WORDS) return err_set(err, "state: n_extra %d outside [0, %d]", s->n_extra, CKPT_EXTRA_WORDS);
   int n = model_tensor_count(m), k = 0;
-  StWriteTensor *ts = calloc((size_t)2 * n + 5, sizeof *ts);
-  char (*names)[112] = calloc((size_t)2 * n + 1, sizeof *names);
-  if (!ts || !names) { free(ts); free(names); return err_set(err, "out of memory"); }
+  t->ts = calloc((size_t)2 * n + 5, sizeof *t->ts);
+  t->names = calloc((size_t)2 * n + 1, sizeof *t->names);
+  if (!t->ts || !t->names) { state_table_free(t); return err_set(err, "out of memory"); }
+  StWriteTensor *ts = t->ts;
   for (int i = 0; i < n; i++) {
     const ModelTensor *mt = model_tensor(m, i);
     for (int j = 0; j < 2; j++) {
-      snprintf(names[k], sizeof names[k], "%s%s", j ? "exp_avg_sq." : "exp_avg.", mt->name);
-      ts[k].name = names[k];
+      snprintf(t->names[k], sizeof t->names[k], "%s%s", j ? "exp_avg_sq." : "exp_avg.", mt->name);
+      ts[k].name = t->names[k];
       ts[k].dtype = ST_F32;
       ts[k].ndim = mt->ndim;
       for (int d = 0; d < mt->ndim; d++) ts[k].shape[d] = mt->shape[d];
-      ts[k].data = (j ? o->v : o->m) + mt->offset;
+      ts[k].data = o ? (j ? o->v : o->m) + mt->offset : NULL;
       k++;
     }
   }
-  int64_t rng[4];
-  memcpy(rng, s->rng.s, sizeof rng);   /* the generator's u64 words, bit for bit */
+  memcpy(t->rng, s->rng.s, sizeof t->rng);   /* the generator's u64 words, bit for bit */
   ts[k++] = (StWriteTensor){"state.step", ST_I64, 1, {1}, &s->step};
   ts[k++] = (StWriteTensor){"state.epoch", ST_I64, 1, {1}, &s->epoch};
   ts[k++] = (StWriteTensor){"state.position", ST_I64, 1, {1}, &s->position};
-  ts[k++] = (StWriteTensor){"state.rng", ST_I64, 1, {4}, rng};
+  ts[k++] = (StWriteTensor){"state.rng", ST_I64, 1, {4}, t->rng};
   /* u64 words are stored as I64 with the same bits (safetensors readers lack U64 often). */
   ts[k++] = (StWriteTensor){"state.extra", ST_I64, 1, {s->n_extra}, s->extra};
-  char step[32], params[32];
-  snprintf(step, sizeof step, "%lld", (long long)s->step);
-  snprintf(params, sizeof params, "%zu", model_num_params(m));
-  const char *meta[] = {"kind", STATE_KIND, "step", step, "num_params", params};
-  int rc = st_serialize(ts, k, meta, 3, out, len, err);
-  free(names);
-  free(ts);
+  t->k = k;
+  snprintf(t->step, sizeof t->step, "%lld", (long long)s->step);
+  snprintf(t->params, sizeof t->params, "%zu", model_num_params(m));
+  const char *meta[] = {"kind", STATE_KIND, "step", t->step, "num_params", t->params};
+  memcpy(t->meta, meta, sizeof meta);
+  return 0;
+}
+
+int ckpt_state_bytes(Model *m, const AdamW *o, const CkptState *s, unsigned char **out, size_t *len, Err *err) {
+  if (o->n != model_num_params(m)) return err_set(err, "optimizer has %zu parameters, the model %zu", o->n, model_num_params(m));
+  StateTable t;
+  if (state_table(m, o, s, &t, err)) return -1;
+  int rc = st_serialize(t.ts, t.k, t.meta, 3, out, len, err);
+  state_table_free(&t);
   return rc;
+}
+
+size_t ckpt_state_size(Model *m, const CkptState *s) {
+  StateTable t;
+  size_t len = 0;
+  if (state_table(m, NULL, s, &t, NULL)) return 0;
+  if (st_serialized_size(t.ts, t.k, t.meta, 3, &len, NULL)) len = 0;
+  state_table_free(&t);
+  return len;
+}
+
+/* Fills a moment tensor from the source, one scratch chunk at a time. */
+typedef struct {
+  Model *m;
+  const CkptMoments *src;
+  const StWriteTensor *base;   /* state_table's entries: 2i + which is model tensor i */
+  float *buf;                  /* CKPT_STREAM_FLOATS floats */
+} MomentFill;
+
+static int moment_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *wctx, Err *err) {
+  MomentFill *f = ctx;
+  int k = (int)(t - f->base), which = k % 2;
+  const ModelTensor *mt = model_tensor(f->m, k / 2);
+  for (size_t off = 0; off < mt->numel; off += CKPT_STREAM_FLOATS) {
+    size_t cnt = mt->numel - off < CKPT_STREAM_FLOATS ? mt->numel - off : CKPT_STREAM_FLOATS;
+    if (f->src->read(f->src->ctx, which, mt->offset + off, cnt, f->buf, err)) return -1;
+    if (write(wctx, f->buf, cnt * sizeof *f->buf, err)) return -1;
+  }
+  return 0;
+}
+
+int ckpt_state_stream(Model *m, const CkptMoments *src, const CkptState *s, const CkptSink *sink, Err *err) {
+  StateTable t;
+  if (state_table(m, NULL, s, &t, err)) return -1;
+  MomentFill f = {m, src, t.ts, malloc((size_t)CKPT_STREAM_FLOATS * sizeof(float))};
+  int rc = f.buf ? st_serialize_stream(t.ts, t.k, t.meta, 3, moment_fill, &f, sink->write, sink->ctx, err)
+                 : err_set(err, "out of memory");
+  free(f.buf);
+  state_table_free(&t);
+  return rc;
+}
+
+static int adamw_read(void *ctx, int which, size_t offset, size_t count, float *dst, Err *err) {
+  const AdamW *o = ctx;
+  if (which < 0 || which > 1 || offset > o->n || count > o->n - offset)
+    return err_set(err, "moments: range [%zu, +%zu) of %d outside the optimizer's %zu", offset, count, which, o->n);
+  memcpy(dst, (which ? o->v : o->m) + offset, count * sizeof *dst);
+  return 0;
+}
+
+CkptMoments ckpt_moments_of(const AdamW *o) {
+  /* Only read through the const pointer; ctx is void * for every source. */
+  return (CkptMoments){adamw_read, (void *)(uintptr_t)o};
 }
 
 int ckpt_save_state(Model *m, const AdamW *o, const CkptState *s, const char *path, Err *err) {

@@ -20,6 +20,9 @@
 #define CKPT_CONFIG_FILE "config.json"
 #define CKPT_WEIGHTS_FILE "model.safetensors"
 #define CKPT_EXTRA_WORDS 16
+/* The streaming writers' chunk: moments are asked for, and BF16 weights converted,
+** at most this many floats at a time, through one scratch buffer. */
+#define CKPT_STREAM_FLOATS ((size_t)1 << 20)
 
 /* What a training run needs besides weights and moments to continue exactly. */
 typedef struct CkptState {
@@ -33,6 +36,19 @@ typedef struct CkptState {
 
 /* model.safetensors bytes for m (F32, or BF16 when bf16 != 0); caller frees *out. */
 int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err);
+/* Where the streaming writers put a file's bytes: write() receives them in order,
+** first to last; 0, or -1 with err set (which stops the writer). */
+typedef struct CkptSink {
+  int (*write)(void *ctx, const void *data, size_t n, Err *err);
+  void *ctx;
+} CkptSink;
+
+/* The exact byte length of ckpt_weights_bytes(m, bf16); 0 when out of memory. */
+size_t ckpt_weights_size(Model *m, int bf16);
+/* ckpt_weights_bytes()'s bytes, byte for byte, into sink without a copy of the
+** parameters (F32 is written from them; BF16 converted through a scratch of
+** CKPT_STREAM_FLOATS elements). */
+int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err);
 /* Writes dir/config.json and dir/model.safetensors (creating dir and its parents). */
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err);
 /* Copies the weights of f into m: every tensor present with m's shape (F32, BF16,
@@ -49,6 +65,28 @@ Model *ckpt_load_model(const char *dir, Err *err);
 /* Optimizer-state bytes: o's moments for each of m's tensors, and s (s->step is
 ** what gets saved; callers keep it equal to o->step). Caller frees *out. */
 int ckpt_state_bytes(Model *m, const AdamW *o, const CkptState *s, unsigned char **out, size_t *len, Err *err);
+/* Where ckpt_state_stream() gets the Adam moments: read() copies count floats of
+** moment which (0 = exp_avg, m; 1 = exp_avg_sq, v) starting at flat parameter index
+** offset (the model's parameter layout, ModelTensor.offset) into dst; 0, or -1 with
+** err set. */
+typedef struct CkptMoments {
+  int (*read)(void *ctx, int which, size_t offset, size_t count, float *dst, Err *err);
+  void *ctx;
+} CkptMoments;
+
+/* The exact byte length of ckpt_state_bytes() for m and s; 0 when s is refused
+** (n_extra out of range) or out of memory. */
+size_t ckpt_state_size(Model *m, const CkptState *s);
+/* ckpt_state_bytes()'s bytes, byte for byte, into sink, with the moments read from
+** src through one scratch buffer of CKPT_STREAM_FLOATS floats. The reads come in
+** the file's order, which depends only on m: first which = 0 for every tensor of m
+** in the byte order of its name (strcmp), then which = 1 for every tensor in that
+** same order; within a tensor, consecutive ranges from its offset, each of
+** CKPT_STREAM_FLOATS floats except a shorter last one. Each range is asked for once. */
+int ckpt_state_stream(Model *m, const CkptMoments *src, const CkptState *s, const CkptSink *sink, Err *err);
+/* A moments source over a local optimizer's m and v (o->n floats each); o must
+** outlive it. Ranges outside o are errors. */
+CkptMoments ckpt_moments_of(const AdamW *o);
 /* ckpt_state_bytes() written atomically to path. */
 int ckpt_save_state(Model *m, const AdamW *o, const CkptState *s, const char *path, Err *err);
 /* Restores moments into o (o->step = saved step) and fills s; o must have been made

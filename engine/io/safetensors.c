@@ -409,8 +409,8 @@ static int cmp_planned(const void *a, const void *b) {
 
 /* Checks the tensors and metadata, orders the tensors as the HF writer does and
 ** builds the padded header; *plan and h->p are the caller's to free. */
-static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Planned **plan_out, Buf *h,
-                     int64_t *data_len, Err *err) {
+static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, int need_data, Planned **plan_out,
+                     Buf *h, int64_t *data_len, Err *err) {
   *plan_out = NULL;
   if (n < 0 || n_meta < 0) return err_set(err, "safetensors: negative count");
   Planned *plan = calloc((size_t)n + 1, sizeof *plan);
@@ -433,7 +433,7 @@ static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, in
     plan[i].t = t;
     plan[i].nbytes = st_nbytes(t->dtype, numel);
     if (plan[i].nbytes < 0) { err_set(err, "safetensors: tensor \"%s\": elements do not fill whole bytes", t->name); goto fail; }
-    if (plan[i].nbytes > 0 && !t->data) { err_set(err, "safetensors: tensor \"%s\": no data", t->name); goto fail; }
+    if (need_data && plan[i].nbytes > 0 && !t->data) { err_set(err, "safetensors: tensor \"%s\": no data", t->name); goto fail; }
   }
   qsort(plan, (size_t)n, sizeof *plan, cmp_planned);
   for (int i = 0; i < n; i++)
@@ -494,7 +494,7 @@ int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_
   Planned *plan;
   Buf h = {0};
   int64_t data_len;
-  if (st_layout(ts, n, meta, n_meta, &plan, &h, &data_len, err)) { free(h.p); return -1; }
+  if (st_layout(ts, n, meta, n_meta, 1, &plan, &h, &data_len, err)) { free(h.p); return -1; }
   size_t total = 8 + h.len + (size_t)data_len;
   unsigned char *o = malloc(total);
   if (!o) { free(h.p); free(plan); return err_set(err, "safetensors: out of memory for %zu bytes", total); }
@@ -530,7 +530,7 @@ int st_write(const char *path, const StWriteTensor *ts, int n, const char *const
   Planned *plan;
   Buf h = {0};
   int64_t data_len;
-  if (st_layout(ts, n, meta, n_meta, &plan, &h, &data_len, err)) { free(h.p); return err_prefix(err, path); }
+  if (st_layout(ts, n, meta, n_meta, 1, &plan, &h, &data_len, err)) { free(h.p); return err_prefix(err, path); }
   /* Streamed from the callers' buffers: no model-sized copy. */
   const void **ptr = calloc((size_t)n + 2, sizeof *ptr);
   size_t *len = calloc((size_t)n + 2, sizeof *len);
@@ -550,4 +550,56 @@ int st_write(const char *path, const StWriteTensor *ts, int n, const char *const
   free(h.p);
   free(plan);
   return rc;
+}
+
+int st_serialized_size(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, size_t *len, Err *err) {
+  Planned *plan;
+  Buf h = {0};
+  int64_t data_len;
+  *len = 0;
+  if (st_layout(ts, n, meta, n_meta, 0, &plan, &h, &data_len, err)) { free(h.p); return -1; }
+  *len = 8 + h.len + (size_t)data_len;
+  free(h.p);
+  free(plan);
+  return 0;
+}
+
+/* Counts what a fill callback writes, so a short or long tensor is caught at once
+** instead of shifting every later tensor's bytes. */
+typedef struct {
+  StWriteFn write;
+  void *ctx;
+  size_t left;
+  const char *name;
+} Counted;
+
+static int counted_write(void *ctx, const void *data, size_t n, Err *err) {
+  Counted *c = ctx;
+  if (n > c->left) return err_set(err, "safetensors: tensor \"%s\": more bytes than its shape holds", c->name);
+  c->left -= n;
+  return c->write(c->ctx, data, n, err);
+}
+
+int st_serialize_stream(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, StFillFn fill, void *fill_ctx,
+                        StWriteFn write, void *write_ctx, Err *err) {
+  Planned *plan;
+  Buf h = {0};
+  int64_t data_len;
+  if (st_layout(ts, n, meta, n_meta, 0, &plan, &h, &data_len, err)) { free(h.p); return -1; }
+  unsigned char head[8];
+  for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+  int rc = write(write_ctx, head, 8, err) || write(write_ctx, h.p, h.len, err) ? -1 : 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    const StWriteTensor *t = plan[i].t;
+    size_t nb = (size_t)plan[i].nbytes;
+    if (!nb) continue;
+    if (t->data) { rc = write(write_ctx, t->data, nb, err); continue; }
+    if (!fill) { rc = err_set(err, "safetensors: tensor \"%s\": no data", t->name); break; }
+    Counted c = {write, write_ctx, nb, t->name};
+    rc = fill(fill_ctx, t, counted_write, &c, err);
+    if (rc == 0 && c.left) rc = err_set(err, "safetensors: tensor \"%s\": %zu bytes short", t->name, c.left);
+  }
+  free(h.p);
+  free(plan);
+  return rc ? -1 : 0;
 }

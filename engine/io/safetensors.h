@@ -90,6 +90,19 @@ typedef struct StWriteTensor {
 ** to a multiple of 8 so every tensor starts 8-byte aligned. */
 int st_serialize(const StWriteTensor *ts, int n, const char *const *meta, int n_meta,
                  unsigned char **out, size_t *out_len, Err *err);
+/* The byte length st_serialize() would produce, into *len; tensors' data may be NULL. */
+int st_serialized_size(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, size_t *len, Err *err);
+/* A byte sink: takes the next n bytes of the output; 0, or -1 with err set. */
+typedef int (*StWriteFn)(void *ctx, const void *data, size_t n, Err *err);
+/* Produces the bytes of a tensor given with data == NULL: calls write(write_ctx, ...)
+** with exactly the tensor's byte count in total, in order; 0, or -1 with err set. */
+typedef int (*StFillFn)(void *ctx, const StWriteTensor *t, StWriteFn write, void *write_ctx, Err *err);
+/* The bytes of st_serialize(), first to last, passed to write without building them:
+** tensors with data are written from it, those with data == NULL (and a nonzero
+** size) come from fill, called once each in file order. A fill that writes more or
+** fewer bytes than its tensor holds is an error. */
+int st_serialize_stream(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, StFillFn fill, void *fill_ctx,
+                        StWriteFn write, void *write_ctx, Err *err);
 /* st_serialize() to a file, atomically: a temporary beside it, synced, renamed. */
 int st_write(const char *path, const StWriteTensor *ts, int n, const char *const *meta, int n_meta, Err *err);
 /* Writes len bytes to path atomically (a temporary, fsync, rename), so a crash

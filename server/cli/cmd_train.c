@@ -215,12 +215,24 @@ static int prune(TrainCtx *c, Err *err) {
   return rcode;
 }
 
+/* Streams one checkpoint file into the store as it is serialised (weights, or with
+** optimizer != 0 the optimizer state), so a push holds a chunk, not copies of the model. */
+typedef struct { const TrainerCheckpoint *k; int optimizer; } CkptBlob;
+
+static int ckpt_blob_sink(void *w, const void *data, size_t n, Err *err) { return store_blob_write(w, data, n, err); }
+
+static int ckpt_blob_produce(void *ctx, StoreBlobWriter *w, Err *err) {
+  const CkptBlob *b = ctx;
+  CkptSink sink = {ckpt_blob_sink, w};
+  if (!b->optimizer) return ckpt_weights_stream(b->k->model, 0, &sink, err);
+  /* The trainer's reader: with several ranks it asks them for their shares as the file needs them. */
+  CkptMoments src = {b->k->read_moments, b->k->moments_ctx};
+  return ckpt_state_stream(b->k->model, &src, b->k->state, &sink, err);
+}
+
 static int cb_checkpoint(void *ctx, const TrainerCheckpoint *k, Err *err) {
   TrainCtx *c = ctx;
-  unsigned char *w = NULL, *s = NULL;
-  size_t wl = 0, sl = 0;
   if (flush_steps(c, err)) return -1;
-  if (trainer_checkpoint_bytes(k, &w, &wl, &s, &sl, err)) return -1;
   char msg[128], metrics[512];
   if (k->kind == TRAINER_CKPT_EPOCH) snprintf(msg, sizeof msg, "Training in progress epoch %d", k->epochs_done);
   else if (k->kind == TRAINER_CKPT_STOP) snprintf(msg, sizeof msg, "Interrupted at step %ld", k->step);
@@ -231,9 +243,13 @@ static int cb_checkpoint(void *ctx, const TrainerCheckpoint *k, Err *err) {
              k->epochs_done, k->step, k->eval->train_loss, k->eval->loss, k->eval->accuracy, k->eval->perplexity);
   else snprintf(metrics, sizeof metrics, "{\"epoch\": %d, \"step\": %ld}", k->epochs_done, k->step);
   char *cfg = config_to_json(model_config(k->model));
-  StorePush p = {msg, cfg, w, wl, s, sl, c->tokenizer_json, c->run, k->step, k->epochs_done, metrics};
-  int r = cfg ? store_push(c->db, c->rc->name, &p, NULL, err) : err_set(err, "checkpoint: out of memory");
-  free(cfg); free(w); free(s);
+  CkptBlob wb = {k, 0}, ob = {k, 1};
+  StoreStream ws = {ckpt_weights_size(k->model, 0), ckpt_blob_produce, &wb};
+  StoreStream os = {ckpt_state_size(k->model, k->state), ckpt_blob_produce, &ob};
+  StorePush p = {.message = msg, .config_json = cfg, .tokenizer_json = c->tokenizer_json, .run = c->run, .step = k->step,
+                 .epoch = k->epochs_done, .metrics_json = metrics, .weights_stream = &ws, .optimizer_stream = &os};
+  int r = cfg && ws.len && os.len ? store_push(c->db, c->rc->name, &p, NULL, err) : err_set(err, "checkpoint: out of memory");
+  free(cfg);
   if (r == 0) r = store_run_progress(c->db, c->run, k->step, c->total, k->epochs_done, err);
   if (r == 0) r = prune(c, err);
   if (r == 0 && k->kind != TRAINER_CKPT_STEPS) progress_line(&c->prog, "pushed %s", msg);

@@ -417,7 +417,9 @@ static void store_round_trip(void) {
   char *cfg = config_to_json(&c);
   int64_t run = s ? store_run_create(s, "ckpt-run", "{}", &e) : -1;
   int rc = ckpt_weights_bytes(m, 0, &w, &wl, &e) | ckpt_state_bytes(m, o, &st, &opt, &ol, &e);
-  StorePush p = {"Training in progress epoch 2", cfg, w, wl, opt, ol, NULL, run, 12, 2, "{\"eval_loss\": 3.5}"};
+  StorePush p = {.message = "Training in progress epoch 2", .config_json = cfg, .weights = w, .weights_len = wl,
+                 .optimizer = opt, .optimizer_len = ol, .run = run, .step = 12, .epoch = 2,
+                 .metrics_json = "{\"eval_loss\": 3.5}"};
   rc |= s ? store_push(s, "ckpt-model", &p, NULL, &e) : -1;
   StoreRevision rv;
   void *wb = NULL, *ob = NULL, *cb = NULL;
@@ -446,6 +448,133 @@ static void store_round_trip(void) {
   store_close(s);
 }
 
+/* ---- streaming writers ---- */
+
+/* A growing memory sink; fail_after > 0 makes the write that would pass that many bytes fail. */
+typedef struct { unsigned char *p; size_t len, cap, fail_after; } MemSink;
+
+static int mem_write(void *ctx, const void *data, size_t n, Err *err) {
+  MemSink *s = ctx;
+  if (s->fail_after && s->len + n > s->fail_after) return err_set(err, "sink full");
+  if (s->len + n > s->cap) {
+    size_t cap = s->cap ? s->cap : 4096;
+    while (cap < s->len + n) cap *= 2;
+    unsigned char *q = realloc(s->p, cap);
+    if (!q) return err_set(err, "out of memory");
+    s->p = q;
+    s->cap = cap;
+  }
+  memcpy(s->p + s->len, data, n);
+  s->len += n;
+  return 0;
+}
+
+/* A moments source over an AdamW that logs each request and can fail on the k-th. */
+typedef struct {
+  CkptMoments inner;
+  int n, fail_at, bad_order;
+  size_t biggest;
+  int last_which;
+  size_t next;            /* offset expected next when a tensor continues */
+} LogSource;
+
+static int log_read(void *ctx, int which, size_t offset, size_t count, float *dst, Err *err) {
+  LogSource *l = ctx;
+  if (++l->n == l->fail_at) return err_set(err, "gather failed");
+  if (count > l->biggest) l->biggest = count;
+  if (which < l->last_which) l->bad_order = 1;
+  l->last_which = which;
+  return l->inner.read(l->inner.ctx, which, offset, count, dst, err);
+}
+
+static void stream_test(int vocab, const char *tag) {
+  char name[96];
+  ModelConfig c = tiny(MODEL_ROBERTA);
+  c.vocab_size = vocab;
+  Err e = {0};
+  Model *m = model_new(&c, &e);
+  model_init_weights(m, 3);
+  AdamW *o = make_optim(m);
+  Rng r;
+  rng_seed(&r, 7);
+  for (size_t i = 0; i < o->n; i++) { o->m[i] = (float)rng_uniform(&r) - 0.5f; o->v[i] = (float)rng_uniform(&r); }
+  CkptState st = {.step = 1234, .epoch = 3, .position = 9, .rng = r, .n_extra = CKPT_EXTRA_WORDS};
+  for (int i = 0; i < CKPT_EXTRA_WORDS; i++) st.extra[i] = UINT64_MAX - (uint64_t)i * 977;
+
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    unsigned char *b = NULL;
+    size_t bl = 0;
+    MemSink ms = {0};
+    CkptSink sink = {mem_write, &ms};
+    int rc = ckpt_weights_bytes(m, bf16, &b, &bl, &e) | ckpt_weights_stream(m, bf16, &sink, &e);
+    snprintf(name, sizeof name, "ckpt_weights_stream_identical_%s%s", bf16 ? "bf16_" : "", tag);
+    check(rc == 0 && ms.len == bl && ckpt_weights_size(m, bf16) == bl && memcmp(ms.p, b, bl) == 0, name,
+          "rc %d, %zu vs %zu bytes, size %zu (%s)", rc, ms.len, bl, ckpt_weights_size(m, bf16), e.msg);
+    free(b);
+    free(ms.p);
+  }
+
+  unsigned char *b = NULL;
+  size_t bl = 0;
+  MemSink ms = {0};
+  CkptSink sink = {mem_write, &ms};
+  LogSource ls = {ckpt_moments_of(o), 0, 0, 0, 0, 0, 0};
+  CkptMoments src = {log_read, &ls};
+  int rc = ckpt_state_bytes(m, o, &st, &b, &bl, &e) | ckpt_state_stream(m, &src, &st, &sink, &e);
+  snprintf(name, sizeof name, "ckpt_state_stream_identical_%s", tag);
+  check(rc == 0 && ms.len == bl && ckpt_state_size(m, &st) == bl && memcmp(ms.p, b, bl) == 0, name,
+        "rc %d, %zu vs %zu bytes, size %zu (%s)", rc, ms.len, bl, ckpt_state_size(m, &st), e.msg);
+  /* Ranges bounded by the scratch, all m before all v; a big vocabulary makes the
+  ** embedding span several chunks. */
+  size_t chunks = 0;
+  for (int i = 0; i < model_tensor_count(m); i++)
+    chunks += 2 * ((model_tensor(m, i)->numel + CKPT_STREAM_FLOATS - 1) / CKPT_STREAM_FLOATS);
+  snprintf(name, sizeof name, "ckpt_state_stream_reads_in_order_%s", tag);
+  check(ls.biggest <= CKPT_STREAM_FLOATS && !ls.bad_order && (size_t)ls.n == chunks, name,
+        "biggest %zu, bad order %d, %d reads for %zu chunks", ls.biggest, ls.bad_order, ls.n, chunks);
+
+  /* The n_extra = CKPT_EXTRA_WORDS state loads back word for word. */
+  AdamW *o2 = make_optim(m);
+  CkptState st2;
+  rc = ckpt_load_state_memory(m, o2, &st2, ms.p, ms.len, &e);
+  snprintf(name, sizeof name, "ckpt_state_stream_loads_%s", tag);
+  check(rc == 0 && st2.n_extra == CKPT_EXTRA_WORDS && memcmp(st2.extra, st.extra, sizeof st.extra) == 0 &&
+            memcmp(o->m, o2->m, o->n * sizeof(float)) == 0 && memcmp(o->v, o2->v, o->n * sizeof(float)) == 0,
+        name, "rc %d (%s)", rc, e.msg);
+
+  /* A failing source or sink stops the stream with the error. */
+  ms.len = 0;
+  ls = (LogSource){ckpt_moments_of(o), 0, 3, 0, 0, 0, 0};
+  rc = ckpt_state_stream(m, &src, &st, &sink, &e);
+  snprintf(name, sizeof name, "ckpt_state_stream_source_error_%s", tag);
+  check(rc == -1 && strstr(e.msg, "gather failed") && ls.n == 3, name, "rc %d, %d reads (%s)", rc, ls.n, e.msg);
+  ms.len = 0;
+  ms.fail_after = bl / 2;
+  ls = (LogSource){ckpt_moments_of(o), 0, 0, 0, 0, 0, 0};
+  rc = ckpt_state_stream(m, &src, &st, &sink, &e);
+  snprintf(name, sizeof name, "ckpt_state_stream_sink_error_%s", tag);
+  check(rc == -1 && strstr(e.msg, "sink full"), name, "rc %d (%s)", rc, e.msg);
+  /* A source that knows fewer parameters than the model is refused by ckpt_moments_of's bounds. */
+  AdamWSegment none = {0, 0, 0};
+  AdamW *small = adamw_new(&o->cfg, 10, &none, 0, &e);
+  CkptMoments bad = ckpt_moments_of(small);
+  ms.len = 0;
+  ms.fail_after = 0;
+  rc = ckpt_state_stream(m, &bad, &st, &sink, &e);
+  snprintf(name, sizeof name, "ckpt_moments_of_bounds_%s", tag);
+  check(rc == -1 && strstr(e.msg, "outside"), name, "rc %d (%s)", rc, e.msg);
+  CkptState over = st;
+  over.n_extra = CKPT_EXTRA_WORDS + 1;
+  snprintf(name, sizeof name, "ckpt_state_stream_refuses_n_extra_%s", tag);
+  check(ckpt_state_size(m, &over) == 0 && ckpt_state_stream(m, &src, &over, &sink, &e) == -1, name, "%s", e.msg);
+  adamw_free(small);
+  adamw_free(o2);
+  adamw_free(o);
+  free(b);
+  free(ms.p);
+  model_free(m);
+}
+
 int main(void) {
   if (fixture_tmpdir(tmpdir, sizeof tmpdir, "ckpt")) return 1;
   char cmd[300];
@@ -454,6 +583,8 @@ int main(void) {
   resume_test(MODEL_ROBERTA, "roberta");
   resume_test(MODEL_BERT, "bert");
   store_round_trip();
+  stream_test(40, "tiny");
+  stream_test(70000, "chunked");
   Err e = {0};
   check(ckpt_save_model(NULL, "", 0, &e) == -1 && e.msg[0], "ckpt_save_refuses_empty_dir", "%s", e.msg);
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

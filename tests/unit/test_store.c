@@ -350,8 +350,10 @@ static void api_tests(void) {
     char msg[64], metrics[64];
     snprintf(msg, sizeof msg, "Training in progress epoch %d", i + 1);
     snprintf(metrics, sizeof metrics, "{\"eval_loss\": %g}", 7.0 - i);
-    StorePush p = {msg, "{\"model_type\": \"roberta\"}", w[i], strlen(w[i]), i < 2 ? "adam state" : NULL, i < 2 ? 10 : 0,
-                   tj, run, 100 * (i + 1), i + 1, metrics};
+    StorePush p = {.message = msg, .config_json = "{\"model_type\": \"roberta\"}", .weights = w[i],
+                   .weights_len = strlen(w[i]), .optimizer = i < 2 ? "adam state" : NULL,
+                   .optimizer_len = i < 2 ? 10 : 0, .tokenizer_json = tj, .run = run, .step = 100 * (i + 1),
+                   .epoch = i + 1, .metrics_json = metrics};
     rc |= store_push(s, "user/small-wiki", &p, &rv[i], &e);
   }
   StoreRevision got;
@@ -410,7 +412,8 @@ static void api_tests(void) {
 
   /* Refused pushes write nothing. */
   long long nrev = q1(db, "SELECT COUNT(*) FROM revisions"), nblob = q1(db, "SELECT COUNT(*) FROM blobs");
-  StorePush bad = {"m", "{\"model_type\": \"roberta\"}", "new weights!", 12, NULL, 0, NULL, 999, 0, 0, NULL};
+  StorePush bad = {.message = "m", .config_json = "{\"model_type\": \"roberta\"}", .weights = "new weights!",
+                 .weights_len = 12, .run = 999};
   int refused = store_push(s, "user/small-wiki", &bad, NULL, &e) == -1 && strstr(e.msg, "999");
   bad.run = 0;
   bad.config_json = "{oops";
@@ -606,7 +609,7 @@ static void concurrency_test(void) {
         StoreStepMetric m[10];
         for (int i = 0; i < 10; i++) m[i] = (StoreStepMetric){w * 100000 + b * 10 + i, 0, 1, 1, 1, 1, 0};
         if (store_step_metrics_add(ws, run2, m, 10, &ce)) _exit(4);
-        StorePush p = {"x", "{}", m, sizeof m, NULL, 0, NULL, 0, b, 0, NULL};
+        StorePush p = {.message = "x", .config_json = "{}", .weights = m, .weights_len = sizeof m, .step = b};
         if (b % 10 == 0 && store_push(ws, "conc-model", &p, NULL, &ce)) _exit(5);
       }
       store_close(ws);
@@ -658,7 +661,8 @@ static void kill_test(void) {
       unsigned char *bytes = calloc(1, n);
       for (int i = 0;; i++) {
         for (size_t j = 0; j < n; j += 4096) bytes[j] = (unsigned char)(i + j);
-        StorePush p = {"Training in progress", "{}", bytes, n, bytes, n / 2, NULL, run, i, 0, NULL};
+        StorePush p = {.message = "Training in progress", .config_json = "{}", .weights = bytes, .weights_len = n,
+                       .optimizer = bytes, .optimizer_len = n / 2, .run = run, .step = i};
         store_push(w, "killed-model", &p, NULL, &ce);
         StoreStepMetric m[50];
         for (int j = 0; j < 50; j++) m[j] = (StoreStepMetric){(int64_t)k * 1000000 + i * 50 + j, 0, 1, 1, 1, 1, 0};
@@ -727,7 +731,8 @@ static void cli_test(void) {
   store_run_progress(s, run, 40, 120, 1, &e);
   StoreStepMetric m = {40, 0.3, 6.25, 1e-4, 1, 100, 0};
   store_step_metrics_add(s, run, &m, 1, &e);
-  StorePush p = {"Training in progress epoch 1", "{}", "w", 1, NULL, 0, NULL, run, 40, 1, NULL};
+  StorePush p = {.message = "Training in progress epoch 1", .config_json = "{}", .weights = "w", .weights_len = 1,
+                 .run = run, .step = 40, .epoch = 1};
   StoreRevision rv;
   store_push(s, "cli-model", &p, &rv, &e);
   store_close(s);
@@ -769,12 +774,136 @@ static void cli_test(void) {
   free(out);
 }
 
+/* ---- streamed blobs ---- */
+
+#define TEST_CHUNK ((size_t)16 << 20)   /* store.c's CHUNK_BYTES: the layout a reader sees */
+
+/* Writes data in uneven pieces (crossing chunk borders mid-piece); mode 1 fails
+** halfway, 2 writes one byte short, 3 one byte long, 4 one byte long but returns 0. */
+typedef struct { const unsigned char *data; size_t len; int mode; } Producer;
+
+static int produce(void *ctx, StoreBlobWriter *w, Err *err) {
+  const Producer *p = ctx;
+  size_t n = p->mode == 2 ? p->len - 1 : p->len, off = 0, piece = 1000003;
+  while (off < n) {
+    if (p->mode == 1 && off >= n / 2) return err_set(err, "producer gave up");
+    size_t k = n - off < piece ? n - off : piece;
+    if (store_blob_write(w, p->data + off, k, err)) return -1;
+    off += k;
+    piece = piece * 3 % 7000001 + 1;
+  }
+  if (p->mode == 3 || p->mode == 4) {
+    int rc = store_blob_write(w, "x", 1, err);
+    if (p->mode == 3) return rc;
+  }
+  return 0;
+}
+
+static int file_is(Store *s, const StoreRevision *r, const char *file, const void *want, size_t len) {
+  void *d = NULL;
+  size_t n = 0;
+  Err e = {0};
+  int ok = store_revision_file(s, r, file, &d, &n, &e) == 0 && n == len && memcmp(d, want, len) == 0;
+  free(d);
+  return ok;
+}
+
+static void stream_tests(void) {
+  char *db = make_db_path("stream.db"), hw[65], ho[65], sql[300];
+  Err e = {0};
+  Store *s = store_open(db, &e);
+  size_t wl = 2 * TEST_CHUNK + 12345, ol = 2 * TEST_CHUNK;   /* a partial last chunk, and none */
+  unsigned char *w = malloc(wl), *o = malloc(ol);
+  Rng r;
+  rng_seed(&r, 11);
+  for (size_t i = 0; i < wl; i++) w[i] = (unsigned char)(rng_u64(&r) >> 56);
+  for (size_t i = 0; i < ol; i++) o[i] = (unsigned char)(rng_u64(&r) >> 56);
+  store_sha256_hex(w, wl, hw);
+  store_sha256_hex(o, ol, ho);
+  Producer pw = {w, wl, 0}, po = {o, ol, 0};
+  StoreStream ws = {wl, produce, &pw}, os = {ol, produce, &po};
+  StorePush p = {.message = "streamed", .config_json = "{}", .step = 1, .weights_stream = &ws, .optimizer_stream = &os};
+  StoreRevision r1, r2, r3;
+  int rc = store_push(s, "s-model", &p, &r1, &e);
+  check(rc == 0 && !strcmp(r1.weights, hw) && !strcmp(r1.optimizer, ho) && file_is(s, &r1, "model.safetensors", w, wl) &&
+            file_is(s, &r1, "optimizer.safetensors", o, ol),
+        "store_stream_push_same_blobs", "rc %d (%s)", rc, e.msg);
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM blob_chunks WHERE sha256 = '%s' AND (length(data) != %zu OR idx > 2) AND idx != 2", hw,
+           TEST_CHUNK);
+  long long odd = q1(db, sql);
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM blob_chunks WHERE sha256 IN ('%s', '%s')", hw, ho);
+  check(odd == 0 && q1(db, sql) == 5 && q1(db, "SELECT COUNT(*) FROM blobs WHERE sha256 GLOB '*[^0-9a-f]*'") == 0,
+        "store_stream_chunks_like_bytes", "%lld odd chunks, %lld chunks", odd, q1(db, sql));
+
+  /* The same content as bytes, and streamed again: stored once. */
+  long long blobs = q1(db, "SELECT COUNT(*) FROM blobs"), chunks = q1(db, "SELECT COUNT(*) FROM blob_chunks");
+  StorePush pb = {.message = "bytes", .config_json = "{}", .weights = w, .weights_len = wl, .optimizer = o, .optimizer_len = ol};
+  rc = store_push(s, "b-model", &pb, &r2, &e) | store_push(s, "s-model", &p, &r3, &e);
+  check(rc == 0 && !strcmp(r2.weights, hw) && !strcmp(r2.optimizer, ho) && !strcmp(r3.weights, hw) &&
+            q1(db, "SELECT COUNT(*) FROM blobs") == blobs && q1(db, "SELECT COUNT(*) FROM blob_chunks") == chunks &&
+            file_is(s, &r3, "model.safetensors", w, wl),
+        "store_stream_dedupes", "rc %d (%s)", rc, e.msg);
+
+  /* Failures roll the whole push back. */
+  long long revs = q1(db, "SELECT COUNT(*) FROM revisions");
+  unsigned char fresh[3000];
+  for (size_t i = 0; i < sizeof fresh; i++) fresh[i] = (unsigned char)i;
+  const char *what[] = {"fails", "short", "long", "long_ignored"};
+  for (int mode = 1; mode <= 4; mode++) {
+    Producer bad = {mode == 1 ? w : fresh, mode == 1 ? wl : sizeof fresh, mode};
+    StoreStream bs = {bad.len, produce, &bad};
+    Producer good = {fresh, 100, 0};
+    StoreStream gs = {100, produce, &good};
+    StorePush pf = {.message = "bad", .config_json = "{}", .weights_stream = mode % 2 ? &bs : &gs,
+                    .optimizer_stream = mode % 2 ? &gs : &bs};
+    e = (Err){0};
+    rc = store_push(s, "s-model", &pf, NULL, &e);
+    char name[64];
+    snprintf(name, sizeof name, "store_stream_%s_leaves_nothing", what[mode - 1]);
+    check(rc == -1 && e.msg[0] && !store_in_transaction(s) && q1(db, "SELECT COUNT(*) FROM blobs") == blobs &&
+              q1(db, "SELECT COUNT(*) FROM blob_chunks") == chunks && q1(db, "SELECT COUNT(*) FROM revisions") == revs,
+          name, "rc %d (%s), %lld blobs", rc, e.msg, q1(db, "SELECT COUNT(*) FROM blobs"));
+  }
+  StoreStream empty = {0, produce, &pw};
+  StorePush pe = {.message = "empty", .config_json = "{}", .weights_stream = &empty};
+  StorePush both = {.message = "both", .config_json = "{}", .weights = w, .weights_len = 1, .weights_stream = &ws};
+  StorePush obth = {.message = "both", .config_json = "{}", .weights = w, .weights_len = 1, .optimizer = o, .optimizer_len = 1,
+                    .optimizer_stream = &os};
+  int r_empty = store_push(s, "s-model", &pe, NULL, &e), r_both = store_push(s, "s-model", &both, NULL, &e),
+      r_obth = store_push(s, "s-model", &obth, NULL, &e);
+  check(r_empty == -1 && r_both == -1 && r_obth == -1 && e.kind == ERR_INVALID && q1(db, "SELECT COUNT(*) FROM blobs") == blobs &&
+            q1(db, "SELECT COUNT(*) FROM revisions") == revs,
+        "store_stream_refuses_empty_or_both", "%d %d %d (%s)", r_empty, r_both, r_obth, e.msg);
+
+  /* One push whose two streams hold the same bytes: one blob. */
+  Producer same = {fresh, sizeof fresh, 0};
+  StoreStream s1 = {sizeof fresh, produce, &same}, s2 = {sizeof fresh, produce, &same};
+  StorePush ps = {.message = "same", .config_json = "{}", .weights_stream = &s1, .optimizer_stream = &s2};
+  StoreRevision r4;
+  rc = store_push(s, "t-model", &ps, &r4, &e);
+  check(rc == 0 && !strcmp(r4.weights, r4.optimizer) && q1(db, "SELECT COUNT(*) FROM blobs") == blobs + 1 &&
+            file_is(s, &r4, "optimizer.safetensors", fresh, sizeof fresh),
+        "store_stream_twice_in_one_push", "rc %d (%s)", rc, e.msg);
+
+  /* gc collects streamed blobs like any other. */
+  int64_t removed = 0;
+  rc = store_revision_delete(s, r1.id, &e) | store_revision_delete(s, r2.id, &e) | store_revision_delete(s, r3.id, &e) |
+       store_gc(s, &removed, &e) | store_integrity_check(s, &e);
+  check(rc == 0 && removed == 2 && q1(db, "SELECT COUNT(*) FROM blobs") == 1 && q1(db, "SELECT COUNT(*) FROM blob_chunks") == 1,
+        "store_stream_gc", "rc %d, removed %lld (%s)", rc, (long long)removed, e.msg);
+  store_close(s);
+  free(w);
+  free(o);
+}
+
 int main(void) {
   if (fixture_tmpdir(tmpdir, sizeof tmpdir, "store")) return 1;
   char cmd[300];
   sha_tests();
   open_tests();
   api_tests();
+  stream_tests();
   concurrency_test();
   kill_test();
   cli_test();
