@@ -1,5 +1,6 @@
 #include "engine/train/run_config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -26,7 +27,7 @@ static const Field fields[] = {
   S(name), S(tokenizer), S(train), S(validation), S(config), S(out),
   L(epochs), L(max_steps), L(batch), L(grad_accum), D(lr), D(weight_decay), L(warmup_steps), D(clip_norm),
   D(min_lr_ratio), D(adam_beta1), D(adam_beta2), D(adam_epsilon), U(seed), U(eval_seed), L(threads),
-  L(eval_batches), L(checkpoint_steps), L(checkpoint_epochs), L(keep_last), D(mlm_probability),
+  L(eval_batches), L(checkpoint_steps), L(checkpoint_epochs), L(keep_last), D(mlm_probability), L(ranks), S(hosts),
 };
 #undef S
 #undef L
@@ -42,6 +43,7 @@ void run_config_defaults(RunConfig *rc) {
   rc->adam_beta1 = 0.9; rc->adam_beta2 = 0.999; rc->adam_epsilon = 1e-8;
   rc->seed = 42; rc->eval_seed = 1234; rc->threads = 0;
   rc->checkpoint_epochs = 1; rc->keep_last = 2; rc->mlm_probability = 0.15;
+  rc->ranks = 1;
 }
 
 /* The field for "--grad-accum", "grad-accum" or "grad_accum". */
@@ -228,6 +230,10 @@ int run_config_check(const RunConfig *rc, Err *err) {
   if (rc->checkpoint_steps < 0) return err_set(err, "checkpoint_steps: %ld must be >= 0", rc->checkpoint_steps);
   if (rc->checkpoint_epochs < 1) return err_set(err, "checkpoint_epochs: %ld must be >= 1", rc->checkpoint_epochs);
   if (rc->keep_last < 1) return err_set(err, "keep_last: %ld must be >= 1", rc->keep_last);
+  if (rc->ranks < 1 || rc->ranks > 4096) return err_set(err, "ranks: %ld must be in [1, 4096]", rc->ranks);
+  for (const char *h = rc->hosts; *h; h++)
+    if (!(isalnum((unsigned char)*h) || strchr(".-_:,", *h)))
+      return err_set(err, "hosts: '%c' is not part of a host list (name:slots,name:slots)", *h);
   if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
     return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
   return 0;
@@ -278,7 +284,7 @@ static void trainer_options(const RunConfig *rc, RunPlan *plan, int mask, int pa
 
 /* run_config_open's checks, in the order their refusals are reported; what is opened
 ** goes into plan as soon as it is, so the caller closes it whatever happens. */
-static int open_checked(const RunConfig *rc, RunPlan *plan, Err *err) {
+static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err) {
   /* Ranges first: they cost nothing and name the field. */
   if (run_config_check(rc, err)) return -1;
 
@@ -320,6 +326,7 @@ static int open_checked(const RunConfig *rc, RunPlan *plan, Err *err) {
 
   /* The shard sets are opened once, as the trainer reads them, and handed to it. */
   trainer_options(rc, plan, mask, pad);
+  plan->train.dist = dist;
   uint32_t seq = 0, vseq = 0;
   uint64_t batches = 0, vbatches = 0;
   if (check_shards("train", &plan->train, vocab, hash, &seq, &plan->train_samples, &batches, &plan->train_loader, err))
@@ -345,9 +352,11 @@ static int open_checked(const RunConfig *rc, RunPlan *plan, Err *err) {
   return 0;
 }
 
-int run_config_open(const RunConfig *rc, RunPlan *plan, Err *err) {
+int run_config_open(const RunConfig *rc, RunPlan *plan, Err *err) { return run_config_open_ranks(rc, NULL, plan, err); }
+
+int run_config_open_ranks(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err) {
   memset(plan, 0, sizeof *plan);
-  int r = open_checked(rc, plan, err);
+  int r = open_checked(rc, dist, plan, err);
   if (r) run_plan_close(plan);
   return r;
 }

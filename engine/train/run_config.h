@@ -9,7 +9,8 @@
 **   out (run directory when no store is used), epochs, max_steps, batch, grad_accum,
 **   lr, weight_decay, warmup_steps (-1: total // 20), clip_norm, min_lr_ratio,
 **   adam_beta1, adam_beta2, adam_epsilon, seed, eval_seed, threads, eval_batches,
-**   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability. */
+**   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability, ranks (processes
+**   of a data-parallel run, each with batch x grad_accum of the step), hosts. */
 #ifndef MASKD_RUN_CONFIG_H
 #define MASKD_RUN_CONFIG_H
 #include <jansson.h>
@@ -37,6 +38,8 @@ typedef struct RunConfig {
   uint64_t seed, eval_seed;
   long threads, eval_batches, checkpoint_steps, checkpoint_epochs, keep_last;
   double mlm_probability;
+  long ranks;                      /* processes of a data-parallel run (1: this process alone) */
+  char hosts[RUN_PATH_MAX];        /* "" = this machine; else mpirun's "host:slots,host:slots" */
 } RunConfig;
 
 /* What validation resolves: the model config (vocab_size from the tokenizer for a
@@ -91,6 +94,9 @@ int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err);
 /* run_config_validate, keeping what it opened in plan for the run (the caller closes
 ** it with run_plan_close); on failure nothing is kept. */
 int run_config_open(const RunConfig *rc, RunPlan *plan, Err *err);
+/* run_config_open for one rank of a data-parallel run: the train set is read as that
+** rank reads it (its part of every global batch). */
+int run_config_open_ranks(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err);
 /* Frees what run_config_open kept and is still in plan; safe to call twice. */
 void run_plan_close(RunPlan *plan);
 

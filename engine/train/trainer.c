@@ -186,7 +186,8 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
   if (!t->m) goto fail;
   model_init_weights(t->m, opt->seed);
   model_set_threads(t->m, opt->threads);
-  platform_pin_threads(model_threads(t->m));
+  /* Ranks sharing a machine would pin their threads to the same cores; leave them to the OS. */
+  if (t->W == 1) platform_pin_threads(model_threads(t->m));
   t->n = (size_t)opt->batch * (size_t)t->seq;
   /* The head runs at labelled rows only; planning for every row makes any mask fit. */
   if (model_plan(t->m, opt->batch, t->seq, (int)t->n, 1, err)) goto fail;

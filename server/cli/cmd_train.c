@@ -27,6 +27,9 @@
 #include "server/cli/progress.h"
 #include "server/cli/job_read.h"
 #include "store/store.h"
+#include "store/sha256.h"
+#include "engine/dist/dist.h"
+#include <unistd.h>
 
 /* The command line: the store, the run's options (applied after --run's file whatever
 ** their order, so collected first, as (name, value) pairs for run_config_set, which
@@ -37,6 +40,7 @@ typedef struct TrainArgs {
   int quiet;
   CliPairs run;        /* the run options given, in order */
   const char *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
+  const char *hostfile;                    /* mpirun's --hostfile, for --ranks */
 } TrainArgs;
 
 static void train_defaults(void *p) {
@@ -97,6 +101,13 @@ static const CliOpt train_opts[] = {
   RUN_OPT("--checkpoint-epochs", "N", "1", "a checkpoint every N epochs"),
   RUN_OPT("--keep-last", "N", "2", "checkpoints that keep optimizer state"),
   RUN_OPT("--mlm-probability", "X", "0.15", "share of the tokens masked"),
+  RUN_OPT("--ranks", "N", "1",
+          "data-parallel processes: maskd starts them with Open MPI's mpirun\n"
+          "(each takes batch x grad-accum of every step; the result does not\n"
+          "depend on N). Under mpirun, the processes mpirun started"),
+  RUN_OPT("--hosts", "H", "this machine", "the machines for --ranks, as mpirun's --host: a:2,b:2"),
+  {.name = "--hostfile", .kind = CLI_STRING, .off = offsetof(TrainArgs, hostfile), .arg = "FILE",
+   .help = "the machines for --ranks, as an mpirun hostfile"},
 };
 #undef RUN_OPT
 
@@ -330,20 +341,26 @@ static int train_stored(Store *db, int64_t run, const char *resume, int resume_f
   return 0;
 }
 
-/* Part 3, the trainer, restored from the run's newest checkpoint when resuming. */
-static Trainer *train_start(Store *db, int64_t run, RunPlan *plan, int resume, Err *e) {
+/* Part 3, the trainer, restored from the run's newest checkpoint when resuming.
+** Collective over the ranks: rank 0 alone reads the store (db NULL elsewhere). */
+static Trainer *train_start(Dist *d, Store *db, int64_t run, RunPlan *plan, int resume, Err *e) {
   Trainer *t = trainer_new_loaders(&plan->model, &plan->train, plan->train_loader, plan->valid_loader, e);
   plan->train_loader = plan->valid_loader = NULL;   /* the trainer's now */
-  if (!t || !resume) return t;
+  if (dist_agree(d, !t, e)) { trainer_free(t); return NULL; }
+  if (!resume) return t;
   StoreRevision rev;
   void *wbuf = NULL, *sbuf = NULL;
-  int have = store_run_checkpoint(db, run, &rev, e), r = have < 0 ? -1 : 0;
-  if (have == 0) {
-    size_t wl, sl;
-    r = store_revision_file(db, &rev, "model.safetensors", &wbuf, &wl, e) ||
-        store_revision_file(db, &rev, "optimizer.safetensors", &sbuf, &sl, e) ||
-        trainer_restore(t, wbuf, wl, sbuf, sl, e) ? -1 : 0;
+  size_t wl = 0, sl = 0;
+  int have = 0;   /* rank 0: 0 a checkpoint, 1 none yet, -1 an error */
+  if (dist_rank(d) == 0) {
+    have = store_run_checkpoint(db, run, &rev, e);
+    if (have == 0 && (store_revision_file(db, &rev, "model.safetensors", &wbuf, &wl, e) ||
+                      store_revision_file(db, &rev, "optimizer.safetensors", &sbuf, &sl, e)))
+      have = -1;
   }
+  int r = dist_agree(d, have < 0, e);
+  if (r == 0) dist_bcast(d, &have, sizeof have, 0, NULL);
+  if (r == 0 && have == 0) r = trainer_restore(t, wbuf, wl, sbuf, sl, e);
   free(wbuf); free(sbuf);
   if (r) { trainer_free(t); return NULL; }
   return t;
@@ -422,16 +439,106 @@ static int job_description(const TrainArgs *a, Store *db, RunConfig *rc, int64_t
   return job_read_train(db, *job, a->data_dir, a->work_dir, rc, resume, cap, e);
 }
 
+/* The run options a resumed run may change: where it runs, and how each step is cut
+** (ranks x grad_accum must stay what it was; trainer_restore checks). */
+static int resume_override(const char *key) {
+  while (*key == '-') key++;
+  return !strcmp(key, "ranks") || !strcmp(key, "hosts") || !strcmp(key, "grad-accum") || !strcmp(key, "grad_accum");
+}
+
+/* --ranks without mpirun: start this same command under mpirun and become it. */
+static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char **argv) {
+  char exe[4096], np[32];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) { fprintf(stderr, "maskd train: cannot find this program's path for mpirun\n"); return 1; }
+  exe[n] = '\0';
+  snprintf(np, sizeof np, "%ld", rc->ranks);
+  const char **v = calloc((size_t)argc + 16, sizeof *v);
+  if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }
+  int k = 0;
+  v[k++] = "mpirun";
+  /* Root is the user in containers and CI; mpirun refuses it unless told. */
+  if (geteuid() == 0) v[k++] = "--allow-run-as-root";
+  v[k++] = "-np"; v[k++] = np;
+  /* maskd places its own threads; mpirun's default binds each rank to one core. */
+  v[k++] = "--bind-to"; v[k++] = "none";
+  if (a->hostfile) { v[k++] = "--hostfile"; v[k++] = a->hostfile; }
+  else if (rc->hosts[0]) { v[k++] = "--host"; v[k++] = rc->hosts; }
+  else v[k++] = "--oversubscribe";   /* this machine: more ranks than cores is slow, not wrong */
+  v[k++] = exe;
+  for (int i = 0; i < argc; i++) v[k++] = argv[i];   /* argv[0] is "train" */
+  fflush(NULL);
+  execvp("mpirun", (char *const *)v);
+  fprintf(stderr, "maskd train: --ranks %ld needs Open MPI's mpirun (Debian: apt-get install openmpi-bin): %s\n", rc->ranks,
+          strerror(errno));
+  free(v);
+  return 1;
+}
+
+/* What every rank must agree on: the same program and the same data. */
+typedef struct Fingerprint {
+  char exe[65], tokenizer[65];
+  uint64_t train_samples, valid_samples;
+  int seq_len, vocab;
+} Fingerprint;
+
+static void fingerprint(const RunPlan *plan, Fingerprint *f) {
+  memset(f, 0, sizeof *f);
+  Err e = {0};
+  size_t len = 0;
+  void *bin = files_read_all("/proc/self/exe", (size_t)1 << 30, &len, &e);
+  store_sha256_hex(bin ? bin : "", bin ? len : 0, f->exe);
+  free(bin);
+  store_sha256_hex(plan->tokenizer_json, plan->tokenizer_json_len, f->tokenizer);
+  f->train_samples = plan->train_samples;
+  f->valid_samples = plan->valid_samples;
+  f->seq_len = plan->seq_len;
+  f->vocab = plan->vocab_size;
+}
+
+/* Collective: refuses a run whose ranks run different maskd binaries or read different data. */
+static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
+  int W = dist_world(d);
+  if (W == 1) return 0;
+  Fingerprint mine, *all = calloc((size_t)W, sizeof *all);
+  if (!all) return dist_agree(d, 1, e), err_setk(e, ERR_NOMEM, "out of memory");
+  fingerprint(plan, &mine);
+  dist_allgather(d, &mine, sizeof mine, all, e);
+  int bad = 0;
+  for (int q = 1; q < W && !bad; q++) {
+    const Fingerprint *f = &all[q], *z = &all[0];
+    if (strcmp(f->exe, z->exe)) bad = err_set(e, "rank %d runs another maskd binary than rank 0 (sha256 %.12s, rank 0 %.12s)", q, f->exe, z->exe);
+    else if (strcmp(f->tokenizer, z->tokenizer)) bad = err_set(e, "rank %d reads another tokenizer than rank 0", q);
+    else if (f->train_samples != z->train_samples || f->valid_samples != z->valid_samples || f->seq_len != z->seq_len ||
+             f->vocab != z->vocab)
+      bad = err_set(e, "rank %d reads other shards than rank 0 (%llu/%llu samples of %d tokens, rank 0 %llu/%llu of %d)", q,
+                    (unsigned long long)f->train_samples, (unsigned long long)f->valid_samples, f->seq_len,
+                    (unsigned long long)z->train_samples, (unsigned long long)z->valid_samples, z->seq_len);
+  }
+  free(all);
+  return bad ? -1 : 0;
+}
+
 int cmd_train(int argc, char **argv) {
-  /* The flags -> a RunConfig -> a run in the store -> the trainer. */
+  /* The flags -> a RunConfig -> a run in the store -> the trainer. Under mpirun, rank 0
+  ** alone reads and writes the store and hands the description to the other ranks. */
   TrainArgs args;
   train_defaults(&args);
   int parsed = cli_parse(&cli_spec_train, "train", -1, argc, argv, 1, &args, NULL, NULL);
   if (parsed) return parsed > 0 ? 0 : 2;
   if (args.resume && !*args.resume) { fprintf(stderr, "maskd train: --resume= needs a run id or name\n"); return 2; }
   if (args.resume_flag && args.resume) { fprintf(stderr, "maskd train: --resume given twice\n"); return 2; }
+  /* A resumed run may move to other ranks (--ranks, --hosts, --grad-accum): nothing else changes. */
+  CliPairs moved = {0}, described = {0};
+  for (int i = 0; i < args.run.n; i++) {
+    CliPairs *to = args.resume && resume_override(args.run.key[i]) ? &moved : &described;
+    to->key[to->n] = args.run.key[i];
+    to->val[to->n++] = args.run.val[i];
+  }
+  args.run = described;
   if (args.resume && (args.run_file || args.run.n)) {
-    fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options\n");
+    fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options "
+                    "(but --ranks, --hosts and --grad-accum)\n");
     return 2;
   }
   if (args.job && (args.resume || args.resume_flag || args.run_file || args.run.n || args.out)) {
@@ -442,10 +549,13 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "maskd train: --data-dir and --work-dir go with --job\n");
     return 2;
   }
-  RunConfig rc, given;
-  const char *resume;
   Err e = {0};
-  int status = 1;
+  Dist *d = NULL;
+  if (dist_launched() && !(d = dist_open(&e))) { fprintf(stderr, "maskd train: %s\n", e.msg); return 1; }
+  int rank = dist_rank(d), world = dist_world(d);
+  RunConfig rc, given;
+  const char *resume = NULL;
+  int status = 1, failed = 0, have_resume = 0;
   Store *db = NULL;
   Trainer *t = NULL;
   char *cfg_json = NULL;
@@ -453,49 +563,76 @@ int cmd_train(int argc, char **argv) {
   char job_resume[32];
   RunPlan plan;
   memset(&plan, 0, sizeof plan);
-  if (train_describe(&args, &rc, &given, &resume, &e)) goto fail_early;
+  run_config_defaults(&rc);
 
-  db = store_open(args.db_path, &e);
-  if (!db) goto fail_early;
-  int recovered = 0;
-  if (store_runs_recover(db, &recovered, &e)) goto fail_early;
-  if (args.job) {
-    if (job_description(&args, db, &rc, &job, job_resume, sizeof job_resume, &e)) goto fail_early;
-    if (job_resume[0]) resume = job_resume;
+  if (rank == 0) {
+    failed = train_describe(&args, &rc, &given, &resume, &e) != 0;
+    if (!failed) failed = !(db = store_open(args.db_path, &e));
+    int recovered = 0;
+    if (!failed) failed = store_runs_recover(db, &recovered, &e) != 0;
+    if (!failed && args.job) {
+      failed = job_description(&args, db, &rc, &job, job_resume, sizeof job_resume, &e) != 0;
+      if (!failed && job_resume[0]) resume = job_resume;
+    }
+    if (!failed && resume) {
+      run = store_run_find(db, resume, &e);
+      failed = run < 0;
+      /* A resume job works on its run from here on (cancel, /metrics), whatever follows. */
+      if (!failed && job) failed = store_job_set_run(db, job, run, &e) != 0;
+      if (!failed) failed = train_stored(db, run, resume, args.resume_flag, &rc, &given, &e) != 0;
+      for (int i = 0; !failed && i < moved.n; i++) failed = run_config_set(&rc, moved.key[i], moved.val[i], &e) != 0;
+    }
+    if (!failed && d && rc.ranks != 1 && rc.ranks != world)
+      failed = err_set(&e, "--ranks %ld, but mpirun started %d processes", rc.ranks, world);
+    if (d) rc.ranks = world;
+    have_resume = resume != NULL;
   }
-  if (resume) {
-    run = store_run_find(db, resume, &e);
-    if (run < 0) goto fail_early;
-    /* A resume job works on its run from here on (cancel, /metrics), whatever follows. */
-    if (job && store_job_set_run(db, job, run, &e)) goto fail_early;
-    if (train_stored(db, run, resume, args.resume_flag, &rc, &given, &e)) goto fail_early;
+  if (dist_agree(d, failed, &e)) goto fail_early;
+  /* Alone and asked for ranks: become mpirun running this same command. */
+  if (!d && (rc.ranks > 1 || rc.hosts[0] || args.hostfile)) {
+    store_close(db);
+    return launch_ranks(&rc, &args, argc, argv);
   }
-  /* Validation opens the tokenizer and the shard sets once; the run uses what it opened. */
-  if (run_config_open(&rc, &plan, &e)) goto fail_early;
+  dist_bcast(d, &rc, sizeof rc, 0, NULL);
+  dist_bcast(d, &have_resume, sizeof have_resume, 0, NULL);
+
+  /* Validation opens the tokenizer and the shard sets once; the run uses what it opened.
+  ** Every rank opens its own, so a rank that cannot read them stops the run before the
+  ** store hears of it. */
+  failed = run_config_open_ranks(&rc, d, &plan, &e) != 0;
+  if (dist_agree(d, failed, &e)) goto fail_early;
+  if (dist_agree(d, same_everywhere(d, &plan, &e) != 0, &e)) goto fail_early;
 
   /* Everything is checked; from here on failures are the run's and are recorded. */
-  if (run < 0) {
-    rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
-    cfg_json = run_config_to_json(&rc);
-    run = job ? store_job_run_create(db, job, rc.name, cfg_json, &e) : store_run_create(db, rc.name, cfg_json, &e);
-    if (run < 0) goto fail_early;
+  if (rank == 0) {
+    if (run < 0) {
+      rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
+      cfg_json = run_config_to_json(&rc);
+      run = job ? store_job_run_create(db, job, rc.name, cfg_json, &e) : store_run_create(db, rc.name, cfg_json, &e);
+    }
+    failed = run < 0 || store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e) != 0;
   }
-  if (store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e)) goto fail_early;
-  t = train_start(db, run, &plan, resume != NULL, &e);
+  if (dist_agree(d, failed, &e)) goto fail_early;
+  t = train_start(d, db, run, &plan, have_resume, &e);
   if (!t) {
-    store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
+    if (rank == 0) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     goto fail_early;
   }
-  status = train_loop(db, run, &rc, t, &plan, &args);
+  if (rank == 0) status = train_loop(db, run, &rc, t, &plan, &args);
+  else {
+    int r = trainer_run(t, NULL, &e);
+    status = r < 0 ? 1 : r == TRAINER_STOPPED ? 130 : 0;
+  }
   goto cleanup;
 
 fail_early:
-  fprintf(stderr, "maskd train: %s\n", e.msg);
+  if (rank == 0) fprintf(stderr, "maskd train: %s\n", e.msg);
   status = 1;
 cleanup:
   trainer_free(t);
   store_close(db);
   run_plan_close(&plan);
   free(cfg_json);
+  dist_close(d);
   return status;
 }
