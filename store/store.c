@@ -846,7 +846,18 @@ int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps,
 
 static int pid_gone(sqlite3_int64 pid) {
   if (pid <= 0) return 1;
-  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+  /* A killed process whose parent died too (an mpirun rank) may linger as a zombie
+  ** until init reaps it: it runs no more. */
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *close = strrchr(buf, ')');
+  return close && close[1] == ' ' && close[2] == 'Z';
 }
 
 /* Marks rows of table still "running" whose pid is gone as "interrupted". */

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Data-parallel training over MPI (maskd train --ranks, Open MPI's mpirun on this
+# machine): 2 ranks of batch 8 give, bit for bit, the run of 1 rank with batch 8 and
+# --grad-accum 2 (every step's loss, lr and grad norm, the evaluations, the final
+# weights and optimizer state); 1 rank of batch 16 agrees within 1e-5 relative; a run
+# killed with SIGKILL (one rank) resumes to the same bits, and so does one resumed with
+# 1 rank and --grad-accum 2; a rank that cannot read its shards, or reads other ones,
+# stops the run with a message naming it and nothing in the store.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" dist "${1:-}"
+[ -f "$DATA/train.txt" ] || { fail dist_setup "no WikiText-2 at $DATA"; exit 1; }
+command -v mpirun >/dev/null || { fail dist_setup "mpirun is missing (scripts/setup installs openmpi-bin)"; exit 1; }
+
+head -c 200000 "$DATA/train.txt" > "$T/tr.txt"
+head -c 30000 "$DATA/valid.txt" > "$T/va.txt"
+"$M" tokenizer train --input "$T/tr.txt" --vocab-size 300 --out "$T/tok.json" --threads 1 >/dev/null 2>&1 &&
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/tr.txt" --split train --seq-len 32 --out "$T/train" --quiet >/dev/null 2>&1 &&
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/va.txt" --split validation --seq-len 32 --out "$T/valid" --quiet >/dev/null 2>&1 ||
+  { fail dist_setup "tokenizer or prepare failed"; exit 1; }
+cat > "$T/cfg.json" <<'JSON'
+{"model_type": "roberta", "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 32, "max_position_embeddings": 40, "type_vocab_size": 1, "pad_token_id": 3, "bos_token_id": 0,
+ "eos_token_id": 1, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+ "initializer_range": 0.02}
+JSON
+args=(--name d --tokenizer "$T/tok.json" --train "$T/train" --validation "$T/valid" --config "$T/cfg.json"
+      --epochs 2 --batch 8 --lr 2e-3 --threads 1 --checkpoint-steps 10 --clip-norm 1.0 --seed 11 --quiet)
+
+dump() {  # everything that must match, at full precision
+  sqlite3 "$1" "SELECT step, printf('%.17e %.17e %.17e', loss, lr, grad_norm) FROM step_metrics ORDER BY step;
+                SELECT epoch, printf('%.17e %.17e %.17e', train_loss, eval_loss, eval_accuracy) FROM epoch_metrics ORDER BY epoch;
+                SELECT r.weights FROM revisions r WHERE r.message = 'Training in progress epoch 2';"
+}
+# (The optimizer files differ in two words: the ranks and grad_accum that wrote them.)
+
+"$M" train --db "$T/one.db" "${args[@]}" --grad-accum 2 2>"$T/one.err" || { fail dist_one_rank "$(tail -1 "$T/one.err")"; exit 1; }
+"$M" train --db "$T/two.db" "${args[@]}" --ranks 2 2>"$T/two.err" || { fail dist_two_ranks "$(tail -3 "$T/two.err")"; exit 1; }
+total=$(sqlite3 "$T/one.db" "SELECT total_steps FROM runs")
+dump "$T/one.db" > "$T/one.txt"; dump "$T/two.db" > "$T/two.txt"
+if [ "$(wc -l < "$T/one.txt")" -eq $((total + 3)) ] && cmp -s "$T/one.txt" "$T/two.txt"; then
+  pass dist_two_ranks_equal_grad_accum_bits
+else
+  fail dist_two_ranks_equal_grad_accum_bits "$(diff "$T/one.txt" "$T/two.txt" | head -3 | tr '\n' ' ')"
+fi
+r=$(sqlite3 "$T/two.db" "SELECT json_extract(config, '$.ranks') FROM runs")
+[ "$r" = 2 ] && pass dist_run_records_ranks || fail dist_run_records_ranks "ranks $r"
+
+# One rank with the whole batch sums in another order: close, not equal (dropout off:
+# its masks are drawn per micro-batch).
+sed 's/"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1/"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0/' \
+  "$T/cfg.json" > "$T/cfg0.json"
+a0=(--name z --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg0.json" --max-steps 50 --lr 2e-3 --threads 1 --seed 11 --quiet)
+"$M" train --db "$T/z2.db" "${a0[@]}" --batch 8 --ranks 2 2>"$T/z2.err" || fail dist_two_ranks_nodrop "$(tail -1 "$T/z2.err")"
+"$M" train --db "$T/big.db" "${a0[@]}" --batch 16 2>"$T/big.err" || fail dist_big_batch "$(tail -1 "$T/big.err")"
+worst=$(sqlite3 "$T/z2.db" "ATTACH '$T/big.db' AS b;
+  SELECT MAX(ABS(a.loss - c.loss) / c.loss) FROM step_metrics a JOIN b.step_metrics c USING (step) WHERE a.step <= 50;")
+awk -v w="$worst" 'BEGIN { exit !(w < 1e-5) }' && pass dist_close_to_one_big_batch ||
+  fail dist_close_to_one_big_batch "max relative loss difference $worst over 50 steps"
+
+# SIGKILL one rank mid-run, resume with 2 ranks: the same bits as never stopped.
+killed_rank_pid() {  # the pid of rank $2 of the run writing to db $1
+  local p
+  for p in $(pgrep -f "maskd train --db $1"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
+  done
+}
+kill_after_checkpoint() {  # db, then what to kill: a rank number or "mpirun"
+  local db=$1 what=$2 pid=$3 p
+  for _ in $(seq 1500); do
+    s=$(sqlite3 "$db" "SELECT COALESCE(MAX(step), 0) FROM revisions" 2>/dev/null || echo 0)
+    [ "${s:-0}" -ge 10 ] && break
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.02
+  done
+  if [ "$what" = mpirun ]; then kill -9 "$pid"; else p=$(killed_rank_pid "$db" "$what"); [ -n "$p" ] && kill -9 "$p"; fi
+  wait "$pid" 2>/dev/null
+  pkill -9 -f "maskd train --db $db" 2>/dev/null
+  for _ in $(seq 100); do pgrep -f "maskd train --db $db" >/dev/null || break; sleep 0.05; done
+  return 0
+}
+"$M" train --db "$T/k.db" "${args[@]}" --ranks 2 2>"$T/k.err" &
+kill_after_checkpoint "$T/k.db" 1 $! && pass dist_killed_one_rank || fail dist_killed_one_rank "the run ended before a checkpoint"
+"$M" train --db "$T/k.db" --resume d --ranks 2 --quiet 2>>"$T/k.err" || fail dist_resume_after_kill "$(tail -2 "$T/k.err")"
+dump "$T/k.db" > "$T/k.txt"
+cmp -s "$T/one.txt" "$T/k.txt" && pass dist_resume_after_sigkill_bit_identical ||
+  fail dist_resume_after_sigkill_bit_identical "$(diff "$T/one.txt" "$T/k.txt" | head -3 | tr '\n' ' ')"
+
+# Kill mpirun itself, then resume on 1 rank with --grad-accum 2: still the same bits.
+"$M" train --db "$T/m.db" "${args[@]}" --ranks 2 2>"$T/m.err" &
+kill_after_checkpoint "$T/m.db" mpirun $! || fail dist_killed_mpirun "the run ended before a checkpoint"
+"$M" train --db "$T/m.db" --resume d --ranks 1 --grad-accum 2 --quiet 2>>"$T/m.err" || fail dist_resume_fewer_ranks "$(tail -2 "$T/m.err")"
+dump "$T/m.db" > "$T/m.txt"
+cmp -s "$T/one.txt" "$T/m.txt" && pass dist_resume_with_one_rank_bit_identical ||
+  fail dist_resume_with_one_rank_bit_identical "$(diff "$T/one.txt" "$T/m.txt" | head -3 | tr '\n' ' ')"
+out=$("$M" train --db "$T/m.db" --resume d --ranks 1 --grad-accum 3 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "ranks x grad_accum\|already done" <<<"$out" && pass dist_resume_refuses_other_global_batch ||
+  fail dist_resume_refuses_other_global_batch "rc $rc: $out"
+
+# A rank that cannot read its shards: rank 1 runs in a folder without them (mpirun's
+# MPMD form, relative paths). Clear error naming the rank; nothing in the store.
+mkdir -p "$T/a" "$T/b"
+cp -r "$T/train" "$T/valid" "$T/tok.json" "$T/cfg.json" "$T/a/"
+rel=(--name r --tokenizer tok.json --train train --validation valid --config cfg.json --epochs 1 --batch 8 --threads 1 --quiet)
+root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
+      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
+runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+[ $rc -ne 0 ] && grep -q "rank 1 on .*cannot open" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_without_shards_fails_clearly ||
+  fail dist_rank_without_shards_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+# ... or reads other shards than rank 0's (fewer samples).
+cp "$T/tok.json" "$T/cfg.json" "$T/b/"
+head -c 100000 "$T/tr.txt" > "$T/tr2.txt"
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/tr2.txt" --split train --seq-len 32 --out "$T/b/train" --quiet >/dev/null 2>&1
+cp -r "$T/valid" "$T/b/"
+out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
+      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
+runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+[ $rc -ne 0 ] && grep -q "rank 1 reads other shards" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_with_other_shards_fails_clearly ||
+  fail dist_rank_with_other_shards_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
