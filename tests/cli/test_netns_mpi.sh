@@ -17,6 +17,10 @@
 . tests/netns.sh
 
 prefix=mkd$$
+# Clean-up on every way out: lib.sh's EXIT trap runs at_exit; INT/TERM exit (through it).
+at_exit netns_down
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for c in mpirun mpicc ip unshare; do
   command -v "$c" >/dev/null || { fail netns_setup "$c not found (Open MPI: openmpi-bin libopenmpi-dev; iproute2; util-linux)"; exit 1; }
 done
@@ -75,10 +79,6 @@ int main(int argc, char **argv) {
 EOF
 mpicc -O2 -o "$T/hello" "$T/hello.c" 2>"$T/cc.err" || { fail netns_setup "mpicc failed: $(tail -3 "$T/cc.err")"; exit 1; }
 
-# Clean-up on every way out: lib.sh's EXIT trap runs at_exit; INT/TERM exit (through it).
-at_exit netns_down
-trap 'exit 130' INT
-trap 'exit 143' TERM
 if ! netns_up "$prefix" 2>"$T/up.err"; then
   fail netns_namespaces "cannot create network namespaces (run as root / with CAP_NET_ADMIN): $(cat "$T/up.err")"
   exit 1
