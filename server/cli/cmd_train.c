@@ -369,7 +369,7 @@ static Trainer *train_start(Dist *d, Store *db, int64_t run, RunPlan *plan, int 
 /* Part 4, the training loop with the store callbacks and stop signals, and the run's
 ** final status; returns the exit status (the run is marked failed on an error). */
 static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, const RunPlan *plan,
-                      const TrainArgs *args) {
+                      const TrainArgs *args, const char *where) {
   int quiet = args->quiet, status = 1;
   Err e = {0};
   TrainCtx *c = calloc(1, sizeof *c);
@@ -386,6 +386,9 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   progress_line(&c->prog, "run %lld \"%s\": %ld steps (%ld per epoch, warm-up %ld), batch %ld x %ld x %d tokens, %zu parameters%s",
                 (long long)run, rc->name, c->total, trainer_steps_per_epoch(t), trainer_warmup_steps(t), rc->batch, rc->grad_accum,
                 trainer_seq_len(t), model_num_params(trainer_model(t)), trainer_step(t) ? ", resumed" : "");
+  if (trainer_ranks(t) > 1)
+    progress_line(&c->prog, "%d ranks (global batch %d x %ld x %ld): %s", trainer_ranks(t), trainer_ranks(t), rc->batch,
+                  rc->grad_accum, where);
   if (trainer_step(t)) progress_line(&c->prog, "resuming at step %ld (epoch %d)", trainer_step(t), trainer_epoch(t) + 1);
 
   struct sigaction sa;
@@ -446,20 +449,35 @@ static int resume_override(const char *key) {
   return !strcmp(key, "ranks") || !strcmp(key, "hosts") || !strcmp(key, "grad-accum") || !strcmp(key, "grad_accum");
 }
 
-/* --ranks without mpirun: start this same command under mpirun and become it. */
+/* The slots of a host list "a:2,b,c:3" (a host without a count has one). */
+static long host_slots(const char *hosts) {
+  long n = 0;
+  for (const char *h = hosts; *h;) {
+    const char *end = strchr(h, ','), *colon = strchr(h, ':');
+    if (!end) end = h + strlen(h);
+    n += colon && colon < end ? strtol(colon + 1, NULL, 10) : 1;
+    h = *end ? end + 1 : end;
+  }
+  return n;
+}
+
+/* --ranks without mpirun: start this same command under mpirun and become it. With
+** --hosts and no --ranks, every slot of the list gets a rank; with --hostfile, mpirun's
+** own count (the file's slots). */
 static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char **argv) {
   char exe[4096], np[32];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) { fprintf(stderr, "maskd train: cannot find this program's path for mpirun\n"); return 1; }
   exe[n] = '\0';
-  snprintf(np, sizeof np, "%ld", rc->ranks);
+  long ranks = rc->ranks > 1 || a->hostfile ? rc->ranks : rc->hosts[0] ? host_slots(rc->hosts) : 1;
+  snprintf(np, sizeof np, "%ld", ranks);
   const char **v = calloc((size_t)argc + 16, sizeof *v);
   if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }
   int k = 0;
   v[k++] = "mpirun";
   /* Root is the user in containers and CI; mpirun refuses it unless told. */
   if (geteuid() == 0) v[k++] = "--allow-run-as-root";
-  v[k++] = "-np"; v[k++] = np;
+  if (ranks > 1 || !a->hostfile) { v[k++] = "-np"; v[k++] = np; }
   /* maskd places its own threads; mpirun's default binds each rank to one core. */
   v[k++] = "--bind-to"; v[k++] = "none";
   if (a->hostfile) { v[k++] = "--hostfile"; v[k++] = a->hostfile; }
@@ -618,7 +636,14 @@ int cmd_train(int argc, char **argv) {
     if (rank == 0) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     goto fail_early;
   }
-  if (rank == 0) status = train_loop(db, run, &rc, t, &plan, &args);
+  /* Where the ranks run, for the run's first lines: "rank 0 on a, rank 1 on b". */
+  char where[1024] = "", (*hosts)[64] = calloc((size_t)world, 64), me[64];
+  snprintf(me, sizeof me, "%s", dist_host(d));
+  if (hosts && dist_allgather(d, me, sizeof me, hosts, &e) == 0)
+    for (int q = 0; q < world; q++)
+      snprintf(where + strlen(where), sizeof where - strlen(where), "%srank %d on %s", q ? ", " : "", q, hosts[q]);
+  free(hosts);
+  if (rank == 0) status = train_loop(db, run, &rc, t, &plan, &args, where);
   else {
     int r = trainer_run(t, NULL, &e);
     status = r < 0 ? 1 : r == TRAINER_STOPPED ? 130 : 0;
