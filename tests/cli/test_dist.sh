@@ -117,3 +117,20 @@ out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T
 runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
 [ $rc -ne 0 ] && grep -q "rank 1 reads other shards" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_with_other_shards_fails_clearly ||
   fail dist_rank_with_other_shards_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+
+# The same run as a job over HTTP with "ranks": 2: the worker's maskd train starts mpirun.
+mkdir -p "$T/data"; cp -r "$T/train" "$T/valid" "$T/tok.json" "$T/cfg.json" "$T/data/"
+serve_start --db "$T/hub.db" --data-dir "$T/data" --token tk --quiet || { fail dist_http_start "$(cat "$T/err")"; exit 1; }
+at_exit 'serve_stop >/dev/null 2>&1'
+curl -s --max-time 20 -H 'Authorization: Bearer tk' -H 'Content-Type: application/json' -X POST "$base/runs" -o "$T/post" \
+  --data-binary '{"name":"d","tokenizer":"tok.json","train":"train","validation":"valid","config":"cfg.json","epochs":2,
+  "batch":8,"lr":0.002,"threads":1,"checkpoint_steps":10,"clip_norm":1.0,"seed":11,"ranks":2}'
+for _ in $(seq 600); do
+  curl -s --max-time 5 -H 'Authorization: Bearer tk' "$base/runs/d" > "$T/run.json"
+  grep -q '"status":"\(done\|failed\)"' "$T/run.json" && break
+  sleep 0.1
+done
+st=$(jq -r '.status' "$T/run.json" 2>/dev/null || grep -o '"status":"[a-z]*"' "$T/run.json")
+dump "$T/hub.db" > "$T/hub.txt"
+grep -q done <<<"$st" && cmp -s "$T/one.txt" "$T/hub.txt" && grep -q '"ranks":2' "$T/run.json" && pass dist_http_job_two_ranks ||
+  fail dist_http_job_two_ranks "status $st: $(head -c 300 "$T/post") $(diff "$T/one.txt" "$T/hub.txt" | head -2 | tr '\n' ' ')"
