@@ -196,6 +196,15 @@ function showRun(id) {
       ["ETA", run.status === "running" ? fmtDuration(run.eta_s) : "–"], ["Duration", fmtDuration(duration(run))],
       ["Model", run.model || "–"],
     ];
+    // A data-parallel run: where its ranks ran, each one's rate, and how much of the
+    // gradient exchange backward hid.
+    const d = run.dist;
+    if (d && d.ranks > 1) {
+      const rates = (d.tokens_per_s || []).map((t, q) => `${q}: ${Math.round(t).toLocaleString()}`).join(", ");
+      items.push(["Ranks", `${d.ranks} on ${[...new Set(d.hosts || [])].join(", ")}`],
+        ["Tokens/s per rank", rates || "–"],
+        ["Communication", `${fmtNum(d.comm_exchange_s)} s, ${Math.round(100 * (d.comm_hidden || 0))}% hidden behind backward`]);
+    }
     summary.replaceChildren(...items.map(([k, v]) => el("div", {}, el("b", { text: k }), el("span", { text: String(v) }))));
     if (run.error) summary.append(el("div", {}, el("b", { text: "Error" }), el("span", { text: run.error })));
     $("#run-bar").style.width = run.total_steps ? (100 * run.step / run.total_steps).toFixed(1) + "%" : "0";

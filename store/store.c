@@ -134,6 +134,8 @@ static const char *const MIGRATIONS[] = {
     "DROP TABLE jobs;"
     "ALTER TABLE jobs_v2 RENAME TO jobs;"
     "CREATE INDEX jobs_by_status ON jobs(status, id);",
+    /* 3: a data-parallel run's ranks, hosts and rates (store_run_set_dist). */
+    "ALTER TABLE runs ADD COLUMN dist TEXT CHECK (dist IS NULL OR json_valid(dist));",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -254,7 +256,7 @@ int store_status_ended(StoreStatus status) {
 
 /* A column as JSON; the columns named in json_cols hold JSON text and are parsed. */
 static json_t *col_json(sqlite3_stmt *st, int i) {
-  static const char *const json_cols[] = {"config", "params", "metrics", NULL};
+  static const char *const json_cols[] = {"config", "params", "metrics", "dist", NULL};
   switch (sqlite3_column_type(st, i)) {
     case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
     case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
@@ -844,6 +846,17 @@ int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps,
   return update_one(s, st, "run", run, err);
 }
 
+int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err) {
+  if (check_json_object("dist", dist_json, err)) return -1;
+  if (begin(s, err)) return -1;
+  sqlite3_stmt *st = prep(s, "UPDATE runs SET dist = ? WHERE id = ?", err);
+  if (st) {
+    sqlite3_bind_text(st, 1, dist_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, run);
+  }
+  return update_one(s, st, "run", run, err);
+}
+
 static int pid_gone(sqlite3_int64 pid) {
   if (pid <= 0) return 1;
   if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
@@ -983,7 +996,7 @@ static json_t *one_row(Store *s, sqlite3_stmt *st, const char *what, int64_t id,
 
 json_t *store_run_get(Store *s, int64_t run, Err *err) {
   sqlite3_stmt *st = prep(s,
-                          "SELECT id, name, status, config, created, started, finished, error, step, total_steps, epoch, pid"
+                          "SELECT id, name, status, config, created, started, finished, error, step, total_steps, epoch, pid, dist"
                           " FROM runs WHERE id = ?", err);
   if (!st) return NULL;
   sqlite3_bind_int64(st, 1, run);

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 typedef struct Store Store;
 
@@ -114,6 +114,9 @@ int64_t store_run_create(Store *s, const char *name, const char *config_json, Er
 int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *error, Err *err);
 /* Records progress: step of total_steps, in epoch. */
 int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err);
+/* A data-parallel run's ranks, hosts, per-rank and global tokens/s and communication
+** times, as a JSON object (store_run_get returns it as "dist"); replaces the last one. */
+int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err);
 /* Marks runs left "running" by a process that no longer exists as "interrupted"; *n counts them. */
 int store_runs_recover(Store *s, int *n, Err *err);
 

@@ -149,7 +149,29 @@ typedef struct TrainCtx {
   double last_flush;
   Err err;                 /* the first store error of a callback without one */
   int failed;
+  const json_t *hosts;     /* each rank's host */
+  TrainerStep last;        /* the last step, for the run's "dist" record */
+  double rank_tps[64];     /* its per-rank rates (the first 64 ranks) */
 } TrainCtx;
+
+/* The run's ranks, hosts, the last step's per-rank and global tokens/s and the
+** communication times so far, as the store keeps them (GET /runs/{id} "dist"). */
+static int record_dist(TrainCtx *c, Err *err) {
+  const TrainerStep *s = &c->last;
+  if (s->ranks < 1) return 0;
+  json_t *tps = json_array();
+  for (int q = 0; q < s->ranks && q < 64; q++) json_array_append_new(tps, json_real(c->rank_tps[q]));
+  double hidden = s->comm_exchange_s > 0 ? 1.0 - s->comm_exposed_s / s->comm_exchange_s : 0;
+  json_t *o = json_pack("{s:i,s:O,s:o,s:f,s:f,s:f,s:f,s:f}", "ranks", s->ranks, "hosts", c->hosts, "tokens_per_s", tps,
+                        "global_tokens_per_s", s->tokens_per_s, "comm_exchange_s", s->comm_exchange_s,
+                        "comm_exposed_s", s->comm_exposed_s, "comm_hidden", hidden < 0 ? 0 : hidden,
+                        "comm_gather_s", s->comm_gather_s);
+  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  int r = text ? store_run_set_dist(c->db, c->run, text, err) : err_setk(err, ERR_NOMEM, "out of memory");
+  free(text);
+  return r;
+}
 
 static int flush_steps(TrainCtx *c, Err *err) {
   if (c->nbuf == 0) return 0;
@@ -163,10 +185,15 @@ static void cb_step(void *ctx, const TrainerStep *s) {
   TrainCtx *c = ctx;
   progress_step(&c->prog, s->epoch, c->epochs, s->step, s->total_steps, s->loss, s->tokens_per_s, s->seconds);
   c->buf[c->nbuf++] = (StoreStepMetric){s->step, s->epoch_frac, s->loss, s->lr, s->grad_norm, s->tokens_per_s, 0};
+  c->last = *s;
+  c->last.rank_tokens_per_s = NULL;
+  for (int q = 0; q < s->ranks && q < 64; q++) c->rank_tps[q] = s->rank_tokens_per_s[q];
   /* Metrics go in batches (one transaction each); the checkpoint callback flushes too,
   ** so whatever a checkpoint covers is in the store before it. */
   if (c->nbuf == (int)(sizeof c->buf / sizeof c->buf[0]) || now_monotonic() - c->last_flush > 5.0) {
-    if (flush_steps(c, &c->err) || store_run_progress(c->db, c->run, s->step, s->total_steps, s->epoch, &c->err)) c->failed = 1;
+    if (flush_steps(c, &c->err) || store_run_progress(c->db, c->run, s->step, s->total_steps, s->epoch, &c->err) ||
+        record_dist(c, &c->err))
+      c->failed = 1;
   }
 }
 
@@ -369,7 +396,7 @@ static Trainer *train_start(Dist *d, Store *db, int64_t run, RunPlan *plan, int 
 /* Part 4, the training loop with the store callbacks and stop signals, and the run's
 ** final status; returns the exit status (the run is marked failed on an error). */
 static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, const RunPlan *plan,
-                      const TrainArgs *args, const char *where) {
+                      const TrainArgs *args, const json_t *hosts) {
   int quiet = args->quiet, status = 1;
   Err e = {0};
   TrainCtx *c = calloc(1, sizeof *c);
@@ -379,6 +406,11 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
     return 1;
   }
   c->db = db; c->run = run; c->rc = rc; c->tokenizer_json = plan->tokenizer_json;
+  c->hosts = hosts;
+  char where[1024] = "";
+  for (size_t q = 0; q < json_array_size(hosts); q++)
+    snprintf(where + strlen(where), sizeof where - strlen(where), "%srank %zu on %s", q ? ", " : "", q,
+             json_string_value(json_array_get(hosts, q)));
   c->total = trainer_total_steps(t);
   c->epochs = (int)((c->total + trainer_steps_per_epoch(t) - 1) / trainer_steps_per_epoch(t));
   c->last_flush = now_monotonic();
@@ -403,7 +435,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   int r = trainer_run(t, &cb, &e);
   progress_done(&c->prog);
   Err fe = {0};
-  if (r >= 0 && flush_steps(c, &fe)) { e = fe; r = -1; }
+  if (r >= 0 && (flush_steps(c, &fe) || record_dist(c, &fe))) { e = fe; r = -1; }
   if (r >= 0 && c->failed) { e = c->err; r = -1; }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
@@ -636,18 +668,19 @@ int cmd_train(int argc, char **argv) {
     if (rank == 0) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     goto fail_early;
   }
-  /* Where the ranks run, for the run's first lines: "rank 0 on a, rank 1 on b". */
-  char where[1024] = "", (*hosts)[64] = calloc((size_t)world, 64), me[64];
+  /* Where the ranks run, for the run's first lines and its record. */
+  char (*hosts)[64] = calloc((size_t)world, 64), me[64];
+  json_t *hostlist = json_array();
   snprintf(me, sizeof me, "%s", dist_host(d));
   if (hosts && dist_allgather(d, me, sizeof me, hosts, &e) == 0)
-    for (int q = 0; q < world; q++)
-      snprintf(where + strlen(where), sizeof where - strlen(where), "%srank %d on %s", q ? ", " : "", q, hosts[q]);
+    for (int q = 0; q < world; q++) json_array_append_new(hostlist, json_string(hosts[q]));
   free(hosts);
-  if (rank == 0) status = train_loop(db, run, &rc, t, &plan, &args, where);
+  if (rank == 0) status = train_loop(db, run, &rc, t, &plan, &args, hostlist);
   else {
     int r = trainer_run(t, NULL, &e);
     status = r < 0 ? 1 : r == TRAINER_STOPPED ? 130 : 0;
   }
+  json_decref(hostlist);
   goto cleanup;
 
 fail_early:

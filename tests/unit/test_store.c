@@ -135,7 +135,8 @@ static void open_tests(void) {
   store_close(s);
   /* A version-1 store (its jobs table allowed a "finetune" kind nothing ran) migrates:
   ** its jobs are kept and the kind is refused by the schema itself. */
-  int v1rc = rawexec(empty, "DROP TABLE jobs;"
+  /* A version-1 file: the jobs table of then, and no runs.dist (version 3). */
+  int v1rc = rawexec(empty, "ALTER TABLE runs DROP COLUMN dist; DROP TABLE jobs;"
                  "CREATE TABLE jobs (id INTEGER PRIMARY KEY,"
                  " kind TEXT NOT NULL CHECK (kind IN ('tokenizer','prepare','train','finetune')),"
                  " status TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','interrupted','cancelled')),"
@@ -155,7 +156,8 @@ static void open_tests(void) {
   sqlite3_close(h1);
   check(v1rc == SQLITE_OK && s && q1(empty, "PRAGMA user_version") == STORE_SCHEMA_VERSION && v1job &&
             !strcmp(json_string_value(json_object_get(json_object_get(v1job, "params"), "name")) ?: "", "v1") &&
-            finetune_rc != SQLITE_OK && q1(empty, "SELECT COUNT(*) FROM jobs") == 1,
+            finetune_rc != SQLITE_OK && q1(empty, "SELECT COUNT(*) FROM jobs") == 1 &&
+            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'dist'") == 1,
         "store_migrates_v1_jobs", "%s", e.msg);
   json_decref(v1job);
   snprintf(junk, sizeof junk, "%s", make_db_path("junk.db"));
@@ -282,6 +284,19 @@ static void api_tests(void) {
             json_real_value(json_object_get(s52, "loss")) == sm[51].loss,
         "store_nonfinite_metrics_are_null", "%s", e.msg);
   json_decref(m);
+  /* A data-parallel run's record: an object, returned parsed; anything else refused. */
+  json_t *d0 = store_run_get(s, run, &e);
+  check(d0 && json_is_null(json_object_get(d0, "dist")), "store_run_dist_starts_null", "%s", e.msg);
+  json_decref(d0);
+  int drc = store_run_set_dist(s, run, "{\"ranks\": 2, \"tokens_per_s\": [10.5, 11.5]}", &e);
+  int bad1 = store_run_set_dist(s, run, "[1, 2]", &e), bad2 = store_run_set_dist(s, run, "{", &e);
+  int bad3 = store_run_set_dist(s, run + 1000, "{}", &e);
+  d0 = store_run_get(s, run, &e);
+  json_t *dj = json_object_get(d0, "dist");
+  check(drc == 0 && bad1 == -1 && bad2 == -1 && bad3 == -1 && json_integer_value(json_object_get(dj, "ranks")) == 2 &&
+            json_real_value(json_array_get(json_object_get(dj, "tokens_per_s"), 1)) == 11.5,
+        "store_run_dist", "%s", e.msg);
+  json_decref(d0);
   json_t *rj = store_run_get(s, run, &e);
   check(rj && !strcmp(json_string_value(json_object_get(rj, "status")), "running") &&
             json_integer_value(json_object_get(json_object_get(rj, "config"), "epochs")) == 3 &&
