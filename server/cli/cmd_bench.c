@@ -5,6 +5,7 @@
 **   maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N
 **                           [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]
 **   maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N]] [--threads N] [--reps N] [--json]
+**   mpirun -np 2 maskd bench comm [--config C] [--reps N] [--json]
 **
 ** FLOPs are counted from the shapes, not measured: a forward pass is the
 ** multiply-adds of its matrix products (Q/K/V/output projections, both
@@ -29,6 +30,7 @@
 #include "engine/nn/optim.h"
 #include "engine/core/platform.h"
 #include "engine/core/rng.h"
+#include "engine/dist/dist.h"
 #include "server/cli/commands.h"
 
 typedef struct BenchArgs {
@@ -71,10 +73,11 @@ static int parse_mnk(const char *v, void *args) {
   return 0;
 }
 
-enum { BENCH_TRAIN, BENCH_INFER, BENCH_SGEMM };
-static const char *const bench_modes[] = {"train", "infer", "sgemm"};
+enum { BENCH_TRAIN, BENCH_INFER, BENCH_SGEMM, BENCH_COMM };
+static const char *const bench_modes[] = {"train", "infer", "sgemm", "comm"};
 #define MODEL_MODES (1u << BENCH_TRAIN | 1u << BENCH_INFER)
 #define SGEMM_MODE (1u << BENCH_SGEMM)
+#define COMM_MODE (1u << BENCH_COMM)
 #define OFF(f) offsetof(BenchArgs, f)
 static const CliOpt bench_opts[] = {
   {.name = "--config", .kind = CLI_STRING, .off = OFF(config), .arg = "C",
@@ -104,7 +107,7 @@ static const CliOpt bench_opts[] = {
   {.name = "--copies", .kind = CLI_INT, .off = OFF(copies), .lo = 1, .hi = 4096, .arg = "N", .def = CLI_DEFAULT,
    .help = "copies of B to cycle through, so it comes from memory", .modes = SGEMM_MODE},
   {.name = "--reps", .kind = CLI_INT, .off = OFF(reps), .lo = 1, .hi = 100000, .arg = "N", .def = CLI_DEFAULT,
-   .help = "timed products", .modes = SGEMM_MODE},
+   .help = "timed products (comm: timed transfers)", .modes = SGEMM_MODE | COMM_MODE},
   {.name = "--json", .kind = CLI_FLAG, .off = OFF(json), .help = "one JSON object on stdout instead of the text report"},
 };
 #undef OFF
@@ -116,6 +119,7 @@ const CliSpec cli_spec_bench = {
     "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
     "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
     "                         [--threads N] [--reps N] [--json]\n"
+    "       mpirun -np 2 maskd bench comm [--config C] [--reps N] [--json]\n"
     "\n"
     "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
     "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
@@ -127,12 +131,16 @@ const CliSpec cli_spec_bench = {
     "       step time if nothing else cost anything. --bt takes B transposed (x W^T, a Linear\n"
     "       layer), --at A transposed (dy^T x, its weight gradient); --copies N cycles through\n"
     "       N copies of B so it comes from memory, as weights do.\n"
+    "comm: under mpirun with 2 ranks, what MPI moves between them for a gradient of the model\n"
+    "       (--config, default base): one rank's whole gradient sent one way, and both ranks\n"
+    "       sending each other half of it at once (the exchange of data-parallel training), in\n"
+    "       GB/s, beside memcpy of the same bytes within one process.\n"
     "\n",
   .tail = "Step times are medians; tokens/s counts every position of the batch.\n",
   .opts = bench_opts,
   .n_opts = (int)(sizeof bench_opts / sizeof bench_opts[0]),
   .modes = bench_modes,
-  .n_modes = 3,
+  .n_modes = 4,
   .args_size = sizeof(BenchArgs),
   .defaults = bench_defaults,
   .col = 20,
@@ -143,15 +151,16 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
   bench_defaults(a);
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { cli_help(stdout, &cli_spec_bench); return 1; }
-  if (argc < 2) { fprintf(stderr, "maskd bench: missing mode: train, infer or sgemm (maskd bench --help)\n"); return -1; }
+  if (argc < 2) { fprintf(stderr, "maskd bench: missing mode: train, infer, sgemm or comm (maskd bench --help)\n"); return -1; }
   a->mode = argv[1];
   int mode = cli_mode(&cli_spec_bench, a->mode);
   if (mode < 0) {
-    fprintf(stderr, "maskd bench: unknown mode '%s': expected train, infer or sgemm\n", a->mode);
+    fprintf(stderr, "maskd bench: unknown mode '%s': expected train, infer, sgemm or comm\n", a->mode);
     return -1;
   }
   int parsed = cli_parse(&cli_spec_bench, "bench", mode, argc, argv, 2, a, NULL, NULL);
   if (parsed) return parsed;
+  if (mode == BENCH_COMM) return 0;
   if (mode == BENCH_SGEMM) {
     if (a->config && (!a->batch || !a->seq)) {
       fprintf(stderr, "maskd bench sgemm: --config needs --batch and --seq\n");
@@ -596,9 +605,79 @@ static int bench_model(const BenchArgs *a) {
   return rc;
 }
 
+/* comm: MPI between two ranks against memcpy, for a gradient the size of the model's. */
+static int bench_comm(const BenchArgs *a) {
+  if (!dist_launched()) {
+    fprintf(stderr, "maskd bench comm: run it under mpirun with 2 ranks: mpirun -np 2 maskd bench comm --config base\n");
+    return 2;
+  }
+  Err err = {0};
+  Dist *d = dist_open(&err);
+  if (!d) { fprintf(stderr, "maskd bench comm: %s\n", err.msg); return 1; }
+  int me = dist_rank(d), rc = 1;
+  ModelConfig c;
+  Model *m = NULL;
+  float *src = NULL, *dst = NULL;
+  double *t_copy = NULL, *t_one = NULL, *t_both = NULL;
+  if (dist_world(d) != 2) { if (me == 0) fprintf(stderr, "maskd bench comm: needs 2 ranks, mpirun started %d\n", dist_world(d)); goto done; }
+  if (load_config(a->config ? a->config : "base", &c, &err) || !(m = model_new(&c, &err))) {
+    if (me == 0) fprintf(stderr, "maskd bench comm: %s\n", err.msg);
+    goto done;
+  }
+  size_t n = model_num_params(m), half = n / 2;
+  src = platform_alloc_floats(n);
+  dst = platform_alloc_floats(n);
+  t_copy = malloc((size_t)a->reps * sizeof(double));
+  t_one = malloc((size_t)a->reps * sizeof(double));
+  t_both = malloc((size_t)a->reps * sizeof(double));
+  if (!src || !dst || !t_copy || !t_one || !t_both) { fprintf(stderr, "maskd bench comm: out of memory\n"); goto done; }
+  for (size_t i = 0; i < n; i++) src[i] = (float)(i & 1023), dst[i] = 0;   /* every page touched */
+  for (int r = -1; r < a->reps; r++) {   /* round -1 warms up */
+    double t0 = now_monotonic();
+    memcpy(dst, src, n * sizeof(float));
+    double tc = now_monotonic() - t0;
+    DistReq q[2];
+    dist_barrier(d, NULL);
+    t0 = now_monotonic();
+    if (me == 0) dist_isend_f32(d, src, n, 1, 7, &q[0]);
+    else dist_irecv_f32(d, dst, n, 0, 7, &q[0]);
+    dist_wait(d, q, 1);
+    dist_barrier(d, NULL);
+    double t1 = now_monotonic() - t0;
+    t0 = now_monotonic();
+    dist_isend_f32(d, src + (me ? 0 : half), me ? half : n - half, 1 - me, 8, &q[0]);
+    dist_irecv_f32(d, dst + (me ? half : 0), me ? n - half : half, 1 - me, 8, &q[1]);
+    dist_wait(d, q, 2);
+    dist_barrier(d, NULL);
+    double t2 = now_monotonic() - t0;
+    if (r >= 0) { t_copy[r] = tc; t_one[r] = t1; t_both[r] = t2; }
+  }
+  double bytes = (double)n * sizeof(float), bh = (double)half * sizeof(float);
+  double copy = bytes / median(t_copy, a->reps) / 1e9, one = bytes / median(t_one, a->reps) / 1e9;
+  double both = bh / median(t_both, a->reps) / 1e9;
+  if (me == 0) {
+    if (a->json)
+      printf("{\"floats\": %zu, \"memcpy_gb_s\": %.3f, \"send_gb_s\": %.3f, \"exchange_gb_s_each_way\": %.3f, \"reps\": %d}\n",
+             n, copy, one, both, a->reps);
+    else
+      printf("gradient of %zu floats (%.0f MB), medians of %d:\n"
+             "  memcpy in one process      %7.2f GB/s\n"
+             "  MPI, one rank to the other %7.2f GB/s  (%.2f of memcpy)\n"
+             "  MPI, both ways at once     %7.2f GB/s each way (half the gradient each)\n",
+             n, bytes / 1e6, a->reps, copy, one, one / copy, both);
+  }
+  rc = 0;
+done:
+  model_free(m);
+  free(src); free(dst); free(t_copy); free(t_one); free(t_both);
+  dist_close(d);
+  return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
   BenchArgs a;
   int parsed = parse_args(argc, argv, &a);
   if (parsed) return parsed > 0 ? 0 : 2;
+  if (!strcmp(a.mode, "comm")) return bench_comm(&a);
   return !strcmp(a.mode, "sgemm") ? bench_sgemm(&a) : bench_model(&a);
 }

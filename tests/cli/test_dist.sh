@@ -142,3 +142,13 @@ assert d["ranks"] == 2 and len(d["hosts"]) == 2 and len(d["tokens_per_s"]) == 2,
 assert all(t > 0 for t in d["tokens_per_s"]) and d["global_tokens_per_s"] > max(d["tokens_per_s"]), d
 assert d["comm_exchange_s"] > 0 and 0 <= d["comm_hidden"] <= 1, d
 PY
+
+# maskd bench comm: what MPI moves between two ranks, beside memcpy; refused without mpirun.
+out=$("$M" bench comm --config tiny 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "mpirun" <<<"$out" && pass dist_bench_comm_needs_mpirun || fail dist_bench_comm_needs_mpirun "rc $rc: $out"
+out=$(mpirun "${root[@]}" --oversubscribe -np 2 "$M" bench comm --config tiny --reps 3 --json 2>&1); rc=$?
+python3 - "$out" <<'PY' && [ $rc = 0 ] && pass dist_bench_comm || fail dist_bench_comm "rc $rc: $out"
+import json, sys
+d = json.loads(sys.argv[1].strip().splitlines()[-1])
+assert d["floats"] == 1511488 and min(d["memcpy_gb_s"], d["send_gb_s"], d["exchange_gb_s_each_way"]) > 0.05, d
+PY
