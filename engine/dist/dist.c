@@ -54,7 +54,12 @@ void dist_abort(Dist *d, int status) {
 
 int dist_rank(const Dist *d) { return d ? d->rank : 0; }
 int dist_world(const Dist *d) { return d ? d->world : 1; }
-const char *dist_host(const Dist *d) { return d ? d->host : "localhost"; }
+const char *dist_host(const Dist *d) {
+  static char alone[256];   /* this process's name when it runs alone (main thread only) */
+  if (d) return d->host;
+  if (!alone[0] && gethostname(alone, sizeof alone - 1) != 0) snprintf(alone, sizeof alone, "localhost");
+  return alone;
+}
 int dist_is_mpi(const Dist *d) { return d && d->mpi; }
 
 typedef struct Verdict { int failed; char msg[sizeof(((Err *)0)->msg)]; int kind; char host[256]; } Verdict;

@@ -231,9 +231,11 @@ static void start_bucket(GradSync *g, int k) {
 /* Between backward's groups: send the group's buckets, and let MPI move what is in flight. */
 static void on_group(void *ctx, int group) {
   GradSync *g = ctx;
+  double t0 = now_monotonic();
   for (int k = g->group_b0[group]; k < g->group_b1[group]; k++) start_bucket(g, k);
   for (int s = 0; s < GSYNC_SLOTS; s++)
     if (g->slot_bucket[s] >= 0) slot_done(g, s, 0);
+  g->stats.inline_s += now_monotonic() - t0;
 }
 
 void gsync_micro_begin(GradSync *g, int a) {

@@ -32,6 +32,7 @@ typedef struct GradSync GradSync;
 typedef struct GsyncStats {
   double exchange_s;   /* from the first bucket sent to the last one summed, per micro-batch, added up */
   double exposed_s;    /* of which spent waiting after backward had finished (not hidden by it) */
+  double inline_s;     /* time backward itself spent between its groups sending, moving and summing buckets */
   double gather_s;     /* waiting for the updated parameters (after AdamW) */
 } GsyncStats;
 

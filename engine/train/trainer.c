@@ -481,6 +481,7 @@ static int train_step(Trainer *t, TrainerStep *st, Err *err) {
   st->rank_tokens_per_s = t->rank_tps;
   st->comm_exchange_s = cs.exchange_s;
   st->comm_exposed_s = cs.exposed_s;
+  st->comm_inline_s = cs.inline_s;
   st->comm_gather_s = cs.gather_s;
   return 0;
 }

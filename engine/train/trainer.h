@@ -89,6 +89,7 @@ typedef struct TrainerStep {
   const double *rank_tokens_per_s; /* ranks entries: each rank's own real tokens / the step's time */
   double comm_exchange_s;        /* gradient exchange time so far (first bucket sent to last summed) */
   double comm_exposed_s;         /* of it, time waiting once backward was done (not hidden) */
+  double comm_inline_s;          /* time backward spent between its layers sending, moving and summing buckets */
   double comm_gather_s;          /* waiting for the updated parameters so far */
 } TrainerStep;
 

@@ -162,10 +162,10 @@ static int record_dist(TrainCtx *c, Err *err) {
   json_t *tps = json_array();
   for (int q = 0; q < s->ranks && q < 64; q++) json_array_append_new(tps, json_real(c->rank_tps[q]));
   double hidden = s->comm_exchange_s > 0 ? 1.0 - s->comm_exposed_s / s->comm_exchange_s : 0;
-  json_t *o = json_pack("{s:i,s:O,s:o,s:f,s:f,s:f,s:f,s:f}", "ranks", s->ranks, "hosts", c->hosts, "tokens_per_s", tps,
+  json_t *o = json_pack("{s:i,s:O,s:o,s:f,s:f,s:f,s:f,s:f,s:f}", "ranks", s->ranks, "hosts", c->hosts, "tokens_per_s", tps,
                         "global_tokens_per_s", s->tokens_per_s, "comm_exchange_s", s->comm_exchange_s,
                         "comm_exposed_s", s->comm_exposed_s, "comm_hidden", hidden < 0 ? 0 : hidden,
-                        "comm_gather_s", s->comm_gather_s);
+                        "comm_inline_s", s->comm_inline_s, "comm_gather_s", s->comm_gather_s);
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   int r = text ? store_run_set_dist(c->db, c->run, text, err) : err_setk(err, ERR_NOMEM, "out of memory");

@@ -64,6 +64,11 @@ async function main() {
     check(/Training in progress epoch 1/.test(rev), "browser_run_revisions", rev);
     const cfg = await page.$$eval("#config-table tr", (trs) => trs.map((t) => t.textContent));
     check(cfg.some((t) => t === "max_steps20"), "browser_run_config", cfg.slice(0, 5).join(" | "));
+    // The seed run ran on 2 ranks: the summary says where, and each rank's rate.
+    const summary = await page.$$eval("#run-summary div", (ds) => Object.fromEntries(ds.map((d) =>
+      [d.querySelector("b").textContent, d.querySelector("span").textContent])));
+    check(/^2 on /.test(summary["Ranks"] || "") && /^0: [\d,]+, 1: [\d,]+$/.test(summary["Tokens/s per rank"] || "") &&
+          /% hidden behind backward/.test(summary["Communication"] || ""), "browser_run_ranks", JSON.stringify(summary));
     await page.screenshot({ path: path.join(art, "run.png"), fullPage: true });
 
     // Start a run from the form and watch it move.

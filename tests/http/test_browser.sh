@@ -24,7 +24,7 @@ serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet || { fail browse
 
 # A finished run for the table, the charts and the playground.
 curl -s --max-time 20 -H 'Authorization: Bearer tk' -H 'Content-Type: application/json' -X POST "$base/runs" --data-binary \
-  "{\"name\":\"seed-run\",\"tokenizer\":\"tok.json\",\"train\":\"shards\",\"validation\":\"vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":16,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
+  "{\"name\":\"seed-run\",\"tokenizer\":\"tok.json\",\"train\":\"shards\",\"validation\":\"vshards\",\"config\":\"tiny\",\"max_steps\":20,\"batch\":8,\"ranks\":2,\"threads\":1,\"eval_batches\":4,\"lr\":0.001}" >/dev/null
 for _ in $(seq 300); do
   curl -s --max-time 5 "$base/runs/seed-run" | grep -q '"status":"done"' && break
   sleep 0.2
