@@ -37,7 +37,8 @@ struct GradSync {
   DistReq *slot_reqs;             /* 2 (W - 1) per slot */
   int *ag_counts, *ag_displs;     /* per bucket, W each: the parameter all-gather */
   DistReq *ag_reqs;               /* per bucket */
-  int started;                    /* buckets sent in this micro-batch */
+  int ready;                      /* buckets of this micro-batch whose gradients are final (in order) */
+  int started;                    /* buckets sent in this micro-batch (the first `started` of them) */
   double t_first;
   GsyncStats stats;
 };
@@ -201,17 +202,8 @@ static int slot_done(GradSync *g, int s, int wait) {
   return 1;
 }
 
-static void start_bucket(GradSync *g, int k) {
-  int s = -1;
-  for (int i = 0; i < GSYNC_SLOTS && s < 0; i++)
-    if (g->slot_bucket[i] < 0) s = i;
-  if (s < 0) {   /* all slots busy: finish the oldest (lowest bucket number) */
-    int old = 0;
-    for (int i = 1; i < GSYNC_SLOTS; i++)
-      if (g->slot_bucket[i] < g->slot_bucket[old]) old = i;
-    slot_done(g, old, 1);
-    s = old;
-  }
+/* Sends bucket k's pieces to their owners and posts the receives of this rank's piece into slot s. */
+static void start_bucket(GradSync *g, int k, int s) {
   if (g->started++ == 0) g->t_first = now_monotonic();
   const Bucket *b = &g->b[k];
   float *grads = model_grads(g->m);
@@ -228,19 +220,36 @@ static void start_bucket(GradSync *g, int k) {
   g->slot_bucket[s] = k;
 }
 
-/* Between backward's groups: send the group's buckets, and let MPI move what is in flight. */
+/* Sums the buckets that have arrived, then sends ready buckets while slots are free. With
+** wait, finishes everything that is ready (the oldest slot first when none is free); without,
+** never blocks: backward is not held up by a peer that is behind. */
+static void pump(GradSync *g, int wait) {
+  for (;;) {
+    for (int s = 0; s < GSYNC_SLOTS; s++)
+      if (g->slot_bucket[s] >= 0) slot_done(g, s, 0);
+    int free_slot = -1, oldest = -1;
+    for (int s = 0; s < GSYNC_SLOTS; s++) {
+      if (g->slot_bucket[s] < 0) { if (free_slot < 0) free_slot = s; }
+      else if (oldest < 0 || g->slot_bucket[s] < g->slot_bucket[oldest]) oldest = s;
+    }
+    if (g->started < g->ready && free_slot >= 0) { start_bucket(g, g->started, free_slot); continue; }
+    if (!wait || oldest < 0) return;
+    slot_done(g, oldest, 1);
+  }
+}
+
+/* Between backward's groups: the group's buckets are final; send what slots allow. */
 static void on_group(void *ctx, int group) {
   GradSync *g = ctx;
   double t0 = now_monotonic();
-  for (int k = g->group_b0[group]; k < g->group_b1[group]; k++) start_bucket(g, k);
-  for (int s = 0; s < GSYNC_SLOTS; s++)
-    if (g->slot_bucket[s] >= 0) slot_done(g, s, 0);
+  g->ready = g->group_b1[group];
+  pump(g, 0);
   g->stats.inline_s += now_monotonic() - t0;
 }
 
 void gsync_micro_begin(GradSync *g, int a) {
   g->a = a;
-  g->started = 0;
+  g->started = g->ready = 0;
   model_zero_grad(g->m);
 }
 
@@ -262,8 +271,11 @@ void gsync_micro_end(GradSync *g) {
     return;
   }
   double t0 = now_monotonic();
-  for (int s = 0; s < GSYNC_SLOTS; s++)
-    if (g->slot_bucket[s] >= 0) slot_done(g, s, 1);
+  /* Every bucket is final now, also those of a backward that did not run (no labelled
+  ** token in this rank's micro-batch: model_grads gives zeros), so the ranks always
+  ** exchange the same messages. */
+  g->ready = g->nb;
+  pump(g, 1);
   double t1 = now_monotonic();
   g->stats.exposed_s += t1 - t0;
   if (g->started) g->stats.exchange_s += t1 - g->t_first;
