@@ -78,6 +78,25 @@ serve_start() {
 }
 serve_stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid"; local rc=$?; pid=; return $rc; }
 
+# A small training setup in $T from WikiText-2's first BYTES bytes (train; valid: its first
+# 30000): a 300-piece tokenizer ($T/tok.json), seq-32 shards ($T/train, $T/valid) and a
+# 16-wide 2-layer RoBERTa with dropout ($T/cfg.json). Fails the named test when it cannot.
+small_training_setup() {
+  local name=$1 bytes=$2
+  head -c "$bytes" "$DATA/train.txt" > "$T/tr.txt"
+  head -c 30000 "$DATA/valid.txt" > "$T/va.txt"
+  "$M" tokenizer train --input "$T/tr.txt" --vocab-size 300 --out "$T/tok.json" --threads 1 >/dev/null 2>&1 &&
+  "$M" prepare --tokenizer "$T/tok.json" --input "$T/tr.txt" --split train --seq-len 32 --out "$T/train" --quiet >/dev/null 2>&1 &&
+  "$M" prepare --tokenizer "$T/tok.json" --input "$T/va.txt" --split validation --seq-len 32 --out "$T/valid" --quiet >/dev/null 2>&1 ||
+    { fail "$name" "tokenizer or prepare failed"; return 1; }
+  cat > "$T/cfg.json" <<'JSON'
+{"model_type": "roberta", "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 32, "max_position_embeddings": 40, "type_vocab_size": 1, "pad_token_id": 3, "bos_token_id": 0,
+ "eos_token_id": 1, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+ "initializer_range": 0.02}
+JSON
+}
+
 lib_exit=()
 at_exit() { lib_exit+=("$1"); }
 lib_cleanup() {

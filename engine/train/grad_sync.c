@@ -33,6 +33,7 @@ struct GradSync {
   /* Exchange: a slot holds one bucket's incoming pieces from the W - 1 other ranks. */
   float *slots;
   size_t piece_max;
+  const float **src;              /* W: the pieces a fold adds, in rank order */
   int slot_bucket[GSYNC_SLOTS];   /* -1: free */
   DistReq *slot_reqs;             /* 2 (W - 1) per slot */
   int *ag_counts, *ag_displs;     /* per bucket, W each: the parameter all-gather */
@@ -53,7 +54,7 @@ void gsync_free(GradSync *g) {
   free(g->b); free(g->group_b0); free(g->group_b1); free(g->piece_mem);
   free(g->seg_off); free(g->seg_n); free(g->segsum);
   free(g->gacc); free(g->slots); free(g->slot_reqs);
-  free(g->ag_counts); free(g->ag_displs); free(g->ag_reqs);
+  free(g->ag_counts); free(g->ag_displs); free(g->ag_reqs); free(g->src);
   free(g);
 }
 
@@ -87,7 +88,8 @@ GradSync *gsync_new(Model *m, const AdamWConfig *cfg, const AdamWSegment *segs, 
   g->ag_counts = calloc((size_t)nb * (size_t)W, sizeof(int));
   g->ag_displs = calloc((size_t)nb * (size_t)W, sizeof(int));
   g->ag_reqs = calloc((size_t)nb, sizeof(DistReq));
-  if (!g->b || !g->group_b0 || !g->group_b1 || !g->piece_mem || !g->seg_off || !g->seg_n || !g->segsum ||
+  g->src = calloc((size_t)W, sizeof *g->src);
+  if (!g->src || !g->b || !g->group_b0 || !g->group_b1 || !g->piece_mem || !g->seg_off || !g->seg_n || !g->segsum ||
       !g->ag_counts || !g->ag_displs || !g->ag_reqs)
     goto oom;
   int k = 0, s = 0;
@@ -178,10 +180,10 @@ static void fold(GradSync *g, int k, const float *slot) {
   const Bucket *b = &g->b[k];
   size_t lo = piece_lo(g, b, g->me), n = piece_n(g, b, g->me);
   if (n == 0) return;
-  const float *src[64];
+  const float **src = g->src;
   int W = g->W;
   float *grads = model_grads(g->m);
-  for (int q = 0, x = 0; q < W && q < 64; q++) src[q] = q == g->me ? grads + lo : slot + (size_t)(x++) * g->piece_max;
+  for (int q = 0, x = 0; q < W; q++) src[q] = q == g->me ? grads + lo : slot + (size_t)(x++) * g->piece_max;
   float *dst = own_sum(g, b);
   int onto = g->accum > 1 && g->a > 0;
 #pragma omp parallel for num_threads(g->threads) schedule(static)
@@ -258,7 +260,6 @@ void gsync_micro_end(GradSync *g) {
     if (g->accum == 1) return;
     /* One rank, several micro-batches: the same left-to-right sum as several ranks'. */
     float *grads = model_grads(g->m), *acc = g->gacc;
-    size_t n = g->n_own;   /* one rank owns all, in bucket order */
     int onto = g->a > 0;
     for (int k = 0; k < g->nb; k++) {
       const Bucket *b = &g->b[k];
@@ -267,7 +268,6 @@ void gsync_micro_end(GradSync *g) {
 #pragma omp parallel for num_threads(g->threads) schedule(static)
       for (size_t i = 0; i < b->n; i++) dst[i] = onto ? dst[i] + src[i] : src[i];
     }
-    (void)n;
     return;
   }
   double t0 = now_monotonic();

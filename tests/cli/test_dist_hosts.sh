@@ -19,16 +19,7 @@ fi
 pass dist_hosts_namespaces
 netns_mpi_env >/dev/null
 
-head -c 120000 "$DATA/train.txt" > "$T/tr.txt"
-"$M" tokenizer train --input "$T/tr.txt" --vocab-size 300 --out "$T/tok.json" --threads 1 >/dev/null 2>&1 &&
-"$M" prepare --tokenizer "$T/tok.json" --input "$T/tr.txt" --split train --seq-len 32 --out "$T/train" --quiet >/dev/null 2>&1 ||
-  { fail dist_hosts_setup "tokenizer or prepare failed"; exit 1; }
-cat > "$T/cfg.json" <<'JSON'
-{"model_type": "roberta", "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
- "intermediate_size": 32, "max_position_embeddings": 40, "type_vocab_size": 1, "pad_token_id": 3, "bos_token_id": 0,
- "eos_token_id": 1, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
- "initializer_range": 0.02}
-JSON
+small_training_setup dist_hosts_setup 120000 || exit 1
 args=(--name h --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" --max-steps 40 --batch 8
       --lr 2e-3 --threads 1 --seed 5)
 dump() {

@@ -8,18 +8,7 @@
 . "$(dirname "$0")/../lib.sh" resume "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail resume_setup "no WikiText-2 at $DATA"; exit 1; }
 
-head -c 120000 "$DATA/train.txt" > "$T/tr.txt"
-head -c 30000 "$DATA/valid.txt" > "$T/va.txt"
-"$M" tokenizer train --input "$T/tr.txt" --vocab-size 300 --out "$T/tok.json" --threads 1 >/dev/null 2>&1 &&
-"$M" prepare --tokenizer "$T/tok.json" --input "$T/tr.txt" --split train --seq-len 32 --out "$T/train" --quiet >/dev/null 2>&1 &&
-"$M" prepare --tokenizer "$T/tok.json" --input "$T/va.txt" --split validation --seq-len 32 --out "$T/valid" --quiet >/dev/null 2>&1 ||
-  { fail resume_setup "tokenizer or prepare failed"; exit 1; }
-cat > "$T/cfg.json" <<'JSON'
-{"model_type": "roberta", "vocab_size": 300, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
- "intermediate_size": 32, "max_position_embeddings": 40, "type_vocab_size": 1, "pad_token_id": 3, "bos_token_id": 0,
- "eos_token_id": 1, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
- "initializer_range": 0.02}
-JSON
+small_training_setup resume_setup 120000 || exit 1
 args=(--name fast --tokenizer "$T/tok.json" --train "$T/train" --validation "$T/valid" --config "$T/cfg.json"
       --epochs 3 --batch 8 --lr 2e-3 --threads 1 --checkpoint-steps 7 --clip-norm 1.0 --seed 11 --quiet)
 
