@@ -9,7 +9,9 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -427,9 +429,10 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int, old_term;
+  struct sigaction old_int, old_term, old_usr1;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGUSR1, &sa, &old_usr1);   /* mpirun passes SIGUSR1 on: the launcher's stop request */
   TrainerCallbacks cb = {c, cb_step, cb_eval, cb_checkpoint, cb_should_stop};
   double t0 = now_monotonic();
   int r = trainer_run(t, &cb, &e);
@@ -439,6 +442,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   if (r >= 0 && c->failed) { e = c->err; r = -1; }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGUSR1, &old_usr1, NULL);
   char el[32];
   progress_format_duration(el, sizeof el, now_monotonic() - t0);
   if (r == TRAINER_DONE) {
@@ -451,7 +455,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
       status = 0;
     }
   } else if (r == TRAINER_STOPPED) {
-    const char *why = stop_signal == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT";
+    const char *why = stop_signal == SIGTERM || stop_signal == SIGUSR1 ? "stopped by SIGTERM" : "stopped by SIGINT";
     if (store_run_set_status(db, run, STORE_STATUS_INTERRUPTED, why, &e) == 0) {
       fprintf(stderr, "maskd train: run %lld interrupted at step %ld (checkpoint saved; maskd train --resume %lld)\n",
               (long long)run, trainer_step(t), (long long)run);
@@ -493,9 +497,19 @@ static long host_slots(const char *hosts) {
   return n;
 }
 
-/* --ranks without mpirun: start this same command under mpirun and become it. With
-** --hosts and no --ranks, every slot of the list gets a rank; with --hostfile, mpirun's
-** own count (the file's slots). */
+/* The launcher's mpirun, for the stop relay. */
+static volatile pid_t launched_mpirun;
+static volatile sig_atomic_t relayed;   /* stop requests passed on so far */
+static void relay_stop(int sig) {
+  /* mpirun would answer SIGINT/SIGTERM by killing the ranks a second later, before they can
+  ** push a checkpoint; it passes SIGUSR1 on, which every rank takes as a stop request. */
+  if (launched_mpirun > 0) kill(launched_mpirun, relayed++ ? SIGTERM : SIGUSR1);
+  (void)sig;
+}
+
+/* --ranks without mpirun: runs this same command under mpirun and waits for it. SIGINT
+** and SIGTERM stop the run as they stop a one-process run (at a step boundary, with a
+** checkpoint); a second one ends it at once. Returns mpirun's exit status. */
 static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char **argv) {
   char exe[4096], np[32];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -518,11 +532,40 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   v[k++] = exe;
   for (int i = 0; i < argc; i++) v[k++] = argv[i];   /* argv[0] is "train" */
   fflush(NULL);
-  execvp("mpirun", (char *const *)v);
-  fprintf(stderr, "maskd train: --ranks %ld needs Open MPI's mpirun (Debian: apt-get install openmpi-bin): %s\n", rc->ranks,
-          strerror(errno));
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) { free(v); fprintf(stderr, "maskd train: pipe: %s\n", strerror(errno)); return 1; }
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* Its own process group: a terminal's Ctrl-C reaches this launcher alone, which relays it. */
+    setpgid(0, 0);
+    execvp("mpirun", (char *const *)v);
+    int e = errno;
+    if (write(pipefd[1], &e, sizeof e) < 0) _exit(127);
+    _exit(127);
+  }
   free(v);
-  return 1;
+  close(pipefd[1]);
+  if (pid < 0) { close(pipefd[0]); fprintf(stderr, "maskd train: fork: %s\n", strerror(errno)); return 1; }
+  int exec_errno = 0;
+  ssize_t got = read(pipefd[0], &exec_errno, sizeof exec_errno);   /* 0 bytes: exec succeeded */
+  close(pipefd[0]);
+  int status = 0;
+  if (got == (ssize_t)sizeof exec_errno) {
+    waitpid(pid, &status, 0);
+    fprintf(stderr, "maskd train: --ranks %ld needs Open MPI's mpirun (Debian: apt-get install openmpi-bin): %s\n",
+            ranks, strerror(exec_errno));
+    return 1;
+  }
+  launched_mpirun = pid;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = relay_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /* What every rank must agree on: the same program and the same data. */
@@ -677,6 +720,14 @@ int cmd_train(int argc, char **argv) {
   free(hosts);
   if (rank == 0) status = train_loop(db, run, &rc, t, &plan, &args, hostlist);
   else {
+    /* A signal mpirun passes on is rank 0's to act on: it decides at a step boundary for all. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     int r = trainer_run(t, NULL, &e);
     status = r < 0 ? 1 : r == TRAINER_STOPPED ? 130 : 0;
   }

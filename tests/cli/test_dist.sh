@@ -96,6 +96,25 @@ out=$("$M" train --db "$T/m.db" --resume d --ranks 1 --grad-accum 3 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "ranks x grad_accum\|already done" <<<"$out" && pass dist_resume_refuses_other_global_batch ||
   fail dist_resume_refuses_other_global_batch "rc $rc: $out"
 
+# SIGTERM to `maskd train --ranks 2` (as the server's cancel sends it): the ranks stop at a
+# step boundary with a checkpoint, the run is "interrupted", exit 130; resuming ends with the
+# uninterrupted run's bits.
+"$M" train --db "$T/s.db" "${args[@]}" --ranks 2 2>"$T/s.err" &
+pid=$!
+for _ in $(seq 1500); do
+  s=$(sqlite3 "$T/s.db" "SELECT COALESCE(MAX(step), 0) FROM step_metrics" 2>/dev/null || echo 0)
+  [ "${s:-0}" -ge 5 ] && break
+  sleep 0.02
+done
+kill -TERM "$pid"; wait "$pid"; rc=$?
+st=$(sqlite3 "$T/s.db" "SELECT status FROM runs"); msg=$(sqlite3 "$T/s.db" "SELECT message FROM revisions ORDER BY seq DESC LIMIT 1")
+[ $rc = 130 ] && [ "$st" = interrupted ] && grep -q "^Interrupted at step" <<<"$msg" && pass dist_sigterm_stops_with_checkpoint ||
+  fail dist_sigterm_stops_with_checkpoint "rc $rc, status $st, last revision '$msg': $(grep maskd "$T/s.err" | tail -2)"
+"$M" train --db "$T/s.db" --resume d --quiet 2>>"$T/s.err" || fail dist_resume_after_sigterm "$(tail -2 "$T/s.err")"
+dump "$T/s.db" > "$T/s.txt"
+cmp -s "$T/one.txt" "$T/s.txt" && pass dist_resume_after_sigterm_bit_identical ||
+  fail dist_resume_after_sigterm_bit_identical "$(diff "$T/one.txt" "$T/s.txt" | head -3 | tr '\n' ' ')"
+
 # A rank that cannot read its shards: rank 1 runs in a folder without them (mpirun's
 # MPMD form, relative paths). Clear error naming the rank; nothing in the store.
 mkdir -p "$T/a" "$T/b"
