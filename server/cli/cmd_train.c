@@ -564,8 +564,21 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (code != 0 && code != 130 && code != 2) {
+    /* A rank died or could not start (mpirun's message above names it): the run, left
+    ** "running" by a rank 0 that was killed, is marked interrupted now, ready to resume. */
+    Err e = {0};
+    int recovered = 0;
+    Store *db = store_open(a->db_path, &e);
+    if (db) store_runs_recover(db, &recovered, &e);
+    store_close(db);
+    if (recovered && rc->name[0])
+      fprintf(stderr, "maskd train: the ranks of run \"%s\" ended with status %d (see mpirun's message above); it is "
+                      "interrupted and continues with: maskd train --resume %s\n", rc->name, code, rc->name);
+    else fprintf(stderr, "maskd train: the ranks ended with status %d (see mpirun's message above)\n", code);
+  }
+  return code;
 }
 
 /* What every rank must agree on: the same program and the same data. */

@@ -80,6 +80,9 @@ kill_after_checkpoint() {  # db, then what to kill: a rank number or "mpirun"
 }
 "$M" train --db "$T/k.db" "${args[@]}" --ranks 2 2>"$T/k.err" &
 kill_after_checkpoint "$T/k.db" 1 $! && pass dist_killed_one_rank || fail dist_killed_one_rank "the run ended before a checkpoint"
+st=$(sqlite3 "$T/k.db" "SELECT status FROM runs")
+grep -q 'ranks of run "d" ended with status .* maskd train --resume d' "$T/k.err" && [ "$st" = interrupted ] &&
+  pass dist_dead_rank_reported || fail dist_dead_rank_reported "status $st: $(grep maskd "$T/k.err" | tail -2)"
 "$M" train --db "$T/k.db" --resume d --ranks 2 --quiet 2>>"$T/k.err" || fail dist_resume_after_kill "$(tail -2 "$T/k.err")"
 dump "$T/k.db" > "$T/k.txt"
 cmp -s "$T/one.txt" "$T/k.txt" && pass dist_resume_after_sigkill_bit_identical ||
