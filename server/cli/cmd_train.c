@@ -32,6 +32,7 @@
 #include "store/sha256.h"
 #include "engine/dist/dist.h"
 #include <unistd.h>
+#include <time.h>
 
 /* The command line: the store, the run's options (applied after --run's file whatever
 ** their order, so collected first, as (name, value) pairs for run_config_set, which
@@ -565,13 +566,18 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   sigaction(SIGTERM, &sa, NULL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  if (code != 0 && code != 130 && code != 2) {
+  if (code > 128 && code != 130) {   /* a rank was killed by a signal */
     /* A rank died or could not start (mpirun's message above names it): the run, left
     ** "running" by a rank 0 that was killed, is marked interrupted now, ready to resume. */
     Err e = {0};
     int recovered = 0;
     Store *db = store_open(a->db_path, &e);
-    if (db) store_runs_recover(db, &recovered, &e);
+    /* mpirun may end a moment before the rank 0 it killed is gone: look again for a few seconds. */
+    for (int tries = 0; db && tries < 50 && !recovered; tries++) {
+      if (store_runs_recover(db, &recovered, &e) || recovered) break;
+      struct timespec pause = {0, 100000000};
+      nanosleep(&pause, NULL);
+    }
     store_close(db);
     if (recovered && rc->name[0])
       fprintf(stderr, "maskd train: the ranks of run \"%s\" ended with status %d (see mpirun's message above); it is "
