@@ -24,7 +24,7 @@ What is the same as maskd, and what is the run's own:
     [0, vocab), the rest unchanged; labels -100 elsewhere; a fresh draw every batch from
     the run's own torch Generator;
   - an epoch = floor(N / batch) batches of a fresh random permutation (drop_last);
-    grad_accum micro-batches per step, the loss being the mean over all the step's
+    grad_accum (times ranks, for a data-parallel run) micro-batches per step, the loss being the mean over all the step's
     labelled tokens (as maskd: each micro-batch's summed loss / the step's label count);
   - AdamW (torch.optim.AdamW) with no decay on LayerNorm weights and biases; learning
     rate warm-up from 0 over warmup_steps (-1: total // 20) then linear decay to
@@ -69,8 +69,8 @@ def fast_env(threads):
 DEFAULTS = dict(tokenizer=None, train=None, validation="", config="small", epochs=1, max_steps=0, batch=8,
                 grad_accum=1, lr=1e-4, weight_decay=1e-3, warmup_steps=-1, clip_norm=0.0, min_lr_ratio=0.0,
                 adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, seed=42, eval_seed=1234, threads=2,
-                eval_batches=0, mlm_probability=0.15)
-IGNORED = {"name", "out", "checkpoint_steps", "checkpoint_epochs", "keep_last"}
+                eval_batches=0, mlm_probability=0.15, ranks=1)
+IGNORED = {"name", "out", "checkpoint_steps", "checkpoint_epochs", "keep_last", "hosts"}
 
 
 def parse_args(argv):
@@ -243,7 +243,9 @@ def main():
     train = torch.from_numpy(train_ids.astype(np.int64))
     valid = torch.from_numpy(valid_ids.astype(np.int64)) if valid_ids is not None else None
     N, T = train.shape
-    B, accum = int(rc["batch"]), int(rc["grad_accum"])
+    # A data-parallel run's step is ranks x grad_accum micro-batches of batch rows (maskd
+    # sums them in micro-batch order): here one process accumulates them all.
+    B, accum = int(rc["batch"]), int(rc["grad_accum"]) * int(rc["ranks"])
     spe = (N // B) // accum
     if spe < 1:
         sys.exit(f"torch_train: train: {N} samples make no step of batch {B} x grad_accum {accum}")
