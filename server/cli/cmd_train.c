@@ -139,6 +139,17 @@ const CliSpec cli_spec_train = {
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
+/* The signals that ask a run to stop: SIGINT, SIGTERM, and SIGUSR1 (what mpirun passes on).
+** Installs fn for all three, saving the old actions into old[3] when old is not NULL. */
+static const int stop_signals[3] = {SIGINT, SIGTERM, SIGUSR1};
+static void catch_stop_signals(void (*fn)(int), struct sigaction old[3]) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &sa, old ? &old[i] : NULL);
+}
+
 typedef struct TrainCtx {
   Store *db;
   int64_t run;
@@ -426,14 +437,8 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
                   rc->grad_accum, where);
   if (trainer_step(t)) progress_line(&c->prog, "resuming at step %ld (epoch %d)", trainer_step(t), trainer_epoch(t) + 1);
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int, old_term, old_usr1;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGUSR1, &sa, &old_usr1);   /* mpirun passes SIGUSR1 on: the launcher's stop request */
+  struct sigaction old[3];
+  catch_stop_signals(on_signal, old);
   TrainerCallbacks cb = {c, cb_step, cb_eval, cb_checkpoint, cb_should_stop};
   double t0 = now_monotonic();
   int r = trainer_run(t, &cb, &e);
@@ -441,9 +446,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   Err fe = {0};
   if (r >= 0 && (flush_steps(c, &fe) || record_dist(c, &fe))) { e = fe; r = -1; }
   if (r >= 0 && c->failed) { e = c->err; r = -1; }
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGTERM, &old_term, NULL);
-  sigaction(SIGUSR1, &old_usr1, NULL);
+  for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &old[i], NULL);
   char el[32];
   progress_format_duration(el, sizeof el, now_monotonic() - t0);
   if (r == TRAINER_DONE) {
@@ -558,12 +561,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
     return 1;
   }
   launched_mpirun = pid;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = relay_stop;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  catch_stop_signals(relay_stop, NULL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (code > 128 && code != 130) {   /* a rank was killed by a signal */
@@ -740,13 +738,7 @@ int cmd_train(int argc, char **argv) {
   if (rank == 0) status = train_loop(db, run, &rc, t, &plan, &args, hostlist);
   else {
     /* A signal mpirun passes on is rank 0's to act on: it decides at a step boundary for all. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    catch_stop_signals(on_signal, NULL);
     int r = trainer_run(t, NULL, &e);
     status = r < 0 ? 1 : r == TRAINER_STOPPED ? 130 : 0;
   }
