@@ -44,8 +44,8 @@ struct GradSync {
   GsyncStats stats;
 };
 
-static size_t piece_lo(const GradSync *g, const Bucket *b, int q) { (void)g; return b->piece[q]; }
-static size_t piece_n(const GradSync *g, const Bucket *b, int q) { (void)g; return b->piece[q + 1] - b->piece[q]; }
+static size_t piece_lo(const Bucket *b, int q) { return b->piece[q]; }
+static size_t piece_n(const Bucket *b, int q) { return b->piece[q + 1] - b->piece[q]; }
 
 void gsync_free(GradSync *g) {
   if (!g) return;
@@ -121,7 +121,7 @@ GradSync *gsync_new(Model *m, const AdamWConfig *cfg, const AdamWSegment *segs, 
         b->piece[q] = si < b->seg1 ? g->seg_off[si] : b->off + b->n;
       }
       for (int q = 0; q < W; q++) {
-        size_t pn = piece_n(g, b, q);
+        size_t pn = piece_n(b, q);
         if (pn > g->piece_max) g->piece_max = pn;
         g->ag_counts[(size_t)k * W + q] = (int)pn;
         g->ag_displs[(size_t)k * W + q] = (int)(b->piece[q] - b->off);
@@ -137,7 +137,7 @@ GradSync *gsync_new(Model *m, const AdamWConfig *cfg, const AdamWSegment *segs, 
       if (g->b[j].off == at) next = j;
     if (next < 0) break;
     g->b[next].coff = own;
-    own += piece_n(g, &g->b[next], g->me);
+    own += piece_n(&g->b[next], g->me);
     at += g->b[next].n;
   }
   g->nb = k;
@@ -172,13 +172,13 @@ GsyncStats gsync_stats(const GradSync *g) { return g->stats; }
 
 /* This rank's summed gradient of bucket b: in place in the model's gradients, or in gacc. */
 static float *own_sum(GradSync *g, const Bucket *b) {
-  return g->accum > 1 ? g->gacc + b->coff : model_grads(g->m) + piece_lo(g, b, g->me);
+  return g->accum > 1 ? g->gacc + b->coff : model_grads(g->m) + piece_lo(b, g->me);
 }
 
 /* Adds bucket b's pieces from every rank, in rank order, onto this rank's sum. */
 static void fold(GradSync *g, int k, const float *slot) {
   const Bucket *b = &g->b[k];
-  size_t lo = piece_lo(g, b, g->me), n = piece_n(g, b, g->me);
+  size_t lo = piece_lo(b, g->me), n = piece_n(b, g->me);
   if (n == 0) return;
   const float **src = g->src;
   int W = g->W;
@@ -211,11 +211,11 @@ static void start_bucket(GradSync *g, int k, int s) {
   float *grads = model_grads(g->m);
   float *slot = g->slots + (size_t)s * (size_t)(g->W - 1) * g->piece_max;
   DistReq *r = g->slot_reqs + (size_t)s * 2 * (size_t)(g->W - 1);
-  size_t mine = piece_n(g, b, g->me);
+  size_t mine = piece_n(b, g->me);
   for (int q = 0, x = 0; q < g->W; q++) {
     if (q == g->me) continue;
     /* Zero-length pieces still post a message: both sides then count the same requests. */
-    dist_isend_f32(g->d, grads + piece_lo(g, b, q), piece_n(g, b, q), q, k, &r[2 * x]);
+    dist_isend_f32(g->d, grads + piece_lo(b, q), piece_n(b, q), q, k, &r[2 * x]);
     dist_irecv_f32(g->d, slot + (size_t)x * g->piece_max, mine, q, k, &r[2 * x + 1]);
     x++;
   }
@@ -286,7 +286,7 @@ double gsync_step(GradSync *g, double *lr) {
   memset(g->segsum, 0, (size_t)g->nseg * sizeof(double));
   for (int k = 0; k < g->nb; k++) {
     const Bucket *b = &g->b[k];
-    size_t lo = piece_lo(g, b, g->me), hi = lo + piece_n(g, b, g->me);
+    size_t lo = piece_lo(b, g->me), hi = lo + piece_n(b, g->me);
     const float *sum = own_sum(g, b);
 #pragma omp parallel for num_threads(g->threads) schedule(static)
     for (int si = b->seg0; si < b->seg1; si++)
@@ -300,7 +300,7 @@ double gsync_step(GradSync *g, double *lr) {
   float *params = model_params(g->m);
   for (int k = 0; k < g->nb; k++) {
     const Bucket *b = &g->b[k];
-    size_t lo = piece_lo(g, b, g->me), n = piece_n(g, b, g->me);
+    size_t lo = piece_lo(b, g->me), n = piece_n(b, g->me);
     if (n) adamw_apply(g->o, &u, params + lo, own_sum(g, b), g->o->m + b->coff, g->o->v + b->coff, lo, n, g->threads);
     if (g->W > 1) {
       dist_iallgatherv_f32(g->d, params + b->off, g->ag_counts + (size_t)k * g->W, g->ag_displs + (size_t)k * g->W,
@@ -329,19 +329,19 @@ static void moments_move(GradSync *g, int which, size_t lo, size_t hi, float *ds
     const Bucket *b = &g->b[k];
     if (b->off >= hi || b->off + b->n <= lo) continue;
     for (int q = 0; q < g->W; q++) {
-      size_t a = piece_lo(g, b, q), e = a + piece_n(g, b, q);
+      size_t a = piece_lo(b, q), e = a + piece_n(b, q);
       if (a < lo) a = lo;
       if (e > hi) e = hi;
       if (a >= e) continue;
       if (q == g->me && g->me == 0) {
-        memcpy(dst + (a - lo), mine + b->coff + (a - piece_lo(g, b, q)), (e - a) * sizeof(float));
+        memcpy(dst + (a - lo), mine + b->coff + (a - piece_lo(b, q)), (e - a) * sizeof(float));
       } else if (g->me == 0) {
         DistReq r;
         dist_irecv_f32(g->d, dst + (a - lo), e - a, q, 1, &r);
         dist_wait(g->d, &r, 1);
       } else if (q == g->me) {
         DistReq r;
-        dist_isend_f32(g->d, mine + b->coff + (a - piece_lo(g, b, q)), e - a, 0, 1, &r);
+        dist_isend_f32(g->d, mine + b->coff + (a - piece_lo(b, q)), e - a, 0, 1, &r);
         dist_wait(g->d, &r, 1);
       }
     }
@@ -405,7 +405,7 @@ int gsync_load(GradSync *g, const float *m_full, const float *v_full, Err *err) 
       dist_bcast(g->d, buf, n * sizeof(float), 0, NULL);
       for (int k = 0; k < g->nb; k++) {
         const Bucket *b = &g->b[k];
-        size_t a = piece_lo(g, b, g->me), e = a + piece_n(g, b, g->me);
+        size_t a = piece_lo(b, g->me), e = a + piece_n(b, g->me);
         size_t x = a > lo ? a : lo, y = e < lo + n ? e : lo + n;
         if (x < y) memcpy(mine + b->coff + (x - a), buf + (x - lo), (y - x) * sizeof(float));
       }

@@ -31,8 +31,8 @@ struct Trainer {
   size_t n;                /* batch * seq */
   int32_t *ids, *attn, *inputs, *labels;   /* grad_accum micro-batches each */
   int64_t *samples;        /* grad_accum * batch: each row's sample index */
-  double *micro_loss;      /* ranks * grad_accum: the step's loss sums by micro-batch j */
-  double *rank_tps;        /* ranks: tokens/s of each rank in the last step */
+  double *micro_loss;      /* ranks * grad_accum: the step's loss sums by micro-batch j, then */
+  double *rank_tps;        /* ranks: tokens/s of each rank in the last step (micro_loss's tail) */
   double *ev_loss;         /* validation batches: loss sums; then labels and correct counts */
   int64_t *ev_count;
   long ev_batches;
@@ -69,7 +69,7 @@ void trainer_free(Trainer *t) {
   loader_close(t->valid);
   collator_free(t->col);
   free(t->ids); free(t->attn); free(t->inputs); free(t->labels);
-  free(t->samples); free(t->micro_loss); free(t->rank_tps); free(t->ev_loss); free(t->ev_count);
+  free(t->samples); free(t->micro_loss); free(t->ev_loss); free(t->ev_count);
   free(t);
 }
 
@@ -225,13 +225,14 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
   t->inputs = malloc(all * sizeof(int32_t));
   t->labels = malloc(all * sizeof(int32_t));
   t->samples = malloc((size_t)opt->batch * (size_t)opt->grad_accum * sizeof(int64_t));
-  t->micro_loss = malloc((size_t)t->W * (size_t)opt->grad_accum * sizeof(double));
-  t->rank_tps = calloc((size_t)t->W, sizeof(double));
+  /* One array, so the step's loss sums and the ranks' rates travel in one collective. */
+  t->micro_loss = calloc((size_t)t->W * (size_t)(opt->grad_accum + 1), sizeof(double));
+  t->rank_tps = t->micro_loss ? t->micro_loss + (size_t)t->W * (size_t)opt->grad_accum : NULL;
   t->ev_batches = t->valid ? (long)loader_batches_per_epoch(t->valid) : 0;
   t->ev_loss = malloc((size_t)(t->ev_batches + 1) * sizeof(double));
   t->ev_count = malloc((size_t)(t->ev_batches + 1) * 2 * sizeof(int64_t));
-  if (!t->ids || !t->attn || !t->inputs || !t->labels || !t->samples || !t->micro_loss || !t->rank_tps ||
-      !t->ev_loss || !t->ev_count) {
+  if (!t->ids || !t->attn || !t->inputs || !t->labels || !t->samples || !t->micro_loss || !t->ev_loss ||
+      !t->ev_count) {
     err_set(err, "trainer: out of memory for %zu-token batches", all);
     goto fail;
   }
@@ -271,32 +272,35 @@ static void current_state(const Trainer *t, CkptState *s) {
   s->extra[X_ACCUM] = (uint64_t)t->opt.grad_accum;
 }
 
+/* A sink into a buffer of known size (trainer_checkpoint_bytes). */
+typedef struct MemSink { unsigned char *p; size_t len, cap; } MemSink;
+static int mem_write(void *ctx, const void *data, size_t n, Err *err) {
+  MemSink *m = ctx;
+  if (n > m->cap - m->len) return err_set(err, "checkpoint: the state is longer than its size said");
+  memcpy(m->p + m->len, data, n);
+  m->len += n;
+  return 0;
+}
+
 int trainer_checkpoint_bytes(const TrainerCheckpoint *c, unsigned char **weights, size_t *wlen,
                              unsigned char **state, size_t *slen, Err *err) {
   *weights = *state = NULL;
   if (ckpt_weights_bytes(c->model, 0, weights, wlen, err)) return -1;
-  int rc;
-  if (c->optim) rc = ckpt_state_bytes(c->model, c->optim, c->state, state, slen, err);
-  else {
-    /* The moments are spread over the ranks: gather them into a whole optimizer's view. */
-    size_t n = model_num_params(c->model);
-    AdamW view;
-    memset(&view, 0, sizeof view);
-    view.n = view.n_state = n;
-    view.m = malloc(n * sizeof(float));
-    view.v = malloc(n * sizeof(float));
-    rc = !view.m || !view.v ? err_setk(err, ERR_NOMEM, "checkpoint: out of memory") : 0;
-    if (rc == 0) rc = c->read_moments(c->moments_ctx, 0, 0, n, view.m, err);
-    if (rc == 0) rc = c->read_moments(c->moments_ctx, 1, 0, n, view.v, err);
-    if (rc == 0) rc = ckpt_state_bytes(c->model, &view, c->state, state, slen, err);
-    free(view.m);
-    free(view.v);
-  }
+  /* The state through the same stream a store push uses, with the moments wherever they are. */
+  CkptMoments src = c->optim ? ckpt_moments_of(c->optim) : (CkptMoments){c->read_moments, c->moments_ctx};
+  MemSink m = {NULL, 0, ckpt_state_size(c->model, c->state)};
+  CkptSink sink = {mem_write, &m};
+  int rc = m.cap && (m.p = malloc(m.cap)) ? ckpt_state_stream(c->model, &src, c->state, &sink, err)
+                                          : err_setk(err, ERR_NOMEM, "checkpoint: out of memory");
+  if (rc == 0 && m.len != m.cap) rc = err_set(err, "checkpoint: the state is shorter than its size said");
   if (rc) {
+    free(m.p);
     free(*weights);
     *weights = NULL;
     return -1;
   }
+  *state = m.p;
+  *slen = m.len;
   return 0;
 }
 
@@ -444,7 +448,7 @@ static int train_step(Trainer *t, TrainerStep *st, Err *err) {
   if (dist_sum_i64(t->d, counts, 2, err)) return -1;
   long labels = (long)counts[0];
   float scale = labels ? (float)(1.0 / (double)labels) : 0.0f;
-  memset(t->micro_loss, 0, (size_t)t->W * (size_t)accum * sizeof(double));
+  memset(t->micro_loss, 0, (size_t)t->W * (size_t)(accum + 1) * sizeof(double));
   for (int k = 0; k < accum; k++) {
     size_t off = (size_t)k * t->n;
     int j = k * t->W + t->me;   /* the micro-batch's number in the step, whoever computes it */
@@ -459,13 +463,13 @@ static int train_step(Trainer *t, TrainerStep *st, Err *err) {
   }
   double lr = 0;
   double norm = gsync_step(t->gs, &lr);
-  if (dist_merge_f64(t->d, t->micro_loss, (size_t)t->W * (size_t)accum, err)) return -1;
-  double sum = 0;
-  for (int j = 0; j < t->W * accum; j++) sum += t->micro_loss[j];
   t->step = gsync_optim(t->gs)->step;
   double dt = now_monotonic() - t0;
-  double my_tps = dt > 0 ? (double)mine / dt : 0;
-  if (dist_allgather(t->d, &my_tps, sizeof my_tps, t->rank_tps, err)) return -1;
+  t->rank_tps[t->me] = dt > 0 ? (double)mine / dt : 0;
+  /* Every slot is this rank's or another's alone: merged exactly, then folded in j order. */
+  if (dist_merge_f64(t->d, t->micro_loss, (size_t)t->W * (size_t)(accum + 1), err)) return -1;
+  double sum = 0;
+  for (int j = 0; j < t->W * accum; j++) sum += t->micro_loss[j];
   GsyncStats cs = gsync_stats(t->gs);
   memset(st, 0, sizeof *st);
   st->step = t->step;

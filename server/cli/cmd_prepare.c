@@ -69,10 +69,7 @@ static const CliOpt prepare_opts[] = {
            "the job's name; no other options but --db and --quiet"},
   {.name = "--db", .kind = CLI_STRING, .off = OFF(db_path), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
    .help = "with --job: the store"},
-  {.name = "--work-dir", .kind = CLI_STRING, .off = OFF(work_dir), .arg = "DIR",
-   .help = "with --job: the server's work folder"},
-  {.name = "--data-dir", .kind = CLI_STRING, .off = OFF(data_dir), .arg = "DIR",
-   .help = "with --job: the server's data folder"},
+  CLI_JOB_DIR_OPTS(PrepareArgs),
 };
 #undef OFF
 

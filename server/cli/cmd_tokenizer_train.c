@@ -80,10 +80,7 @@ static const CliOpt tt_opts[] = {
            "name; no other options but --db and --quiet"},
   {.name = "--db", .kind = CLI_STRING, .off = OFF(db_path), .arg = "PATH", .def = "$MASKD_DB, else ./maskd.db",
    .help = "with --job: the store"},
-  {.name = "--work-dir", .kind = CLI_STRING, .off = OFF(work_dir), .arg = "DIR",
-   .help = "with --job: the server's work folder"},
-  {.name = "--data-dir", .kind = CLI_STRING, .off = OFF(data_dir), .arg = "DIR",
-   .help = "with --job: the server's data folder"},
+  CLI_JOB_DIR_OPTS(TokTrainArgs),
 };
 #undef OFF
 

@@ -74,10 +74,7 @@ static const CliOpt train_opts[] = {
            "does: its description comes from the job (names resolved inside\n"
            "--work-dir and --data-dir, the server's folders) and its run is\n"
            "linked to the job when it is made; no other run options"},
-  {.name = "--work-dir", .kind = CLI_STRING, .off = offsetof(TrainArgs, work_dir), .arg = "DIR",
-   .help = "with --job: the server's work folder"},
-  {.name = "--data-dir", .kind = CLI_STRING, .off = offsetof(TrainArgs, data_dir), .arg = "DIR",
-   .help = "with --job: the server's data folder"},
+  CLI_JOB_DIR_OPTS(TrainArgs),
   RUN_OPT("--name", "NAME", NULL, "run and model repository name"),
   RUN_OPT("--tokenizer", "T", NULL, "tokenizer.json (vocab_size, [MASK], <pad> come from it)"),
   RUN_OPT("--train", "DIR", NULL, "training shards"),

@@ -104,6 +104,14 @@ extern const char CLI_DEFAULT[];
 
 /* The most (name, value) pairs of CLI_PAIR rows one command line gives. */
 #define CLI_MAX_PAIRS 256
+/* The --work-dir and --data-dir rows of a command that runs one of the server's jobs
+** (--job), for an argument struct T with fields work_dir and data_dir. */
+#define CLI_JOB_DIR_OPTS(T) \
+  {.name = "--work-dir", .kind = CLI_STRING, .off = offsetof(T, work_dir), .arg = "DIR", \
+   .help = "with --job: the server's work folder"}, \
+  {.name = "--data-dir", .kind = CLI_STRING, .off = offsetof(T, data_dir), .arg = "DIR", \
+   .help = "with --job: the server's data folder"}
+
 typedef struct CliPairs {
   int n;
   const char *key[CLI_MAX_PAIRS];   /* the row's name ("--grad-accum") */
