@@ -231,9 +231,13 @@ int run_config_check(const RunConfig *rc, Err *err) {
   if (rc->checkpoint_epochs < 1) return err_set(err, "checkpoint_epochs: %ld must be >= 1", rc->checkpoint_epochs);
   if (rc->keep_last < 1) return err_set(err, "keep_last: %ld must be >= 1", rc->keep_last);
   if (rc->ranks < 1 || rc->ranks > 4096) return err_set(err, "ranks: %ld must be in [1, 4096]", rc->ranks);
-  for (const char *h = rc->hosts; *h; h++)
+  for (const char *h = rc->hosts; *h; h++) {
     if (!(isalnum((unsigned char)*h) || strchr(".-_:,", *h)))
       return err_set(err, "hosts: '%c' is not part of a host list (name:slots,name:slots)", *h);
+    /* A host name never starts with '-': such an entry could read as an mpirun option. */
+    if (*h == '-' && (h == rc->hosts || h[-1] == ','))
+      return err_set(err, "hosts: an entry starts with '-': not a host name");
+  }
   if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
     return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
   return 0;

@@ -517,6 +517,13 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   if (n <= 0) { fprintf(stderr, "maskd train: cannot find this program's path for mpirun\n"); return 1; }
   exe[n] = '\0';
   long ranks = rc->ranks > 1 || a->hostfile ? rc->ranks : rc->hosts[0] ? host_slots(rc->hosts) : 1;
+  /* On this machine alone, more ranks than CPUs only slow the run (and a job posted over
+  ** HTTP must not start thousands of processes): twice the CPUs at most. */
+  if (!rc->hosts[0] && !a->hostfile && ranks > 2L * platform_cpu_count()) {
+    fprintf(stderr, "maskd train: --ranks %ld on this machine's %d CPUs: at most %d (give --hosts for more)\n", ranks,
+            platform_cpu_count(), 2 * platform_cpu_count());
+    return 2;
+  }
   snprintf(np, sizeof np, "%ld", ranks);
   const char **v = calloc((size_t)argc + 16, sizeof *v);
   if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }
@@ -689,6 +696,8 @@ int cmd_train(int argc, char **argv) {
       if (!failed) failed = train_stored(db, run, resume, args.resume_flag, &rc, &given, &e) != 0;
       for (int i = 0; !failed && i < moved.n; i++) failed = run_config_set(&rc, moved.key[i], moved.val[i], &e) != 0;
     }
+    /* What needs no file is checked before anything starts, mpirun's ranks included. */
+    if (!failed) failed = run_config_check(&rc, &e) != 0;
     if (!failed && d && rc.ranks != 1 && rc.ranks != world)
       failed = err_set(&e, "--ranks %ld, but mpirun started %d processes", rc.ranks, world);
     if (d) rc.ranks = world;

@@ -174,3 +174,10 @@ import json, sys
 d = json.loads(sys.argv[1].strip().splitlines()[-1])
 assert d["floats"] == 1511488 and min(d["memcpy_gb_s"], d["send_gb_s"], d["exchange_gb_s_each_way"]) > 0.05, d
 PY
+
+# What may start processes is bounded and cannot become an mpirun option.
+out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 64 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "at most" <<<"$out" && pass dist_too_many_local_ranks_refused || fail dist_too_many_local_ranks_refused "rc $rc: $out"
+out=$("$M" train --db "$T/n.db" "${args[@]}" --hosts=-x:1 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "starts with '-'" <<<"$out" && ! grep -q ORTE <<<"$out" && pass dist_host_option_refused ||
+  fail dist_host_option_refused "rc $rc: $(head -2 <<<"$out")"
