@@ -7,14 +7,20 @@
 ifeq ($(origin CC),default)
 CC = gcc
 endif
-OPT     ?= -O3 -march=native
+OPT     ?= -O3
+# One binary for every x86-64 CPU: everything is built for the baseline level, and
+# the files named *_avx2.c / *_avx512.c (the kernels of one instruction-set level,
+# chosen at run time by engine/core/cpu.c) for theirs.
+ARCH        ?= -march=x86-64-v2 -mtune=generic
+ARCH_AVX2   ?= -march=x86-64-v3 -mtune=generic
+ARCH_AVX512 ?= -march=x86-64-v4 -mtune=generic
 WARN     = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 BLAS_INC = /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB = /usr/lib/x86_64-linux-gnu/openblas-openmp
 # Open MPI (Debian's libopenmpi-dev), for data-parallel training: only engine/dist/dist.c includes mpi.h.
 MPI_INC  = /usr/lib/x86_64-linux-gnu/openmpi/include
 MPI_LIB  = /usr/lib/x86_64-linux-gnu/openmpi/lib
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -I. -I$(BLAS_INC) -I$(MPI_INC) -MMD -MP
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) $(WARN) -fopenmp -I. -I$(BLAS_INC) -I$(MPI_INC) -MMD -MP
 LDLIBS   = -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -L$(MPI_LIB) -lmpi -ljansson -lsqlite3 -lmicrohttpd -lm -lpthread
 LDFLAGS += -fopenmp
 
@@ -42,6 +48,13 @@ all: $(B)/maskd $(TEST_BIN)
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+# The later -march wins over $(ARCH)'s.
+$(B)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ARCH_AVX2) -c $< -o $@
+$(B)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ARCH_AVX512) -c $< -o $@
 
 $(B)/libmaskd-engine.a: $(ENGINE_OBJ)
 	@mkdir -p $(B); rm -f $@; ar rcs $@ $^

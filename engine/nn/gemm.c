@@ -1,6 +1,7 @@
-/* The matrix product (see gemm.h). On a CPU with AVX-512, two kernels of our
-** own; OpenBLAS's sgemm otherwise, and as the fallback when a thread cannot
-** have its packing buffers.
+/* The matrix product (see gemm.h). Two kernels of our own, written once per
+** instruction-set level (gemm_avx2.c, gemm_avx512.c; gemm_kernels.h), the level
+** chosen by cpu_isa(); OpenBLAS's sgemm at the generic level, and as the
+** fallback when a thread cannot have its packing buffers.
 **
 ** A Linear layer on very few rows (a fill-mask request of 16 tokens) costs
 ** reading W from memory, about 340 MB per forward pass of a base model.
@@ -20,6 +21,8 @@
 #include "engine/nn/gemm.h"
 
 #include "engine/nn/fastmath.h"
+#include "engine/nn/gemm_kernels.h"
+#include "engine/core/cpu.h"
 #include "engine/core/platform.h"
 
 #include <cblas.h>
@@ -48,8 +51,8 @@ static void blas(int trans_a, int trans_b, int M, int N, int K, float alpha, con
 }
 
 /* OpenBLAS with the bias (beta must then be 0), the GELU or the GELU's
-** derivative at P applied over C afterwards: every product without AVX-512,
-** and with it a thread's share when the thread cannot have its packing buffers;
+** derivative at P applied over C afterwards: every product at the generic
+** level, and a thread's share when the thread cannot have its packing buffers;
 ** nt threads as blas(). */
 static void blas_epilogue(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                           const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
@@ -67,27 +70,22 @@ static void blas_epilogue(int trans_a, int trans_b, int M, int N, int K, float a
       for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] *= fast_gelu_grad(P[(size_t)i * ldc + j]);
 }
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-
 /* Packing buffers, per thread, grown on first need and kept, so that after
 ** the first product of a shape none allocates. They are held under a pthread
 ** key, not _Thread_local, so that they are freed when the thread ends: the
 ** server runs passes on short-lived connection threads. */
-enum { BUF_XT, BUF_A, BUF_B, BUF_COUNT };
-typedef struct ThreadBufs { float *p[BUF_COUNT]; size_t cap[BUF_COUNT]; } ThreadBufs;
+typedef struct ThreadBufs { float *p[GEMM_BUF_COUNT]; size_t cap[GEMM_BUF_COUNT]; } ThreadBufs;
 static pthread_key_t bufs_key;
 static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
 
 static void bufs_free(void *v) {
   ThreadBufs *b = v;
-  for (int i = 0; i < BUF_COUNT; i++) free(b->p[i]);
+  for (int i = 0; i < GEMM_BUF_COUNT; i++) free(b->p[i]);
   free(b);
 }
 static void bufs_key_make(void) { (void)pthread_key_create(&bufs_key, bufs_free); }
 
-/* The calling thread's buffer `slot` of at least n floats (64-byte aligned), or NULL. */
-static float *thread_buffer(int slot, size_t n) {
+float *gemm_thread_buffer(int slot, size_t n) {
   pthread_once(&bufs_once, bufs_key_make);
   ThreadBufs *b = pthread_getspecific(bufs_key);
   if (!b) {
@@ -102,331 +100,50 @@ static float *thread_buffer(int slot, size_t n) {
   return b->p[slot];
 }
 
-static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-
-/* Transposes the 16x16 block held in r (r[i] = row i) in place. */
-static inline void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  /* u[4g + c], 128-bit lane L, holds column 4L + c of rows 4g..4g+3. */
-  for (int c = 0; c < 4; c++) {
-    __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    __m512 v1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(v0, v1, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
-    r[4 + c] = _mm512_shuffle_f32x4(w0, w1, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
-  }
-}
-
-/* dst[c * ldd + i] = src[i * lds + c] for i < rows, c < cols (both <= 16):
-** the first `rows` lanes of `cols` destination rows; lanes rows..width-1 of
-** each destination row are zeroed up to `width` (<= 16). Callers walk along
-** the rows, up to 16 streams at once, more than the hardware prefetcher
-** follows: each row's line 48 floats ahead is asked for here (packing a
-** weight from memory is much faster so: BENCHMARKS.md, gemm.c's measurements). */
-static inline void transpose_block(float *dst, int ldd, int width, const float *src, int lds, int rows, int cols) {
-  __m512 r[16];
-  __mmask16 cm = lanes(cols);
-  for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(src + (size_t)i * lds + 48), _MM_HINT_T0);
-  for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + (size_t)i * lds) : _mm512_setzero_ps();
-  transpose16(r);
-  __mmask16 wm = lanes(width);
-  for (int c = 0; c < cols; c++) _mm512_mask_storeu_ps(dst + (size_t)c * ldd, wm, r[c]);
-}
-
-/* Few rows times a transposed weight, C[M, N] = alpha A[M, K] B[N, K]^T (+ beta C)
-** with M <= 16 * NV: a Linear layer on a short input. There the cost is
-** reading B (the weights, from memory) and packing it would read it twice, so
-** this reads B in place: op(A)^T is packed once (K x 16NV, zero-padded), and
-** each step of the kernel broadcasts one element from each of 12 rows of B
-** (12 sequential streams) against one row of A^T, so C^T's 12 x M tile sits
-** in 12 * NV registers. Threads split N. */
-#define SKINNY_ROWS 12
-
-static inline void skinny_tile(int NV, int K, const float *xt, const float *B, int ldb, int j0, int nr, float alpha,
-                               float beta, const float *bias, float *C, float *G, int ldc, int M) {
-  __m512 acc[SKINNY_ROWS][2];
-  const float *w[SKINNY_ROWS];
-#pragma GCC unroll 12
-  for (int i = 0; i < SKINNY_ROWS; i++) {
-    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    w[i] = B + (size_t)(j0 + (i < nr ? i : 0)) * ldb;  /* rows past the edge repeat row 0; discarded */
-  }
-  for (int k = 0; k < K; k++) {
-    __m512 x0 = _mm512_load_ps(xt + (size_t)k * 16 * NV), x1 = NV > 1 ? _mm512_load_ps(xt + (size_t)k * 32 + 16) : x0;
-    if ((k & 15) == 0)
-      for (int i = 0; i < SKINNY_ROWS; i++) _mm_prefetch((const char *)(w[i] + k + 128), _MM_HINT_T0);
-#pragma GCC unroll 12
-    for (int i = 0; i < SKINNY_ROWS; i++) {
-      __m512 wi = _mm512_set1_ps(w[i][k]);
-      acc[i][0] = _mm512_fmadd_ps(wi, x0, acc[i][0]);
-      if (NV > 1) acc[i][1] = _mm512_fmadd_ps(wi, x1, acc[i][1]);
-    }
-  }
-  float tile[SKINNY_ROWS][32] __attribute__((aligned(64)));
-#pragma GCC unroll 12
-  for (int i = 0; i < SKINNY_ROWS; i++) {
-    _mm512_store_ps(tile[i], acc[i][0]);
-    if (NV > 1) _mm512_store_ps(tile[i] + 16, acc[i][1]);
-  }
-  for (int t = 0; t < M; t++)
-    for (int i = 0; i < nr; i++) {
-      size_t at = (size_t)t * ldc + j0 + i;
-      float v = alpha * tile[i][t] + (beta != 0.0f ? beta * C[at] : 0.0f) + (bias ? bias[j0 + i] : 0.0f);
-      if (G) G[at] = fast_gelu(v);
-      if (!G || G != C) C[at] = v;
-    }
-}
-
-static void skinny_range(int NV, int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha,
-                         float beta, const float *bias, float *C, float *G, int ldc) {
-  for (int j = j0; j < j1; j += SKINNY_ROWS) {
-    int nr = j1 - j < SKINNY_ROWS ? j1 - j : SKINNY_ROWS;
-    if (NV == 1) skinny_tile(1, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M);
-    else skinny_tile(2, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M);
-  }
-}
-
-/* 1 when done; 0 when the packed A^T cannot be allocated. */
-static int gemm_skinny_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                          const float *bias, float *C, float *G, int ldc, int nt) {
-  int NV = M <= 16 ? 1 : 2, w = 16 * NV;
-  float *xt = thread_buffer(BUF_XT, (size_t)K * w);
+/* The few-row product (see the opening comment) with threads splitting N; 1 when
+** done, 0 when the packed A cannot be had. */
+static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, const float *bias, float *C, float *G, int ldc, int nt) {
+  float *xt = gemm_thread_buffer(GEMM_BUF_XT, k->few_rows_packed_size(M, K));
   if (!xt) return 0;
-  for (int k = 0; k < K; k += 16)
-    transpose_block(xt + (size_t)k * w, w, 16, A + k, lda, M < 16 ? M : 16, K - k < 16 ? K - k : 16);
-  if (NV > 1)
-    for (int k = 0; k < K; k += 16)
-      transpose_block(xt + (size_t)k * w + 16, w, 16, A + (size_t)16 * lda + k, lda, M - 16, K - k < 16 ? K - k : 16);
-  int units = (N + SKINNY_ROWS - 1) / SKINNY_ROWS;
+  k->few_rows_pack(xt, A, lda, M, K);
+  int units = (N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT;
   if (nt > units) nt = units;
   if (nt <= 1) {
-    skinny_range(NV, M, K, xt, B, ldb, 0, N, alpha, beta, bias, C, G, ldc);
+    k->few_rows_range(M, K, xt, B, ldb, 0, N, alpha, beta, bias, C, G, ldc);
     return 1;
   }
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
-    int j0 = (int)((long)units * t / n) * SKINNY_ROWS, j1 = (int)((long)units * (t + 1) / n) * SKINNY_ROWS;
-    skinny_range(NV, M, K, xt, B, ldb, j0, j1 < N ? j1 : N, alpha, beta, bias, C, G, ldc);
-  }
-  return 1;
-}
-
-/* The blocked product, C = alpha op(A) op(B) + beta C + bias, for everything
-** else. op(B) is packed KC x NC at a time into NR-column panels, op(A) MC x KC
-** at a time into MR-row panels, and the kernel computes an MR x NR tile of C
-** in 24 registers, one rank-1 update per step of depth. KC is deep (768),
-** deeper than L1 holds a B panel: the kernel streams both panels from L2,
-** which keeps up, and every slice of K costs a read and a write of C, which
-** comes from memory. In the model KC 768 beat KC 256 (MC 192 then) in both a
-** base forward and a small training step (BENCHMARKS.md, gemm.c's
-** measurements). Threads split M or N, each packing its own share of
-** one operand and all of the other, so they never wait for one another
-** inside a product. BLK_KC and BLK_MC can be set when compiling, to measure. */
-#ifndef BLK_KC
-#define BLK_KC 768
-#endif
-#ifndef BLK_MC
-#define BLK_MC 96   /* a multiple of BLK_MR */
-#endif
-enum { BLK_MR = 12, BLK_NR = 32, BLK_NC = 2048 };
-
-/* A~ for the mc x kc block of op(A) at (i0, p0): MR-row panels, panel q at
-** dst + q * MR * kc holding [p * MR + i] = op(A)[i0 + q MR + i][p0 + p], rows
-** past mc zero. A transposed is read a whole row of the block at a time: the
-** rows are lda apart, and reading 12 floats of each of kc rows per panel would
-** walk a 4 KB stride through the same few L1 sets. */
-static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int mc, int p0, int kc) {
-  if (trans_a) {
-    for (int p = 0; p < kc; p++) {
-      const float *src = A + (size_t)(p0 + p) * lda + i0;
-      /* Rows lda apart, a few lines of each: ask for the row 8 ahead (a little
-      ** faster on the weight gradients, `maskd bench sgemm --mnk 2304,768,1024
-      ** --at`: BENCHMARKS.md, gemm.c's measurements). */
-      if (p + 8 < kc)
-        for (int j = 0; j < mc; j += 16) _mm_prefetch((const char *)(src + (size_t)8 * lda + j), _MM_HINT_T0);
-      for (int ir = 0; ir < mc; ir += BLK_MR) {
-        __mmask16 m = lanes(mc - ir < BLK_MR ? mc - ir : BLK_MR), full = lanes(BLK_MR);
-        _mm512_mask_storeu_ps(dst + (size_t)ir * kc + (size_t)p * BLK_MR, full, _mm512_maskz_loadu_ps(m, src + ir));
-      }
-    }
-  } else {
-    for (int ir = 0; ir < mc; ir += BLK_MR) {
-      const float *src = A + (size_t)(i0 + ir) * lda + p0;
-      int mr = mc - ir < BLK_MR ? mc - ir : BLK_MR;
-      for (int p = 0; p < kc; p += 16)
-        transpose_block(dst + (size_t)ir * kc + (size_t)p * BLK_MR, BLK_MR, BLK_MR, src + p, lda, mr,
-                        kc - p < 16 ? kc - p : 16);
-    }
-  }
-}
-
-/* B~ for the kc x nc block of op(B) at (p0, j0): NR-column panels, panel q at
-** dst + q * NR * kc holding [p * NR + j] = op(B)[p0 + p][j0 + q NR + j],
-** columns past nc zero. B not transposed is read 8 rows at a time: row by row,
-** each row's 32-float pieces went to panels kc * 128 bytes apart, the same L1
-** set for every panel; 8 rows fill 1 KB of one panel before the next. */
-static void pack_b(float *dst, const float *B, int ldb, int trans_b, int j0, int nc, int p0, int kc) {
-  if (!trans_b) {
-    for (int p8 = 0; p8 < kc; p8 += 8)
-      for (int jr = 0; jr < nc; jr += BLK_NR) {
-        __mmask16 m0 = lanes(nc - jr), m1 = lanes(nc - jr - 16);
-        for (int p = p8; p < p8 + 8 && p < kc; p++) {
-          const float *src = B + (size_t)(p0 + p) * ldb + j0 + jr;
-          float *d = dst + (size_t)jr * kc + (size_t)p * BLK_NR;
-          _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, src));
-          _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + 16));
-        }
-      }
-  } else {
-    for (int jr = 0; jr < nc; jr += BLK_NR)
-      for (int h = 0; h < BLK_NR; h += 16) {
-        int rows = nc - jr - h < 0 ? 0 : nc - jr - h > 16 ? 16 : nc - jr - h;
-        const float *src = B + (size_t)(j0 + jr + h) * ldb + p0;
-        for (int p = 0; p < kc; p += 16)
-          transpose_block(dst + (size_t)jr * kc + (size_t)p * BLK_NR + h, BLK_NR, 16, src + p, ldb, rows,
-                          kc - p < 16 ? kc - p : 16);
-      }
-  }
-}
-
-/* GELU of the n <= 32 values v into dst (masked to n). */
-static inline void gelu_store(float *dst, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
-  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
-  _mm512_store_ps(x, v0);
-  _mm512_store_ps(x + 16, v1);
-#pragma omp simd
-  for (int j = 0; j < 32; j++) y[j] = fast_gelu(x[j]);
-  _mm512_mask_storeu_ps(dst, m0, _mm512_load_ps(y));
-  _mm512_mask_storeu_ps(dst + 16, m1, _mm512_load_ps(y + 16));
-}
-
-/* v0, v1 times GELU' of the 32 values at p, those outside masks m0, m1 read as 0 (their lanes are never stored). */
-static inline void gelu_grad_mul(__m512 *v0, __m512 *v1, const float *p, __mmask16 m0, __mmask16 m1) {
-  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
-  _mm512_store_ps(x, _mm512_maskz_loadu_ps(m0, p));
-  _mm512_store_ps(x + 16, _mm512_maskz_loadu_ps(m1, p + 16));
-#pragma omp simd
-  for (int j = 0; j < 32; j++) y[j] = fast_gelu_grad(x[j]);
-  *v0 = _mm512_mul_ps(*v0, _mm512_load_ps(y));
-  *v1 = _mm512_mul_ps(*v1, _mm512_load_ps(y + 16));
-}
-
-/* The mr x nr tile of C at c from kc steps of packed panels a and b. first:
-** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
-** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
-** stored at all when g == c; with gp: C is multiplied by GELU'(gp) (same ldc). */
-static void blk_kernel(int kc, const float *restrict a, const float *restrict b, float *c, int ldc, float alpha,
-                       float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
-  __m512 acc[BLK_MR][2];
-#pragma GCC unroll 12
-  for (int i = 0; i < BLK_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  /* C's lines are needed only after the kc steps: asking for them now hides the wait. */
-  for (int i = 0; i < mr; i++) {
-    _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
-    _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
-  }
-  for (int p = 0; p < kc; p++) {
-    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 12
-    for (int i = 0; i < BLK_MR; i++) {
-      __m512 ai = _mm512_set1_ps(a[i]);
-      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
-    }
-    a += BLK_MR;
-    b += BLK_NR;
-  }
-  __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
-  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
-  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
-  if (first && bias) { bias0 = _mm512_maskz_loadu_ps(m0, bias); bias1 = _mm512_maskz_loadu_ps(m1, bias + 16); }
-  int read_c = !first || beta != 0.0f, act = last && g, keep_c = !act || g != c, grad = last && gp;
-#pragma GCC unroll 12
-  for (int i = 0; i < BLK_MR; i++) {
-    if (i >= mr) break;
-    float *ci = c + (size_t)i * ldc;
-    __m512 r0 = _mm512_fmadd_ps(va, acc[i][0], bias0), r1 = _mm512_fmadd_ps(va, acc[i][1], bias1);
-    if (read_c) {
-      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
-      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
-    }
-    if (grad) gelu_grad_mul(&r0, &r1, gp + (size_t)i * ldc, m0, m1);
-    if (keep_c) {
-      _mm512_mask_storeu_ps(ci, m0, r0);
-      _mm512_mask_storeu_ps(ci + 16, m1, r1);
-    }
-    if (act) gelu_store(g + (size_t)i * ldc, r0, r1, m0, m1);
-  }
-}
-
-/* The product on the calling thread; 0 when its buffers cannot be had. */
-static int blk_serial(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
-                      int ldc) {
-  int ncmax = N < BLK_NC ? N : BLK_NC;
-  float *pa = thread_buffer(BUF_A, (size_t)(BLK_MC + BLK_MR - 1) / BLK_MR * BLK_MR * BLK_KC);
-  float *pb = thread_buffer(BUF_B, (size_t)BLK_KC * ((ncmax + BLK_NR - 1) / BLK_NR) * BLK_NR);
-  if (!pa || !pb) return 0;
-  /* K in equal slices of at most KC (1024 = 512 + 512, not 768 + 256): each
-  ** slice costs a pass over C, and a short last one would cost it for little work. */
-  int slices = (K + BLK_KC - 1) / BLK_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : BLK_KC;
-  if (step > BLK_KC) step = BLK_KC;
-  for (int jc = 0; jc < N; jc += BLK_NC) {
-    int nc = N - jc < BLK_NC ? N - jc : BLK_NC;
-    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
-      int kc = K - pc < step ? K - pc : step;
-      pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
-      for (int ic = 0; ic < M; ic += BLK_MC) {
-        int mc = M - ic < BLK_MC ? M - ic : BLK_MC;
-        pack_a(pa, A, lda, trans_a, ic, mc, pc, kc);
-        for (int jr = 0; jr < nc; jr += BLK_NR)
-          for (int ir = 0; ir < mc; ir += BLK_MR) {
-            size_t at = (size_t)(ic + ir) * ldc + jc + jr;
-            blk_kernel(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + at, ldc, alpha, beta,
-                       bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
-                       mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
-          }
-      }
-      if (K == 0) break;
-    }
+    int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT, j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
+    k->few_rows_range(M, K, xt, B, ldb, j0, j1 < N ? j1 : N, alpha, beta, bias, C, G, ldc);
   }
   return 1;
 }
 
 /* One thread's share: blocked, or OpenBLAS on this thread alone when its
 ** buffers cannot be had (blk_serial fails before it writes anything). */
-static void blk_share(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+static void blk_share(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
                       int ldc) {
-  if (!blk_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
+  if (!k->blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
     blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, 1);
 }
 
-static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+static void gemm_blocked(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                          const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
                          int ldc, int nt) {
   /* Each thread packs all of the operand the split does not divide: split the
   ** longer side, so that the smaller operand is the one packed twice (4096-row
   ** activations times the small model's 256-column weights: BENCHMARKS.md,
   ** gemm.c's measurements). */
-  int split_n = N > M && N >= 4 * BLK_NR * nt;
-  int unit = split_n ? BLK_NR : BLK_MR, dim = split_n ? N : M, units = (dim + unit - 1) / unit;
+  int split_n = N > M && N >= 4 * k->nr * nt;
+  int unit = split_n ? k->nr : k->mr, dim = split_n ? N : M, units = (dim + unit - 1) / unit;
   if (nt > units) nt = units;
   if ((double)M * N * K < 1 << 20) nt = 1;   /* below about a million steps, a team costs more than it saves */
   if (nt <= 1) {
-    blk_share(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
+    blk_share(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
     return;
   }
 #pragma omp parallel num_threads(nt)
@@ -435,10 +152,10 @@ static void gemm_blocked(int trans_a, int trans_b, int M, int N, int K, float al
     int d0 = (int)((long)units * t / n) * unit, d1 = (int)((long)units * (t + 1) / n) * unit;
     if (d1 > dim) d1 = dim;
     if (split_n)
-      blk_share(trans_a, trans_b, M, d1 - d0, K, alpha, A, lda, trans_b ? B + (size_t)d0 * ldb : B + d0, ldb, beta,
+      blk_share(k, trans_a, trans_b, M, d1 - d0, K, alpha, A, lda, trans_b ? B + (size_t)d0 * ldb : B + d0, ldb, beta,
                 bias ? bias + d0 : NULL, C + d0, G ? G + d0 : NULL, P ? P + d0 : NULL, ldc);
     else
-      blk_share(trans_a, trans_b, d1 - d0, N, K, alpha, trans_a ? A + d0 : A + (size_t)d0 * lda, lda, B, ldb, beta,
+      blk_share(k, trans_a, trans_b, d1 - d0, N, K, alpha, trans_a ? A + d0 : A + (size_t)d0 * lda, lda, B, ldb, beta,
                 bias, C + (size_t)d0 * ldc, G ? G + (size_t)d0 * ldc : NULL, P ? P + (size_t)d0 * ldc : NULL, ldc);
   }
 }
@@ -456,15 +173,25 @@ static int use_openblas(void) {
   return openblas_wanted;
 }
 
+/* The kernels of the level cpu_isa() chose; NULL at the generic level. */
+static const GemmKernels *kernels(void) {
+  switch (cpu_isa()) {
+  case CPU_ISA_AVX512: return &gemm_kernels_avx512;
+  case CPU_ISA_AVX2: return NULL; /* AVX2_KERNELS_PENDING */
+  default: return NULL;
+  }
+}
+
 static void product(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, const float *bias, float *C, float *G, const float *P, int ldc, int threads) {
   if (M <= 0 || N <= 0) return;
   int nt = omp_in_parallel() || threads < 1 ? 1 : threads;
-  if (!trans_a && trans_b && M <= 32 && N >= 4 * M && K > 0 && alpha != 0.0f && !P &&
-      gemm_skinny_nt(M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt))
+  const GemmKernels *k = kernels();
+  if (k && !trans_a && trans_b && M <= GEMM_FEW_ROWS_MAX && N >= 4 * M && K > 0 && alpha != 0.0f && !P &&
+      few_rows(k, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt))
     return;
-  if (use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
-  else gemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
+  if (!k || use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
+  else gemm_blocked(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
 }
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
@@ -482,30 +209,9 @@ void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const flo
   product(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc, threads);
 }
 
-const char *gemm_backend(void) { return use_openblas() ? "openblas+avx512-few-rows" : "avx512-blocked"; }
-
-#else /* no AVX-512: OpenBLAS for every product */
-
-void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-              int ldb, float beta, float *C, int ldc, int threads) {
-  if (M <= 0 || N <= 0) return;
-  blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads < 1 ? 1 : threads);
+const char *gemm_backend(void) {
+  const GemmKernels *k = kernels();
+  if (!k) return "openblas";
+  return use_openblas() ? (k == &gemm_kernels_avx512 ? "openblas+avx512-few-rows" : "openblas+avx2-few-rows")
+                        : (k == &gemm_kernels_avx512 ? "avx512-blocked" : "avx2-blocked");
 }
-
-void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                   const float *bias, float *C, float *G, int ldc, int threads) {
-  if (M <= 0 || N <= 0) return;
-  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, G, NULL, ldc,
-                threads < 1 ? 1 : threads);
-}
-
-void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                        const float *P, float *C, int ldc, int threads) {
-  if (M <= 0 || N <= 0) return;
-  blas_epilogue(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, NULL, C, NULL, P, ldc,
-                threads < 1 ? 1 : threads);
-}
-
-const char *gemm_backend(void) { return "openblas"; }
-
-#endif

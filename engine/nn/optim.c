@@ -2,10 +2,10 @@
 
 #include "engine/core/platform.h"
 
+#include "engine/core/cpu.h"
+#include "engine/nn/adam_kernels.h"
+
 #include <math.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,54 +107,17 @@ static double grad_norm(const float *grads, size_t n, int threads) {
 
 double adamw_grad_norm(const float *grads, size_t n) { return grad_norm(grads, n, omp_get_max_threads()); }
 
-typedef struct AdamRange {
-  float *p; const float *g; float *m, *v;   /* at global element `base` */
-  size_t base;
-  float gscale, b1, b2, eps, step_size, inv_sqrt_bc2, decay_mul;
-} AdamRange;
-
-/* torch.optim.AdamW on [lo, hi): p *= 1 - lr*wd when decayed (times 1, exactly
-** p, when not); m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). gcc
-** will not vectorise sqrtf without -fno-math-errno (which the build does not
-** use), so the AVX-512 path spells the vector loop out; the scalar loop is the definition. */
-static void adam_range(const AdamRange *r, size_t glo, size_t ghi, int decayed) {
-  float *restrict p = r->p + (glo - r->base), *restrict m = r->m + (glo - r->base), *restrict v = r->v + (glo - r->base);
-  const float *restrict g = r->g + (glo - r->base);
-  size_t hi = ghi - glo;
-  float gs = r->gscale, b1 = r->b1, b2 = r->b2, eps = r->eps, ss = r->step_size, ib = r->inv_sqrt_bc2;
-  float keep = decayed ? r->decay_mul : 1.0f;
-  size_t i = 0;
-#if defined(__AVX512F__)
-  __m512 vgs = _mm512_set1_ps(gs), vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2);
-  __m512 va1 = _mm512_set1_ps(1.0f - b1), va2 = _mm512_set1_ps(1.0f - b2), veps = _mm512_set1_ps(eps);
-  __m512 vss = _mm512_set1_ps(ss), vib = _mm512_set1_ps(ib), vkeep = _mm512_set1_ps(keep);
-  for (; i + 16 <= hi; i += 16) {
-    __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), vgs);
-    __m512 pi = _mm512_mul_ps(_mm512_loadu_ps(p + i), vkeep);
-    __m512 mi = _mm512_fmadd_ps(vb1, _mm512_loadu_ps(m + i), _mm512_mul_ps(va1, gi));
-    __m512 vi = _mm512_fmadd_ps(vb2, _mm512_loadu_ps(v + i), _mm512_mul_ps(_mm512_mul_ps(va2, gi), gi));
-    _mm512_storeu_ps(m + i, mi);
-    _mm512_storeu_ps(v + i, vi);
-    __m512 den = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), vib, veps);
-    _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_div_ps(_mm512_mul_ps(vss, mi), den)));
-  }
-#endif
-  /* The vector loop's operations one by one, fused where it fuses, so an element gets
-  ** the same bits whichever loop takes it (data-parallel ranks cut the buffer elsewhere). */
-  float a1 = 1.0f - b1, a2 = 1.0f - b2;
-  for (; i < hi; i++) {
-    float gi = g[i] * gs;
-    float pi = p[i] * keep;
-    float mi = fmaf(b1, m[i], a1 * gi);
-    float vi = fmaf(b2, v[i], (a2 * gi) * gi);
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi - (ss * mi) / fmaf(sqrtf(vi), ib, eps);
+static AdamRangeFn *adam_range(void) {
+  switch (cpu_isa()) {
+  case CPU_ISA_AVX512: return adam_range_avx512;
+  case CPU_ISA_AVX2: return adam_range_avx2;
+  default: return adam_range_generic;
   }
 }
 
 /* The update over [base, base + n) on `threads` threads, cut at the decay runs. */
 static void apply_ranges(const AdamW *o, const AdamRange *r, size_t n, int threads) {
+  AdamRangeFn *range = adam_range();
 #pragma omp parallel num_threads(threads)
   {
     /* One contiguous slice per thread, 16-float aligned so slices share no cache line. */
@@ -167,7 +130,7 @@ static void apply_ranges(const AdamW *o, const AdamRange *r, size_t n, int threa
       size_t end = k + 1 < o->n_runs ? o->run_start[k + 1] : o->n;
       if (end <= lo) continue;
       size_t stop = end < hi ? end : hi;
-      adam_range(r, lo, stop, o->run_decay[k]);
+      range(r, lo, stop, o->run_decay[k]);
       lo = stop;
     }
   }

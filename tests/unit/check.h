@@ -1,5 +1,6 @@
 /* A minimal test harness: every check prints "PASS name" or "FAIL name: why"
-** (the format tests/run counts), and check_exit() gives the exit status. */
+** (the format tests/run counts), or "SKIP name: why" for one this machine
+** cannot run, and check_exit() gives the exit status. */
 #ifndef MASKD_TESTS_CHECK_H
 #define MASKD_TESTS_CHECK_H
 #include <math.h>
@@ -16,6 +17,13 @@ static inline void check(int ok, const char *name, const char *why_fmt, ...) {
   printf("FAIL %s: ", name); vprintf(why_fmt, ap); printf("\n");
   va_end(ap); fflush(stdout);
   check_failures++;
+}
+
+/* Records a check this machine cannot run, by name and why (a kernel for an
+** instruction set the CPU lacks): tests/run lists it, never as passed. */
+static inline void check_skip(const char *name, const char *why) {
+  printf("SKIP %s: %s\n", name, why);
+  fflush(stdout);
 }
 
 /* Largest |a[i]-b[i]| over n floats. */

@@ -1,0 +1,97 @@
+#include "engine/core/cpu.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const isa_names[CPU_ISA_COUNT] = {"generic", "avx2", "avx512"};
+
+const char *cpu_isa_name(CpuIsa isa) { return isa >= 0 && isa < CPU_ISA_COUNT ? isa_names[isa] : "?"; }
+
+int cpu_isa_parse(const char *name, CpuIsa *out) {
+  for (int i = 0; i < CPU_ISA_COUNT; i++)
+    if (name && strcmp(name, isa_names[i]) == 0) {
+      *out = (CpuIsa)i;
+      return 0;
+    }
+  return -1;
+}
+
+/* libgcc's cpuid reader also checks, through xgetbv, that the OS saves the
+** ymm / zmm registers, so a level reported here is one the process may use. */
+CpuIsa cpu_isa_best(void) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return CPU_ISA_AVX512;
+  if (__builtin_cpu_supports("x86-64-v3")) return CPU_ISA_AVX2;
+  return CPU_ISA_GENERIC;
+}
+
+int cpu_has_avx512_bf16(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") != 0;
+}
+
+static int isa_refuse(CpuIsa isa, Err *err) {
+  return err_setk(err, ERR_INVALID, "this CPU cannot run the %s kernels (it needs %s; the CPU's best is %s)",
+                  cpu_isa_name(isa),
+                  isa == CPU_ISA_AVX512 ? "AVX-512 F, CD, BW, DQ and VL" : "AVX2, FMA, BMI2 and F16C",
+                  cpu_isa_name(cpu_isa_best()));
+}
+
+int cpu_isa_check_env(Err *err) {
+  const char *v = getenv("MASKD_ISA");
+  if (!v || !*v) return 0;
+  CpuIsa isa;
+  if (cpu_isa_parse(v, &isa))
+    return err_setk(err, ERR_INVALID, "MASKD_ISA=%s: expected generic, avx2 or avx512", v);
+  if (isa > cpu_isa_best()) {
+    isa_refuse(isa, err);
+    return err_prefix(err, "MASKD_ISA");
+  }
+  return 0;
+}
+
+static _Atomic int chosen = -1;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+/* MASKD_ISA when it names a level this CPU runs (main() has refused the others
+** with a message; a library user gets the best level instead), else the best. */
+static void choose(void) {
+  CpuIsa best = cpu_isa_best(), isa = best;
+  const char *v = getenv("MASKD_ISA");
+  if (v && *v && cpu_isa_parse(v, &isa) == 0 && isa <= best) atomic_store(&chosen, (int)isa);
+  else atomic_store(&chosen, (int)best);
+}
+
+CpuIsa cpu_isa(void) {
+  pthread_once(&chosen_once, choose);
+  return (CpuIsa)atomic_load(&chosen);
+}
+
+int cpu_isa_select(CpuIsa isa, Err *err) {
+  if (isa < 0 || isa >= CPU_ISA_COUNT) return err_setk(err, ERR_INVALID, "unknown instruction-set level %d", (int)isa);
+  if (isa > cpu_isa_best()) return isa_refuse(isa, err);
+  pthread_once(&chosen_once, choose);
+  atomic_store(&chosen, (int)isa);
+  return 0;
+}
+
+void cpu_model_name(char *buf, int cap) {
+  snprintf(buf, (size_t)cap, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "model name", 10) == 0) {
+      char *v = strchr(line, ':');
+      if (v) {
+        v += 1 + (v[1] == ' ');
+        v[strcspn(v, "\n")] = 0;
+        snprintf(buf, (size_t)cap, "%s", v);
+      }
+      break;
+    }
+  fclose(f);
+}

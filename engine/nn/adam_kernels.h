@@ -1,0 +1,22 @@
+/* AdamW's element-wise update as one function per instruction-set level
+** (internal to engine/nn): adam_kernels.inc compiled for generic, AVX2 and
+** AVX-512 code (isa_*.c); optim.c calls the one of cpu_isa()'s level. Every
+** level gives every element the same bits: the vector loops do the scalar
+** loop's operations one by one, fused where it fuses. */
+#ifndef MASKD_ADAM_KERNELS_H
+#define MASKD_ADAM_KERNELS_H
+
+#include <stddef.h>
+
+typedef struct AdamRange {
+  float *p; const float *g; float *m, *v;   /* at global element `base` */
+  size_t base;
+  float gscale, b1, b2, eps, step_size, inv_sqrt_bc2, decay_mul;
+} AdamRange;
+
+/* The update of elements [glo, ghi) (global indices, within r's span); decayed
+** says whether weight decay applies to them. */
+typedef void AdamRangeFn(const AdamRange *r, size_t glo, size_t ghi, int decayed);
+extern AdamRangeFn adam_range_generic, adam_range_avx2, adam_range_avx512;
+
+#endif

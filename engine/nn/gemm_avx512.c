@@ -1,0 +1,302 @@
+/* The product's kernels for AVX-512 (x86-64-v4; this file is compiled for that
+** level alone and runs only where cpu_isa() says so): see gemm_kernels.h for
+** the contract, and gemm.c's opening comment for why each exists. The numbers
+** behind each choice, with their commands, dates and commits, are in
+** BENCHMARKS.md ("Measurements behind engine/nn/gemm.c"). */
+#include "engine/nn/gemm_kernels.h"
+
+#include "engine/nn/fastmath.h"
+
+#include <immintrin.h>
+
+static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* Transposes the 16x16 block held in r (r[i] = row i) in place. */
+static inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  /* u[4g + c], 128-bit lane L, holds column 4L + c of rows 4g..4g+3. */
+  for (int c = 0; c < 4; c++) {
+    __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    __m512 v1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+    r[4 + c] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+  }
+}
+
+/* dst[c * ldd + i] = src[i * lds + c] for i < rows, c < cols (both <= 16):
+** the first `rows` lanes of `cols` destination rows; lanes rows..width-1 of
+** each destination row are zeroed up to `width` (<= 16). Callers walk along
+** the rows, up to 16 streams at once, more than the hardware prefetcher
+** follows: each row's line 48 floats ahead is asked for here (packing a
+** weight from memory is much faster so: BENCHMARKS.md, gemm.c's measurements). */
+static inline void transpose_block(float *dst, int ldd, int width, const float *src, int lds, int rows, int cols) {
+  __m512 r[16];
+  __mmask16 cm = lanes(cols);
+  for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(src + (size_t)i * lds + 48), _MM_HINT_T0);
+  for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + (size_t)i * lds) : _mm512_setzero_ps();
+  transpose16(r);
+  __mmask16 wm = lanes(width);
+  for (int c = 0; c < cols; c++) _mm512_mask_storeu_ps(dst + (size_t)c * ldd, wm, r[c]);
+}
+
+/* Few rows times a transposed weight, C[M, N] = alpha A[M, K] B[N, K]^T (+ beta C)
+** with M <= 16 * NV: a Linear layer on a short input. There the cost is
+** reading B (the weights, from memory) and packing it would read it twice, so
+** this reads B in place: op(A)^T is packed once (K x 16NV, zero-padded), and
+** each step of the kernel broadcasts one element from each of 12 rows of B
+** (12 sequential streams) against one row of A^T, so C^T's 12 x M tile sits
+** in 12 * NV registers. Threads split N. */
+#define SKINNY_ROWS GEMM_FEW_ROWS_UNIT
+
+static inline void skinny_tile(int NV, int K, const float *xt, const float *B, int ldb, int j0, int nr, float alpha,
+                               float beta, const float *bias, float *C, float *G, int ldc, int M) {
+  __m512 acc[SKINNY_ROWS][2];
+  const float *w[SKINNY_ROWS];
+#pragma GCC unroll 12
+  for (int i = 0; i < SKINNY_ROWS; i++) {
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    w[i] = B + (size_t)(j0 + (i < nr ? i : 0)) * ldb;  /* rows past the edge repeat row 0; discarded */
+  }
+  for (int k = 0; k < K; k++) {
+    __m512 x0 = _mm512_load_ps(xt + (size_t)k * 16 * NV), x1 = NV > 1 ? _mm512_load_ps(xt + (size_t)k * 32 + 16) : x0;
+    if ((k & 15) == 0)
+      for (int i = 0; i < SKINNY_ROWS; i++) _mm_prefetch((const char *)(w[i] + k + 128), _MM_HINT_T0);
+#pragma GCC unroll 12
+    for (int i = 0; i < SKINNY_ROWS; i++) {
+      __m512 wi = _mm512_set1_ps(w[i][k]);
+      acc[i][0] = _mm512_fmadd_ps(wi, x0, acc[i][0]);
+      if (NV > 1) acc[i][1] = _mm512_fmadd_ps(wi, x1, acc[i][1]);
+    }
+  }
+  float tile[SKINNY_ROWS][32] __attribute__((aligned(64)));
+#pragma GCC unroll 12
+  for (int i = 0; i < SKINNY_ROWS; i++) {
+    _mm512_store_ps(tile[i], acc[i][0]);
+    if (NV > 1) _mm512_store_ps(tile[i] + 16, acc[i][1]);
+  }
+  for (int t = 0; t < M; t++)
+    for (int i = 0; i < nr; i++) {
+      size_t at = (size_t)t * ldc + j0 + i;
+      float v = alpha * tile[i][t] + (beta != 0.0f ? beta * C[at] : 0.0f) + (bias ? bias[j0 + i] : 0.0f);
+      if (G) G[at] = fast_gelu(v);
+      if (!G || G != C) C[at] = v;
+    }
+}
+
+static void few_rows_range(int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha,
+                           float beta, const float *bias, float *C, float *G, int ldc) {
+  int NV = M <= 16 ? 1 : 2;
+  for (int j = j0; j < j1; j += SKINNY_ROWS) {
+    int nr = j1 - j < SKINNY_ROWS ? j1 - j : SKINNY_ROWS;
+    if (NV == 1) skinny_tile(1, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M);
+    else skinny_tile(2, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M);
+  }
+}
+
+/* op(A)^T, K x 16NV, zero-padded: 16 columns of it per vector. */
+static size_t few_rows_packed_size(int M, int K) { return (size_t)K * (M <= 16 ? 16 : 32); }
+
+static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
+  int w = M <= 16 ? 16 : 32;
+  for (int k = 0; k < K; k += 16)
+    transpose_block(xt + (size_t)k * w, w, 16, A + k, lda, M < 16 ? M : 16, K - k < 16 ? K - k : 16);
+  if (w > 16)
+    for (int k = 0; k < K; k += 16)
+      transpose_block(xt + (size_t)k * w + 16, w, 16, A + (size_t)16 * lda + k, lda, M - 16, K - k < 16 ? K - k : 16);
+}
+
+/* The blocked product, C = alpha op(A) op(B) + beta C + bias, for everything
+** else. op(B) is packed KC x NC at a time into NR-column panels, op(A) MC x KC
+** at a time into MR-row panels, and the kernel computes an MR x NR tile of C
+** in 24 registers, one rank-1 update per step of depth. KC is deep (768),
+** deeper than L1 holds a B panel: the kernel streams both panels from L2,
+** which keeps up, and every slice of K costs a read and a write of C, which
+** comes from memory. In the model KC 768 beat KC 256 (MC 192 then) in both a
+** base forward and a small training step (BENCHMARKS.md, gemm.c's
+** measurements). Threads split M or N, each packing its own share of
+** one operand and all of the other, so they never wait for one another
+** inside a product. GEMM_KC and BLK_MC can be set when compiling, to measure. */
+#ifndef BLK_MC
+#define BLK_MC 96   /* a multiple of BLK_MR */
+#endif
+enum { BLK_MR = 12, BLK_NR = 32, BLK_NC = 2048 };
+
+/* A~ for the mc x kc block of op(A) at (i0, p0): MR-row panels, panel q at
+** dst + q * MR * kc holding [p * MR + i] = op(A)[i0 + q MR + i][p0 + p], rows
+** past mc zero. A transposed is read a whole row of the block at a time: the
+** rows are lda apart, and reading 12 floats of each of kc rows per panel would
+** walk a 4 KB stride through the same few L1 sets. */
+static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int mc, int p0, int kc) {
+  if (trans_a) {
+    for (int p = 0; p < kc; p++) {
+      const float *src = A + (size_t)(p0 + p) * lda + i0;
+      /* Rows lda apart, a few lines of each: ask for the row 8 ahead (a little
+      ** faster on the weight gradients, `maskd bench sgemm --mnk 2304,768,1024
+      ** --at`: BENCHMARKS.md, gemm.c's measurements). */
+      if (p + 8 < kc)
+        for (int j = 0; j < mc; j += 16) _mm_prefetch((const char *)(src + (size_t)8 * lda + j), _MM_HINT_T0);
+      for (int ir = 0; ir < mc; ir += BLK_MR) {
+        __mmask16 m = lanes(mc - ir < BLK_MR ? mc - ir : BLK_MR), full = lanes(BLK_MR);
+        _mm512_mask_storeu_ps(dst + (size_t)ir * kc + (size_t)p * BLK_MR, full, _mm512_maskz_loadu_ps(m, src + ir));
+      }
+    }
+  } else {
+    for (int ir = 0; ir < mc; ir += BLK_MR) {
+      const float *src = A + (size_t)(i0 + ir) * lda + p0;
+      int mr = mc - ir < BLK_MR ? mc - ir : BLK_MR;
+      for (int p = 0; p < kc; p += 16)
+        transpose_block(dst + (size_t)ir * kc + (size_t)p * BLK_MR, BLK_MR, BLK_MR, src + p, lda, mr,
+                        kc - p < 16 ? kc - p : 16);
+    }
+  }
+}
+
+/* B~ for the kc x nc block of op(B) at (p0, j0): NR-column panels, panel q at
+** dst + q * NR * kc holding [p * NR + j] = op(B)[p0 + p][j0 + q NR + j],
+** columns past nc zero. B not transposed is read 8 rows at a time: row by row,
+** each row's 32-float pieces went to panels kc * 128 bytes apart, the same L1
+** set for every panel; 8 rows fill 1 KB of one panel before the next. */
+static void pack_b(float *dst, const float *B, int ldb, int trans_b, int j0, int nc, int p0, int kc) {
+  if (!trans_b) {
+    for (int p8 = 0; p8 < kc; p8 += 8)
+      for (int jr = 0; jr < nc; jr += BLK_NR) {
+        __mmask16 m0 = lanes(nc - jr), m1 = lanes(nc - jr - 16);
+        for (int p = p8; p < p8 + 8 && p < kc; p++) {
+          const float *src = B + (size_t)(p0 + p) * ldb + j0 + jr;
+          float *d = dst + (size_t)jr * kc + (size_t)p * BLK_NR;
+          _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, src));
+          _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+        }
+      }
+  } else {
+    for (int jr = 0; jr < nc; jr += BLK_NR)
+      for (int h = 0; h < BLK_NR; h += 16) {
+        int rows = nc - jr - h < 0 ? 0 : nc - jr - h > 16 ? 16 : nc - jr - h;
+        const float *src = B + (size_t)(j0 + jr + h) * ldb + p0;
+        for (int p = 0; p < kc; p += 16)
+          transpose_block(dst + (size_t)jr * kc + (size_t)p * BLK_NR + h, BLK_NR, 16, src + p, ldb, rows,
+                          kc - p < 16 ? kc - p : 16);
+      }
+  }
+}
+
+/* GELU of the n <= 32 values v into dst (masked to n). */
+static inline void gelu_store(float *dst, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
+  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
+  _mm512_store_ps(x, v0);
+  _mm512_store_ps(x + 16, v1);
+#pragma omp simd
+  for (int j = 0; j < 32; j++) y[j] = fast_gelu(x[j]);
+  _mm512_mask_storeu_ps(dst, m0, _mm512_load_ps(y));
+  _mm512_mask_storeu_ps(dst + 16, m1, _mm512_load_ps(y + 16));
+}
+
+/* v0, v1 times GELU' of the 32 values at p, those outside masks m0, m1 read as 0 (their lanes are never stored). */
+static inline void gelu_grad_mul(__m512 *v0, __m512 *v1, const float *p, __mmask16 m0, __mmask16 m1) {
+  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
+  _mm512_store_ps(x, _mm512_maskz_loadu_ps(m0, p));
+  _mm512_store_ps(x + 16, _mm512_maskz_loadu_ps(m1, p + 16));
+#pragma omp simd
+  for (int j = 0; j < 32; j++) y[j] = fast_gelu_grad(x[j]);
+  *v0 = _mm512_mul_ps(*v0, _mm512_load_ps(y));
+  *v1 = _mm512_mul_ps(*v1, _mm512_load_ps(y + 16));
+}
+
+/* The mr x nr tile of C at c from kc steps of packed panels a and b. first:
+** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
+** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
+** stored at all when g == c; with gp: C is multiplied by GELU'(gp) (same ldc). */
+static void blk_kernel(int kc, const float *restrict a, const float *restrict b, float *c, int ldc, float alpha,
+                       float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
+  __m512 acc[BLK_MR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < BLK_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  /* C's lines are needed only after the kc steps: asking for them now hides the wait. */
+  for (int i = 0; i < mr; i++) {
+    _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
+  }
+  for (int p = 0; p < kc; p++) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < BLK_MR; i++) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += BLK_MR;
+    b += BLK_NR;
+  }
+  __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+  if (first && bias) { bias0 = _mm512_maskz_loadu_ps(m0, bias); bias1 = _mm512_maskz_loadu_ps(m1, bias + 16); }
+  int read_c = !first || beta != 0.0f, act = last && g, keep_c = !act || g != c, grad = last && gp;
+#pragma GCC unroll 12
+  for (int i = 0; i < BLK_MR; i++) {
+    if (i >= mr) break;
+    float *ci = c + (size_t)i * ldc;
+    __m512 r0 = _mm512_fmadd_ps(va, acc[i][0], bias0), r1 = _mm512_fmadd_ps(va, acc[i][1], bias1);
+    if (read_c) {
+      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
+      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
+    }
+    if (grad) gelu_grad_mul(&r0, &r1, gp + (size_t)i * ldc, m0, m1);
+    if (keep_c) {
+      _mm512_mask_storeu_ps(ci, m0, r0);
+      _mm512_mask_storeu_ps(ci + 16, m1, r1);
+    }
+    if (act) gelu_store(g + (size_t)i * ldc, r0, r1, m0, m1);
+  }
+}
+
+/* The product on the calling thread; 0 when its buffers cannot be had. */
+static int blocked(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
+                      int ldc) {
+  int ncmax = N < BLK_NC ? N : BLK_NC;
+  float *pa = gemm_thread_buffer(GEMM_BUF_A, (size_t)(BLK_MC + BLK_MR - 1) / BLK_MR * BLK_MR * GEMM_KC);
+  float *pb = gemm_thread_buffer(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + BLK_NR - 1) / BLK_NR) * BLK_NR);
+  if (!pa || !pb) return 0;
+  /* K in equal slices of at most KC (1024 = 512 + 512, not 768 + 256): each
+  ** slice costs a pass over C, and a short last one would cost it for little work. */
+  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
+  if (step > GEMM_KC) step = GEMM_KC;
+  for (int jc = 0; jc < N; jc += BLK_NC) {
+    int nc = N - jc < BLK_NC ? N - jc : BLK_NC;
+    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+      int kc = K - pc < step ? K - pc : step;
+      pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
+      for (int ic = 0; ic < M; ic += BLK_MC) {
+        int mc = M - ic < BLK_MC ? M - ic : BLK_MC;
+        pack_a(pa, A, lda, trans_a, ic, mc, pc, kc);
+        for (int jr = 0; jr < nc; jr += BLK_NR)
+          for (int ir = 0; ir < mc; ir += BLK_MR) {
+            size_t at = (size_t)(ic + ir) * ldc + jc + jr;
+            blk_kernel(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + at, ldc, alpha, beta,
+                       bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
+                       mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
+          }
+      }
+      if (K == 0) break;
+    }
+  }
+  return 1;
+}
+
+const GemmKernels gemm_kernels_avx512 = {
+  .isa = "avx512", .mr = BLK_MR, .nr = BLK_NR, .blocked = blocked,
+  .few_rows_packed_size = few_rows_packed_size, .few_rows_pack = few_rows_pack, .few_rows_range = few_rows_range,
+};

@@ -1,0 +1,6 @@
+/* engine/nn's loops (all but the products, which have gemm_*.c) compiled for
+** the baseline level (x86-64-v2): the layers (layer_kernels.inc) and AdamW's update (adam_kernels.inc). */
+#define LAYER_KERNELS_TABLE layer_kernels_generic
+#include "engine/nn/layer_kernels.inc"
+#define ADAM_RANGE_FN adam_range_generic
+#include "engine/nn/adam_kernels.inc"
