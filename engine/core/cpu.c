@@ -48,7 +48,9 @@ int cpu_isa_check_env(Err *err) {
     return err_setk(err, ERR_INVALID, "MASKD_ISA=%s: expected generic, avx2 or avx512", v);
   if (isa > cpu_isa_best()) {
     isa_refuse(isa, err);
-    return err_prefix(err, "MASKD_ISA");
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "MASKD_ISA=%s", cpu_isa_name(isa));
+    return err_prefix(err, prefix);
   }
   return 0;
 }
