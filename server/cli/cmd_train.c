@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "engine/io/checkpoint.h"
+#include "engine/nn/kernels_info.h"
 #include "engine/core/cpu.h"
 #include "engine/core/now.h"
 #include "engine/core/files.h"
@@ -164,10 +165,13 @@ typedef struct TrainCtx {
   const json_t *hosts;     /* each rank's host */
   TrainerStep last;        /* the last step, for the run's "dist" record */
   double rank_tps[64];     /* its per-rank rates (the first 64 ranks) */
+  KernelsInfo kernels;     /* what the rates were measured with, read once */
 } TrainCtx;
 
 /* The run's ranks, hosts, the last step's per-rank and global tokens/s and the
-** communication times so far, as the store keeps them (GET /runs/{id} "dist"). */
+** communication times so far, as the store keeps them (GET /runs/{id} "dist"),
+** with the kernels' level, gemm backend and rank 0's CPU, without which two runs'
+** rates cannot be compared (every rank runs the same level: same_everywhere). */
 static int record_dist(TrainCtx *c, Err *err) {
   const TrainerStep *s = &c->last;
   if (s->ranks < 1) return 0;
@@ -178,6 +182,12 @@ static int record_dist(TrainCtx *c, Err *err) {
                         "global_tokens_per_s", s->tokens_per_s, "comm_exchange_s", s->comm_exchange_s,
                         "comm_exposed_s", s->comm_exposed_s, "comm_hidden", hidden < 0 ? 0 : hidden,
                         "comm_inline_s", s->comm_inline_s, "comm_gather_s", s->comm_gather_s);
+  if (o && !c->kernels.isa) kernels_info(&c->kernels);
+  if (o) {
+    json_object_set_new(o, "isa", json_string(c->kernels.isa));
+    json_object_set_new(o, "gemm", json_string(c->kernels.gemm));
+    json_object_set_new(o, "cpu", json_string(c->kernels.cpu));
+  }
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   int r = text ? store_run_set_dist(c->db, c->run, text, err) : err_setk(err, ERR_NOMEM, "out of memory");
