@@ -398,11 +398,14 @@ static void test_cpu(void) {
   Err e5 = {0}, e6 = {0}, e7 = {0};
   setenv("MASKD_ISA", "sse9", 1);
   ok = cpu_isa_check_env(&e5) == -1 && e5.kind == ERR_INVALID && strstr(e5.msg, "MASKD_ISA=sse9") && !strchr(e5.msg, '\n');
+  Err e9 = {0};
+  setenv("MASKD_ISA", "avx2\nsecond line", 1);
+  ok &= cpu_isa_check_env(&e9) == -1 && !strchr(e9.msg, '\n');
   setenv("MASKD_ISA", "generic", 1);
   ok &= cpu_isa_check_env(&e6) == 0;
   unsetenv("MASKD_ISA");
   ok &= cpu_isa_check_env(&e7) == 0;
-  check(ok, "cpu_isa_check_env_refuses_junk", "%s | %s | %s", e5.msg, e6.msg, e7.msg);
+  check(ok, "cpu_isa_check_env_refuses_junk", "%s | %s | %s | %s", e5.msg, e9.msg, e6.msg, e7.msg);
   if (best < CPU_ISA_AVX512) {
     Err e8 = {0};
     setenv("MASKD_ISA", cpu_isa_name((CpuIsa)(best + 1)), 1);
