@@ -44,11 +44,18 @@ int cpu_isa_check_env(Err *err) {
   const char *v = getenv("MASKD_ISA");
   if (!v || !*v) return 0;
   CpuIsa isa;
-  if (cpu_isa_parse(v, &isa))
-    return err_setk(err, ERR_INVALID, "MASKD_ISA=%s: expected generic, avx2 or avx512", v);
+  if (cpu_isa_parse(v, &isa)) {
+    /* The value is echoed, so a control character in it would break the one-line message. */
+    for (const char *c = v; *c; c++)
+      if ((unsigned char)*c < 0x20 || *c == 0x7f)
+        return err_setk(err, ERR_INVALID, "MASKD_ISA holds a control character: expected generic, avx2 or avx512");
+    return err_setk(err, ERR_INVALID, "MASKD_ISA=%.40s: expected generic, avx2 or avx512", v);
+  }
   if (isa > cpu_isa_best()) {
     isa_refuse(isa, err);
-    return err_prefix(err, "MASKD_ISA");
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "MASKD_ISA=%s", cpu_isa_name(isa));
+    return err_prefix(err, prefix);
   }
   return 0;
 }

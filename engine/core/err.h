@@ -1,4 +1,4 @@
-/* Layer: engine/core/ (this folder: errors, clocks, rng, platform, files, buffers) uses
+/* Layer: engine/core/ (this folder: errors, clocks, rng, platform, files, buffers, cpu) uses
 ** libc only, and every layer uses it. (ARCHITECTURE.md)
 **
 ** Error reporting for the engine: a fallible function takes an Err* (may be

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "server/app/app.h"
+#include "engine/nn/kernels_info.h"
 
 /* One store connection per thread. An open (the file, WAL, the schema version
 ** and its migrations) cost every request before; a thread now pays it once. It
@@ -95,4 +96,15 @@ char *app_jobs_metrics_text(App *a) {
   for (int k = 0; k < N_STATES; k++)
     n += snprintf(out + n, 1024 - (size_t)n, "maskd_jobs{state=\"%s\"} %d\n", store_status_name(states[k]), count[states[k]]);
   return out;
+}
+
+/* server/http knows no kernels; the app hands it the labels, fixed for the process. */
+int app_metrics_kernels_info(Metrics *m) {
+  KernelsInfo k;
+  kernels_info(&k);
+  const char *labels[] = {"isa", k.isa, "best", k.best, "gemm", k.gemm, "avx512_bf16", k.avx512_bf16 ? "1" : "0",
+                          "cpu", k.cpu, NULL};
+  return metrics_info(m, "maskd_kernels_info",
+                      "The numeric kernels this server runs: instruction-set level, the CPU's best, the matrix-product "
+                      "backend, AVX512-BF16, the CPU model.", labels);
 }

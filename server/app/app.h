@@ -43,6 +43,9 @@ Store *app_thread_store(App *a, Err *err);
 Store *app_store(App *a, HttpRes *rs);
 /* The job-state gauges for /metrics (malloc'd text), from the store. */
 char *app_jobs_metrics_text(App *a);
+/* Registers maskd_kernels_info (the kernels' level, the CPU's best, the gemm
+** backend, AVX512-BF16, the CPU model) with m; 0, or -1 when out of memory. */
+int app_metrics_kernels_info(Metrics *m);
 
 /* routes_store.c: runs and models over the store. */
 void route_runs(void *app, HttpReq *rq, HttpRes *rs);

@@ -26,6 +26,7 @@
 #include "engine/core/now.h"
 #include "engine/core/err.h"
 #include "engine/nn/gemm.h"
+#include "engine/nn/kernels_info.h"
 #include "engine/nn/model.h"
 #include "engine/nn/optim.h"
 #include "engine/core/platform.h"
@@ -272,6 +273,26 @@ static int linear_shapes(Shape *s, const char *name, long rows, long in, long ou
 ** and batch (attention as one head's product, counted B*A times, timed as the
 ** model runs them: one per thread at once), and the sum of count x time: the
 ** step time if everything but the matrix products were free. */
+/* The kernels the numbers were measured with, so two results from different
+** machines or MASKD_ISA settings are never compared by mistake: a line under
+** the text header, and fields of the JSON object (printed after its "{"). */
+static void print_kernels_text(void) {
+  char line[256];
+  kernels_info_line(line, (int)sizeof line);
+  printf("  %s\n", line);
+}
+
+static void print_kernels_json(void) {
+  KernelsInfo k;
+  kernels_info(&k);
+  printf("\"isa\":\"%s\",\"isa_best\":\"%s\",\"avx512_bf16\":%d,\"cpu\":\"", k.isa, k.best, k.avx512_bf16);
+  for (const char *c = k.cpu; *c; c++)   /* a model name is plain text; escape what JSON requires anyway */
+    if (*c == '"' || *c == '\\') printf("\\%c", *c);
+    else if ((unsigned char)*c < 0x20) printf("\\u%04x", (unsigned char)*c);
+    else putchar(*c);
+  printf("\",");
+}
+
 static int bench_sgemm_shapes(const BenchArgs *a) {
   ModelConfig c;
   Err err = {0};
@@ -297,13 +318,18 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   sh[ns++] = (Shape){"  dK", 1, 0, T, d, T, L * B * A, 1};
   set_threads(a->threads);
   double total_t = 0, total_f = 0;
-  if (!a->json)
+  if (!a->json) {
     printf("maskd bench sgemm: the matrix products of a training step of %s, batch %ld x seq %ld, head at %ld rows, "
-           "%d threads\n  %-11s %5s %6s %6s %6s %6s %9s %9s %9s\n", a->config, B, T, n, a->threads, "product", "op",
-           "M", "N", "K", "count", "GFLOP/s", "ms/step", "OpenBLAS");
-  else
-    printf("{\"mode\":\"sgemm-shapes\",\"config\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"shapes\":[",
+           "%d threads\n", a->config, B, T, n, a->threads);
+    print_kernels_text();
+    printf("  %-11s %5s %6s %6s %6s %6s %9s %9s %9s\n", "product", "op", "M", "N", "K", "count", "GFLOP/s",
+           "ms/step", "OpenBLAS");
+  } else {
+    printf("{");
+    print_kernels_json();
+    printf("\"mode\":\"sgemm-shapes\",\"config\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"shapes\":[",
            a->config, B, T, a->threads);
+  }
   for (int i = 0; i < ns; i++) {
     int pt = sh[i].per_thread;
     double best = 0, g = sgemm_gflops_t(0, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, pt, &best);
@@ -339,17 +365,21 @@ static int bench_sgemm(const BenchArgs *a) {
     return 1;
   }
   const char *core = openblas_get_corename();
-  if (a->json)
-    printf("{\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"at\":%d,\"bt\":%d,\"copies\":%d,\"threads\":%d,"
+  if (a->json) {
+    printf("{");
+    print_kernels_json();
+    printf("\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"at\":%d,\"bt\":%d,\"copies\":%d,\"threads\":%d,"
            "\"reps\":%d,\"backend\":\"%s\",\"gflops_median\":%.2f,\"gflops_best\":%.2f,"
            "\"openblas_gflops_median\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\"}\n",
            a->m, a->n, a->k, a->ta, a->tb, a->copies, a->threads, a->reps, gemm_backend(), g, best, gb, best_b,
            core ? core : "");
-  else
+  } else {
     printf("maskd bench sgemm: %ldx%ldx%ld%s%s, %d copies of B, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median "
            "(best %.1f); OpenBLAS (core %s) %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n", a->m, a->n, a->k,
            a->ta ? " A^T" : "", a->tb ? " B^T" : "", a->copies, a->threads, a->reps, gemm_backend(), g, best, core ? core : "?", gb,
            best_b, g / (2.0 * a->m) * 4.0, gb / (2.0 * a->m) * 4.0);
+    print_kernels_text();
+  }
   return 0;
 }
 
@@ -549,7 +579,9 @@ static void bench_report(const BenchArgs *a, BenchRun *r) {
   double gflops = flop / step * 1e-9, tps = (double)bt / step, exec_gflops = exec / step * 1e-9;
   const char *mt = c->model_type == MODEL_ROBERTA ? "roberta" : "bert";
   if (a->json) {
-    printf("{\"mode\":\"%s\",\"config\":\"%s\",\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
+    printf("{");
+    print_kernels_json();
+    printf("\"mode\":\"%s\",\"config\":\"%s\",\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
            "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"intermediate_size\":%d,\"params\":%zu,"
            "\"batch\":%d,\"seq\":%d,\"head_rows\":%d,\"threads\":%d,\"steps\":%d,\"warmup\":%d,"
            "\"step_ms_median\":%.6f,\"step_ms_min\":%.6f,\"tokens_per_s\":%.2f,\"gflop_per_step\":%.9g,"
@@ -576,6 +608,7 @@ static void bench_report(const BenchArgs *a, BenchRun *r) {
            "%d steps (+%d warm-up)\n", a->mode, a->config, mt, c->vocab_size, c->hidden_size,
            c->num_hidden_layers, c->num_attention_heads, c->intermediate_size, model_num_params(r->m) / 1e6,
            B, T, a->threads, ns, w);
+    print_kernels_text();
     printf("  step %.2f ms median (min %.2f)   %.1f tokens/s\n", step * 1e3, step_min * 1e3, tps);
     printf("  model: %.2f GFLOP per step (%s, head at %d rows): %.1f GFLOP/s\n",
            flop * 1e-9, train ? "3x forward matmuls" : "forward matmuls", n_lab, gflops);

@@ -277,7 +277,7 @@ static int serve(const ServeArgs *a) {
   }
   app.metrics = metrics_new();
   app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, &limits, app.metrics);
-  if (!app.metrics || !app.fill) {
+  if (!app.metrics || !app.fill || app_metrics_kernels_info(app.metrics)) {
     free(app.static_root);
     workspace_close(&app.ws);
     fprintf(stderr, "maskd serve: out of memory\n");

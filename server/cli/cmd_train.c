@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 
 #include "engine/io/checkpoint.h"
+#include "engine/nn/kernels_info.h"
+#include "engine/core/cpu.h"
 #include "engine/core/now.h"
 #include "engine/core/files.h"
 #include "engine/core/platform.h"
@@ -163,10 +165,13 @@ typedef struct TrainCtx {
   const json_t *hosts;     /* each rank's host */
   TrainerStep last;        /* the last step, for the run's "dist" record */
   double rank_tps[64];     /* its per-rank rates (the first 64 ranks) */
+  KernelsInfo kernels;     /* what the rates were measured with, read once */
 } TrainCtx;
 
 /* The run's ranks, hosts, the last step's per-rank and global tokens/s and the
-** communication times so far, as the store keeps them (GET /runs/{id} "dist"). */
+** communication times so far, as the store keeps them (GET /runs/{id} "dist"),
+** with the kernels' level, gemm backend and rank 0's CPU, without which two runs'
+** rates cannot be compared (every rank runs the same level: same_everywhere). */
 static int record_dist(TrainCtx *c, Err *err) {
   const TrainerStep *s = &c->last;
   if (s->ranks < 1) return 0;
@@ -177,6 +182,12 @@ static int record_dist(TrainCtx *c, Err *err) {
                         "global_tokens_per_s", s->tokens_per_s, "comm_exchange_s", s->comm_exchange_s,
                         "comm_exposed_s", s->comm_exposed_s, "comm_hidden", hidden < 0 ? 0 : hidden,
                         "comm_inline_s", s->comm_inline_s, "comm_gather_s", s->comm_gather_s);
+  if (o && !c->kernels.isa) kernels_info(&c->kernels);
+  if (o) {
+    json_object_set_new(o, "isa", json_string(c->kernels.isa));
+    json_object_set_new(o, "gemm", json_string(c->kernels.gemm));
+    json_object_set_new(o, "cpu", json_string(c->kernels.cpu));
+  }
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   int r = text ? store_run_set_dist(c->db, c->run, text, err) : err_setk(err, ERR_NOMEM, "out of memory");
@@ -589,15 +600,20 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   return code;
 }
 
-/* What every rank must agree on: the same program and the same data. */
+/* What every rank must agree on: the same program, kernels and data. The kernels'
+** level decides the bits of the layers' sums and the products (vector widths add
+** in other orders), so ranks at different levels would hold replicas that drift
+** apart; the host is carried only to name it in the message. */
 typedef struct Fingerprint {
-  char exe[65], tokenizer[65];
+  char exe[65], tokenizer[65], host[64];
   uint64_t train_samples, valid_samples;
-  int seq_len, vocab;
+  int seq_len, vocab, isa;
 } Fingerprint;
 
-static void fingerprint(const RunPlan *plan, Fingerprint *f) {
+static void fingerprint(const Dist *d, const RunPlan *plan, Fingerprint *f) {
   memset(f, 0, sizeof *f);
+  snprintf(f->host, sizeof f->host, "%s", dist_host(d));
+  f->isa = (int)cpu_isa();
   Err e = {0};
   size_t len = 0;
   void *bin = files_read_all("/proc/self/exe", (size_t)1 << 30, &len, &e);
@@ -616,12 +632,17 @@ static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
   if (W == 1) return 0;
   Fingerprint mine, *all = calloc((size_t)W, sizeof *all);
   if (!all) return dist_agree(d, 1, e), err_setk(e, ERR_NOMEM, "out of memory");
-  fingerprint(plan, &mine);
+  fingerprint(d, plan, &mine);
   dist_allgather(d, &mine, sizeof mine, all, e);
-  int bad = 0;
+  int bad = 0, lowest = all[0].isa;
+  for (int q = 1; q < W; q++) if (all[q].isa < lowest) lowest = all[q].isa;
   for (int q = 1; q < W && !bad; q++) {
     const Fingerprint *f = &all[q], *z = &all[0];
     if (strcmp(f->exe, z->exe)) bad = err_set(e, "rank %d runs another maskd binary than rank 0 (sha256 %.12s, rank 0 %.12s)", q, f->exe, z->exe);
+    else if (f->isa != z->isa)
+      bad = err_setk(e, ERR_INVALID, "rank %d on %s runs the %s kernels, rank 0 on %s the %s ones: set MASKD_ISA=%s on "
+                     "every host for one result", q, f->host, cpu_isa_name((CpuIsa)f->isa), z->host,
+                     cpu_isa_name((CpuIsa)z->isa), cpu_isa_name((CpuIsa)lowest));
     else if (strcmp(f->tokenizer, z->tokenizer)) bad = err_set(e, "rank %d reads another tokenizer than rank 0", q);
     else if (f->train_samples != z->train_samples || f->valid_samples != z->valid_samples || f->seq_len != z->seq_len ||
              f->vocab != z->vocab)

@@ -4,14 +4,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/core/cpu.h"
 #include "engine/core/platform.h"
+#include "engine/nn/kernels_info.h"
 #include "server/cli/commands.h"
 
 #define MASKD_VERSION "0.1.0"
 
 static int cmd_version(int argc, char **argv) {
   (void)argc; (void)argv;
-  printf("maskd %s\n", MASKD_VERSION);
+  char kernels[256];
+  kernels_info_line(kernels, (int)sizeof kernels);
+  printf("maskd %s\n%s\n", MASKD_VERSION, kernels);
   return 0;
 }
 
@@ -26,7 +30,7 @@ static const Command commands[] = {
   {"models", cmd_models, "list model repositories and their revisions in the store"},
   {"serve", cmd_serve, "serve the HTTP API and the web page"},
   {"bench", cmd_bench, "benchmark training, inference and sgemm throughput"},
-  {"version", cmd_version, "print the version"},
+  {"version", cmd_version, "print the version and the kernels this CPU runs (also --version)"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -37,11 +41,20 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   platform_fix_openblas_env(argv);
+  /* A misspelt or unrunnable MASKD_ISA would otherwise be ignored silently
+  ** (cpu_isa() falls back to the best level), and a comparison run would
+  ** measure the wrong kernels. Its message begins "MASKD_ISA=...". */
+  Err isa_err = {0};
+  if (cpu_isa_check_env(&isa_err)) {
+    fprintf(stderr, "maskd: %s\n", isa_err.msg);
+    return 2;
+  }
   /* Past a file-size limit (ulimit -f) a write fails with EFBIG, which every writer
   ** reports and cleans up after, instead of the process being killed mid-file. */
   signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) { usage(stderr); return 2; }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+  if (!strcmp(argv[1], "--version")) return cmd_version(argc - 1, argv + 1);
   for (int i = 0; i < n_commands; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
   fprintf(stderr, "maskd: unknown command '%s' (maskd --help lists them)\n", argv[1]);

@@ -27,6 +27,12 @@ typedef struct Counter {
   unsigned long long n;
 } Counter;
 
+/* A family set by metrics_info(), kept as its exposition text. */
+typedef struct Info {
+  char *name;
+  char *text;
+} Info;
+
 static const char *const known_methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
 
 const char *metrics_method_label(const char *method) {
@@ -42,6 +48,8 @@ struct Metrics {
   Hist requests, fill;
   double tokens_per_s;
   unsigned long long passes, batched;
+  Info *info;               /* metrics_info's families, set once at start and rarely more */
+  int n_info;
 };
 
 Metrics *metrics_new(void) {
@@ -53,6 +61,8 @@ Metrics *metrics_new(void) {
 void metrics_free(Metrics *m) {
   if (!m) return;
   pthread_mutex_destroy(&m->mu);
+  for (int i = 0; i < m->n_info; i++) free(m->info[i].name), free(m->info[i].text);
+  free(m->info);
   free(m->c);
   free(m);
 }
@@ -119,6 +129,59 @@ static void hist_render(Buf *b, const char *name, const char *help, const Hist *
   buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, h->n, name, h->sum, name, h->n);
 }
 
+/* [a-zA-Z_:][a-zA-Z0-9_:]*: a metric name. Label names may not hold ":"; the keys
+** are the caller's constants, so this one check serves both. */
+static int prom_name_ok(const char *s) {
+  if (!s || !*s || (*s >= '0' && *s <= '9')) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == ':'))
+      return 0;
+  return 1;
+}
+
+/* A label value as the text format requires: backslash, double quote and line feed escaped. */
+static void label_value(Buf *b, const char *v) {
+  for (; *v; v++)
+    if (*v == '\\') buf_printf(b, "\\\\");
+    else if (*v == '"') buf_printf(b, "\\\"");
+    else if (*v == '\n') buf_printf(b, "\\n");
+    else buf_printf(b, "%c", *v);
+}
+
+int metrics_info(Metrics *m, const char *name, const char *help, const char *const *labels) {
+  if (!prom_name_ok(name)) return -1;
+  Buf b = {0};
+  buf_printf(&b, "# HELP %s ", name);
+  for (const char *h = help ? help : ""; *h; h++)   /* HELP text escapes backslash and line feed */
+    if (*h == '\\') buf_printf(&b, "\\\\");
+    else if (*h == '\n') buf_printf(&b, "\\n");
+    else buf_printf(&b, "%c", *h);
+  buf_printf(&b, "\n# TYPE %s gauge\n%s{", name, name);
+  for (int i = 0; labels && labels[i]; i += 2) {
+    if (!prom_name_ok(labels[i]) || !labels[i + 1]) { buf_free(&b); return -1; }
+    buf_printf(&b, "%s%s=\"", i ? "," : "", labels[i]);
+    label_value(&b, labels[i + 1]);
+    buf_printf(&b, "\"");
+  }
+  buf_printf(&b, "} 1\n");
+  char *copy = strdup(name);
+  if (b.oom || !copy) { buf_free(&b); free(copy); return -1; }
+  pthread_mutex_lock(&m->mu);
+  int i = 0;
+  while (i < m->n_info && strcmp(m->info[i].name, name)) i++;
+  if (i < m->n_info) {
+    free(m->info[i].name), free(m->info[i].text);
+  } else {
+    Info *grown = realloc(m->info, (size_t)(m->n_info + 1) * sizeof *grown);
+    if (!grown) { pthread_mutex_unlock(&m->mu); buf_free(&b); free(copy); return -1; }
+    m->info = grown;
+    m->n_info++;
+  }
+  m->info[i] = (Info){copy, b.p};
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
 char *metrics_render(Metrics *m, const char *extra) {
   Buf b = {0};
   if (buf_reserve(&b, 4096)) return NULL;   /* room for the usual text, allocated before the lock */
@@ -140,6 +203,7 @@ char *metrics_render(Metrics *m, const char *extra) {
   buf_printf(&b, "# HELP maskd_training_tokens_per_second Throughput of the running training job (0 when none).\n"
               "# TYPE maskd_training_tokens_per_second gauge\nmaskd_training_tokens_per_second %.6g\n",
           m->tokens_per_s);
+  for (int i = 0; i < m->n_info; i++) buf_printf(&b, "%s", m->info[i].text);
   pthread_mutex_unlock(&m->mu);
   if (extra) buf_printf(&b, "%s", extra);
   if (b.oom) { buf_free(&b); return NULL; }

@@ -23,6 +23,12 @@ void metrics_fill_mask(Metrics *m, double seconds);
 void metrics_fill_pass(Metrics *m, int requests);
 /* Sets the tokens/s of the running training job (0 when none runs). */
 void metrics_training(Metrics *m, double tokens_per_s);
+/* Sets an info family: "name{k1="v1",...} 1" under its HELP and TYPE gauge lines,
+** rendered after the built-in families. labels is key, value, key, value, ...,
+** NULL; keys must be valid label names, values may hold anything (escaped here).
+** A second call with the same name replaces it. 0, or -1 when out of memory or
+** when name or a key is not a Prometheus name. */
+int metrics_info(Metrics *m, const char *name, const char *help, const char *const *labels);
 /* The exposition text (malloc'd), with extra (more families, already formatted; may be NULL) appended. */
 char *metrics_render(Metrics *m, const char *extra);
 

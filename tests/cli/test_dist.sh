@@ -4,8 +4,8 @@
 # --grad-accum 2 (every step's loss, lr and grad norm, the evaluations, the final
 # weights and optimizer state); 1 rank of batch 16 agrees within 1e-5 relative; a run
 # killed with SIGKILL (one rank) resumes to the same bits, and so does one resumed with
-# 1 rank and --grad-accum 2; a rank that cannot read its shards, or reads other ones,
-# stops the run with a message naming it and nothing in the store.
+# 1 rank and --grad-accum 2; a rank that cannot read its shards, reads other ones, or
+# runs other kernels (MASKD_ISA), stops the run with a message naming it and nothing in the store.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" dist "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail dist_setup "no WikiText-2 at $DATA"; exit 1; }
@@ -139,6 +139,19 @@ out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T
 runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
 [ $rc -ne 0 ] && grep -q "rank 1 reads other shards" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_with_other_shards_fails_clearly ||
   fail dist_rank_with_other_shards_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+# ... or runs other kernels than rank 0 (MASKD_ISA per rank): replicas summing at other
+# vector widths would drift apart, so the run stops naming the rank, host and levels.
+best=$("$M" version | sed -n 's/.*(best \([a-z0-9]*\),.*/\1/p')
+if [ "${best:-generic}" = generic ]; then
+  echo "SKIP dist_ranks_with_other_kernels_fail_clearly: this CPU runs only the generic kernels"
+else
+  out=$(mpirun "${root[@]}" --oversubscribe -np 1 -x MASKD_ISA="$best" -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
+        -np 1 -x MASKD_ISA=generic -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
+  runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+  [ $rc -ne 0 ] && grep -q "rank 1 on .* runs the generic kernels, rank 0 on .* the $best ones: set MASKD_ISA=generic on every host" <<<"$out" &&
+    [ "$runs" = 0 ] && pass dist_ranks_with_other_kernels_fail_clearly ||
+    fail dist_ranks_with_other_kernels_fail_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+fi
 
 # The same run as a job over HTTP with "ranks": 2: the worker's maskd train starts mpirun.
 mkdir -p "$T/data"; cp -r "$T/train" "$T/valid" "$T/tok.json" "$T/cfg.json" "$T/data/"

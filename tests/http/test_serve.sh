@@ -91,13 +91,14 @@ ok metrics_counts_404 grep -q '^maskd_http_requests_total{route="unmatched",meth
 ok metrics_counts_healthz grep -q '^maskd_http_requests_total{route="/healthz",method="GET",status="200"} [1-9]' "$tmp/body"
 ok metrics_fill_histogram grep -q '^maskd_fill_mask_duration_seconds_bucket{le="+Inf"} ' "$tmp/body"
 ok metrics_training_gauge grep -q '^maskd_training_tokens_per_second ' "$tmp/body"
+ok metrics_kernels_info grep -Eq '^maskd_kernels_info\{isa="(generic|avx2|avx512)",best="[a-z0-9]+",gemm="[a-z0-9+-]+",avx512_bf16="[01]",cpu=".+"\} 1$' "$tmp/body"
 ok metrics_parse python3 - "$tmp/body" <<'EOF'
 import re, sys
 for line in open(sys.argv[1]):
     line = line.rstrip("\n")
     if not line or line.startswith("# HELP ") or line.startswith("# TYPE "):
         continue
-    assert re.fullmatch(r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*",?)*\})? [-+0-9.eE]+|[-+]?Inf|NaN', line), line
+    assert re.fullmatch(r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*",?)*\})? [-+0-9.eE]+|[-+]?Inf|NaN', line), line
 EOF
 
 # A huge body is refused before it is read, and the server stays up.

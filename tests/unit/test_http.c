@@ -22,6 +22,7 @@
 #include "engine/core/now.h"
 #include "server/http/http.h"
 #include "server/http/http_guard.h"
+#include "server/http/metrics.h"
 #include "tests/unit/check.h"
 
 static void sleep_s(double s) {
@@ -288,6 +289,28 @@ static void *call_thread(void *arg) {
 static void call_start(Call *c, const char *path) {
   c->path = path;
   pthread_create(&c->t, NULL, call_thread, c);
+}
+
+/* An info family's label values are escaped as the text format requires (a CPU
+** model name is outside text as far as the exporter knows); a bad name is refused;
+** setting it again replaces it. */
+static void test_metrics_info(void) {
+  Metrics *m = metrics_new();
+  const char *labels[] = {"isa", "avx2", "cpu", "Odd \"CPU\" \\ v2\nx", NULL};
+  int rc = m ? metrics_info(m, "maskd_test_info", "A test.", labels) : -1;
+  char *text = rc == 0 ? metrics_render(m, NULL) : NULL;
+  check(text && strstr(text, "# TYPE maskd_test_info gauge\nmaskd_test_info{isa=\"avx2\",cpu=\"Odd \\\"CPU\\\" \\\\ v2\\nx\"} 1\n"),
+        "metrics_info_escapes_labels", "%s", text ? text : "(no text)");
+  free(text);
+  const char *bad_key[] = {"cpu model", "x", NULL};
+  check(m && metrics_info(m, "maskd_bad", "", bad_key) == -1 && metrics_info(m, "9bad", "", NULL) == -1,
+        "metrics_info_refuses_bad_names", "accepted");
+  const char *again[] = {"isa", "avx512", NULL};
+  text = m && metrics_info(m, "maskd_test_info", "A test.", again) == 0 ? metrics_render(m, NULL) : NULL;
+  check(text && strstr(text, "maskd_test_info{isa=\"avx512\"} 1\n") && !strstr(text, "avx2") &&
+        !strstr(text, "maskd_bad"), "metrics_info_replaces", "%s", text ? text : "(no text)");
+  free(text);
+  metrics_free(m);
 }
 
 /* An error message that is not valid UTF-8 (a name cut inside a character by "%.64s",
@@ -896,6 +919,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   test_error_text();
   test_error_kinds();
+  test_metrics_info();
   static const char *hosts[] = {"maskd.example"};
   static const char *origins[] = {"https://proxy.example/"};
   HttpConfig c = http_default_config();

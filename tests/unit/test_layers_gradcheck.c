@@ -5,7 +5,13 @@
 ** scalar differentiated is L = sum(out * w) for a fixed random w, so dout = w.
 ** Float results carry ~1e-7 relative rounding per operation over sums of a few
 ** dozen terms: forward within 1e-5 relative, gradients within 1e-4 of the
-** largest entry; a wrong term or index is an O(1) error. */
+** largest entry; a wrong term or index is an O(1) error.
+**
+** The layers' loops are compiled once per instruction-set level (engine/nn/
+** layer_kernels.h); every check runs at every level this CPU has, selected with
+** cpu_isa_select, and carries the level in its name (layer_layernorm_backward_avx2);
+** a level the CPU lacks is one SKIP line. Between them the checks call every
+** entry of LayerKernels (column_sums through matmul_backward's bias gradient). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +19,7 @@
 #include <string.h>
 
 #include "engine/nn/layers.h"
+#include "engine/core/cpu.h"
 #include "engine/core/rng.h"
 #include "tests/unit/check.h"
 
@@ -20,6 +27,17 @@
 enum { LAYER_THREADS = 2 };
 
 static Rng rng;
+
+/* The level the checks run at, and a check's name with it ("layer_gelu_backward_avx2"),
+** from a ring of buffers so that a check's name and its reason may both use it. */
+static const char *level = "";
+static const char *N(const char *base) {
+  static char ring[4][96];
+  static int next;
+  char *b = ring[next++ & 3];
+  snprintf(b, sizeof ring[0], "%s_%s", base, level);
+  return b;
+}
 
 static double *rnd(size_t n, double scale) {
   double *x = malloc(n * sizeof(double));
@@ -78,21 +96,21 @@ static void test_matmul(void) {
   float *in = tof(m.in, 35), *w = tof(m.w, 30), *b = tof(m.b, 6), *dout = tof(m.dout, 42), out[42];
   matmul_forward(out, in, w, b, 7, 5, 6, LAYER_THREADS);
   mm_ref(&m);
-  check(rel_diff(out, m.out, 42) < 1e-5, "layer_matmul_forward", "%.3g", rel_diff(out, m.out, 42));
+  check(rel_diff(out, m.out, 42) < 1e-5, N("layer_matmul_forward"), "%.3g", rel_diff(out, m.out, 42));
   free(m.out);
   m.out = NULL;
   float din[35], dw[30] = {0}, db[6] = {0};
   matmul_backward(din, dw, db, dout, in, w, 7, 5, 6, 0, 1, LAYER_THREADS);
   double e1 = fd_compare(mm_ref, &m, m.in, din, 35), e2 = fd_compare(mm_ref, &m, m.w, dw, 30);
   double e3 = fd_compare(mm_ref, &m, m.b, db, 6);
-  check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, "layer_matmul_backward", "din %.3g dw %.3g db %.3g", e1, e2, e3);
+  check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, N("layer_matmul_backward"), "din %.3g dw %.3g db %.3g", e1, e2, e3);
   /* Accumulation: a second backward doubles the parameter gradients and, with din_accumulate, din. */
   float din2[35];
   memcpy(din2, din, sizeof din);
   matmul_backward(din2, dw, db, dout, in, w, 7, 5, 6, 1, 1, LAYER_THREADS);
   int acc = 1;
   for (int i = 0; i < 35; i++) acc &= fabsf(din2[i] - 2 * din[i]) <= 1e-5f * (1 + fabsf(din[i]));
-  check(acc, "layer_matmul_backward_accumulates", "din/dw do not add up");
+  check(acc, N("layer_matmul_backward_accumulates"), "din/dw do not add up");
   free(m.in); free(m.w); free(m.b); free(m.dout); free(in); free(w); free(b); free(dout);
   /* Few rows take the weight-streaming kernel: 1 and 3 rows, 11 outputs (not a multiple of 4). */
   for (int rows = 1; rows <= 3; rows += 2) {
@@ -102,7 +120,7 @@ static void test_matmul(void) {
     matmul_forward(fo, fi, fw, fb, rows, 37, 11, LAYER_THREADS);
     mm_ref(&f);
     char nm[64];
-    snprintf(nm, sizeof nm, "layer_matmul_forward_%d_rows", rows);
+    snprintf(nm, sizeof nm, "layer_matmul_forward_%d_rows_%s", rows, level);
     check(rel_diff(fo, f.out, rows * 11) < 1e-5, nm, "%.3g", rel_diff(fo, f.out, rows * 11));
     free(f.in); free(f.w); free(f.b); free(f.dout); free(f.out); free(fi); free(fw); free(fb);
   }
@@ -136,12 +154,12 @@ static void test_layernorm(void) {
   float out[n * c], mean[n], rstd[n], din[n * c], dw[c] = {0}, db[c] = {0};
   layernorm_forward(out, mean, rstd, in, w, b, n, c, 1e-5f, LAYER_THREADS);
   ln_ref(&l);
-  check(rel_diff(out, l.out, n * c) < 1e-5, "layer_layernorm_forward", "%.3g", rel_diff(out, l.out, n * c));
+  check(rel_diff(out, l.out, n * c) < 1e-5, N("layer_layernorm_forward"), "%.3g", rel_diff(out, l.out, n * c));
   free(l.out); l.out = NULL;
   layernorm_backward(din, dw, db, dout, in, mean, rstd, w, n, c, 0, 1, LAYER_THREADS);
   double e1 = fd_compare(ln_ref, &l, l.in, din, n * c), e2 = fd_compare(ln_ref, &l, l.w, dw, c);
   double e3 = fd_compare(ln_ref, &l, l.b, db, c);
-  check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, "layer_layernorm_backward", "din %.3g dw %.3g db %.3g", e1, e2, e3);
+  check(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, N("layer_layernorm_backward"), "din %.3g dw %.3g db %.3g", e1, e2, e3);
   free(l.in); free(l.w); free(l.b); free(l.dout); free(in); free(w); free(b); free(dout);
 }
 
@@ -166,13 +184,13 @@ static void test_gelu(void) {
     d = fmax(d, fabs(out[i] - 0.5 * g.in[i] * (1 + erf(g.in[i] / sqrt(2.0)))));
     dp = fmax(dp, fabs(pre[i] - in[i]));
   }
-  check(d < 1e-6 && dp == 0, "layer_matmul_gelu_forward_exact_erf", "max |gelu - exact| %.3g, |pre - x| %.3g", d, dp);
+  check(d < 1e-6 && dp == 0, N("layer_matmul_gelu_forward_exact_erf"), "max |gelu - exact| %.3g, |pre - x| %.3g", d, dp);
   float inplace[n];
   matmul_gelu_forward(inplace, inplace, in, &one, NULL, n, 1, 1, LAYER_THREADS);
-  check(!memcmp(inplace, out, sizeof out), "layer_matmul_gelu_forward_in_place", "GELU in place differs");
+  check(!memcmp(inplace, out, sizeof out), N("layer_matmul_gelu_forward_in_place"), "GELU in place differs");
   gelu_backward(din, dout, in, n, LAYER_THREADS);
   double e = fd_compare(gelu_ref, &g, g.in, din, n);
-  check(e < 1e-5, "layer_gelu_backward", "%.3g", e);
+  check(e < 1e-5, N("layer_gelu_backward"), "%.3g", e);
   double em = 0, ex = 0;
   for (int i = 0; i < 4000; i++) {
     float x = -9.0f + 18.0f * (float)i / 4000, y = x * 9.0f;
@@ -181,7 +199,7 @@ static void test_gelu(void) {
   }
   /* erf: Abramowitz-Stegun 7.1.26 (1.5e-7 in exact arithmetic, PyTorch's own vectorised
   ** erf) plus float rounding. */
-  check(em < 4e-7 && ex < 5e-7, "layer_erf_exp_accuracy", "erf abs error %.3g, exp rel error %.3g", em, ex);
+  check(em < 4e-7 && ex < 5e-7, N("layer_erf_exp_accuracy"), "erf abs error %.3g, exp rel error %.3g", em, ex);
   /* GELU's derivative Phi(x) + x phi(x), through gelu_backward with dout = 1, against
   ** double: erf's error as above (2.2e-7 measured). */
   enum { NG = 4000 };
@@ -193,9 +211,9 @@ static void test_gelu(void) {
     double x = gx[i], exact = 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
     eg = fmax(eg, fabs(gd[i] - exact));
   }
-  check(eg < 4e-7, "layer_gelu_grad_accuracy", "GELU'(x) abs error %.3g on [-9, 9]", eg);
+  check(eg < 4e-7, N("layer_gelu_grad_accuracy"), "GELU'(x) abs error %.3g on [-9, 9]", eg);
   free(gx); free(gone); free(gd);
-  check(layer_expf(-3e38f) == 0.0f && layer_expf(-100.0f) == 0.0f, "layer_exp_underflows_to_zero",
+  check(layer_expf(-3e38f) == 0.0f && layer_expf(-100.0f) == 0.0f, N("layer_exp_underflows_to_zero"),
         "exp of the float minimum must be 0 for masked scores");
   free(g.in); free(g.dout); free(in); free(dout);
 }
@@ -242,14 +260,84 @@ static void test_attention(float p, const char *name) {
   attention_forward(ctx, att, qkv, mask, B, T, C, A, &a.d, scratch, LAYER_THREADS);
   att_ref(&a);
   char nm[96];
-  snprintf(nm, sizeof nm, "layer_attention_forward%s", name);
+  snprintf(nm, sizeof nm, "layer_attention_forward%s_%s", name, level);
   check(rel_diff(ctx, a.out, B * T * C) < 1e-5, nm, "%.3g", rel_diff(ctx, a.out, B * T * C));
   free(a.out); a.out = NULL;
   attention_backward(dqkv, dout, qkv, att, B, T, C, A, &a.d, scratch, LAYER_THREADS);
   double e = fd_compare(att_ref, &a, a.qkv, dqkv, B * T * 3 * C);
-  snprintf(nm, sizeof nm, "layer_attention_backward%s", name);
+  snprintf(nm, sizeof nm, "layer_attention_backward%s_%s", name, level);
   check(e < 1e-4, nm, "%.3g", e);
   free(a.qkv); free(a.dout); free(qkv); free(dout);
+}
+
+/* ------------------------------------------------- attention on rows */
+/* attention_rows_* on a subset of the queries against the full attention above (which
+** is checked against the reference): the same context and probabilities at those
+** rows, and, for a dctx that is zero at the other rows, the same gradients. */
+static void test_attention_rows(float p, const char *name) {
+  enum { B = 2, T = 7, C = 12, A = 3, M = 5 };
+  const int32_t qrows[M] = {1, 4, T + 0, T + 3, T + 6}, qstart[B + 1] = {0, 2, M};
+  float mask[B * T] = {0};
+  for (int t = 4; t < T; t++) mask[T + t] = -FLT_MAX;
+  LayerDropout d = {p, 99, 4, NULL, 0};
+  float qkv[B * T * 3 * C], q[M * C], kv[B * T * 2 * C], dctx_rows[M * C], dctx[B * T * C] = {0};
+  for (int i = 0; i < B * T * 3 * C; i++) qkv[i] = (float)rng_normal(&rng);
+  for (int i = 0; i < M * C; i++) dctx_rows[i] = (float)rng_normal(&rng);
+  for (int r = 0; r < B * T; r++) memcpy(kv + r * 2 * C, qkv + r * 3 * C + C, 2 * C * sizeof(float));
+  for (int m = 0; m < M; m++) {
+    memcpy(q + m * C, qkv + qrows[m] * 3 * C, C * sizeof(float));
+    memcpy(dctx + qrows[m] * C, dctx_rows + m * C, C * sizeof(float));
+  }
+  float ctx[B * T * C], att[B * A * T * T], dqkv[B * T * 3 * C], scratch[8 * 2 * T * T];
+  float rctx[M * C], ratt[A * M * T], dq[M * C], dkv[B * T * 2 * C];
+  attention_forward(ctx, att, qkv, mask, B, T, C, A, &d, scratch, LAYER_THREADS);
+  attention_backward(dqkv, dctx, qkv, att, B, T, C, A, &d, scratch, LAYER_THREADS);
+  attention_rows_forward(rctx, ratt, q, kv, qrows, qstart, mask, B, T, C, A, M, &d, scratch, LAYER_THREADS);
+  attention_rows_backward(dq, dkv, dctx_rows, q, kv, ratt, qrows, qstart, B, T, C, A, M, &d, scratch, LAYER_THREADS);
+  double ec = 0, ea = 0, eq = 0, ekv = 0, mq = 0, mkv = 0;
+  for (int m = 0; m < M; m++) {
+    int b = qrows[m] / T, t = qrows[m] % T;
+    for (int i = 0; i < C; i++) {
+      ec = fmax(ec, fabs(rctx[m * C + i] - ctx[qrows[m] * C + i]));
+      eq = fmax(eq, fabs(dq[m * C + i] - dqkv[qrows[m] * 3 * C + i]));
+      mq = fmax(mq, fabs(dqkv[qrows[m] * 3 * C + i]));
+    }
+    for (int h = 0; h < A; h++)
+      for (int k = 0; k < T; k++)
+        ea = fmax(ea, fabs(ratt[((size_t)h * M + m) * T + k] - att[(((size_t)b * A + h) * T + t) * T + k]));
+  }
+  for (int r = 0; r < B * T; r++)
+    for (int i = 0; i < 2 * C; i++) {
+      ekv = fmax(ekv, fabs(dkv[r * 2 * C + i] - dqkv[r * 3 * C + C + i]));
+      mkv = fmax(mkv, fabs(dqkv[r * 3 * C + C + i]));
+    }
+  char nm[96];
+  snprintf(nm, sizeof nm, "layer_attention_rows_forward%s_%s", name, level);
+  check(ec < 1e-5 && ea < 1e-6, nm, "ctx %.3g, probabilities %.3g from the full attention's", ec, ea);
+  snprintf(nm, sizeof nm, "layer_attention_rows_backward%s_%s", name, level);
+  check(eq < 1e-5 * (1 + mq) && ekv < 1e-5 * (1 + mkv), nm, "dq %.3g, dkv %.3g from the full attention's", eq, ekv);
+}
+
+/* ------------------------------------------------------------ dropout */
+/* dropout_forward_inplace and dropout_backward against layer_dropout_keep, on a length
+** that is no multiple of a vector (the loops' tails). */
+static void test_dropout(void) {
+  enum { n = 1003 };
+  LayerDropout d = {0.3f, 7, 11, NULL, 0};
+  float x[n], y[n], back[n];
+  for (int i = 0; i < n; i++) x[i] = (float)rng_normal(&rng);
+  memcpy(y, x, sizeof x);
+  dropout_forward_inplace(y, n, &d, LAYER_THREADS);
+  dropout_backward(back, x, n, &d, LAYER_THREADS);
+  float scale = 1.0f / (1.0f - d.p);
+  int wrong = 0, dropped = 0;
+  for (int i = 0; i < n; i++) {
+    float want = layer_dropout_keep(&d, i) ? x[i] * scale : 0.0f;
+    dropped += want == 0.0f;
+    wrong += y[i] != want || back[i] != want;
+  }
+  check(!wrong && dropped > 200 && dropped < 400, N("layer_dropout_forward_backward"), "%d wrong of %d, %d dropped",
+        wrong, n, dropped);
 }
 
 /* ---------------------------------------- residual + dropout + layernorm */
@@ -273,12 +361,12 @@ static void test_residual_layernorm(void) {
   LN l = {n, c, ref, lw, lb, zero, lout, 1e-5};
   ln_ref(&l);
   double e = rel_diff(out, lout, n * c);
-  check(sum_ok && dropped > 0 && dropped < n * c && e < 1e-5, "layer_residual_dropout_layernorm",
+  check(sum_ok && dropped > 0 && dropped < n * c && e < 1e-5, N("layer_residual_dropout_layernorm"),
         "sum %s, %d dropped, LayerNorm rel diff %.3g", sum_ok ? "ok" : "wrong", dropped, e);
   /* Not keeping the sum (inference) changes nothing in the output. */
   residual_layernorm_forward(NULL, out2, mean2, rstd2, x, y, w, b, n, c, 1e-5f, &d, LAYER_THREADS);
   check(!memcmp(out, out2, sizeof out) && !memcmp(mean, mean2, sizeof mean) && !memcmp(rstd, rstd2, sizeof rstd),
-        "layer_residual_layernorm_without_sum", "the output differs when the sum is not kept");
+        N("layer_residual_layernorm_without_sum"), "the output differs when the sum is not kept");
   free(ref); free(lw); free(lb); free(zero); free(lout);
 }
 
@@ -294,7 +382,7 @@ static void test_embeddings(void) {
   for (int r = 0; r < n; r++)
     for (int i = 0; i < c; i++)
       d = fmax(d, fabs(out[r * c + i] - ((double)fwte[ids[r] * c + i] + ftte[types[r] * c + i] + fwpe[pos[r] * c + i])));
-  check(d < 1e-6, "layer_embeddings_forward", "%.3g", d);
+  check(d < 1e-6, N("layer_embeddings_forward"), "%.3g", d);
   /* Gradient: the linear map's exact adjoint; rows equal to the skip ids get nothing. */
   float dwte[V * c] = {0}, dwpe[P * c] = {0}, dtte[TT * c] = {0};
   embeddings_backward(dwte, dwpe, dtte, fd, ids, pos, types, n, c, 2, 1, LAYER_THREADS);
@@ -317,7 +405,7 @@ static void test_embeddings(void) {
       for (int r = 0; r < n; r++) if (types[r] == t) s += fd[r * c + i];
       et = fmax(et, fabs(dtte[t * c + i] - s));
     }
-  check(ew < 1e-5 && ep < 1e-5 && et < 1e-5, "layer_embeddings_backward_with_padding_idx", "%.3g %.3g %.3g", ew, ep, et);
+  check(ew < 1e-5 && ep < 1e-5 && et < 1e-5, N("layer_embeddings_backward_with_padding_idx"), "%.3g %.3g %.3g", ew, ep, et);
   free(wte); free(wpe); free(tte); free(dout); free(fwte); free(fwpe); free(ftte); free(fd);
 }
 
@@ -351,25 +439,35 @@ static void test_crossentropy(void) {
     for (int j = 1; j < v; j++) if (c.logits[r * v + j] > c.logits[r * v + am]) am = j;
     want_correct += am == labels[r];
   }
-  check(fabs(loss - want) < 1e-5 * fabs(want) && correct == want_correct, "layer_crossentropy_forward",
+  check(fabs(loss - want) < 1e-5 * fabs(want) && correct == want_correct, N("layer_crossentropy_forward"),
         "loss %.8g want %.8g, correct %d want %d", loss, want, correct, want_correct);
   float dl[m * v];
   crossentropy_backward(dl, probs, labels, m, v, 0.5f, LAYER_THREADS);
   for (int i = 0; i < m * v; i++) dl[i] *= 2;
   double e = fd_compare(ce_ref, &c, c.logits, dl, m * v);
-  check(e < 1e-5, "layer_crossentropy_backward", "%.3g", e);
+  check(e < 1e-5, N("layer_crossentropy_backward"), "%.3g", e);
   free(c.logits); free(lg);
 }
 
 int main(void) {
-  rng_seed(&rng, 2026);
-  test_matmul();
-  test_layernorm();
-  test_gelu();
-  test_attention(0.0f, "");
-  test_attention(0.3f, "_dropout");
-  test_residual_layernorm();
-  test_embeddings();
-  test_crossentropy();
+  for (int isa = CPU_ISA_GENERIC; isa < CPU_ISA_COUNT; isa++) {
+    Err err = {0};
+    char name[64];
+    snprintf(name, sizeof name, "layer_checks_%s", cpu_isa_name((CpuIsa)isa));
+    if (cpu_isa_select((CpuIsa)isa, &err)) { check_skip(name, err.msg); continue; }
+    level = cpu_isa_name((CpuIsa)isa);
+    rng_seed(&rng, 2026);   /* every level sees the same inputs */
+    test_matmul();
+    test_layernorm();
+    test_gelu();
+    test_attention(0.0f, "");
+    test_attention(0.3f, "_dropout");
+    test_attention_rows(0.0f, "");
+    test_attention_rows(0.3f, "_dropout");
+    test_dropout();
+    test_residual_layernorm();
+    test_embeddings();
+    test_crossentropy();
+  }
   return check_exit();
 }
