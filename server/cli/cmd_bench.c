@@ -74,11 +74,12 @@ static int parse_mnk(const char *v, void *args) {
   return 0;
 }
 
-enum { BENCH_TRAIN, BENCH_INFER, BENCH_SGEMM, BENCH_COMM };
-static const char *const bench_modes[] = {"train", "infer", "sgemm", "comm"};
+enum { BENCH_TRAIN, BENCH_INFER, BENCH_SGEMM, BENCH_COMM, BENCH_MEMORY };
+static const char *const bench_modes[] = {"train", "infer", "sgemm", "comm", "memory"};
 #define MODEL_MODES (1u << BENCH_TRAIN | 1u << BENCH_INFER)
 #define SGEMM_MODE (1u << BENCH_SGEMM)
 #define COMM_MODE (1u << BENCH_COMM)
+#define MEMORY_MODE (1u << BENCH_MEMORY)
 #define OFF(f) offsetof(BenchArgs, f)
 static const CliOpt bench_opts[] = {
   {.name = "--config", .kind = CLI_STRING, .off = OFF(config), .arg = "C",
@@ -108,7 +109,7 @@ static const CliOpt bench_opts[] = {
   {.name = "--copies", .kind = CLI_INT, .off = OFF(copies), .lo = 1, .hi = 4096, .arg = "N", .def = CLI_DEFAULT,
    .help = "copies of B to cycle through, so it comes from memory", .modes = SGEMM_MODE},
   {.name = "--reps", .kind = CLI_INT, .off = OFF(reps), .lo = 1, .hi = 100000, .arg = "N", .def = CLI_DEFAULT,
-   .help = "timed products (comm: timed transfers)", .modes = SGEMM_MODE | COMM_MODE},
+   .help = "timed products (comm: timed transfers; memory: timed passes)", .modes = SGEMM_MODE | COMM_MODE | MEMORY_MODE},
   {.name = "--json", .kind = CLI_FLAG, .off = OFF(json), .help = "one JSON object on stdout instead of the text report"},
 };
 #undef OFF
@@ -121,6 +122,7 @@ const CliSpec cli_spec_bench = {
     "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
     "                         [--threads N] [--reps N] [--json]\n"
     "       mpirun -np 2 maskd bench comm [--config C] [--reps N] [--json]\n"
+    "       maskd bench memory [--config C] [--threads N] [--reps N] [--json]\n"
     "\n"
     "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
     "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
@@ -136,12 +138,15 @@ const CliSpec cli_spec_bench = {
     "       (--config, default base): one rank's whole gradient sent one way, and both ranks\n"
     "       sending each other half of it at once (the exchange of data-parallel training), in\n"
     "       GB/s, beside memcpy of the same bytes within one process.\n"
+    "memory: the rate one thread and --threads threads read 1 GiB from memory, and the least\n"
+    "       time a forward pass on a few rows can take with the model's (--config, default\n"
+    "       base) weights: every Linear weight and the decoder read once at that rate.\n"
     "\n",
   .tail = "Step times are medians; tokens/s counts every position of the batch.\n",
   .opts = bench_opts,
   .n_opts = (int)(sizeof bench_opts / sizeof bench_opts[0]),
   .modes = bench_modes,
-  .n_modes = 4,
+  .n_modes = 5,
   .args_size = sizeof(BenchArgs),
   .defaults = bench_defaults,
   .col = 20,
@@ -152,16 +157,16 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
   bench_defaults(a);
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { cli_help(stdout, &cli_spec_bench); return 1; }
-  if (argc < 2) { fprintf(stderr, "maskd bench: missing mode: train, infer, sgemm or comm (maskd bench --help)\n"); return -1; }
+  if (argc < 2) { fprintf(stderr, "maskd bench: missing mode: train, infer, sgemm, comm or memory (maskd bench --help)\n"); return -1; }
   a->mode = argv[1];
   int mode = cli_mode(&cli_spec_bench, a->mode);
   if (mode < 0) {
-    fprintf(stderr, "maskd bench: unknown mode '%s': expected train, infer, sgemm or comm\n", a->mode);
+    fprintf(stderr, "maskd bench: unknown mode '%s': expected train, infer, sgemm, comm or memory\n", a->mode);
     return -1;
   }
   int parsed = cli_parse(&cli_spec_bench, "bench", mode, argc, argv, 2, a, NULL, NULL);
   if (parsed) return parsed;
-  if (mode == BENCH_COMM) return 0;
+  if (mode == BENCH_COMM || mode == BENCH_MEMORY) return 0;
   if (mode == BENCH_SGEMM) {
     if (a->config && (!a->batch || !a->seq)) {
       fprintf(stderr, "maskd bench sgemm: --config needs --batch and --seq\n");
@@ -707,10 +712,67 @@ done:
   return rc;
 }
 
+/* The GB/s at which `threads` threads read the n words of buf, each its own
+** contiguous part: median of reps passes. Integer sums, which the compiler
+** vectorises at any level (a float sum it may not reorder), keep the reads live. */
+static double read_rate(const uint64_t *buf, size_t n, int threads, int reps, double *times) {
+  uint64_t sink = 0;
+  for (int r = -1; r < reps; r++) {   /* pass -1 warms up */
+    double t0 = now_monotonic();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    {
+      size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+      size_t lo = n * t / nt, hi = n * (t + 1) / nt;
+      uint64_t s = 0;
+      for (size_t i = lo; i < hi; i++) s += buf[i];
+      sink += s;
+    }
+    if (r >= 0) times[r] = now_monotonic() - t0;
+  }
+  if (sink == 1) fputc(' ', stderr);   /* never true for the fill below; keeps the sums */
+  return (double)n * sizeof *buf / median(times, reps) / 1e9;
+}
+
+/* memory: read bandwidth, and the bound it puts on a forward pass over few rows. */
+static int bench_memory(const BenchArgs *a) {
+  Err err = {0};
+  ModelConfig c;
+  if (load_config(a->config ? a->config : "base", &c, &err)) {
+    fprintf(stderr, "maskd bench memory: %s\n", err.msg);
+    return 1;
+  }
+  size_t n = (size_t)1 << 27;   /* 1 GiB: far past any cache */
+  uint64_t *buf = (uint64_t *)platform_alloc_floats(2 * n);
+  double *times = malloc((size_t)a->reps * sizeof *times);
+  if (!buf || !times) {
+    fprintf(stderr, "maskd bench memory: out of memory (1 GiB)\n");
+    free(buf); free(times);
+    return 1;
+  }
+  platform_pin_threads(a->threads);
+#pragma omp parallel for num_threads(a->threads) schedule(static)
+  for (size_t i = 0; i < n; i++) buf[i] = i * 2 + 2;   /* each thread's pages on its node, every page touched */
+  double one = read_rate(buf, n, 1, a->reps, times), all = read_rate(buf, n, a->threads, a->reps, times);
+  double hid = c.hidden_size, inter = c.intermediate_size, layers = c.num_hidden_layers, vocab = c.vocab_size;
+  double weight_bytes = 4.0 * (layers * (4 * hid * hid + 2 * hid * inter) + hid * hid + vocab * hid);
+  double bound_ms = weight_bytes / (all * 1e9) * 1e3;
+  if (a->json)
+    printf("{\"read_gb_s_1_thread\": %.3f, \"read_gb_s\": %.3f, \"threads\": %d, \"weight_bytes\": %.0f, "
+           "\"forward_bound_ms\": %.6f, \"reps\": %d}\n", one, all, a->threads, weight_bytes, bound_ms, a->reps);
+  else
+    printf("memory read, 1 GiB, medians of %d: 1 thread %.1f GB/s, %d threads %.1f GB/s\n"
+           "the model's Linear weights and decoder: %.0f MB, read once in %.2f ms at %.1f GB/s: the least a\n"
+           "forward pass over a few rows can take\n", a->reps, one, a->threads, all, weight_bytes / 1e6, bound_ms, all);
+  free(buf);
+  free(times);
+  return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
   BenchArgs a;
   int parsed = parse_args(argc, argv, &a);
   if (parsed) return parsed > 0 ? 0 : 2;
   if (!strcmp(a.mode, "comm")) return bench_comm(&a);
+  if (!strcmp(a.mode, "memory")) return bench_memory(&a);
   return !strcmp(a.mode, "sgemm") ? bench_sgemm(&a) : bench_model(&a);
 }

@@ -96,3 +96,12 @@ check_json bench_sgemm_shapes_json sgemm \
    and all(s["gflops"]>0 for s in j["shapes"]) and j["matmul_ms_per_step"]>0' \
   --config "$tmp/config.json" --batch 3 --seq 20 --reps 2 --threads 1
 bad sgemm_config_no_batch "--batch" sgemm --config tiny --seq 8
+# The read bandwidth and the bound it puts on a few-row forward pass: the weights counted
+# from the config (2 layers of 4*32*32 + 2*32*64, the head's 32*32 and the decoder's 300*32,
+# 4 bytes each) and read at the measured rate.
+check_json bench_memory_json memory \
+  'j["threads"]==2 and j["read_gb_s_1_thread"]>0.1 and j["read_gb_s"]>0.1
+   and j["weight_bytes"]==4*(2*(4*32*32+2*32*64)+32*32+300*32)
+   and abs(j["forward_bound_ms"]-j["weight_bytes"]/(j["read_gb_s"]*1e9)*1e3)<1e-3*j["forward_bound_ms"]+1e-6' \
+  --config "$tmp/config.json" --reps 2 --threads 2
+bad memory_missing_config "nonexistent" memory --config "$tmp/nonexistent.json"
