@@ -161,7 +161,8 @@ static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int
         int mr = mc - ir < BLK_MR ? mc - ir : BLK_MR;
         if (mr == BLK_MR) {
           _mm_storeu_ps(d, _mm_loadu_ps(src + ir));
-          _mm_storel_pi((__m64 *)(d + 4), _mm_castpd_ps(_mm_load_sd((const double *)(src + ir + 4))));
+          /* The 64-bit moves of emmintrin.h that promise no alignment. */
+          _mm_storel_epi64((__m128i *)(d + 4), _mm_loadl_epi64((const __m128i *)(src + ir + 4)));
         } else
           for (int i = 0; i < BLK_MR; i++) d[i] = i < mr ? src[ir + i] : 0.0f;
       }
@@ -178,7 +179,7 @@ static void pack_a(float *dst, const float *A, int lda, int trans_a, int i0, int
         float *d = dst + (size_t)ir * kc + (size_t)p * BLK_MR;
         for (int c = 0; c < cols; c++) {
           _mm_storeu_ps(d + c * BLK_MR, _mm256_castps256_ps128(r[c]));
-          _mm_storel_pi((__m64 *)(d + c * BLK_MR + 4), _mm256_extractf128_ps(r[c], 1));
+          _mm_storel_epi64((__m128i *)(d + c * BLK_MR + 4), _mm_castps_si128(_mm256_extractf128_ps(r[c], 1)));
         }
       }
     }
