@@ -208,7 +208,8 @@ static void level_checks_run(CpuIsa isa) {
       int M = few_m[m], N = 4 * M + 13 + 12 * variant, K = variant == 3 ? 1001 : 3 + 64 * variant;
       float alpha = variant == 2 ? -0.75f : 1.0f, beta = variant == 1 ? 0.5f : 0.0f;
       few_runs++;
-      few_bad += !one(0, 1, M, N, K, alpha, beta, variant & 1 ? 5 : 0, variant == 3 ? 0 : 1 + (variant & 1), &few_worst);
+      int pad = variant & 1 ? 5 : 0, threads = variant == 3 ? 0 : 1 + (variant & 1);
+      few_bad += !one(0, 1, M, N, K, alpha, beta, pad, threads, &few_worst);
     }
   check(few_bad == 0, level_name(isa, "few_rows"), "%d of %d few-row products differ (worst %.3g)", few_bad, few_runs,
         few_worst);
@@ -243,7 +244,8 @@ static void level_checks_run(CpuIsa isa) {
         bias_bad, bias_runs, bias_worst);
 
   /* Past one slice of K too: the derivative is applied once, at the last. */
-  static const int gdims[][3] = {{13, 33, 257}, {200, 300, 1600}, {16, 300, 70}, {32, 130, 9}, {150, 40, 800}, {7, 21, 1}};
+  static const int gdims[][3] = {{13, 33, 257}, {200, 300, 1600}, {16, 300, 70},
+                                 {32, 130, 9},  {150, 40, 800},   {7, 21, 1}};
   int grad_bad = 0, grad_runs = 0;
   double grad_worst = 0;
   for (size_t d = 0; d < sizeof gdims / sizeof gdims[0]; d++)
