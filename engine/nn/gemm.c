@@ -177,7 +177,7 @@ static int use_openblas(void) {
 static const GemmKernels *kernels(void) {
   switch (cpu_isa()) {
   case CPU_ISA_AVX512: return &gemm_kernels_avx512;
-  case CPU_ISA_AVX2: return NULL; /* AVX2_KERNELS_PENDING */
+  case CPU_ISA_AVX2: return &gemm_kernels_avx2;
   default: return NULL;
   }
 }

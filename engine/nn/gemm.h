@@ -3,7 +3,7 @@
 ** C = alpha op(A) op(B) + beta C, row-major, op(X) = X or X^T: the contract of
 ** cblas_sgemm(CblasRowMajor, ...), plus a variant that adds a bias to every
 ** row and can apply GELU as it stores, and one that multiplies by GELU's
-** derivative as it stores (the FFN's backward). On a CPU with AVX-512 the work is done
+** derivative as it stores (the FFN's backward). On a CPU with AVX2 or AVX-512 the work is done
 ** by kernels of our own (gemm.c), elsewhere by OpenBLAS. Each call says how
 ** many threads it may use (threads, at least 1): outside a parallel region the
 ** product runs on up to that many, inside one on the calling thread alone; no
@@ -28,7 +28,8 @@ void gemm_f32_bias(int trans_a, int trans_b, int M, int N, int K, const float *A
 void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         const float *P, float *C, int ldc, int threads);
 
-/* What gemm_f32 runs: "avx512-blocked", "openblas+avx512-few-rows" (MASKD_GEMM=openblas) or "openblas". */
+/* What gemm_f32 runs: "avx512-blocked" / "avx2-blocked", "openblas+avx512-few-rows" /
+** "openblas+avx2-few-rows" (MASKD_GEMM=openblas) or "openblas". */
 const char *gemm_backend(void);
 
 #endif

@@ -3,13 +3,18 @@
 ** K slices shorter than a block, several K slices), all four transpose
 ** combinations, alpha/beta, leading dimensions wider than the matrix, C
 ** holding NaN when beta is 0, one and several threads, and a call from
-** inside a parallel region. */
+** inside a parallel region; the few-row kernel (M <= 32 against a transposed
+** weight) and the base model's shapes. Every check runs at every
+** instruction-set level the CPU has (generic = OpenBLAS, avx2, avx512; a level
+** it lacks is reported SKIP), and the two kernel levels are checked to give the
+** same bits (gemm_kernels.h). */
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/core/cpu.h"
 #include "engine/nn/gemm.h"
 #include "tests/unit/check.h"
 
@@ -52,6 +57,14 @@ static void run_product(int ta, int tb, int M, int N, int K, float alpha, const 
 /* threads 0: the product runs inside a parallel region of two threads, as the
 ** attention's per-head products do (one thread's product, never the few-row
 ** kernel's threads). */
+/* Whether row i of an M x N x K product is compared with the reference: all
+** of them, except in products big enough (the base model's) that the double
+** reference would dominate the run, where the first and last rows and every
+** 53rd are (the blocking's edges fall in the first and last rows and columns). */
+static int row_checked(int i, int M, int N, int K) {
+  return (double)M * N * K < 3e7 || i < 8 || i >= M - 8 || i % 53 == 0;
+}
+
 static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad, int threads, double *worst) {
   int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
   int arows = ta ? K : M, brows = tb ? N : K;
@@ -70,6 +83,7 @@ static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int
         if (memcmp(&C[at], &C0[at], sizeof(float))) { ok = 0; break; }
         continue;
       }
+      if (!row_checked(i, M, N, K)) continue;
       double mag, s = dot(ta, tb, K, A, lda, B, ldb, i, j, &mag);
       double want = alpha * s + (beta == 0.0f ? 0.0 : (double)beta * C0[at]);
       double err = fabs(C[at] - want) / (fabs(alpha) * mag + fabs(beta) + 1.0);
@@ -142,15 +156,28 @@ static void *product_on_thread(void *ok) {
   return NULL;
 }
 
-int main(void) {
-  /* Shapes around the 12 x 32 tile, the 256-deep K slice and the 120-row A block,
-  ** and few-row products (M <= 32, N >= 4M) that take the skinny path when B is transposed. */
-  static const int dims[][3] = {{1, 1, 1},     {12, 32, 256}, {13, 33, 257}, {11, 31, 255}, {5, 70, 3},
+/* "gemm_<level>_<what>", the name of one check at one level. */
+static const char *level_name(CpuIsa isa, const char *what) {
+  static char name[128];
+  snprintf(name, sizeof name, "gemm_%s_%s", cpu_isa_name(isa), what);
+  return name;
+}
+
+/* Every product check of one level, named by it, at the level cpu_isa() runs now. */
+static const char *const level_checks[] = {"shapes",          "few_rows",         "base_shapes",
+                                           "bias_and_gelu",   "times_gelu_derivative", "inside_parallel_region",
+                                           "on_a_thread_that_ends", "empty_k_scales_c"};
+
+static void level_checks_run(CpuIsa isa) {
+  /* Shapes around the register tiles (12 x 32 at avx512, 6 x 16 at avx2), the
+  ** 768-deep K slice and the A blocks; K = 0, 1 and odd; several slices of K. */
+  static const int dims[][3] = {{1, 1, 1},      {12, 32, 256},  {13, 33, 257}, {11, 31, 255}, {5, 70, 3},
                                 {120, 64, 512}, {121, 96, 600}, {300, 40, 17}, {16, 768, 100}, {1, 100, 1000},
-                                {250, 250, 250}, {64, 128, 64}, {128, 64, 128}, {37, 5, 900}, {2, 300, 33},
-                                /* few rows by many columns: the skinny path */
+                                {250, 250, 250}, {64, 128, 64}, {128, 64, 128}, {37, 5, 900},  {2, 300, 33},
+                                {7, 19, 0},     {20, 37, 1},    {6, 16, 769},  {7, 17, 1537}, {95, 47, 2000},
+                                /* few rows by many columns: the few-row path when B is transposed */
                                 {20, 200, 50}, {32, 500, 70}, {31, 130, 17}, {16, 97, 3072},
-                                /* past the 192-row A block and the 2048-column B block of each thread */
+                                /* past the A block and the 2048-column B block of each thread */
                                 {193, 40, 100}, {385, 70, 513}, {40, 4200, 30}};
   double worst = 0;
   int bad = 0, runs = 0;
@@ -167,11 +194,43 @@ int main(void) {
           bad++;
         }
       }
-  check(bad == 0, "gemm_matches_double_reference", "%d of %d products differ (worst relative error %.3g)", bad, runs,
-        worst);
+  check(bad == 0, level_name(isa, "shapes"), "%d of %d products differ (worst relative error %.3g)", bad, runs, worst);
   printf("# gemm backend %s, %d products, worst relative error %.3g\n", gemm_backend(), runs, worst);
 
-  static const int bdims[][3] = {{13, 33, 257}, {1, 70, 5}, {200, 300, 600}, {16, 300, 70}, {32, 130, 9}};
+  /* The few-row kernel: every M a vector count can leave (1..4 vectors of 8 at
+  ** avx2, 1..2 of 16 at avx512), N >= 4M with a partial unit of 12 rows of B, K
+  ** odd and past one slice. */
+  static const int few_m[] = {1, 5, 8, 9, 16, 17, 24, 31, 32};
+  int few_bad = 0, few_runs = 0;
+  double few_worst = 0;
+  for (size_t m = 0; m < sizeof few_m / sizeof few_m[0]; m++)
+    for (int variant = 0; variant < 4; variant++) {
+      int M = few_m[m], N = 4 * M + 13 + 12 * variant, K = variant == 3 ? 1001 : 3 + 64 * variant;
+      float alpha = variant == 2 ? -0.75f : 1.0f, beta = variant == 1 ? 0.5f : 0.0f;
+      few_runs++;
+      int pad = variant & 1 ? 5 : 0, threads = variant == 3 ? 0 : 1 + (variant & 1);
+      few_bad += !one(0, 1, M, N, K, alpha, beta, pad, threads, &few_worst);
+    }
+  check(few_bad == 0, level_name(isa, "few_rows"), "%d of %d few-row products differ (worst %.3g)", few_bad, few_runs,
+        few_worst);
+
+  /* The base model's products (batch 8 x 128 tokens): a Linear layer's forward
+  ** (x W^T), its input gradient (dy W) and weight gradient (dy^T x). */
+  static const int base[][5] = {{1024, 768, 768, 0, 1},  {1024, 3072, 768, 0, 1}, {1024, 2304, 768, 0, 1},
+                                {1024, 768, 3072, 0, 0}, {1024, 768, 2304, 0, 0}, {3072, 768, 1024, 1, 0},
+                                {768, 768, 1024, 1, 0},  {16, 3072, 768, 0, 1}};
+  int base_bad = 0, base_runs = 0;
+  double base_worst = 0;
+  for (size_t d = 0; d < sizeof base / sizeof base[0]; d++) {
+    base_runs++;
+    base_bad += !one(base[d][3], base[d][4], base[d][0], base[d][1], base[d][2], 1.0f, d & 1 ? 1.0f : 0.0f, 0,
+                     d == 0 ? 1 : 2, &base_worst);
+  }
+  check(base_bad == 0, level_name(isa, "base_shapes"), "%d of %d products differ (worst %.3g)", base_bad, base_runs,
+        base_worst);
+
+  static const int bdims[][3] = {{13, 33, 257}, {1, 70, 5}, {200, 300, 600}, {16, 300, 70}, {32, 130, 9},
+                                 {9, 40, 100},  {24, 100, 31}, {40, 50, 1600}};
   int bias_bad = 0, bias_runs = 0;
   double bias_worst = 0;
   for (size_t d = 0; d < sizeof bdims / sizeof bdims[0]; d++)
@@ -181,11 +240,12 @@ int main(void) {
         bias_bad += !with_bias(t & 1, t >> 1, bdims[d][0], bdims[d][1], bdims[d][2], variant == 1, variant == 2 ? 0 : 2,
                                &bias_worst);
       }
-  check(bias_bad == 0, "gemm_bias_and_gelu", "%d of %d products with bias and GELU differ (worst %.3g)", bias_bad,
-        bias_runs, bias_worst);
+  check(bias_bad == 0, level_name(isa, "bias_and_gelu"), "%d of %d products with bias and GELU differ (worst %.3g)",
+        bias_bad, bias_runs, bias_worst);
 
   /* Past one slice of K too: the derivative is applied once, at the last. */
-  static const int gdims[][3] = {{13, 33, 257}, {200, 300, 1600}, {16, 300, 70}, {32, 130, 9}, {150, 40, 800}};
+  static const int gdims[][3] = {{13, 33, 257}, {200, 300, 1600}, {16, 300, 70},
+                                 {32, 130, 9},  {150, 40, 800},   {7, 21, 1}};
   int grad_bad = 0, grad_runs = 0;
   double grad_worst = 0;
   for (size_t d = 0; d < sizeof gdims / sizeof gdims[0]; d++)
@@ -194,29 +254,102 @@ int main(void) {
         grad_runs++;
         grad_bad += !with_gelu_grad(t & 1, t >> 1, gdims[d][0], gdims[d][1], gdims[d][2], threads, &grad_worst);
       }
-  check(grad_bad == 0, "gemm_times_gelu_derivative", "%d of %d products times GELU' differ (worst %.3g)", grad_bad,
-        grad_runs, grad_worst);
+  check(grad_bad == 0, level_name(isa, "times_gelu_derivative"), "%d of %d products times GELU' differ (worst %.3g)",
+        grad_bad, grad_runs, grad_worst);
 
   /* Called from inside a parallel region, each thread runs its own product. */
   int inner_ok = 1;
 #pragma omp parallel num_threads(2) reduction(& : inner_ok)
   {
     double w = 0;
-    inner_ok = one(omp_get_thread_num(), 1, 70, 90, 300, 1.0f, 0.0f, 1, 1, &w);
+    inner_ok = one(omp_get_thread_num(), 1, 70, 90, 300, 1.0f, 0.0f, 1, 1, &w) &&
+               one(0, 1, 9 + omp_get_thread_num() * 20, 200, 300, 1.0f, 0.0f, 1, 2, &w);
   }
-  check(inner_ok, "gemm_inside_parallel_region", "a product run inside a parallel region differs");
+  check(inner_ok, level_name(isa, "inside_parallel_region"), "a product run inside a parallel region differs");
 
   int thread_ok = 0;
   pthread_t th;
   int started = pthread_create(&th, NULL, product_on_thread, &thread_ok) == 0;
   if (started) pthread_join(th, NULL);
-  check(started && thread_ok, "gemm_on_a_thread_that_ends", "the product on a short-lived thread differs");
+  check(started && thread_ok, level_name(isa, "on_a_thread_that_ends"), "the product on a short-lived thread differs");
 
   /* K = 0 scales C by beta (zero when beta is 0, even over NaN). */
   float A[4] = {1, 2, 3, 4}, C[4] = {NAN, NAN, NAN, NAN}, D[4] = {1, 2, 3, 4};
   gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 0.0f, C, 2, 1);
   gemm_f32(0, 0, 2, 2, 0, 1.0f, A, 1, A, 2, 2.0f, D, 2, 1);
-  check(C[0] == 0 && C[3] == 0 && D[0] == 2 && D[3] == 8, "gemm_empty_k_scales_c", "C = %g %g, D = %g %g", C[0], C[3],
-        D[0], D[3]);
+  check(C[0] == 0 && C[3] == 0 && D[0] == 2 && D[3] == 8, level_name(isa, "empty_k_scales_c"), "C = %g %g, D = %g %g",
+        C[0], C[3], D[0], D[3]);
+}
+
+/* One product of each kind (0 gemm_f32, 1 bias and G apart, 2 bias and G in
+** place, 3 times GELU'), its outputs (C, then G) into out (2 M ldc floats), at
+** the level cpu_isa() runs now, from inputs made from `seed`. */
+static void bits_product(int kind, int ta, int tb, int M, int N, int K, float alpha, float beta, int pad, int threads,
+                         uint64_t seed, float *out) {
+  int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  size_t na = (size_t)(ta ? K : M) * lda + 1, nb = (size_t)(tb ? N : K) * ldb + 1, nc = (size_t)M * ldc;
+  float *A = malloc(sizeof(float) * na), *B = malloc(sizeof(float) * nb), *bias = malloc(sizeof(float) * (N + 1));
+  float *P = malloc(sizeof(float) * (nc + 1)), *C = out, *G = kind == 2 ? out : out + nc;
+  state = seed;
+  for (size_t i = 0; i < na; i++) A[i] = uniform();
+  for (size_t i = 0; i < nb; i++) B[i] = uniform();
+  for (int j = 0; j < N; j++) bias[j] = uniform();
+  for (size_t i = 0; i < nc; i++) {
+    P[i] = 4 * uniform();
+    C[i] = beta == 0.0f && kind == 0 ? NAN : uniform();
+    out[nc + i] = NAN;
+  }
+  if (kind == 0) gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads);
+  else if (kind == 3) gemm_f32_gelu_grad(ta, tb, M, N, K, A, lda, B, ldb, P, C, ldc, threads);
+  else gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc, threads);
+  free(A); free(B); free(bias); free(P);
+}
+
+/* The AVX2 and the AVX-512 kernels give the same bits (gemm_kernels.h): the
+** same products at both levels, compared byte for byte. */
+static void levels_agree(void) {
+  static const int shapes[][3] = {{1, 1, 1},     {13, 33, 257},  {6, 16, 768},  {7, 17, 769},  {121, 96, 600},
+                                  {37, 5, 900},  {95, 47, 2000}, {300, 40, 17}, {7, 19, 0},    {40, 4200, 30},
+                                  {1, 40, 300},  {5, 64, 77},    {9, 50, 1001}, {17, 90, 64},  {24, 100, 31},
+                                  {31, 140, 800}, {32, 200, 1600}, {250, 250, 250}};
+  int bad = 0, runs = 0;
+  uint64_t seed = 1;
+  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int kind = 0; kind < 4; kind++) {
+        int M = shapes[d][0], N = shapes[d][1], K = shapes[d][2], ta = t & 1, tb = t >> 1;
+        float alpha = kind ? 1.0f : (d & 1) ? -0.375f : 1.0f, beta = kind ? 0.0f : (d & 2) ? 0.5f : 0.0f;
+        int pad = (int)(d % 3), threads = 1 + (int)(d & 1);
+        size_t n = 2 * (size_t)M * (N + pad) + 1;
+        float *x2 = malloc(sizeof(float) * n), *x512 = malloc(sizeof(float) * n);
+        Err err;
+        seed++;
+        cpu_isa_select(CPU_ISA_AVX2, &err);
+        bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, x2);
+        cpu_isa_select(CPU_ISA_AVX512, &err);
+        bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, x512);
+        runs++;
+        if (memcmp(x2, x512, sizeof(float) * (n - 1))) {
+          if (!bad) printf("# first difference: kind=%d ta=%d tb=%d M=%d N=%d K=%d\n", kind, ta, tb, M, N, K);
+          bad++;
+        }
+        free(x2); free(x512);
+      }
+  check(bad == 0, "gemm_avx2_matches_avx512_bits", "%d of %d products differ in some bit", bad, runs);
+}
+
+int main(void) {
+  static const CpuIsa levels[] = {CPU_ISA_GENERIC, CPU_ISA_AVX2, CPU_ISA_AVX512};
+  for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+    Err err = {0};
+    if (cpu_isa_select(levels[l], &err) != 0) {
+      for (size_t c = 0; c < sizeof level_checks / sizeof level_checks[0]; c++)
+        check_skip(level_name(levels[l], level_checks[c]), err.msg);
+      continue;
+    }
+    level_checks_run(levels[l]);
+  }
+  if (cpu_isa_best() >= CPU_ISA_AVX512) levels_agree();
+  else check_skip("gemm_avx2_matches_avx512_bits", "this CPU lacks AVX-512: one kernel level, nothing to compare");
   return check_exit();
 }
