@@ -59,15 +59,6 @@ static inline void transpose_block(float *dst, int ldd, int width, const float *
 ** (12 sequential streams) against one row of A^T, so C^T's 12 x M tile sits
 ** in 12 * NV registers. Threads split N. */
 #define SKINNY_ROWS GEMM_FEW_ROWS_UNIT
-#ifndef SKINNY_PF_NEAR
-#define SKINNY_PF_NEAR 128
-#endif
-#ifndef SKINNY_PF_FAR
-#define SKINNY_PF_FAR 0
-#endif
-#ifndef SKINNY_PF_HINT
-#define SKINNY_PF_HINT _MM_HINT_T1
-#endif
 
 static inline void skinny_tile(int NV, int K, const float *xt, const float *B, int ldb, int j0, int nr, float alpha,
                                float beta, const float *bias, float *C, float *G, int ldc, int M) {
@@ -80,12 +71,8 @@ static inline void skinny_tile(int NV, int K, const float *xt, const float *B, i
   }
   for (int k = 0; k < K; k++) {
     __m512 x0 = _mm512_load_ps(xt + (size_t)k * 16 * NV), x1 = NV > 1 ? _mm512_load_ps(xt + (size_t)k * 32 + 16) : x0;
-    if ((k & 15) == 0) {
-      for (int i = 0; i < SKINNY_ROWS; i++) _mm_prefetch((const char *)(w[i] + k + SKINNY_PF_NEAR), _MM_HINT_T0);
-#if SKINNY_PF_FAR
-      for (int i = 0; i < SKINNY_ROWS; i++) _mm_prefetch((const char *)(w[i] + k + SKINNY_PF_FAR), SKINNY_PF_HINT);
-#endif
-    }
+    if ((k & 15) == 0)
+      for (int i = 0; i < SKINNY_ROWS; i++) _mm_prefetch((const char *)(w[i] + k + 128), _MM_HINT_T0);
 #pragma GCC unroll 12
     for (int i = 0; i < SKINNY_ROWS; i++) {
       __m512 wi = _mm512_set1_ps(w[i][k]);
