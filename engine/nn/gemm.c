@@ -215,3 +215,28 @@ const char *gemm_backend(void) {
   return use_openblas() ? (k == &gemm_kernels_avx512 ? "openblas+avx512-few-rows" : "openblas+avx2-few-rows")
                         : (k == &gemm_kernels_avx512 ? "avx512-blocked" : "avx2-blocked");
 }
+
+double gemm_fma_peak(int threads) {
+  const GemmKernels *k = kernels();
+  if (!k) k = cpu_isa_best() == CPU_ISA_AVX512 ? &gemm_kernels_avx512 : cpu_isa_best() == CPU_ISA_AVX2 ? &gemm_kernels_avx2 : NULL;
+  if (!k) return 0;
+  if (threads < 1) threads = 1;
+  platform_pin_threads(threads);
+  double best = 0;
+  for (int rep = 0; rep < 5; rep++) {   /* the best of 5: the clock ramps up, neighbours come and go */
+    double flops = 0, t0 = 0, t1 = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+    {
+#pragma omp barrier
+#pragma omp master
+      t0 = omp_get_wtime();
+      flops += k->fma_loop(4000000);
+#pragma omp barrier
+#pragma omp master
+      t1 = omp_get_wtime();
+    }
+    double g = flops / (t1 - t0) * 1e-9;
+    if (g > best) best = g;
+  }
+  return best;
+}

@@ -32,4 +32,10 @@ void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const flo
 ** "openblas+avx2-few-rows" (MASKD_GEMM=openblas) or "openblas". */
 const char *gemm_backend(void);
 
+/* The measured rate of fused multiply-adds in registers, GFLOP/s on `threads`
+** threads (about 0.2 s): the bound a product is measured against, at the level
+** whose kernels run (at the generic level, the best level the CPU has, which
+** OpenBLAS then uses); 0 when the CPU has no FMA. */
+double gemm_fma_peak(int threads);
+
 #endif

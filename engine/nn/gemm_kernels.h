@@ -38,6 +38,9 @@ typedef struct GemmKernels {
   ** blocked(); j0 a multiple of GEMM_FEW_ROWS_UNIT. B is read in place. */
   void (*few_rows_range)(int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha, float beta,
                          const float *bias, float *C, float *G, int ldc);
+  /* iters steps of independent fused multiply-adds held in registers, as many
+  ** chains as keep every FMA unit busy; returns the flops done (the caller times it). */
+  double (*fma_loop)(long iters);
 } GemmKernels;
 
 extern const GemmKernels gemm_kernels_avx2, gemm_kernels_avx512;

@@ -322,7 +322,7 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   sh[ns++] = (Shape){"  dQ", 0, 0, T, d, T, L * B * A, 1};
   sh[ns++] = (Shape){"  dK", 1, 0, T, d, T, L * B * A, 1};
   set_threads(a->threads);
-  double total_t = 0, total_f = 0;
+  double total_t = 0, total_f = 0, fma = gemm_fma_peak(a->threads);
   if (!a->json) {
     printf("maskd bench sgemm: the matrix products of a training step of %s, batch %ld x seq %ld, head at %ld rows, "
            "%d threads\n", a->config, B, T, n, a->threads);
@@ -350,12 +350,14 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
       printf("  %-11s %c%c %6ld %6ld %6ld %6ld %9.1f %9.2f %9.1f\n", sh[i].name, sh[i].ta ? 'T' : 'N',
              sh[i].tb ? 'T' : 'N', sh[i].m, sh[i].n, sh[i].k, sh[i].count, g, t * 1e3, gb);
   }
+  double all = total_f / total_t * 1e-9;
   if (a->json)
-    printf("],\"gflop_per_step\":%.6f,\"matmul_ms_per_step\":%.3f,\"gflops\":%.2f}\n", total_f * 1e-9,
-           total_t * 1e3, total_f / total_t * 1e-9);
+    printf("],\"gflop_per_step\":%.6f,\"matmul_ms_per_step\":%.3f,\"gflops\":%.2f,\"fma_peak_gflops\":%.2f}\n",
+           total_f * 1e-9, total_t * 1e3, all, fma);
   else
-    printf("  all products: %.1f GFLOP in %.1f ms = %.1f GFLOP/s: a training step cannot be faster than this "
-           "(%.0f tokens/s)\n", total_f * 1e-9, total_t * 1e3, total_f / total_t * 1e-9, (double)BT / total_t);
+    printf("  all products: %.1f GFLOP in %.1f ms = %.1f GFLOP/s (%.0f%% of the FMA peak, %.1f): a training step\n"
+           "  cannot be faster than this (%.0f tokens/s)\n", total_f * 1e-9, total_t * 1e3, all,
+           fma > 0 ? 100.0 * all / fma : 0.0, fma, (double)BT / total_t);
   return 0;
 }
 
@@ -370,19 +372,23 @@ static int bench_sgemm(const BenchArgs *a) {
     return 1;
   }
   const char *core = openblas_get_corename();
+  double fma = gemm_fma_peak(a->threads);
   if (a->json) {
     printf("{");
     print_kernels_json();
     printf("\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"at\":%d,\"bt\":%d,\"copies\":%d,\"threads\":%d,"
            "\"reps\":%d,\"backend\":\"%s\",\"gflops_median\":%.2f,\"gflops_best\":%.2f,"
-           "\"openblas_gflops_median\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\"}\n",
+           "\"openblas_gflops_median\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\","
+           "\"fma_peak_gflops\":%.2f}\n",
            a->m, a->n, a->k, a->ta, a->tb, a->copies, a->threads, a->reps, gemm_backend(), g, best, gb, best_b,
-           core ? core : "");
+           core ? core : "", fma);
   } else {
     printf("maskd bench sgemm: %ldx%ldx%ld%s%s, %d copies of B, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median "
            "(best %.1f); OpenBLAS (core %s) %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n", a->m, a->n, a->k,
            a->ta ? " A^T" : "", a->tb ? " B^T" : "", a->copies, a->threads, a->reps, gemm_backend(), g, best, core ? core : "?", gb,
            best_b, g / (2.0 * a->m) * 4.0, gb / (2.0 * a->m) * 4.0);
+    if (fma > 0) printf("  FMA peak %.1f GFLOP/s (fused multiply-adds in registers): maskd at %.0f%%, OpenBLAS at %.0f%%\n",
+                        fma, 100.0 * g / fma, 100.0 * gb / fma);
     print_kernels_text();
   }
   return 0;
