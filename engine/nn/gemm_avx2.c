@@ -77,13 +77,16 @@ static inline void transpose_block8(float *dst, int ldd, const float *src, int l
 #define SKINNY_ROWS GEMM_FEW_ROWS_UNIT
 enum { SKINNY_KB = 64 };   /* 64 beat 128 and 256, and prefetching 256 ahead instead of one turn (16 x 3072 x 768) */
 
-static inline void skinny_unit(int NV, int K, const float *xt, const float *B, int ldb, int j0, int nr, float alpha,
-                               float beta, const float *bias, float *C, float *G, int ldc, int M) {
+static inline void skinny_unit(int NV, int K, const float *xt, const float *B, int ldb, int j0, int nr, int n_total,
+                               float alpha, float beta, const float *bias, float *C, float *G, int ldc, int M) {
   const int R = SKINNY_ROWS / NV;
   float tile[SKINNY_ROWS][32] __attribute__((aligned(32)));
   const float *w[SKINNY_ROWS];
   /* Rows past the edge repeat row 0; discarded. */
   for (int i = 0; i < SKINNY_ROWS; i++) w[i] = B + (size_t)(j0 + (i < nr ? i : 0)) * ldb;
+  /* The next unit's rows, asked for into L2 as this unit reads its own (as gemm_avx512.c's skinny_tile). */
+  const float *next[SKINNY_ROWS];
+  for (int i = 0; i < SKINNY_ROWS; i++) next[i] = B + (size_t)(j0 + SKINNY_ROWS + i < n_total ? j0 + SKINNY_ROWS + i : j0) * ldb;
   for (int k0 = 0; k0 < K; k0 += SKINNY_KB) {
     int k1 = K - k0 < SKINNY_KB ? K : k0 + SKINNY_KB;
     for (int s = 0; s < SKINNY_ROWS; s += R) {
@@ -95,8 +98,10 @@ static inline void skinny_unit(int NV, int K, const float *xt, const float *B, i
         for (int v = 0; v < NV; v++) acc[i][v] = k0 ? _mm256_load_ps(tile[s + i] + 8 * v) : _mm256_setzero_ps();
       for (int k = k0; k < k1; k++) {
         const float *x = xt + (size_t)k * 8 * NV;
-        if ((k & 15) == 0)
+        if ((k & 15) == 0) {
           for (int i = 0; i < R; i++) _mm_prefetch((const char *)(ws[i] + k + SKINNY_KB), _MM_HINT_T0);
+          for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next[s + i] + k), _MM_HINT_T1);
+        }
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
           __m256 wi = _mm256_broadcast_ss(ws[i] + k);
@@ -129,10 +134,10 @@ static void few_rows_range(int M, int K, const float *xt, const float *B, int ld
     int nr = j1 - j < SKINNY_ROWS ? j1 - j : SKINNY_ROWS;
     /* NV spelled out, so that each instance keeps its accumulators in registers. */
     switch (NV) {
-    case 1: skinny_unit(1, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M); break;
-    case 2: skinny_unit(2, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M); break;
-    case 3: skinny_unit(3, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M); break;
-    default: skinny_unit(4, K, xt, B, ldb, j, nr, alpha, beta, bias, C, G, ldc, M); break;
+    case 1: skinny_unit(1, K, xt, B, ldb, j, nr, j1, alpha, beta, bias, C, G, ldc, M); break;
+    case 2: skinny_unit(2, K, xt, B, ldb, j, nr, j1, alpha, beta, bias, C, G, ldc, M); break;
+    case 3: skinny_unit(3, K, xt, B, ldb, j, nr, j1, alpha, beta, bias, C, G, ldc, M); break;
+    default: skinny_unit(4, K, xt, B, ldb, j, nr, j1, alpha, beta, bias, C, G, ldc, M); break;
     }
   }
 }
