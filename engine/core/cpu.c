@@ -1,5 +1,6 @@
 #include "engine/core/cpu.h"
 
+#include <cpuid.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,13 +20,25 @@ int cpu_isa_parse(const char *name, CpuIsa *out) {
   return -1;
 }
 
-/* libgcc's cpuid reader also checks, through xgetbv, that the OS saves the
-** ymm / zmm registers, so a level reported here is one the process may use. */
+/* F16C, MOVBE and LZCNT, the rest of x86-64-v3 beside AVX2, FMA, BMI1 and BMI2,
+** from cpuid itself (clang's __builtin_cpu_supports does not know their names). */
+static int has_v3_rest(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29)) || !(c & (1u << 22))) return 0;   /* F16C, MOVBE */
+  return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 5));                          /* LZCNT (ABM) */
+}
+
+/* The compiler's cpuid reader also checks, through xgetbv, that the OS saves the
+** ymm / zmm registers, so a level reported here is one the process may use. The
+** levels are x86-64-v3 and -v4 feature by feature (what -march=x86-64-v3 / -v4
+** let the compiler emit in the kernels' objects). */
 CpuIsa cpu_isa_best(void) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return CPU_ISA_AVX512;
-  if (__builtin_cpu_supports("x86-64-v3")) return CPU_ISA_AVX2;
-  return CPU_ISA_GENERIC;
+  int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+           __builtin_cpu_supports("bmi2") && has_v3_rest();
+  int v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return v4 ? CPU_ISA_AVX512 : v3 ? CPU_ISA_AVX2 : CPU_ISA_GENERIC;
 }
 
 int cpu_has_avx512_bf16(void) {
