@@ -122,12 +122,49 @@ static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, cons
   return 1;
 }
 
+/* The blocked product on the calling thread with the level's packing and tile
+** (gemm_kernels.h); 0, having written nothing, when its buffers cannot be had. K
+** goes in equal slices of at most GEMM_KC (1024 = 512 + 512, not 768 + 256):
+** each slice costs a pass over C, and a short last one would cost it for little
+** work. The slices decide where C is rounded between passes, so this one
+** definition for every level keeps their bits the same. */
+static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                          const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
+                          float *G, const float *P, int ldc) {
+  int MR = k->mr, NR = k->nr, MC = k->mc, NC = k->nc, ncmax = N < NC ? N : NC;
+  float *pa = gemm_thread_buffer(GEMM_BUF_A, (size_t)(MC + MR - 1) / MR * MR * GEMM_KC);
+  float *pb = gemm_thread_buffer(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + NR - 1) / NR) * NR);
+  if (!pa || !pb) return 0;
+  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
+  if (step > GEMM_KC) step = GEMM_KC;
+  for (int jc = 0; jc < N; jc += NC) {
+    int nc = N - jc < NC ? N - jc : NC;
+    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+      int kc = K - pc < step ? K - pc : step;
+      k->pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
+      for (int ic = 0; ic < M; ic += MC) {
+        int mc = M - ic < MC ? M - ic : MC;
+        k->pack_a(pa, A, lda, trans_a, ic, mc, pc, kc);
+        for (int jr = 0; jr < nc; jr += NR)
+          for (int ir = 0; ir < mc; ir += MR) {
+            size_t at = (size_t)(ic + ir) * ldc + jc + jr;
+            k->tile(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + at, ldc, alpha, beta,
+                    bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
+                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR);
+          }
+      }
+      if (K == 0) break;
+    }
+  }
+  return 1;
+}
+
 /* One thread's share: blocked, or OpenBLAS on this thread alone when its
 ** buffers cannot be had (blk_serial fails before it writes anything). */
 static void blk_share(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
                       int ldc) {
-  if (!k->blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
+  if (!blocked_serial(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
     blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, 1);
 }
 

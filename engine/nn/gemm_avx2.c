@@ -286,7 +286,7 @@ static inline void gelu_grad_mul(__m256 *v0, __m256 *v1, const float *p, int nr)
 ** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
 ** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
 ** stored at all when g == c; with gp: C is multiplied by GELU'(gp) (same ldc). */
-static void blk_kernel(int kc, const float *restrict a, const float *restrict b, float *c, int ldc, float alpha,
+static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc, float alpha,
                        float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
   __m256 acc[BLK_MR][2];
 #pragma GCC unroll 6
@@ -328,40 +328,6 @@ static void blk_kernel(int kc, const float *restrict a, const float *restrict b,
   }
 }
 
-/* The product on the calling thread; 0 when its buffers cannot be had. */
-static int blocked(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
-                   int ldc) {
-  int ncmax = N < BLK_NC ? N : BLK_NC;
-  float *pa = gemm_thread_buffer(GEMM_BUF_A, (size_t)(BLK_MC + BLK_MR - 1) / BLK_MR * BLK_MR * GEMM_KC);
-  float *pb = gemm_thread_buffer(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + BLK_NR - 1) / BLK_NR) * BLK_NR);
-  if (!pa || !pb) return 0;
-  /* gemm_avx512.c's slices of K, to the letter: the slices decide where C is
-  ** rounded between passes, so they decide the bits. */
-  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
-  if (step > GEMM_KC) step = GEMM_KC;
-  for (int jc = 0; jc < N; jc += BLK_NC) {
-    int nc = N - jc < BLK_NC ? N - jc : BLK_NC;
-    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
-      int kc = K - pc < step ? K - pc : step;
-      pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
-      for (int ic = 0; ic < M; ic += BLK_MC) {
-        int mc = M - ic < BLK_MC ? M - ic : BLK_MC;
-        pack_a(pa, A, lda, trans_a, ic, mc, pc, kc);
-        for (int jr = 0; jr < nc; jr += BLK_NR)
-          for (int ir = 0; ir < mc; ir += BLK_MR) {
-            size_t at = (size_t)(ic + ir) * ldc + jc + jr;
-            blk_kernel(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + at, ldc, alpha, beta,
-                       bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
-                       mc - ir < BLK_MR ? mc - ir : BLK_MR, nc - jr < BLK_NR ? nc - jr : BLK_NR);
-          }
-      }
-      if (K == 0) break;
-    }
-  }
-  return 1;
-}
-
 /* The FMA peak's loop: 12 chains, more than the FMA units' latency times their
 ** count, so nothing but their throughput bounds it; the sum is returned through
 ** a volatile store so the loop is kept. */
@@ -381,7 +347,8 @@ static double fma_loop(long iters) {
 }
 
 const GemmKernels gemm_kernels_avx2 = {
-  .isa = "avx2", .mr = BLK_MR, .nr = BLK_NR, .blocked = blocked,
+  .isa = "avx2", .mr = BLK_MR, .nr = BLK_NR, .mc = BLK_MC, .nc = BLK_NC,
+  .pack_a = pack_a, .pack_b = pack_b, .tile = blk_kernel,
   .few_rows_packed_size = few_rows_packed_size, .few_rows_pack = few_rows_pack, .few_rows_range = few_rows_range,
   .fma_loop = fma_loop,
 };

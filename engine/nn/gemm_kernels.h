@@ -24,12 +24,21 @@ enum { GEMM_FEW_ROWS_MAX = 32, GEMM_FEW_ROWS_UNIT = 12 };
 
 typedef struct GemmKernels {
   const char *isa;   /* "avx2", "avx512" */
-  int mr, nr;        /* the blocked kernel's tile of C: threads split M in mr rows or N in nr columns */
-  /* C = alpha op(A) op(B) + beta C + bias on the calling thread, with G = GELU(C)
-  ** (C not stored when G == C) or C *= GELU'(P) after the last slice of K; gemm.h's
-  ** contract otherwise. 0, having written nothing, when its buffers cannot be had. */
-  int (*blocked)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                 int ldb, float beta, const float *bias, float *C, float *G, const float *P, int ldc);
+  /* The blocked product (gemm.c's loops over blocks of C and slices of K call these):
+  ** tile of C mr x nr, block of op(A) mc rows, block of op(B) nc columns. */
+  int mr, nr, mc, nc;
+  /* Packs the mc x kc block of op(A) at (i0, p0) into mr-row panels (panel q at
+  ** dst + q mr kc, [p mr + i]), rows past mc zero. */
+  void (*pack_a)(float *dst, const float *A, int lda, int trans_a, int i0, int mc, int p0, int kc);
+  /* Packs the kc x nc block of op(B) at (p0, j0) into nr-column panels (panel q at
+  ** dst + q nr kc, [p nr + j]), columns past nc zero. */
+  void (*pack_b)(float *dst, const float *B, int ldb, int trans_b, int j0, int nc, int p0, int kc);
+  /* The mr x nr (at most) tile of C at c from kc steps of the panels a and b. first:
+  ** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none), else
+  ** C += alpha acc. last, with g: g (ldc too) = GELU(C), C not stored when g == c;
+  ** with gp: C times GELU'(gp). */
+  void (*tile)(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta, const float *bias,
+               float *g, const float *gp, int first, int last, int mr, int nr);
   /* The few-row product's packed A: floats needed for M x K. */
   size_t (*few_rows_packed_size)(int M, int K);
   /* Packs A[M, K] (M <= GEMM_FEW_ROWS_MAX) into xt, the layout few_rows_range reads. */
