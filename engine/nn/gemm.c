@@ -9,7 +9,7 @@
 ** place, 12 rows at a time, about twice as fast as OpenBLAS reads it (`maskd bench
 ** sgemm --mnk 16,3072,768 --bt --copies 36`).
 **
-** Everything else takes the blocked kernel below, a few percent faster than
+** Everything else takes the blocked kernel (its loops below, its packing and tile per level), a few percent faster than
 ** OpenBLAS on the base encoder's shapes (`maskd bench sgemm --config base --batch 8
 ** --seq 128`). It also does what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
 ** C first, to copy the bias in or to zero it), and the FFN's GELU (forward) or
@@ -160,7 +160,7 @@ static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M,
 }
 
 /* One thread's share: blocked, or OpenBLAS on this thread alone when its
-** buffers cannot be had (blk_serial fails before it writes anything). */
+** buffers cannot be had (blocked_serial fails before it writes anything). */
 static void blk_share(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
                       int ldc) {

@@ -44,7 +44,7 @@ typedef struct GemmKernels {
   /* Packs A[M, K] (M <= GEMM_FEW_ROWS_MAX) into xt, the layout few_rows_range reads. */
   void (*few_rows_pack)(float *xt, const float *A, int lda, int M, int K);
   /* Columns [j0, j1) of C[M, N] = alpha A B^T + beta C + bias, G = GELU(C) as
-  ** blocked(); j0 a multiple of GEMM_FEW_ROWS_UNIT. B is read in place. */
+  ** the tile; j0 a multiple of GEMM_FEW_ROWS_UNIT. B is read in place. */
   void (*few_rows_range)(int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha, float beta,
                          const float *bias, float *C, float *G, int ldc);
   /* iters steps of independent fused multiply-adds held in registers, as many
