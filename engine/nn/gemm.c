@@ -9,11 +9,12 @@
 ** place, 12 rows at a time, about twice as fast as OpenBLAS reads it (`maskd bench
 ** sgemm --mnk 16,3072,768 --bt --copies 36`).
 **
-** Everything else takes the blocked kernel (its loops below, its packing and tile per level), a few percent faster than
-** OpenBLAS on the base encoder's shapes (`maskd bench sgemm --config base --batch 8
-** --seq 128`). It also does what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a pass over
-** C first, to copy the bias in or to zero it), and the FFN's GELU (forward) or
-** GELU's derivative (backward) is applied as the last store is made.
+** Everything else takes the blocked kernel (its loops below, its packing and
+** tile per level), a few percent faster than OpenBLAS on the base encoder's
+** shapes (`maskd bench sgemm --config base --batch 8 --seq 128`). It also does
+** what OpenBLAS cannot: the bias lands in the first store of C (OpenBLAS makes a
+** pass over C first, to copy the bias in or to zero it), and the FFN's GELU
+** (forward) or GELU's derivative (backward) is applied as the last store is made.
 ** MASKD_GEMM=openblas sends those products to OpenBLAS instead, to measure
 ** one against the other. The numbers behind each choice in this file, with their
 ** commands, dates and commits, are in BENCHMARKS.md ("Measurements behind
