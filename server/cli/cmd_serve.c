@@ -13,6 +13,7 @@
 
 #include "server/cli/commands.h"
 #include "engine/core/now.h"
+#include "engine/nn/kernels_info.h"
 #include "server/app/app.h"
 #include "server/http/static_files.h"
 
@@ -311,6 +312,9 @@ static int serve(const ServeArgs *a) {
     workspace_close(&app.ws);
     return 1;
   }
+  char kernels[256];
+  kernels_info_line(kernels, sizeof kernels);
+  printf("maskd serve: %s\n", kernels);
   printf("maskd serve: listening on http://%s%s%s:%d/\n", strchr(hc.host, ':') ? "[" : "", hc.host,
          strchr(hc.host, ':') ? "]" : "", http_port(app.http));
   fflush(stdout);
