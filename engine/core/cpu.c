@@ -37,7 +37,8 @@ CpuIsa cpu_isa_best(void) {
   int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
            __builtin_cpu_supports("bmi2") && has_v3_rest();
   int v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
   return v4 ? CPU_ISA_AVX512 : v3 ? CPU_ISA_AVX2 : CPU_ISA_GENERIC;
 }
 
@@ -47,10 +48,10 @@ int cpu_has_avx512_bf16(void) {
 }
 
 static int isa_refuse(CpuIsa isa, Err *err) {
-  return err_setk(err, ERR_INVALID, "this CPU cannot run the %s kernels (it needs %s; the CPU's best is %s)",
-                  cpu_isa_name(isa),
-                  isa == CPU_ISA_AVX512 ? "AVX-512 F, CD, BW, DQ and VL" : "AVX2, FMA, BMI2 and F16C",
-                  cpu_isa_name(cpu_isa_best()));
+  return err_setk(
+      err, ERR_INVALID, "this CPU cannot run the %s kernels (it needs %s; the CPU's best is %s)", cpu_isa_name(isa),
+      isa == CPU_ISA_AVX512 ? "x86-64-v3 and AVX-512 F, CD, BW, DQ, VL" : "AVX2, FMA, BMI1, BMI2, F16C, MOVBE, LZCNT",
+      cpu_isa_name(cpu_isa_best()));
 }
 
 int cpu_isa_check_env(Err *err) {

@@ -7,7 +7,7 @@
 ** registers): the highest the CPU has, or a lower one named by MASKD_ISA
 ** (generic | avx2 | avx512), for tests and comparisons. Levels, lowest first:
 **   generic  baseline C (and OpenBLAS, which picks its own kernels, for products)
-**   avx2     x86-64-v3: AVX2, FMA, BMI2, F16C
+**   avx2     x86-64-v3: AVX2, FMA, BMI1, BMI2, F16C, MOVBE, LZCNT
 **   avx512   x86-64-v4: AVX-512 F, CD, BW, DQ, VL
 ** Room is left above for AVX512-BF16 and AMX. */
 #ifndef MASKD_CPU_H

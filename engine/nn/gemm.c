@@ -117,7 +117,8 @@ static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, cons
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
-    int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT, j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
+    int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
+    int j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
     k->few_rows_range(M, K, xt, B, ldb, j0, j1 < N ? j1 : N, alpha, beta, bias, C, G, ldc);
   }
   return 1;
@@ -162,16 +163,16 @@ static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M,
 
 /* One thread's share: blocked, or OpenBLAS on this thread alone when its
 ** buffers cannot be had (blocked_serial fails before it writes anything). */
-static void blk_share(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                      const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
-                      int ldc) {
+static void blk_share(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float beta, const float *bias, float *C, float *G,
+                      const float *P, int ldc) {
   if (!blocked_serial(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
     blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, 1);
 }
 
-static void gemm_blocked(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                         const float *B, int ldb, float beta, const float *bias, float *C, float *G, const float *P,
-                         int ldc, int nt) {
+static void gemm_blocked(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                         const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
+                         float *G, const float *P, int ldc, int nt) {
   /* Each thread packs all of the operand the split does not divide: split the
   ** longer side, so that the smaller operand is the one packed twice (4096-row
   ** activations times the small model's 256-column weights: BENCHMARKS.md,
@@ -211,14 +212,13 @@ static int use_openblas(void) {
   return openblas_wanted;
 }
 
-/* The kernels of the level cpu_isa() chose; NULL at the generic level. */
-static const GemmKernels *kernels(void) {
-  switch (cpu_isa()) {
-  case CPU_ISA_AVX512: return &gemm_kernels_avx512;
-  case CPU_ISA_AVX2: return &gemm_kernels_avx2;
-  default: return NULL;
-  }
+/* The kernels of a level; NULL at the generic level, which has none. */
+static const GemmKernels *kernels_of(CpuIsa isa) {
+  return isa == CPU_ISA_AVX512 ? &gemm_kernels_avx512 : isa == CPU_ISA_AVX2 ? &gemm_kernels_avx2 : NULL;
 }
+
+/* The kernels of the level cpu_isa() chose. */
+static const GemmKernels *kernels(void) { return kernels_of(cpu_isa()); }
 
 static void product(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, const float *bias, float *C, float *G, const float *P, int ldc, int threads) {
@@ -228,8 +228,10 @@ static void product(int trans_a, int trans_b, int M, int N, int K, float alpha, 
   if (k && !trans_a && trans_b && M <= GEMM_FEW_ROWS_MAX && N >= 4 * M && K > 0 && alpha != 0.0f && !P &&
       few_rows(k, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, ldc, nt))
     return;
-  if (!k || use_openblas()) blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
-  else gemm_blocked(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
+  if (!k || use_openblas())
+    blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
+  else
+    gemm_blocked(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt);
 }
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
@@ -249,14 +251,11 @@ void gemm_f32_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const flo
 
 const char *gemm_backend(void) {
   const GemmKernels *k = kernels();
-  if (!k) return "openblas";
-  return use_openblas() ? (k == &gemm_kernels_avx512 ? "openblas+avx512-few-rows" : "openblas+avx2-few-rows")
-                        : (k == &gemm_kernels_avx512 ? "avx512-blocked" : "avx2-blocked");
+  return !k ? "openblas" : use_openblas() ? k->backend_openblas : k->backend;
 }
 
 double gemm_fma_peak(int threads) {
-  const GemmKernels *k = kernels();
-  if (!k) k = cpu_isa_best() == CPU_ISA_AVX512 ? &gemm_kernels_avx512 : cpu_isa_best() == CPU_ISA_AVX2 ? &gemm_kernels_avx2 : NULL;
+  const GemmKernels *k = kernels() ? kernels() : kernels_of(cpu_isa_best());
   if (!k) return 0;
   if (threads < 1) threads = 1;
   platform_pin_threads(threads);

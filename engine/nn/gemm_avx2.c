@@ -80,13 +80,14 @@ enum { SKINNY_KB = 64 };   /* 64 beat 128 and 256, and prefetching 256 ahead ins
 static inline void skinny_unit(int NV, int K, const float *xt, const float *B, int ldb, int j0, int nr, int n_total,
                                float alpha, float beta, const float *bias, float *C, float *G, int ldc, int M) {
   const int R = SKINNY_ROWS / NV;
-  float tile[SKINNY_ROWS][32] __attribute__((aligned(32)));
+  float tile[SKINNY_ROWS][GEMM_FEW_ROWS_MAX] __attribute__((aligned(32)));
   const float *w[SKINNY_ROWS];
   /* Rows past the edge repeat row 0; discarded. */
   for (int i = 0; i < SKINNY_ROWS; i++) w[i] = B + (size_t)(j0 + (i < nr ? i : 0)) * ldb;
   /* The next unit's rows, asked for into L2 as this unit reads its own (as gemm_avx512.c's skinny_tile). */
   const float *next[SKINNY_ROWS];
-  for (int i = 0; i < SKINNY_ROWS; i++) next[i] = B + (size_t)(j0 + SKINNY_ROWS + i < n_total ? j0 + SKINNY_ROWS + i : j0) * ldb;
+  for (int i = 0; i < SKINNY_ROWS; i++)
+    next[i] = B + (size_t)(j0 + SKINNY_ROWS + i < n_total ? j0 + SKINNY_ROWS + i : j0) * ldb;
   for (int k0 = 0; k0 < K; k0 += SKINNY_KB) {
     int k1 = K - k0 < SKINNY_KB ? K : k0 + SKINNY_KB;
     for (int s = 0; s < SKINNY_ROWS; s += R) {
@@ -115,14 +116,7 @@ static inline void skinny_unit(int NV, int K, const float *xt, const float *B, i
         for (int v = 0; v < NV; v++) _mm256_store_ps(tile[s + i] + 8 * v, acc[i][v]);
     }
   }
-  /* gemm_avx512.c's expression, not fused (the build keeps fp-contract off), for the same bits. */
-  for (int t = 0; t < M; t++)
-    for (int i = 0; i < nr; i++) {
-      size_t at = (size_t)t * ldc + j0 + i;
-      float v = alpha * tile[i][t] + (beta != 0.0f ? beta * C[at] : 0.0f) + (bias ? bias[j0 + i] : 0.0f);
-      if (G) G[at] = fast_gelu(v);
-      if (!G || G != C) C[at] = v;
-    }
+  gemm_few_rows_store((const float (*)[GEMM_FEW_ROWS_MAX])tile, M, nr, j0, alpha, beta, bias, C, G, ldc);
 }
 
 static inline int few_rows_vectors(int M) { return (M + 7) / 8; }
@@ -347,7 +341,8 @@ static double fma_loop(long iters) {
 }
 
 const GemmKernels gemm_kernels_avx2 = {
-  .isa = "avx2", .mr = BLK_MR, .nr = BLK_NR, .mc = BLK_MC, .nc = BLK_NC,
+  .backend = "avx2-blocked", .backend_openblas = "openblas+avx2-few-rows",
+  .mr = BLK_MR, .nr = BLK_NR, .mc = BLK_MC, .nc = BLK_NC,
   .pack_a = pack_a, .pack_b = pack_b, .tile = blk_kernel,
   .few_rows_packed_size = few_rows_packed_size, .few_rows_pack = few_rows_pack, .few_rows_range = few_rows_range,
   .fma_loop = fma_loop,

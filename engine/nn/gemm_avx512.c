@@ -74,7 +74,8 @@ static inline void skinny_tile(int NV, int K, const float *xt, const float *B, i
   ** where the streams' own prefetch kept a few lines (16 x 3072 x 768 from
   ** memory: 155 -> 205 GFLOP/s on 2 threads; base fill-mask 1x16 18.4 -> 15.9 ms). */
   const float *next[SKINNY_ROWS];
-  for (int i = 0; i < SKINNY_ROWS; i++) next[i] = B + (size_t)(j0 + SKINNY_ROWS + i < n_total ? j0 + SKINNY_ROWS + i : j0) * ldb;
+  for (int i = 0; i < SKINNY_ROWS; i++)
+    next[i] = B + (size_t)(j0 + SKINNY_ROWS + i < n_total ? j0 + SKINNY_ROWS + i : j0) * ldb;
   for (int k = 0; k < K; k++) {
     __m512 x0 = _mm512_load_ps(xt + (size_t)k * 16 * NV), x1 = NV > 1 ? _mm512_load_ps(xt + (size_t)k * 32 + 16) : x0;
     if ((k & 15) == 0) {
@@ -88,19 +89,13 @@ static inline void skinny_tile(int NV, int K, const float *xt, const float *B, i
       if (NV > 1) acc[i][1] = _mm512_fmadd_ps(wi, x1, acc[i][1]);
     }
   }
-  float tile[SKINNY_ROWS][32] __attribute__((aligned(64)));
+  float tile[SKINNY_ROWS][GEMM_FEW_ROWS_MAX] __attribute__((aligned(64)));
 #pragma GCC unroll 12
   for (int i = 0; i < SKINNY_ROWS; i++) {
     _mm512_store_ps(tile[i], acc[i][0]);
     if (NV > 1) _mm512_store_ps(tile[i] + 16, acc[i][1]);
   }
-  for (int t = 0; t < M; t++)
-    for (int i = 0; i < nr; i++) {
-      size_t at = (size_t)t * ldc + j0 + i;
-      float v = alpha * tile[i][t] + (beta != 0.0f ? beta * C[at] : 0.0f) + (bias ? bias[j0 + i] : 0.0f);
-      if (G) G[at] = fast_gelu(v);
-      if (!G || G != C) C[at] = v;
-    }
+  gemm_few_rows_store((const float (*)[GEMM_FEW_ROWS_MAX])tile, M, nr, j0, alpha, beta, bias, C, G, ldc);
 }
 
 static void few_rows_range(int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha,
@@ -289,7 +284,8 @@ static double fma_loop(long iters) {
 }
 
 const GemmKernels gemm_kernels_avx512 = {
-  .isa = "avx512", .mr = BLK_MR, .nr = BLK_NR, .mc = BLK_MC, .nc = BLK_NC,
+  .backend = "avx512-blocked", .backend_openblas = "openblas+avx512-few-rows",
+  .mr = BLK_MR, .nr = BLK_NR, .mc = BLK_MC, .nc = BLK_NC,
   .pack_a = pack_a, .pack_b = pack_b, .tile = blk_kernel,
   .few_rows_packed_size = few_rows_packed_size, .few_rows_pack = few_rows_pack, .few_rows_range = few_rows_range,
   .fma_loop = fma_loop,

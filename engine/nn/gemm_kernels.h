@@ -11,6 +11,8 @@
 #ifndef MASKD_GEMM_KERNELS_H
 #define MASKD_GEMM_KERNELS_H
 
+#include "engine/nn/fastmath.h"
+
 #include <stddef.h>
 
 /* The blocked product's depth: K is cut into equal slices of at most this
@@ -23,7 +25,8 @@
 enum { GEMM_FEW_ROWS_MAX = 32, GEMM_FEW_ROWS_UNIT = 12 };
 
 typedef struct GemmKernels {
-  const char *isa;   /* "avx2", "avx512" */
+  const char *backend;            /* gemm_backend()'s name for this level: "avx512-blocked" */
+  const char *backend_openblas;   /* ... under MASKD_GEMM=openblas: "openblas+avx512-few-rows" */
   /* The blocked product (gemm.c's loops over blocks of C and slices of K call these):
   ** tile of C mr x nr, block of op(A) mc rows, block of op(B) nc columns. */
   int mr, nr, mc, nc;
@@ -45,14 +48,30 @@ typedef struct GemmKernels {
   void (*few_rows_pack)(float *xt, const float *A, int lda, int M, int K);
   /* Columns [j0, j1) of C[M, N] = alpha A B^T + beta C + bias, G = GELU(C) as
   ** the tile; j0 a multiple of GEMM_FEW_ROWS_UNIT. B is read in place. */
-  void (*few_rows_range)(int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha, float beta,
-                         const float *bias, float *C, float *G, int ldc);
+  void (*few_rows_range)(int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha,
+                         float beta, const float *bias, float *C, float *G, int ldc);
   /* iters steps of independent fused multiply-adds held in registers, as many
   ** chains as keep every FMA unit busy; returns the flops done (the caller times it). */
   double (*fma_loop)(long iters);
 } GemmKernels;
 
 extern const GemmKernels gemm_kernels_avx2, gemm_kernels_avx512;
+
+/* The few-row product's last step at every level, in one place because it
+** decides the bits: tile[i][t] holds row t of A times row j0 + i of B, for
+** t < M and i < nr; C[t, j0 + i] = alpha tile + beta C (C not read when beta
+** is 0) + bias, unfused (the build keeps fp-contract off), and G = GELU(C),
+** C not stored when G == C. */
+static inline void gemm_few_rows_store(const float (*tile)[GEMM_FEW_ROWS_MAX], int M, int nr, int j0, float alpha,
+                                       float beta, const float *bias, float *C, float *G, int ldc) {
+  for (int t = 0; t < M; t++)
+    for (int i = 0; i < nr; i++) {
+      size_t at = (size_t)t * ldc + j0 + i;
+      float v = alpha * tile[i][t] + (beta != 0.0f ? beta * C[at] : 0.0f) + (bias ? bias[j0 + i] : 0.0f);
+      if (G) G[at] = fast_gelu(v);
+      if (!G || G != C) C[at] = v;
+    }
+}
 
 /* The calling thread's packing buffer `slot` of at least n floats (64-byte aligned),
 ** grown on first need and kept (freed when the thread ends); NULL when it cannot be had. */

@@ -2,7 +2,8 @@
 ** engine/nn): layer_kernels.inc compiled for generic, AVX2 and AVX-512 code
 ** (isa_*.c). Each entry has the contract of layers.h's function of
 ** the same name; column_sums(db, dout, n, o, accumulate) is db[c] (+)= the sum of
-** dout's n rows. The same table also holds dropout's mask, shared with layers.c. */
+** dout's n rows. Below the table: dropout's mask, which layers.c's
+** layer_dropout_keep and the loops compute the same way. */
 #ifndef MASKD_LAYER_KERNELS_H
 #define MASKD_LAYER_KERNELS_H
 
@@ -11,20 +12,36 @@
 
 typedef struct LayerKernels {
   void (*column_sums)(float *db, const float *dout, int n, int o, int accumulate, int threads);
-  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b, int n, int c, float eps, int threads);
-  void (*layernorm_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean, const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate, int threads);
+  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+                            int n, int c, float eps, int threads);
+  void (*layernorm_backward)(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
+                             const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate,
+                             int threads);
   void (*gelu_backward)(float *din, const float *dout, const float *in, size_t n, int threads);
-  void (*residual_layernorm_forward)(float *res, float *out, float *mean, float *rstd, const float *x, const float *y, const float *w, const float *b, int n, int c, float eps, const LayerDropout *d, int threads);
+  void (*residual_layernorm_forward)(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
+                                     const float *w, const float *b, int n, int c, float eps, const LayerDropout *d,
+                                     int threads);
   void (*dropout_backward)(float *din, const float *dout, size_t n, const LayerDropout *d, int threads);
   void (*dropout_forward_inplace)(float *x, size_t n, const LayerDropout *d, int threads);
-  void (*embeddings_forward)(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types, const float *wte, const float *wpe, const float *tte, int n, int c, int threads);
-  void (*embeddings_backward)(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids, const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe, int threads);
-  void (*attention_forward)(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C, int A, const LayerDropout *d, float *scratch, int threads);
-  void (*attention_backward)(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C, int A, const LayerDropout *d, float *scratch, int threads);
-  void (*attention_rows_forward)(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows, const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads);
-  void (*attention_rows_backward)(float *dq, float *dkv, const float *dctx, const float *q, const float *kv, const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads);
-  void (*crossentropy_forward)(float *probs_out, const float *logits, const int32_t *labels, int m, int v, double *loss_sum, int *n_correct, int threads);
-  void (*crossentropy_backward)(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale, int threads);
+  void (*embeddings_forward)(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types, const float *wte,
+                             const float *wpe, const float *tte, int n, int c, int threads);
+  void (*embeddings_backward)(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
+                              const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe,
+                              int threads);
+  void (*attention_forward)(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C, int A,
+                            const LayerDropout *d, float *scratch, int threads);
+  void (*attention_backward)(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C,
+                             int A, const LayerDropout *d, float *scratch, int threads);
+  void (*attention_rows_forward)(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
+                                 const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
+                                 const LayerDropout *d, float *scratch, int threads);
+  void (*attention_rows_backward)(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
+                                  const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
+                                  int A, int M, const LayerDropout *d, float *scratch, int threads);
+  void (*crossentropy_forward)(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
+                               double *loss_sum, int *n_correct, int threads);
+  void (*crossentropy_backward)(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
+                                int threads);
 } LayerKernels;
 
 extern const LayerKernels layer_kernels_generic, layer_kernels_avx2, layer_kernels_avx512;

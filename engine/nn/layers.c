@@ -56,19 +56,25 @@ void gelu_matmul_backward(float *dpre, float *dw, float *db, const float *dout, 
 
 /* ----------------------------------------------------- per-level loops */
 
-void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b, int n, int c, float eps, int threads) {
+void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b, int n,
+                       int c, float eps, int threads) {
   layer_kernels()->layernorm_forward(out, mean, rstd, in, w, b, n, c, eps, threads);
 }
 
-void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean, const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate, int threads) {
-  layer_kernels()->layernorm_backward(din, dw, db, dout, in, mean, rstd, w, n, c, din_accumulate, params_accumulate, threads);
+void layernorm_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *mean,
+                        const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate,
+                        int threads) {
+  layer_kernels()->layernorm_backward(din, dw, db, dout, in, mean, rstd, w, n, c, din_accumulate, params_accumulate,
+                                      threads);
 }
 
 void gelu_backward(float *din, const float *dout, const float *in, size_t n, int threads) {
   layer_kernels()->gelu_backward(din, dout, in, n, threads);
 }
 
-void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y, const float *w, const float *b, int n, int c, float eps, const LayerDropout *d, int threads) {
+void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,
+                                const float *w, const float *b, int n, int c, float eps, const LayerDropout *d,
+                                int threads) {
   layer_kernels()->residual_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, c, eps, d, threads);
 }
 
@@ -80,34 +86,46 @@ void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d, int thre
   layer_kernels()->dropout_forward_inplace(x, n, d, threads);
 }
 
-void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types, const float *wte, const float *wpe, const float *tte, int n, int c, int threads) {
+void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types, const float *wte,
+                        const float *wpe, const float *tte, int n, int c, int threads) {
   layer_kernels()->embeddings_forward(out, ids, pos, types, wte, wpe, tte, n, c, threads);
 }
 
-void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids, const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe, int threads) {
+void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
+                         const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe,
+                         int threads) {
   layer_kernels()->embeddings_backward(dwte, dwpe, dtte, dout, ids, pos, types, n, c, skip_wte, skip_wpe, threads);
 }
 
-void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C, int A, const LayerDropout *d, float *scratch, int threads) {
+void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C, int A,
+                       const LayerDropout *d, float *scratch, int threads) {
   layer_kernels()->attention_forward(ctx, att, qkv, mask_add, B, T, C, A, d, scratch, threads);
 }
 
-void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C, int A, const LayerDropout *d, float *scratch, int threads) {
+void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C, int A,
+                        const LayerDropout *d, float *scratch, int threads) {
   layer_kernels()->attention_backward(dqkv, dctx, qkv, att, B, T, C, A, d, scratch, threads);
 }
 
-void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows, const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads) {
+void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
+                            const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
+                            const LayerDropout *d, float *scratch, int threads) {
   layer_kernels()->attention_rows_forward(ctx, att, q, kv, qrows, qstart, mask_add, B, T, C, A, M, d, scratch, threads);
 }
 
-void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv, const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads) {
-  layer_kernels()->attention_rows_backward(dq, dkv, dctx, q, kv, att, qrows, qstart, B, T, C, A, M, d, scratch, threads);
+void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
+                             const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C, int A,
+                             int M, const LayerDropout *d, float *scratch, int threads) {
+  layer_kernels()->attention_rows_backward(dq, dkv, dctx, q, kv, att, qrows, qstart, B, T, C, A, M, d, scratch,
+                                           threads);
 }
 
-void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v, double *loss_sum, int *n_correct, int threads) {
+void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v, double *loss_sum,
+                          int *n_correct, int threads) {
   layer_kernels()->crossentropy_forward(probs_out, logits, labels, m, v, loss_sum, n_correct, threads);
 }
 
-void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale, int threads) {
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
+                           int threads) {
   layer_kernels()->crossentropy_backward(dlogits, probs, labels, m, v, scale, threads);
 }
