@@ -548,6 +548,9 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   if (a->hostfile) { v[k++] = "--hostfile"; v[k++] = a->hostfile; }
   else if (rc->hosts[0]) { v[k++] = "--host"; v[k++] = rc->hosts; }
   else v[k++] = "--oversubscribe";   /* this machine: more ranks than cores is slow, not wrong */
+  /* A kernel level chosen here is every rank's (same_everywhere refuses a mix): mpirun
+  ** gives local ranks this environment, but ranks on other hosts only what -x names. */
+  if (getenv("MASKD_ISA")) { v[k++] = "-x"; v[k++] = "MASKD_ISA"; }
   v[k++] = exe;
   for (int i = 0; i < argc; i++) v[k++] = argv[i];   /* argv[0] is "train" */
   fflush(NULL);
@@ -640,9 +643,11 @@ static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
     const Fingerprint *f = &all[q], *z = &all[0];
     if (strcmp(f->exe, z->exe)) bad = err_set(e, "rank %d runs another maskd binary than rank 0 (sha256 %.12s, rank 0 %.12s)", q, f->exe, z->exe);
     else if (f->isa != z->isa)
-      bad = err_setk(e, ERR_INVALID, "rank %d on %s runs the %s kernels, rank 0 on %s the %s ones: set MASKD_ISA=%s on "
-                     "every host for one result", q, f->host, cpu_isa_name((CpuIsa)f->isa), z->host,
-                     cpu_isa_name((CpuIsa)z->isa), cpu_isa_name((CpuIsa)lowest));
+      bad = err_setk(e, ERR_INVALID,
+                     "rank %d on %s runs the %s kernels, rank 0 on %s the %s ones: set MASKD_ISA=%s for the run "
+                     "(maskd train --ranks/--hosts passes it to every rank)",
+                     q, f->host, cpu_isa_name((CpuIsa)f->isa), z->host, cpu_isa_name((CpuIsa)z->isa),
+                     cpu_isa_name((CpuIsa)lowest));
     else if (strcmp(f->tokenizer, z->tokenizer)) bad = err_set(e, "rank %d reads another tokenizer than rank 0", q);
     else if (f->train_samples != z->train_samples || f->valid_samples != z->valid_samples || f->seq_len != z->seq_len ||
              f->vocab != z->vocab)

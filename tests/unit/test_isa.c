@@ -56,8 +56,11 @@ static double rel_d(const float *a, const double *b, size_t n) {
 }
 
 /* One check of an entry at a level: its distance from the generic level's output
-** and (ref >= 0) from the double reference, each within tol. */
+** and (ref >= 0) from the double reference, each within tol. The generic level
+** against itself with no reference would be a check that cannot fail: none is
+** made (test_layers_gradcheck holds those entries to finite differences). */
 static void report(const char *entry, CpuIsa isa, double vs_generic, double vs_ref, double tol) {
+  if (isa == CPU_ISA_GENERIC && vs_ref < 0) return;
   char name[96];
   snprintf(name, sizeof name, "isa_%s_%s", entry, cpu_isa_name(isa));
   int ok = vs_generic <= tol && (vs_ref < 0 || vs_ref <= tol);
