@@ -14,6 +14,7 @@ OPT     ?= -O3
 ARCH        ?= -march=x86-64-v2 -mtune=generic
 ARCH_AVX2   ?= -march=x86-64-v3 -mtune=generic
 ARCH_AVX512 ?= -march=x86-64-v4 -mtune=generic
+ARCH_AVX512BF16 ?= -march=x86-64-v4 -mavx512bf16 -mtune=generic
 WARN     = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 BLAS_INC = /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB = /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -55,6 +56,9 @@ $(B)/%_avx2.o: %_avx2.c
 $(B)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ARCH_AVX512) -c $< -o $@
+$(B)/%_avx512bf16.o: %_avx512bf16.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ARCH_AVX512BF16) -c $< -o $@
 
 $(B)/libmaskd-engine.a: $(ENGINE_OBJ)
 	@mkdir -p $(B); rm -f $@; ar rcs $@ $^

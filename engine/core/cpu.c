@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const isa_names[CPU_ISA_COUNT] = {"generic", "avx2", "avx512"};
+static const char *const isa_names[CPU_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16"};
 
 const char *cpu_isa_name(CpuIsa isa) { return isa >= 0 && isa < CPU_ISA_COUNT ? isa_names[isa] : "?"; }
 
@@ -39,7 +39,8 @@ CpuIsa cpu_isa_best(void) {
   int v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vl");
-  return v4 ? CPU_ISA_AVX512 : v3 ? CPU_ISA_AVX2 : CPU_ISA_GENERIC;
+  int bf16 = v4 && __builtin_cpu_supports("avx512bf16");
+  return bf16 ? CPU_ISA_AVX512BF16 : v4 ? CPU_ISA_AVX512 : v3 ? CPU_ISA_AVX2 : CPU_ISA_GENERIC;
 }
 
 int cpu_has_avx512_bf16(void) {
@@ -50,7 +51,9 @@ int cpu_has_avx512_bf16(void) {
 static int isa_refuse(CpuIsa isa, Err *err) {
   return err_setk(
       err, ERR_INVALID, "this CPU cannot run the %s kernels (it needs %s; the CPU's best is %s)", cpu_isa_name(isa),
-      isa == CPU_ISA_AVX512 ? "x86-64-v3 and AVX-512 F, CD, BW, DQ, VL" : "AVX2, FMA, BMI1, BMI2, F16C, MOVBE, LZCNT",
+      isa == CPU_ISA_AVX512BF16 ? "x86-64-v3, AVX-512 F, CD, BW, DQ, VL and AVX512_BF16"
+      : isa == CPU_ISA_AVX512   ? "x86-64-v3 and AVX-512 F, CD, BW, DQ, VL"
+                                : "AVX2, FMA, BMI1, BMI2, F16C, MOVBE, LZCNT",
       cpu_isa_name(cpu_isa_best()));
 }
 
@@ -62,8 +65,8 @@ int cpu_isa_check_env(Err *err) {
     /* The value is echoed, so a control character in it would break the one-line message. */
     for (const char *c = v; *c; c++)
       if ((unsigned char)*c < 0x20 || *c == 0x7f)
-        return err_setk(err, ERR_INVALID, "MASKD_ISA holds a control character: expected generic, avx2 or avx512");
-    return err_setk(err, ERR_INVALID, "MASKD_ISA=%.40s: expected generic, avx2 or avx512", v);
+        return err_setk(err, ERR_INVALID, "MASKD_ISA holds a control character: expected generic, avx2, avx512 or avx512bf16");
+    return err_setk(err, ERR_INVALID, "MASKD_ISA=%.40s: expected generic, avx2, avx512 or avx512bf16", v);
   }
   if (isa > cpu_isa_best()) {
     isa_refuse(isa, err);

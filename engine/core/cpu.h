@@ -5,17 +5,21 @@
 ** also compiled for higher levels, each in its own object, and the level is
 ** chosen once per process from cpuid (and the OS's saving of the wider
 ** registers): the highest the CPU has, or a lower one named by MASKD_ISA
-** (generic | avx2 | avx512), for tests and comparisons. Levels, lowest first:
-**   generic  baseline C (and OpenBLAS, which picks its own kernels, for products)
-**   avx2     x86-64-v3: AVX2, FMA, BMI1, BMI2, F16C, MOVBE, LZCNT
-**   avx512   x86-64-v4: AVX-512 F, CD, BW, DQ, VL
-** Room is left above for AVX512-BF16 and AMX. */
+** (generic | avx2 | avx512 | avx512bf16), for tests and comparisons. Levels,
+** lowest first:
+**   generic     baseline C (and OpenBLAS, which picks its own kernels, for products)
+**   avx2        x86-64-v3: AVX2, FMA, BMI1, BMI2, F16C, MOVBE, LZCNT
+**   avx512      x86-64-v4: AVX-512 F, CD, BW, DQ, VL
+**   avx512bf16  avx512 and AVX512_BF16: the bf16 products by vdpbf16ps (the float
+**               kernels are avx512's; below this level bf16 products are emulated
+**               in float, with the same bits)
+** Room is left above for AMX. */
 #ifndef MASKD_CPU_H
 #define MASKD_CPU_H
 
 #include "engine/core/err.h"
 
-typedef enum CpuIsa { CPU_ISA_GENERIC = 0, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_COUNT } CpuIsa;
+typedef enum CpuIsa { CPU_ISA_GENERIC = 0, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_AVX512BF16, CPU_ISA_COUNT } CpuIsa;
 
 /* The highest level this CPU (and OS) can run. */
 CpuIsa cpu_isa_best(void);
@@ -33,13 +37,13 @@ int cpu_isa_select(CpuIsa isa, Err *err);
 ** so that a wrong setting stops the program instead of being ignored. */
 int cpu_isa_check_env(Err *err);
 
-/* "generic", "avx2", "avx512". */
+/* "generic", "avx2", "avx512", "avx512bf16". */
 const char *cpu_isa_name(CpuIsa isa);
 
 /* 0 and *out when name is one of cpu_isa_name()'s; -1 otherwise. */
 int cpu_isa_parse(const char *name, CpuIsa *out);
 
-/* Whether the CPU has AVX512-BF16 (vdpbf16ps): reported, not yet used by a kernel. */
+/* Whether the CPU has AVX512-BF16 (vdpbf16ps), whatever level is chosen. */
 int cpu_has_avx512_bf16(void);
 
 /* The CPU's model name as /proc/cpuinfo gives it ("AMD EPYC 9B45"), into buf; "unknown" when unreadable. */

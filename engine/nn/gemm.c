@@ -214,7 +214,7 @@ static int use_openblas(void) {
 
 /* The kernels of a level; NULL at the generic level, which has none. */
 static const GemmKernels *kernels_of(CpuIsa isa) {
-  return isa == CPU_ISA_AVX512 ? &gemm_kernels_avx512 : isa == CPU_ISA_AVX2 ? &gemm_kernels_avx2 : NULL;
+  return isa >= CPU_ISA_AVX512 ? &gemm_kernels_avx512 : isa == CPU_ISA_AVX2 ? &gemm_kernels_avx2 : NULL;
 }
 
 /* The kernels of the level cpu_isa() chose. */

@@ -13,6 +13,8 @@
 #ifndef MASKD_GEMM_H
 #define MASKD_GEMM_H
 
+#include <stdint.h>
+
 /* C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C; trans_a/trans_b nonzero = transposed. */
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
               int ldb, float beta, float *C, int ldc, int threads);
@@ -37,5 +39,24 @@ const char *gemm_backend(void);
 ** whose kernels run (at the generic level, the best level the CPU has, which
 ** OpenBLAS then uses); 0 when the CPU has no FMA. */
 double gemm_fma_peak(int threads);
+
+/* The bf16 products (gemm_bf16.c), PyTorch autocast's arithmetic for a matrix
+** product: op(A) and op(B) rounded to bfloat16 (engine/nn/bf16.h), the products
+** exact, the sums in float, C float; the arguments and the bias, GELU and
+** GELU' variants as their float counterparts above. Every level gives the same
+** bits: vdpbf16ps at avx512bf16, its float emulation below (gemm_bf16_kernels.h),
+** so a run does not change its numbers with the CPU it runs on. */
+void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+               int ldb, float beta, float *C, int ldc, int threads);
+void gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                    const float *bias, float *C, float *G, int ldc, int threads);
+void gemm_bf16_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                         int ldb, const float *P, float *C, int ldc, int threads);
+/* C[M,N] = A[M,K] W^T + bias, G = GELU(C), as gemm_bf16_bias, with W[N,K] (ldw) held
+** in bfloat16: a Linear layer whose weights are kept in bf16 (serving). */
+void gemm_bf16w_bias(int M, int N, int K, const float *A, int lda, const uint16_t *W, int ldw, const float *bias,
+                     float *C, float *G, int ldc, int threads);
+/* What the bf16 products run: "avx512bf16-blocked", "avx512-bf16-emulated", ... */
+const char *gemm_bf16_backend(void);
 
 #endif

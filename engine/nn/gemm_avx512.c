@@ -7,33 +7,10 @@
 
 #include "engine/nn/fastmath.h"
 
+#include "engine/nn/gemm_avx512_common.h"
+
 #include <immintrin.h>
 
-static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-
-/* Transposes the 16x16 block held in r (r[i] = row i) in place. */
-static inline void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  /* u[4g + c], 128-bit lane L, holds column 4L + c of rows 4g..4g+3. */
-  for (int c = 0; c < 4; c++) {
-    __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    __m512 v1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(v0, v1, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
-    r[4 + c] = _mm512_shuffle_f32x4(w0, w1, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
-  }
-}
 
 /* dst[c * ldd + i] = src[i * lds + c] for i < rows, c < cols (both <= 16):
 ** the first `rows` lanes of `cols` destination rows; lanes rows..width-1 of
@@ -195,28 +172,6 @@ static void pack_b(float *dst, const float *B, int ldb, int trans_b, int j0, int
   }
 }
 
-/* GELU of the n <= 32 values v into dst (masked to n). */
-static inline void gelu_store(float *dst, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
-  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
-  _mm512_store_ps(x, v0);
-  _mm512_store_ps(x + 16, v1);
-#pragma omp simd
-  for (int j = 0; j < 32; j++) y[j] = fast_gelu(x[j]);
-  _mm512_mask_storeu_ps(dst, m0, _mm512_load_ps(y));
-  _mm512_mask_storeu_ps(dst + 16, m1, _mm512_load_ps(y + 16));
-}
-
-/* v0, v1 times GELU' of the 32 values at p, those outside masks m0, m1 read as 0 (their lanes are never stored). */
-static inline void gelu_grad_mul(__m512 *v0, __m512 *v1, const float *p, __mmask16 m0, __mmask16 m1) {
-  float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));
-  _mm512_store_ps(x, _mm512_maskz_loadu_ps(m0, p));
-  _mm512_store_ps(x + 16, _mm512_maskz_loadu_ps(m1, p + 16));
-#pragma omp simd
-  for (int j = 0; j < 32; j++) y[j] = fast_gelu_grad(x[j]);
-  *v0 = _mm512_mul_ps(*v0, _mm512_load_ps(y));
-  *v1 = _mm512_mul_ps(*v1, _mm512_load_ps(y + 16));
-}
-
 /* The mr x nr tile of C at c from kc steps of packed panels a and b. first:
 ** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
 ** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
@@ -242,27 +197,7 @@ static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc
     a += BLK_MR;
     b += BLK_NR;
   }
-  __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
-  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
-  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
-  if (first && bias) { bias0 = _mm512_maskz_loadu_ps(m0, bias); bias1 = _mm512_maskz_loadu_ps(m1, bias + 16); }
-  int read_c = !first || beta != 0.0f, act = last && g, keep_c = !act || g != c, grad = last && gp;
-#pragma GCC unroll 12
-  for (int i = 0; i < BLK_MR; i++) {
-    if (i >= mr) break;
-    float *ci = c + (size_t)i * ldc;
-    __m512 r0 = _mm512_fmadd_ps(va, acc[i][0], bias0), r1 = _mm512_fmadd_ps(va, acc[i][1], bias1);
-    if (read_c) {
-      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
-      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
-    }
-    if (grad) gelu_grad_mul(&r0, &r1, gp + (size_t)i * ldc, m0, m1);
-    if (keep_c) {
-      _mm512_mask_storeu_ps(ci, m0, r0);
-      _mm512_mask_storeu_ps(ci + 16, m1, r1);
-    }
-    if (act) gelu_store(g + (size_t)i * ldc, r0, r1, m0, m1);
-  }
+  blk_store(acc, c, ldc, alpha, beta, bias, g, gp, first, last, mr, nr);
 }
 
 /* The FMA peak's loop: 24 chains, more than the FMA units' latency times their

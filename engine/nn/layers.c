@@ -10,6 +10,7 @@
 
 const LayerKernels *layer_kernels(void) {
   switch (cpu_isa()) {
+  case CPU_ISA_AVX512BF16:
   case CPU_ISA_AVX512: return &layer_kernels_avx512;
   case CPU_ISA_AVX2: return &layer_kernels_avx2;
   default: return &layer_kernels_generic;

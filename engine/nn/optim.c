@@ -109,6 +109,7 @@ double adamw_grad_norm(const float *grads, size_t n) { return grad_norm(grads, n
 
 static AdamRangeFn *adam_range(void) {
   switch (cpu_isa()) {
+  case CPU_ISA_AVX512BF16:
   case CPU_ISA_AVX512: return adam_range_avx512;
   case CPU_ISA_AVX2: return adam_range_avx2;
   default: return adam_range_generic;

@@ -1,0 +1,167 @@
+/* The bf16 products (gemm.h): the loops over blocks and slices of K, threads,
+** and the choice of kernels (gemm_bf16_kernels.h). The loops are the float
+** product's (gemm.c), on panels of bf16 pairs: the same split of the work, the
+** same slices of K (which decide where C is rounded between passes, so every
+** level's kernels give the same bits). There is no OpenBLAS fallback here: it
+** has no bf16 product with this arithmetic, so every level has kernels of its
+** own, the generic level included. */
+#include "engine/nn/gemm.h"
+
+#include "engine/nn/gemm_bf16_kernels.h"
+#include "engine/core/cpu.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The kernels of a level: vdpbf16ps at avx512bf16, the float emulation below it. */
+static const GemmBf16Kernels *kernels_of(CpuIsa isa) {
+  switch (isa) {
+  case CPU_ISA_AVX512BF16: return &gemm_bf16_kernels_avx512bf16;
+  case CPU_ISA_AVX512: return &gemm_bf16_kernels_avx512;
+  case CPU_ISA_AVX2: return &gemm_bf16_kernels_avx2;
+  default: return &gemm_bf16_kernels_generic;
+  }
+}
+
+const char *gemm_bf16_backend(void) { return kernels_of(cpu_isa())->backend; }
+
+/* Thread buffers hold floats; a panel of n uint16s takes n / 2 of them (64-byte aligned). */
+static uint16_t *buffer16(int slot, size_t n) { return (uint16_t *)gemm_thread_buffer(slot, n / 2 + 16); }
+
+/* The operands of one product. B is float, or bf16 when B16 != NULL. */
+typedef struct Operands {
+  int trans_a, trans_b, M, N, K;
+  float alpha, beta;
+  const float *A, *B, *bias, *P;
+  const uint16_t *B16;
+  int lda, ldb, ldc;
+  float *C, *G;
+} Operands;
+
+/* The few-row product on nt threads splitting N (B16 in place); 0 when its buffer cannot be had. */
+static int few_rows(const GemmBf16Kernels *k, const Operands *o, int nt) {
+  uint16_t *xt = buffer16(GEMM_BUF_XT, k->few_rows_packed_size(o->M, o->K));
+  if (!xt) return 0;
+  k->few_rows_pack(xt, o->A, o->lda, o->M, o->K);
+  int units = (o->N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT;
+  if (nt > units) nt = units;
+#pragma omp parallel num_threads(nt > 1 ? nt : 1)
+  {
+    int t = omp_get_thread_num(), n = omp_get_num_threads();
+    int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
+    int j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
+    k->few_rows_range(o->M, o->K, xt, o->B16, o->ldb, j0, j1 < o->N ? j1 : o->N, o->alpha, o->beta, o->bias, o->C,
+                      o->G, o->ldc);
+  }
+  return 1;
+}
+
+/* The calling thread's packing buffers for a share of n columns; 0 when they cannot be had. */
+static int panels(const GemmBf16Kernels *k, int n, uint16_t **pa, uint16_t **pb) {
+  int ncmax = n < k->nc ? n : k->nc;
+  *pa = buffer16(GEMM_BUF_A, (size_t)(k->mc + k->mr - 1) / k->mr * k->mr * GEMM_KC);
+  *pb = buffer16(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + k->nr - 1) / k->nr) * k->nr);
+  return *pa && *pb;
+}
+
+/* Rows [i0, i1) x columns [j0, j1) of C on the calling thread, whose panels() succeeded. */
+static void blocked_serial(const GemmBf16Kernels *k, const Operands *o, int i0, int i1, int j0, int j1) {
+  int MR = k->mr, NR = k->nr, MC = k->mc, NC = k->nc, K = o->K;
+  uint16_t *pa, *pb;
+  panels(k, j1 - j0, &pa, &pb);
+  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
+  if (step > GEMM_KC) step = GEMM_KC;
+  for (int jc = j0; jc < j1; jc += NC) {
+    int nc = j1 - jc < NC ? j1 - jc : NC;
+    for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+      int kc = K - pc < step ? K - pc : step, kp = (kc + 1) / 2;
+      k->pack_b(pb, o->B, o->B16, o->ldb, o->trans_b, jc, nc, pc, kc);
+      for (int ic = i0; ic < i1; ic += MC) {
+        int mc = i1 - ic < MC ? i1 - ic : MC;
+        k->pack_a(pa, o->A, o->lda, o->trans_a, ic, mc, pc, kc);
+        for (int jr = 0; jr < nc; jr += NR)
+          for (int ir = 0; ir < mc; ir += MR) {
+            size_t at = (size_t)(ic + ir) * o->ldc + jc + jr;
+            k->tile(kp, pa + (size_t)ir * 2 * kp, pb + (size_t)jr * 2 * kp, o->C + at, o->ldc, o->alpha, o->beta,
+                    o->bias ? o->bias + jc + jr : NULL, o->G ? o->G + at : NULL, o->P ? o->P + at : NULL, pc == 0,
+                    pc + kc >= K, mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR);
+          }
+      }
+      if (K == 0) break;
+    }
+  }
+}
+
+/* Threads split the longer of M and N, as gemm.c's blocked product does. Every
+** thread has its buffers before any writes C; 0 (C untouched) when one cannot. */
+static int blocked(const GemmBf16Kernels *k, const Operands *o, int nt) {
+  int split_n = o->N > o->M && o->N >= 4 * k->nr * nt;
+  int unit = split_n ? k->nr : k->mr, dim = split_n ? o->N : o->M, units = (dim + unit - 1) / unit;
+  uint16_t *pa, *pb;
+  if (nt > units) nt = units;
+  if ((double)o->M * o->N * o->K < 1 << 20) nt = 1;
+  if (nt <= 1) {
+    if (!panels(k, o->N, &pa, &pb)) return 0;
+    blocked_serial(k, o, 0, o->M, 0, o->N);
+    return 1;
+  }
+  int failed = 0;
+#pragma omp parallel num_threads(nt) shared(failed) private(pa, pb)
+  {
+    if (!panels(k, o->N, &pa, &pb)) {
+#pragma omp atomic write
+      failed = 1;
+    }
+#pragma omp barrier
+    int t = omp_get_thread_num(), n = omp_get_num_threads(), stop;
+#pragma omp atomic read
+    stop = failed;
+    int d0 = (int)((long)units * t / n) * unit, d1 = (int)((long)units * (t + 1) / n) * unit;
+    if (d1 > dim) d1 = dim;
+    if (!stop && d0 < d1) {
+      if (split_n) blocked_serial(k, o, 0, o->M, d0, d1);
+      else blocked_serial(k, o, d0, d1, 0, o->N);
+    }
+  }
+  return !failed;
+}
+
+static void product(const Operands *o, int threads) {
+  if (o->M <= 0 || o->N <= 0) return;
+  int nt = omp_in_parallel() || threads < 1 ? 1 : threads;
+  const GemmBf16Kernels *k = kernels_of(cpu_isa());
+  if (o->B16 && !o->trans_a && o->trans_b && o->M <= GEMM_FEW_ROWS_MAX && o->N >= 4 * o->M && o->K > 0 &&
+      o->alpha != 0.0f && !o->P && few_rows(k, o, nt))
+    return;
+  /* Without memory for a thread's panels (a few hundred KB) nothing is left to
+  ** compute with: OpenBLAS has no product with this arithmetic. */
+  if (!blocked(k, o, nt)) {
+    fprintf(stderr, "maskd: out of memory for the bf16 product's packing buffers\n");
+    abort();
+  }
+}
+
+void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+               int ldb, float beta, float *C, int ldc, int threads) {
+  Operands o = {trans_a, trans_b, M, N, K, alpha, beta, A, B, NULL, NULL, NULL, lda, ldb, ldc, C, NULL};
+  product(&o, threads);
+}
+
+void gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                    const float *bias, float *C, float *G, int ldc, int threads) {
+  Operands o = {trans_a, trans_b, M, N, K, 1.0f, 0.0f, A, B, bias, NULL, NULL, lda, ldb, ldc, C, G};
+  product(&o, threads);
+}
+
+void gemm_bf16_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                         int ldb, const float *P, float *C, int ldc, int threads) {
+  Operands o = {trans_a, trans_b, M, N, K, 1.0f, 0.0f, A, B, NULL, P, NULL, lda, ldb, ldc, C, NULL};
+  product(&o, threads);
+}
+
+void gemm_bf16w_bias(int M, int N, int K, const float *A, int lda, const uint16_t *W, int ldw, const float *bias,
+                     float *C, float *G, int ldc, int threads) {
+  Operands o = {0, 1, M, N, K, 1.0f, 0.0f, A, NULL, bias, NULL, W, lda, ldw, ldc, C, G};
+  product(&o, threads);
+}

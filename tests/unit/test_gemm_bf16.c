@@ -1,0 +1,315 @@
+/* The bf16 products (gemm.h's gemm_bf16*, gemm_bf16_kernels.h):
+** - the premises, on the instruction itself where the CPU has AVX512-BF16:
+**   bf16.h's rounding is vcvtneps2bf16's, bit for bit, subnormals and NaN
+**   included; vdpbf16ps adds the odd pair's product first, then the even one's,
+**   each sum rounded, which is what the float emulation computes;
+** - every level's product against a double-precision product of the
+**   bf16-rounded operands (within float accumulation's error), over shapes that
+**   hit every edge of the blocking (odd K, partial tiles, several slices of K),
+**   all four transposes, alpha/beta, bias, GELU, GELU', bf16 weights (few rows
+**   and blocked), one and two threads, a call inside a parallel region;
+** - the levels give the same bits: vdpbf16ps at avx512bf16 and the emulation at
+**   avx512, avx2 and generic, on random inputs and on every product shape of the
+**   base model (forward, both backward products, the few-row fill-mask products).
+** A level the CPU lacks is reported SKIP by name. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/core/cpu.h"
+#include "engine/nn/bf16.h"
+#include "engine/nn/fastmath.h"
+#include "engine/nn/gemm.h"
+#include "tests/unit/check.h"
+
+#include <immintrin.h>
+
+static uint64_t state = 88172645463325252ull;
+static uint64_t next_u64(void) {
+  state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+  return state;
+}
+static float uniform(void) { return (float)((next_u64() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+
+/* ---------------------------------------------------------------- premises */
+
+__attribute__((target("avx512f,avx512bf16"))) static uint16_t hw_round(float x) {
+  __m256bh h = _mm512_cvtneps_pbh(_mm512_set1_ps(x));
+  uint16_t out[16];
+  memcpy(out, &h, sizeof out);
+  return out[0];
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static void hw_dot(float *acc, const uint16_t *a, const uint16_t *b) {
+  __m512 r = _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512(a), (__m512bh)_mm512_loadu_si512(b));
+  _mm512_storeu_ps(acc, r);
+}
+
+static void premises(void) {
+  if (!cpu_has_avx512_bf16()) {
+    check_skip("bf16_rounding_is_vcvtneps2bf16", "this CPU lacks AVX512-BF16");
+    check_skip("vdpbf16ps_adds_odd_then_even", "this CPU lacks AVX512-BF16");
+    return;
+  }
+  long bad = 0, n = 0;
+  for (long it = 0; it < 4000000; it++, n++) {
+    uint32_t u = (uint32_t)next_u64();
+    if (it % 4 == 0) u &= 0x807fffffu;                 /* subnormals and zeros */
+    if (it % 97 == 0) u |= 0x7f800000u;                /* infinities and NaNs */
+    float x;
+    memcpy(&x, &u, sizeof x);
+    bad += hw_round(x) != bf16_from_f32(x);
+  }
+  check(bad == 0, "bf16_rounding_is_vcvtneps2bf16", "%ld of %ld floats round differently", bad, n);
+  bad = n = 0;
+  for (int it = 0; it < 100000; it++) {
+    uint16_t a[32], b[32];
+    float acc[16], want[16];
+    for (int i = 0; i < 32; i++) {   /* magnitudes 2^-10 .. 2^10: no subnormal product or sum */
+      a[i] = bf16_from_f32(uniform() * ldexpf(1.0f, (int)(next_u64() % 21) - 10));
+      b[i] = bf16_from_f32(uniform() * ldexpf(1.0f, (int)(next_u64() % 21) - 10));
+    }
+    for (int i = 0; i < 16; i++) {
+      acc[i] = uniform() * ldexpf(1.0f, (int)(next_u64() % 21) - 10);
+      want[i] = fmaf(bf16_to_f32(a[2 * i]), bf16_to_f32(b[2 * i]),
+                     fmaf(bf16_to_f32(a[2 * i + 1]), bf16_to_f32(b[2 * i + 1]), acc[i]));
+    }
+    hw_dot(acc, a, b);
+    for (int i = 0; i < 16; i++, n++) bad += memcmp(&acc[i], &want[i], sizeof(float)) != 0;
+  }
+  check(bad == 0, "vdpbf16ps_adds_odd_then_even", "%ld of %ld sums differ from the emulation's order", bad, n);
+}
+
+/* --------------------------------------------------------------- products */
+
+/* One product's inputs and outputs; kind 0 gemm_bf16 (alpha, beta), 1 bias,
+** 2 bias + GELU, 3 GELU', 4 bf16 weights (bias + GELU), 5 bf16 weights (bias). */
+typedef struct Case {
+  int kind, ta, tb, M, N, K, pad, threads;
+  float alpha, beta;
+} Case;
+
+typedef struct Data {
+  int lda, ldb, ldc;
+  float *A, *B, *bias, *P, *C0, *C, *G;
+  uint16_t *W;
+} Data;
+
+static int is_w(int kind) { return kind >= 4; }
+
+static void data_make(const Case *c, Data *d) {
+  int ra = c->ta ? c->K : c->M, ca = c->ta ? c->M : c->K, rb = c->tb ? c->N : c->K, cb = c->tb ? c->K : c->N;
+  d->lda = ca + c->pad; d->ldb = cb + c->pad; d->ldc = c->N + c->pad;
+  size_t na = (size_t)ra * d->lda + 1, nb = (size_t)rb * d->ldb + 1, nc = (size_t)c->M * d->ldc + 1;
+  d->A = malloc(na * sizeof(float)); d->B = malloc(nb * sizeof(float)); d->W = malloc(nb * sizeof(uint16_t));
+  d->bias = malloc(((size_t)c->N + 1) * sizeof(float)); d->P = malloc(nc * sizeof(float));
+  d->C0 = malloc(nc * sizeof(float)); d->C = malloc(nc * sizeof(float)); d->G = malloc(nc * sizeof(float));
+  for (size_t i = 0; i < na; i++) d->A[i] = uniform();
+  for (size_t i = 0; i < nb; i++) { d->B[i] = uniform() * 0.05f; d->W[i] = bf16_from_f32(d->B[i]); }
+  for (int i = 0; i <= c->N; i++) d->bias[i] = uniform();
+  for (size_t i = 0; i < nc; i++) { d->P[i] = 2 * uniform(); d->C0[i] = c->beta != 0 ? uniform() : NAN; }
+}
+
+static void data_free(Data *d) {
+  free(d->A); free(d->B); free(d->W); free(d->bias); free(d->P); free(d->C0); free(d->C); free(d->G);
+}
+
+static void run(const Case *c, Data *d) {
+  size_t nc = (size_t)c->M * d->ldc + 1;
+  memcpy(d->C, d->C0, nc * sizeof(float));
+  for (size_t i = 0; i < nc; i++) d->G[i] = -7.0f;
+  int nt = c->threads ? c->threads : 2;
+#pragma omp parallel num_threads(2) if (!c->threads)
+#pragma omp single
+  {
+    float *G = c->kind == 2 || c->kind == 4 ? d->G : NULL;
+    switch (c->kind) {
+    case 0: gemm_bf16(c->ta, c->tb, c->M, c->N, c->K, c->alpha, d->A, d->lda, d->B, d->ldb, c->beta, d->C, d->ldc, nt); break;
+    case 1: case 2: gemm_bf16_bias(c->ta, c->tb, c->M, c->N, c->K, d->A, d->lda, d->B, d->ldb, d->bias, d->C, G, d->ldc, nt); break;
+    case 3: gemm_bf16_gelu_grad(c->ta, c->tb, c->M, c->N, c->K, d->A, d->lda, d->B, d->ldb, d->P, d->C, d->ldc, nt); break;
+    default: gemm_bf16w_bias(c->M, c->N, c->K, d->A, d->lda, d->W, d->ldb, d->bias, d->C, G, d->ldc, nt); break;
+    }
+  }
+}
+
+/* The largest error of C (and G) against the double product of the rounded
+** operands, in units of the float accumulation's bound; NaN-free margins checked. */
+static double worst_error(const Case *c, const Data *d, int *margin_bad) {
+  double worst = 0;
+  *margin_bad = 0;
+  for (int i = 0; i < c->M; i++) {
+    for (int j = 0; j < c->N; j++) {
+      double s = 0, mag = 0;
+      for (int k = 0; k < c->K; k++) {
+        double a = bf16_round(c->ta ? d->A[(size_t)k * d->lda + i] : d->A[(size_t)i * d->lda + k]);
+        double b = bf16_round(c->tb ? d->B[(size_t)j * d->ldb + k] : d->B[(size_t)k * d->ldb + j]);
+        s += a * b;
+        mag += fabs(a * b);
+      }
+      size_t at = (size_t)i * d->ldc + j;
+      double want = c->kind == 0 ? c->alpha * s + (c->beta != 0 ? c->beta * (double)d->C0[at] : 0) : s;
+      if (c->kind == 1 || c->kind == 2 || c->kind >= 4) want += d->bias[j];
+      if (c->kind == 3) want *= fast_gelu_grad(d->P[at]);
+      double bound = (2.0 * c->K + 8) * ldexp(1.0, -24) * (fabs(c->alpha) * mag + fabs(want) + 1e-30) + 1e-30;
+      double e = c->kind == 2 || c->kind == 4 ? 0 : fabs(d->C[at] - want) / bound;
+      if (c->kind == 2 || c->kind == 4) {   /* G = GELU(C): compared through C's bound, GELU being 1-Lipschitz-ish */
+        double g = 0.5 * want * (1 + erf(want / sqrt(2.0)));
+        e = fabs(d->G[at] - g) / (1.2 * bound + 4e-7);
+      }
+      if (!(e <= worst) ) worst = e;
+    }
+    for (int j = c->N; j < d->ldc; j++) *margin_bad += !isnan(d->C[(size_t)i * d->ldc + j]) && c->beta == 0 && c->kind == 0;
+  }
+  return worst;
+}
+
+static const int shapes[][3] = {{1, 1, 1},    {13, 33, 257}, {6, 16, 768},  {7, 17, 769},  {121, 96, 601},
+                                {37, 5, 900}, {95, 47, 2001}, {300, 40, 17}, {7, 19, 0},   {40, 4200, 31},
+                                {1, 40, 300}, {16, 300, 77},  {9, 50, 1001}, {32, 200, 96}, {24, 100, 31},
+                                {250, 250, 250}};
+
+static Case case_of(size_t d, int t, int kind) {
+  Case c = {kind, t & 1, t >> 1, shapes[d][0], shapes[d][1], shapes[d][2], (int)(d % 3), 1 + (int)(d & 1), 1, 0};
+  if (is_w(kind)) c.ta = 0, c.tb = 1;
+  if (kind == 0) { c.alpha = (d & 1) ? -0.375f : 1.0f; c.beta = (d & 2) ? 0.5f : 0.0f; }
+  if (d % 5 == 4) c.threads = 0;   /* inside a parallel region */
+  return c;
+}
+
+static void against_reference(CpuIsa isa) {
+  char name[96];
+  snprintf(name, sizeof name, "gemm_bf16_%s_matches_double_reference", cpu_isa_name(isa));
+  double worst = 0;
+  int bad_margin = 0, runs = 0;
+  const char *where = "";
+  static char buf[160];
+  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++) {
+    if (isa == CPU_ISA_GENERIC && (double)shapes[d][0] * shapes[d][1] * shapes[d][2] > 2e6) continue;   /* libm fmaf */
+    for (int t = 0; t < 4; t++)
+      for (int kind = 0; kind < 6; kind++) {
+        if (is_w(kind) && t) continue;
+        Case c = case_of(d, t, kind);
+        Data dt;
+        data_make(&c, &dt);
+        run(&c, &dt);
+        int mb;
+        double e = worst_error(&c, &dt, &mb);
+        bad_margin += mb;
+        runs++;
+        if (!(e <= worst)) {
+          worst = e;
+          snprintf(buf, sizeof buf, "kind %d ta %d tb %d %dx%dx%d", kind, c.ta, c.tb, c.M, c.N, c.K);
+          where = buf;
+        }
+        data_free(&dt);
+      }
+  }
+  check(worst <= 1.0 && bad_margin == 0, name, "worst error %.3g of the bound (%s), %d margin elements written, %d runs",
+        worst, where, bad_margin, runs);
+}
+
+/* The output of case c at the chosen level into out (C then G, the whole ldc). */
+static void outputs(const Case *c, uint64_t seed, float *out, size_t n) {
+  state = seed;
+  Data d;
+  data_make(c, &d);
+  run(c, &d);
+  size_t nc = (size_t)c->M * d.ldc;
+  memcpy(out, d.C, nc * sizeof(float));
+  memcpy(out + nc, d.G, nc * sizeof(float));
+  (void)n;
+  data_free(&d);
+}
+
+static size_t out_len(const Case *c) { return 2 * (size_t)c->M * (c->N + c->pad) + 1; }
+
+/* Cases at `isa` and at `ref` give the same bits. */
+static int same_bits(const Case *cs, int n_cases, CpuIsa isa, CpuIsa ref, char *where, int cap) {
+  int bad = 0;
+  Err err;
+  for (int i = 0; i < n_cases; i++) {
+    size_t n = out_len(&cs[i]);
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    cpu_isa_select(isa, &err);
+    outputs(&cs[i], 1000 + (uint64_t)i, x, n);
+    cpu_isa_select(ref, &err);
+    outputs(&cs[i], 1000 + (uint64_t)i, y, n);
+    if (memcmp(x, y, (n - 1) * sizeof(float))) {
+      if (!bad) snprintf(where, (size_t)cap, "kind %d ta %d tb %d %dx%dx%d", cs[i].kind, cs[i].ta, cs[i].tb, cs[i].M,
+                         cs[i].N, cs[i].K);
+      bad++;
+    }
+    free(x); free(y);
+  }
+  return bad;
+}
+
+/* The base model's products (hidden 768, intermediate 3072, vocabulary 50265),
+** a training batch of 512 rows and 80 labelled rows, and fill-mask's 16 rows:
+** forward (x W^T + b, the FFN's GELU), the weight gradient (dY^T X), the input
+** gradient (dY W, GELU' for the FFN), and the few-row products with bf16 weights. */
+static int base_cases(Case *cs) {
+  int H = 768, I = 3072, V = 50265, N = 512, Mh = 80, n = 0;
+  const int lin[][2] = {{3 * H, H}, {H, H}, {I, H}, {H, I}};   /* (out, in) */
+  for (int l = 0; l < 4; l++) {
+    int o = lin[l][0], k = lin[l][1];
+    cs[n++] = (Case){l == 2 ? 2 : 1, 0, 1, N, o, k, 0, 2, 1, 0};   /* forward */
+    cs[n++] = (Case){0, 1, 0, o, k, N, 0, 2, 1, 1};                /* dW += dY^T X */
+    cs[n++] = (Case){l == 3 ? 3 : 0, 0, 0, N, k, o, 0, 2, 1, 0};   /* dX = dY W (GELU' after the FFN) */
+    cs[n++] = (Case){l == 2 ? 4 : 5, 0, 1, 16, o, k, 0, 2, 1, 0}; /* fill-mask, bf16 weights */
+    cs[n++] = (Case){5, 0, 1, N, o, k, 0, 2, 1, 0};                /* bf16 weights, blocked */
+  }
+  cs[n++] = (Case){1, 0, 1, Mh, V, H, 0, 2, 1, 0};       /* decoder forward */
+  cs[n++] = (Case){0, 1, 0, V, H, Mh, 0, 2, 1, 1};       /* decoder weight gradient */
+  cs[n++] = (Case){0, 0, 0, Mh, H, V, 0, 2, 1, 0};       /* decoder input gradient */
+  cs[n++] = (Case){5, 0, 1, 16, V, H, 0, 2, 1, 0};       /* fill-mask decoder */
+  return n;
+}
+
+static void levels_agree(void) {
+  CpuIsa best = cpu_isa_best();
+  Case random_cases[16 * 4 * 6];
+  int nr = 0;
+  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int kind = 0; kind < 6; kind++)
+        if (!(is_w(kind) && t)) random_cases[nr++] = case_of(d, t, kind);
+  Case base[32];
+  int nb = base_cases(base);
+  for (int lv = CPU_ISA_GENERIC; lv < CPU_ISA_AVX512BF16; lv++) {
+    char name[96], where[160] = "";
+    snprintf(name, sizeof name, "gemm_bf16_avx512bf16_matches_%s_emulation_bits", cpu_isa_name((CpuIsa)lv));
+    if (best < CPU_ISA_AVX512BF16) { check_skip(name, "this CPU lacks AVX512-BF16"); continue; }
+    /* generic's libm fmaf is slow: the random shapes there, the base shapes at the vector levels */
+    int bad = 0, runs = 0;
+    if (lv == CPU_ISA_GENERIC) {
+      Case small[16 * 4 * 6];
+      int ns = 0;
+      for (int i = 0; i < nr; i++)
+        if ((double)random_cases[i].M * random_cases[i].N * random_cases[i].K <= 2e6) small[ns++] = random_cases[i];
+      bad = same_bits(small, ns, CPU_ISA_AVX512BF16, CPU_ISA_GENERIC, where, sizeof where);
+      runs = ns;
+    } else {
+      bad = same_bits(random_cases, nr, CPU_ISA_AVX512BF16, (CpuIsa)lv, where, sizeof where);
+      if (lv == CPU_ISA_AVX512) bad += same_bits(base, nb, CPU_ISA_AVX512BF16, (CpuIsa)lv, where, sizeof where);
+      runs = nr + (lv == CPU_ISA_AVX512 ? nb : 0);
+    }
+    check(bad == 0, name, "%d of %d products differ in some bit (first: %s)", bad, runs, where);
+  }
+  Err err;
+  cpu_isa_select(best, &err);
+}
+
+int main(void) {
+  premises();
+  for (int lv = CPU_ISA_GENERIC; lv < CPU_ISA_COUNT; lv++) {
+    Err err = {0};
+    char name[96];
+    snprintf(name, sizeof name, "gemm_bf16_%s_matches_double_reference", cpu_isa_name((CpuIsa)lv));
+    if (cpu_isa_select((CpuIsa)lv, &err)) { check_skip(name, err.msg); continue; }
+    against_reference((CpuIsa)lv);
+  }
+  levels_agree();
+  return check_exit();
+}
