@@ -48,6 +48,13 @@ float *platform_alloc_floats(size_t n) {
   return p;
 }
 
+long platform_page_size(void) {
+  long n = sysconf(_SC_PAGESIZE);
+  return n > 0 ? n : 4096;
+}
+
+void platform_release_pages(void *p, size_t bytes) { (void)madvise(p, bytes, MADV_DONTNEED); }
+
 int platform_cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;

@@ -18,6 +18,13 @@ float *platform_alloc_floats(size_t n);
 /* Number of online CPUs (at least 1). */
 int platform_cpu_count(void);
 
+/* The system's page size in bytes. */
+long platform_page_size(void);
+
+/* Gives the pages of [p, p + bytes) (page-aligned) back to the system: they
+** stop counting in the process's memory and read as zeros if touched again. */
+void platform_release_pages(void *p, size_t bytes);
+
 /* Binds OpenMP thread t of a `threads`-wide team (the calling thread is t = 0)
 ** to the t-th CPU this process may use, when there are at least that many and
 ** MASKD_PIN_THREADS is not "0". Why: on this project's VM the scheduler wakes a

@@ -1,6 +1,7 @@
 /* Model folders and optimizer state as safetensors. Loading validates the whole
 ** file against the model's tensor table before it copies a single number, so a
 ** refused file leaves the model as it was. */
+#include "engine/core/bf16.h"
 #include "engine/io/checkpoint.h"
 #include "engine/core/files.h"
 
@@ -35,7 +36,7 @@ static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, uint16_t *
     size_t np = model_num_params(m);
     half = malloc((np ? np : 1) * sizeof *half);
     if (!half) { free(ts); return err_set(err, "out of memory for a BF16 copy"); }
-    for (size_t i = 0; i < np; i++) half[i] = st_f32_to_bf16(p[i]);
+    for (size_t i = 0; i < np; i++) half[i] = bf16_from_f32(p[i]);
   }
   for (int i = 0; i < n; i++) {
     const ModelTensor *t = model_tensor(m, i);
@@ -83,7 +84,7 @@ static int weight_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void 
   const float *p = model_params(f->m) + mt->offset;
   for (size_t off = 0; off < mt->numel; off += CKPT_STREAM_FLOATS) {
     size_t cnt = mt->numel - off < CKPT_STREAM_FLOATS ? mt->numel - off : CKPT_STREAM_FLOATS;
-    for (size_t i = 0; i < cnt; i++) f->half[i] = st_f32_to_bf16(p[off + i]);
+    for (size_t i = 0; i < cnt; i++) f->half[i] = bf16_from_f32(p[off + i]);
     if (write(wctx, f->half, cnt * sizeof *f->half, err)) return -1;
   }
   return 0;
@@ -127,7 +128,7 @@ static float elem_f32(const StTensor *t, int64_t i) {
   const unsigned char *p = t->data;
   switch (t->dtype) {
     case ST_F32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
-    case ST_BF16: return st_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    case ST_BF16: return bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
     case ST_F16: return st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
     default: { double d; memcpy(&d, p + 8 * i, 8); return (float)d; }
   }
@@ -235,10 +236,13 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
     err_set(err, "tensor \"%s\" is not part of a %s model", name, rob ? "RobertaForMaskedLM" : "BertForMaskedLM");
     goto done;
   }
-  float *p = model_params(m);
   for (int i = 0; i < n; i++) {
     const ModelTensor *mt = model_tensor(m, i);
-    if (st_read_f32(find_weight(f, mt->name), p + mt->offset, (int64_t)mt->numel, err)) goto done;
+    float *f32;
+    uint16_t *bf16;
+    model_tensor_storage(m, i, &f32, &bf16);   /* a model serving from bf16 weights takes its matrices rounded */
+    const StTensor *t = find_weight(f, mt->name);
+    if (f32 ? st_read_f32(t, f32, (int64_t)mt->numel, err) : st_read_bf16(t, bf16, (int64_t)mt->numel, err)) goto done;
   }
   rc = 0;
 done:

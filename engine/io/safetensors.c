@@ -5,6 +5,8 @@
 ** file, JSON object, known dtype, shape x dtype size equal to the offsets' span,
 ** and the tensors tiling the data buffer exactly. */
 #include "engine/io/safetensors.h"
+
+#include "engine/core/bf16.h"
 #include "engine/core/files.h"
 #include "engine/core/buf.h"
 
@@ -282,13 +284,6 @@ StFile *st_open(const char *path, Err *err) {
 
 /* ---- conversions ---- */
 
-float st_bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
-
 float st_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
   if (exp == 0x1f) {
@@ -304,14 +299,6 @@ float st_f16_to_f32(uint16_t h) {
   return x;
 }
 
-uint16_t st_f32_to_bf16(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);  /* nan stays a quiet nan */
-  u += 0x7fffu + (u >> 16 & 1);                                            /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-
 int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err) {
   if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
   const unsigned char *p = t->data;
@@ -320,11 +307,32 @@ int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err) {
     case ST_BF16: case ST_F16:
       for (int64_t i = 0; i < numel; i++) {
         uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-        out[i] = t->dtype == ST_BF16 ? st_bf16_to_f32(h) : st_f16_to_f32(h);
+        out[i] = t->dtype == ST_BF16 ? bf16_to_f32(h) : st_f16_to_f32(h);
       }
       return 0;
     case ST_F64:
       for (int64_t i = 0; i < numel; i++) { double d; memcpy(&d, p + 8 * i, 8); out[i] = (float)d; }
+      return 0;
+    default:
+      return err_set(err, "tensor \"%s\": dtype %s is not a float type F32/F16/BF16/F64", t->name, st_dtype_name(t->dtype));
+  }
+}
+
+int st_read_bf16(const StTensor *t, uint16_t *out, int64_t numel, Err *err) {
+  if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
+  const unsigned char *p = t->data;
+  switch (t->dtype) {
+    case ST_BF16:
+      for (int64_t i = 0; i < numel; i++) out[i] = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+      return 0;
+    case ST_F32:
+      for (int64_t i = 0; i < numel; i++) { float x; memcpy(&x, p + 4 * i, 4); out[i] = bf16_from_f32(x); }
+      return 0;
+    case ST_F16:
+      for (int64_t i = 0; i < numel; i++) out[i] = bf16_from_f32(st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)));
+      return 0;
+    case ST_F64:
+      for (int64_t i = 0; i < numel; i++) { double d; memcpy(&d, p + 8 * i, 8); out[i] = bf16_from_f32((float)d); }
       return 0;
     default:
       return err_set(err, "tensor \"%s\": dtype %s is not a float type F32/F16/BF16/F64", t->name, st_dtype_name(t->dtype));

@@ -65,14 +65,14 @@ int st_dtype_bits(StDtype d);
 /* Copies t into numel floats, converting F32, F16, BF16 and F64; errors on other
 ** dtypes or when numel is not t's element count. */
 int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err);
+/* Copies a float tensor into numel bfloat16s (engine/core/bf16.h's rounding; BF16 copied as is). */
+int st_read_bf16(const StTensor *t, uint16_t *out, int64_t numel, Err *err);
 /* Copies an integer (or BOOL) tensor into numel int64s; U64 values above INT64_MAX are errors. */
 int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err);
 /* Copies an integer (or BOOL) tensor into numel int32s; values outside int32 are errors. */
 int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err);
 /* Float conversions used by the readers and for BF16 export (round to nearest even). */
-float st_bf16_to_f32(uint16_t h);
 float st_f16_to_f32(uint16_t h);
-uint16_t st_f32_to_bf16(float x);
 
 /* A tensor to write: data holds numel elements of dtype, little-endian, C order. */
 typedef struct StWriteTensor {

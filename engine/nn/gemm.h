@@ -41,7 +41,7 @@ const char *gemm_backend(void);
 double gemm_fma_peak(int threads);
 
 /* The bf16 products (gemm_bf16.c), PyTorch autocast's arithmetic for a matrix
-** product: op(A) and op(B) rounded to bfloat16 (engine/nn/bf16.h), the products
+** product: op(A) and op(B) rounded to bfloat16 (engine/core/bf16.h), the products
 ** exact, the sums in float, C float; the arguments and the bias, GELU and
 ** GELU' variants as their float counterparts above. Every level gives the same
 ** bits: vdpbf16ps at avx512bf16, its float emulation below (gemm_bf16_kernels.h),

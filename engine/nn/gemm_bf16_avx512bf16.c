@@ -10,7 +10,7 @@
 ** transposed as 16 x 16 32-bit lanes, as the fp32 kernels transpose floats. */
 #include "engine/nn/gemm_bf16_kernels.h"
 
-#include "engine/nn/bf16.h"
+#include "engine/core/bf16.h"
 #include "engine/nn/gemm_avx512_common.h"
 
 #include <immintrin.h>

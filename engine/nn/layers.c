@@ -4,6 +4,7 @@
 #include "engine/nn/layers.h"
 
 #include "engine/core/cpu.h"
+#include "engine/core/bf16.h"
 #include "engine/nn/fastmath.h"
 #include "engine/nn/gemm.h"
 #include "engine/nn/layer_kernels.h"
@@ -27,32 +28,56 @@ float layer_erff(float x) { return fast_erff(x); }
 
 /* ----------------------------------------------------------------- matmul */
 
-void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o, int threads) {
-  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, out, NULL, o, threads);
+/* The products at a precision: gemm.h's float or bf16 entry points. */
+static void product(LayerPrecision prec, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                    int ldb, float beta, float *C, int ldc, int threads) {
+  if (prec == LAYER_BF16) gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, threads);
+  else gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, threads);
 }
 
-void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w, const float *bias, int n, int k,
-                         int o, int threads) {
-  gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, pre, act, o, threads);
+static void product_bias(LayerPrecision prec, const float *in, const float *w, const float *bias, float *pre,
+                         float *act, int n, int k, int o, int threads) {
+  if (prec == LAYER_BF16) gemm_bf16_bias(0, 1, n, o, k, in, k, w, k, bias, pre, act, o, threads);
+  else gemm_f32_bias(0, 1, n, o, k, in, k, w, k, bias, pre, act, o, threads);
 }
 
-static void param_grads(float *dw, float *db, const float *dout, const float *in, int n, int k, int o, int accumulate,
-                        int threads) {
+void matmul_forward(LayerPrecision prec, float *out, const float *in, const float *w, const float *bias, int n, int k,
+                    int o, int threads) {
+  product_bias(prec, in, w, bias, out, NULL, n, k, o, threads);
+}
+
+void matmul_gelu_forward(LayerPrecision prec, float *pre, float *act, const float *in, const float *w,
+                         const float *bias, int n, int k, int o, int threads) {
+  product_bias(prec, in, w, bias, pre, act, n, k, o, threads);
+}
+
+void matmul_forward_bf16w(float *out, const float *in, const uint16_t *w, const float *bias, int n, int k, int o,
+                          int threads) {
+  gemm_bf16w_bias(n, o, k, in, k, w, k, bias, out, NULL, o, threads);
+}
+
+void matmul_gelu_forward_bf16w(float *pre, float *act, const float *in, const uint16_t *w, const float *bias, int n,
+                               int k, int o, int threads) {
+  gemm_bf16w_bias(n, o, k, in, k, w, k, bias, pre, act, o, threads);
+}
+
+static void param_grads(LayerPrecision prec, float *dw, float *db, const float *dout, const float *in, int n, int k,
+                        int o, int accumulate, int threads) {
   if (db) layer_kernels()->column_sums(db, dout, n, o, accumulate, threads);
-  if (dw) gemm_f32(1, 0, o, k, n, 1.0f, dout, o, in, k, accumulate ? 1.0f : 0.0f, dw, k, threads);
+  if (dw) product(prec, 1, 0, o, k, n, dout, o, in, k, accumulate ? 1.0f : 0.0f, dw, k, threads);
 }
 
-void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                     int n, int k, int o, int din_accumulate, int params_accumulate, int threads) {
-  param_grads(dw, db, dout, in, n, k, o, params_accumulate, threads);
-  if (din)
-    gemm_f32(0, 0, n, k, o, 1.0f, dout, o, w, k, din_accumulate ? 1.0f : 0.0f, din, k, threads);
+void matmul_backward(LayerPrecision prec, float *din, float *dw, float *db, const float *dout, const float *in,
+                     const float *w, int n, int k, int o, int din_accumulate, int params_accumulate, int threads) {
+  param_grads(prec, dw, db, dout, in, n, k, o, params_accumulate, threads);
+  if (din) product(prec, 0, 0, n, k, o, dout, o, w, k, din_accumulate ? 1.0f : 0.0f, din, k, threads);
 }
 
-void gelu_matmul_backward(float *dpre, float *dw, float *db, const float *dout, const float *act, const float *pre,
-                          const float *w, int n, int k, int o, int params_accumulate, int threads) {
-  param_grads(dw, db, dout, act, n, k, o, params_accumulate, threads);
-  gemm_f32_gelu_grad(0, 0, n, k, o, dout, o, w, k, pre, dpre, k, threads);
+void gelu_matmul_backward(LayerPrecision prec, float *dpre, float *dw, float *db, const float *dout, const float *act,
+                          const float *pre, const float *w, int n, int k, int o, int params_accumulate, int threads) {
+  param_grads(prec, dw, db, dout, act, n, k, o, params_accumulate, threads);
+  if (prec == LAYER_BF16) gemm_bf16_gelu_grad(0, 0, n, k, o, dout, o, w, k, pre, dpre, k, threads);
+  else gemm_f32_gelu_grad(0, 0, n, k, o, dout, o, w, k, pre, dpre, k, threads);
 }
 
 /* ----------------------------------------------------- per-level loops */
@@ -90,6 +115,16 @@ void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d, int thre
 void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types, const float *wte,
                         const float *wpe, const float *tte, int n, int c, int threads) {
   layer_kernels()->embeddings_forward(out, ids, pos, types, wte, wpe, tte, n, c, threads);
+}
+
+void embeddings_forward_bf16w(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types,
+                              const uint16_t *wte, const uint16_t *wpe, const uint16_t *tte, int n, int c, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
+  for (int i = 0; i < n; i++) {
+    const uint16_t *a = wte + (size_t)ids[i] * c, *b = wpe + (size_t)pos[i] * c, *t = tte + (size_t)(types ? types[i] : 0) * c;
+    float *o = out + (size_t)i * c;
+    for (int j = 0; j < c; j++) o[j] = bf16_to_f32(a[j]) + bf16_to_f32(t[j]) + bf16_to_f32(b[j]);   /* HF's order */
+  }
 }
 
 void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,

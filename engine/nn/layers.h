@@ -33,21 +33,34 @@ int layer_dropout_keep(const LayerDropout *d, size_t i);
 float layer_expf(float x);
 float layer_erff(float x);
 
+/* The arithmetic of a Linear layer's three products (forward, both gradients):
+** LAYER_FP32, float (gemm_f32); LAYER_BF16, PyTorch autocast's (gemm_bf16:
+** weights, activations and gradients rounded to bfloat16 as they enter a
+** product, products exact, sums and results in float). Bias sums stay float. */
+typedef enum LayerPrecision { LAYER_FP32 = 0, LAYER_BF16 } LayerPrecision;
+
 /* out[n,o] = sum_k in[n,k] w[o,k] + bias[o]  (bias may be NULL). */
-void matmul_forward(float *out, const float *in, const float *w, const float *bias, int n, int k, int o, int threads);
+void matmul_forward(LayerPrecision prec, float *out, const float *in, const float *w, const float *bias, int n, int k,
+                    int o, int threads);
 /* act = GELU(in w^T + bias) in the product's own pass; pre receives in w^T + bias
 ** (for backward) unless pre == act. */
-void matmul_gelu_forward(float *pre, float *act, const float *in, const float *w, const float *bias, int n, int k,
-                         int o, int threads);
+void matmul_gelu_forward(LayerPrecision prec, float *pre, float *act, const float *in, const float *w,
+                         const float *bias, int n, int k, int o, int threads);
 /* dw += dout^T in; db += column sums of dout (NULL skips), or = when not
 ** params_accumulate; din = dout w, or din += dout w when din_accumulate (din NULL skips). */
-void matmul_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                     int n, int k, int o, int din_accumulate, int params_accumulate, int threads);
+void matmul_backward(LayerPrecision prec, float *din, float *dw, float *db, const float *dout, const float *in,
+                     const float *w, int n, int k, int o, int din_accumulate, int params_accumulate, int threads);
 /* Backward of out = GELU(pre) w^T + bias, whose input act = GELU(pre) was kept:
 ** dpre = (dout w) GELU'(pre), written as the product stores (no pass of its
 ** own); dw and db as matmul_backward. */
-void gelu_matmul_backward(float *dpre, float *dw, float *db, const float *dout, const float *act, const float *pre,
-                          const float *w, int n, int k, int o, int params_accumulate, int threads);
+void gelu_matmul_backward(LayerPrecision prec, float *dpre, float *dw, float *db, const float *dout, const float *act,
+                          const float *pre, const float *w, int n, int k, int o, int params_accumulate, int threads);
+/* matmul_forward and matmul_gelu_forward at LAYER_BF16 with the weight held in
+** bfloat16 (w (o, k)): a model serving from bf16 weights. */
+void matmul_forward_bf16w(float *out, const float *in, const uint16_t *w, const float *bias, int n, int k, int o,
+                          int threads);
+void matmul_gelu_forward_bf16w(float *pre, float *act, const float *in, const uint16_t *w, const float *bias, int n,
+                               int k, int o, int threads);
 
 /* out = LayerNorm(in) * w + b per row of c; saves mean and 1/std per row. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
@@ -76,6 +89,9 @@ void dropout_forward_inplace(float *x, size_t n, const LayerDropout *d, int thre
 /* out[n,:] = wte[ids[n]] + wpe[pos[n]] + tte[types[n]] (types NULL = type 0). */
 void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types,
                         const float *wte, const float *wpe, const float *tte, int n, int c, int threads);
+/* embeddings_forward with the three tables held in bfloat16 (widened to float exactly). */
+void embeddings_forward_bf16w(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types,
+                              const uint16_t *wte, const uint16_t *wpe, const uint16_t *tte, int n, int c, int threads);
 /* Scatters dout into the three tables; rows equal to skip_wte (or skip_wpe)
 ** get no gradient, as nn.Embedding's padding_idx (-1 = none). */
 void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,

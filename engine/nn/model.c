@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/bf16.h"
 #include "engine/nn/layers.h"
 #include "engine/core/platform.h"
 #include "engine/core/rng.h"
@@ -49,6 +50,10 @@ struct Model {
   int V, H, L, A, I, P, TV;
   size_t n_params;
   float *params, *grads;
+  LayerPrecision prec;           /* the Linear layers' products: float, or autocast's bf16 */
+  /* The weight matrices' bf16 copy (model_keep_bf16_weights), at the same offsets
+  ** as params (whose pages under those matrices are then released); else NULL. */
+  uint16_t *params16;
   int grads_zeroed;              /* model_zero_grad ran and no backward since: the next one overwrites */
   Tensors p, g;
   LayerTensors *layer_storage;   /* 2*L: params then grads */
@@ -200,7 +205,7 @@ oom:
 
 void model_free(Model *m) {
   if (!m) return;
-  free(m->params); free(m->grads); free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->plan);
+  free(m->params); free(m->grads); free(m->params16); free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->plan);
   free(m->layer_storage); free(m->tensors); free(m->tensor_init);
   free(m);
 }
@@ -243,6 +248,63 @@ const ModelTensor *model_tensor_by_name(const Model *m, const char *name) {
   for (int i = 0; i < m->n_tensors; i++)
     if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
   return NULL;
+}
+
+/* ---------------------------------------------------------- precision */
+
+void model_set_precision(Model *m, ModelPrecision p) {
+  m->prec = p == MODEL_BF16 || m->params16 ? LAYER_BF16 : LAYER_FP32;
+}
+
+ModelPrecision model_precision(const Model *m) { return m->prec == LAYER_BF16 ? MODEL_BF16 : MODEL_FP32; }
+
+int model_weights_bf16(const Model *m) { return m->params16 != NULL; }
+
+int model_keep_bf16_weights(Model *m, int convert, Err *err) {
+  if (m->params16) return 0;
+  if (m->grads) return err_setk(err, ERR_INVALID, "a model planned for training keeps float weights");
+  /* Floats give the 64-byte (and, when large, huge-page) alignment; a uint16 copy takes half as many. */
+  m->params16 = (uint16_t *)platform_alloc_floats(m->n_params / 2 + 1);
+  if (!m->params16) return err_setk(err, ERR_NOMEM, "out of memory for the bf16 weights (%zu MB)", m->n_params >> 19);
+  size_t page = (size_t)platform_page_size();
+  for (int i = 0; i < m->n_tensors; i++) {
+    const ModelTensor *t = &m->tensors[i];
+    if (t->ndim != 2) continue;
+    float *x = m->params + t->offset;
+    uint16_t *y = m->params16 + t->offset;
+    if (convert)
+      for (size_t j = 0; j < t->numel; j++) y[j] = bf16_from_f32(x[j]);
+    else
+      memset(y, 0, t->numel * sizeof *y);
+    /* The float pages wholly inside the matrix go back to the system (and read as
+    ** zeros if touched again, which nothing does: every reader takes the copy). */
+    uintptr_t lo = ((uintptr_t)x + page - 1) & ~(uintptr_t)(page - 1), hi = ((uintptr_t)(x + t->numel)) & ~(uintptr_t)(page - 1);
+    if (hi > lo) platform_release_pages((void *)lo, hi - lo);
+  }
+  m->prec = LAYER_BF16;
+  return 0;
+}
+
+void model_tensor_storage(Model *m, int i, float **f32, uint16_t **bf16) {
+  const ModelTensor *t = &m->tensors[i];
+  int half = m->params16 && t->ndim == 2;
+  *f32 = half ? NULL : m->params + t->offset;
+  *bf16 = half ? m->params16 + t->offset : NULL;
+}
+
+/* A forward Linear product, out = in w^T + b (act = GELU(out) when act): from
+** the bf16 copy of w when the model keeps one, else at the model's precision. */
+static void linear(Model *m, float *out, float *act, const float *in, const float *w, const float *b, int n, int k,
+                   int o) {
+  if (m->params16) {
+    const uint16_t *w16 = m->params16 + (w - m->params);
+    if (act) matmul_gelu_forward_bf16w(out, act, in, w16, b, n, k, o, m->threads);
+    else matmul_forward_bf16w(out, in, w16, b, n, k, o, m->threads);
+  } else if (act) {
+    matmul_gelu_forward(m->prec, out, act, in, w, b, n, k, o, m->threads);
+  } else {
+    matmul_forward(m->prec, out, in, w, b, n, k, o, m->threads);
+  }
 }
 
 /* --------------------------------------------------------------- plan */
@@ -372,6 +434,8 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
   int nt = m->threads;
   if (batch <= 0 || seq <= 0 || head_rows < 0)
     return err_set(err, "plan: batch %d, seq %d and head_rows %d must be positive", batch, seq, head_rows);
+  if (training && m->params16)
+    return err_setk(err, ERR_INVALID, "plan: a model serving from bf16 weights cannot train (its float weights are gone)");
   if (head_rows == 0) head_rows = 1;
   int maxpos = m->cfg.model_type == MODEL_ROBERTA ? m->P - m->cfg.pad_token_id - 1 : m->P;
   if (seq > maxpos)
@@ -478,7 +542,11 @@ static int batch_forward(Model *m, const ModelBatch *b, Err *err) {
   }
   LayerDropout d;
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H, nt);
+    if (m->params16)
+      embeddings_forward_bf16w(m->emb_sum, m->ids, m->pos, m->types, m->params16 + (m->p.wte - m->params),
+                               m->params16 + (m->p.wpe - m->params), m->params16 + (m->p.tte - m->params), N, H, nt);
+    else
+      embeddings_forward(m->emb_sum, m->ids, m->pos, m->types, m->p.wte, m->p.wpe, m->p.tte, N, H, nt);
     layernorm_forward(m->x0, m->emb_m, m->emb_r, m->emb_sum, m->p.emb_ln_w, m->p.emb_ln_b, N, H,
                       (float)m->cfg.layer_norm_eps, nt);
     d = dropout_site(m, 0, m->cfg.hidden_dropout_prob);
@@ -504,19 +572,19 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
   dao.rows = dfo.rows = m->hrows;
   dao.cols = dfo.cols = H;
   float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(kv, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H, nt));
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, kv, NULL, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(q, m->hin, w->qkv_w, w->qkv_b, M, H, H, nt));
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, q, NULL, m->hin, w->qkv_w, w->qkv_b, M, H, H));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(a->ctx, a->att, q, kv, m->hrows, m->qstart, m->mask_add, B,
                                                         T, H, m->A, M, &datt, m->att_scratch, nt));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, M, H, H, nt));
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, M, H, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I, nt));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, M, I, H, nt));
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I));
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ffact, w->fo_w, w->fo_b, M, I, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo, nt);
   });
@@ -536,15 +604,15 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
     LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
     LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(a->qkv, x, w->qkv_w, w->qkv_b, N, H, 3 * H, nt));
+    PROF(m, MODEL_PHASE_MATMUL, linear(m, a->qkv, NULL, x, w->qkv_w, w->qkv_b, N, H, 3 * H));
     PROF(m, MODEL_PHASE_ATTENTION,
          attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, nt));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ctx, w->ao_w, w->ao_b, N, H, H, nt));
+    PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, N, H, H));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao, nt);
     });
-    PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I, nt));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_forward(m->proj, a->ffact, w->fo_w, w->fo_b, N, m->I, H, nt));
+    PROF(m, MODEL_PHASE_MATMUL, linear(m, a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I));
+    PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ffact, w->fo_w, w->fo_b, N, m->I, H));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo,
                                  nt);
@@ -567,11 +635,11 @@ static void head_forward(Model *m, const float *x, int M, int gathered, float *o
     });
     m->head_in = m->hin;
   }
-  PROF(m, MODEL_PHASE_MATMUL, matmul_gelu_forward(m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H, nt));
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, matmul_forward(out, m->hln, m->p.wte, m->p.hbias, M, H, m->V, nt));
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, out, NULL, m->hln, m->p.wte, m->p.hbias, M, H, m->V));
 }
 
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
@@ -659,19 +727,19 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
     dropout_backward(dB, dA, MH, &dfo, nt);
   });
   PROF(m, MODEL_PHASE_MATMUL,
-       gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc, nt));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, nt));
+       gelu_matmul_backward(m->prec, m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->prec, dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc, nt);
     dropout_backward(dA, dB, MH, &dao, nt);
   });
   /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, nt));
+  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->prec, m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, nt));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
                                                          H, m->A, M, &datt, m->att_scratch, nt));
   PROF(m, MODEL_PHASE_MATMUL, {
-    matmul_backward(dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, nt);
-    matmul_backward(dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0,
+    matmul_backward(m->prec, dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, nt);
+    matmul_backward(m->prec, dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0,
                     acc, nt);
   });
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
@@ -702,13 +770,13 @@ void model_backward(Model *m, float loss_scale) {
   PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, nt));
   /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
   PROF(m, MODEL_PHASE_MATMUL,
-       matmul_backward(m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
+       matmul_backward(m->prec, m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, nt);
     gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, nt);
   });
   PROF(m, MODEL_PHASE_MATMUL,
-       matmul_backward(m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
+       matmul_backward(m->prec, m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
   grad_ready(m, 0);
   /* m->dh1 is d(last layer output at the head rows). */
   const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
@@ -729,18 +797,18 @@ void model_backward(Model *m, float loss_scale) {
       if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo, nt); else dffn = dY;
     });
     PROF(m, MODEL_PHASE_MATMUL,
-         gelu_matmul_backward(m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc, nt));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, nt));
+         gelu_matmul_backward(m->prec, m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc, nt));
+    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->prec, dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc, nt);
       if (dao.p > 0) dropout_backward(dY, dX, NH, &dao, nt); else dattn = dX;
     });
     PROF(m, MODEL_PHASE_MATMUL,
-         matmul_backward(m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, nt));
+         matmul_backward(m->prec, m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, nt));
     PROF(m, MODEL_PHASE_ATTENTION,
          attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, nt));
     PROF(m, MODEL_PHASE_MATMUL,
-         matmul_backward(dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, nt));
+         matmul_backward(m->prec, dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, nt));
     grad_ready(m, m->L - l);
   }
   LayerDropout demb = dropout_site(m, 0, m->cfg.hidden_dropout_prob);

@@ -49,6 +49,30 @@ void model_init_weights(Model *m, uint64_t seed);
 /* The model's configuration. */
 const ModelConfig *model_config(const Model *m);
 
+/* The arithmetic of the Linear layers' products (the attention's per-head
+** products, LayerNorm, softmax, GELU, the loss and the optimizer stay float):
+** MODEL_FP32, or MODEL_BF16, PyTorch autocast's (weights, activations and
+** gradients rounded to bfloat16 as they enter a product, float sums; the
+** parameters stay float, the master weights). */
+typedef enum ModelPrecision { MODEL_FP32 = 0, MODEL_BF16 } ModelPrecision;
+/* Sets the products' precision (a model with bf16 weights stays MODEL_BF16). */
+void model_set_precision(Model *m, ModelPrecision p);
+/* The products' precision. */
+ModelPrecision model_precision(const Model *m);
+/* Keeps the weight matrices (every 2-D tensor) in bfloat16 only, from now on,
+** for serving: half their memory, and half the bytes a short forward streams.
+** convert: their float values are rounded into the copy; 0: the copy starts
+** zero (for a loader about to fill it: ckpt_load_weights writes it directly, so
+** no float copy of the matrices is ever made). The float pages under the matrices
+** are released; the precision becomes MODEL_BF16; model_params() then holds only
+** the 1-D tensors. ERR_INVALID for a model planned for training. */
+int model_keep_bf16_weights(Model *m, int convert, Err *err);
+/* 1 when the weight matrices are kept in bfloat16 (model_keep_bf16_weights). */
+int model_weights_bf16(const Model *m);
+/* Where tensor i (0 <= i < model_tensor_count()) is kept: *f32 in the parameter
+** buffer, or *bf16 in the bf16 copy; the other NULL. */
+void model_tensor_storage(Model *m, int i, float **f32, uint16_t **bf16);
+
 /* Number of floats in the parameter buffer (and in the gradient buffer). */
 size_t model_num_params(const Model *m);
 /* The flat parameter buffer. */

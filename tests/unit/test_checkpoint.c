@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/core/bf16.h"
 #include "engine/io/checkpoint.h"
 #include "store/store.h"
 #include "tests/unit/check.h"
@@ -270,7 +271,7 @@ static void folder_tests(ModelType type, const char *tag) {
   ok = b != NULL;
   int changed = 0;
   for (size_t i = 0; ok && i < model_num_params(m); i++) {
-    float want = st_bf16_to_f32(st_f32_to_bf16(model_params(m)[i]));
+    float want = bf16_to_f32(bf16_from_f32(model_params(m)[i]));
     ok &= memcmp(&want, &model_params(b)[i], 4) == 0;
     changed |= want != model_params(m)[i];
   }

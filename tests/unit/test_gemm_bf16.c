@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "engine/core/cpu.h"
-#include "engine/nn/bf16.h"
+#include "engine/core/bf16.h"
 #include "engine/nn/fastmath.h"
 #include "engine/nn/gemm.h"
 #include "tests/unit/check.h"

@@ -24,9 +24,11 @@
 
 enum { THREADS = 2 };
 
+/* avx512bf16 runs avx512's float loops (its own kernels are the bf16 products, test_gemm_bf16). */
 static const LayerKernels *const tables[CPU_ISA_COUNT] = {&layer_kernels_generic, &layer_kernels_avx2,
-                                                          &layer_kernels_avx512};
-static AdamRangeFn *const adam_fns[CPU_ISA_COUNT] = {adam_range_generic, adam_range_avx2, adam_range_avx512};
+                                                          &layer_kernels_avx512, &layer_kernels_avx512};
+static AdamRangeFn *const adam_fns[CPU_ISA_COUNT] = {adam_range_generic, adam_range_avx2, adam_range_avx512,
+                                                     adam_range_avx512};
 
 static Rng rng;
 
@@ -426,7 +428,7 @@ static void test_cpu(void) {
 
 int main(void) {
   test_cpu();
-  for (int i = 0; i < CPU_ISA_COUNT; i++) {
+  for (int i = 0; i <= CPU_ISA_AVX512; i++) {   /* avx512bf16's float loops are avx512's */
     CpuIsa isa = (CpuIsa)i;
     Err err = {0};
     char name[64];

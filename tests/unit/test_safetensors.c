@@ -9,6 +9,7 @@
 
 #include "engine/core/files.h"
 #include "engine/core/rng.h"
+#include "engine/core/bf16.h"
 #include "engine/io/safetensors.h"
 #include "tests/unit/check.h"
 #include "tests/unit/fixtures.h"
@@ -82,6 +83,8 @@ static const char *PY =
     "    assert (arr('mask', np.uint8) == np.array([1, 0, 1])).all()\n"
     "    assert arr('empty', np.float32).shape == (0,)\n"
     "    src = torch.tensor(np.fromfile(sys.argv[3], np.float32))\n"
+    "    # torch's rounding, with subnormals to a signed zero as maskd (and vcvtneps2bf16) round them\n"
+    "    src = torch.where(src.abs() < torch.finfo(torch.float32).tiny, src * 0, src)\n"
     "    want = src.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)\n"
     "    got = arr('bf', np.uint16)\n"
     "    assert (got == want).all(), (got, want)\n"
@@ -139,7 +142,7 @@ int main(void) {
   memcpy(&bf_src[1], &halfway_down, 4);
   memcpy(&bf_src[2], &halfway_up, 4);
   uint16_t bf[9];
-  for (int i = 0; i < 9; i++) bf[i] = st_f32_to_bf16(bf_src[i]);
+  for (int i = 0; i < 9; i++) bf[i] = bf16_from_f32(bf_src[i]);
   int64_t step = 123456789012;
   int32_t ids[4] = {0, -1, 2147483647, 5};
   uint8_t mask[3] = {1, 0, 1};
@@ -382,9 +385,9 @@ int main(void) {
             st_f16_to_f32(0x7bff) == 65504.0f && isinf(st_f16_to_f32(0x7c00)) && isnan(st_f16_to_f32(0x7e00)) &&
             signbit(st_f16_to_f32(0x8000)),
         "st_f16_bits", "conversion off");
-  check(st_bf16_to_f32(0x3f80) == 1.0f && st_f32_to_bf16(1.0f) == 0x3f80 && st_f32_to_bf16(bf_src[1]) == 0x3f80 &&
-            st_f32_to_bf16(bf_src[2]) == 0x3f82 && isnan(st_bf16_to_f32(st_f32_to_bf16(NAN))),
-        "st_bf16_bits", "%04x %04x", st_f32_to_bf16(bf_src[1]), st_f32_to_bf16(bf_src[2]));
+  check(bf16_to_f32(0x3f80) == 1.0f && bf16_from_f32(1.0f) == 0x3f80 && bf16_from_f32(bf_src[1]) == 0x3f80 &&
+            bf16_from_f32(bf_src[2]) == 0x3f82 && isnan(bf16_to_f32(bf16_from_f32(NAN))),
+        "st_bf16_bits", "%04x %04x", bf16_from_f32(bf_src[1]), bf16_from_f32(bf_src[2]));
 
   free(bytes);
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
