@@ -14,7 +14,7 @@ refused() {  # name, needle, MASKD_ISA value
   if [ $rc -ne 0 ] && [ -z "$out" ] && [ "$(wc -l <<<"$err")" = 1 ] && grep -qF -- "$needle" <<<"$err"; then pass "$name"
   else fail "$name" "rc $rc, stdout '$out', stderr: $err (wanted $needle)"; fi
 }
-refused isa_cli_refuses_unknown_level "maskd: MASKD_ISA=bogus: expected generic, avx2 or avx512" bogus
+refused isa_cli_refuses_unknown_level "maskd: MASKD_ISA=bogus: expected generic, avx2, avx512 or avx512bf16" bogus
 refused isa_cli_refuses_upper_case "maskd: MASKD_ISA=AVX2:" AVX2
 
 best=$("$M" version 2>/dev/null | sed -n 's/^kernels [a-z0-9]* (best \([a-z0-9]*\),.*/\1/p')
@@ -22,10 +22,11 @@ case "$best" in
   generic) levels=(generic) ;;
   avx2) levels=(generic avx2) ;;
   avx512) levels=(generic avx2 avx512) ;;
+  avx512bf16) levels=(generic avx2 avx512 avx512bf16) ;;
   *) fail isa_cli_version "maskd version names no best level: $("$M" version 2>&1)"; exit 1 ;;
 esac
 pass isa_cli_version
-for lv in generic avx2 avx512; do
+for lv in generic avx2 avx512 avx512bf16; do
   if [[ " ${levels[*]} " != *" $lv "* ]]; then
     refused "isa_cli_refuses_${lv}_on_this_cpu" "maskd: MASKD_ISA=$lv: this CPU cannot run the $lv kernels" "$lv"
   fi
