@@ -102,9 +102,9 @@ char *app_jobs_metrics_text(App *a) {
 int app_metrics_kernels_info(Metrics *m) {
   KernelsInfo k;
   kernels_info(&k);
-  const char *labels[] = {"isa", k.isa, "best", k.best, "gemm", k.gemm, "avx512_bf16", k.avx512_bf16 ? "1" : "0",
+  const char *labels[] = {"isa", k.isa, "best", k.best, "gemm", k.gemm, "gemm_bf16", k.gemm_bf16, "avx512_bf16", k.avx512_bf16 ? "1" : "0",
                           "cpu", k.cpu, NULL};
   return metrics_info(m, "maskd_kernels_info",
                       "The numeric kernels this server runs: instruction-set level, the CPU's best, the matrix-product "
-                      "backend, AVX512-BF16, the CPU model.", labels);
+                      "backend, the bf16 products' backend, AVX512-BF16, the CPU model.", labels);
 }

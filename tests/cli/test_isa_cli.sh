@@ -34,7 +34,7 @@ done
 
 # bench sgemm names the level and the backend; generic multiplies with OpenBLAS.
 out=$(MASKD_ISA=generic "$M" bench sgemm --mnk 64,64,64 --reps 2 2>/dev/null)
-grep -q "^  kernels generic (best $best, avx512-bf16 \(yes\|no\)), gemm openblas, CPU ." <<<"$out" &&
+grep -q "^  kernels generic (best $best, avx512-bf16 \(yes\|no\)), gemm openblas, bf16 gemm generic-bf16-emulated, CPU ." <<<"$out" &&
   grep -q "maskd (openblas)" <<<"$out" && pass isa_cli_bench_generic_openblas || fail isa_cli_bench_generic_openblas "$out"
 out=$(MASKD_ISA=generic "$M" bench sgemm --mnk 64,64,64 --reps 2 --json 2>/dev/null)
 python3 -c 'import json,sys; o=json.loads(sys.argv[1]); assert o["isa"]=="generic" and o["backend"]=="openblas" and o["cpu"], o' "$out" 2>/dev/null &&

@@ -91,9 +91,9 @@ ok metrics_counts_404 grep -q '^maskd_http_requests_total{route="unmatched",meth
 ok metrics_counts_healthz grep -q '^maskd_http_requests_total{route="/healthz",method="GET",status="200"} [1-9]' "$tmp/body"
 ok metrics_fill_histogram grep -q '^maskd_fill_mask_duration_seconds_bucket{le="+Inf"} ' "$tmp/body"
 ok metrics_training_gauge grep -q '^maskd_training_tokens_per_second ' "$tmp/body"
-ok metrics_kernels_info grep -Eq '^maskd_kernels_info\{isa="(generic|avx2|avx512|avx512bf16)",best="[a-z0-9]+",gemm="[a-z0-9+-]+",avx512_bf16="[01]",cpu=".+"\} 1$' "$tmp/body"
+ok metrics_kernels_info grep -Eq '^maskd_kernels_info\{isa="(generic|avx2|avx512|avx512bf16)",best="[a-z0-9]+",gemm="[a-z0-9+-]+",gemm_bf16="[a-z0-9+-]+",avx512_bf16="[01]",cpu=".+"\} 1$' "$tmp/body"
 # The startup output names the same kernels, before the "listening on" line.
-ok serve_prints_kernels grep -Eq '^maskd serve: kernels (generic|avx2|avx512|avx512bf16) \(best [a-z0-9]+, avx512-bf16 (yes|no)\), gemm [a-z0-9+-]+, CPU .+$' "$T/out"
+ok serve_prints_kernels grep -Eq '^maskd serve: kernels (generic|avx2|avx512|avx512bf16) \(best [a-z0-9]+, avx512-bf16 (yes|no)\), gemm [a-z0-9+-]+, bf16 gemm [a-z0-9+-]+, CPU .+$' "$T/out"
 ok metrics_parse python3 - "$tmp/body" <<'EOF'
 import re, sys
 for line in open(sys.argv[1]):
