@@ -28,16 +28,16 @@ typedef struct LayerKernels {
   void (*embeddings_backward)(float *dwte, float *dwpe, float *dtte, const float *dout, const int32_t *ids,
                               const int32_t *pos, const int32_t *types, int n, int c, int skip_wte, int skip_wpe,
                               int threads);
-  void (*attention_forward)(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C, int A,
-                            const LayerDropout *d, float *scratch, int threads);
-  void (*attention_backward)(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C,
-                             int A, const LayerDropout *d, float *scratch, int threads);
-  void (*attention_rows_forward)(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
-                                 const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
-                                 const LayerDropout *d, float *scratch, int threads);
-  void (*attention_rows_backward)(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
-                                  const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
-                                  int A, int M, const LayerDropout *d, float *scratch, int threads);
+  void (*attention_forward)(LayerPrecision prec, float *ctx, float *att, const float *qkv, const float *mask_add, int B,
+                            int T, int C, int A, const LayerDropout *d, float *scratch, int threads);
+  void (*attention_backward)(LayerPrecision prec, float *dqkv, const float *dctx, const float *qkv, const float *att,
+                             int B, int T, int C, int A, const LayerDropout *d, float *scratch, int threads);
+  void (*attention_rows_forward)(LayerPrecision prec, float *ctx, float *att, const float *q, const float *kv,
+                                 const int32_t *qrows, const int32_t *qstart, const float *mask_add, int B, int T,
+                                 int C, int A, int M, const LayerDropout *d, float *scratch, int threads);
+  void (*attention_rows_backward)(LayerPrecision prec, float *dq, float *dkv, const float *dctx, const float *q,
+                                  const float *kv, const float *att, const int32_t *qrows, const int32_t *qstart, int B,
+                                  int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads);
   void (*crossentropy_forward)(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
                                double *loss_sum, int *n_correct, int threads);
   void (*crossentropy_backward)(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,

@@ -118,10 +118,12 @@ void embeddings_forward(float *out, const int32_t *ids, const int32_t *pos, cons
 }
 
 void embeddings_forward_bf16w(float *out, const int32_t *ids, const int32_t *pos, const int32_t *types,
-                              const uint16_t *wte, const uint16_t *wpe, const uint16_t *tte, int n, int c, int threads) {
+                              const uint16_t *wte, const uint16_t *wpe, const uint16_t *tte, int n, int c,
+                              int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
   for (int i = 0; i < n; i++) {
-    const uint16_t *a = wte + (size_t)ids[i] * c, *b = wpe + (size_t)pos[i] * c, *t = tte + (size_t)(types ? types[i] : 0) * c;
+    const uint16_t *a = wte + (size_t)ids[i] * c, *b = wpe + (size_t)pos[i] * c;
+    const uint16_t *t = tte + (size_t)(types ? types[i] : 0) * c;
     float *o = out + (size_t)i * c;
     for (int j = 0; j < c; j++) o[j] = bf16_to_f32(a[j]) + bf16_to_f32(t[j]) + bf16_to_f32(b[j]);   /* HF's order */
   }
@@ -133,26 +135,27 @@ void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dou
   layer_kernels()->embeddings_backward(dwte, dwpe, dtte, dout, ids, pos, types, n, c, skip_wte, skip_wpe, threads);
 }
 
-void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C, int A,
-                       const LayerDropout *d, float *scratch, int threads) {
-  layer_kernels()->attention_forward(ctx, att, qkv, mask_add, B, T, C, A, d, scratch, threads);
+void attention_forward(LayerPrecision prec, float *ctx, float *att, const float *qkv, const float *mask_add, int B,
+                       int T, int C, int A, const LayerDropout *d, float *scratch, int threads) {
+  layer_kernels()->attention_forward(prec, ctx, att, qkv, mask_add, B, T, C, A, d, scratch, threads);
 }
 
-void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C, int A,
-                        const LayerDropout *d, float *scratch, int threads) {
-  layer_kernels()->attention_backward(dqkv, dctx, qkv, att, B, T, C, A, d, scratch, threads);
+void attention_backward(LayerPrecision prec, float *dqkv, const float *dctx, const float *qkv, const float *att, int B,
+                        int T, int C, int A, const LayerDropout *d, float *scratch, int threads) {
+  layer_kernels()->attention_backward(prec, dqkv, dctx, qkv, att, B, T, C, A, d, scratch, threads);
 }
 
-void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
-                            const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
-                            const LayerDropout *d, float *scratch, int threads) {
-  layer_kernels()->attention_rows_forward(ctx, att, q, kv, qrows, qstart, mask_add, B, T, C, A, M, d, scratch, threads);
+void attention_rows_forward(LayerPrecision prec, float *ctx, float *att, const float *q, const float *kv,
+                            const int32_t *qrows, const int32_t *qstart, const float *mask_add, int B, int T, int C,
+                            int A, int M, const LayerDropout *d, float *scratch, int threads) {
+  layer_kernels()->attention_rows_forward(prec, ctx, att, q, kv, qrows, qstart, mask_add, B, T, C, A, M, d, scratch,
+                                          threads);
 }
 
-void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
-                             const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C, int A,
-                             int M, const LayerDropout *d, float *scratch, int threads) {
-  layer_kernels()->attention_rows_backward(dq, dkv, dctx, q, kv, att, qrows, qstart, B, T, C, A, M, d, scratch,
+void attention_rows_backward(LayerPrecision prec, float *dq, float *dkv, const float *dctx, const float *q,
+                             const float *kv, const float *att, const int32_t *qrows, const int32_t *qstart, int B,
+                             int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads) {
+  layer_kernels()->attention_rows_backward(prec, dq, dkv, dctx, q, kv, att, qrows, qstart, B, T, C, A, M, d, scratch,
                                            threads);
 }
 

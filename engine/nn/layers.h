@@ -104,11 +104,11 @@ void embeddings_backward(float *dwte, float *dwpe, float *dtte, const float *dou
 ** before dropout (NULL: not kept, as inference needs); mask_add (B, T) is 0 for
 ** real keys and the float32 minimum for padding (NULL = none). scratch holds
 ** 2*T*T floats for each of the threads. */
-void attention_forward(float *ctx, float *att, const float *qkv, const float *mask_add, int B, int T, int C,
-                       int A, const LayerDropout *d, float *scratch, int threads);
+void attention_forward(LayerPrecision prec, float *ctx, float *att, const float *qkv, const float *mask_add, int B,
+                       int T, int C, int A, const LayerDropout *d, float *scratch, int threads);
 /* dqkv (B*T, 3C) = gradient of the above given dctx; scratch 2*T*T per thread. */
-void attention_backward(float *dqkv, const float *dctx, const float *qkv, const float *att, int B, int T, int C,
-                        int A, const LayerDropout *d, float *scratch, int threads);
+void attention_backward(LayerPrecision prec, float *dqkv, const float *dctx, const float *qkv, const float *att, int B,
+                        int T, int C, int A, const LayerDropout *d, float *scratch, int threads);
 
 /* Attention for a subset of the queries (sorted by batch row): q (M, C) holds
 ** the queries of flat positions qrows[0..M), grouped so that batch b's are
@@ -116,13 +116,13 @@ void attention_backward(float *dqkv, const float *dctx, const float *qkv, const 
 ** ctx (M, C); att (A, M, T) receives the probabilities before dropout (NULL:
 ** not kept), whose masks are those of the full attention at the same (b, h,
 ** query, key); scratch 2*T*T per thread. */
-void attention_rows_forward(float *ctx, float *att, const float *q, const float *kv, const int32_t *qrows,
-                            const int32_t *qstart, const float *mask_add, int B, int T, int C, int A, int M,
-                            const LayerDropout *d, float *scratch, int threads);
+void attention_rows_forward(LayerPrecision prec, float *ctx, float *att, const float *q, const float *kv,
+                            const int32_t *qrows, const int32_t *qstart, const float *mask_add, int B, int T, int C,
+                            int A, int M, const LayerDropout *d, float *scratch, int threads);
 /* dq (M, C) and dkv (B*T, 2C) (overwritten) from dctx (M, C); scratch 2*T*T per thread. */
-void attention_rows_backward(float *dq, float *dkv, const float *dctx, const float *q, const float *kv,
-                             const float *att, const int32_t *qrows, const int32_t *qstart, int B, int T, int C,
-                             int A, int M, const LayerDropout *d, float *scratch, int threads);
+void attention_rows_backward(LayerPrecision prec, float *dq, float *dkv, const float *dctx, const float *q,
+                             const float *kv, const float *att, const int32_t *qrows, const int32_t *qstart, int B,
+                             int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads);
 
 /* Cross-entropy of each row of logits (m, v) against labels: adds the losses to
 ** *loss_sum and the argmax hits to *n_correct; when probs_out != NULL the rows'

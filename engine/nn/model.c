@@ -435,7 +435,7 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
   if (batch <= 0 || seq <= 0 || head_rows < 0)
     return err_set(err, "plan: batch %d, seq %d and head_rows %d must be positive", batch, seq, head_rows);
   if (training && m->params16)
-    return err_setk(err, ERR_INVALID, "plan: a model serving from bf16 weights cannot train (its float weights are gone)");
+    return err_setk(err, ERR_INVALID, "plan: a model serving from bf16 weights cannot train (no float weights)");
   if (head_rows == 0) head_rows = 1;
   int maxpos = m->cfg.model_type == MODEL_ROBERTA ? m->P - m->cfg.pad_token_id - 1 : m->P;
   if (seq > maxpos)
@@ -577,8 +577,8 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
     for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
   });
   PROF(m, MODEL_PHASE_MATMUL, linear(m, q, NULL, m->hin, w->qkv_w, w->qkv_b, M, H, H));
-  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(a->ctx, a->att, q, kv, m->hrows, m->qstart, m->mask_add, B,
-                                                        T, H, m->A, M, &datt, m->att_scratch, nt));
+  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(m->prec, a->ctx, a->att, q, kv, m->hrows, m->qstart,
+                                                        m->mask_add, B, T, H, m->A, M, &datt, m->att_scratch, nt));
   PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, M, H, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao, nt);
@@ -606,7 +606,7 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
     PROF(m, MODEL_PHASE_MATMUL, linear(m, a->qkv, NULL, x, w->qkv_w, w->qkv_b, N, H, 3 * H));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_forward(a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, nt));
+         attention_forward(m->prec, a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, nt));
     PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, N, H, H));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao, nt);
@@ -735,8 +735,8 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
   });
   /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
   PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->prec, m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, nt));
-  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(dq, dkv, m->proj, q, kv, a->att, m->hrows, m->qstart, B, T,
-                                                         H, m->A, M, &datt, m->att_scratch, nt));
+  PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(m->prec, dq, dkv, m->proj, q, kv, a->att, m->hrows,
+                                                         m->qstart, B, T, H, m->A, M, &datt, m->att_scratch, nt));
   PROF(m, MODEL_PHASE_MATMUL, {
     matmul_backward(m->prec, dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, nt);
     matmul_backward(m->prec, dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0,
@@ -806,7 +806,7 @@ void model_backward(Model *m, float loss_scale) {
     PROF(m, MODEL_PHASE_MATMUL,
          matmul_backward(m->prec, m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, nt));
     PROF(m, MODEL_PHASE_ATTENTION,
-         attention_backward(m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, nt));
+         attention_backward(m->prec, m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, nt));
     PROF(m, MODEL_PHASE_MATMUL,
          matmul_backward(m->prec, dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, nt));
     grad_ready(m, m->L - l);

@@ -100,7 +100,7 @@ int main(void) {
   LayerDropout da = {0.3f, 42, 8, NULL, 0};
   float qkv[1 * 64 * 3 * 8], ctx[64 * 8], att[64 * 64], scratch[4 * 2 * 64 * 64];
   for (int i = 0; i < 64 * 24; i++) qkv[i] = (i % 24) >= 16 ? 1.0f : 0.01f * (float)((i * 37) % 11);
-  attention_forward(ctx, att, qkv, NULL, 1, 64, 8, 1, &da, scratch, LAYER_THREADS);
+  attention_forward(LAYER_FP32, ctx, att, qkv, NULL, 1, 64, 8, 1, &da, scratch, LAYER_THREADS);
   double cm = 0;
   for (int i = 0; i < 64 * 8; i++) cm += ctx[i];
   cm /= 64 * 8;   /* V is all ones, so each context entry is the row's kept probability mass / 0.7 */

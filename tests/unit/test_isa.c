@@ -249,8 +249,8 @@ static void test_attention(CpuIsa isa) {
   static double rc[AB * AT * AC], ra[AB * AA * AT * AT];
   LayerDropout none = {0, 0, 0, NULL, 0}, drop = {0.1f, 99, 4, NULL, 0};
   /* Forward without dropout against softmax(Q K^T / sqrt(d) + mask) V in double. */
-  K->attention_forward(kc, ka, qkv, mask, AB, AT, AC, AA, &none, scratch, THREADS);
-  G->attention_forward(gc, ga, qkv, mask, AB, AT, AC, AA, &none, scratch, THREADS);
+  K->attention_forward(LAYER_FP32, kc, ka, qkv, mask, AB, AT, AC, AA, &none, scratch, THREADS);
+  G->attention_forward(LAYER_FP32, gc, ga, qkv, mask, AB, AT, AC, AA, &none, scratch, THREADS);
   for (int b = 0; b < AB; b++)
     for (int h = 0; h < AA; h++)
       for (int q = 0; q < AT; q++) {
@@ -275,11 +275,11 @@ static void test_attention(CpuIsa isa) {
          fmax(rel_d(kc, rc, n_ctx), rel_d(ka, ra, n_att)), 1e-5);
   /* With dropout, forward and backward against the generic level (test_layers_gradcheck
   ** holds them to finite differences of a reference). */
-  K->attention_forward(kc, ka, qkv, mask, AB, AT, AC, AA, &drop, scratch, THREADS);
-  G->attention_forward(gc, ga, qkv, mask, AB, AT, AC, AA, &drop, scratch, THREADS);
+  K->attention_forward(LAYER_FP32, kc, ka, qkv, mask, AB, AT, AC, AA, &drop, scratch, THREADS);
+  G->attention_forward(LAYER_FP32, gc, ga, qkv, mask, AB, AT, AC, AA, &drop, scratch, THREADS);
   report("attention_forward_dropout", isa, fmax(rel_f(kc, gc, n_ctx), rel_f(ka, ga, n_att)), -1, 1e-5);
-  K->attention_backward(kd, dctx, qkv, ga, AB, AT, AC, AA, &drop, scratch, THREADS);
-  G->attention_backward(gd, dctx, qkv, ga, AB, AT, AC, AA, &drop, scratch, THREADS);
+  K->attention_backward(LAYER_FP32, kd, dctx, qkv, ga, AB, AT, AC, AA, &drop, scratch, THREADS);
+  G->attention_backward(LAYER_FP32, gd, dctx, qkv, ga, AB, AT, AC, AA, &drop, scratch, THREADS);
   report("attention_backward", isa, rel_f(kd, gd, AB * AT * 3 * AC), -1, 1e-5);
 
   /* The same on AM of the 26 query rows. */
@@ -289,11 +289,11 @@ static void test_attention(CpuIsa isa) {
   for (int m = 0; m < AM; m++) memcpy(q + m * AC, qkv + qrows[m] * 3 * AC, AC * sizeof(float));
   static float krc[AM * AC], grc[AM * AC], kra[AA * AM * AT], gra[AA * AM * AT];
   static float kdq[AM * AC], gdq[AM * AC], kdkv[AB * AT * 2 * AC], gdkv[AB * AT * 2 * AC];
-  K->attention_rows_forward(krc, kra, q, kv, qrows, qstart, mask, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
-  G->attention_rows_forward(grc, gra, q, kv, qrows, qstart, mask, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
+  K->attention_rows_forward(LAYER_FP32, krc, kra, q, kv, qrows, qstart, mask, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
+  G->attention_rows_forward(LAYER_FP32, grc, gra, q, kv, qrows, qstart, mask, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
   report("attention_rows_forward", isa, fmax(rel_f(krc, grc, AM * AC), rel_f(kra, gra, AA * AM * AT)), -1, 1e-5);
-  K->attention_rows_backward(kdq, kdkv, dctx, q, kv, gra, qrows, qstart, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
-  G->attention_rows_backward(gdq, gdkv, dctx, q, kv, gra, qrows, qstart, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
+  K->attention_rows_backward(LAYER_FP32, kdq, kdkv, dctx, q, kv, gra, qrows, qstart, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
+  G->attention_rows_backward(LAYER_FP32, gdq, gdkv, dctx, q, kv, gra, qrows, qstart, AB, AT, AC, AA, AM, &drop, scratch, THREADS);
   report("attention_rows_backward", isa, fmax(rel_f(kdq, gdq, AM * AC), rel_f(kdkv, gdkv, AB * AT * 2 * AC)), -1, 1e-5);
   free(q); free(kv); free(qkv); free(dctx); free(scratch);
 }

@@ -257,13 +257,13 @@ static void test_attention(float p, const char *name) {
   round_to_float(a.qkv, B * T * 3 * C); round_to_float(a.dout, B * T * C);
   float *qkv = tof(a.qkv, B * T * 3 * C), *dout = tof(a.dout, B * T * C);
   float ctx[B * T * C], att[B * A * T * T], dqkv[B * T * 3 * C], scratch[8 * 2 * T * T];
-  attention_forward(ctx, att, qkv, mask, B, T, C, A, &a.d, scratch, LAYER_THREADS);
+  attention_forward(LAYER_FP32, ctx, att, qkv, mask, B, T, C, A, &a.d, scratch, LAYER_THREADS);
   att_ref(&a);
   char nm[96];
   snprintf(nm, sizeof nm, "layer_attention_forward%s_%s", name, level);
   check(rel_diff(ctx, a.out, B * T * C) < 1e-5, nm, "%.3g", rel_diff(ctx, a.out, B * T * C));
   free(a.out); a.out = NULL;
-  attention_backward(dqkv, dout, qkv, att, B, T, C, A, &a.d, scratch, LAYER_THREADS);
+  attention_backward(LAYER_FP32, dqkv, dout, qkv, att, B, T, C, A, &a.d, scratch, LAYER_THREADS);
   double e = fd_compare(att_ref, &a, a.qkv, dqkv, B * T * 3 * C);
   snprintf(nm, sizeof nm, "layer_attention_backward%s_%s", name, level);
   check(e < 1e-4, nm, "%.3g", e);
@@ -290,10 +290,10 @@ static void test_attention_rows(float p, const char *name) {
   }
   float ctx[B * T * C], att[B * A * T * T], dqkv[B * T * 3 * C], scratch[8 * 2 * T * T];
   float rctx[M * C], ratt[A * M * T], dq[M * C], dkv[B * T * 2 * C];
-  attention_forward(ctx, att, qkv, mask, B, T, C, A, &d, scratch, LAYER_THREADS);
-  attention_backward(dqkv, dctx, qkv, att, B, T, C, A, &d, scratch, LAYER_THREADS);
-  attention_rows_forward(rctx, ratt, q, kv, qrows, qstart, mask, B, T, C, A, M, &d, scratch, LAYER_THREADS);
-  attention_rows_backward(dq, dkv, dctx_rows, q, kv, ratt, qrows, qstart, B, T, C, A, M, &d, scratch, LAYER_THREADS);
+  attention_forward(LAYER_FP32, ctx, att, qkv, mask, B, T, C, A, &d, scratch, LAYER_THREADS);
+  attention_backward(LAYER_FP32, dqkv, dctx, qkv, att, B, T, C, A, &d, scratch, LAYER_THREADS);
+  attention_rows_forward(LAYER_FP32, rctx, ratt, q, kv, qrows, qstart, mask, B, T, C, A, M, &d, scratch, LAYER_THREADS);
+  attention_rows_backward(LAYER_FP32, dq, dkv, dctx_rows, q, kv, ratt, qrows, qstart, B, T, C, A, M, &d, scratch, LAYER_THREADS);
   double ec = 0, ea = 0, eq = 0, ekv = 0, mq = 0, mkv = 0;
   for (int m = 0; m < M; m++) {
     int b = qrows[m] / T, t = qrows[m] % T;
