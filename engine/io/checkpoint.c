@@ -123,27 +123,26 @@ done:
   return rc;
 }
 
-/* One element of a float tensor as float (the tensor's dtype already checked). */
-static float elem_f32(const StTensor *t, int64_t i) {
-  const unsigned char *p = t->data;
-  switch (t->dtype) {
-    case ST_F32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
-    case ST_BF16: return bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-    case ST_F16: return st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-    default: { double d; memcpy(&d, p + 8 * i, 8); return (float)d; }
-  }
-}
-
 static int is_float_dtype(StDtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F64; }
 
-/* Equal values (bitwise after conversion, so -0 != 0 and NaN == same NaN). */
-static int same_values(const StTensor *a, const StTensor *b) {
+/* Elements compared at a time by same_values (two float buffers of this many). */
+#define SAME_VALUES_PIECE ((int64_t)1 << 16)
+
+/* Equal values (bitwise after conversion, so -0 != 0 and NaN == same NaN), read a
+** piece at a time so a streamed file needs no copy of either; -1 when a read fails. */
+static int same_values(const StFile *f, const StTensor *a, const StTensor *b, Err *err) {
   if (a->numel != b->numel) return 0;
-  for (int64_t i = 0; i < a->numel; i++) {
-    float x = elem_f32(a, i), y = elem_f32(b, i);
-    if (memcmp(&x, &y, 4) != 0) return 0;
+  float *x = malloc(2 * SAME_VALUES_PIECE * sizeof *x);
+  if (!x) return err_setk(err, ERR_NOMEM, "out of memory");
+  float *y = x + SAME_VALUES_PIECE;
+  int same = 1;
+  for (int64_t at = 0; same == 1 && at < a->numel; at += SAME_VALUES_PIECE) {
+    int64_t k = a->numel - at < SAME_VALUES_PIECE ? a->numel - at : SAME_VALUES_PIECE;
+    if (st_read_f32_range(f, a, at, k, x, err) || st_read_f32_range(f, b, at, k, y, err)) same = -1;
+    else if (memcmp(x, y, (size_t)k * sizeof *x) != 0) same = 0;
   }
-  return 1;
+  free(x);
+  return same;
 }
 
 static int same_shape(const StTensor *t, const ModelTensor *mt) {
@@ -184,8 +183,11 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
   const char *bias = rob ? "lm_head.bias" : "cls.predictions.bias";
   const char *dec_w = rob ? "lm_head.decoder.weight" : "cls.predictions.decoder.weight";
   const char *dec_b = rob ? "lm_head.decoder.bias" : "cls.predictions.decoder.bias";
+  /* used[j]: file tensor j is accounted for; model_of[j]: the model tensor it fills, or -1. */
   char *used = calloc((size_t)nf + 1, 1);
-  if (!used) return err_set(err, "out of memory");
+  int *model_of = malloc(((size_t)nf + 1) * sizeof *model_of);
+  if (!used || !model_of) { free(used); free(model_of); return err_setk(err, ERR_NOMEM, "out of memory"); }
+  for (int j = 0; j < nf; j++) model_of[j] = -1;
   int rc = -1;
   const StTensor *base = nf ? st_tensor(f, 0) : NULL;
   char want[64], got[64];
@@ -205,14 +207,17 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
       goto done;
     }
     used[t - base] = 1;
+    model_of[t - base] = i;
   }
   /* Tied copies must hold the values they are tied to, as they do in a file
   ** transformers saved without removing them. */
   const StTensor *tw = st_find(f, dec_w), *tb = st_find(f, dec_b);
   if (tw) {
     const StTensor *w = find_weight(f, word);
-    if (!is_float_dtype(tw->dtype) || tw->ndim != w->ndim || tw->shape[0] != w->shape[0] || tw->shape[1] != w->shape[1] ||
-        !same_values(tw, w)) {
+    int same = is_float_dtype(tw->dtype) && tw->ndim == w->ndim && tw->shape[0] == w->shape[0] && tw->shape[1] == w->shape[1]
+                 ? same_values(f, tw, w, err) : 0;
+    if (same < 0) goto done;
+    if (!same) {
       err_set(err, "tensor \"%s\" differs from \"%s\"; untied decoders are not supported", dec_w, word);
       goto done;
     }
@@ -220,7 +225,9 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
   }
   if (tb) {
     const StTensor *b = st_find(f, bias);
-    if (!is_float_dtype(tb->dtype) || tb->ndim != 1 || tb->shape[0] != b->shape[0] || !same_values(tb, b)) {
+    int same = is_float_dtype(tb->dtype) && tb->ndim == 1 && tb->shape[0] == b->shape[0] ? same_values(f, tb, b, err) : 0;
+    if (same < 0) goto done;
+    if (!same) {
       err_set(err, "tensor \"%s\" differs from \"%s\"", dec_b, bias);
       goto done;
     }
@@ -236,22 +243,28 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
     err_set(err, "tensor \"%s\" is not part of a %s model", name, rob ? "RobertaForMaskedLM" : "BertForMaskedLM");
     goto done;
   }
-  for (int i = 0; i < n; i++) {
+  /* In the file's order, so a streamed file is read front to back, once. */
+  for (int j = 0; j < nf; j++) {
+    int i = model_of[j];
+    if (i < 0) continue;
     const ModelTensor *mt = model_tensor(m, i);
+    const StTensor *t = st_tensor(f, j);
     float *f32;
     uint16_t *bf16;
     model_tensor_storage(m, i, &f32, &bf16);   /* a model serving from bf16 weights takes its matrices rounded */
-    const StTensor *t = find_weight(f, mt->name);
-    if (f32 ? st_read_f32(t, f32, (int64_t)mt->numel, err) : st_read_bf16(t, bf16, (int64_t)mt->numel, err)) goto done;
+    if (f32 ? st_read_f32_range(f, t, 0, (int64_t)mt->numel, f32, err) : st_read_bf16_range(f, t, 0, (int64_t)mt->numel, bf16, err))
+      goto done;
   }
   rc = 0;
 done:
   free(used);
+  free(model_of);
   return rc;
 }
 
 int ckpt_load_weights_file(Model *m, const char *path, Err *err) {
-  StFile *f = st_open(path, err);
+  /* Read, not mapped: the file's pages never join the model's in memory. */
+  StFile *f = st_open_stream(path, err);
   if (!f) return -1;
   int rc = ckpt_load_weights(m, f, err);
   st_close(f);
@@ -259,15 +272,30 @@ int ckpt_load_weights_file(Model *m, const char *path, Err *err) {
   return rc;
 }
 
+/* An StSource over bytes in memory (ctx: the bytes). */
+static int memory_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
+  (void)err;
+  memcpy(dst, (const unsigned char *)ctx + offset, n);
+  return 0;
+}
+
 int ckpt_load_weights_memory(Model *m, const void *buf, size_t len, Err *err) {
-  StFile *f = st_open_memory(buf, len, err);
+  /* Read in place through a source: no copy of a model-sized buffer. */
+  StSource src = {memory_read, (void *)(uintptr_t)buf, len};
+  return ckpt_load_weights_source(m, &src, err);
+}
+
+int ckpt_load_weights_source(Model *m, const StSource *src, Err *err) {
+  StFile *f = st_open_source(src, err);
   if (!f) return -1;
   int rc = ckpt_load_weights(m, f, err);
   st_close(f);
   return rc;
 }
 
-Model *ckpt_load_model(const char *dir, Err *err) {
+Model *ckpt_load_model(const char *dir, Err *err) { return ckpt_load_model_as(dir, MODEL_FP32, err); }
+
+Model *ckpt_load_model_as(const char *dir, ModelPrecision weights, Err *err) {
   char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
   Model *m = NULL;
   ModelConfig c;
@@ -275,7 +303,11 @@ Model *ckpt_load_model(const char *dir, Err *err) {
   if (config_load(cfg, &c, err)) goto done;
   m = model_new(&c, err);
   if (!m) { err_prefix(err, cfg); goto done; }
-  if (ckpt_load_weights_file(m, w, err)) { model_free(m); m = NULL; }
+  /* Before the load, so the matrices go straight into their bf16 copy. */
+  if ((weights == MODEL_BF16 && model_keep_bf16_weights(m, 0, err)) || ckpt_load_weights_file(m, w, err)) {
+    model_free(m);
+    m = NULL;
+  }
 done:
   free(cfg);
   free(w);
