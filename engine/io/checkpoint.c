@@ -23,101 +23,130 @@ static int has_prefix(const char *s, const char *prefix) { return strncmp(s, pre
 
 /* ---- weights ---- */
 
-/* The model's tensors as writer entries: views of the parameter buffer (F32), or
-** of a BF16 copy made here (*half, the caller frees it with *ts). With half_out
-** NULL, BF16 entries get no data (the stream converts them chunk by chunk). */
-static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, uint16_t **half_out, Err *err) {
+/* The model's tensors as writer entries: views of the model's own storage where it
+** holds the dtype written (float tensors for F32, the bf16 copy's matrices for
+** BF16), else no data: weight_fill converts those chunk by chunk. */
+static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, Err *err) {
   int n = model_tensor_count(m);
-  float *p = model_params(m);
   StWriteTensor *ts = calloc((size_t)n + 1, sizeof *ts);
-  uint16_t *half = NULL;
-  if (!ts) return err_set(err, "out of memory");
-  if (bf16 && half_out) {
-    size_t np = model_num_params(m);
-    half = malloc((np ? np : 1) * sizeof *half);
-    if (!half) { free(ts); return err_set(err, "out of memory for a BF16 copy"); }
-    for (size_t i = 0; i < np; i++) half[i] = bf16_from_f32(p[i]);
-  }
+  if (!ts) return err_setk(err, ERR_NOMEM, "out of memory");
   for (int i = 0; i < n; i++) {
     const ModelTensor *t = model_tensor(m, i);
+    float *f32;
+    uint16_t *half;
+    model_tensor_storage(m, i, &f32, &half);   /* a bf16-weights model's matrices live only in its bf16 copy */
     ts[i].name = t->name;
     ts[i].dtype = bf16 ? ST_BF16 : ST_F32;
     ts[i].ndim = t->ndim;
     for (int d = 0; d < t->ndim; d++) ts[i].shape[d] = t->shape[d];
-    ts[i].data = !bf16 ? (const void *)(p + t->offset) : half ? (const void *)(half + t->offset) : NULL;
+    ts[i].data = bf16 ? (const void *)half : (const void *)f32;
   }
   *ts_out = ts;
-  if (half_out) *half_out = half;
+  return 0;
+}
+
+/* A memory sink: bytes appended at *at inside a buffer the size of the file. */
+typedef struct {
+  unsigned char *p;
+  size_t at, len;
+} MemorySink;
+
+static int memory_write(void *ctx, const void *data, size_t n, Err *err) {
+  MemorySink *o = ctx;
+  if (n > o->len - o->at) return err_setk(err, ERR_INTERNAL, "weights: more bytes than the file's size");
+  memcpy(o->p + o->at, data, n);
+  o->at += n;
   return 0;
 }
 
 int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err) {
-  StWriteTensor *ts;
-  uint16_t *half;
-  if (weight_entries(m, bf16, &ts, &half, err)) return -1;
-  /* save_pretrained writes only {"format": "pt"}; transformers requires it. */
-  int rc = st_serialize(ts, model_tensor_count(m), NULL, 0, out, len, err);
-  free(half);
-  free(ts);
-  return rc;
+  *out = NULL;
+  *len = 0;
+  size_t size = ckpt_weights_size(m, bf16);
+  if (!size) return err_setk(err, ERR_NOMEM, "out of memory");
+  MemorySink o = {malloc(size), 0, size};
+  if (!o.p) return err_setk(err, ERR_NOMEM, "out of memory for %zu bytes of weights", size);
+  /* The stream's bytes, so the two can never differ (and BF16 needs no second copy). */
+  CkptSink sink = {memory_write, &o};
+  if (ckpt_weights_stream(m, bf16, &sink, err)) { free(o.p); return -1; }
+  *out = o.p;
+  *len = size;
+  return 0;
 }
 
 size_t ckpt_weights_size(Model *m, int bf16) {
   StWriteTensor *ts;
   size_t len = 0;
-  if (weight_entries(m, bf16, &ts, NULL, NULL)) return 0;
+  if (weight_entries(m, bf16, &ts, NULL)) return 0;
+  /* save_pretrained writes only {"format": "pt"}; transformers requires it. */
   if (st_serialized_size(ts, model_tensor_count(m), NULL, 0, &len, NULL)) len = 0;
   free(ts);
   return len;
 }
 
-/* Fills a BF16 weight tensor from the F32 parameters through a bounded scratch. */
+/* Fills a weight tensor whose storage is not the dtype written, through a bounded
+** scratch: float parameters rounded to BF16, or a bf16-weights model's matrices
+** widened to F32 (exactly). */
 typedef struct {
   Model *m;
   const StWriteTensor *base;   /* weight_entries' table: entry i is model tensor i */
-  uint16_t *half;              /* CKPT_STREAM_FLOATS elements */
+  float *scratch;              /* CKPT_STREAM_FLOATS floats (or as many bf16s) */
 } WeightFill;
 
 static int weight_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *wctx, Err *err) {
   WeightFill *f = ctx;
-  const ModelTensor *mt = model_tensor(f->m, (int)(t - f->base));
-  const float *p = model_params(f->m) + mt->offset;
+  int i = (int)(t - f->base);
+  const ModelTensor *mt = model_tensor(f->m, i);
+  float *f32;
+  uint16_t *half;
+  model_tensor_storage(f->m, i, &f32, &half);
   for (size_t off = 0; off < mt->numel; off += CKPT_STREAM_FLOATS) {
     size_t cnt = mt->numel - off < CKPT_STREAM_FLOATS ? mt->numel - off : CKPT_STREAM_FLOATS;
-    for (size_t i = 0; i < cnt; i++) f->half[i] = bf16_from_f32(p[off + i]);
-    if (write(wctx, f->half, cnt * sizeof *f->half, err)) return -1;
+    int rc;
+    if (t->dtype == ST_BF16) {
+      uint16_t *h = (uint16_t *)f->scratch;
+      for (size_t j = 0; j < cnt; j++) h[j] = bf16_from_f32(f32[off + j]);
+      rc = write(wctx, h, cnt * sizeof *h, err);
+    } else {
+      for (size_t j = 0; j < cnt; j++) f->scratch[j] = bf16_to_f32(half[off + j]);
+      rc = write(wctx, f->scratch, cnt * sizeof *f->scratch, err);
+    }
+    if (rc) return -1;
   }
   return 0;
 }
 
 int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err) {
   StWriteTensor *ts;
-  if (weight_entries(m, bf16, &ts, NULL, err)) return -1;
-  WeightFill f = {m, ts, NULL};
-  if (bf16 && !(f.half = malloc((size_t)CKPT_STREAM_FLOATS * sizeof *f.half))) {
+  if (weight_entries(m, bf16, &ts, err)) return -1;
+  WeightFill f = {m, ts, malloc((size_t)CKPT_STREAM_FLOATS * sizeof(float))};
+  if (!f.scratch) {
     free(ts);
-    return err_set(err, "out of memory");
+    return err_setk(err, ERR_NOMEM, "out of memory");
   }
   int rc = st_serialize_stream(ts, model_tensor_count(m), NULL, 0, weight_fill, &f, sink->write, sink->ctx, err);
-  free(f.half);
+  free(f.scratch);
   free(ts);
   return rc;
 }
 
+static int atomic_write(void *ctx, const void *data, size_t n, Err *err) { return files_atomic_write(ctx, data, n, err); }
+
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
   if (files_make_dirs(dir, err)) return -1;
-  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
-  StWriteTensor *ts = NULL;
-  uint16_t *half = NULL;
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE), *cfg_text = NULL;
+  FilesAtomic f = {.fd = -1};
   int rc = -1;
   if (!cfg || !w) { err_set(err, "out of memory"); goto done; }
-  if (weight_entries(m, bf16, &ts, &half, err)) goto done;
-  if (st_write(w, ts, model_tensor_count(m), NULL, 0, err)) goto done;
-  if (config_save(model_config(m), cfg, err)) goto done;
+  CkptSink sink = {atomic_write, &f};
+  if (files_atomic_open(&f, w, err) || ckpt_weights_stream(m, bf16, &sink, err) || files_atomic_commit(&f, err)) goto done;
+  if (config_validate(model_config(m), err)) goto done;
+  if (!(cfg_text = config_to_json_dtype(model_config(m), bf16 ? "bfloat16" : "float32"))) { err_set(err, "out of memory"); goto done; }
+  if (files_write_atomic(cfg, cfg_text, strlen(cfg_text), err)) goto done;
   rc = 0;
 done:
-  free(ts);
-  free(half);
+  files_atomic_abort(&f);
+  free(cfg_text);
   free(cfg);
   free(w);
   return rc;
