@@ -628,7 +628,8 @@ StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *
   r->cur = -1;
   snprintf(r->hex, sizeof r->hex, "%s", hex);
   store_sha256_init(&r->sha);
-  sqlite3_stmt *st = prep(s, "SELECT size, (SELECT count(*) FROM blob_chunks WHERE sha256 = ?1) FROM blobs WHERE sha256 = ?1", err);
+  sqlite3_stmt *st =
+      prep(s, "SELECT size, (SELECT count(*) FROM blob_chunks WHERE sha256 = ?1) FROM blobs WHERE sha256 = ?1", err);
   if (!st) goto fail;
   sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
@@ -640,8 +641,10 @@ StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *
   }
   sqlite3_int64 size = sqlite3_column_int64(st, 0), chunks = sqlite3_column_int64(st, 1);
   sqlite3_finalize(st);
+  /* Chunks are CHUNK_BYTES each: more than one per KiB is damage (and would size the tables below). */
   if (size < 0 || (uint64_t)size > STORE_MAX_BLOB || chunks < 0 || chunks > (size / 1024 + 2)) {
-    err_set(err, "store: blob %.12s is damaged (its size %lld or %lld chunks are out of range)", hex, (long long)size, (long long)chunks);
+    err_set(err, "store: blob %.12s is damaged (its size %lld or %lld chunks are out of range)", hex, (long long)size,
+            (long long)chunks);
     goto fail;
   }
   r->len = (uint64_t)size;
@@ -660,8 +663,11 @@ StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *
     at += (uint64_t)n;
   }
   sqlite3_finalize(st);
-  if ((rc != SQLITE_DONE && rc != SQLITE_ROW) ) { db_err(s, err, "blob"); goto fail; }
-  if (rc == SQLITE_ROW || r->n != chunks || at != r->len) { err_set(err, "store: blob %.12s is damaged (chunks do not add up)", hex); goto fail; }
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) { db_err(s, err, "blob"); goto fail; }
+  if (rc == SQLITE_ROW || r->n != chunks || at != r->len) {
+    err_set(err, "store: blob %.12s is damaged (chunks do not add up)", hex);
+    goto fail;
+  }
   r->start[r->n] = at;
   *len = r->len;
   return r;

@@ -141,7 +141,10 @@ int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
   CkptSink sink = {atomic_write, &f};
   if (files_atomic_open(&f, w, err) || ckpt_weights_stream(m, bf16, &sink, err) || files_atomic_commit(&f, err)) goto done;
   if (config_validate(model_config(m), err)) goto done;
-  if (!(cfg_text = config_to_json_dtype(model_config(m), bf16 ? "bfloat16" : "float32"))) { err_set(err, "out of memory"); goto done; }
+  if (!(cfg_text = config_to_json_dtype(model_config(m), bf16 ? "bfloat16" : "float32"))) {
+    err_set(err, "out of memory");
+    goto done;
+  }
   if (files_write_atomic(cfg, cfg_text, strlen(cfg_text), err)) goto done;
   rc = 0;
 done:
@@ -281,8 +284,8 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
     float *f32;
     uint16_t *bf16;
     model_tensor_storage(m, i, &f32, &bf16);   /* a model serving from bf16 weights takes its matrices rounded */
-    if (f32 ? st_read_f32_range(f, t, 0, (int64_t)mt->numel, f32, err) : st_read_bf16_range(f, t, 0, (int64_t)mt->numel, bf16, err))
-      goto done;
+    int64_t numel = (int64_t)mt->numel;
+    if (f32 ? st_read_f32_range(f, t, 0, numel, f32, err) : st_read_bf16_range(f, t, 0, numel, bf16, err)) goto done;
   }
   rc = 0;
 done:

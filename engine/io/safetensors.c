@@ -165,8 +165,10 @@ static int parse_entry(const char *name, json_t *v, const unsigned char *data, u
 /* The header's length word: 0, or -1 with err set when it cannot be the header of a file of len bytes. */
 static int header_length(const unsigned char first8[8], size_t len, uint64_t *n, Err *err) {
   *n = le64(first8);
-  if (*n > ST_MAX_HEADER) return err_set(err, "header length %llu exceeds the format's limit of %d", (unsigned long long)*n, ST_MAX_HEADER);
-  if (*n > len - 8) return err_set(err, "header length %llu is past the end of the file (%zu bytes; truncated?)", (unsigned long long)*n, len);
+  if (*n > ST_MAX_HEADER)
+    return err_set(err, "header length %llu exceeds the format's limit of %d", (unsigned long long)*n, ST_MAX_HEADER);
+  if (*n > len - 8)
+    return err_set(err, "header length %llu is past the end of the file (%zu bytes; truncated?)", (unsigned long long)*n, len);
   return 0;
 }
 
@@ -275,7 +277,10 @@ static StFile *st_parse_source(StFile *f, Err *err) {
   if (!(f->scratch = malloc(ST_SCRATCH))) { err_setk(err, ERR_NOMEM, "out of memory"); goto fail; }
   if (f->len < 8) { err_set(err, "file is %zu bytes, shorter than the 8-byte header length", f->len); goto fail; }
   if (f->src.read(f->src.ctx, 0, first8, 8, err) || header_length(first8, f->len, &n, err)) goto fail;
-  if (!(head = malloc(n ? (size_t)n : 1))) { err_setk(err, ERR_NOMEM, "out of memory for a header of %llu bytes", (unsigned long long)n); goto fail; }
+  if (!(head = malloc(n ? (size_t)n : 1))) {
+    err_setk(err, ERR_NOMEM, "out of memory for a header of %llu bytes", (unsigned long long)n);
+    goto fail;
+  }
   if (n && f->src.read(f->src.ctx, 8, head, (size_t)n, err)) goto fail;
   f = st_parse_header(f, head, n, err);
   free(head);
@@ -306,7 +311,8 @@ static int fd_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
     ssize_t got = pread(f->fd, p, n, (off_t)offset);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return err_setk(err, ERR_IO, "read error: %s", strerror(errno));
-    if (got == 0) return err_setk(err, ERR_IO, "short read at byte %llu (file truncated while open?)", (unsigned long long)offset);
+    if (got == 0)
+      return err_setk(err, ERR_IO, "short read at byte %llu (file truncated while open?)", (unsigned long long)offset);
     p += got;
     offset += (uint64_t)got;
     n -= (size_t)got;

@@ -358,7 +358,8 @@ static int serve(const ServeArgs *a) {
   printf("maskd serve: %s\n", kernels);
   /* The precision of the models fill-mask serves, beside the kernels that run them. */
   printf("maskd serve: fill-mask weights %s", fill_precision_name(precision));
-  for (int i = 0; i < a->n_precision_for; i++) printf("%s%s %s", i ? ", " : " (", pf_names[i], fill_precision_name(pf_per[i]));
+  for (int i = 0; i < a->n_precision_for; i++)
+    printf("%s%s %s", i ? ", " : " (", pf_names[i], fill_precision_name(pf_per[i]));
   printf("%s\n", a->n_precision_for ? ")" : "");
   printf("maskd serve: listening on http://%s%s%s:%d/\n", strchr(hc.host, ':') ? "[" : "", hc.host,
          strchr(hc.host, ':') ? "]" : "", http_port(app.http));
