@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # maskd fill-mask --precision bf16 (issue 15): a model trained a few steps answers with
-# the same JSON shape and the same top tokens as at fp32 (scripts/compare-fill-precision
+# the same JSON shape and the same top tokens as at fp32, from the store and from a folder (scripts/compare-fill-precision
 # on 50 masked WikiText-2 test sentences, the full targets: top-1 >= 99%, top-5 overlap
 # >= 4.5); a bad --precision is refused in one line; the weights streamed from the store
 # are checked against their sha256 (a changed byte in the stored blob is refused as damage).
@@ -35,6 +35,12 @@ $PY scripts/compare-fill-precision --db "$T/p.db" --model prec --data "$DATA/tes
 out=$("$M" fill-mask --db "$T/p.db" --model prec --precision fp16 "[MASK] ." 2>&1); rc=$?
 [ $rc = 2 ] && [ "$(wc -l <<<"$out" | tr -d ' ')" -le 2 ] && grep -q -- "--precision: expected one of fp32, bf16, got 'fp16'" <<<"$out" &&
   pass fill_precision_refuses_unknown || fail fill_precision_refuses_unknown "exit $rc: $out"
+
+# A folder (--model-dir, read with pread) at bf16 answers as the store's revision does.
+"$M" export --db "$T/p.db" prec "$T/dir" >/dev/null 2>&1 &&
+  "$M" fill-mask --model-dir "$T/dir" --quiet --top-k 3 --precision bf16 "${texts[@]}" > "$T/dir16.json" 2>"$T/dir16.err" &&
+  cmp -s "$T/bf16.json" "$T/dir16.json" && pass fill_precision_bf16_folder_same_as_store ||
+  fail fill_precision_bf16_folder_same_as_store "$(head -c 300 "$T/dir16.json") $(tail -1 "$T/dir16.err")"
 
 # A byte changed in the middle of the stored weights: the streamed load notices (sha256).
 w=$(sqlite3 "$T/p.db" "SELECT weights FROM revisions LIMIT 1")
