@@ -156,7 +156,7 @@ def write_safetensors(path, tensors, metadata):
 
 
 def read_safetensors(path):
-    """The reader used by --check, to prove the files are what we meant."""
+    """The reader used by --check, to prove the files are what we meant (F32, I32; BF16 widened to float32)."""
     import numpy as np
     with open(path, "rb") as f:
         raw = f.read()
@@ -169,7 +169,12 @@ def read_safetensors(path):
     for k, v in header.items():
         a, b = v["data_offsets"]
         ends.append((a, b))
-        out[k] = np.frombuffer(data[a:b], dtype="<f4" if v["dtype"] == "F32" else "<i4").reshape(v["shape"])
+        if v["dtype"] == "BF16":
+            # bfloat16 is the upper half of a float32: widen exactly, as torch's .float() does.
+            half = np.frombuffer(data[a:b], dtype="<u2").astype("<u4") << 16
+            out[k] = half.view("<f4").reshape(v["shape"])
+        else:
+            out[k] = np.frombuffer(data[a:b], dtype="<f4" if v["dtype"] == "F32" else "<i4").reshape(v["shape"])
     ends.sort()
     assert ends[0][0] == 0 and ends[-1][1] == len(data)
     assert all(ends[i][1] == ends[i + 1][0] for i in range(len(ends) - 1))

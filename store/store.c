@@ -594,6 +594,140 @@ int store_blob_get(Store *s, const char *hex, void **data, size_t *len, Err *err
   return rc;
 }
 
+/* ---- a blob read in place ---- */
+
+struct StoreBlobReader {
+  Store *s;
+  char hex[65];
+  uint64_t len;
+  int n;                  /* chunks */
+  int64_t *rowid;         /* chunk i's row in blob_chunks */
+  uint64_t *start;        /* chunk i's first byte in the blob; start[n] = len */
+  sqlite3_blob *blob;     /* chunk cur's value, open for reading */
+  int cur;
+  StoreSha256 sha;        /* the bytes [0, hashed) so far, hashed as they were read in order */
+  uint64_t hashed;
+};
+
+void store_blob_close(StoreBlobReader *r) {
+  if (!r) return;
+  if (r->blob) sqlite3_blob_close(r->blob);
+  exec(r->s, "COMMIT", NULL);   /* ends the read snapshot */
+  free(r->rowid);
+  free(r->start);
+  free(r);
+}
+
+StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *err) {
+  if (!is_hex(hex, 64, 64)) { err_set(err, "store: blob \"%.70s\": not a sha256", hex ? hex : ""); return NULL; }
+  StoreBlobReader *r = calloc(1, sizeof *r);
+  if (!r) { err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
+  /* One read snapshot for every read: a writer running meanwhile changes nothing we see. */
+  if (exec(s, "BEGIN", err)) { free(r); return NULL; }
+  r->s = s;
+  r->cur = -1;
+  snprintf(r->hex, sizeof r->hex, "%s", hex);
+  store_sha256_init(&r->sha);
+  sqlite3_stmt *st =
+      prep(s, "SELECT size, (SELECT count(*) FROM blob_chunks WHERE sha256 = ?1) FROM blobs WHERE sha256 = ?1", err);
+  if (!st) goto fail;
+  sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) err_set(err, "store: blob %.12s is missing", hex);
+    else db_err(s, err, "blob");
+    goto fail;
+  }
+  sqlite3_int64 size = sqlite3_column_int64(st, 0), chunks = sqlite3_column_int64(st, 1);
+  sqlite3_finalize(st);
+  /* Chunks are CHUNK_BYTES each: more than one per KiB is damage (and would size the tables below). */
+  if (size < 0 || (uint64_t)size > STORE_MAX_BLOB || chunks < 0 || chunks > (size / 1024 + 2)) {
+    err_set(err, "store: blob %.12s is damaged (its size %lld or %lld chunks are out of range)", hex, (long long)size,
+            (long long)chunks);
+    goto fail;
+  }
+  r->len = (uint64_t)size;
+  r->rowid = malloc(((size_t)chunks + 1) * sizeof *r->rowid);
+  r->start = malloc(((size_t)chunks + 1) * sizeof *r->start);
+  if (!r->rowid || !r->start) { err_setk(err, ERR_NOMEM, "out of memory"); goto fail; }
+  /* length() reads a value's size from its record header, not its bytes. */
+  if (!(st = prep(s, "SELECT id, idx, length(data) FROM blob_chunks WHERE sha256 = ? ORDER BY idx", err))) goto fail;
+  sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+  uint64_t at = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && r->n < chunks) {
+    sqlite3_int64 n = sqlite3_column_int64(st, 2);
+    if (sqlite3_column_int64(st, 1) != r->n || n < 0 || (uint64_t)n > r->len - at) break;
+    r->rowid[r->n] = sqlite3_column_int64(st, 0);
+    r->start[r->n++] = at;
+    at += (uint64_t)n;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) { db_err(s, err, "blob"); goto fail; }
+  if (rc == SQLITE_ROW || r->n != chunks || at != r->len) {
+    err_set(err, "store: blob %.12s is damaged (chunks do not add up)", hex);
+    goto fail;
+  }
+  r->start[r->n] = at;
+  *len = r->len;
+  return r;
+fail:
+  store_blob_close(r);
+  return NULL;
+}
+
+int store_blob_read(StoreBlobReader *r, uint64_t offset, void *dst, size_t n, Err *err) {
+  if (offset > r->len || n > r->len - offset)
+    return err_setk(err, ERR_INVALID, "store: blob %.12s: bytes [%llu, +%zu) past its %llu", r->hex, (unsigned long long)offset, n,
+                    (unsigned long long)r->len);
+  unsigned char *p = dst;
+  uint64_t at = offset;
+  size_t left = n;
+  while (left) {
+    /* The chunk holding byte at: the current one, its next, or a binary search. */
+    int c = r->cur;
+    if (c < 0 || at < r->start[c] || at >= r->start[c + 1]) {
+      int lo = 0, hi = r->n - 1;
+      while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r->start[mid] <= at) lo = mid; else hi = mid - 1;
+      }
+      c = lo;
+      int rc = r->blob ? sqlite3_blob_reopen(r->blob, r->rowid[c])
+                       : sqlite3_blob_open(r->s->db, "main", "blob_chunks", "data", r->rowid[c], 0, &r->blob);
+      if (rc != SQLITE_OK) { r->cur = -1; return db_err(r->s, err, "blob chunk"); }
+      r->cur = c;
+    }
+    size_t k = (size_t)(r->start[c + 1] - at) < left ? (size_t)(r->start[c + 1] - at) : left;
+    if (sqlite3_blob_read(r->blob, p, (int)k, (int)(at - r->start[c])) != SQLITE_OK) return db_err(r->s, err, "blob chunk");
+    p += k;
+    at += k;
+    left -= k;
+  }
+  /* Reads that continue the hashed prefix extend it: a front-to-back reader gets the check for free. */
+  if (offset <= r->hashed && offset + n > r->hashed) {
+    store_sha256_update(&r->sha, (const unsigned char *)dst + (r->hashed - offset), (size_t)(offset + n - r->hashed));
+    r->hashed = offset + n;
+  }
+  return 0;
+}
+
+int store_blob_verify(StoreBlobReader *r, Err *err) {
+  unsigned char *buf = malloc(1 << 20);
+  if (!buf) return err_setk(err, ERR_NOMEM, "out of memory");
+  while (r->hashed < r->len) {
+    size_t k = r->len - r->hashed < (1u << 20) ? (size_t)(r->len - r->hashed) : (size_t)1 << 20;
+    if (store_blob_read(r, r->hashed, buf, k, err)) { free(buf); return -1; }
+  }
+  free(buf);
+  unsigned char digest[32];
+  char got[65];
+  StoreSha256 sha = r->sha;
+  store_sha256_final(&sha, digest, got);
+  if (strcmp(got, r->hex) != 0) return err_set(err, "store: blob %.12s is damaged (sha256 differs)", r->hex);
+  return 0;
+}
+
 int store_gc(Store *s, int64_t *removed, Err *err) {
   if (begin(s, err)) return -1;
   if (exec(s,

@@ -55,6 +55,8 @@ long platform_page_size(void) {
 
 void platform_release_pages(void *p, size_t bytes) { (void)madvise(p, bytes, MADV_DONTNEED); }
 
+void platform_small_pages(void *p, size_t bytes) { (void)madvise(p, bytes, MADV_NOHUGEPAGE); }
+
 int platform_cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;

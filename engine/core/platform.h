@@ -24,6 +24,10 @@ long platform_page_size(void);
 /* Gives the pages of [p, p + bytes) (page-aligned) back to the system: they
 ** stop counting in the process's memory and read as zeros if touched again. */
 void platform_release_pages(void *p, size_t bytes);
+/* Asks that [p, p + bytes) (page-aligned) be backed by ordinary pages from now on, not
+** transparent huge pages: a buffer touched only here and there then costs the pages
+** touched, not 2 MiB each. Advice only. */
+void platform_small_pages(void *p, size_t bytes);
 
 /* Binds OpenMP thread t of a `threads`-wide team (the calling thread is t = 0)
 ** to the t-th CPU this process may use, when there are at least that many and

@@ -155,7 +155,7 @@ FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err)
   if (!opt.mask_token && mask[0]) opt.mask_token = mask;
   if (!opt.pad_token && pad[0]) opt.pad_token = pad;
   if (!(t = tokenizer_load(tp, err))) goto done;
-  if (!(m = ckpt_load_model(dir, err))) goto done;
+  if (!(m = ckpt_load_model_as(dir, opt.weights, err))) goto done;
   fm = fillmask_new(m, t, &opt, 1, err);
   m = NULL;
   t = NULL;

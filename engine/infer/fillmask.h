@@ -62,6 +62,10 @@ typedef struct FillMaskOptions {
   int clean_up_spaces;           /* clean_up_tokenization_spaces: 1 (maskd writes true), 0 */
   int max_batch;                 /* inputs per forward pass; <= 0 = 32 */
   FillMaskLimits limits;         /* default: the FILLMASK_DEFAULT_MAX_* values */
+  /* How the loaders (fillmask_load_dir, store_load_fillmask) keep the weights:
+  ** MODEL_FP32 (the default), or MODEL_BF16, the matrices in bfloat16 only
+  ** (model_keep_bf16_weights: half the memory; products read them as they are). */
+  ModelPrecision weights;
   /* Receives HF's warnings (a target replaced or ignored); NULL = dropped. */
   void (*warn)(void *ctx, const char *msg);
   void *warn_ctx;

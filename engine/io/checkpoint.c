@@ -23,127 +23,158 @@ static int has_prefix(const char *s, const char *prefix) { return strncmp(s, pre
 
 /* ---- weights ---- */
 
-/* The model's tensors as writer entries: views of the parameter buffer (F32), or
-** of a BF16 copy made here (*half, the caller frees it with *ts). With half_out
-** NULL, BF16 entries get no data (the stream converts them chunk by chunk). */
-static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, uint16_t **half_out, Err *err) {
+/* The model's tensors as writer entries: views of the model's own storage where it
+** holds the dtype written (float tensors for F32, the bf16 copy's matrices for
+** BF16), else no data: weight_fill converts those chunk by chunk. */
+static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, Err *err) {
   int n = model_tensor_count(m);
-  float *p = model_params(m);
   StWriteTensor *ts = calloc((size_t)n + 1, sizeof *ts);
-  uint16_t *half = NULL;
-  if (!ts) return err_set(err, "out of memory");
-  if (bf16 && half_out) {
-    size_t np = model_num_params(m);
-    half = malloc((np ? np : 1) * sizeof *half);
-    if (!half) { free(ts); return err_set(err, "out of memory for a BF16 copy"); }
-    for (size_t i = 0; i < np; i++) half[i] = bf16_from_f32(p[i]);
-  }
+  if (!ts) return err_setk(err, ERR_NOMEM, "out of memory");
   for (int i = 0; i < n; i++) {
     const ModelTensor *t = model_tensor(m, i);
+    float *f32;
+    uint16_t *half;
+    model_tensor_storage(m, i, &f32, &half);   /* a bf16-weights model's matrices live only in its bf16 copy */
     ts[i].name = t->name;
     ts[i].dtype = bf16 ? ST_BF16 : ST_F32;
     ts[i].ndim = t->ndim;
     for (int d = 0; d < t->ndim; d++) ts[i].shape[d] = t->shape[d];
-    ts[i].data = !bf16 ? (const void *)(p + t->offset) : half ? (const void *)(half + t->offset) : NULL;
+    ts[i].data = bf16 ? (const void *)half : (const void *)f32;
   }
   *ts_out = ts;
-  if (half_out) *half_out = half;
+  return 0;
+}
+
+/* A memory sink: bytes appended at *at inside a buffer the size of the file. */
+typedef struct {
+  unsigned char *p;
+  size_t at, len;
+} MemorySink;
+
+static int memory_write(void *ctx, const void *data, size_t n, Err *err) {
+  MemorySink *o = ctx;
+  if (n > o->len - o->at) return err_setk(err, ERR_INTERNAL, "weights: more bytes than the file's size");
+  memcpy(o->p + o->at, data, n);
+  o->at += n;
   return 0;
 }
 
 int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err) {
-  StWriteTensor *ts;
-  uint16_t *half;
-  if (weight_entries(m, bf16, &ts, &half, err)) return -1;
-  /* save_pretrained writes only {"format": "pt"}; transformers requires it. */
-  int rc = st_serialize(ts, model_tensor_count(m), NULL, 0, out, len, err);
-  free(half);
-  free(ts);
-  return rc;
+  *out = NULL;
+  *len = 0;
+  size_t size = ckpt_weights_size(m, bf16);
+  if (!size) return err_setk(err, ERR_NOMEM, "out of memory");
+  MemorySink o = {malloc(size), 0, size};
+  if (!o.p) return err_setk(err, ERR_NOMEM, "out of memory for %zu bytes of weights", size);
+  /* The stream's bytes, so the two can never differ (and BF16 needs no second copy). */
+  CkptSink sink = {memory_write, &o};
+  if (ckpt_weights_stream(m, bf16, &sink, err)) { free(o.p); return -1; }
+  *out = o.p;
+  *len = size;
+  return 0;
 }
 
 size_t ckpt_weights_size(Model *m, int bf16) {
   StWriteTensor *ts;
   size_t len = 0;
-  if (weight_entries(m, bf16, &ts, NULL, NULL)) return 0;
+  if (weight_entries(m, bf16, &ts, NULL)) return 0;
+  /* save_pretrained writes only {"format": "pt"}; transformers requires it. */
   if (st_serialized_size(ts, model_tensor_count(m), NULL, 0, &len, NULL)) len = 0;
   free(ts);
   return len;
 }
 
-/* Fills a BF16 weight tensor from the F32 parameters through a bounded scratch. */
+/* Fills a weight tensor whose storage is not the dtype written, through a bounded
+** scratch: float parameters rounded to BF16, or a bf16-weights model's matrices
+** widened to F32 (exactly). */
 typedef struct {
   Model *m;
   const StWriteTensor *base;   /* weight_entries' table: entry i is model tensor i */
-  uint16_t *half;              /* CKPT_STREAM_FLOATS elements */
+  float *scratch;              /* CKPT_STREAM_FLOATS floats (or as many bf16s) */
 } WeightFill;
 
 static int weight_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *wctx, Err *err) {
   WeightFill *f = ctx;
-  const ModelTensor *mt = model_tensor(f->m, (int)(t - f->base));
-  const float *p = model_params(f->m) + mt->offset;
+  int i = (int)(t - f->base);
+  const ModelTensor *mt = model_tensor(f->m, i);
+  float *f32;
+  uint16_t *half;
+  model_tensor_storage(f->m, i, &f32, &half);
   for (size_t off = 0; off < mt->numel; off += CKPT_STREAM_FLOATS) {
     size_t cnt = mt->numel - off < CKPT_STREAM_FLOATS ? mt->numel - off : CKPT_STREAM_FLOATS;
-    for (size_t i = 0; i < cnt; i++) f->half[i] = bf16_from_f32(p[off + i]);
-    if (write(wctx, f->half, cnt * sizeof *f->half, err)) return -1;
+    int rc;
+    if (t->dtype == ST_BF16) {
+      uint16_t *h = (uint16_t *)f->scratch;
+      for (size_t j = 0; j < cnt; j++) h[j] = bf16_from_f32(f32[off + j]);
+      rc = write(wctx, h, cnt * sizeof *h, err);
+    } else {
+      for (size_t j = 0; j < cnt; j++) f->scratch[j] = bf16_to_f32(half[off + j]);
+      rc = write(wctx, f->scratch, cnt * sizeof *f->scratch, err);
+    }
+    if (rc) return -1;
   }
   return 0;
 }
 
 int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err) {
   StWriteTensor *ts;
-  if (weight_entries(m, bf16, &ts, NULL, err)) return -1;
-  WeightFill f = {m, ts, NULL};
-  if (bf16 && !(f.half = malloc((size_t)CKPT_STREAM_FLOATS * sizeof *f.half))) {
+  if (weight_entries(m, bf16, &ts, err)) return -1;
+  WeightFill f = {m, ts, malloc((size_t)CKPT_STREAM_FLOATS * sizeof(float))};
+  if (!f.scratch) {
     free(ts);
-    return err_set(err, "out of memory");
+    return err_setk(err, ERR_NOMEM, "out of memory");
   }
   int rc = st_serialize_stream(ts, model_tensor_count(m), NULL, 0, weight_fill, &f, sink->write, sink->ctx, err);
-  free(f.half);
+  free(f.scratch);
   free(ts);
   return rc;
 }
 
+static int atomic_write(void *ctx, const void *data, size_t n, Err *err) { return files_atomic_write(ctx, data, n, err); }
+
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
   if (files_make_dirs(dir, err)) return -1;
-  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
-  StWriteTensor *ts = NULL;
-  uint16_t *half = NULL;
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE), *cfg_text = NULL;
+  FilesAtomic f = {.fd = -1};
   int rc = -1;
   if (!cfg || !w) { err_set(err, "out of memory"); goto done; }
-  if (weight_entries(m, bf16, &ts, &half, err)) goto done;
-  if (st_write(w, ts, model_tensor_count(m), NULL, 0, err)) goto done;
-  if (config_save(model_config(m), cfg, err)) goto done;
+  CkptSink sink = {atomic_write, &f};
+  if (files_atomic_open(&f, w, err) || ckpt_weights_stream(m, bf16, &sink, err) || files_atomic_commit(&f, err)) goto done;
+  if (config_validate(model_config(m), err)) goto done;
+  if (!(cfg_text = config_to_json_dtype(model_config(m), bf16 ? "bfloat16" : "float32"))) {
+    err_set(err, "out of memory");
+    goto done;
+  }
+  if (files_write_atomic(cfg, cfg_text, strlen(cfg_text), err)) goto done;
   rc = 0;
 done:
-  free(ts);
-  free(half);
+  files_atomic_abort(&f);
+  free(cfg_text);
   free(cfg);
   free(w);
   return rc;
 }
 
-/* One element of a float tensor as float (the tensor's dtype already checked). */
-static float elem_f32(const StTensor *t, int64_t i) {
-  const unsigned char *p = t->data;
-  switch (t->dtype) {
-    case ST_F32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
-    case ST_BF16: return bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-    case ST_F16: return st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-    default: { double d; memcpy(&d, p + 8 * i, 8); return (float)d; }
-  }
-}
-
 static int is_float_dtype(StDtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F64; }
 
-/* Equal values (bitwise after conversion, so -0 != 0 and NaN == same NaN). */
-static int same_values(const StTensor *a, const StTensor *b) {
+/* Elements compared at a time by same_values (two float buffers of this many). */
+#define SAME_VALUES_PIECE ((int64_t)1 << 16)
+
+/* Equal values (bitwise after conversion, so -0 != 0 and NaN == same NaN), read a
+** piece at a time so a streamed file needs no copy of either; -1 when a read fails. */
+static int same_values(const StFile *f, const StTensor *a, const StTensor *b, Err *err) {
   if (a->numel != b->numel) return 0;
-  for (int64_t i = 0; i < a->numel; i++) {
-    float x = elem_f32(a, i), y = elem_f32(b, i);
-    if (memcmp(&x, &y, 4) != 0) return 0;
+  float *x = malloc(2 * SAME_VALUES_PIECE * sizeof *x);
+  if (!x) return err_setk(err, ERR_NOMEM, "out of memory");
+  float *y = x + SAME_VALUES_PIECE;
+  int same = 1;
+  for (int64_t at = 0; same == 1 && at < a->numel; at += SAME_VALUES_PIECE) {
+    int64_t k = a->numel - at < SAME_VALUES_PIECE ? a->numel - at : SAME_VALUES_PIECE;
+    if (st_read_f32_range(f, a, at, k, x, err) || st_read_f32_range(f, b, at, k, y, err)) same = -1;
+    else if (memcmp(x, y, (size_t)k * sizeof *x) != 0) same = 0;
   }
-  return 1;
+  free(x);
+  return same;
 }
 
 static int same_shape(const StTensor *t, const ModelTensor *mt) {
@@ -184,8 +215,11 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
   const char *bias = rob ? "lm_head.bias" : "cls.predictions.bias";
   const char *dec_w = rob ? "lm_head.decoder.weight" : "cls.predictions.decoder.weight";
   const char *dec_b = rob ? "lm_head.decoder.bias" : "cls.predictions.decoder.bias";
+  /* used[j]: file tensor j is accounted for; model_of[j]: the model tensor it fills, or -1. */
   char *used = calloc((size_t)nf + 1, 1);
-  if (!used) return err_set(err, "out of memory");
+  int *model_of = malloc(((size_t)nf + 1) * sizeof *model_of);
+  if (!used || !model_of) { free(used); free(model_of); return err_setk(err, ERR_NOMEM, "out of memory"); }
+  for (int j = 0; j < nf; j++) model_of[j] = -1;
   int rc = -1;
   const StTensor *base = nf ? st_tensor(f, 0) : NULL;
   char want[64], got[64];
@@ -205,14 +239,17 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
       goto done;
     }
     used[t - base] = 1;
+    model_of[t - base] = i;
   }
   /* Tied copies must hold the values they are tied to, as they do in a file
   ** transformers saved without removing them. */
   const StTensor *tw = st_find(f, dec_w), *tb = st_find(f, dec_b);
   if (tw) {
     const StTensor *w = find_weight(f, word);
-    if (!is_float_dtype(tw->dtype) || tw->ndim != w->ndim || tw->shape[0] != w->shape[0] || tw->shape[1] != w->shape[1] ||
-        !same_values(tw, w)) {
+    int same = is_float_dtype(tw->dtype) && tw->ndim == w->ndim && tw->shape[0] == w->shape[0] && tw->shape[1] == w->shape[1]
+                 ? same_values(f, tw, w, err) : 0;
+    if (same < 0) goto done;
+    if (!same) {
       err_set(err, "tensor \"%s\" differs from \"%s\"; untied decoders are not supported", dec_w, word);
       goto done;
     }
@@ -220,7 +257,9 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
   }
   if (tb) {
     const StTensor *b = st_find(f, bias);
-    if (!is_float_dtype(tb->dtype) || tb->ndim != 1 || tb->shape[0] != b->shape[0] || !same_values(tb, b)) {
+    int same = is_float_dtype(tb->dtype) && tb->ndim == 1 && tb->shape[0] == b->shape[0] ? same_values(f, tb, b, err) : 0;
+    if (same < 0) goto done;
+    if (!same) {
       err_set(err, "tensor \"%s\" differs from \"%s\"", dec_b, bias);
       goto done;
     }
@@ -236,22 +275,28 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
     err_set(err, "tensor \"%s\" is not part of a %s model", name, rob ? "RobertaForMaskedLM" : "BertForMaskedLM");
     goto done;
   }
-  for (int i = 0; i < n; i++) {
+  /* In the file's order, so a streamed file is read front to back, once. */
+  for (int j = 0; j < nf; j++) {
+    int i = model_of[j];
+    if (i < 0) continue;
     const ModelTensor *mt = model_tensor(m, i);
+    const StTensor *t = st_tensor(f, j);
     float *f32;
     uint16_t *bf16;
     model_tensor_storage(m, i, &f32, &bf16);   /* a model serving from bf16 weights takes its matrices rounded */
-    const StTensor *t = find_weight(f, mt->name);
-    if (f32 ? st_read_f32(t, f32, (int64_t)mt->numel, err) : st_read_bf16(t, bf16, (int64_t)mt->numel, err)) goto done;
+    int64_t numel = (int64_t)mt->numel;
+    if (f32 ? st_read_f32_range(f, t, 0, numel, f32, err) : st_read_bf16_range(f, t, 0, numel, bf16, err)) goto done;
   }
   rc = 0;
 done:
   free(used);
+  free(model_of);
   return rc;
 }
 
 int ckpt_load_weights_file(Model *m, const char *path, Err *err) {
-  StFile *f = st_open(path, err);
+  /* Read, not mapped: the file's pages never join the model's in memory. */
+  StFile *f = st_open_stream(path, err);
   if (!f) return -1;
   int rc = ckpt_load_weights(m, f, err);
   st_close(f);
@@ -259,15 +304,30 @@ int ckpt_load_weights_file(Model *m, const char *path, Err *err) {
   return rc;
 }
 
+/* An StSource over bytes in memory (ctx: the bytes). */
+static int memory_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
+  (void)err;
+  memcpy(dst, (const unsigned char *)ctx + offset, n);
+  return 0;
+}
+
 int ckpt_load_weights_memory(Model *m, const void *buf, size_t len, Err *err) {
-  StFile *f = st_open_memory(buf, len, err);
+  /* Read in place through a source: no copy of a model-sized buffer. */
+  StSource src = {memory_read, (void *)(uintptr_t)buf, len};
+  return ckpt_load_weights_source(m, &src, err);
+}
+
+int ckpt_load_weights_source(Model *m, const StSource *src, Err *err) {
+  StFile *f = st_open_source(src, err);
   if (!f) return -1;
   int rc = ckpt_load_weights(m, f, err);
   st_close(f);
   return rc;
 }
 
-Model *ckpt_load_model(const char *dir, Err *err) {
+Model *ckpt_load_model(const char *dir, Err *err) { return ckpt_load_model_as(dir, MODEL_FP32, err); }
+
+Model *ckpt_load_model_as(const char *dir, ModelPrecision weights, Err *err) {
   char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
   Model *m = NULL;
   ModelConfig c;
@@ -275,7 +335,11 @@ Model *ckpt_load_model(const char *dir, Err *err) {
   if (config_load(cfg, &c, err)) goto done;
   m = model_new(&c, err);
   if (!m) { err_prefix(err, cfg); goto done; }
-  if (ckpt_load_weights_file(m, w, err)) { model_free(m); m = NULL; }
+  /* Before the load, so the matrices go straight into their bf16 copy. */
+  if ((weights == MODEL_BF16 && model_keep_bf16_weights(m, 0, err)) || ckpt_load_weights_file(m, w, err)) {
+    model_free(m);
+    m = NULL;
+  }
 done:
   free(cfg);
   free(w);

@@ -54,13 +54,22 @@ int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err);
 /* Copies the weights of f into m: every tensor present with m's shape (F32, BF16,
 ** F16 or F64); tied decoder copies accepted only when equal to what they tie to;
 ** buffers (*.position_ids, *.token_type_ids) and unused HF heads (pooler,
-** seq_relationship) ignored; anything else refused by name. m is unchanged on error. */
+** seq_relationship) ignored; anything else refused by name. All of that is checked
+** before a number is written, so m is unchanged on a refused file; then the tensors
+** are copied in the file's order (a streamed file is read front to back), and only
+** a source failing during that copy (ERR_IO, its kind kept) leaves m part-written. */
 int ckpt_load_weights(Model *m, const StFile *f, Err *err);
-/* ckpt_load_weights() from a .safetensors file or from bytes in memory. */
+/* ckpt_load_weights() from a .safetensors file (read with pread, never mapped),
+** from bytes in memory (read in place, not copied), or through a source; none of
+** them holds a second copy of the weights. */
 int ckpt_load_weights_file(Model *m, const char *path, Err *err);
 int ckpt_load_weights_memory(Model *m, const void *buf, size_t len, Err *err);
+int ckpt_load_weights_source(Model *m, const StSource *src, Err *err);
 /* Reads dir/config.json, builds the model and loads dir/model.safetensors. */
 Model *ckpt_load_model(const char *dir, Err *err);
+/* ckpt_load_model() with the weight matrices kept in bfloat16 (MODEL_BF16:
+** model_keep_bf16_weights before the load, so no float copy of them is made) or float. */
+Model *ckpt_load_model_as(const char *dir, ModelPrecision weights, Err *err);
 
 /* Optimizer-state bytes: o's moments for each of m's tensors, and s (s->step is
 ** what gets saved; callers keep it equal to o->step). Caller frees *out. */

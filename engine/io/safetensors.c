@@ -22,15 +22,21 @@
 #include <unistd.h>
 
 struct StFile {
-  unsigned char *buf;       /* the whole file */
+  unsigned char *buf;       /* the whole file; NULL for a file read through src */
   size_t len;
   int mapped;               /* buf is an mmap of the file (else malloc'd) */
+  StSource src;             /* a streamed file's bytes (src.read NULL otherwise) */
+  int fd;                   /* st_open_stream's file, closed with it; else -1 */
+  unsigned char *scratch;   /* ST_SCRATCH bytes: a streamed file's reads land here first */
   int n;
   StTensor *tensors;        /* sorted by data offset */
   char **names;             /* owned copies, parallel to tensors */
   int n_meta;
   char **meta;              /* key, value, key, value, ... */
 };
+
+/* A streamed tensor is read and converted this many bytes at a time. */
+#define ST_SCRATCH ((size_t)1 << 20)
 
 static const struct { const char *name; int bits; } DTYPES[ST_NDTYPES] = {
   [ST_BOOL] = {"BOOL", 8},       [ST_F4] = {"F4", 4},           [ST_F6_E2M3] = {"F6_E2M3", 6},
@@ -70,6 +76,8 @@ void st_close(StFile *f) {
   free(f->tensors);
   if (f->mapped) munmap(f->buf, f->len);
   else free(f->buf);
+  free(f->scratch);
+  if (f->fd >= 0) close(f->fd);
   free(f);
 }
 
@@ -105,14 +113,15 @@ static uint64_t le64(const unsigned char *p) {
 
 static int cmp_offset(const void *a, const void *b) {
   const StTensor *x = a, *y = b;
-  const unsigned char *px = x->data, *py = y->data;
-  if (px != py) return px < py ? -1 : 1;
+  if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
   return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
 /* Reads one header entry into t (name still unset); data offsets are checked
-** against the buffer here, tiling afterwards. */
-static int parse_entry(const char *name, json_t *v, const unsigned char *data, size_t data_len, StTensor *t, Err *err) {
+** against the data buffer (data_at: its offset in the file; data: its bytes, or
+** NULL for a streamed file) here, tiling afterwards. */
+static int parse_entry(const char *name, json_t *v, const unsigned char *data, uint64_t data_at, size_t data_len, StTensor *t,
+                       Err *err) {
   if (!json_is_object(v)) return err_set(err, "tensor \"%s\": header entry is not an object", name);
   json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"), *off = json_object_get(v, "data_offsets");
   if (!json_is_string(dt)) return err_set(err, "tensor \"%s\": dtype missing or not a string", name);
@@ -147,34 +156,34 @@ static int parse_entry(const char *name, json_t *v, const unsigned char *data, s
   if (want != e - b)
     return err_set(err, "tensor \"%s\": shape x %s is %lld bytes but data_offsets span %lld", name, DTYPES[d].name,
                    (long long)want, (long long)(e - b));
-  t->data = data + b;
+  t->data = data ? data + b : NULL;
+  t->offset = data_at + (uint64_t)b;
   t->nbytes = (size_t)(e - b);
   return 0;
 }
 
-/* Takes ownership of buf (released on failure too). */
-static StFile *st_parse(unsigned char *buf, size_t len, int mapped, Err *err) {
-  StFile *f = calloc(1, sizeof *f);
+/* The header's length word: 0, or -1 with err set when it cannot be the header of a file of len bytes. */
+static int header_length(const unsigned char first8[8], size_t len, uint64_t *n, Err *err) {
+  *n = le64(first8);
+  if (*n > ST_MAX_HEADER)
+    return err_set(err, "header length %llu exceeds the format's limit of %d", (unsigned long long)*n, ST_MAX_HEADER);
+  if (*n > len - 8)
+    return err_set(err, "header length %llu is past the end of the file (%zu bytes; truncated?)", (unsigned long long)*n, len);
+  return 0;
+}
+
+/* Parses the header (n bytes at head) of f, whose buf (may be NULL: streamed) and
+** len are set; fills the tensors and metadata. Frees f on failure. */
+static StFile *st_parse_header(StFile *f, const char *head, uint64_t n, Err *err) {
   json_t *root = NULL;
-  if (!f) {
-    if (mapped) munmap(buf, len);
-    else free(buf);
-    err_set(err, "out of memory");
-    return NULL;
-  }
-  f->buf = buf;
-  f->len = len;
-  f->mapped = mapped;
-  if (len < 8) { err_set(err, "file is %zu bytes, shorter than the 8-byte header length", len); goto fail; }
-  uint64_t n = le64(buf);
-  if (n > ST_MAX_HEADER) { err_set(err, "header length %llu exceeds the format's limit of %d", (unsigned long long)n, ST_MAX_HEADER); goto fail; }
-  if (n > len - 8) { err_set(err, "header length %llu is past the end of the file (%zu bytes; truncated?)", (unsigned long long)n, len); goto fail; }
-  if (n < 2 || buf[8] != '{') { err_set(err, "header does not start with '{'"); goto fail; }
+  size_t len = f->len;
+  if (n < 2 || head[0] != '{') { err_set(err, "header does not start with '{'"); goto fail; }
   json_error_t je;
-  root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+  root = json_loadb(head, (size_t)n, JSON_REJECT_DUPLICATES, &je);
   if (!root) { err_set(err, "header JSON is malformed at column %d: %s", je.column, je.text); goto fail; }
   if (!json_is_object(root)) { err_set(err, "header is not a JSON object"); goto fail; }
-  const unsigned char *data = buf + 8 + n;
+  const unsigned char *data = f->buf ? f->buf + 8 + n : NULL;
+  uint64_t data_at = 8 + n;
   size_t data_len = len - 8 - (size_t)n;
 
   size_t count = json_object_size(root);
@@ -200,7 +209,7 @@ static StFile *st_parse(unsigned char *buf, size_t len, int mapped, Err *err) {
       continue;
     }
     StTensor *t = &f->tensors[f->n];
-    if (parse_entry(key, v, data, data_len, t, err)) goto fail;
+    if (parse_entry(key, v, data, data_at, data_len, t, err)) goto fail;
     f->names[f->n] = strdup(key);
     if (!f->names[f->n]) { err_set(err, "out of memory"); goto fail; }
     t->name = f->names[f->n];
@@ -210,21 +219,21 @@ static StFile *st_parse(unsigned char *buf, size_t len, int mapped, Err *err) {
   ** the previous ended, and the last ends at the end of the file. */
   qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, cmp_offset);
   for (int i = 0; i < f->n; i++) f->names[i] = (char *)f->tensors[i].name;
-  const unsigned char *at = data;
+  uint64_t at = data_at;
   for (int i = 0; i < f->n; i++) {
     const StTensor *t = &f->tensors[i];
-    if ((const unsigned char *)t->data != at) {
-      if ((const unsigned char *)t->data < at)
+    if (t->offset != at) {
+      if (t->offset < at)
         err_set(err, "tensor \"%s\": data overlaps the tensor before it", t->name);
       else
         err_set(err, "tensor \"%s\": hole in the data buffer before it (offset %zu, expected %zu)", t->name,
-                (size_t)((const unsigned char *)t->data - data), (size_t)(at - data));
+                (size_t)(t->offset - data_at), (size_t)(at - data_at));
       goto fail;
     }
     at += t->nbytes;
   }
-  if (at != data + data_len) {
-    err_set(err, "data buffer is %zu bytes but the tensors cover %zu (trailing bytes)", data_len, (size_t)(at - data));
+  if (at != data_at + data_len) {
+    err_set(err, "data buffer is %zu bytes but the tensors cover %zu (trailing bytes)", data_len, (size_t)(at - data_at));
     goto fail;
   }
   json_decref(root);
@@ -233,6 +242,103 @@ fail:
   json_decref(root);
   st_close(f);
   return NULL;
+}
+
+/* A new file with no tensors yet; NULL when out of memory. */
+static StFile *st_new(void) {
+  StFile *f = calloc(1, sizeof *f);
+  if (f) f->fd = -1;
+  return f;
+}
+
+/* Takes ownership of buf (released on failure too). */
+static StFile *st_parse(unsigned char *buf, size_t len, int mapped, Err *err) {
+  StFile *f = st_new();
+  if (!f) {
+    if (mapped) munmap(buf, len);
+    else free(buf);
+    err_set(err, "out of memory");
+    return NULL;
+  }
+  f->buf = buf;
+  f->len = len;
+  f->mapped = mapped;
+  uint64_t n;
+  if (len < 8) { err_set(err, "file is %zu bytes, shorter than the 8-byte header length", len); st_close(f); return NULL; }
+  if (header_length(buf, len, &n, err)) { st_close(f); return NULL; }
+  return st_parse_header(f, (const char *)buf + 8, n, err);
+}
+
+/* Takes ownership of f (a streamed file with src, fd and len set; freed on failure). */
+static StFile *st_parse_source(StFile *f, Err *err) {
+  unsigned char first8[8];
+  uint64_t n;
+  char *head = NULL;
+  if (!(f->scratch = malloc(ST_SCRATCH))) { err_setk(err, ERR_NOMEM, "out of memory"); goto fail; }
+  if (f->len < 8) { err_set(err, "file is %zu bytes, shorter than the 8-byte header length", f->len); goto fail; }
+  if (f->src.read(f->src.ctx, 0, first8, 8, err) || header_length(first8, f->len, &n, err)) goto fail;
+  if (!(head = malloc(n ? (size_t)n : 1))) {
+    err_setk(err, ERR_NOMEM, "out of memory for a header of %llu bytes", (unsigned long long)n);
+    goto fail;
+  }
+  if (n && f->src.read(f->src.ctx, 8, head, (size_t)n, err)) goto fail;
+  f = st_parse_header(f, head, n, err);
+  free(head);
+  return f;
+fail:
+  free(head);
+  st_close(f);
+  return NULL;
+}
+
+StFile *st_open_source(const StSource *src, Err *err) {
+  if (src->len > ST_MAX_FILE) {
+    err_set(err, "%llu bytes, more than a safetensors file may have here", (unsigned long long)src->len);
+    return NULL;
+  }
+  StFile *f = st_new();
+  if (!f) { err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
+  f->src = *src;
+  f->len = (size_t)src->len;
+  return st_parse_source(f, err);
+}
+
+/* pread of a streamed file's bytes; ctx is the StFile. */
+static int fd_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
+  const StFile *f = ctx;
+  unsigned char *p = dst;
+  while (n) {
+    ssize_t got = pread(f->fd, p, n, (off_t)offset);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return err_setk(err, ERR_IO, "read error: %s", strerror(errno));
+    if (got == 0)
+      return err_setk(err, ERR_IO, "short read at byte %llu (file truncated while open?)", (unsigned long long)offset);
+    p += got;
+    offset += (uint64_t)got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+StFile *st_open_stream(const char *path, Err *err) {
+  uint64_t size;
+  int fd = files_open_regular(path, &size, err);
+  if (fd < 0) return NULL;
+  if (size > ST_MAX_FILE) {
+    char cap[32];
+    close(fd);
+    err_set(err, "%s: %llu bytes, more than the %s a safetensors file may have here", path, (unsigned long long)size,
+            files_size_text(ST_MAX_FILE, cap, sizeof cap));
+    return NULL;
+  }
+  StFile *f = st_new();
+  if (!f) { close(fd); err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
+  f->fd = fd;
+  f->len = (size_t)size;
+  f->src = (StSource){fd_read, f, size};
+  f = st_parse_source(f, err);
+  if (!f) err_prefix(err, path);
+  return f;
 }
 
 StFile *st_open_memory(const void *buf, size_t len, Err *err) {
@@ -300,6 +406,7 @@ float st_f16_to_f32(uint16_t h) {
 }
 
 int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err) {
+  if (!t->data && t->nbytes) return err_set(err, "tensor \"%s\": a streamed file's tensor (read it by ranges)", t->name);
   if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
   const unsigned char *p = t->data;
   switch (t->dtype) {
@@ -319,6 +426,7 @@ int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err) {
 }
 
 int st_read_bf16(const StTensor *t, uint16_t *out, int64_t numel, Err *err) {
+  if (!t->data && t->nbytes) return err_set(err, "tensor \"%s\": a streamed file's tensor (read it by ranges)", t->name);
   if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
   const unsigned char *p = t->data;
   switch (t->dtype) {
@@ -339,7 +447,50 @@ int st_read_bf16(const StTensor *t, uint16_t *out, int64_t numel, Err *err) {
   }
 }
 
+/* Shared by the range readers: the elements [first, first + count) of t as a
+** tensor of their own (a view of f's buffer, or read into f's scratch piece by
+** piece) handed to convert, which writes them at out + i * out_size. */
+typedef int (*StConvert)(const StTensor *t, void *out, int64_t numel, Err *err);
+
+static int read_range(const StFile *f, const StTensor *t, int64_t first, int64_t count, void *out, size_t out_size,
+                      StConvert convert, Err *err) {
+  int bytes = st_dtype_bits(t->dtype) / 8;
+  if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
+    return err_set(err, "tensor \"%s\": dtype %s is not a float type F32/F16/BF16/F64", t->name, st_dtype_name(t->dtype));
+  if (first < 0 || count < 0 || first > t->numel || count > t->numel - first)
+    return err_set(err, "tensor \"%s\": elements [%lld, +%lld) outside its %lld", t->name, (long long)first, (long long)count,
+                   (long long)t->numel);
+  StTensor part = *t;
+  if (t->data) {
+    part.data = (const unsigned char *)t->data + first * bytes;
+    part.numel = count;
+    return convert(&part, out, count, err);
+  }
+  int64_t per = (int64_t)(ST_SCRATCH / (size_t)bytes);
+  for (int64_t done = 0; done < count; done += per) {
+    int64_t k = count - done < per ? count - done : per;
+    if (f->src.read(f->src.ctx, t->offset + (uint64_t)((first + done) * bytes), f->scratch, (size_t)(k * bytes), err))
+      return err_prefix(err, t->name);
+    part.data = f->scratch;
+    part.numel = k;
+    if (convert(&part, (unsigned char *)out + (size_t)done * out_size, k, err)) return -1;
+  }
+  return 0;
+}
+
+static int convert_f32(const StTensor *t, void *out, int64_t numel, Err *err) { return st_read_f32(t, out, numel, err); }
+static int convert_bf16(const StTensor *t, void *out, int64_t numel, Err *err) { return st_read_bf16(t, out, numel, err); }
+
+int st_read_f32_range(const StFile *f, const StTensor *t, int64_t first, int64_t count, float *out, Err *err) {
+  return read_range(f, t, first, count, out, sizeof *out, convert_f32, err);
+}
+
+int st_read_bf16_range(const StFile *f, const StTensor *t, int64_t first, int64_t count, uint16_t *out, Err *err) {
+  return read_range(f, t, first, count, out, sizeof *out, convert_bf16, err);
+}
+
 int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err) {
+  if (!t->data && t->nbytes) return err_set(err, "tensor \"%s\": a streamed file's tensor (read it by ranges)", t->name);
   if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
   const unsigned char *p = t->data;
   for (int64_t i = 0; i < numel; i++) {
@@ -366,6 +517,7 @@ int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err) {
 }
 
 int st_read_i32(const StTensor *t, int32_t *out, int64_t numel, Err *err) {
+  if (!t->data && t->nbytes) return err_set(err, "tensor \"%s\": a streamed file's tensor (read it by ranges)", t->name);
   if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
   if (t->dtype == ST_I32) { memcpy(out, t->data, (size_t)numel * 4); return 0; }
   /* Other integer types go through int64 one element at a time (no big buffer). */

@@ -23,7 +23,9 @@ typedef enum {
 } StDtype;
 
 /* One tensor of an open file. data points into the file's buffer and may be
-** unaligned for its dtype: read it with memcpy or the st_read_* converters. */
+** unaligned for its dtype: read it with memcpy or the st_read_* converters. A
+** file opened from a source (st_open_source, st_open_stream) holds no buffer:
+** data is NULL, and st_read_f32_range / st_read_bf16_range read the bytes. */
 typedef struct StTensor {
   const char *name;
   StDtype dtype;
@@ -32,6 +34,7 @@ typedef struct StTensor {
   int64_t numel;                  /* product of shape (1 for a scalar) */
   const void *data;
   size_t nbytes;
+  uint64_t offset;                /* of its first byte, from the start of the file */
 } StTensor;
 
 typedef struct StFile StFile;
@@ -42,6 +45,20 @@ typedef struct StFile StFile;
 StFile *st_open(const char *path, Err *err);
 /* Same for bytes in memory (copied; the caller keeps buf). */
 StFile *st_open_memory(const void *buf, size_t len, Err *err);
+/* Where a streamed file's bytes come from: read() copies n bytes at offset (inside
+** [0, len)) into dst; 0, or -1 with err set (its kind kept). */
+typedef struct StSource {
+  int (*read)(void *ctx, uint64_t offset, void *dst, size_t n, Err *err);
+  void *ctx;
+  uint64_t len;                   /* the file's size in bytes */
+} StSource;
+/* Reads and validates the header only (as st_open does, the same messages); the
+** tensors' bytes are read on demand through src (copied; its ctx must outlive the
+** file), so no copy of the file is ever held. One thread at a time per file. */
+StFile *st_open_source(const StSource *src, Err *err);
+/* st_open_source() over a file read with pread (not mapped, so its pages never
+** count in the process's memory): the checks and messages of st_open(). */
+StFile *st_open_stream(const char *path, Err *err);
 /* Frees an open file; NULL allowed. Tensors and strings from it die with it. */
 void st_close(StFile *f);
 /* Number of tensors. */
@@ -67,6 +84,12 @@ int st_dtype_bits(StDtype d);
 int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err);
 /* Copies a float tensor into numel bfloat16s (engine/core/bf16.h's rounding; BF16 copied as is). */
 int st_read_bf16(const StTensor *t, uint16_t *out, int64_t numel, Err *err);
+/* Elements [first, first + count) of a float tensor t of f as floats / bfloat16s
+** (the conversions of st_read_f32 / st_read_bf16), from f's buffer or read through
+** its source in bounded pieces; errors on other dtypes, a range outside t, or a
+** failed read (the source's err kind kept). */
+int st_read_f32_range(const StFile *f, const StTensor *t, int64_t first, int64_t count, float *out, Err *err);
+int st_read_bf16_range(const StFile *f, const StTensor *t, int64_t first, int64_t count, uint16_t *out, Err *err);
 /* Copies an integer (or BOOL) tensor into numel int64s; U64 values above INT64_MAX are errors. */
 int st_read_i64(const StTensor *t, int64_t *out, int64_t numel, Err *err);
 /* Copies an integer (or BOOL) tensor into numel int32s; values outside int32 are errors. */

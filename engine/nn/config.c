@@ -271,7 +271,9 @@ static void py_float(char *buf, size_t size, double x) {
   }
 }
 
-char *config_to_json(const ModelConfig *c) {
+char *config_to_json(const ModelConfig *c) { return config_to_json_dtype(c, "float32"); }
+
+char *config_to_json_dtype(const ModelConfig *c, const char *torch_dtype) {
   /* The layout of save_pretrained: json.dumps(indent=2, sort_keys=True) + "\n". */
   char lne[64], hdp[64], adp[64], ir[64];
   py_float(lne, sizeof lne, c->layer_norm_eps);
@@ -308,7 +310,7 @@ char *config_to_json(const ModelConfig *c) {
       "  \"num_hidden_layers\": %d,\n"
       "  \"pad_token_id\": %d,\n"
       "  \"position_embedding_type\": \"absolute\",\n"
-      "  \"torch_dtype\": \"float32\",\n"
+      "  \"torch_dtype\": \"%s\",\n"
       "  \"transformers_version\": \"4.46.3\",\n"
       "  \"type_vocab_size\": %d,\n"
       "  \"use_cache\": true,\n"
@@ -317,7 +319,7 @@ char *config_to_json(const ModelConfig *c) {
 #define CONFIG_ARGS                                                                                  \
   roberta ? "RobertaForMaskedLM" : "BertForMaskedLM", adp, bos, eos, hdp, c->hidden_size, ir,         \
       c->intermediate_size, lne, c->max_position_embeddings, roberta ? "roberta" : "bert",            \
-      c->num_attention_heads, c->num_hidden_layers, c->pad_token_id, c->type_vocab_size, c->vocab_size
+      c->num_attention_heads, c->num_hidden_layers, c->pad_token_id, torch_dtype, c->type_vocab_size, c->vocab_size
   int n = snprintf(NULL, 0, fmt, CONFIG_ARGS);
   if (n < 0) return NULL;
   char *s = malloc((size_t)n + 1);

@@ -37,6 +37,8 @@ int config_validate(const ModelConfig *c, Err *err);
 int config_preset(const char *name, ModelConfig *out, Err *err);
 /* HF config.json text (architectures, model_type, all fields); caller frees. */
 char *config_to_json(const ModelConfig *c);
+/* The same with "torch_dtype" given ("float32", "bfloat16": what model.safetensors holds). */
+char *config_to_json_dtype(const ModelConfig *c, const char *torch_dtype);
 /* Writes config_to_json() to path, atomically (a temporary beside it, then a rename). */
 int config_save(const ModelConfig *c, const char *path, Err *err);
 /* Size of each attention head: hidden_size / num_attention_heads. */

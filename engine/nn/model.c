@@ -267,6 +267,11 @@ int model_keep_bf16_weights(Model *m, int convert, Err *err) {
   m->params16 = (uint16_t *)platform_alloc_floats(m->n_params / 2 + 1);
   if (!m->params16) return err_setk(err, ERR_NOMEM, "out of memory for the bf16 weights (%zu MB)", m->n_params >> 19);
   size_t page = (size_t)platform_page_size();
+  /* Only the 1-D tensors, scattered between the matrices, stay in the float buffer: on
+  ** huge pages each one written would bring in 2 MiB (about 110 MB for the base model,
+  ** half the bf16 matrices again). A large buffer is page-aligned (platform_alloc_floats);
+  ** a small one's advice fails, harmlessly. */
+  platform_small_pages(m->params, (m->n_params * sizeof(float) + page - 1) & ~(page - 1));
   for (int i = 0; i < m->n_tensors; i++) {
     const ModelTensor *t = &m->tensors[i];
     if (t->ndim != 2) continue;

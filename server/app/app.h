@@ -63,6 +63,16 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs);
 FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, const FillMaskLimits *limits,
                           Metrics *metrics);
 void fill_cache_free(FillCache *c);
+/* How loaded models keep their weights (FillMaskOptions.weights): models[i] (a
+** repository name) at per[i], every other model at def. The arrays are copied;
+** 0, or -1 when out of memory. Call before serving. */
+int fill_cache_set_precision(FillCache *c, ModelPrecision def, const char *const *models, const ModelPrecision *per, int n);
+/* The precision a model repository is loaded at. */
+ModelPrecision fill_cache_precision_of(const FillCache *c, const char *model);
+/* "fp32" or "bf16". */
+const char *fill_precision_name(ModelPrecision p);
+/* {"default": "fp32"|"bf16", "models": {NAME: "fp32"|"bf16"}, "loaded": {"NAME@COMMIT": ...}}, for /healthz. */
+json_t *fill_precision_json(FillCache *c);
 /* The limits as a JSON object, for /healthz. */
 json_t *fill_limits_json(const FillCache *c);
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);

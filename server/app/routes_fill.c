@@ -36,6 +36,8 @@ typedef struct Job {
 ** it; an entry with no refs has an empty queue and may be evicted. */
 typedef struct Entry {
   char key[256];            /* "model@commit" */
+  ModelPrecision weights;   /* how fm keeps its weights: part of the key, so a revision is never
+                            ** answered at a precision it was not asked at */
   FillMask *fm;
   struct FillCache *cache;
   FillQueue *queue;
@@ -58,6 +60,10 @@ struct FillCache {
                             ** opens and closes contend; p99 over 1 s at 64 clients) */
   Entry **e;
   int n, cap;
+  ModelPrecision precision;      /* weights of a model not named in models */
+  char **models;                 /* repository names with a precision of their own, at per[i] */
+  ModelPrecision *per;
+  int n_models;
 };
 
 FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, const FillMaskLimits *limits,
@@ -77,6 +83,43 @@ FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, c
   pthread_mutex_init(&c->load, NULL);
   pthread_mutex_init(&c->store_mu, NULL);
   return c;
+}
+
+int fill_cache_set_precision(FillCache *c, ModelPrecision def, const char *const *models, const ModelPrecision *per, int n) {
+  c->precision = def;
+  if (n <= 0) return 0;
+  c->models = calloc((size_t)n, sizeof *c->models);
+  c->per = calloc((size_t)n, sizeof *c->per);
+  if (!c->models || !c->per) return -1;
+  for (int i = 0; i < n; i++) {
+    if (!(c->models[i] = strdup(models[i]))) return -1;
+    c->per[i] = per[i];
+    c->n_models = i + 1;
+  }
+  return 0;
+}
+
+ModelPrecision fill_cache_precision_of(const FillCache *c, const char *model) {
+  /* The last naming wins, as a repeated flag's last value does. */
+  for (int i = c->n_models - 1; i >= 0; i--)
+    if (!strcmp(c->models[i], model)) return c->per[i];
+  return c->precision;
+}
+
+const char *fill_precision_name(ModelPrecision p) { return p == MODEL_BF16 ? "bf16" : "fp32"; }
+
+json_t *fill_precision_json(FillCache *c) {
+  json_t *models = json_object(), *loaded = json_object();
+  for (int i = 0; i < c->n_models; i++)
+    json_object_set_new(models, c->models[i], json_string(fill_precision_name(c->per[i])));
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->n; i++) {
+    /* What the model holds, not what was asked: the two agree unless loading went wrong. */
+    int bf16 = model_weights_bf16(fillmask_model(c->e[i]->fm));
+    json_object_set_new(loaded, c->e[i]->key, json_string(fill_precision_name(bf16 ? MODEL_BF16 : MODEL_FP32)));
+  }
+  pthread_mutex_unlock(&c->mu);
+  return json_pack("{s:s, s:o, s:o}", "default", fill_precision_name(c->precision), "models", models, "loaded", loaded);
 }
 
 json_t *fill_limits_json(const FillCache *c) {
@@ -114,17 +157,20 @@ void fill_cache_free(FillCache *c) {
   for (int i = 0; i < c->n; i++) entry_free(c->e[i]);
   free(c->e);
   store_close(c->store);
+  for (int i = 0; i < c->n_models; i++) free(c->models[i]);
+  free(c->models);
+  free(c->per);
   pthread_mutex_destroy(&c->mu);
   pthread_mutex_destroy(&c->load);
   pthread_mutex_destroy(&c->store_mu);
   free(c);
 }
 
-static Entry *cache_find(FillCache *c, const char *key) {
+static Entry *cache_find(FillCache *c, const char *key, ModelPrecision weights) {
   Entry *hit = NULL;
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < c->n; i++)
-    if (!strcmp(c->e[i]->key, key)) { hit = c->e[i]; hit->refs++; hit->used = now_monotonic(); break; }
+    if (!strcmp(c->e[i]->key, key) && c->e[i]->weights == weights) { hit = c->e[i]; hit->refs++; hit->used = now_monotonic(); break; }
   pthread_mutex_unlock(&c->mu);
   return hit;
 }
@@ -138,10 +184,11 @@ static void cache_release(FillCache *c, Entry *e) {
 /* Adds a loaded pipeline with its queue, evicting the least recently used idle entry
 ** when full; returns it referenced, or NULL (fm freed) when every entry is in use or
 ** the queue's thread cannot start. */
-static Entry *cache_add(FillCache *c, const char *key, FillMask *fm) {
+static Entry *cache_add(FillCache *c, const char *key, ModelPrecision weights, FillMask *fm) {
   Entry *e = calloc(1, sizeof *e);
   if (!e) { fillmask_free(fm); return NULL; }
   snprintf(e->key, sizeof e->key, "%s", key);
+  e->weights = weights;
   e->fm = fm;
   e->cache = c;
   e->refs = 1;
@@ -188,10 +235,11 @@ static int pick_model(App *a, Store *s, const char *given, char *spec, size_t ca
   return best ? 0 : err_setk(err, ERR_NOT_FOUND, "the store holds no model yet: train one (POST /runs) or import one");
 }
 
-/* The cache key "model@commit" of the request's model into key; on failure answers
-** (404 for no such model, 500 when the store fails) and returns -1. Runs on the
-** cache's own store connection. */
-static int resolve_model(App *a, const char *given, char *key, size_t cap, HttpRes *rs) {
+/* The cache key "model@commit" of the request's model into key and the precision
+** its repository is served at into *weights; on failure answers (404 for no such
+** model, 500 when the store fails) and returns -1. Runs on the cache's own store
+** connection. */
+static int resolve_model(App *a, const char *given, char *key, size_t cap, ModelPrecision *weights, HttpRes *rs) {
   FillCache *c = a->fill;
   Err e = {0};
   char spec[300];
@@ -206,6 +254,7 @@ static int resolve_model(App *a, const char *given, char *key, size_t cap, HttpR
     http_error_from(rs, &e, "unknown model or revision", json_pack("{s:s, s:s}", "model", spec, "why", e.msg));
   } else {
     snprintf(key, cap, "%s@%s", r.model, r.commit);
+    *weights = fill_cache_precision_of(c, r.model);
     rc = 0;
   }
   pthread_mutex_unlock(&c->store_mu);
@@ -214,12 +263,12 @@ static int resolve_model(App *a, const char *given, char *key, size_t cap, HttpR
 
 /* The loaded pipeline for key, loading it (on a store connection of its own) when
 ** it is not cached; answers and returns NULL on failure. */
-static Entry *load_model(App *a, const char *key, HttpRes *rs) {
+static Entry *load_model(App *a, const char *key, ModelPrecision weights, HttpRes *rs) {
   FillCache *c = a->fill;
-  Entry *ent = cache_find(c, key);
+  Entry *ent = cache_find(c, key, weights);
   if (ent) return ent;
   pthread_mutex_lock(&c->load);
-  ent = cache_find(c, key);  /* another request may have loaded it meanwhile */
+  ent = cache_find(c, key, weights);  /* another request may have loaded it meanwhile */
   if (!ent) {
     Err e = {0};
     Store *s = app_store(a, rs);
@@ -227,13 +276,14 @@ static Entry *load_model(App *a, const char *key, HttpRes *rs) {
     FillMaskOptions o;
     fillmask_options_default(&o);
     o.limits = c->limits;
+    o.weights = weights;
     FillMask *fm = store_load_fillmask(s, key, &o, &e);
     if (!fm) {
       pthread_mutex_unlock(&c->load);
       http_error_from(rs, &e, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
       return NULL;
     }
-    if (!(ent = cache_add(c, key, fm))) http_error(rs, 503, "every cached model is busy; try again", NULL);
+    if (!(ent = cache_add(c, key, weights, fm))) http_error(rs, 503, "every cached model is busy; try again", NULL);
   }
   pthread_mutex_unlock(&c->load);
   return ent;
@@ -282,8 +332,9 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
   double t0 = now_monotonic();
   char ckey[256];
   Entry *ent = NULL;
-  if (resolve_model(a, model ? json_string_value(model) : NULL, ckey, sizeof ckey, rs) ||
-      !(ent = load_model(a, ckey, rs))) {
+  ModelPrecision weights = MODEL_FP32;
+  if (resolve_model(a, model ? json_string_value(model) : NULL, ckey, sizeof ckey, &weights, rs) ||
+      !(ent = load_model(a, ckey, weights, rs))) {
     json_decref(body);
     return;
   }

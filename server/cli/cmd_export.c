@@ -19,6 +19,7 @@
 #include "engine/core/files.h"
 #include "engine/tok/tokenizer.h"
 #include "server/cli/commands.h"
+#include "store/load.h"
 #include "store/store.h"
 
 
@@ -33,10 +34,13 @@ static int exists(const char *path) {
 
 /* ---- export ---- */
 
-static int do_export(Store *s, const char *spec, const char *dir, int force, Err *err) {
+static int atomic_sink(void *ctx, const void *data, size_t n, Err *err) { return files_atomic_write(ctx, data, n, err); }
+
+/* bf16 != 0: model.safetensors in BF16 and config.json's torch_dtype "bfloat16". */
+static int do_export(Store *s, const char *spec, const char *dir, int force, int bf16, Err *err) {
   StoreRevision r;
-  void *cfg = NULL, *w = NULL, *tj = NULL;
-  size_t cfg_len = 0, w_len = 0, tj_len = 0;
+  void *cfg = NULL, *tj = NULL;
+  size_t cfg_len = 0, tj_len = 0;
   char *cfg_s = NULL, *path = NULL;
   Model *m = NULL;
   Tokenizer *t = NULL;
@@ -51,7 +55,6 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, Err
   if (store_resolve(s, spec, &r, err)) return -1;
   if (!r.tokenizer[0]) return err_set(err, "%s: revision %s has no tokenizer; export needs one", r.model, r.commit);
   if (store_revision_file(s, &r, "config.json", &cfg, &cfg_len, err)) goto done;
-  if (store_revision_file(s, &r, "model.safetensors", &w, &w_len, err)) goto done;
   if (store_revision_file(s, &r, "tokenizer.json", &tj, &tj_len, err)) goto done;
   if (!(cfg_s = malloc(cfg_len + 1))) { err_set(err, "out of memory"); goto done; }
   memcpy(cfg_s, cfg, cfg_len);
@@ -59,7 +62,10 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, Err
   /* Everything is checked before the folder is touched. */
   if (config_parse(cfg_s, &c, err)) { err_prefix(err, "stored config.json"); goto done; }
   if (!(m = model_new(&c, err))) goto done;
-  if (ckpt_load_weights_memory(m, w, w_len, err)) { err_prefix(err, "stored model.safetensors"); goto done; }
+  /* A BF16 export holds the matrices in bf16 only: half the memory, and the file is
+  ** written from that copy as it is (the same rounding as serving's). */
+  if (bf16 && model_keep_bf16_weights(m, 0, err)) goto done;
+  if (store_load_weights(s, &r, m, err)) { err_prefix(err, "stored model.safetensors"); goto done; }
   if (!(t = tokenizer_from_json(tj, tj_len, err))) { err_prefix(err, "stored tokenizer.json"); goto done; }
   if (tokenizer_vocab_size(t) > c.vocab_size) {
     err_set(err, "the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t), c.vocab_size);
@@ -74,12 +80,10 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, Err
   }
   if (files_make_dirs(dir, err)) { created = 0; goto done; }
   /* config.json as maskd writes it (architectures, model_type, every field); the
-  ** weights as ckpt writes them: F32, HF names, tied decoder left out, format "pt". */
-  if (!(text[0] = config_to_json(&c))) { err_set(err, "out of memory"); goto done; }
+  ** weights as ckpt writes them: F32 or BF16, HF names, tied decoder left out, format
+  ** "pt", streamed into their file (text[1] stays NULL) with no copy in memory. */
+  if (!(text[0] = config_to_json_dtype(&c, bf16 ? "bfloat16" : "float32"))) { err_set(err, "out of memory"); goto done; }
   len[0] = strlen(text[0]);
-  unsigned char *wb = NULL;
-  if (ckpt_weights_bytes(m, 0, &wb, &len[1], err)) goto done;
-  text[1] = (char *)wb;
   if (!(text[2] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[3], &text[4], err)) goto done;
   for (size_t i = 2; i < N_FOLDER_FILES; i++) len[i] = strlen(text[i]);
   /* All five are written beside their names first and renamed into place only when every
@@ -88,7 +92,9 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, Err
   for (size_t i = 0; i < N_FOLDER_FILES; i++) {
     free(path);
     if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
-    if (files_atomic_open(&f[i], path, err) || files_atomic_write(&f[i], text[i], len[i], err) ||
+    CkptSink sink = {atomic_sink, &f[i]};
+    if (files_atomic_open(&f[i], path, err) ||
+        (text[i] ? files_atomic_write(&f[i], text[i], len[i], err) : ckpt_weights_stream(m, bf16, &sink, err)) ||
         files_atomic_finish(&f[i], err))
       goto done;
   }
@@ -104,7 +110,7 @@ done:
   if (created) rmdir(dir);   /* a folder this export made and could not fill goes again */
   model_free(m);
   tokenizer_free(t);
-  free(cfg); free(w); free(tj); free(cfg_s); free(path);
+  free(cfg); free(tj); free(cfg_s); free(path);
   return rc;
 }
 
@@ -216,6 +222,7 @@ done:
 typedef struct MoveArgs {
   const char *db, *message;
   int force;
+  int dtype;           /* export's --dtype: 0 F32, 1 BF16 */
 } MoveArgs;
 
 static void move_defaults(void *p) { memset(p, 0, sizeof(MoveArgs)); }
@@ -225,13 +232,16 @@ static const CliOpt export_opts[] = {
    .help = "the store"},
   {.name = "--force", .kind = CLI_FLAG, .off = offsetof(MoveArgs, force),
    .help = "overwrite those files when DIR already has them"},
+  {.name = "--dtype", .kind = CLI_CHOICE, .off = offsetof(MoveArgs, dtype), .arg = "fp32|bf16", .def = "fp32",
+   .help = "model.safetensors' numbers: F32, or BF16 (half the size, rounded to\n"
+           "nearest even; config.json then says torch_dtype \"bfloat16\")"},
 };
 
 const CliSpec cli_spec_export = {
   .name = "export",
   .usage =
-    "usage: maskd export [--db PATH] [--force] NAME[@REV] DIR\n"
-    "Writes DIR/config.json, model.safetensors (F32), tokenizer.json, tokenizer_config.json and\n"
+    "usage: maskd export [--db PATH] [--force] [--dtype fp32|bf16] NAME[@REV] DIR\n"
+    "Writes DIR/config.json, model.safetensors (F32, or BF16), tokenizer.json, tokenizer_config.json and\n"
     "special_tokens_map.json: a folder transformers loads with from_pretrained (RobertaForMaskedLM or\n"
     "BertForMaskedLM, AlbertTokenizerFast). REV: main (newest, default), a revision number or a commit.\n",
   .tail = "The five files are written beside their names and renamed into place together, so a\n"
@@ -241,7 +251,7 @@ const CliSpec cli_spec_export = {
   .positional = 2,
   .args_size = sizeof(MoveArgs),
   .defaults = move_defaults,
-  .col = 14,
+  .col = 21,
 };
 
 static const CliOpt import_opts[] = {
@@ -295,7 +305,7 @@ int cmd_export(int argc, char **argv) {
   Store *s = open_store(a.db, "export", 1);
   if (!s) return 1;
   Err err = {0};
-  int rc = do_export(s, pos[0], pos[1], a.force, &err);
+  int rc = do_export(s, pos[0], pos[1], a.force, a.dtype, &err);
   if (rc) fprintf(stderr, "maskd export: %s\n", err.msg);
   store_close(s);
   return rc ? 1 : 0;

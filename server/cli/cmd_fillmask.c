@@ -16,7 +16,7 @@
 
 typedef struct FillArgs {
   const char *db, *model, *dir, *targets;
-  int top_k, indent, ascii, threads, quiet, force_list;
+  int top_k, indent, ascii, threads, quiet, force_list, precision;
   FillMaskLimits limits;
 } FillArgs;
 
@@ -47,6 +47,9 @@ static const CliOpt fill_opts[] = {
   {.name = "--ascii", .kind = CLI_FLAG, .off = OFF(ascii), .help = "escape non-ASCII as Python does"},
   {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1000000000, .arg = "N", .def = "all CPUs",
    .help = "threads for the model"},
+  {.name = "--precision", .kind = CLI_CHOICE, .off = OFF(precision), .arg = "fp32|bf16", .def = "fp32",
+   .help = "how the weight matrices are kept: float, or bfloat16 (half the memory;\n"
+           "the products read them as they are, sums stay float)"},
   {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "do not print the pipeline's warnings"},
   {.kind = CLI_TEXT, .help = "Limits of one call (as maskd serve's, for each request):"},
   CLI_FILL_LIMIT_OPTS(FillArgs, limits),
@@ -96,6 +99,7 @@ int cmd_fillmask(int argc, char **argv) {
   int top_k = args.top_k, indent = args.indent, ascii = args.ascii, threads = args.threads;
   int quiet = args.quiet, force_list = args.force_list;
   o.limits = args.limits;
+  o.weights = args.precision ? MODEL_BF16 : MODEL_FP32;
   if (!!model == !!dir) { fprintf(stderr, "maskd fill-mask: give exactly one of --model NAME[@REV] and --model-dir DIR\n"); status = 2; goto done; }
   if (n == 0) { fprintf(stderr, "maskd fill-mask: no input text (maskd fill-mask --help)\n"); status = 2; goto done; }
   if (targets_arg) {

@@ -18,12 +18,17 @@
 #include "server/http/static_files.h"
 
 #define MAX_ALLOWED 32
+/* Repositories --precision-for may name. */
+#define MAX_PRECISION_FOR 64
 
 /* The command line, before it is spread over HttpConfig and App. */
 typedef struct ServeArgs {
   const char *host, *db, *token, *static_dir, *data_dir, *work_dir, *model;
   const char *hosts[MAX_ALLOWED], *origins[MAX_ALLOWED];
   int n_hosts, n_origins;
+  int precision;                                   /* CLI_CHOICE: 0 fp32, 1 bf16 (ModelPrecision's values) */
+  const char *precision_for[MAX_PRECISION_FOR];    /* "NAME=fp32|bf16" */
+  int n_precision_for;
   long port, max_body, max_conns, max_conns_per_ip, max_streams, max_streams_per_ip, handler_threads;
   long header_timeout, body_timeout, timeout;
   double request_timeout, stop_grace;
@@ -114,6 +119,14 @@ static const CliOpt serve_opts[] = {
            "answered (passes are bounded by the input limits)"},
   {.name = "--model", .kind = CLI_STRING, .off = OFF(model), .arg = "NAME[@REV]",
    .def = "the newest revision of the most recently pushed model", .help = "fill-mask's model when a request names none"},
+  {.name = "--precision", .kind = CLI_CHOICE, .off = OFF(precision), .arg = "fp32|bf16", .def = "fp32",
+   .help = "how fill-mask's models keep their weights: float, or bfloat16 (the\n"
+           "weight matrices only: half the memory, faster short requests; sums\n"
+           "stay float, answers differ from fp32's in the last digits of scores)"},
+  {.name = "--precision-for", .kind = CLI_LIST, .off = OFF(precision_for), .off2 = OFF(n_precision_for),
+   .hi = MAX_PRECISION_FOR, .arg = "NAME=fp32|bf16",
+   .help = "the model repository NAME (all its revisions) at this precision,\n"
+           "whatever --precision says (repeatable; /healthz lists them)"},
   {.name = "--cache", .kind = CLI_INT, .off = OFF(cache), .lo = 1, .hi = 64, .arg = "N", .def = CLI_DEFAULT,
    .help = "models kept loaded for fill-mask"},
   {.name = "--fill-threads", .kind = CLI_INT, .off = OFF(fill_threads), .lo = 1, .hi = 256, .arg = "N", .def = CLI_DEFAULT,
@@ -216,6 +229,28 @@ static unsigned fit_conns(unsigned max_conns) {
   return rl.rlim_cur > 512 ? (unsigned)(rl.rlim_cur - 256) : 256;
 }
 
+/* Splits each --precision-for "NAME=fp32|bf16" into names[i] (pointing into buf,
+** which holds copies) and per[i]; 0, or -1 after printing the one-line refusal. */
+static int parse_precision_for(const ServeArgs *a, char buf[][160], const char **names, ModelPrecision *per) {
+  for (int i = 0; i < a->n_precision_for; i++) {
+    const char *v = a->precision_for[i], *eq = strrchr(v, '=');
+    Err e = {0};
+    if (!eq || strlen(v) >= sizeof buf[i]) {
+      fprintf(stderr, "maskd serve: --precision-for: expected NAME=fp32|bf16, got '%s'\n", v);
+      return -1;
+    }
+    snprintf(buf[i], sizeof buf[i], "%.*s", (int)(eq - v), v);
+    if (store_check_name("--precision-for", buf[i], &e)) { fprintf(stderr, "maskd serve: %s\n", e.msg); return -1; }
+    if (strcmp(eq + 1, "fp32") && strcmp(eq + 1, "bf16")) {
+      fprintf(stderr, "maskd serve: --precision-for %s: expected fp32 or bf16, got '%s'\n", buf[i], eq + 1);
+      return -1;
+    }
+    names[i] = buf[i];
+    per[i] = strcmp(eq + 1, "bf16") ? MODEL_FP32 : MODEL_BF16;
+  }
+  return 0;
+}
+
 /* Runs the server the command line describes until a stop signal; the exit status. */
 static int serve(const ServeArgs *a) {
   HttpConfig hc = http_default_config();
@@ -255,6 +290,11 @@ static int serve(const ServeArgs *a) {
     hc.max_conns = fit;
   }
   if (hc.auth_reads && !hc.token) { fprintf(stderr, "maskd serve: --auth-reads needs --token\n"); return 2; }
+  char pf_buf[MAX_PRECISION_FOR][160];
+  const char *pf_names[MAX_PRECISION_FOR];
+  ModelPrecision pf_per[MAX_PRECISION_FOR];
+  if (parse_precision_for(a, pf_buf, pf_names, pf_per)) return 2;
+  ModelPrecision precision = a->precision ? MODEL_BF16 : MODEL_FP32;
   app.db_path = cli_db_path(db);
   app.started = now_wall();
   Err err = {0};
@@ -278,7 +318,8 @@ static int serve(const ServeArgs *a) {
   }
   app.metrics = metrics_new();
   app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, &limits, app.metrics);
-  if (!app.metrics || !app.fill || app_metrics_kernels_info(app.metrics)) {
+  if (!app.metrics || !app.fill || app_metrics_kernels_info(app.metrics) ||
+      fill_cache_set_precision(app.fill, precision, pf_names, pf_per, a->n_precision_for)) {
     free(app.static_root);
     workspace_close(&app.ws);
     fprintf(stderr, "maskd serve: out of memory\n");
@@ -315,6 +356,11 @@ static int serve(const ServeArgs *a) {
   char kernels[256];
   kernels_info_line(kernels, sizeof kernels);
   printf("maskd serve: %s\n", kernels);
+  /* The precision of the models fill-mask serves, beside the kernels that run them. */
+  printf("maskd serve: fill-mask weights %s", fill_precision_name(precision));
+  for (int i = 0; i < a->n_precision_for; i++)
+    printf("%s%s %s", i ? ", " : " (", pf_names[i], fill_precision_name(pf_per[i]));
+  printf("%s\n", a->n_precision_for ? ")" : "");
   printf("maskd serve: listening on http://%s%s%s:%d/\n", strchr(hc.host, ':') ? "[" : "", hc.host,
          strchr(hc.host, ':') ? "]" : "", http_port(app.http));
   fflush(stdout);

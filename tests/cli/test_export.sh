@@ -64,6 +64,44 @@ if $PY $R run --job "$T/out-rob" "$T/cases.json" "$T/exp-rob.jsonl" --job "$T/ou
   done
 else fail export_torch_hf "the reference cannot read the exported folders: $(tail -1 "$T/ref.err")"; fi
 
+# --dtype bf16: every tensor BF16, bit for bit torch's own rounding (nearest even) of the
+# F32 export's; config.json says torch_dtype bfloat16; the PyTorch reference reads the
+# folder and agrees with maskd on it; import takes it back and fill-mask answers from it.
+out=$("$M" export --db "$DB" --dtype bf16 "tiny-rob@1" "$T/out-rob16" 2>&1) && pass export_bf16 || fail export_bf16 "$out"
+msg=$($PY - "$T/out-rob" "$T/out-rob16" <<'EOF'
+import json, struct, sys, torch
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n]); h.pop("__metadata__")
+    data = raw[8 + n:]
+    out = {}
+    for k, v in h.items():
+        a, b = v["data_offsets"]
+        dt = {"F32": torch.float32, "BF16": torch.bfloat16}[v["dtype"]]
+        out[k] = (v["dtype"], torch.frombuffer(bytearray(data[a:b]), dtype=dt).reshape(v["shape"]))
+    return out
+f32, b16 = tensors(sys.argv[1] + "/model.safetensors"), tensors(sys.argv[2] + "/model.safetensors")
+problems = []
+if sorted(f32) != sorted(b16): problems.append("tensor names differ")
+for k in sorted(set(f32) & set(b16)):
+    (d32, x), (d16, y) = f32[k], b16[k]
+    if d16 != "BF16" or y.dtype != torch.bfloat16: problems.append(f"{k}: {d16}, not BF16"); continue
+    if not torch.equal(x.to(torch.bfloat16).view(torch.int16), y.view(torch.int16)): problems.append(f"{k}: not torch's bf16 rounding")
+if json.load(open(sys.argv[2] + "/config.json")).get("torch_dtype") != "bfloat16": problems.append("config.json torch_dtype is not bfloat16")
+if json.load(open(sys.argv[1] + "/config.json")).get("torch_dtype") != "float32": problems.append("the F32 export's torch_dtype is not float32")
+print("; ".join(problems[:3]))
+EOF
+)
+[ -z "$msg" ] && pass export_bf16_is_torch_rounding || fail export_bf16_is_torch_rounding "$msg"
+if $PY $R run --job "$T/out-rob16" "$T/cases.json" "$T/exp-rob16.jsonl" 2> "$T/ref16.err"; then
+  $PY $R check --model-dir "$T/out-rob16" --cases "$T/cases.json" --expected "$T/exp-rob16.jsonl" --maskd "$M" --prefix "export_torch_hf_rob_bf16_"
+else fail export_torch_hf_bf16 "the reference cannot read the BF16 folder: $(tail -1 "$T/ref16.err")"; fi
+answers "$T/rob16.dir.txt" --model-dir "$T/out-rob16"
+out=$("$M" import --db "$DB" "$T/out-rob16" "tiny-rob16" 2>&1) || fail export_import_bf16 "$out"
+answers "$T/rob16.store.txt" --db "$DB" --model "tiny-rob16"
+same "export_import_bf16 (store answers = BF16 folder answers)" "$T/rob16.dir.txt" "$T/rob16.store.txt"
+
 # What transformers' loaders look at.
 msg=$($PY - "$T/out-rob" <<'EOF'
 import json, struct, sys

@@ -279,6 +279,47 @@ static void folder_tests(ModelType type, const char *tag) {
   check(ok && changed, name, "ok %d changed %d (%s)", ok, changed, e.msg);
   model_free(b);
 
+  /* A model that keeps its matrices in bf16 only (serving) writes them from that copy:
+  ** its BF16 file is the float model's, byte for byte, and its F32 file holds the
+  ** matrices widened from bf16 beside the exact 1-D tensors; ckpt_load_model_as loads
+  ** a folder straight into bf16 weights. */
+  {
+    unsigned char *w16 = NULL, *h16 = NULL, *h32 = NULL;
+    size_t l16 = 0, lh16 = 0, lh32 = 0;
+    Model *h = model_new(&c, &e);
+    int okh = h && ckpt_weights_bytes(m, 1, &w16, &l16, &e) == 0 && ckpt_weights_bytes(m, 0, &h32, &lh32, &e) == 0 &&
+              ckpt_load_weights_memory(h, h32, lh32, &e) == 0 && model_keep_bf16_weights(h, 1, &e) == 0;
+    free(h32);
+    h32 = NULL;
+    okh = okh && ckpt_weights_bytes(h, 1, &h16, &lh16, &e) == 0 && lh16 == l16 && !memcmp(h16, w16, l16) &&
+          ckpt_weights_bytes(h, 0, &h32, &lh32, &e) == 0;
+    Model *back = okh ? model_new(&c, &e) : NULL;
+    okh = okh && back && ckpt_load_weights_memory(back, h32, lh32, &e) == 0;
+    for (int i = 0; okh && i < model_tensor_count(m); i++) {
+      const ModelTensor *mt = model_tensor(m, i);
+      for (size_t j = 0; okh && j < mt->numel; j++) {
+        float x = model_params(m)[mt->offset + j], want = mt->ndim == 2 ? bf16_to_f32(bf16_from_f32(x)) : x;
+        okh &= memcmp(&want, &model_params(back)[mt->offset + j], 4) == 0;
+      }
+    }
+    snprintf(name, sizeof name, "ckpt_bf16_weights_model_writes_its_copy_%s", tag);
+    check(okh, name, "%s", e.msg);
+    Model *as = ckpt_load_model_as(dir, MODEL_BF16, &e);
+    unsigned char *a16 = NULL;
+    size_t la16 = 0;
+    int oka = as && model_weights_bf16(as) && ckpt_weights_bytes(as, 1, &a16, &la16, &e) == 0 && la16 == l16 &&
+              !memcmp(a16, w16, l16);
+    snprintf(name, sizeof name, "ckpt_load_model_as_bf16_%s", tag);
+    check(oka, name, "%s", e.msg);
+    free(a16);
+    model_free(as);
+    model_free(back);
+    model_free(h);
+    free(w16);
+    free(h16);
+    free(h32);
+  }
+
   /* Crafted files. */
   int n = model_tensor_count(m);
   StWriteTensor *ts = calloc((size_t)n + 8, sizeof *ts);

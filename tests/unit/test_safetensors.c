@@ -127,6 +127,19 @@ static void refuse(const char *name, const char *header, size_t data_len, const 
   free(b);
 }
 
+/* A source over bytes in memory that fails (ERR_IO) for reads reaching past fail_at. */
+typedef struct {
+  const unsigned char *bytes;
+  uint64_t fail_at;
+} FailingSource;
+
+static int failing_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
+  const FailingSource *s = ctx;
+  if (offset + n > s->fail_at) return err_setk(err, ERR_IO, "disk gone");
+  memcpy(dst, s->bytes + offset, n);
+  return 0;
+}
+
 int main(void) {
   if (fixture_tmpdir(tmpdir, sizeof tmpdir, "st")) return 1;
   char cmd[512];
@@ -244,6 +257,32 @@ int main(void) {
   }
   check(ok, "st_reads_python_file", "%s", f ? e.msg : e.msg);
   st_close(f);
+  /* The same file streamed (st_open_stream: the header read, tensors by ranges through
+  ** pread): the same table, and ranges in pieces of 2 equal to whole reads of the mapping. */
+  {
+    StFile *mf = st_open(path2, &e), *sf = st_open_stream(path2, &e);
+    int same = mf && sf && st_count(mf) == st_count(sf);
+    for (int i = 0; same && i < st_count(mf); i++) {
+      const StTensor *a = st_tensor(mf, i), *b = st_tensor(sf, i);
+      same &= !strcmp(a->name, b->name) && a->offset == b->offset && a->nbytes == b->nbytes && !b->data && a->numel <= 16;
+      if (!same || (a->dtype != ST_F32 && a->dtype != ST_F16 && a->dtype != ST_BF16)) continue;
+      float whole[16], part[16];
+      uint16_t h1[16], h2[16];
+      same &= st_read_f32(a, whole, a->numel, &e) == 0 && st_read_bf16(a, h1, a->numel, &e) == 0;
+      for (int64_t at = 0; same && at < a->numel; at += 2) {
+        int64_t k = a->numel - at < 2 ? a->numel - at : 2;
+        same &= st_read_f32_range(sf, b, at, k, part + at, &e) == 0 && st_read_bf16_range(sf, b, at, k, h2 + at, &e) == 0;
+      }
+      same &= !memcmp(whole, part, (size_t)a->numel * sizeof *part) && !memcmp(h1, h2, (size_t)a->numel * sizeof *h2);
+    }
+    check(same, "st_stream_same_as_mapped", "%s", e.msg);
+    float buf[16];
+    const StTensor *z = sf ? st_find(sf, "z.weight") : NULL;
+    check(z && st_read_f32_range(sf, z, 14, 2, buf, &e) == -1 && strstr(e.msg, "outside"), "st_range_refuses_outside", "%s", e.msg);
+    check(z && st_read_f32(z, buf, 15, &e) == -1 && strstr(e.msg, "streamed"), "st_stream_whole_read_refused", "%s", e.msg);
+    st_close(mf);
+    st_close(sf);
+  }
   free(exp);
 
   /* Every truncation of our file is refused, with a message. */
@@ -270,6 +309,29 @@ int main(void) {
   f = st_open(path2, &e);
   check(!f && strstr(e.msg, path2) && strstr(e.msg, "truncated"), "st_truncated_file_message", "%s", e.msg);
   st_close(f);
+  f = st_open_stream(path2, &e);
+  check(!f && strstr(e.msg, path2) && strstr(e.msg, "truncated"), "st_stream_truncated_file_message", "%s", e.msg);
+  st_close(f);
+  /* A source that fails after the header: the file opens, the tensor read fails with the
+  ** source's kind, naming the tensor. */
+  {
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | bytes[i];
+    FailingSource fs = {bytes, 8 + hl};
+    StSource src = {failing_read, &fs, len};
+    f = st_open_source(&src, &e);
+    float one[1];
+    const StTensor *ft = NULL;
+    for (int i = 0; f && i < st_count(f) && !ft; i++)
+      if (st_tensor(f, i)->dtype == ST_F32 && st_tensor(f, i)->numel) ft = st_tensor(f, i);
+    rc = ft ? st_read_f32_range(f, ft, 0, 1, one, &e) : 0;
+    check(ft && rc == -1 && e.kind == ERR_IO && strstr(e.msg, "disk gone") && strstr(e.msg, ft->name),
+          "st_source_read_error_kept", "%s", e.msg);
+    st_close(f);
+    fs.fail_at = 5;
+    f = st_open_source(&src, &e);
+    check(!f && e.kind == ERR_IO && strstr(e.msg, "disk gone"), "st_source_header_read_error", "%s", e.msg);
+  }
 
   /* Random byte changes in the header: never a crash; what opens is consistent. */
   uint64_t hn = 0;
