@@ -2,7 +2,9 @@
 ** level, its few-row product in AVX2 + FMA intrinsics (gemm_bf16_emu_few_rows.inc). */
 #define EMU_TABLE gemm_bf16_kernels_avx2
 #define EMU_BACKEND "avx2-bf16-emulated"
-#define EMU_MR 4
+/* The blocked tile is gemm_avx2.c's fp32 tile, of 6 x 16, on wide panels (gemm_bf16_emu.inc). */
+#define EMU_FP32_TILE gemm_kernels_avx2
+#define EMU_MR 6
 #define EMU_NR 16
 #define EMU_FEW_ROWS 6
 

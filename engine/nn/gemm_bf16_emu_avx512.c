@@ -3,7 +3,9 @@
 ** intrinsics (gemm_bf16_emu_few_rows.inc). */
 #define EMU_TABLE gemm_bf16_kernels_avx512
 #define EMU_BACKEND "avx512-bf16-emulated"
-#define EMU_MR 8
+/* The blocked tile is gemm_avx512.c's fp32 tile, of 12 x 32, on wide panels (gemm_bf16_emu.inc). */
+#define EMU_FP32_TILE gemm_kernels_avx512
+#define EMU_MR 12
 #define EMU_NR 32
 #define EMU_FEW_ROWS 12
 
