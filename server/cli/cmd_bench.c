@@ -436,10 +436,10 @@ static int bench_sgemm(const BenchArgs *a) {
            a->m, a->n, a->k, a->ta, a->tb, a->copies, a->threads, a->reps, backend, b_bytes(by), g, best, ms, gb,
            best_b, core ? core : "", fma, peak, peak > 0 ? g / peak : 0.0);
   } else {
-    printf("maskd bench sgemm: %ldx%ldx%ld%s%s, %d copies of B%s, %d threads, %d reps: maskd %s (%s) %.1f GFLOP/s "
-           "median (best %.1f, %.3f ms); OpenBLAS fp32 (core %s) %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n",
+    printf("maskd bench sgemm: %ldx%ldx%ld%s%s, %d copies of B%s, %d threads, %d reps: maskd (%s) %s %.1f GFLOP/s "
+           "median (best %.1f, %.3f ms); OpenBLAS (core %s) fp32 %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n",
            a->m, a->n, a->k, a->ta ? " A^T" : "", a->tb ? " B^T" : "", a->copies, by == BY_MASKD_BF16W ? " (bf16)" : "",
-           a->threads, a->reps, a->bf16 ? "bf16" : "fp32", backend, g, best, ms, core ? core : "?", gb, best_b, b_gbs,
+           a->threads, a->reps, backend, a->bf16 ? "bf16" : "fp32", g, best, ms, core ? core : "?", gb, best_b, b_gbs,
            gb / (2.0 * a->m) * 4.0);
     if (peak > 0)
       printf("  %s peak %.1f GFLOP/s (multiply-adds in registers): maskd at %.0f%%; FMA peak %.1f: OpenBLAS at %.0f%%\n",
