@@ -106,14 +106,14 @@ check_json bench_infer_fp32_json infer 'j["precision"]=="fp32"' \
   --config "$tmp/config.json" --batch 1 --seq 8 --steps 1 --threads 1 --peak 100 --precision fp32
 check_json bench_sgemm_bf16_bt_json sgemm \
   'j["precision"]=="bf16" and j["backend"]==j["bf16_backend"] and j["b_bytes"]==2 and j["gflops_median"]>0
-   and j["peak_gflops"] in (j["fma_peak_gflops"], 2*j["fma_peak_gflops"])
+   and min(abs(j["peak_gflops"]-f*j["fma_peak_gflops"]) for f in (1, 2))<0.02
    and abs(j["ms_median"]-2*16*200*64/(j["gflops_median"]*1e9)*1e3)<0.01*j["ms_median"]+1e-5' \
   --mnk 16,200,64 --bt --copies 3 --reps 4 --threads 2 --precision bf16
 check_json bench_sgemm_bf16_at_json sgemm \
   'j["precision"]=="bf16" and j["b_bytes"]==4 and j["at"]==1 and j["gflops_median"]>0' \
   --mnk 40,30,20 --at --reps 3 --threads 1 --precision bf16
 MASKD_ISA=generic check_json bench_sgemm_bf16_generic_json sgemm \
-  'j["isa"]=="generic" and j["backend"]=="generic-bf16-emulated" and j["peak_gflops"]==j["fma_peak_gflops"]' \
+  'j["isa"]=="generic" and j["backend"]=="generic-bf16-emulated" and abs(j["peak_gflops"]-j["fma_peak_gflops"])<0.02' \
   --mnk 16,100,32 --bt --reps 2 --threads 1 --precision bf16
 # The matrix products of a training step, listed shape by shape, must add up to the
 # FLOP count above (two independent ways of counting the same step).
