@@ -6,7 +6,6 @@
 #define EMU_FP32_TILE gemm_kernels_avx2
 #define EMU_MR 6
 #define EMU_NR 16
-#define EMU_FEW_ROWS 6
 
 #include <immintrin.h>
 

@@ -7,7 +7,6 @@
 #define EMU_FP32_TILE gemm_kernels_avx512
 #define EMU_MR 12
 #define EMU_NR 32
-#define EMU_FEW_ROWS 12
 
 #include <immintrin.h>
 
