@@ -260,8 +260,8 @@ static double sgemm_gflops_t(int by, int ta, int tb, long M, long N, long K, int
   float *B = platform_alloc_floats((size_t)(K * N) * (size_t)copies);
   float *C = platform_alloc_floats(c_stride * (size_t)teams);
   /* A weight held in bf16 (B^T, as serving keeps it): its copies are converted once, here. */
-  uint16_t *B16 = b_bytes(by) == 2 ? (uint16_t *)platform_alloc_floats((size_t)(K * N) * (size_t)copies / 2 + 1)
-                                           : NULL;
+  size_t b_elems = (size_t)(K * N) * (size_t)copies;
+  uint16_t *B16 = b_bytes(by) == 2 ? (uint16_t *)platform_alloc_floats(b_elems / 2 + 1) : NULL;
   double *t = malloc(sizeof(double) * (size_t)reps);
   double g = -1;
   if (A && B && C && t && (B16 || b_bytes(by) == 4)) {
