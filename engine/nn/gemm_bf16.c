@@ -60,8 +60,9 @@ static int few_rows(const GemmBf16Kernels *k, const Operands *o, int nt) {
 /* The calling thread's packing buffers for a share of n columns; 0 when they cannot be had. */
 static int panels(const GemmBf16Kernels *k, int n, uint16_t **pa, uint16_t **pb) {
   int ncmax = n < k->nc ? n : k->nc;
-  *pa = buffer16(GEMM_BUF_A, (size_t)(k->mc + k->mr - 1) / k->mr * k->mr * GEMM_KC);
-  *pb = buffer16(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + k->nr - 1) / k->nr) * k->nr);
+  size_t per = k->wide_panels ? 2 : 1;   /* uint16s an element takes */
+  *pa = buffer16(GEMM_BUF_A, per * (size_t)(k->mc + k->mr - 1) / k->mr * k->mr * GEMM_KC);
+  *pb = buffer16(GEMM_BUF_B, per * (size_t)GEMM_KC * ((ncmax + k->nr - 1) / k->nr) * k->nr);
   return *pa && *pb;
 }
 
@@ -83,7 +84,8 @@ static void blocked_serial(const GemmBf16Kernels *k, const Operands *o, int i0, 
         for (int jr = 0; jr < nc; jr += NR)
           for (int ir = 0; ir < mc; ir += MR) {
             size_t at = (size_t)(ic + ir) * o->ldc + jc + jr;
-            k->tile(kp, pa + (size_t)ir * 2 * kp, pb + (size_t)jr * 2 * kp, o->C + at, o->ldc, o->alpha, o->beta,
+            size_t per = k->wide_panels ? 2 : 1;
+            k->tile(kp, pa + per * (size_t)ir * 2 * kp, pb + per * (size_t)jr * 2 * kp, o->C + at, o->ldc, o->alpha, o->beta,
                     o->bias ? o->bias + jc + jr : NULL, o->G ? o->G + at : NULL, o->P ? o->P + at : NULL, pc == 0,
                     pc + kc >= K, mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR);
           }

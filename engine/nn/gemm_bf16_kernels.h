@@ -26,9 +26,14 @@ typedef struct GemmBf16Kernels {
   const char *backend;   /* gemm_bf16_backend()'s name: "avx512bf16-blocked", "avx2-bf16-emulated" */
   /* The blocked product: tile mr x nr, blocks of op(A) mc rows and of op(B) nc columns. */
   int mr, nr, mc, nc;
+  /* 1 when the blocked product's panels hold each bf16 value widened to a float
+  ** (4 bytes an element, not 2: the float emulation, whose tile then loads them
+  ** as the fp32 tile does); the packing buffers are sized for it. */
+  int wide_panels;
   /* Packs the mc x kc block of op(A) at (i0, p0), rounded to bf16, into mr-row
-  ** panels of (kc + 1) / 2 pairs (panel q at dst + q mr 2 kp); rows past mc and
-  ** the odd element past kc are zero. The order within a panel is the table's own. */
+  ** panels of (kc + 1) / 2 pairs (panel q at dst + q mr 2 kp elements); rows past
+  ** mc and the odd element past kc are zero. The order within a panel, and the
+  ** element (bf16, or a float with wide_panels), are the table's own. */
   void (*pack_a)(uint16_t *dst, const float *A, int lda, int trans_a, int i0, int mc, int p0, int kc);
   /* Packs the kc x nc block of op(B) at (p0, j0) into nr-column panels the same
   ** way; B is float (rounded here), or bf16 already when B16 != NULL (then B is unused). */

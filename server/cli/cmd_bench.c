@@ -3,8 +3,10 @@
 ** that the achieved GFLOP/s is measured against.
 **
 **   maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N
-**                           [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]
-**   maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N]] [--threads N] [--reps N] [--json]
+**                           [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout]
+**                           [--precision fp32|bf16] [--json]
+**   maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N]] [--threads N] [--reps N]
+**                     [--precision fp32|bf16] [--json]
 **   mpirun -np 2 maskd bench comm [--config C] [--reps N] [--json]
 **
 ** FLOPs are counted from the shapes, not measured: a forward pass is the
@@ -23,7 +25,9 @@
 #include <string.h>
 
 #include "engine/nn/config.h"
+#include "engine/core/bf16.h"
 #include "engine/core/now.h"
+#include "engine/core/cpu.h"
 #include "engine/core/err.h"
 #include "engine/nn/gemm.h"
 #include "engine/nn/kernels_info.h"
@@ -37,6 +41,7 @@
 typedef struct BenchArgs {
   const char *mode, *config;
   int batch, seq, steps, threads, warmup, reps, json, keep_dropout, ta, tb, copies;
+  int bf16;   /* --precision: 0 fp32, 1 bf16 */
   long m, n, k;
   double peak;
   long seed;
@@ -96,7 +101,8 @@ static const CliOpt bench_opts[] = {
   {.name = "--seed", .kind = CLI_LONG, .off = OFF(seed), .lo = 0, .hi = 0x7fffffffffffffffL, .arg = "S",
    .def = CLI_DEFAULT, .help = "seed of the weights and the synthetic batch", .modes = MODEL_MODES},
   {.name = "--peak", .kind = CLI_DOUBLE, .off = OFF(peak), .flo = 0, .fhi = 1e9, .open = CLI_OPEN_LO | CLI_OPEN_HI,
-   .arg = "GFLOPS", .def = "measured, about 1 s", .help = "sgemm peak in GFLOP/s to report against",
+   .arg = "GFLOPS", .def = "measured, about 1 s",
+   .help = "the product's peak in GFLOP/s to report against (measured: 2048^3 at --precision)",
    .modes = MODEL_MODES},
   {.name = "--keep-dropout", .kind = CLI_FLAG, .off = OFF(keep_dropout),
    .help = "keep the config's dropout (default: dropout 0, as the PyTorch comparison)", .modes = MODEL_MODES},
@@ -110,6 +116,11 @@ static const CliOpt bench_opts[] = {
    .help = "copies of B to cycle through, so it comes from memory", .modes = SGEMM_MODE},
   {.name = "--reps", .kind = CLI_INT, .off = OFF(reps), .lo = 1, .hi = 100000, .arg = "N", .def = CLI_DEFAULT,
    .help = "timed products (comm: timed transfers; memory: timed passes)", .modes = SGEMM_MODE | COMM_MODE | MEMORY_MODE},
+  {.name = "--precision", .kind = CLI_CHOICE, .off = OFF(bf16), .arg = "fp32|bf16", .def = CLI_DEFAULT,
+   .help = "the matrix products' arithmetic: bf16 inputs with float sums (gemm_bf16); train: the\n"
+           "model's Linear layers at bf16 (float master weights); infer: weights kept in bf16, as\n"
+           "serving keeps them; sgemm: the bf16 product (--bt: B held in bf16, a served weight)",
+   .modes = MODEL_MODES | SGEMM_MODE},
   {.name = "--json", .kind = CLI_FLAG, .off = OFF(json), .help = "one JSON object on stdout instead of the text report"},
 };
 #undef OFF
@@ -118,9 +129,10 @@ const CliSpec cli_spec_bench = {
   .name = "bench",
   .usage =
     "usage: maskd bench train|infer --config CONFIG.json|tiny|small|base --batch B --seq T --steps N\n"
-    "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout] [--json]\n"
+    "                              [--threads N] [--warmup N] [--seed S] [--peak GFLOPS] [--keep-dropout]\n"
+    "                              [--precision fp32|bf16] [--json]\n"
     "       maskd bench sgemm [--n N | --mnk M,N,K [--at] [--bt] [--copies N] | --config C --batch B --seq T]\n"
-    "                         [--threads N] [--reps N] [--json]\n"
+    "                         [--threads N] [--reps N] [--precision fp32|bf16] [--json]\n"
     "       mpirun -np 2 maskd bench comm [--config C] [--reps N] [--json]\n"
     "       maskd bench memory [--config C] [--threads N] [--reps N] [--json]\n"
     "\n"
@@ -198,15 +210,38 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* One product C = op(A) op(B) by maskd's gemm_f32, or by OpenBLAS's cblas_sgemm. */
-static void product(int openblas, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                    float *C) {
-  if (openblas)
+/* Who computes a timed product: maskd's gemm_f32, OpenBLAS's cblas_sgemm, or
+** maskd's bf16 product: gemm_bf16 on float operands (training's Linear layers),
+** or gemm_bf16w_bias with B^T held in bf16 (a served weight; needs --bt, no --at). */
+enum { BY_MASKD, BY_OPENBLAS, BY_MASKD_BF16, BY_MASKD_BF16W };
+
+/* One product C = op(A) op(B); B16 (BY_MASKD_BF16W's bf16 B) replaces B when given. */
+static void product(int by, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                    const uint16_t *B16, int ldb, float *C) {
+  int nt = omp_get_max_threads();
+  if (by == BY_OPENBLAS)
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda,
                 B, ldb, 0.0f, C, N);
+  else if (by == BY_MASKD_BF16W)
+    gemm_bf16w_bias(M, N, K, A, lda, B16, ldb, NULL, C, NULL, N, nt);
+  else if (by == BY_MASKD_BF16)
+    gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, nt);
   else
-    gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, omp_get_max_threads());
+    gemm_f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, nt);
 }
+
+/* B's bytes per element as the product reads it. */
+static int b_bytes(int by) { return by == BY_MASKD_BF16W ? 2 : 4; }
+
+/* 1 when vdpbf16ps computes the product: two multiply-adds per 32-bit lane in an FMA's slot. */
+static int by_dpbf16(int by) { return (by == BY_MASKD_BF16 || by == BY_MASKD_BF16W) && cpu_isa() == CPU_ISA_AVX512BF16; }
+
+/* The bound a product's GFLOP/s is measured against, from the measured FMA peak:
+** twice it for vdpbf16ps; the float emulation of bf16 runs at the FMA's rate. */
+static double peak_of(int by, double fma) { return by_dpbf16(by) ? 2.0 * fma : fma; }
+
+/* What peak_of() is: "FMA" or "2x FMA (vdpbf16ps)". */
+static const char *peak_name(int by) { return by_dpbf16(by) ? "2x FMA (vdpbf16ps)" : "FMA"; }
 
 /* Median GFLOP/s of reps C = A*B products (row-major, M x K times K x N) after one
 ** untimed call, by maskd's product or OpenBLAS's; with copies > 1 the products
@@ -215,7 +250,7 @@ static void product(int openblas, int ta, int tb, int M, int N, int K, const flo
 /* per_thread: every thread of a parallel region runs its own products (32 in a
 ** row) on one thread, as the attention's per-head products run in the model,
 ** many to a region (C one per thread). */
-static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long K, int reps, int copies,
+static double sgemm_gflops_t(int by, int ta, int tb, long M, long N, long K, int reps, int copies,
                              int per_thread, double *best) {
   /* Allocated as the model allocates its tensors (64-byte lines, huge pages):
   ** rows that straddle cache lines would slow the product by about 10%. */
@@ -224,26 +259,32 @@ static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long 
   float *A = platform_alloc_floats((size_t)(M * K));
   float *B = platform_alloc_floats((size_t)(K * N) * (size_t)copies);
   float *C = platform_alloc_floats(c_stride * (size_t)teams);
+  /* A weight held in bf16 (B^T, as serving keeps it): its copies are converted once, here. */
+  size_t b_elems = (size_t)(K * N) * (size_t)copies;
+  uint16_t *B16 = b_bytes(by) == 2 ? (uint16_t *)platform_alloc_floats(b_elems / 2 + 1) : NULL;
   double *t = malloc(sizeof(double) * (size_t)reps);
   double g = -1;
-  if (A && B && C && t) {
+  if (A && B && C && t && (B16 || b_bytes(by) == 4)) {
     Rng r;
     rng_seed(&r, 7);
     for (long i = 0; i < M * K; i++) A[i] = (float)rng_uniform(&r) - 0.5f;
     for (long i = 0; i < K * N * copies; i++) B[i] = (float)rng_uniform(&r) - 0.5f;
+    if (B16)
+      for (long i = 0; i < K * N * copies; i++) B16[i] = bf16_from_f32(B[i]);
     int lda = ta ? (int)M : (int)K, ldb = tb ? (int)K : (int)N;
     int inner = per_thread ? 32 : 1;
     double flop = 2.0 * (double)M * (double)N * (double)K * teams * inner;
     *best = 0;
     for (int i = -1; i < reps; i++) {   /* the first, untimed */
       const float *Bi = B + (size_t)(K * N) * (size_t)((i + 1) % copies);
+      const uint16_t *B16i = B16 ? B16 + (size_t)(K * N) * (size_t)((i + 1) % copies) : NULL;
       double t0 = now_monotonic();
       if (per_thread) {
 #pragma omp parallel num_threads(teams)
         for (int j = 0; j < inner; j++)
-          product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, ldb, C + c_stride * (size_t)omp_get_thread_num());
+          product(by, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, B16i, ldb, C + c_stride * (size_t)omp_get_thread_num());
       } else {
-        product(openblas, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, ldb, C);
+        product(by, ta, tb, (int)M, (int)N, (int)K, A, lda, Bi, B16i, ldb, C);
       }
       if (i < 0) continue;
       t[i] = now_monotonic() - t0;
@@ -251,12 +292,12 @@ static double sgemm_gflops_t(int openblas, int ta, int tb, long M, long N, long 
     }
     g = flop / median(t, reps) * 1e-9;
   }
-  free(A); free(B); free(C); free(t);
+  free(A); free(B); free(C); free(B16); free(t);
   return g;
 }
 
-static double sgemm_gflops(int openblas, long M, long N, long K, int reps, double *best) {
-  return sgemm_gflops_t(openblas, 0, 0, M, N, K, reps, 1, 0, best);
+static double sgemm_gflops(int by, long M, long N, long K, int reps, double *best) {
+  return sgemm_gflops_t(by, 0, 0, M, N, K, reps, 1, 0, best);
 }
 
 static int load_config(const char *spec, ModelConfig *c, Err *err);
@@ -281,15 +322,19 @@ static int linear_shapes(Shape *s, const char *name, long rows, long in, long ou
 /* The kernels the numbers were measured with, so two results from different
 ** machines or MASKD_ISA settings are never compared by mistake: a line under
 ** the text header, and fields of the JSON object (printed after its "{"). */
-static void print_kernels_text(void) {
+/* With them, the precision of the products (bf16: the bf16 product's kernels too). */
+static void print_kernels_text(int bf16) {
   char line[256];
   kernels_info_line(line, (int)sizeof line);
   printf("  %s\n", line);
+  if (bf16) printf("  precision bf16: bf16 products by %s\n", gemm_bf16_backend());
+  else printf("  precision fp32\n");
 }
 
-static void print_kernels_json(void) {
+static void print_kernels_json(int bf16) {
   KernelsInfo k;
   kernels_info(&k);
+  printf("\"precision\":\"%s\",\"bf16_backend\":\"%s\",", bf16 ? "bf16" : "fp32", gemm_bf16_backend());
   printf("\"isa\":\"%s\",\"isa_best\":\"%s\",\"avx512_bf16\":%d,\"cpu\":\"", k.isa, k.best, k.avx512_bf16);
   for (const char *c = k.cpu; *c; c++)   /* a model name is plain text; escape what JSON requires anyway */
     if (*c == '"' || *c == '\\') printf("\\%c", *c);
@@ -322,23 +367,27 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   sh[ns++] = (Shape){"  dQ", 0, 0, T, d, T, L * B * A, 1};
   sh[ns++] = (Shape){"  dK", 1, 0, T, d, T, L * B * A, 1};
   set_threads(a->threads);
-  double total_t = 0, total_f = 0, fma = gemm_fma_peak(a->threads);
+  /* At bf16 the Linear layers' products are bf16 (float weights rounded as packed,
+  ** as training does); the attention's per-head products stay float, as in the model. */
+  int lin = a->bf16 ? BY_MASKD_BF16 : BY_MASKD;
+  double total_t = 0, total_f = 0, fma = peak_of(lin, gemm_fma_peak(a->threads));
   if (!a->json) {
     printf("maskd bench sgemm: the matrix products of a training step of %s, batch %ld x seq %ld, head at %ld rows, "
-           "%d threads\n", a->config, B, T, n, a->threads);
-    print_kernels_text();
+           "%d threads, %s\n", a->config, B, T, n, a->threads, a->bf16 ? "bf16 Linear layers" : "fp32");
+    print_kernels_text(a->bf16);
     printf("  %-11s %5s %6s %6s %6s %6s %9s %9s %9s\n", "product", "op", "M", "N", "K", "count", "GFLOP/s",
            "ms/step", "OpenBLAS");
   } else {
     printf("{");
-    print_kernels_json();
+    print_kernels_json(a->bf16);
     printf("\"mode\":\"sgemm-shapes\",\"config\":\"%s\",\"batch\":%ld,\"seq\":%ld,\"threads\":%d,\"shapes\":[",
            a->config, B, T, a->threads);
   }
   for (int i = 0; i < ns; i++) {
     int pt = sh[i].per_thread;
-    double best = 0, g = sgemm_gflops_t(0, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, pt, &best);
-    double gb = sgemm_gflops_t(1, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, pt, &best);
+    double best = 0, g = sgemm_gflops_t(pt ? BY_MASKD : lin, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1,
+                                        pt, &best);
+    double gb = sgemm_gflops_t(BY_OPENBLAS, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, pt, &best);
     if (g < 0 || gb < 0) { fprintf(stderr, "maskd bench sgemm: out of memory\n"); return 1; }
     double f = 2.0 * sh[i].m * sh[i].n * sh[i].k * sh[i].count, t = f / (g * 1e9);
     total_t += t; total_f += f;
@@ -355,9 +404,9 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
     printf("],\"gflop_per_step\":%.6f,\"matmul_ms_per_step\":%.3f,\"gflops\":%.2f,\"fma_peak_gflops\":%.2f}\n",
            total_f * 1e-9, total_t * 1e3, all, fma);
   else
-    printf("  all products: %.1f GFLOP in %.1f ms = %.1f GFLOP/s (%.0f%% of the FMA peak, %.1f): a training step\n"
+    printf("  all products: %.1f GFLOP in %.1f ms = %.1f GFLOP/s (%.0f%% of the %s peak, %.1f): a training step\n"
            "  cannot be faster than this (%.0f tokens/s)\n", total_f * 1e-9, total_t * 1e3, all,
-           fma > 0 ? 100.0 * all / fma : 0.0, fma, (double)BT / total_t);
+           fma > 0 ? 100.0 * all / fma : 0.0, peak_name(lin), fma, (double)BT / total_t);
   return 0;
 }
 
@@ -365,31 +414,37 @@ static int bench_sgemm(const BenchArgs *a) {
   if (a->config) return bench_sgemm_shapes(a);
   double best = 0;
   set_threads(a->threads);
-  double best_b = 0, g = sgemm_gflops_t(0, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, 0, &best);
-  double gb = sgemm_gflops_t(1, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, 0, &best_b);
+  /* bf16 with B^T is a served Linear layer: B held in bf16 (half the bytes it streams); otherwise float operands. */
+  int by = !a->bf16 ? BY_MASKD : a->tb && !a->ta ? BY_MASKD_BF16W : BY_MASKD_BF16;
+  double best_b = 0, g = sgemm_gflops_t(by, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, 0, &best);
+  double gb = sgemm_gflops_t(BY_OPENBLAS, a->ta, a->tb, a->m, a->n, a->k, a->reps, a->copies, 0, &best_b);
   if (g < 0 || gb < 0) {
     fprintf(stderr, "maskd bench sgemm: out of memory for %ldx%ldx%ld\n", a->m, a->n, a->k);
     return 1;
   }
   const char *core = openblas_get_corename();
-  double fma = gemm_fma_peak(a->threads);
+  const char *backend = a->bf16 ? gemm_bf16_backend() : gemm_backend();
+  double fma = gemm_fma_peak(a->threads), peak = peak_of(by, fma);
+  double ms = 2.0 * a->m * a->n * a->k / (g * 1e9) * 1e3, b_gbs = g / (2.0 * a->m) * b_bytes(by);
   if (a->json) {
     printf("{");
-    print_kernels_json();
+    print_kernels_json(a->bf16);
     printf("\"mode\":\"sgemm\",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"at\":%d,\"bt\":%d,\"copies\":%d,\"threads\":%d,"
-           "\"reps\":%d,\"backend\":\"%s\",\"gflops_median\":%.2f,\"gflops_best\":%.2f,"
-           "\"openblas_gflops_median\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\","
-           "\"fma_peak_gflops\":%.2f}\n",
-           a->m, a->n, a->k, a->ta, a->tb, a->copies, a->threads, a->reps, gemm_backend(), g, best, gb, best_b,
-           core ? core : "", fma);
+           "\"reps\":%d,\"backend\":\"%s\",\"b_bytes\":%d,\"gflops_median\":%.2f,\"gflops_best\":%.2f,"
+           "\"ms_median\":%.6f,\"openblas_gflops_median\":%.2f,\"openblas_gflops_best\":%.2f,\"openblas_core\":\"%s\","
+           "\"fma_peak_gflops\":%.2f,\"peak_gflops\":%.2f,\"peak_fraction\":%.4f}\n",
+           a->m, a->n, a->k, a->ta, a->tb, a->copies, a->threads, a->reps, backend, b_bytes(by), g, best, ms, gb,
+           best_b, core ? core : "", fma, peak, peak > 0 ? g / peak : 0.0);
   } else {
-    printf("maskd bench sgemm: %ldx%ldx%ld%s%s, %d copies of B, %d threads, %d reps: maskd (%s) %.1f GFLOP/s median "
-           "(best %.1f); OpenBLAS (core %s) %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n", a->m, a->n, a->k,
-           a->ta ? " A^T" : "", a->tb ? " B^T" : "", a->copies, a->threads, a->reps, gemm_backend(), g, best, core ? core : "?", gb,
-           best_b, g / (2.0 * a->m) * 4.0, gb / (2.0 * a->m) * 4.0);
-    if (fma > 0) printf("  FMA peak %.1f GFLOP/s (fused multiply-adds in registers): maskd at %.0f%%, OpenBLAS at %.0f%%\n",
-                        fma, 100.0 * g / fma, 100.0 * gb / fma);
-    print_kernels_text();
+    printf("maskd bench sgemm: %ldx%ldx%ld%s%s, %d copies of B%s, %d threads, %d reps: maskd (%s) %s %.1f GFLOP/s "
+           "median (best %.1f, %.3f ms); OpenBLAS (core %s) fp32 %.1f (best %.1f); B read at %.1f vs %.1f GB/s\n",
+           a->m, a->n, a->k, a->ta ? " A^T" : "", a->tb ? " B^T" : "", a->copies, by == BY_MASKD_BF16W ? " (bf16)" : "",
+           a->threads, a->reps, backend, a->bf16 ? "bf16" : "fp32", g, best, ms, core ? core : "?", gb, best_b, b_gbs,
+           gb / (2.0 * a->m) * 4.0);
+    if (peak > 0)
+      printf("  %s peak %.1f GFLOP/s (multiply-adds in registers): maskd at %.0f%%; FMA peak %.1f: OpenBLAS at %.0f%%\n",
+             peak_name(by), peak, 100.0 * g / peak, fma, fma > 0 ? 100.0 * gb / fma : 0.0);
+    print_kernels_text(a->bf16);
   }
   return 0;
 }
@@ -498,10 +553,18 @@ static int bench_setup(const BenchArgs *a, BenchRun *r) {
   set_threads(a->threads);
   double peak_best = 0;
   r->peak = a->peak;
-  if (r->peak <= 0) r->peak = sgemm_gflops(0, 2048, 2048, 2048, 5, &peak_best);
+  /* The peak is the 2048^3 product at the precision benchmarked. */
+  if (r->peak <= 0) r->peak = sgemm_gflops(a->bf16 ? BY_MASKD_BF16 : BY_MASKD, 2048, 2048, 2048, 5, &peak_best);
   if (!(r->m = model_new(cfg, &err))) { fprintf(stderr, "maskd bench %s: %s\n", a->mode, err.msg); return -1; }
   model_init_weights(r->m, a->seed);
   model_set_threads(r->m, a->threads);
+  /* bf16: training keeps float master weights and rounds as products read them;
+  ** inference keeps the matrices in bf16 only, as serving does. */
+  if (a->bf16 && r->train) model_set_precision(r->m, MODEL_BF16);
+  if (a->bf16 && !r->train && model_keep_bf16_weights(r->m, 1, &err)) {
+    fprintf(stderr, "maskd bench infer: %s\n", err.msg);
+    return -1;
+  }
   make_batch(cfg, B, T, a->seed, r->ids, r->labels, r->pos, &r->n_lab);
   if (model_plan(r->m, B, T, r->n_lab, r->train, &err)) {
     fprintf(stderr, "maskd bench %s: %s\n", a->mode, err.msg);
@@ -591,7 +654,7 @@ static void bench_report(const BenchArgs *a, BenchRun *r) {
   const char *mt = c->model_type == MODEL_ROBERTA ? "roberta" : "bert";
   if (a->json) {
     printf("{");
-    print_kernels_json();
+    print_kernels_json(a->bf16);
     printf("\"mode\":\"%s\",\"config\":\"%s\",\"model_type\":\"%s\",\"vocab_size\":%d,\"hidden_size\":%d,"
            "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"intermediate_size\":%d,\"params\":%zu,"
            "\"batch\":%d,\"seq\":%d,\"head_rows\":%d,\"threads\":%d,\"steps\":%d,\"warmup\":%d,"
@@ -619,12 +682,13 @@ static void bench_report(const BenchArgs *a, BenchRun *r) {
            "%d steps (+%d warm-up)\n", a->mode, a->config, mt, c->vocab_size, c->hidden_size,
            c->num_hidden_layers, c->num_attention_heads, c->intermediate_size, model_num_params(r->m) / 1e6,
            B, T, a->threads, ns, w);
-    print_kernels_text();
+    print_kernels_text(a->bf16);
     printf("  step %.2f ms median (min %.2f)   %.1f tokens/s\n", step * 1e3, step_min * 1e3, tps);
     printf("  model: %.2f GFLOP per step (%s, head at %d rows): %.1f GFLOP/s\n",
            flop * 1e-9, train ? "3x forward matmuls" : "forward matmuls", n_lab, gflops);
-    printf("  executed: %.2f GFLOP (last layer at the labelled rows only): %.1f GFLOP/s = %.0f%% of the sgemm "
-           "peak %.1f GFLOP/s\n", exec * 1e-9, exec_gflops, 100.0 * exec_gflops / peak, peak);
+    printf("  executed: %.2f GFLOP (last layer at the labelled rows only): %.1f GFLOP/s = %.0f%% of the %s "
+           "peak %.1f GFLOP/s\n", exec * 1e-9, exec_gflops, 100.0 * exec_gflops / peak,
+           a->bf16 ? "bf16 product's" : "sgemm", peak);
     if (train) {
       printf("  phases (median ms): forward %.2f  backward %.2f  optimizer %.2f\n", fwd * 1e3, bwd * 1e3,
              op * 1e3);

@@ -89,12 +89,42 @@ check_json bench_sgemm_bt_copies_json sgemm \
 check_json bench_sgemm_at_json sgemm 'j["at"]==1 and j["bt"]==0 and j["gflops_median"]>0' \
   --mnk 40,30,20 --at --reps 3 --threads 2
 bad bad_copies "--copies" sgemm --mnk 16,200,64 --copies 0
+# --precision: the report names it and the bf16 product's kernels. Training at bf16 still
+# learns (float master weights); inference keeps the weights in bf16, as serving does; the
+# bf16 product with B^T holds B in bf16 (2 bytes read per element) and, at the generic
+# level, runs the float emulation.
+bad bad_precision "--precision" train --config tiny --batch 2 --seq 8 --steps 1 --precision fp16
+check_json bench_train_bf16_json train \
+  'j["precision"]=="bf16" and j["bf16_backend"].endswith(("-bf16-emulated","bf16-blocked"))
+   and abs(j["gflop_per_step"]-3*2464512e-9)<1e-6 and j["step_ms_median"]>0
+   and abs(j["loss_first"]-math.log(300))<0.3 and j["loss_last"]<j["loss_first"]' \
+  --config "$tmp/config.json" --batch 3 --seq 20 --steps 3 --warmup 1 --threads 1 --peak 100 --precision bf16
+check_json bench_infer_bf16_json infer \
+  'j["precision"]=="bf16" and j["head_rows"]==9 and j["step_ms_median"]>0' \
+  --config "$tmp/config.json" --batch 3 --seq 20 --steps 2 --threads 2 --peak 100 --precision bf16
+check_json bench_infer_fp32_json infer 'j["precision"]=="fp32"' \
+  --config "$tmp/config.json" --batch 1 --seq 8 --steps 1 --threads 1 --peak 100 --precision fp32
+check_json bench_sgemm_bf16_bt_json sgemm \
+  'j["precision"]=="bf16" and j["backend"]==j["bf16_backend"] and j["b_bytes"]==2 and j["gflops_median"]>0
+   and min(abs(j["peak_gflops"]-f*j["fma_peak_gflops"]) for f in (1, 2))<0.02
+   and abs(j["ms_median"]-2*16*200*64/(j["gflops_median"]*1e9)*1e3)<0.01*j["ms_median"]+1e-5' \
+  --mnk 16,200,64 --bt --copies 3 --reps 4 --threads 2 --precision bf16
+check_json bench_sgemm_bf16_at_json sgemm \
+  'j["precision"]=="bf16" and j["b_bytes"]==4 and j["at"]==1 and j["gflops_median"]>0' \
+  --mnk 40,30,20 --at --reps 3 --threads 1 --precision bf16
+MASKD_ISA=generic check_json bench_sgemm_bf16_generic_json sgemm \
+  'j["isa"]=="generic" and j["backend"]=="generic-bf16-emulated" and abs(j["peak_gflops"]-j["fma_peak_gflops"])<0.02' \
+  --mnk 16,100,32 --bt --reps 2 --threads 1 --precision bf16
 # The matrix products of a training step, listed shape by shape, must add up to the
 # FLOP count above (two independent ways of counting the same step).
 check_json bench_sgemm_shapes_json sgemm \
   'j["mode"]=="sgemm-shapes" and len(j["shapes"])==24 and abs(j["gflop_per_step"]-3*2464512e-9)<1e-6
    and all(s["gflops"]>0 for s in j["shapes"]) and j["matmul_ms_per_step"]>0' \
   --config "$tmp/config.json" --batch 3 --seq 20 --reps 2 --threads 1
+check_json bench_sgemm_shapes_bf16_json sgemm \
+  'j["mode"]=="sgemm-shapes" and j["precision"]=="bf16" and len(j["shapes"])==24
+   and all(s["gflops"]>0 for s in j["shapes"])' \
+  --config "$tmp/config.json" --batch 3 --seq 20 --reps 2 --threads 1 --precision bf16
 bad sgemm_config_no_batch "--batch" sgemm --config tiny --seq 8
 # The read bandwidth and the bound it puts on a few-row forward pass: the weights counted
 # from the config (2 layers of 4*32*32 + 2*32*64, the head's 32*32 and the decoder's 300*32,
