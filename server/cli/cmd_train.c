@@ -103,6 +103,10 @@ static const CliOpt train_opts[] = {
   RUN_OPT("--checkpoint-epochs", "N", "1", "a checkpoint every N epochs"),
   RUN_OPT("--keep-last", "N", "2", "checkpoints that keep optimizer state"),
   RUN_OPT("--mlm-probability", "X", "0.15", "share of the tokens masked"),
+  RUN_OPT("--precision", "P", "fp32",
+          "fp32, or bf16: every Linear layer's products (forward, dW, dX)\n"
+          "from bfloat16 inputs with float sums; weights, optimizer and\n"
+          "checkpoints stay fp32. A resumed run keeps its precision"),
   RUN_OPT("--ranks", "N", "1",
           "data-parallel processes: maskd starts them with Open MPI's mpirun\n"
           "(each takes batch x grad-accum of every step; the result does not\n"
