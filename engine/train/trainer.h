@@ -67,7 +67,7 @@ typedef struct TrainerOptions {
   const int32_t *special_ids;    /* never masked */
   int n_special;
   Dist *dist;                    /* the run's ranks (NULL: this process alone); grad_accum is per rank */
-  ModelPrecision precision;      /* the Linear layers' products (MODEL_FP32 or MODEL_BF16); weights and moments stay fp32 */
+  ModelPrecision precision;      /* the Linear layers' products, MODEL_FP32 or MODEL_BF16 (weights, moments stay fp32) */
 } TrainerOptions;
 
 /* Defaults: batch 8, accumulation 1, 1 epoch, lr 1e-4, weight decay 1e-3, betas

@@ -11,8 +11,8 @@
 **   of an element, 4e-3 of it, on a few elements);
 ** - against the fp32 model: the loss within 1e-2 relative and the gradients within 2e-2
 **   relative (norm of the difference / norm of the fp32 gradient) all together, 4e-2
-**   per tensor (a small tensor averages fewer roundings; 1.7e-2 is the worst here). bf16 keeps 8 significant bits (relative rounding 2^-9 = 2e-3 per
-**   input); a product of K terms each rounded twice errs by ~2e-3 * sqrt(2) relative
+**   per tensor (a small tensor averages fewer roundings; 1.7e-2 is the worst here).
+**   bf16 keeps 8 significant bits (relative rounding 2^-9 = 2e-3 per input); a product of K terms each rounded twice errs by ~2e-3 * sqrt(2) relative
 **   in norm, and the few chained products (Q/K/V -> output -> FFN, twice, then the
 **   head and dX back through all of them) add to several 1e-3: a real mistake (a
 **   missing term, a wrong transpose, fp32 and bf16 buffers mixed up) is O(1);
@@ -128,13 +128,15 @@ static void run_case(ModelType type, const char *tag) {
   /* avx512 (emulated vdpbf16ps) against avx512bf16: the same bits. */
   snprintf(name, sizeof name, "model_bf16_%s_avx512_same_bits_as_avx512bf16", tag);
   if (best >= CPU_ISA_AVX512BF16)
-    check(same_bits(&at[CPU_ISA_AVX512], &at[CPU_ISA_AVX512BF16], n), name, "loss %.17g vs %.17g, gradients differ by %g",
+    check(same_bits(&at[CPU_ISA_AVX512], &at[CPU_ISA_AVX512BF16], n), name,
+          "loss %.17g vs %.17g, gradients differ by %g",
           at[CPU_ISA_AVX512].loss, at[CPU_ISA_AVX512BF16].loss,
           check_max_abs_diff(at[CPU_ISA_AVX512].grads, at[CPU_ISA_AVX512BF16].grads, n));
   else check_skip(name, "this CPU has no AVX512-BF16");
   /* avx2 and generic: their own float reductions, so a tolerance (above). */
   for (int lv = 0; lv < (int)best && lv < CPU_ISA_AVX512; lv++) {
-    double g = rel_norm(at[lv].grads, at[best].grads, 0, n), l = fabs(at[lv].loss - at[best].loss) / fabs(at[best].loss);
+    double g = rel_norm(at[lv].grads, at[best].grads, 0, n);
+    double l = fabs(at[lv].loss - at[best].loss) / fabs(at[best].loss);
     snprintf(name, sizeof name, "model_bf16_%s_%s_close_to_%s", tag, cpu_isa_name((CpuIsa)lv), cpu_isa_name(best));
     check(g < 1e-3 && l < 1e-5, name, "gradients %.3g relative in norm, loss %.3g relative", g, l);
   }
@@ -145,7 +147,8 @@ static void run_case(ModelType type, const char *tag) {
   const Pass *bf = &at[best];
   double lrel = fabs(bf->loss - f32.loss) / fabs(f32.loss);
   snprintf(name, sizeof name, "model_bf16_%s_loss_near_fp32", tag);
-  check(lrel < 1e-2 && bf->loss != f32.loss, name, "bf16 %.9g fp32 %.9g (%.3g relative; equal would mean no bf16 product ran)",
+  check(lrel < 1e-2 && bf->loss != f32.loss, name,
+        "bf16 %.9g fp32 %.9g (%.3g relative; equal would mean no bf16 product ran)",
         bf->loss, f32.loss, lrel);
   double worst = 0, all = rel_norm(bf->grads, f32.grads, 0, n);
   const char *worst_name = "";
@@ -169,7 +172,8 @@ static void run_case(ModelType type, const char *tag) {
   Pass one;
   if (run_pass(m, &batch, MODEL_BF16, 1, &one)) { ok = 0; goto done; }
   snprintf(name, sizeof name, "model_bf16_%s_threads_same_gradient_bits", tag);
-  check(memcmp(one.grads, bf->grads, n * sizeof(float)) == 0 && fabs(one.loss - bf->loss) <= 1e-13 * fabs(bf->loss), name,
+  check(memcmp(one.grads, bf->grads, n * sizeof(float)) == 0 && fabs(one.loss - bf->loss) <= 1e-13 * fabs(bf->loss),
+        name,
         "loss %.17g vs %.17g, gradients differ by %g", one.loss, bf->loss, check_max_abs_diff(one.grads, bf->grads, n));
   free(one.grads);
 

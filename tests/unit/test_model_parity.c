@@ -116,8 +116,14 @@ static int measure(Model *m, const ModelBatch *b, const float *ref_logits, float
     }
     double rel_max = check_max_abs_diff(g, refg[i], mt->numel) / (gmax < 1e-5 * gmax_all ? gmax_all : gmax);
     double rel_norm = sqrt(dd) / (sqrt(rr) < 1e-5 * gnorm_all ? gnorm_all : sqrt(rr));
-    if (rel_max > me->grad_max_worst || rel_max != rel_max) { me->grad_max_worst = rel_max; me->grad_max_name = mt->name; }
-    if (rel_norm > me->grad_norm_worst || rel_norm != rel_norm) { me->grad_norm_worst = rel_norm; me->grad_norm_name = mt->name; }
+    if (rel_max > me->grad_max_worst || rel_max != rel_max) {
+      me->grad_max_worst = rel_max;
+      me->grad_max_name = mt->name;
+    }
+    if (rel_norm > me->grad_norm_worst || rel_norm != rel_norm) {
+      me->grad_norm_worst = rel_norm;
+      me->grad_norm_name = mt->name;
+    }
   }
   return 0;
 }
@@ -200,8 +206,8 @@ static void run_type(const char *dir, const char *type, const Parity *pc) {
     } else {
       /* bf16: the logits as a whole, and the positions that agree to float precision. */
       check(ok && me.logits_norm < pc->logits && me.positions_off <= N / 10, name,
-            "|logits - torch| / |torch| %.3g, %d of %d positions off by more than 1e-5 of max |logit| (%s)", me.logits_norm,
-            me.positions_off, N, err.msg);
+            "|logits - torch| / |torch| %.3g, %d of %d positions off by more than 1e-5 of max |logit| (%s)",
+            me.logits_norm, me.positions_off, N, err.msg);
     }
     printf("  %s logits: max diff %.2g of max |logit| %.2f; in norm %.2g; %d of %d positions past 1e-5 of it\n", type,
            me.logits_max / me.logits_abs_max, me.logits_abs_max, me.logits_norm, me.positions_off, N);
@@ -227,8 +233,8 @@ static void run_type(const char *dir, const char *type, const Parity *pc) {
       check(crc == 0 && fm.positions_off > N / 2 && fm.grad_norm_worst > 2 * pc->grads,
             name, "fp32 model against the bf16 dump: logits %.3g in norm, %d positions off, gradients %.3g in norm",
             fm.logits_norm, fm.positions_off, fm.grad_norm_worst);
-      printf("  %s control (fp32 model): logits %.2g in norm, %d of %d positions off, gradients %.2g in norm (%s)\n", type,
-             fm.logits_norm, fm.positions_off, N, fm.grad_norm_worst, fm.grad_norm_name);
+      printf("  %s control (fp32 model): logits %.2g in norm, %d of %d positions off, gradients %.2g in norm (%s)\n",
+             type, fm.logits_norm, fm.positions_off, N, fm.grad_norm_worst, fm.grad_norm_name);
     }
 
     /* Ten AdamW steps on the same batch with the dump's schedule, decay and clipping. */
@@ -282,8 +288,10 @@ static void run_type(const char *dir, const char *type, const Parity *pc) {
 
 static int exists(const char *p) { struct stat st; return stat(p, &st) == 0; }
 
-/* Generates DIR/<name>_roberta... files with script when either of the two is missing; 0 when both are there. */
-static int generate(const char *dir, const char *script, const char *roberta, const char *bert, const char *check_name) {
+/* Runs script into dir when DIR/roberta.safetensors or DIR/bert.safetensors (those names) is missing;
+** 0 when both are there after it. */
+static int generate(const char *dir, const char *script, const char *roberta, const char *bert,
+                    const char *check_name) {
   char a[1000], b[1000];
   snprintf(a, sizeof a, "%s/%s.safetensors", dir, roberta);
   snprintf(b, sizeof b, "%s/%s.safetensors", dir, bert);
@@ -326,7 +334,8 @@ int main(int argc, char **argv) {
     const char *tmp = getenv("MASKD_TMP");
     snprintf(dir, sizeof dir, "%s/parity", tmp && *tmp ? tmp : "/tmp");
     if (generate(dir, "scripts/torch_reference.py", "roberta", "bert", "parity_torch_reference_generated") ||
-        generate(dir, "scripts/torch_bf16_reference.py", "roberta_bf16", "bert_bf16", "parity_torch_bf16_reference_generated"))
+        generate(dir, "scripts/torch_bf16_reference.py", "roberta_bf16", "bert_bf16",
+                 "parity_torch_bf16_reference_generated"))
       return check_exit();
   }
   for (int i = 0; i < 2; i++) run_type(dir, NULL, &fp32[i]);

@@ -194,8 +194,8 @@ int main(void) {
 
   /* The precision: fp32 unless asked, bf16 reaches the trainer, anything else is refused by name. */
   rc = good();
-  check(!strcmp(rc.precision, "fp32") && p.train.precision == MODEL_FP32, "run_config_precision_defaults_to_fp32", "\"%s\"",
-        rc.precision);
+  check(!strcmp(rc.precision, "fp32") && p.train.precision == MODEL_FP32, "run_config_precision_defaults_to_fp32",
+        "\"%s\"", rc.precision);
   r = run_config_set(&rc, "--precision", "bf16", &e);
   if (r == 0) r = run_config_validate(&rc, &p, &e);
   check(r == 0 && p.train.precision == MODEL_BF16, "run_config_precision_bf16_reaches_trainer", "rc %d: %s", r, e.msg);

@@ -238,8 +238,8 @@ static void test_resume(void) {
   ob.precision = MODEL_BF16;
   t = trainer_new(&c, &ob, &e);
   rc = t ? trainer_restore(t, a->w, a->wl, a->s, a->sl, &e) : 0;
-  check(t && rc == -1 && strstr(e.msg, "trained with precision fp32, this run is bf16"), "trainer_resume_refuses_other_precision",
-        "rc %d: %s", rc, e.msg);
+  check(t && rc == -1 && strstr(e.msg, "trained with precision fp32, this run is bf16"),
+        "trainer_resume_refuses_other_precision", "rc %d: %s", rc, e.msg);
   trainer_free(t);
 
   /* Schedule: warm-up total//20 = 1, then linear decay to 0 at step 36 (PolynomialDecay power 1). */
