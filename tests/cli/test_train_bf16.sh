@@ -4,7 +4,8 @@
 # avx512 level, as on a CPU without AVX512-BF16) ends bit-identical to the same run never
 # stopped (every step's loss, lr and grad norm, every evaluation, the final weights'
 # sha256); a whole run at MASKD_ISA=avx512 gives avx512bf16's bits; bf16 and fp32 runs
-# differ; a resume cannot change the precision. The setup is test_resume.sh's.
+# differ; a resume cannot change the precision; 2 ranks in bf16 give the bits of 1 rank
+# with --grad-accum 2. The setup is test_resume.sh's.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" train_bf16 "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail train_bf16_setup "no WikiText-2 at $DATA"; exit 1; }
@@ -93,3 +94,20 @@ fi
 "$M" train --db "$T/d.db" "${args[@]}" 2>/dev/null
 dump "$T/d.db" > "$T/d.txt"
 cmp -s "$T/a.txt" "$T/d.txt" && fail train_bf16_differs_from_fp32 "fp32 gave the bf16 dump" || pass train_bf16_differs_from_fp32
+
+# Data-parallel: the precision travels in the run description to every rank, so 2 ranks in
+# bf16 give the bits of 1 rank with --grad-accum 2 in bf16 (test_dist.sh's check for fp32).
+if command -v mpirun >/dev/null; then
+  dp=(--name dp --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" --max-steps 30 --batch 8 --lr 2e-3
+      --threads 1 --seed 5 --quiet --precision bf16)
+  "$M" train --db "$T/dp1.db" "${dp[@]}" --grad-accum 2 2>"$T/dp1.err" &&
+    "$M" train --db "$T/dp2.db" "${dp[@]}" --ranks 2 2>"$T/dp2.err"; rc=$?
+  dpdump() { sqlite3 "$1" "SELECT step, printf('%.17e %.17e', loss, grad_norm) FROM step_metrics ORDER BY step;
+                           SELECT weights FROM revisions ORDER BY seq DESC LIMIT 1; SELECT json_extract(config, '$.precision') FROM runs"; }
+  dpdump "$T/dp1.db" > "$T/dp1.txt" 2>/dev/null; dpdump "$T/dp2.db" > "$T/dp2.txt" 2>/dev/null
+  [ $rc = 0 ] && [ "$(wc -l < "$T/dp1.txt")" -eq 32 ] && [ "$(tail -1 "$T/dp2.txt")" = bf16 ] && cmp -s "$T/dp1.txt" "$T/dp2.txt" &&
+    pass train_bf16_two_ranks_equal_grad_accum_bits ||
+    fail train_bf16_two_ranks_equal_grad_accum_bits "rc $rc: $(diff "$T/dp1.txt" "$T/dp2.txt" | head -3 | tr '\n' ' ') $(tail -1 "$T/dp2.err")"
+else
+  fail train_bf16_two_ranks_equal_grad_accum_bits "mpirun is missing (scripts/setup installs openmpi-bin)"
+fi
