@@ -42,7 +42,7 @@ typedef struct RunConfig {
   double mlm_probability;
   long ranks;                      /* processes of a data-parallel run (1: this process alone) */
   char hosts[RUN_PATH_MAX];        /* "" = this machine; else mpirun's "host:slots,host:slots" */
-  char precision[8];               /* "fp32" or "bf16" (run_config_model_precision) */
+  char precision[16];              /* "fp32" or "bf16" (run_config_model_precision) */
 } RunConfig;
 
 /* What validation resolves: the model config (vocab_size from the tokenizer for a
