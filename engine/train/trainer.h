@@ -26,9 +26,11 @@
 ** same masks; dropout is seeded per micro-batch from (seed, step, j). The loader's
 ** permutations derive from the seed as well. A checkpoint (weights, both Adam moments,
 ** step, epoch, position in the epoch, the loader's state, ranks and grad_accum, the
-** epoch's running train-loss sum) makes a resumed run continue bit-identically, with
-** any rank count whose ranks x grad_accum is the same: every rank's data position is
-** (epoch, position x grad_accum) of its own part of the same permutation.
+** epoch's running train-loss sum, whether the products were bf16) makes a resumed run
+** continue bit-identically, with any rank count whose ranks x grad_accum is the same:
+** every rank's data position is (epoch, position x grad_accum) of its own part of the
+** same permutation. In bf16 (opt.precision) the bits are the same at every
+** instruction-set level from avx512 up (avx512 emulates vdpbf16ps in float).
 **
 ** The trainer knows nothing about where metrics and checkpoints go: it calls the
 ** callbacks below. Everything is allocated by trainer_new(); trainer_run() allocates
