@@ -195,6 +195,8 @@ function showRun(id) {
       ["Tokens/s", run.tokens_per_s ? Math.round(run.tokens_per_s).toLocaleString() : "–"],
       ["ETA", run.status === "running" ? fmtDuration(run.eta_s) : "–"], ["Duration", fmtDuration(duration(run))],
       ["Model", run.model || "–"],
+      // Runs stored before precisions existed have none in their config: they trained in fp32.
+      ["Precision", run.config ? run.config.precision || "fp32" : "–"],
     ];
     // A data-parallel run: where its ranks ran, each one's rate, and how much of the
     // gradient exchange backward hid.
@@ -295,6 +297,7 @@ $("#new-form").addEventListener("submit", async (ev) => {
   if (f.validation.value) body.validation = f.validation.value;
   for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads"]) body[k] = parseInt(f[k].value, 10);
   body.lr = parseFloat(f.lr.value);
+  body.precision = f.precision.value;
   btn.disabled = true;
   msg.className = "msg"; msg.textContent = "Submitting…";
   try {

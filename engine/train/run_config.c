@@ -28,6 +28,7 @@ static const Field fields[] = {
   L(epochs), L(max_steps), L(batch), L(grad_accum), D(lr), D(weight_decay), L(warmup_steps), D(clip_norm),
   D(min_lr_ratio), D(adam_beta1), D(adam_beta2), D(adam_epsilon), U(seed), U(eval_seed), L(threads),
   L(eval_batches), L(checkpoint_steps), L(checkpoint_epochs), L(keep_last), D(mlm_probability), L(ranks), S(hosts),
+  S(precision),
 };
 #undef S
 #undef L
@@ -44,6 +45,7 @@ void run_config_defaults(RunConfig *rc) {
   rc->seed = 42; rc->eval_seed = 1234; rc->threads = 0;
   rc->checkpoint_epochs = 1; rc->keep_last = 2; rc->mlm_probability = 0.15;
   rc->ranks = 1;
+  snprintf(rc->precision, sizeof rc->precision, "fp32");
 }
 
 /* The field for "--grad-accum", "grad-accum" or "grad_accum". */
@@ -208,6 +210,13 @@ static int check_shards(const char *field, const TrainerOptions *o, int vocab, c
   return rc;
 }
 
+int run_config_model_precision(const RunConfig *rc, ModelPrecision *out, Err *err) {
+  if (!strcmp(rc->precision, "fp32")) *out = MODEL_FP32;
+  else if (!strcmp(rc->precision, "bf16")) *out = MODEL_BF16;
+  else return err_set(err, "precision: \"%s\" must be fp32 or bf16", rc->precision);
+  return 0;
+}
+
 int run_config_check(const RunConfig *rc, Err *err) {
   if (!rc->name[0]) return err_set(err, "name: a run needs a name");
   if (!rc->tokenizer[0]) return err_set(err, "tokenizer: missing (a tokenizer.json)");
@@ -240,7 +249,8 @@ int run_config_check(const RunConfig *rc, Err *err) {
   }
   if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
     return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
-  return 0;
+  ModelPrecision p;
+  return run_config_model_precision(rc, &p, err);
 }
 
 void run_plan_close(RunPlan *plan) {
@@ -284,6 +294,7 @@ static void trainer_options(const RunConfig *rc, RunPlan *plan, int mask, int pa
   o->pad_id = pad;
   o->special_ids = plan->special_ids;
   o->n_special = plan->n_special;
+  run_config_model_precision(rc, &o->precision, NULL);   /* checked by run_config_check */
 }
 
 /* run_config_open's checks, in the order their refusals are reported; what is opened

@@ -10,12 +10,14 @@
 **   lr, weight_decay, warmup_steps (-1: total // 20), clip_norm, min_lr_ratio,
 **   adam_beta1, adam_beta2, adam_epsilon, seed, eval_seed, threads, eval_batches,
 **   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability, ranks (processes
-**   of a data-parallel run, each with batch x grad_accum of the step), hosts. */
+**   of a data-parallel run, each with batch x grad_accum of the step), hosts,
+**   precision ("fp32", or "bf16": the Linear layers' products in bfloat16). */
 #ifndef MASKD_RUN_CONFIG_H
 #define MASKD_RUN_CONFIG_H
 #include <jansson.h>
 #include <stdint.h>
 #include "engine/nn/config.h"
+#include "engine/nn/model.h"
 #include "engine/core/err.h"
 #include "engine/data/loader.h"
 #include "engine/tok/tokenizer.h"
@@ -40,6 +42,7 @@ typedef struct RunConfig {
   double mlm_probability;
   long ranks;                      /* processes of a data-parallel run (1: this process alone) */
   char hosts[RUN_PATH_MAX];        /* "" = this machine; else mpirun's "host:slots,host:slots" */
+  char precision[16];              /* "fp32" or "bf16" (run_config_model_precision) */
 } RunConfig;
 
 /* What validation resolves: the model config (vocab_size from the tokenizer for a
@@ -64,7 +67,8 @@ typedef struct RunPlan {
 
 /* Defaults: epochs 1, batch 8, grad_accum 1, lr 1e-4, weight decay 1e-3, warm-up -1
 ** (total // 20), no clipping, betas 0.9/0.999, eps 1e-8, seed 42, eval seed 1234,
-** threads 0 (all CPUs), checkpoint every epoch, keep_last 2, mlm 0.15, config "small". */
+** threads 0 (all CPUs), checkpoint every epoch, keep_last 2, mlm 0.15, config "small",
+** precision "fp32". */
 void run_config_defaults(RunConfig *rc);
 /* Applies a JSON object's keys over rc; unknown keys and wrong types are refused by name. */
 int run_config_apply_json(RunConfig *rc, const char *json_text, Err *err);
@@ -86,6 +90,8 @@ char *run_config_to_json(const RunConfig *rc);
 json_t *run_config_to_object(const RunConfig *rc);
 /* 1 when s names a built-in model config ("tiny", "small", "base"), not a config.json. */
 int run_config_is_preset(const char *s);
+/* The model precision rc->precision names; -1 with err naming the field when it is neither. */
+int run_config_model_precision(const RunConfig *rc, ModelPrecision *out, Err *err);
 /* Checks what needs no file: required fields present and every number in its range. */
 int run_config_check(const RunConfig *rc, Err *err);
 /* Checks everything that can be checked before training: ranges, the tokenizer, the

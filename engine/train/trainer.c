@@ -57,8 +57,13 @@ TrainerOptions trainer_default_options(void) {
 /* One splitmix64 step from x: a well-mixed word from a few, for per-micro-batch dropout seeds. */
 static uint64_t mix64(uint64_t x) { return rng_splitmix64(&x); }
 
+/* Bit 56 of the shape word: a bf16 run's. An fp32 run's word is what it was before
+** precisions existed, so older checkpoints resume as fp32 runs. */
+#define SHAPE_BF16 ((uint64_t)1 << 56)
+
 static uint64_t shape_word(const TrainerOptions *o, int ranks, int seq) {
-  return ((uint64_t)o->batch << 32) | ((uint64_t)(ranks * o->grad_accum) << 16) | (uint64_t)(seq & 0xffff);
+  return ((uint64_t)o->batch << 32) | ((uint64_t)(ranks * o->grad_accum) << 16) | (uint64_t)(seq & 0xffff) |
+         (o->precision == MODEL_BF16 ? SHAPE_BF16 : 0);
 }
 
 void trainer_free(Trainer *t) {
@@ -186,6 +191,7 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
   if (!t->m) goto fail;
   model_init_weights(t->m, opt->seed);
   model_set_threads(t->m, opt->threads);
+  model_set_precision(t->m, opt->precision);
   /* Ranks sharing a machine would pin their threads to the same cores; leave them to the OS. */
   if (t->W == 1) platform_pin_threads(model_threads(t->m));
   t->n = (size_t)opt->batch * (size_t)t->seq;
@@ -323,7 +329,12 @@ static int restore_parse(Trainer *t, const void *weights, size_t wlen, const voi
   CkptState s;
   if (ckpt_load_state_memory(t->m, *tmp, &s, state, slen, err)) return err_prefix(err, "resume");
   int v1 = s.n_extra == X_WORDS_V1;
-  if ((s.n_extra != X_WORDS && !v1) || s.extra[X_SHAPE] != shape_word(&t->opt, t->W, t->seq))
+  /* The products' precision decides every bit after the first step: a bf16 run goes on in bf16. */
+  uint64_t want = shape_word(&t->opt, t->W, t->seq);
+  if ((s.n_extra == X_WORDS || v1) && (s.extra[X_SHAPE] ^ want) == SHAPE_BF16)
+    return err_set(err, "resume: the checkpoint was trained with precision %s, this run is %s",
+                   (s.extra[X_SHAPE] & SHAPE_BF16) ? "bf16" : "fp32", t->opt.precision == MODEL_BF16 ? "bf16" : "fp32");
+  if ((s.n_extra != X_WORDS && !v1) || s.extra[X_SHAPE] != want)
     return err_set(err, "resume: the checkpoint was made with another batch, ranks x grad_accum or sequence length");
   /* A finished run's last epoch may be partial (max_steps), so step == total is always consistent. */
   if (s.step < 0 || s.step > t->total || s.position < 0 || s.position >= t->spe || s.epoch < 0 ||

@@ -26,9 +26,11 @@
 ** same masks; dropout is seeded per micro-batch from (seed, step, j). The loader's
 ** permutations derive from the seed as well. A checkpoint (weights, both Adam moments,
 ** step, epoch, position in the epoch, the loader's state, ranks and grad_accum, the
-** epoch's running train-loss sum) makes a resumed run continue bit-identically, with
-** any rank count whose ranks x grad_accum is the same: every rank's data position is
-** (epoch, position x grad_accum) of its own part of the same permutation.
+** epoch's running train-loss sum, whether the products were bf16) makes a resumed run
+** continue bit-identically, with any rank count whose ranks x grad_accum is the same:
+** every rank's data position is (epoch, position x grad_accum) of its own part of the
+** same permutation. In bf16 (opt.precision) the bits are the same at every
+** instruction-set level from avx512 up (avx512 emulates vdpbf16ps in float).
 **
 ** The trainer knows nothing about where metrics and checkpoints go: it calls the
 ** callbacks below. Everything is allocated by trainer_new(); trainer_run() allocates
@@ -67,11 +69,12 @@ typedef struct TrainerOptions {
   const int32_t *special_ids;    /* never masked */
   int n_special;
   Dist *dist;                    /* the run's ranks (NULL: this process alone); grad_accum is per rank */
+  ModelPrecision precision;      /* the Linear layers' products, MODEL_FP32 or MODEL_BF16 (weights, moments stay fp32) */
 } TrainerOptions;
 
 /* Defaults: batch 8, accumulation 1, 1 epoch, lr 1e-4, weight decay 1e-3, betas
 ** 0.9/0.999, eps 1e-8, no clipping, warm-up total//20, seed 42, eval seed 1234,
-** 1 thread, checkpoints every epoch, mlm 0.15. Paths and ids must still be set. */
+** 1 thread, checkpoints every epoch, mlm 0.15, fp32. Paths and ids must still be set. */
 TrainerOptions trainer_default_options(void);
 
 typedef struct TrainerStep {
@@ -153,7 +156,7 @@ void trainer_free(Trainer *t);
 
 /* Restores a checkpoint: model.safetensors bytes and the optimizer-state bytes that
 ** trainer_checkpoint_bytes() made. Refuses a state from a different run shape: batch,
-** sequence length and ranks x grad_accum must match (the rank count may change).
+** sequence length, ranks x grad_accum and precision must match (the rank count may change).
 ** Collective: rank 0 gives the bytes, the other ranks NULL and 0, and all get rank 0's verdict. */
 int trainer_restore(Trainer *t, const void *weights, size_t wlen, const void *state, size_t slen, Err *err);
 /* Serialises the checkpoint: model.safetensors (F32) and the optimizer state; caller frees both. */

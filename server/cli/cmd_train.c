@@ -103,6 +103,10 @@ static const CliOpt train_opts[] = {
   RUN_OPT("--checkpoint-epochs", "N", "1", "a checkpoint every N epochs"),
   RUN_OPT("--keep-last", "N", "2", "checkpoints that keep optimizer state"),
   RUN_OPT("--mlm-probability", "X", "0.15", "share of the tokens masked"),
+  RUN_OPT("--precision", "P", "fp32",
+          "fp32, or bf16: every Linear layer's products (forward, dW, dX)\n"
+          "from bfloat16 inputs with float sums; weights, optimizer and\n"
+          "checkpoints stay fp32. A resumed run keeps its precision"),
   RUN_OPT("--ranks", "N", "1",
           "data-parallel processes: maskd starts them with Open MPI's mpirun\n"
           "(each takes batch x grad-accum of every step; the result does not\n"
@@ -437,9 +441,10 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   c->epochs = (int)((c->total + trainer_steps_per_epoch(t) - 1) / trainer_steps_per_epoch(t));
   c->last_flush = now_monotonic();
   progress_init(&c->prog, stderr, quiet, trainer_step(t));
-  progress_line(&c->prog, "run %lld \"%s\": %ld steps (%ld per epoch, warm-up %ld), batch %ld x %ld x %d tokens, %zu parameters%s",
+  progress_line(&c->prog, "run %lld \"%s\": %ld steps (%ld per epoch, warm-up %ld), batch %ld x %ld x %d tokens, %zu parameters%s%s",
                 (long long)run, rc->name, c->total, trainer_steps_per_epoch(t), trainer_warmup_steps(t), rc->batch, rc->grad_accum,
-                trainer_seq_len(t), model_num_params(trainer_model(t)), trainer_step(t) ? ", resumed" : "");
+                trainer_seq_len(t), model_num_params(trainer_model(t)),
+                model_precision(trainer_model(t)) == MODEL_BF16 ? ", bf16 products" : "", trainer_step(t) ? ", resumed" : "");
   if (trainer_ranks(t) > 1)
     progress_line(&c->prog, "%d ranks (global batch %d x %ld x %ld): %s", trainer_ranks(t), trainer_ranks(t), rc->batch,
                   rc->grad_accum, where);

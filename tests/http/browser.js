@@ -69,6 +69,7 @@ async function main() {
       [d.querySelector("b").textContent, d.querySelector("span").textContent])));
     check(/^2 on /.test(summary["Ranks"] || "") && /^0: [\d,]+, 1: [\d,]+$/.test(summary["Tokens/s per rank"] || "") &&
           /% hidden behind backward/.test(summary["Communication"] || ""), "browser_run_ranks", JSON.stringify(summary));
+    check(summary["Precision"] === "fp32", "browser_run_precision", JSON.stringify(summary));
     await page.screenshot({ path: path.join(art, "run.png"), fullPage: true });
 
     // Start a run from the form and watch it move.
@@ -82,6 +83,7 @@ async function main() {
     // Long enough that the cancel below always comes before the run's end.
     await page.fill("#new-form input[name=max_steps]", "100000");
     await page.fill("#new-form input[name=batch]", "8");
+    await page.selectOption("#new-form select[name=precision]", "bf16");
     // Not logged in: refused, and the login form appears.
     await page.click("#new-form button[type=submit]");
     await page.waitForFunction(() => /401/.test(document.querySelector("#new-msg").textContent) &&
@@ -104,6 +106,10 @@ async function main() {
       return d ? parseInt(d.querySelector("span").textContent, 10) : -1;
     });
     await page.waitForFunction(() => /running/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
+    // The form's precision reached the run: its summary and config say bf16.
+    await page.waitForFunction(() => [...document.querySelectorAll("#run-summary div")].some((d) =>
+      d.querySelector("b").textContent === "Precision" && d.querySelector("span").textContent === "bf16"), null, { timeout: 30000 });
+    check(true, "browser_form_precision", "");
     const stepFn = () => {
       const d = [...document.querySelectorAll("#run-summary div")].find((x) => x.querySelector("b").textContent === "Step");
       return d ? parseInt(d.querySelector("span").textContent, 10) : -1;

@@ -177,13 +177,15 @@ post /runs "$(runjson demo 30 ',"learning_rate":1')"
 ok runs_unknown_key error_is 422 learning_rate
 post /runs "$(runjson demo 30 ',"epochs":"2"')"
 ok runs_wrong_type error_is 422 epochs
+post /runs "$(runjson demo 30 ',"precision":"fp16"')"
+ok runs_unknown_precision error_is 422 'precision: \"fp16\" must be fp32 or bf16'
 post /runs "$(runjson demo 30)"
 ok runs_accepted status_is 202
 job=$(jget 'b["id"]')
 ok job_runs_to_done wait_for 120 "/jobs/$job" 'b["status"] == "done"'
 call GET /runs/demo
 ok run_done_progress test "$(jget 'b["status"], b["step"], b["total_steps"], b["model"]')" = 'done 30 30 tiny'
-ok run_has_loss_and_throughput test "$(jget 'b["loss"] > 0 and b["tokens_per_s"] > 0 and b["duration_s"] > 0 and b["config"]["max_steps"] == 30')" = True
+ok run_has_loss_and_throughput test "$(jget 'b["loss"] > 0 and b["tokens_per_s"] > 0 and b["duration_s"] > 0 and b["config"]["max_steps"] == 30 and b["config"]["precision"] == "fp32"')" = True
 ok run_has_revision test "$(jget 'len(b["revisions"]) >= 1 and b["revisions"][0]["message"].startswith("Training")')" = True
 call GET /runs
 ok runs_list test "$(jget '[r["name"] for r in b] == ["demo"] and b[0]["best_eval_loss"] > 0')" = True
@@ -236,7 +238,8 @@ call POST /fill-mask --data-binary '{"inputs": "It [MASK] .", "model": "demo@mai
 ok fill_trained_model status_is 200
 
 # ---- cancel a running job; fill-mask keeps answering while it trains ----
-post /runs "$(runjson long 100000)"
+# The long run trains in bf16: the precision travels through the job to the child's run.
+post /runs "$(runjson long 100000 ',"precision":"bf16"')"
 ok long_accepted status_is 202
 ok long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
 burst=()
@@ -248,6 +251,7 @@ wait "${burst[@]}"
 ok fill_during_training test "$(cat "$T"/burst.* | grep -c '^200$')" -eq 8
 call GET /runs/long
 ok run_eta test "$(jget 'b["eta_s"] is not None and b["eta_s"] > 0')" = True
+ok run_precision_bf16 test "$(jget 'b["config"]["precision"]')" = bf16
 call POST /runs/long/cancel
 ok cancel_needs_token error_is 401
 post /runs/long/cancel ''

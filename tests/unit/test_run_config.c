@@ -192,6 +192,17 @@ int main(void) {
   b = good(); snprintf(b.config, sizeof b.config, "huge"); refused("run_config_refuses_unknown_preset", &b, "config");
   b = good(); b.batch = 6; b.grad_accum = 4; refused("run_config_refuses_too_few_samples", &b, "train");
 
+  /* The precision: fp32 unless asked, bf16 reaches the trainer, anything else is refused by name. */
+  rc = good();
+  check(!strcmp(rc.precision, "fp32") && p.train.precision == MODEL_FP32, "run_config_precision_defaults_to_fp32",
+        "\"%s\"", rc.precision);
+  r = run_config_set(&rc, "--precision", "bf16", &e);
+  if (r == 0) r = run_config_validate(&rc, &p, &e);
+  check(r == 0 && p.train.precision == MODEL_BF16, "run_config_precision_bf16_reaches_trainer", "rc %d: %s", r, e.msg);
+  b = good(); snprintf(b.precision, sizeof b.precision, "fp16");
+  refused("run_config_refuses_unknown_precision", &b, "precision: \"fp16\" must be fp32 or bf16");
+  json_refused("run_config_refuses_precision_number", "{\"precision\": 16}", "precision");
+
   /* A config.json whose vocab_size or pad id disagree with the tokenizer; too few positions. */
   ModelConfig mc;
   config_preset("tiny", &mc, &e);

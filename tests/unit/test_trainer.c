@@ -233,6 +233,14 @@ static void test_resume(void) {
   rc = t ? trainer_restore(t, a->w, a->wl, a->s, a->sl, &e) : 0;
   check(t && rc == -1 && strstr(e.msg, "batch"), "trainer_resume_refuses_other_shape", "rc %d: %s", rc, e.msg);
   trainer_free(t);
+  /* An fp32 state resumed by a bf16 trainer: the precision decides every later bit, so it is refused by name. */
+  TrainerOptions ob = o;
+  ob.precision = MODEL_BF16;
+  t = trainer_new(&c, &ob, &e);
+  rc = t ? trainer_restore(t, a->w, a->wl, a->s, a->sl, &e) : 0;
+  check(t && rc == -1 && strstr(e.msg, "trained with precision fp32, this run is bf16"),
+        "trainer_resume_refuses_other_precision", "rc %d: %s", rc, e.msg);
+  trainer_free(t);
 
   /* Schedule: warm-up total//20 = 1, then linear decay to 0 at step 36 (PolynomialDecay power 1). */
   double worst = 0;
