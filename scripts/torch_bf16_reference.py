@@ -6,8 +6,9 @@ OUTDIR/roberta_bf16.safetensors and OUTDIR/bert_bf16.safetensors: the same tiny
 models, weights, batch and tensors as scripts/torch_reference.py's dumps (see its
 doc), with __metadata__ "precision": "bf16", computed by a model in which every
 Linear layer (query, key, value, attention output, intermediate, output, the head's
-dense and the tied decoder) is BF16Linear below, the arithmetic maskd's
-MODEL_BF16 claims (PyTorch autocast's on a CPU with AVX512-BF16):
+dense and the tied decoder) is BF16Linear below, and the attention's two per-head
+products are BF16Matmul, the arithmetic maskd's MODEL_BF16 claims (PyTorch
+autocast's on a CPU with AVX512-BF16):
 
   forward  y  = bf16(x) bf16(W)^T + b       (inputs rounded to bfloat16, round to
                                              nearest even; products exact in float,
@@ -16,8 +17,13 @@ MODEL_BF16 claims (PyTorch autocast's on a CPU with AVX512-BF16):
            dW = bf16(dY)^T bf16(x)
            db = sum of dY in float
 
-Everything else (embeddings, LayerNorm, the attention's per-head products and
-softmax, GELU, the loss, AdamW) stays float32. The model is written out as
+  attention S = a bf16(Q) bf16(K)^T, C = bf16(P) bf16(V), each gradient likewise
+                                            from bf16-rounded factors (a = 1/sqrt(d)
+                                            applied to the float sum, as maskd's
+                                            product applies its alpha)
+
+Everything else (embeddings, LayerNorm, softmax, GELU, the loss, AdamW) stays
+float32. The model is written out as
 functions over TorchMLM's parameters (scripts/torch_mlm.py, torch's own modules),
 and with F.linear in place of BF16Linear it must give TorchMLM's own logits
 (checked on every run), so the bf16 model differs from the float one in the
@@ -69,9 +75,37 @@ def linear_bf16(x, w, b):
     return BF16Linear.apply(x, w, b)
 
 
+class BF16Matmul(torch.autograd.Function):
+    """alpha (A B) for the attention's batched per-head products, both factors and
+    the incoming gradient rounded to bfloat16 (module doc)."""
+
+    @staticmethod
+    def forward(ctx, a, b, alpha):
+        ab, bb = bf16(a), bf16(b)
+        ctx.save_for_backward(ab, bb)
+        ctx.alpha = alpha
+        return alpha * (ab @ bb)
+
+    @staticmethod
+    def backward(ctx, g):
+        ab, bb = ctx.saved_tensors
+        gb = bf16(g)
+        return ctx.alpha * (gb @ bb.transpose(-1, -2)), ctx.alpha * (ab.transpose(-1, -2) @ gb), None
+
+
+def matmul_bf16(a, b, alpha=1.0):
+    return BF16Matmul.apply(a, b, alpha)
+
+
+def matmul_float(a, b, alpha=1.0):
+    return (a @ b) * alpha if alpha != 1.0 else a @ b
+
+
 def forward(model, ids, am, labels, lin):
-    """TorchMLM's forward as functions of its parameters, every Linear being lin(x, w, b).
+    """TorchMLM's forward as functions of its parameters, every Linear being lin(x, w, b)
+    and the attention's products BF16Matmul when lin is linear_bf16.
     Returns (mean loss over labelled positions, logits (B, T, V))."""
+    mm = matmul_bf16 if lin is linear_bf16 else matmul_float
     c = model.cfg
     H, nh = c.hidden_size, c.num_attention_heads
     d = H // nh
@@ -87,9 +121,10 @@ def forward(model, ids, am, labels, lin):
         q = heads(lin(x, W[:H], bias[:H]))
         k = heads(lin(x, W[H:2 * H], bias[H:2 * H]))
         v = heads(lin(x, W[2 * H:], bias[2 * H:]))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+        scores = mm(q, k.transpose(-1, -2), 1.0 / math.sqrt(d)) if mm is matmul_bf16 else \
+            (q @ k.transpose(-1, -2)) / math.sqrt(d)
         p = torch.softmax(scores.masked_fill(masked, float("-inf")), dim=-1)
-        ctx = (p @ v).transpose(1, 2).reshape(x.shape)
+        ctx = mm(p, v).transpose(1, 2).reshape(x.shape)
         x = L.norm1(x + lin(ctx, L.self_attn.out_proj.weight, L.self_attn.out_proj.bias))
         f = lin(F.gelu(lin(x, L.linear1.weight, L.linear1.bias)), L.linear2.weight, L.linear2.bias)
         x = L.norm2(x + f)
