@@ -320,17 +320,23 @@ static int fd_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
   return 0;
 }
 
-StFile *st_open_stream(const char *path, Err *err) {
-  uint64_t size;
-  int fd = files_open_regular(path, &size, err);
-  if (fd < 0) return NULL;
-  if (size > ST_MAX_FILE) {
+/* path opened as a regular file of at most ST_MAX_FILE bytes (its size in *size); -1 with err set otherwise. */
+static int open_bounded(const char *path, uint64_t *size, Err *err) {
+  int fd = files_open_regular(path, size, err);
+  if (fd < 0) return -1;
+  if (*size > ST_MAX_FILE) {
     char cap[32];
     close(fd);
-    err_set(err, "%s: %llu bytes, more than the %s a safetensors file may have here", path, (unsigned long long)size,
-            files_size_text(ST_MAX_FILE, cap, sizeof cap));
-    return NULL;
+    return err_set(err, "%s: %llu bytes, more than the %s a safetensors file may have here", path,
+                   (unsigned long long)*size, files_size_text(ST_MAX_FILE, cap, sizeof cap));
   }
+  return fd;
+}
+
+StFile *st_open_stream(const char *path, Err *err) {
+  uint64_t size;
+  int fd = open_bounded(path, &size, err);
+  if (fd < 0) return NULL;
   StFile *f = st_new();
   if (!f) { close(fd); err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
   f->fd = fd;
@@ -350,15 +356,8 @@ StFile *st_open_memory(const void *buf, size_t len, Err *err) {
 
 StFile *st_open(const char *path, Err *err) {
   uint64_t size;
-  int fd = files_open_regular(path, &size, err);
+  int fd = open_bounded(path, &size, err);
   if (fd < 0) return NULL;
-  if (size > ST_MAX_FILE) {
-    char cap[32];
-    close(fd);
-    err_set(err, "%s: %llu bytes, more than the %s a safetensors file may have here", path, (unsigned long long)size,
-            files_size_text(ST_MAX_FILE, cap, sizeof cap));
-    return NULL;
-  }
   size_t len = (size_t)size;
   /* Mapped, not read: the page cache is the buffer, which saves a copy of a
   ** model-sized file. Our writers replace files by rename, so a mapped file is
