@@ -211,6 +211,7 @@ void model_free(Model *m) {
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
+  assert(!m->params16);   /* it would write float matrices that model_keep_bf16_weights released */
   Rng r;
   rng_seed(&r, seed);
   float std = (float)m->cfg.initializer_range;

@@ -44,7 +44,8 @@ typedef struct ModelLoss {
 Model *model_new(const ModelConfig *cfg, Err *err);
 /* Frees everything the model owns; NULL is allowed. */
 void model_free(Model *m);
-/* HF initialisation from a seed: N(0, initializer_range) weights, zero biases, LayerNorm 1/0, padding row 0. */
+/* HF initialisation from a seed: N(0, initializer_range) weights, zero biases, LayerNorm 1/0, padding row 0.
+** Not for a model that keeps bf16 weights (initialise first, then model_keep_bf16_weights). */
 void model_init_weights(Model *m, uint64_t seed);
 /* The model's configuration. */
 const ModelConfig *model_config(const Model *m);
