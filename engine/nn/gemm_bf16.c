@@ -46,7 +46,7 @@ static int few_rows(const GemmBf16Kernels *k, const Operands *o, int nt) {
   k->few_rows_pack(xt, o->A, o->lda, o->M, o->K);
   int units = (o->N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT;
   if (nt > units) nt = units;
-#pragma omp parallel num_threads(nt > 1 ? nt : 1)
+#pragma omp parallel num_threads(nt) if (nt > 1)   /* one thread: no team to start */
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
     int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
