@@ -71,8 +71,8 @@ int fill_cache_set_precision(FillCache *c, ModelPrecision def, const char *const
 ModelPrecision fill_cache_precision_of(const FillCache *c, const char *model);
 /* "fp32" or "bf16". */
 const char *fill_precision_name(ModelPrecision p);
-/* {"default": "fp32"|"bf16", "models": {NAME: "fp32"|"bf16"}, "loaded": {"NAME@COMMIT": ...}}, for /healthz. */
-json_t *fill_precision_json(FillCache *c);
+/* {"default": "fp32"|"bf16"}, for /healthz (no repository names, no lock). */
+json_t *fill_precision_json(const FillCache *c);
 /* The limits as a JSON object, for /healthz. */
 json_t *fill_limits_json(const FillCache *c);
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);

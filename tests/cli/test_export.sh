@@ -90,10 +90,10 @@ for k in sorted(set(f32) & set(b16)):
     if not torch.equal(x.to(torch.bfloat16).view(torch.int16), y.view(torch.int16)): problems.append(f"{k}: not torch's bf16 rounding")
 if json.load(open(sys.argv[2] + "/config.json")).get("torch_dtype") != "bfloat16": problems.append("config.json torch_dtype is not bfloat16")
 if json.load(open(sys.argv[1] + "/config.json")).get("torch_dtype") != "float32": problems.append("the F32 export's torch_dtype is not float32")
-print("; ".join(problems[:3]))
+print("; ".join(problems[:3]) or "ok")   # a crash prints nothing: a failure
 EOF
 )
-[ -z "$msg" ] && pass export_bf16_is_torch_rounding || fail export_bf16_is_torch_rounding "$msg"
+[ "$msg" = ok ] && pass export_bf16_is_torch_rounding || fail export_bf16_is_torch_rounding "${msg:-the check crashed}"
 if $PY $R run --job "$T/out-rob16" "$T/cases.json" "$T/exp-rob16.jsonl" 2> "$T/ref16.err"; then
   $PY $R check --model-dir "$T/out-rob16" --cases "$T/cases.json" --expected "$T/exp-rob16.jsonl" --maskd "$M" --prefix "export_torch_hf_rob_bf16_"
 else fail export_torch_hf_bf16 "the reference cannot read the BF16 folder: $(tail -1 "$T/ref16.err")"; fi

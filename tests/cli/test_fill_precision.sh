@@ -26,12 +26,14 @@ problems = []
 if shape(a) != shape(b): problems.append(f"shapes differ: {shape(a)[0][:1]} vs {shape(b)[0][:1]}")
 elif [[c["token"] for c in x] for x in a] != [[c["token"] for c in x] for x in b]: problems.append("top-3 tokens differ")
 elif all(x == y for x, y in zip(a, b)): problems.append("bf16 scores equal fp32's exactly: were the weights kept in bf16?")
-print("; ".join(problems))
+print("; ".join(problems) or "ok")   # a crash prints nothing: a failure
 EOF
 )
-[ -z "$msg" ] && pass fill_precision_bf16_same_shape_and_tokens || fail fill_precision_bf16_same_shape_and_tokens "$msg"
+[ "$msg" = ok ] && pass fill_precision_bf16_same_shape_and_tokens ||
+  fail fill_precision_bf16_same_shape_and_tokens "${msg:-the check crashed}"
 
-$PY scripts/compare-fill-precision --db "$T/p.db" --model prec --data "$DATA/test.txt" --n 50 --window 6 --threads 1 --check
+$PY scripts/compare-fill-precision --db "$T/p.db" --model prec --data "$DATA/test.txt" --n 50 --window 6 --threads 1 --check \
+  --maskd "$M" || fail fill_precision_compare "compare-fill-precision exited $?"
 out=$("$M" fill-mask --db "$T/p.db" --model prec --precision fp16 "[MASK] ." 2>&1); rc=$?
 [ $rc = 2 ] && [ "$(wc -l <<<"$out" | tr -d ' ')" -le 2 ] && grep -q -- "--precision: expected one of fp32, bf16, got 'fp16'" <<<"$out" &&
   pass fill_precision_refuses_unknown || fail fill_precision_refuses_unknown "exit $rc: $out"

@@ -91,9 +91,13 @@ else
 fi
 
 # Control: the fp32 run gives other numbers (the precision reaches the products).
-"$M" train --db "$T/d.db" "${args[@]}" 2>/dev/null
-dump "$T/d.db" > "$T/d.txt"
-cmp -s "$T/a.txt" "$T/d.txt" && fail train_bf16_differs_from_fp32 "fp32 gave the bf16 dump" || pass train_bf16_differs_from_fp32
+if ! "$M" train --db "$T/d.db" "${args[@]}" 2>"$T/d.err"; then
+  fail train_bf16_differs_from_fp32 "the fp32 run failed: $(tail -1 "$T/d.err")"
+elif dump "$T/d.db" > "$T/d.txt" && [ -s "$T/d.txt" ] && ! cmp -s "$T/a.txt" "$T/d.txt"; then
+  pass train_bf16_differs_from_fp32
+else
+  fail train_bf16_differs_from_fp32 "fp32 gave the bf16 dump, or no dump"
+fi
 
 # Data-parallel: the precision travels in the run description to every rank, so 2 ranks in
 # bf16 give the bits of 1 rank with --grad-accum 2 in bf16 (test_dist.sh's check for fp32).

@@ -18,5 +18,6 @@ if [ ! -f "$T/q.db" ]; then
       --max-steps 1000 --batch 16 --lr 1e-3 --seed 1 --quiet && mv "$T/q.db.tmp" "$T/q.db"; } >"$T/setup.log" 2>&1 ||
     { fail long_fill_precision_setup "$(tail -2 "$T/setup.log")"; exit 1; }
 fi
-$PY scripts/compare-fill-precision --db "$T/q.db" --model wt-small --data "$DATA/test.txt" --n 200 --check --prefix long_fill_precision_ --maskd "$M"
+$PY scripts/compare-fill-precision --db "$T/q.db" --model wt-small --data "$DATA/test.txt" --n 200 --check --prefix long_fill_precision_ --maskd "$M" ||
+  fail long_fill_precision_compare "compare-fill-precision exited $?"
 $PY scripts/bench-serve-memory --preset base --work "$T/mem" --check --maskd "$M" "$DATA_ROOT"
