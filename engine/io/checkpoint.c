@@ -63,12 +63,16 @@ int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err
   *out = NULL;
   *len = 0;
   size_t size = ckpt_weights_size(m, bf16);
-  if (!size) return err_setk(err, ERR_NOMEM, "out of memory");
+  if (!size) return err_setk(err, ERR_NOMEM, "weights: out of memory for the file's layout");
   MemorySink o = {malloc(size), 0, size};
   if (!o.p) return err_setk(err, ERR_NOMEM, "out of memory for %zu bytes of weights", size);
   /* The stream's bytes, so the two can never differ (and BF16 needs no second copy). */
   CkptSink sink = {memory_write, &o};
   if (ckpt_weights_stream(m, bf16, &sink, err)) { free(o.p); return -1; }
+  if (o.at != size) {   /* a short stream would leave garbage at the end */
+    free(o.p);
+    return err_setk(err, ERR_INTERNAL, "weights: %zu bytes streamed, the file's size is %zu", o.at, size);
+  }
   *out = o.p;
   *len = size;
   return 0;

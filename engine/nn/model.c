@@ -257,6 +257,15 @@ void model_set_precision(Model *m, ModelPrecision p) {
   m->prec = p == MODEL_BF16 || m->params16 ? LAYER_BF16 : LAYER_FP32;
 }
 
+const char *model_precision_name(ModelPrecision p) { return p == MODEL_BF16 ? "bf16" : "fp32"; }
+
+int model_precision_parse(const char *name, ModelPrecision *out) {
+  if (name && !strcmp(name, "fp32")) *out = MODEL_FP32;
+  else if (name && !strcmp(name, "bf16")) *out = MODEL_BF16;
+  else return -1;
+  return 0;
+}
+
 ModelPrecision model_precision(const Model *m) { return m->prec == LAYER_BF16 ? MODEL_BF16 : MODEL_FP32; }
 
 int model_weights_bf16(const Model *m) { return m->params16 != NULL; }

@@ -56,6 +56,10 @@ const ModelConfig *model_config(const Model *m);
 ** gradients rounded to bfloat16 as they enter a product, float sums; the
 ** parameters stay float, the master weights). */
 typedef enum ModelPrecision { MODEL_FP32 = 0, MODEL_BF16 } ModelPrecision;
+/* "fp32" or "bf16": a precision's one spelling (CLI, run descriptions, JSON). */
+const char *model_precision_name(ModelPrecision p);
+/* 0 and *out for "fp32" or "bf16"; -1 for anything else. */
+int model_precision_parse(const char *name, ModelPrecision *out);
 /* Sets the products' precision (a model with bf16 weights stays MODEL_BF16). */
 void model_set_precision(Model *m, ModelPrecision p);
 /* The products' precision. */

@@ -211,9 +211,8 @@ static int check_shards(const char *field, const TrainerOptions *o, int vocab, c
 }
 
 int run_config_model_precision(const RunConfig *rc, ModelPrecision *out, Err *err) {
-  if (!strcmp(rc->precision, "fp32")) *out = MODEL_FP32;
-  else if (!strcmp(rc->precision, "bf16")) *out = MODEL_BF16;
-  else return err_set(err, "precision: \"%s\" must be fp32 or bf16", rc->precision);
+  if (model_precision_parse(rc->precision, out))
+    return err_set(err, "precision: \"%s\" must be fp32 or bf16", rc->precision);
   return 0;
 }
 

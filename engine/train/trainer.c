@@ -333,7 +333,8 @@ static int restore_parse(Trainer *t, const void *weights, size_t wlen, const voi
   uint64_t want = shape_word(&t->opt, t->W, t->seq);
   if ((s.n_extra == X_WORDS || v1) && (s.extra[X_SHAPE] ^ want) == SHAPE_BF16)
     return err_set(err, "resume: the checkpoint was trained with precision %s, this run is %s",
-                   (s.extra[X_SHAPE] & SHAPE_BF16) ? "bf16" : "fp32", t->opt.precision == MODEL_BF16 ? "bf16" : "fp32");
+                   model_precision_name((s.extra[X_SHAPE] & SHAPE_BF16) ? MODEL_BF16 : MODEL_FP32),
+                   model_precision_name(t->opt.precision));
   if ((s.n_extra != X_WORDS && !v1) || s.extra[X_SHAPE] != want)
     return err_set(err, "resume: the checkpoint was made with another batch, ranks x grad_accum or sequence length");
   /* A finished run's last epoch may be partial (max_steps), so step == total is always consistent. */

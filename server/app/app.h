@@ -69,8 +69,6 @@ void fill_cache_free(FillCache *c);
 int fill_cache_set_precision(FillCache *c, ModelPrecision def, const char *const *models, const ModelPrecision *per, int n);
 /* The precision a model repository is loaded at. */
 ModelPrecision fill_cache_precision_of(const FillCache *c, const char *model);
-/* "fp32" or "bf16". */
-const char *fill_precision_name(ModelPrecision p);
 /* {"default": "fp32"|"bf16"}, for /healthz (no repository names, no lock). */
 json_t *fill_precision_json(const FillCache *c);
 /* The limits as a JSON object, for /healthz. */

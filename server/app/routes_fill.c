@@ -106,13 +106,11 @@ ModelPrecision fill_cache_precision_of(const FillCache *c, const char *model) {
   return c->precision;
 }
 
-const char *fill_precision_name(ModelPrecision p) { return p == MODEL_BF16 ? "bf16" : "fp32"; }
-
 /* The default only: /healthz is open to clients without the token and runs on the
 ** event loop, so it names no repository (--auth-reads hides them) and takes no lock
 ** (the cache's is held while a model is evicted). The startup line gives the rest. */
 json_t *fill_precision_json(const FillCache *c) {
-  return json_pack("{s:s}", "default", fill_precision_name(c->precision));
+  return json_pack("{s:s}", "default", model_precision_name(c->precision));
 }
 
 json_t *fill_limits_json(const FillCache *c) {

@@ -241,12 +241,11 @@ static int parse_precision_for(const ServeArgs *a, char buf[][160], const char *
     }
     snprintf(buf[i], sizeof buf[i], "%.*s", (int)(eq - v), v);
     if (store_check_name("--precision-for", buf[i], &e)) { fprintf(stderr, "maskd serve: %s\n", e.msg); return -1; }
-    if (strcmp(eq + 1, "fp32") && strcmp(eq + 1, "bf16")) {
+    if (model_precision_parse(eq + 1, &per[i])) {
       fprintf(stderr, "maskd serve: --precision-for %s: expected fp32 or bf16, got '%s'\n", buf[i], eq + 1);
       return -1;
     }
     names[i] = buf[i];
-    per[i] = strcmp(eq + 1, "bf16") ? MODEL_FP32 : MODEL_BF16;
   }
   return 0;
 }
@@ -357,9 +356,9 @@ static int serve(const ServeArgs *a) {
   kernels_info_line(kernels, sizeof kernels);
   printf("maskd serve: %s\n", kernels);
   /* The precision of the models fill-mask serves, beside the kernels that run them. */
-  printf("maskd serve: fill-mask weights %s", fill_precision_name(precision));
+  printf("maskd serve: fill-mask weights %s", model_precision_name(precision));
   for (int i = 0; i < a->n_precision_for; i++)
-    printf("%s%s %s", i ? ", " : " (", pf_names[i], fill_precision_name(pf_per[i]));
+    printf("%s%s %s", i ? ", " : " (", pf_names[i], model_precision_name(pf_per[i]));
   printf("%s\n", a->n_precision_for ? ")" : "");
   printf("maskd serve: listening on http://%s%s%s:%d/\n", strchr(hc.host, ':') ? "[" : "", hc.host,
          strchr(hc.host, ':') ? "]" : "", http_port(app.http));
