@@ -7,6 +7,22 @@
 
 typedef enum { MODEL_ROBERTA = 0, MODEL_BERT = 1 } ModelType;
 
+/* What sits on the encoder (config.json's "architectures"): the masked-LM head
+** (*ForMaskedLM, the default when absent) or a sequence classifier
+** (*ForSequenceClassification: RoBERTa's classifier.dense + tanh + out_proj on the
+** first token, BERT's pooler + classifier). */
+typedef enum { MODEL_TASK_MLM = 0, MODEL_TASK_SEQ_CLS = 1 } ModelTask;
+
+/* config.json's problem_type for a classifier: single-label (softmax, cross-entropy:
+** the default for num_labels > 1, what fine-tuning trains) or multi-label (sigmoid;
+** served, not trained). */
+typedef enum { MODEL_SINGLE_LABEL = 0, MODEL_MULTI_LABEL = 1 } ModelProblem;
+
+/* The most classes, and the bytes of all their names (NUL-terminated, back to back)
+** a config holds: BANKING77's 77 names take about 2 KB. */
+#define CONFIG_MAX_LABELS 1024
+#define CONFIG_LABEL_BYTES 32768
+
 typedef struct ModelConfig {
   ModelType model_type;          /* "roberta" or "bert" */
   int vocab_size;
@@ -23,6 +39,13 @@ typedef struct ModelConfig {
   double hidden_dropout_prob;
   double attention_probs_dropout_prob;
   double initializer_range;
+  ModelTask task;                /* MODEL_TASK_MLM unless architectures names a classifier */
+  int num_labels;                /* classes of a classifier (>= 2); 0 for a masked LM */
+  ModelProblem problem_type;
+  double classifier_dropout;     /* < 0: null (the classifier uses hidden_dropout_prob, as HF) */
+  /* id2label: the names of classes 0..num_labels-1, each NUL-terminated, back to back
+  ** (config_label() finds one); names are unique, non-empty UTF-8. */
+  char label_names[CONFIG_LABEL_BYTES];
 } ModelConfig;
 
 /* Parses config.json text; refuses nonsense with a message naming the field (ERR_BAD_INPUT). */
@@ -35,12 +58,24 @@ int config_load(const char *path, ModelConfig *out, Err *err);
 int config_validate(const ModelConfig *c, Err *err);
 /* Fills a named preset: "tiny", "small" or "base" (RoBERTa, vocab 8000 unless changed). */
 int config_preset(const char *name, ModelConfig *out, Err *err);
-/* HF config.json text (architectures, model_type, all fields); caller frees. */
+/* HF config.json text (architectures, model_type, all fields; a classifier's
+** id2label, label2id, problem_type and classifier_dropout too); caller frees. */
 char *config_to_json(const ModelConfig *c);
 /* The same with "torch_dtype" given ("float32", "bfloat16": what model.safetensors holds). */
 char *config_to_json_dtype(const ModelConfig *c, const char *torch_dtype);
 /* Writes config_to_json() to path, atomically (a temporary beside it, then a rename). */
 int config_save(const ModelConfig *c, const char *path, Err *err);
+/* Makes c a classifier of n classes named names[0..n) (id order): task, num_labels,
+** label_names (single-label problem). ERR_INVALID for n outside [2, CONFIG_MAX_LABELS],
+** an empty, duplicate or non-UTF-8 name, or names longer than CONFIG_LABEL_BYTES in all. */
+int config_set_labels(ModelConfig *c, int n, const char *const *names, Err *err);
+/* The name of class id (0 <= id < num_labels), else NULL. O(id). */
+const char *config_label(const ModelConfig *c, int id);
+/* Fills names[0..num_labels) with pointers into c->label_names (valid while c is). */
+void config_label_list(const ModelConfig *c, const char **names);
+/* The HF architecture name: "RobertaForMaskedLM", "BertForSequenceClassification", ... */
+const char *config_architecture(const ModelConfig *c);
+
 /* Size of each attention head: hidden_size / num_attention_heads. */
 int config_head_dim(const ModelConfig *c);
 

@@ -24,18 +24,21 @@ typedef struct ModelTensor {
   int decay;            /* 1 when AdamW weight decay applies (not LayerNorm, not bias) */
 } ModelTensor;
 
-/* A batch of fixed shape (batch, seq); arrays are row-major (batch, seq). */
+/* A batch of shape (batch, seq) (at most the plan's); arrays are row-major (batch, seq). */
 typedef struct ModelBatch {
   int batch, seq;
   const int32_t *input_ids;
   const int32_t *attention_mask;   /* 1 = real token, 0 = padding; NULL = all real */
   const int32_t *token_type_ids;   /* NULL = all zero */
-  const int32_t *labels;           /* target id, or MODEL_IGNORE_LABEL; NULL = no loss */
+  /* NULL = no loss. A masked LM: (batch, seq) target ids or MODEL_IGNORE_LABEL. A
+  ** classifier (MODEL_TASK_SEQ_CLS): (batch) class ids, or MODEL_IGNORE_LABEL for a row
+  ** that takes no part in the loss. */
+  const int32_t *labels;
 } ModelBatch;
 
 /* What a forward pass with labels reports. */
 typedef struct ModelLoss {
-  double loss_sum;      /* sum of cross-entropy over labelled positions */
+  double loss_sum;      /* sum of cross-entropy over labelled positions (a classifier: rows) */
   int n_labels;         /* labelled positions (labels != -100) */
   int n_correct;        /* labelled positions whose argmax equals the label */
 } ModelLoss;
@@ -92,7 +95,8 @@ const ModelTensor *model_tensor(const Model *m, int i);
 const ModelTensor *model_tensor_by_name(const Model *m, const char *name);
 
 /* Plans activations for batches of (batch, seq) with the MLM head computed at up
-** to head_rows positions; training != 0 also plans gradients and saved activations. */
+** to head_rows positions (a classifier ignores head_rows: its head takes each row's
+** first token); training != 0 also plans gradients and saved activations. */
 int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *err);
 /* One buffer of the activation plan (model.c's plan table), for checks and tools. */
 typedef struct ModelActivation {
@@ -136,6 +140,14 @@ void model_grad_group(const Model *m, int i, size_t *offset, size_t *count);
 typedef void (*ModelGradReady)(void *ctx, int group);
 /* Sets (or, with fn NULL, clears) the callback. */
 void model_set_grad_ready(Model *m, ModelGradReady fn, void *ctx);
+
+/* A classifier's scores after model_forward with labels: (labelled rows, in batch
+** order) x num_labels, whose argmax per row is the prediction: the logits in an
+** inference plan, their softmax in a training plan (backward's input). NULL for a
+** masked LM or before a forward. */
+const float *model_class_scores(const Model *m);
+/* Inference on a classifier: logits (batch x num_labels) of every row into logits_out. */
+int model_classify(Model *m, const ModelBatch *b, float *logits_out, Err *err);
 
 /* Inference: logits (n_positions x vocab) at the given flat positions (b*seq+t) of the batch. */
 int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions,

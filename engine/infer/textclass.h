@@ -1,0 +1,80 @@
+/* Layer: engine/infer/ (this folder: the fill-mask and text-classification
+** pipelines) uses engine/core, nn, tok and io; never engine/train. (ARCHITECTURE.md)
+**
+** The text-classification pipeline: what Hugging Face transformers'
+** pipeline("text-classification") answers, number for number. Each input is
+** encoded with [CLS] ... [SEP] (an input longer than the model's positions is
+** refused, as HF's forward fails on it, unless parameters.truncation is true: then
+** its text tokens are cut so that it fits, as the tokenizer's truncation=True
+** does), the classifier's logits go
+** through function_to_apply ("softmax" by default for a single-label model with
+** more than one label, "sigmoid" for a multi-label one, or "none") and the labels
+** come back as {"label", "score"} objects, best first:
+**   - top_k absent: the best label only, {"label","score"} per input; a string input
+**     gives [ {..} ], a list of n gives [ {..}, ... ] (one dict per input), as the
+**     pipeline's legacy top_k default does;
+**   - top_k = k (integer >= 1, capped at num_labels): a list of k dicts per input
+**     (a string input: that list; a list input: a list of lists);
+**   - top_k = null: every label, as top_k = num_labels.
+** Several inputs share padded forward passes; each answer equals what HF computes
+** for the input alone. Scores are float32 widened to double, printed by
+** fillmask_dumps() as Python's json does. */
+#ifndef MASKD_TEXTCLASS_H
+#define MASKD_TEXTCLASS_H
+#include <jansson.h>
+#include "engine/core/err.h"
+#include "engine/infer/fillmask.h"
+#include "engine/nn/model.h"
+#include "engine/tok/tokenizer.h"
+
+/* What one request may ask for (0 = no limit); the defaults bound a request on the
+** base preset to about a second of one core. */
+typedef struct TextClassLimits {
+  int max_inputs;               /* texts in one request */
+  int max_tokens;               /* tokens of all its texts together, after truncation */
+} TextClassLimits;
+
+#define TEXTCLASS_DEFAULT_MAX_INPUTS 64
+#define TEXTCLASS_DEFAULT_MAX_TOKENS 4096
+
+typedef struct TextClassOptions {
+  int max_batch;                 /* inputs per forward pass; <= 0 = 32 */
+  int max_length;                /* truncation length with [CLS]/[SEP]; <= 0 = the model's positions */
+  TextClassLimits limits;
+  ModelPrecision weights;        /* as FillMaskOptions.weights */
+} TextClassOptions;
+
+typedef struct TextClass TextClass;
+typedef struct TextClassRequest TextClassRequest;
+
+/* Defaults: batches of 32, the model's length, the default limits, fp32 weights. */
+void textclass_options_default(TextClassOptions *o);
+/* A pipeline over a classifier (model_config(m)->task == MODEL_TASK_SEQ_CLS) and its
+** tokenizer; with own != 0 it frees them (also on failure). ERR_BAD_INPUT for a masked
+** LM ("... is a fill-mask model, not a text classifier") or a vocabulary larger than the model's. */
+TextClass *textclass_new(Model *m, Tokenizer *t, const TextClassOptions *o, int own, Err *err);
+/* A pipeline from an HF folder (config.json, model.safetensors, tokenizer.json). */
+TextClass *textclass_load_dir(const char *dir, const TextClassOptions *o, Err *err);
+void textclass_free(TextClass *tc);
+Model *textclass_model(TextClass *tc);
+/* The pipeline plans the model and keeps that plan; code that plans it itself calls this after. */
+void textclass_forget_plan(TextClass *tc);
+
+/* Parses and encodes one request (the HTTP form: inputs a string or a list of strings;
+** parameters NULL or an object with top_k (integer >= 1 or null), function_to_apply
+** ("softmax", "sigmoid", "none", any case as HF's enum lookup) and truncation (bool);
+** unknown parameters refused by name). Errors as
+** FillMaskError's kinds (ERR_INVALID fields, ERR_BAD_INPUT texts, ERR_TOO_LARGE limits).
+** Reads the pipeline only: any thread. */
+TextClassRequest *textclass_prepare(const TextClass *tc, const json_t *inputs, const json_t *parameters,
+                                    FillMaskError *fe);
+/* Its tokens (the forward's cost). */
+int textclass_request_tokens(const TextClassRequest *r);
+void textclass_request_free(TextClassRequest *r);
+/* Answers reqs[0..n) together (one thread at a time per pipeline); results[i] a new
+** reference, or NULL with errors[i] filled. */
+void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_t **results, FillMaskError *errors);
+/* prepare + answer of one request. */
+json_t *textclass_call(TextClass *tc, const json_t *inputs, const json_t *parameters, FillMaskError *fe);
+
+#endif
