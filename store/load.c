@@ -23,47 +23,99 @@ int store_load_weights(Store *s, const StoreRevision *r, Model *m, Err *err) {
   return rc;
 }
 
-/* A pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>"):
-** its config.json, model.safetensors and tokenizer.json. The store keeps no
-** tokenizer_config.json: revisions are maskd's own, whose tokenizer config says
-** [MASK], <pad> and clean_up_tokenization_spaces true (import refuses others).
-** The weights come through store_load_weights, into float or (o->weights
-** MODEL_BF16) bfloat16 storage. */
-FillMask *store_load_fillmask(Store *s, const char *spec, const FillMaskOptions *o, Err *err) {
-  StoreRevision r;
-  void *cfg = NULL, *tj = NULL;
-  size_t cfg_len = 0, tj_len = 0;
-  Model *m = NULL;
-  Tokenizer *t = NULL;
-  FillMask *fm = NULL;
-  ModelConfig c;
-  FillMaskOptions def;
-  if (!o) { fillmask_options_default(&def); o = &def; }
-  if (store_resolve(s, spec, &r, err)) return NULL;
-  if (!r.tokenizer[0]) { err_set(err, "%s: revision %s has no tokenizer", r.model, r.commit); return NULL; }
-  if (store_revision_file(s, &r, "config.json", &cfg, &cfg_len, err)) goto done;
-  if (store_revision_file(s, &r, "tokenizer.json", &tj, &tj_len, err)) goto done;
+int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig *c, Err *err) {
+  void *cfg = NULL;
+  size_t cfg_len = 0;
+  if (store_resolve(s, spec, r, err)) return -1;
+  if (store_revision_file(s, r, "config.json", &cfg, &cfg_len, err)) {
+    if (err && err->kind != ERR_NOMEM && err->kind != ERR_IO) err->kind = ERR_INTERNAL;
+    return -1;
+  }
   char *cs = malloc(cfg_len + 1);
-  if (!cs) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  if (!cs) { free(cfg); return err_setk(err, ERR_NOMEM, "out of memory"); }
   memcpy(cs, cfg, cfg_len);
   cs[cfg_len] = 0;
-  int rc = config_parse(cs, &c, err);
+  free(cfg);
+  int rc = config_parse(cs, c, err);
   free(cs);
-  if (rc) { err_prefix(err, "config.json"); goto done; }
-  if (!(t = tokenizer_from_json(tj, tj_len, err))) { err_prefix(err, "tokenizer.json"); goto done; }
-  if (!(m = model_new(&c, err))) goto done;
+  if (rc) {
+    err_prefix(err, "config.json");
+    if (err && err->kind != ERR_NOMEM) err->kind = ERR_INTERNAL;   /* the store's own bytes */
+    return -1;
+  }
+  return 0;
+}
+
+/* The model and tokenizer of a store revision ("NAME", "NAME@main", "NAME@N",
+** "NAME@<commit>"): its config.json, model.safetensors and tokenizer.json, for a
+** pipeline of the task want. A revision of another task is refused from its config
+** (ERR_BAD_INPUT, before any weight is read); the store's own bytes refused (a
+** config, weights or tokenizer that does not parse, a blob gone) mean a damaged
+** store (ERR_INTERNAL), not a bad request. The weights come through
+** store_load_weights, into float or (weights MODEL_BF16) bfloat16 storage. */
+static int load_revision(Store *s, const char *spec, ModelTask want, ModelPrecision weights, Model **mp, Tokenizer **tp,
+                         Err *err) {
+  StoreRevision r;
+  void *tj = NULL;
+  size_t tj_len = 0;
+  Model *m = NULL;
+  Tokenizer *t = NULL;
+  ModelConfig c;
+  int rc = -1;
+  *mp = NULL;
+  *tp = NULL;
+  Err e = {0};
+  if (store_load_config(s, spec, &r, &c, &e)) goto done;
+  if (c.task != want) {
+    err_setk(&e, ERR_BAD_INPUT, "%s@%s is a %s model (%s), not a %s model", r.model, r.commit,
+             c.task == MODEL_TASK_SEQ_CLS ? "text-classification" : "fill-mask", config_architecture(&c),
+             want == MODEL_TASK_SEQ_CLS ? "text-classification" : "fill-mask");
+    goto done;
+  }
+  if (!r.tokenizer[0]) { err_setk(&e, ERR_INTERNAL, "%s: revision %s has no tokenizer", r.model, r.commit); goto done; }
+  if (store_revision_file(s, &r, "tokenizer.json", &tj, &tj_len, &e)) goto damaged;
+  if (!(t = tokenizer_from_json(tj, tj_len, &e))) { err_prefix(&e, "tokenizer.json"); goto damaged; }
+  if (!(m = model_new(&c, &e))) goto damaged;
   /* Before the load, so the matrices go straight into their bf16 copy. */
-  if (o->weights == MODEL_BF16 && model_keep_bf16_weights(m, 0, err)) goto done;
-  if (store_load_weights(s, &r, m, err)) { err_prefix(err, "model.safetensors"); goto done; }
-  fm = fillmask_new(m, t, o, 1, err);
+  if (weights == MODEL_BF16 && model_keep_bf16_weights(m, 0, &e)) goto damaged;
+  if (store_load_weights(s, &r, m, &e)) { err_prefix(&e, "model.safetensors"); goto damaged; }
+  *mp = m;
+  *tp = t;
   m = NULL;
   t = NULL;
+  rc = 0;
+  goto done;
+damaged:
+  if (e.kind != ERR_NOMEM && e.kind != ERR_IO) e.kind = ERR_INTERNAL;
 done:
-  /* The store's own bytes refused (a config, weights or tokenizer that does not
-  ** parse, a blob gone) mean a damaged store, not a bad request. */
-  if (!fm && err && err->kind != ERR_NOMEM && err->kind != ERR_IO) err->kind = ERR_INTERNAL;
+  if (rc && err) *err = e;
   model_free(m);
   tokenizer_free(t);
-  free(cfg); free(tj);
+  free(tj);
+  return rc;
+}
+
+/* The store keeps no tokenizer_config.json: revisions are maskd's own, whose
+** tokenizer config says [MASK], <pad> and clean_up_tokenization_spaces true (import
+** refuses others). */
+FillMask *store_load_fillmask(Store *s, const char *spec, const FillMaskOptions *o, Err *err) {
+  FillMaskOptions def;
+  if (!o) { fillmask_options_default(&def); o = &def; }
+  Model *m;
+  Tokenizer *t;
+  if (load_revision(s, spec, MODEL_TASK_MLM, o->weights, &m, &t, err)) return NULL;
+  FillMask *fm = fillmask_new(m, t, o, 1, err);
+  if (!fm && err && err->kind != ERR_NOMEM) err->kind = ERR_INTERNAL;
   return fm;
+}
+
+TextClass *store_load_textclass(Store *s, const char *spec, const TextClassOptions *o, Err *err) {
+  TextClassOptions def;
+  if (!o) { textclass_options_default(&def); o = &def; }
+  Model *m;
+  Tokenizer *t;
+  if (load_revision(s, spec, MODEL_TASK_SEQ_CLS, o->weights, &m, &t, err)) return NULL;
+  TextClass *tc = textclass_new(m, t, o, 1, err);
+  if (!tc && err && err->kind != ERR_NOMEM) err->kind = ERR_INTERNAL;
+  return tc;
 }

@@ -4,6 +4,8 @@
 #define MASKD_STORE_LOAD_H
 
 #include "engine/infer/fillmask.h"
+#include "engine/infer/textclass.h"
+#include "engine/nn/config.h"
 #include "store/store.h"
 
 /* Loads revision r's model.safetensors into m (ckpt_load_weights' checks), read from
@@ -14,7 +16,16 @@
 int store_load_weights(Store *s, const StoreRevision *r, Model *m, Err *err);
 /* A fill-mask pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>");
 ** NULL with err set when the revision is missing (ERR_NOT_FOUND) or a file in it does
-** not load (ERR_INTERNAL: the store's own bytes are damaged; or ERR_NOMEM, ERR_IO). */
+** not load (ERR_INTERNAL: the store's own bytes are damaged; or ERR_NOMEM, ERR_IO).
+** A classifier's revision is refused with ERR_BAD_INPUT ("... is a text-classification
+** model ..."), read from its config before any weight is. */
 FillMask *store_load_fillmask(Store *s, const char *spec, const FillMaskOptions *o, Err *err);
+/* The same for a text-classification pipeline over a classifier's revision; a masked
+** LM's is refused with ERR_BAD_INPUT ("... is a fill-mask model ..."). */
+TextClass *store_load_textclass(Store *s, const char *spec, const TextClassOptions *o, Err *err);
+/* Resolves spec into *r and parses its config.json into *c (no weights read): what
+** task the revision is for. ERR_NOT_FOUND for no such revision, ERR_INTERNAL for a
+** config that does not parse. */
+int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig *c, Err *err);
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/infer/pipeline.h"
 #include "engine/io/checkpoint.h"
 #include "engine/nn/config.h"
 
@@ -59,6 +60,10 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
   int mask_id = tokenizer_token_to_id(t, mask);
   if (mask_id < 0) { err_set(err, "The tokenizer does not define a `mask_token`. (no token '%s')", mask); goto fail; }
   const ModelConfig *c = model_config(m);
+  if (c->task == MODEL_TASK_SEQ_CLS) {
+    err_setk(err, ERR_BAD_INPUT, "the model is a text classifier (%s), not a fill-mask model", config_architecture(c));
+    goto fail;
+  }
   if (tokenizer_vocab_size(t) > c->vocab_size) {
     err_set(err, "fill-mask: the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t),
             c->vocab_size);
@@ -75,9 +80,7 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
   fm->max_batch = o->max_batch > 0 ? o->max_batch : 32;
   fm->limits = o->limits;
   fm->V = c->vocab_size;
-  /* RoBERTa's position ids start after padding_idx, so pad+1 positions are unusable. */
-  fm->max_tokens = c->model_type == MODEL_ROBERTA ? c->max_position_embeddings - c->pad_token_id - 1
-                                                  : c->max_position_embeddings;
+  fm->max_tokens = pipeline_max_tokens(c);
   fm->warn = o->warn;
   fm->warn_ctx = o->warn_ctx;
   return fm;

@@ -47,34 +47,67 @@ typedef struct TextClassOptions {
 typedef struct TextClass TextClass;
 typedef struct TextClassRequest TextClassRequest;
 
+/* function_to_apply: HF's ClassificationFunction; DEFAULT = the model's (sigmoid for a
+** multi-label model or one label, softmax otherwise). */
+typedef enum TextClassFunction {
+  TEXTCLASS_FN_DEFAULT = 0, TEXTCLASS_FN_SOFTMAX, TEXTCLASS_FN_SIGMOID, TEXTCLASS_FN_NONE
+} TextClassFunction;
+/* top_k's two non-numbers in the C form: absent (the legacy answer) and null (every label). */
+#define TEXTCLASS_TOP_K_LEGACY 0
+#define TEXTCLASS_TOP_K_ALL (-1)
+
 /* Defaults: batches of 32, the model's length, the default limits, fp32 weights. */
 void textclass_options_default(TextClassOptions *o);
 /* A pipeline over a classifier (model_config(m)->task == MODEL_TASK_SEQ_CLS) and its
 ** tokenizer; with own != 0 it frees them (also on failure). ERR_BAD_INPUT for a masked
 ** LM ("... is a fill-mask model, not a text classifier") or a vocabulary larger than the model's. */
 TextClass *textclass_new(Model *m, Tokenizer *t, const TextClassOptions *o, int own, Err *err);
-/* A pipeline from an HF folder (config.json, model.safetensors, tokenizer.json). */
+/* A pipeline from an HF folder (config.json, model.safetensors, tokenizer.json); o may be NULL. */
 TextClass *textclass_load_dir(const char *dir, const TextClassOptions *o, Err *err);
+/* Frees the pipeline (and the model and tokenizer when it owns them); NULL allowed. */
 void textclass_free(TextClass *tc);
 Model *textclass_model(TextClass *tc);
+const Tokenizer *textclass_tokenizer(const TextClass *tc);
+const TextClassLimits *textclass_limits(const TextClass *tc);
+/* Largest number of tokens (with [CLS]/[SEP]) an input may have: the model's positions. */
+int textclass_max_tokens(const TextClass *tc);
+/* The function a request without function_to_apply gets (never DEFAULT). */
+TextClassFunction textclass_default_function(const TextClass *tc);
 /* The pipeline plans the model and keeps that plan; code that plans it itself calls this after. */
 void textclass_forget_plan(TextClass *tc);
 
+/* "softmax", "sigmoid", "none" in any case (HF's ClassificationFunction[name.upper()]) into *out: 0, else -1. */
+int textclass_function_parse(const char *name, TextClassFunction *out);
+/* "softmax", "sigmoid", "none" ("default" for DEFAULT). */
+const char *textclass_function_name(TextClassFunction f);
+/* out[0..n) = fn(logits[0..n)) in numpy's float32 arithmetic, as the pipeline's
+** postprocess computes it (exp as numpy's SIMD float32 exp, the softmax's sum as
+** numpy's pairwise sum): bit for bit numpy's. fn DEFAULT is refused: returns -1. */
+int textclass_scores(const float *logits, int n, TextClassFunction fn, float *out);
+
 /* Parses and encodes one request (the HTTP form: inputs a string or a list of strings;
 ** parameters NULL or an object with top_k (integer >= 1 or null), function_to_apply
-** ("softmax", "sigmoid", "none", any case as HF's enum lookup) and truncation (bool);
-** unknown parameters refused by name). Errors as
-** FillMaskError's kinds (ERR_INVALID fields, ERR_BAD_INPUT texts, ERR_TOO_LARGE limits).
-** Reads the pipeline only: any thread. */
+** ("softmax", "sigmoid", "none", any case as HF's enum lookup) and truncation (bool,
+** or "longest_first"/"only_first" = true, "do_not_truncate" = false); unknown
+** parameters refused by name). Errors as FillMaskError's kinds (ERR_INVALID fields,
+** ERR_BAD_INPUT texts, ERR_TOO_LARGE limits). Reads the pipeline only: any thread. */
 TextClassRequest *textclass_prepare(const TextClass *tc, const json_t *inputs, const json_t *parameters,
                                     FillMaskError *fe);
+/* The same from C values: texts[0..n) (is_list: the caller passed a list, even of one);
+** top_k >= 1, TEXTCLASS_TOP_K_LEGACY or TEXTCLASS_TOP_K_ALL; truncation != 0 cuts long texts. */
+TextClassRequest *textclass_prepare_texts(const TextClass *tc, const char *const *texts, int n, int is_list,
+                                          long long top_k, TextClassFunction fn, int truncation, FillMaskError *fe);
 /* Its tokens (the forward's cost). */
 int textclass_request_tokens(const TextClassRequest *r);
+/* Frees a request; NULL allowed. */
 void textclass_request_free(TextClassRequest *r);
 /* Answers reqs[0..n) together (one thread at a time per pipeline); results[i] a new
 ** reference, or NULL with errors[i] filled. */
 void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_t **results, FillMaskError *errors);
 /* prepare + answer of one request. */
 json_t *textclass_call(TextClass *tc, const json_t *inputs, const json_t *parameters, FillMaskError *fe);
+/* prepare_texts + answer of one request. */
+json_t *textclass_run(TextClass *tc, const char *const *texts, int n, int is_list, long long top_k,
+                      TextClassFunction fn, int truncation, FillMaskError *fe);
 
 #endif

@@ -1,0 +1,63 @@
+/* Helpers both pipelines use (pipeline.h). */
+#include "engine/infer/pipeline.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int pipeline_max_tokens(const ModelConfig *c) {
+  return c->model_type == MODEL_ROBERTA ? c->max_position_embeddings - c->pad_token_id - 1 : c->max_position_embeddings;
+}
+
+void *pipeline_fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) {
+  fe->err.kind = kind;
+  fe->limit = NULL;
+  fe->max = fe->got = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(fe->err.msg, sizeof fe->err.msg, fmt, ap);
+  va_end(ap);
+  return NULL;
+}
+
+void *pipeline_limit_hit(FillMaskError *fe, const char *limit, long long max, long long got) {
+  fe->limit = limit;
+  fe->max = max;
+  fe->got = got;
+  return NULL;
+}
+
+int pipeline_inputs(const json_t *inputs, const char ***texts, const char **one, int *n, int *is_list, FillMaskError *fe) {
+  *texts = NULL;
+  *n = 0;
+  *is_list = 0;
+  if (json_is_string(inputs)) {
+    *one = json_string_value(inputs);
+    *texts = one;
+    *n = 1;
+    return 0;
+  }
+  if (!json_is_array(inputs)) {
+    pipeline_fail(fe, ERR_INVALID, "inputs: expected a string or a list of strings");
+    return -1;
+  }
+  size_t m = json_array_size(inputs);
+  if (m > (size_t)1 << 30) { pipeline_fail(fe, ERR_TOO_LARGE, "inputs: %zu texts", m); return -1; }
+  const char **t = malloc(sizeof(char *) * (m > 0 ? m : 1));
+  if (!t) { pipeline_fail(fe, ERR_NOMEM, "out of memory"); return -1; }
+  for (size_t i = 0; i < m; i++) {
+    const json_t *x = json_array_get(inputs, i);
+    if (!json_is_string(x)) {
+      free(t);
+      pipeline_fail(fe, ERR_INVALID, "inputs[%zu]: expected a string, got %s", i,
+                    json_is_object(x) ? "an object" : json_is_array(x) ? "a list" : json_is_null(x) ? "null"
+                    : json_is_boolean(x) ? "a boolean" : "a number");
+      return -1;
+    }
+    t[i] = json_string_value(x);
+  }
+  *texts = t;
+  *n = (int)m;
+  *is_list = 1;
+  return 0;
+}
