@@ -6,6 +6,7 @@
 #include "engine/core/err.h"
 #include "engine/core/now.h"
 #include "engine/infer/fillmask.h"
+#include "engine/infer/textclass.h"
 #include "server/http/http.h"
 #include "server/http/metrics.h"
 #include "server/app/workspace.h"
@@ -73,7 +74,27 @@ ModelPrecision fill_cache_precision_of(const FillCache *c, const char *model);
 json_t *fill_precision_json(const FillCache *c);
 /* The limits as a JSON object, for /healthz. */
 json_t *fill_limits_json(const FillCache *c);
+/* The limits of each text-classification request (default: TEXTCLASS_DEFAULT_MAX_*). Call before serving. */
+void fill_cache_set_textclass_limits(FillCache *c, const TextClassLimits *limits);
+/* The text-classification limits as a JSON object, for /healthz. */
+json_t *textclass_limits_json(const FillCache *c);
 void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs);
+
+/* The pipelines the cache loads a revision for; ANY: the one its config.json names. */
+typedef enum AppPipeline { APP_PIPELINE_ANY = -1, APP_FILL_MASK = 0, APP_TEXT_CLASSIFICATION = 1 } AppPipeline;
+/* "fill-mask", "text-classification": the route's and HF's name of the task. */
+const char *app_pipeline_name(AppPipeline kind);
+/* Answers a pipeline request ({"inputs", "parameters", "model"?, "options"?}) with the
+** model the path names (path_model, "name[@revision]"; the body may then not name one)
+** or the body's, or the default: resolved, loaded into the cache for kind, checked in
+** this thread, then queued on the model and answered in a shared pass (routes_fill.c).
+** A revision of another task than kind gets 400, naming the route that answers it. */
+void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpReq *rq, HttpRes *rs);
+
+/* routes_textclass.c: POST /text-classification, as HF pipeline("text-classification")
+** answers (engine/infer/textclass.h); POST /models/{name}, the pipeline the model is for. */
+void route_text_classification(void *app, HttpReq *rq, HttpRes *rs);
+void route_model_pipeline(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_jobs.c: job submission, cancellation, and the worker that runs jobs one at a time. */
 /* What a tokenizer or dataset job may ask for: POST /tokenizers and /datasets check it

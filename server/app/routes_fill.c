@@ -1,7 +1,10 @@
 /* POST /fill-mask: the Hugging Face Inference API's request shape
 ** ({"inputs": str | [str], "parameters": {"top_k", "targets"}, "model": "name[@rev]"})
 ** answered exactly as pipeline("fill-mask") does (engine/infer/fillmask.h), over model
-** revisions from the store that are loaded once and kept in a small cache.
+** revisions from the store that are loaded once and kept in a small cache. The same
+** cache, queues and request path serve POST /text-classification and POST
+** /models/{name} (routes_textclass.c): an entry holds a loaded revision with the
+** pipeline of its task, fill-mask or text-classification.
 **
 ** A request is parsed, encoded and checked against the limits in its own thread
 ** (fillmask_prepare: every refusal happens there, before any model work), then
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "engine/infer/fillmask.h"
+#include "engine/infer/textclass.h"
 #include "engine/core/now.h"
 #include "store/load.h"
 #include "server/app/fill_queue.h"
@@ -27,7 +31,7 @@
 
 /* One request waiting for its model. */
 typedef struct Job {
-  FillMaskRequest *req;
+  void *req;                /* a FillMaskRequest or a TextClassRequest, by its entry's pipeline */
   json_t *result;           /* when answered: the answer, or NULL and fe says why */
   FillMaskError fe;
 } Job;
@@ -38,7 +42,9 @@ typedef struct Entry {
   char key[256];            /* "model@commit" */
   ModelPrecision weights;   /* how fm keeps its weights: part of the key, so a revision is never
                             ** answered at a precision it was not asked at */
+  AppPipeline kind;         /* which of fm and tc is loaded: part of the key too */
   FillMask *fm;
+  TextClass *tc;
   struct FillCache *cache;
   FillQueue *queue;
   int refs;                 /* guarded by the cache's mu */
@@ -48,6 +54,7 @@ typedef struct Entry {
 struct FillCache {
   Metrics *metrics;
   FillMaskLimits limits;    /* every loaded pipeline checks requests against these */
+  TextClassLimits tc_limits;  /* and every loaded text classifier against these */
   int batch;                /* 0: one request per pass */
   int window_us;            /* how long a pass waits for more requests to join it */
   int threads;              /* threads of each loaded model's forward pass */
@@ -75,6 +82,9 @@ FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, c
   c->batch = batch;
   c->threads = threads;
   c->limits = *limits;
+  TextClassOptions tco;
+  textclass_options_default(&tco);
+  c->tc_limits = tco.limits;
   c->pass_tokens = limits->max_tokens > 0 ? limits->max_tokens : FILL_PASS_TOKENS;
   c->e = calloc((size_t)capacity, sizeof *c->e);
   if (!c->e) { free(c); return NULL; }
@@ -99,6 +109,8 @@ int fill_cache_set_precision(FillCache *c, ModelPrecision def, const char *const
   return 0;
 }
 
+void fill_cache_set_textclass_limits(FillCache *c, const TextClassLimits *limits) { c->tc_limits = *limits; }
+
 ModelPrecision fill_cache_precision_of(const FillCache *c, const char *model) {
   /* The last naming wins, as a repeated flag's last value does. */
   for (int i = c->n_models - 1; i >= 0; i--)
@@ -113,6 +125,10 @@ json_t *fill_precision_json(const FillCache *c) {
   return json_pack("{s:s}", "default", model_precision_name(c->precision));
 }
 
+json_t *textclass_limits_json(const FillCache *c) {
+  return json_pack("{s:i, s:i}", "max_inputs", c->tc_limits.max_inputs, "max_tokens", c->tc_limits.max_tokens);
+}
+
 json_t *fill_limits_json(const FillCache *c) {
   return json_pack("{s:i, s:i, s:i, s:i, s:I}", "max_inputs", c->limits.max_inputs, "max_tokens", c->limits.max_tokens,
                    "max_masks", c->limits.max_masks, "max_top_k", c->limits.max_top_k, "max_answer_bytes",
@@ -122,13 +138,18 @@ json_t *fill_limits_json(const FillCache *c) {
 /* A pass, in the entry's runner thread: the requests share padded forward passes. */
 static void answer_pass(void *ctx, FillJob *const *jobs, int n) {
   Entry *e = ctx;
-  FillMaskRequest *reqs[FILL_PASS_REQUESTS];
+  void *reqs[FILL_PASS_REQUESTS];
   json_t *results[FILL_PASS_REQUESTS];
   FillMaskError errors[FILL_PASS_REQUESTS];
   for (int i = 0; i < n; i++) reqs[i] = ((Job *)jobs[i]->data)->req;
   /* The count is the model's own (its passes pass it on): no other model or thread sees it. */
-  model_set_threads(fillmask_model(e->fm), e->cache->threads);
-  fillmask_answer(e->fm, reqs, n, results, errors);
+  if (e->kind == APP_TEXT_CLASSIFICATION) {
+    model_set_threads(textclass_model(e->tc), e->cache->threads);
+    textclass_answer(e->tc, (TextClassRequest *const *)reqs, n, results, errors);
+  } else {
+    model_set_threads(fillmask_model(e->fm), e->cache->threads);
+    fillmask_answer(e->fm, (FillMaskRequest *const *)reqs, n, results, errors);
+  }
   for (int i = 0; i < n; i++) {
     Job *j = jobs[i]->data;
     j->result = results[i];
@@ -140,6 +161,7 @@ static void answer_pass(void *ctx, FillJob *const *jobs, int n) {
 static void entry_free(Entry *e) {
   fill_queue_stop(e->queue);
   fillmask_free(e->fm);
+  textclass_free(e->tc);
   free(e);
 }
 
@@ -157,11 +179,11 @@ void fill_cache_free(FillCache *c) {
   free(c);
 }
 
-static Entry *cache_find(FillCache *c, const char *key, ModelPrecision weights) {
+static Entry *cache_find(FillCache *c, const char *key, ModelPrecision weights, AppPipeline kind) {
   Entry *hit = NULL;
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < c->n; i++)
-    if (!strcmp(c->e[i]->key, key) && c->e[i]->weights == weights) { hit = c->e[i]; hit->refs++; hit->used = now_monotonic(); break; }
+    if (!strcmp(c->e[i]->key, key) && c->e[i]->weights == weights && c->e[i]->kind == kind) { hit = c->e[i]; hit->refs++; hit->used = now_monotonic(); break; }
   pthread_mutex_unlock(&c->mu);
   return hit;
 }
@@ -172,20 +194,24 @@ static void cache_release(FillCache *c, Entry *e) {
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Adds a loaded pipeline with its queue, evicting the least recently used idle entry
-** when full; returns it referenced, or NULL (fm freed) when every entry is in use or
-** the queue's thread cannot start. */
-static Entry *cache_add(FillCache *c, const char *key, ModelPrecision weights, FillMask *fm) {
+/* Adds a loaded pipeline (fm or tc, by kind) with its queue, evicting the least
+** recently used idle entry when full; returns it referenced, or NULL (the pipeline
+** freed) when every entry is in use or the queue's thread cannot start. */
+static Entry *cache_add(FillCache *c, const char *key, ModelPrecision weights, AppPipeline kind, FillMask *fm,
+                        TextClass *tc) {
   Entry *e = calloc(1, sizeof *e);
-  if (!e) { fillmask_free(fm); return NULL; }
+  if (!e) { fillmask_free(fm); textclass_free(tc); return NULL; }
   snprintf(e->key, sizeof e->key, "%s", key);
   e->weights = weights;
+  e->kind = kind;
   e->fm = fm;
+  e->tc = tc;
   e->cache = c;
   e->refs = 1;
   e->used = now_monotonic();
   if (!(e->queue = fill_queue_start(answer_pass, e, c->batch ? FILL_PASS_REQUESTS : 1, c->pass_tokens, c->window_us, NULL))) {
     fillmask_free(fm);
+    textclass_free(tc);
     free(e);
     return NULL;
   }
@@ -240,7 +266,7 @@ static int resolve_model(App *a, const char *given, char *key, size_t cap, Model
   if (!c->store && !(c->store = store_open(a->db_path, &e))) {
     http_error_from(rs, &e, "cannot open the store", json_string(e.msg));
   } else if (pick_model(a, c->store, given, spec, sizeof spec, &e)) {
-    http_error_from(rs, &e, "no model to fill masks with", json_string(e.msg));
+    http_error_from(rs, &e, "no model to answer with", json_string(e.msg));
   } else if (store_resolve(c->store, spec, &r, &e)) {
     http_error_from(rs, &e, "unknown model or revision", json_pack("{s:s, s:s}", "model", spec, "why", e.msg));
   } else {
@@ -252,40 +278,92 @@ static int resolve_model(App *a, const char *given, char *key, size_t cap, Model
   return rc;
 }
 
-/* The loaded pipeline for key, loading it (on a store connection of its own) when
-** it is not cached; answers and returns NULL on failure. */
-static Entry *load_model(App *a, const char *key, ModelPrecision weights, HttpRes *rs) {
+const char *app_pipeline_name(AppPipeline kind) {
+  return kind == APP_TEXT_CLASSIFICATION ? "text-classification" : "fill-mask";
+}
+
+/* The loaded pipeline of kind for key, loading it (on a store connection of its own)
+** when it is not cached; answers and returns NULL on failure: a revision of the other
+** task gets 400, naming the route that answers it. */
+static Entry *load_model(App *a, const char *key, ModelPrecision weights, AppPipeline kind, HttpRes *rs) {
   FillCache *c = a->fill;
-  Entry *ent = cache_find(c, key, weights);
+  Entry *ent = cache_find(c, key, weights, kind);
   if (ent) return ent;
   pthread_mutex_lock(&c->load);
-  ent = cache_find(c, key, weights);  /* another request may have loaded it meanwhile */
+  ent = cache_find(c, key, weights, kind);  /* another request may have loaded it meanwhile */
   if (!ent) {
     Err e = {0};
     Store *s = app_store(a, rs);
     if (!s) { pthread_mutex_unlock(&c->load); return NULL; }
-    FillMaskOptions o;
-    fillmask_options_default(&o);
-    o.limits = c->limits;
-    o.weights = weights;
-    FillMask *fm = store_load_fillmask(s, key, &o, &e);
-    if (!fm) {
+    FillMask *fm = NULL;
+    TextClass *tc = NULL;
+    if (kind == APP_TEXT_CLASSIFICATION) {
+      TextClassOptions o;
+      textclass_options_default(&o);
+      o.limits = c->tc_limits;
+      o.weights = weights;
+      tc = store_load_textclass(s, key, &o, &e);
+    } else {
+      FillMaskOptions o;
+      fillmask_options_default(&o);
+      o.limits = c->limits;
+      o.weights = weights;
+      fm = store_load_fillmask(s, key, &o, &e);
+    }
+    if (!fm && !tc) {
       pthread_mutex_unlock(&c->load);
-      http_error_from(rs, &e, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
+      if (e.kind == ERR_BAD_INPUT) {
+        /* The revision is another task's: the message says which; the detail, where to ask. */
+        AppPipeline other = kind == APP_TEXT_CLASSIFICATION ? APP_FILL_MASK : APP_TEXT_CLASSIFICATION;
+        char route[64];
+        snprintf(route, sizeof route, "POST /%s", app_pipeline_name(other));
+        http_error_from(rs, &e, NULL, json_pack("{s:s, s:s, s:s}", "model", key, "pipeline", app_pipeline_name(other),
+                                                "route", route));
+      } else {
+        http_error_from(rs, &e, "cannot load the model", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
+      }
       return NULL;
     }
-    if (!(ent = cache_add(c, key, weights, fm))) http_error(rs, 503, "every cached model is busy; try again", NULL);
+    if (!(ent = cache_add(c, key, weights, kind, fm, tc))) http_error(rs, 503, "every cached model is busy; try again", NULL);
   }
   pthread_mutex_unlock(&c->load);
   return ent;
 }
 
+/* The task of the revision key is for: a loaded entry says it, else its config.json
+** (on the cache's store connection). Answers and returns -1 on failure. */
+static int model_pipeline(App *a, const char *key, ModelPrecision weights, AppPipeline *kind, HttpRes *rs) {
+  FillCache *c = a->fill;
+  for (int k = APP_FILL_MASK; k <= APP_TEXT_CLASSIFICATION; k++) {
+    Entry *e = cache_find(c, key, weights, (AppPipeline)k);
+    if (e) { cache_release(c, e); *kind = (AppPipeline)k; return 0; }
+  }
+  Err e = {0};
+  StoreRevision r;
+  ModelConfig cfg;
+  int rc;
+  pthread_mutex_lock(&c->store_mu);
+  rc = c->store ? store_load_config(c->store, key, &r, &cfg, &e) : err_setk(&e, ERR_INTERNAL, "the store is not open");
+  pthread_mutex_unlock(&c->store_mu);
+  if (rc) {
+    http_error_from(rs, &e, "cannot read the model's config", json_pack("{s:s, s:s}", "model", key, "why", e.msg));
+    return -1;
+  }
+  *kind = cfg.task == MODEL_TASK_SEQ_CLS ? APP_TEXT_CLASSIFICATION : APP_FILL_MASK;
+  return 0;
+}
+
 /* A pipeline refusal answered with the status of its kind (server/http's table: the
 ** request's shape 422, a text the pipeline refuses 400, a limit 413); a limit's
 ** answer names the limit and its flag. */
-static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model) {
+static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model, AppPipeline kind) {
   json_t *detail = json_pack("{s:s}", "model", model);
-  if (fe->err.kind == ERR_TOO_LARGE && fe->limit) {
+  if (fe->err.kind == ERR_TOO_LARGE && fe->limit && kind == APP_TEXT_CLASSIFICATION) {
+    /* maskd serve has no flags for these yet: the limit and its values only. */
+    json_object_set_new(detail, "limit", json_string(fe->limit));
+    json_object_set_new(detail, "max", json_integer((json_int_t)fe->max));
+    json_object_set_new(detail, "got", json_integer((json_int_t)fe->got));
+  } else if (fe->err.kind == ERR_TOO_LARGE && fe->limit) {
     char flag[64];
     int n = snprintf(flag, sizeof flag, "--%s", fe->limit);
     for (int i = 2; i < n && flag[i]; i++) if (flag[i] == '_') flag[i] = '-';
@@ -294,11 +372,12 @@ static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model
     json_object_set_new(detail, "max", json_integer((json_int_t)fe->max));
     json_object_set_new(detail, "got", json_integer((json_int_t)fe->got));
   }
-  http_error_from(rs, &fe->err, fe->err.msg[0] ? fe->err.msg : "fill-mask failed", detail);
+  char failed[64];
+  snprintf(failed, sizeof failed, "%s failed", app_pipeline_name(kind));
+  http_error_from(rs, &fe->err, fe->err.msg[0] ? fe->err.msg : failed, detail);
 }
 
-void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
-  App *a = app;
+void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpReq *rq, HttpRes *rs) {
   json_t *body = http_body_object(rq, rs);
   if (!body) return;
   const char *key;
@@ -314,6 +393,8 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
   json_t *model = json_object_get(body, "model");
   if (!inputs) {
     http_error(rs, 422, "missing field 'inputs'", json_pack("{s:s}", "field", "inputs"));
+  } else if (model && path_model) {
+    http_error(rs, 422, "field 'model': the path names the model", json_pack("{s:s, s:s}", "field", "model", "path", path_model));
   } else if (model && !json_is_string(model)) {
     http_error(rs, 422, "field 'model' must be a string \"name[@revision]\"",
                json_pack("{s:s, s:s}", "field", "model", "got", http_json_type(model)));
@@ -324,25 +405,36 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
   char ckey[256];
   Entry *ent = NULL;
   ModelPrecision weights = MODEL_FP32;
-  if (resolve_model(a, model ? json_string_value(model) : NULL, ckey, sizeof ckey, &weights, rs) ||
-      !(ent = load_model(a, ckey, weights, rs))) {
+  /* POST /models/{name} answers the pipeline the model is for (kind < 0: ask its config). */
+  if (resolve_model(a, path_model ? path_model : model ? json_string_value(model) : NULL, ckey, sizeof ckey, &weights, rs) ||
+      (kind == APP_PIPELINE_ANY && model_pipeline(a, ckey, weights, &kind, rs)) || !(ent = load_model(a, ckey, weights, kind, rs))) {
     json_decref(body);
     return;
   }
   /* Everything is checked here, in this thread, before the request can wait for the model. */
   Job job;
   memset(&job, 0, sizeof job);
-  job.req = fillmask_prepare(ent->fm, inputs, params, &job.fe);
+  int cost = 0;
+  if (kind == APP_TEXT_CLASSIFICATION) {
+    TextClassRequest *r = textclass_prepare(ent->tc, inputs, params, &job.fe);
+    if (r) cost = textclass_request_tokens(r);
+    job.req = r;
+  } else {
+    FillMaskRequest *r = fillmask_prepare(ent->fm, inputs, params, &job.fe);
+    if (r) cost = fillmask_request_tokens(r);
+    job.req = r;
+  }
   json_decref(body);
   if (!job.req) {
     cache_release(a->fill, ent);
-    fill_refusal(rs, &job.fe, ckey);
+    fill_refusal(rs, &job.fe, ckey, kind);
     return;
   }
-  FillJob fj = {.data = &job, .cost = fillmask_request_tokens(job.req)};
+  FillJob fj = {.data = &job, .cost = cost};
   int late = fill_queue_submit(ent->queue, &fj, a->request_timeout > 0 ? t0 + a->request_timeout : 0);
   cache_release(a->fill, ent);
-  fillmask_request_free(job.req);
+  if (kind == APP_TEXT_CLASSIFICATION) textclass_request_free(job.req);
+  else fillmask_request_free(job.req);
   json_t *res = job.result;
   char *text = res ? fillmask_dumps(res, 0, 0) : NULL;
   json_decref(res);
@@ -350,7 +442,7 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
     http_error(rs, 503, "the model was busy past the request time limit; try again",
                json_pack("{s:s, s:f}", "model", ckey, "timeout_s", a->request_timeout));
   } else if (!res) {
-    fill_refusal(rs, &job.fe, ckey);
+    fill_refusal(rs, &job.fe, ckey, kind);
   } else if (!text) {
     http_error(rs, 500, "cannot write the answer", NULL);
   } else {
@@ -359,6 +451,8 @@ void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) {
     rs->len = strlen(text);
     rs->status = 200;
     rs->content_type = "application/json";
-    metrics_fill_mask(a->metrics, now_monotonic() - t0);
+    if (kind == APP_FILL_MASK) metrics_fill_mask(a->metrics, now_monotonic() - t0);
   }
 }
+
+void route_fill_mask(void *app, HttpReq *rq, HttpRes *rs) { app_serve_pipeline(app, APP_FILL_MASK, NULL, rq, rs); }

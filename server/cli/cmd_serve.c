@@ -195,6 +195,7 @@ static const HttpRoute routes[] = {
   {"GET", "/healthz", route_healthz, HTTP_OPEN | HTTP_INLINE},
   {"GET", "/metrics", route_metrics, 0},
   {"POST", "/fill-mask", route_fill_mask, 0},
+  {"POST", "/text-classification", route_text_classification, 0},
   {"GET", "/runs", route_runs, 0},
   {"POST", "/runs", route_submit_run, HTTP_WRITE},
   {"GET", "/runs/{id}", route_run, 0},
@@ -211,6 +212,7 @@ static const HttpRoute routes[] = {
   {"POST", "/jobs/{id}/cancel", route_cancel_job, HTTP_WRITE},
   {"GET", "/models", route_models, 0},
   {"GET", "/models/{name}", route_model, 0},
+  {"POST", "/models/{name}", route_model_pipeline, 0},
   {"GET", "/models/{name}/resolve/{revision}/{file}", route_resolve, 0},
 };
 

@@ -24,6 +24,7 @@ static const Command commands[] = {
   {"prepare", cmd_prepare, "cut tokenized text into fixed-length dataset shards"},
   {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
   {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
+  {"classify", cmd_classify, "classify texts as HF pipeline(\"text-classification\") does"},
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},
   {"import", cmd_import, "add a Hugging Face model folder to the store"},
   {"runs", cmd_runs, "list training runs in the store"},

@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# maskd serve's POST /text-classification and POST /models/{name} over HTTP with curl,
+# on small random classifiers made here (numpy writes HF RobertaForSequenceClassification
+# folders: config.json with id2label, model.safetensors) and imported into a store:
+# HF pipeline("text-classification")'s answer shapes (top_k absent, an integer, null;
+# a string, a list), function_to_apply and the multi-label default, the answers equal to
+# `maskd classify`'s bytes, concurrent requests equal to each alone, every refusal with
+# its status (a fill-mask model asked to classify and a classifier asked to fill masks
+# get 400 naming the other route), the limits, and POST /models/{name} answering the
+# pipeline each model is for.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" servetextclass
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+serve_wrap=(timeout 600)
+
+# A Unigram tokenizer from a made-up corpus (no data set needed), then three models on it.
+$PY - "$T/corpus.txt" <<'EOF'
+import random, sys
+r = random.Random(3)
+words = "the a cat dog sat on mat was big small red blue house tree river good bad film movie great awful fine".split()
+with open(sys.argv[1], "w") as f:
+    for _ in range(3000):
+        f.write(" ".join(r.choice(words) for _ in range(r.randint(3, 12))) + " .\n")
+EOF
+"$M" tokenizer train --input "$T/corpus.txt" --vocab-size 120 --out "$T/tok.json" --threads 1 >"$T/setup.log" 2>&1 ||
+  { fail serve_textclass_setup "tokenizer: $(tail -3 "$T/setup.log")"; exit 1; }
+
+# make DIR KIND SEED [LABELS...]: KIND cls (RobertaForSequenceClassification, single
+# label), multi (the same, multi_label_classification) or mlm (RobertaForMaskedLM).
+# Weights N(0, 0.6) so that scores differ clearly.
+make_model() {
+  $PY - "$T/tok.json" "$@" <<'EOF'
+import json, os, shutil, struct, sys
+import numpy as np
+tok, out, kind, seed, labels = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+V = len(json.load(open(tok))["model"]["vocab"])
+H, L, I, P = 16, 2, 32, 40
+r = np.random.default_rng(seed)
+t = {}
+def w(name, *shape): t[name] = (r.standard_normal(shape) * 0.6).astype(np.float32)
+def ln(name): t[name + ".weight"] = np.ones(H, np.float32); t[name + ".bias"] = np.zeros(H, np.float32)
+e = "roberta.embeddings."
+w(e + "word_embeddings.weight", V, H); w(e + "position_embeddings.weight", P, H); w(e + "token_type_embeddings.weight", 1, H)
+ln(e + "LayerNorm")
+for l in range(L):
+    p = "roberta.encoder.layer.%d." % l
+    for m in ("query", "key", "value"):
+        w(p + "attention.self.%s.weight" % m, H, H); w(p + "attention.self.%s.bias" % m, H)
+    w(p + "attention.output.dense.weight", H, H); w(p + "attention.output.dense.bias", H); ln(p + "attention.output.LayerNorm")
+    w(p + "intermediate.dense.weight", I, H); w(p + "intermediate.dense.bias", I)
+    w(p + "output.dense.weight", H, I); w(p + "output.dense.bias", H); ln(p + "output.LayerNorm")
+cfg = {"model_type": "roberta", "vocab_size": V, "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": 2,
+       "intermediate_size": I, "max_position_embeddings": P, "type_vocab_size": 1, "pad_token_id": 3, "bos_token_id": 0,
+       "eos_token_id": 1, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+       "initializer_range": 0.02, "hidden_act": "gelu", "position_embedding_type": "absolute"}
+if kind == "mlm":
+    cfg["architectures"] = ["RobertaForMaskedLM"]
+    w("lm_head.dense.weight", H, H); w("lm_head.dense.bias", H); ln("lm_head.layer_norm"); w("lm_head.bias", V)
+else:
+    cfg["architectures"] = ["RobertaForSequenceClassification"]
+    cfg["id2label"] = {str(i): n for i, n in enumerate(labels)}
+    cfg["label2id"] = {n: i for i, n in enumerate(labels)}
+    cfg["problem_type"] = "multi_label_classification" if kind == "multi" else "single_label_classification"
+    w("classifier.dense.weight", H, H); w("classifier.dense.bias", H)
+    w("classifier.out_proj.weight", len(labels), H); w("classifier.out_proj.bias", len(labels))
+os.makedirs(out, exist_ok=True)
+json.dump(cfg, open(out + "/config.json", "w"), indent=2)
+shutil.copy(tok, out + "/tokenizer.json")
+header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+for name in sorted(t):
+    b = t[name].tobytes()
+    header[name] = {"dtype": "F32", "shape": list(t[name].shape), "data_offsets": [off, off + len(b)]}
+    blobs.append(b); off += len(b)
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+with open(out + "/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h))); f.write(h); f.write(b"".join(blobs))
+EOF
+}
+{ make_model "$T/cls" cls 5 negative neutral positive café && make_model "$T/multi" multi 6 sports politics tech &&
+  make_model "$T/mlm" mlm 7 &&
+  "$M" import --db "$T/hub.db" "$T/cls" tiny-cls && "$M" import --db "$T/hub.db" "$T/multi" tiny-multi &&
+  "$M" import --db "$T/hub.db" "$T/mlm" tiny-mlm; } >>"$T/setup.log" 2>&1 ||
+  { fail serve_textclass_setup "$(tail -3 "$T/setup.log")"; exit 1; }
+pass serve_textclass_setup
+
+call() {
+  local m=$1 p=$2; shift 2
+  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
+}
+tc() { call POST /text-classification --data-binary "$1"; }
+status_is() { [ "$(cat "$T/status")" = "$1" ]; }
+# error_is STATUS NEEDLE: an {"error", "detail"} answer of that status whose JSON holds NEEDLE.
+error_is() {
+  status_is "$1" && $PY - "$T/body" "${2:-}" <<'EOF'
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert isinstance(b, dict) and isinstance(b.get("error"), str) and "detail" in b, b
+assert sys.argv[2] in json.dumps(b, ensure_ascii=False), (sys.argv[2], b)
+EOF
+}
+# shape_is SPEC: the 200 answer's shape: "legacy1" ([ {label, score} ]), "legacyN:n"
+# (n dicts), "sorted:k" (a sorted list of k), "lists:n:k" (n sorted lists of k).
+shape_is() {
+  status_is 200 && $PY - "$T/body" "$1" <<'EOF'
+import json, struct, sys
+b = json.load(open(sys.argv[1]))
+spec = sys.argv[2].split(":")
+def obj(o):
+    assert isinstance(o, dict) and list(o) == ["label", "score"], o
+    assert isinstance(o["label"], str) and isinstance(o["score"], float), o
+    assert struct.unpack("f", struct.pack("f", o["score"]))[0] == o["score"], ("not a float32", o)
+def srt(l, k):
+    assert isinstance(l, list) and len(l) == k, (l, k)
+    for o in l: obj(o)
+    s = [o["score"] for o in l]
+    assert s == sorted(s, reverse=True), s
+    assert len({o["label"] for o in l}) == k, l
+if spec[0] == "legacy1":
+    assert isinstance(b, list) and len(b) == 1, b; obj(b[0])
+elif spec[0] == "legacyN":
+    assert isinstance(b, list) and len(b) == int(spec[1]), b
+    for o in b: obj(o)
+elif spec[0] == "sorted":
+    srt(b, int(spec[1]))
+elif spec[0] == "lists":
+    assert isinstance(b, list) and len(b) == int(spec[1]), b
+    for l in b: srt(l, int(spec[2]))
+EOF
+}
+# py EXPR: a Python expression over the body `b` is true.
+py() { $PY -c "import json,sys,math; b=json.load(open('$T/body')); sys.exit(0 if ($1) else 1)"; }
+save() { cp "$T/body" "$T/$1.json"; }
+
+serve_start --db "$T/hub.db" --quiet --batch-window-ms 20 || { fail serve_textclass_start "$(cat "$T/err")"; exit 1; }
+pass serve_textclass_start
+
+M1='"model": "tiny-cls"'
+# ---- answer shapes ----
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\"}"
+ok textclass_http_legacy_string shape_is legacy1
+save legacy
+tc "{$M1, \"inputs\": [\"the cat sat on the mat .\", \"a good film\", \"bad\"]}"
+ok textclass_http_legacy_list shape_is legacyN:3
+ok textclass_http_legacy_list_first_is_alone py "b[0] == json.load(open('$T/legacy.json'))[0]"
+tc "{$M1, \"inputs\": [\"the cat sat on the mat .\"]}"
+ok textclass_http_legacy_list_of_one shape_is legacyN:1
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": 2}}"
+ok textclass_http_top_k_string shape_is sorted:2
+save top2
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null}}"
+ok textclass_http_top_k_null shape_is sorted:4
+ok textclass_http_softmax_sums_to_one py "abs(sum(o['score'] for o in b) - 1) < 1e-5"
+ok textclass_http_legacy_is_best py "b[0] == json.load(open('$T/legacy.json'))[0]"
+ok textclass_http_top2_is_prefix py "b[:2] == json.load(open('$T/top2.json'))"
+ok textclass_http_labels_from_config py "sorted(o['label'] for o in b) == sorted(['negative', 'neutral', 'positive', 'café'])"
+save all
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": 1000000}}"
+ok textclass_http_top_k_huge py "b == json.load(open('$T/all.json'))"
+tc "{$M1, \"inputs\": [\"the cat sat on the mat .\", \"a dog\"], \"parameters\": {\"top_k\": 3}}"
+ok textclass_http_top_k_list shape_is lists:2:3
+tc "{$M1, \"inputs\": [], \"parameters\": {\"top_k\": 3}}"
+ok textclass_http_empty_list py "b == []"
+tc "{$M1, \"inputs\": \"\"}"
+ok textclass_http_empty_text shape_is legacy1
+
+# ---- function_to_apply ----
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null, \"function_to_apply\": \"none\"}}"
+ok textclass_http_function_none shape_is sorted:4
+save none
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null, \"function_to_apply\": \"Sigmoid\"}}"
+ok textclass_http_function_sigmoid py "all(abs(o['score'] - 1 / (1 + math.exp(-n['score']))) < 1e-6 for o, n in zip(b, json.load(open('$T/none.json'))))"
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null, \"function_to_apply\": \"SOFTMAX\"}}"
+ok textclass_http_function_softmax py "b == json.load(open('$T/all.json'))"
+# A multi-label model's default is sigmoid.
+tc '{"model": "tiny-multi", "inputs": "a red house", "parameters": {"top_k": null}}'
+save multi
+tc '{"model": "tiny-multi", "inputs": "a red house", "parameters": {"top_k": null, "function_to_apply": "sigmoid"}}'
+ok textclass_http_multi_label_default_sigmoid py "b == json.load(open('$T/multi.json')) and abs(sum(o['score'] for o in b) - 1) > 1e-3"
+
+# ---- the same bytes as maskd classify ----
+cli_same() {
+  local body=$1; shift
+  tc "$body" && status_is 200 && "$M" classify --db "$T/hub.db" --model tiny-cls "$@" >"$T/cli.out" 2>"$T/cli.err" &&
+    [ "$(cat "$T/body")" = "$(cat "$T/cli.out")" ]
+}
+ok textclass_cli_equals_http_legacy cli_same "{$M1, \"inputs\": \"a big red tree\"}" "a big red tree"
+ok textclass_cli_equals_http_topk cli_same "{$M1, \"inputs\": [\"a big red tree\", \"the film was awful\"], \"parameters\": {\"top_k\": 2}}" \
+  --top-k 2 "a big red tree" "the film was awful"
+ok textclass_cli_equals_http_all_none cli_same "{$M1, \"inputs\": \"fine\", \"parameters\": {\"top_k\": null, \"function_to_apply\": \"none\"}}" \
+  --top-k all --function none fine
+ok textclass_cli_refuses_mlm bash -c "! '$M' classify --db '$T/hub.db' --model tiny-mlm 'a cat' 2>'$T/cli.err' && grep -q 'fill-mask model' '$T/cli.err'"
+ok textclass_cli_bad_top_k bash -c "! '$M' classify --db '$T/hub.db' --model tiny-cls --top-k 0 'a' 2>/dev/null"
+
+# ---- concurrent requests, each equal to its answer alone ----
+texts=("the cat" "a dog sat on the big mat ." "good" "an awful film , a bad film , a great film" "red" "the house by the river" "blue tree" "fine movie")
+for i in "${!texts[@]}"; do
+  tc "{$M1, \"inputs\": \"${texts[$i]}\", \"parameters\": {\"top_k\": null}}"; cp "$T/body" "$T/alone$i.json"
+done
+for i in "${!texts[@]}"; do
+  curl -s --max-time 60 -X POST -H 'Content-Type: application/json' -o "$T/conc$i.json" \
+    --data-binary "{$M1, \"inputs\": \"${texts[$i]}\", \"parameters\": {\"top_k\": null}}" "$base/text-classification" &
+done
+wait
+same=1
+for i in "${!texts[@]}"; do cmp -s "$T/alone$i.json" "$T/conc$i.json" || same=0; done
+ok textclass_http_concurrent_equal_alone [ "$same" = 1 ]
+
+# ---- refusals ----
+tc '{"model": "tiny-mlm", "inputs": "a cat"}'
+ok textclass_http_mlm_refused error_is 400 fill-mask
+ok textclass_http_mlm_refused_names_route error_is 400 "POST /fill-mask"
+call POST /fill-mask --data-binary '{"model": "tiny-cls", "inputs": "a [MASK]"}'
+ok fillmask_http_classifier_refused error_is 400 text-classification
+tc '{"model": "nosuch", "inputs": "a"}'
+ok textclass_http_unknown_model error_is 404 nosuch
+tc "{$M1, \"inputs\": 5}"
+ok textclass_http_inputs_number error_is 422 inputs
+tc "{$M1, \"inputs\": [\"a\", null]}"
+ok textclass_http_inputs_null_item error_is 422 "inputs[1]"
+tc "{$M1}"
+ok textclass_http_no_inputs error_is 422 inputs
+tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"top_k\": 0}}"
+ok textclass_http_top_k_zero error_is 422 top_k
+tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"top_k\": \"2\"}}"
+ok textclass_http_top_k_string_refused error_is 422 top_k
+tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"top_k\": 99999999999999999999999}}"
+ok textclass_http_top_k_overflow status_is 422
+tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"function_to_apply\": \"relu\"}}"
+ok textclass_http_bad_function error_is 422 function_to_apply
+tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"targets\": [\"a\"]}}"
+ok textclass_http_unknown_parameter error_is 422 targets
+tc "{$M1, \"inputs\": \"a\", \"parameters\": [1]}"
+ok textclass_http_parameters_list error_is 422 parameters
+tc '{"model": 3, "inputs": "a"}'
+ok textclass_http_model_number error_is 422 model
+tc "{$M1, \"inputs\": \"a\", \"extra\": 1}"
+ok textclass_http_unknown_field error_is 422 extra
+tc '[1, 2]'
+ok textclass_http_body_list status_is 422
+call POST /text-classification --data-binary "$(printf '{"inputs": "\xff\xfe"}')"
+ok textclass_http_not_utf8 status_is 400
+tc "{$M1, \"inputs\": \"a"
+ok textclass_http_bad_json status_is 400
+long=$(printf 'cat %.0s' $(seq 60))
+tc "{$M1, \"inputs\": \"$long\"}"
+ok textclass_http_too_long error_is 400 "tokens is longer"
+tc "{$M1, \"inputs\": \"$long\", \"parameters\": {\"truncation\": true, \"top_k\": 1}}"
+ok textclass_http_truncation shape_is sorted:1
+many=$($PY -c 'import json; print(json.dumps(["a"] * 65))')
+tc "{$M1, \"inputs\": $many}"
+ok textclass_http_max_inputs error_is 413 max_inputs
+
+# ---- POST /models/{name}: the pipeline the model is for ----
+call POST /models/tiny-cls --data-binary '{"inputs": "the cat sat on the mat .", "parameters": {"top_k": null}}'
+ok models_post_classifier py "b == json.load(open('$T/all.json'))"
+call POST '/models/tiny-cls?revision=main' --data-binary '{"inputs": "the cat sat on the mat ."}'
+ok models_post_classifier_revision py "b == json.load(open('$T/legacy.json'))"
+call POST /fill-mask --data-binary '{"model": "tiny-mlm", "inputs": "the cat [MASK] on the mat ."}'
+save fill
+call POST /models/tiny-mlm --data-binary '{"inputs": "the cat [MASK] on the mat ."}'
+ok models_post_masked_lm py "b == json.load(open('$T/fill.json')) and len(b) == 5 and 'token_str' in b[0]"
+call POST /models/nosuch --data-binary '{"inputs": "a"}'
+ok models_post_unknown error_is 404 nosuch
+call POST /models/tiny-cls --data-binary '{"inputs": "a", "model": "tiny-mlm"}'
+ok models_post_model_field error_is 422 model
+call POST /models/tiny-mlm --data-binary '{"inputs": "no mask here"}'
+ok models_post_masked_lm_refusal error_is 400 mask
+call GET /models/tiny-cls
+ok models_get_still_revisions status_is 200
+
+# The server is still up and answering.
+call GET /healthz
+ok textclass_http_alive status_is 200
+serve_stop
+ok textclass_http_clean_stop [ $? = 0 ]
