@@ -1,5 +1,5 @@
 // maskd's page: run history, a run's curves, a form to start a run, a fill-mask
-// playground. Plain DOM over the HTTP API; text always goes in with textContent.
+// playground and a text-classification one. Plain DOM over the HTTP API; text always goes in with textContent.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -90,6 +90,7 @@ function route() {
   if ((m = h.match(/^\/runs\/([^/]+)$/))) return showRun(decodeURIComponent(m[1]));
   if (h === "/new") return showNew();
   if (h === "/playground") return showPlayground();
+  if (h === "/classify") return showClassify();
   return showRuns();
 }
 window.addEventListener("hashchange", route);
@@ -357,6 +358,63 @@ $("#fill-form").addEventListener("submit", async (ev) => {
           { style: `width:${(100 * p.score / Math.max(preds[0].score, 1e-12)).toFixed(2)}%` })),
         el("span", { class: "p", text: (100 * p.score).toFixed(2) + "%" }),
         el("span", { class: "seq", text: p.sequence }))))));
+  } catch (e) { msg.className = "msg error"; msg.textContent = e.message; out.replaceChildren(); }
+});
+
+// The text-classification playground: the revisions of every classifier (a model whose
+// config.json names a *ForSequenceClassification architecture), labels as bars.
+async function showClassify() {
+  show("classify");
+  const sel = $("#tc-model"), msg = $("#tc-msg");
+  try {
+    const models = await api("GET", "/models");
+    const opts = [];
+    for (const m of models) {
+      const name = encodeURIComponent(m.name);
+      let cfg = null;
+      try { cfg = await api("GET", `/models/${name}/resolve/main/config.json`); } catch (_) { /* listed below anyway */ }
+      const arch = cfg && Array.isArray(cfg.architectures) ? String(cfg.architectures[0]) : "";
+      if (cfg && !arch.endsWith("ForSequenceClassification")) continue;
+      const full = await api("GET", "/models/" + name);
+      opts.push(el("option", { value: m.name, text: `${m.name} (newest)` }));
+      for (const r of full.revisions || [])
+        opts.push(el("option", { value: `${m.name}@${r.commit}`, text: `${m.name}@${r.commit.slice(0, 8)} · ${r.message}` }));
+    }
+    const keep = sel.value;
+    sel.replaceChildren(...opts);
+    if (keep) sel.value = keep;
+    if (!opts.length) msg.textContent = "No classifier in the store yet: fine-tune one first.";
+  } catch (e) { msg.textContent = "Cannot list models: " + e.message; }
+}
+$("#tc-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target, msg = $("#tc-msg"), out = $("#tc-results");
+  const texts = f.inputs.value.split("\n").map((s) => s.trim()).filter(Boolean);
+  if (!texts.length) { msg.className = "msg error"; msg.textContent = "Enter a text."; return; }
+  // top_k is always sent, so every text's answer is a sorted list (null: every label).
+  const k = parseInt(f.top_k.value, 10);
+  const parameters = { top_k: k > 0 ? k : null };
+  if (f.function_to_apply.value) parameters.function_to_apply = f.function_to_apply.value;
+  if (f.truncation.checked) parameters.truncation = true;
+  msg.className = "msg"; msg.textContent = "…";
+  try {
+    const t0 = performance.now();
+    const res = await api("POST", "/text-classification",
+      { inputs: texts.length > 1 ? texts : texts[0], model: f.model.value || undefined, parameters });
+    msg.textContent = `${Math.round(performance.now() - t0)} ms`;
+    const perText = texts.length > 1 ? res : [res];
+    // Bars are relative to the largest score shown (logits may be negative: none then
+    // draws from the smallest); the number beside each bar is the score itself.
+    out.replaceChildren(...perText.map((labels, i) => {
+      const scores = labels.map((p) => p.score), lo = Math.min(0, ...scores), hi = Math.max(...scores);
+      return el("div", { class: "mask-card" },
+        el("h3", { text: texts[i] }),
+        ...labels.map((p) => el("div", { class: "pred" },
+          el("span", { class: "tok", text: p.label }),
+          el("div", { class: "track" }, Object.assign(el("div", { class: "fill" }),
+            { style: `width:${(100 * (p.score - lo) / Math.max(hi - lo, 1e-12)).toFixed(2)}%` })),
+          el("span", { class: "p", text: f.function_to_apply.value === "none" ? p.score.toFixed(4) : (100 * p.score).toFixed(2) + "%" }))));
+    }));
   } catch (e) { msg.className = "msg error"; msg.textContent = e.message; out.replaceChildren(); }
 });
 
