@@ -4,7 +4,8 @@
 ** an integer and null, for a string and a list; function_to_apply and the model's
 ** default; scores equal to the functions of model_classify's logits; ordering (ties in
 ** label order); truncation; every refusal with its kind; the limits at their value
-** and one past; answers that do not depend on the batch. */
+** and one past; answers that do not depend on the batch; the loaders (an HF folder, a
+** store revision) giving the same answers, and each refusing the other task's model. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@
 
 #include "engine/infer/fillmask.h"
 #include "engine/infer/textclass.h"
+#include "engine/io/checkpoint.h"
+#include "store/load.h"
+#include "store/store.h"
 #include "engine/nn/config.h"
 #include "engine/nn/model.h"
 #include "engine/tok/tokenizer.h"
@@ -570,6 +574,91 @@ static void test_batching(void) {
   textclass_free(tc);
 }
 
+/* Pushes m (its config, weights) and t as a revision of name. */
+static int push(Store *s, const char *name, Model *m, const Tokenizer *t, Err *err) {
+  char *cfg = config_to_json(model_config(m)), *tj = tokenizer_to_json(t, err);
+  unsigned char *wb = NULL;
+  size_t wl = 0;
+  int rc = -1;
+  if (cfg && tj && !ckpt_weights_bytes(m, 0, &wb, &wl, err)) {
+    StorePush p = {.message = "test", .config_json = cfg, .weights = wb, .weights_len = wl, .tokenizer_json = tj};
+    StoreRevision r;
+    rc = store_push(s, name, &p, &r, err);
+  }
+  free(cfg); free(tj); free(wb);
+  return rc;
+}
+
+static void test_loading(void) {
+  char dir[256], path[700];
+  if (fixture_tmpdir(dir, sizeof dir, "maskd_textclass")) { check(0, "textclass_load_setup", "cannot make %s", dir); return; }
+  TextClassLimits none = {0};
+  TextClass *tc = make_pipeline(MODEL_SINGLE_LABEL, 15.0f, &none, 0);
+  Tokenizer *t = make_tok();
+  Err err = {0};
+  FillMaskError fe = {0};
+  if (!tc || !t) { check(0, "textclass_load_setup", "no pipeline"); textclass_free(tc); tokenizer_free(t); return; }
+  const char *texts[] = {"the cat sat on the mat .", "a dog", "caf\xc3\xa9"};
+  json_t *want = textclass_run(tc, texts, 3, 1, TEXTCLASS_TOP_K_ALL, TEXTCLASS_FN_NONE, 0, &fe);
+
+  /* An HF folder: config.json, model.safetensors, tokenizer.json. */
+  char folder[300];
+  snprintf(folder, sizeof folder, "%s/cls", dir);
+  snprintf(path, sizeof path, "%s/tokenizer.json", folder);
+  int ok = !ckpt_save_model(textclass_model(tc), folder, 0, &err) && !tokenizer_save(t, path, &err);
+  TextClass *fromdir = ok ? textclass_load_dir(folder, NULL, &err) : NULL;
+  json_t *got = fromdir ? textclass_run(fromdir, texts, 3, 1, TEXTCLASS_TOP_K_ALL, TEXTCLASS_FN_NONE, 0, &fe) : NULL;
+  check(want && got && json_equal(want, got), "textclass_load_dir_same_answers", "%s / %s", err.msg, show(got, fe.err.msg));
+  json_decref(got);
+  textclass_free(fromdir);
+
+  /* A store with a classifier's revision and a masked LM's. */
+  snprintf(path, sizeof path, "%s/hub.db", dir);
+  Store *s = store_open(path, &err);
+  ModelConfig c = fixture_tiny(NP);
+  Model *mlm = model_new(&c, &err);
+  if (mlm) model_init_weights(mlm, 3);
+  ok = s && mlm && !push(s, "cls", textclass_model(tc), t, &err) && !push(s, "mlm", mlm, t, &err);
+  check(ok, "textclass_store_setup", "%s", err.msg);
+  TextClass *fromstore = ok ? store_load_textclass(s, "cls", NULL, &err) : NULL;
+  got = fromstore ? textclass_run(fromstore, texts, 3, 1, TEXTCLASS_TOP_K_ALL, TEXTCLASS_FN_NONE, 0, &fe) : NULL;
+  check(want && got && json_equal(want, got), "textclass_store_load_same_answers", "%s / %s", err.msg, show(got, fe.err.msg));
+  json_decref(got);
+  textclass_free(fromstore);
+  if (s) {
+    StoreRevision r;
+    ModelConfig rc;
+    memset(&err, 0, sizeof err);
+    check(!store_load_config(s, "cls", &r, &rc, &err) && rc.task == MODEL_TASK_SEQ_CLS && rc.num_labels == NL &&
+          !strcmp(r.model, "cls"), "textclass_store_load_config", "%s", err.msg);
+    memset(&err, 0, sizeof err);
+    TextClass *no = store_load_textclass(s, "mlm@main", NULL, &err);
+    check(!no && err.kind == ERR_BAD_INPUT && strstr(err.msg, "is a fill-mask model"), "textclass_store_refuses_masked_lm",
+          "%s (%s)", err.msg, err_kind_name(err.kind));
+    textclass_free(no);
+    memset(&err, 0, sizeof err);
+    FillMask *fm = store_load_fillmask(s, "cls", NULL, &err);
+    check(!fm && err.kind == ERR_BAD_INPUT && strstr(err.msg, "is a text-classification model"),
+          "fillmask_store_refuses_classifier", "%s (%s)", err.msg, err_kind_name(err.kind));
+    fillmask_free(fm);
+    memset(&err, 0, sizeof err);
+    fm = store_load_fillmask(s, "mlm", NULL, &err);
+    check(fm != NULL, "fillmask_store_loads_masked_lm", "%s", err.msg);
+    fillmask_free(fm);
+    memset(&err, 0, sizeof err);
+    no = store_load_textclass(s, "nosuch", NULL, &err);
+    check(!no && err.kind == ERR_NOT_FOUND, "textclass_store_unknown_model", "%s (%s)", err.msg, err_kind_name(err.kind));
+  }
+  store_close(s);
+  model_free(mlm);
+  json_decref(want);
+  tokenizer_free(t);
+  textclass_free(tc);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) printf("could not remove %s\n", dir);
+}
+
 int main(void) {
   test_numpy();
   test_shapes();
@@ -578,5 +667,6 @@ int main(void) {
   test_refusals();
   test_limits();
   test_batching();
+  test_loading();
   return check_exit();
 }
