@@ -197,11 +197,13 @@ texts=("the cat" "a dog sat on the big mat ." "good" "an awful film , a bad film
 for i in "${!texts[@]}"; do
   tc "{$M1, \"inputs\": \"${texts[$i]}\", \"parameters\": {\"top_k\": null}}"; cp "$T/body" "$T/alone$i.json"
 done
+curls=()
 for i in "${!texts[@]}"; do
   curl -s --max-time 60 -X POST -H 'Content-Type: application/json' -o "$T/conc$i.json" \
     --data-binary "{$M1, \"inputs\": \"${texts[$i]}\", \"parameters\": {\"top_k\": null}}" "$base/text-classification" &
+  curls+=($!)
 done
-wait
+wait "${curls[@]}"   # not the server's
 same=1
 for i in "${!texts[@]}"; do cmp -s "$T/alone$i.json" "$T/conc$i.json" || same=0; done
 ok textclass_http_concurrent_equal_alone [ "$same" = 1 ]
@@ -225,7 +227,7 @@ ok textclass_http_top_k_zero error_is 422 top_k
 tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"top_k\": \"2\"}}"
 ok textclass_http_top_k_string_refused error_is 422 top_k
 tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"top_k\": 99999999999999999999999}}"
-ok textclass_http_top_k_overflow status_is 422
+ok textclass_http_top_k_overflow error_is 400 "too big integer"   # jansson reads no integer past 64 bits: malformed JSON
 tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"function_to_apply\": \"relu\"}}"
 ok textclass_http_bad_function error_is 422 function_to_apply
 tc "{$M1, \"inputs\": \"a\", \"parameters\": {\"targets\": [\"a\"]}}"

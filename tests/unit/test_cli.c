@@ -21,6 +21,7 @@ static char tmpdir[300];
 static int (*command_of(const CliSpec *s))(int, char **) {
   static const struct { const char *name; int (*run)(int, char **); } cmds[] = {
     {"tokenizer", cmd_tokenizer}, {"prepare", cmd_prepare}, {"train", cmd_train}, {"fill-mask", cmd_fillmask},
+    {"classify", cmd_classify},
     {"export", cmd_export}, {"import", cmd_import}, {"runs", cmd_runs}, {"models", cmd_models},
     {"serve", cmd_serve}, {"bench", cmd_bench},
   };
