@@ -274,5 +274,6 @@ ok models_get_still_revisions status_is 200
 # The server is still up and answering.
 call GET /healthz
 ok textclass_http_alive status_is 200
+ok textclass_healthz_limits py "b['limits']['text_classification'] == {'max_inputs': 64, 'max_tokens': 4096}"
 serve_stop
 ok textclass_http_clean_stop [ $? = 0 ]
