@@ -55,15 +55,17 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
   if (!o) { fillmask_options_default(&def); o = &def; }
   FillMask *fm = NULL;
   if (!m || !t) { err_set(err, "fill-mask: a model and a tokenizer are required"); goto fail; }
+  /* A classifier has no MLM head: say so before anything about its tokenizer. */
+  if (model_config(m)->task == MODEL_TASK_SEQ_CLS) {
+    err_setk(err, ERR_BAD_INPUT, "the model is a text classifier (%s), not a fill-mask model",
+             config_architecture(model_config(m)));
+    goto fail;
+  }
   const char *mask = o->mask_token ? o->mask_token : "[MASK]";
   const char *pad = o->pad_token ? o->pad_token : "<pad>";
   int mask_id = tokenizer_token_to_id(t, mask);
   if (mask_id < 0) { err_set(err, "The tokenizer does not define a `mask_token`. (no token '%s')", mask); goto fail; }
   const ModelConfig *c = model_config(m);
-  if (c->task == MODEL_TASK_SEQ_CLS) {
-    err_setk(err, ERR_BAD_INPUT, "the model is a text classifier (%s), not a fill-mask model", config_architecture(c));
-    goto fail;
-  }
   if (tokenizer_vocab_size(t) > c->vocab_size) {
     err_set(err, "fill-mask: the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t),
             c->vocab_size);

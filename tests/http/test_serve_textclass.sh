@@ -189,6 +189,7 @@ ok textclass_cli_equals_http_topk cli_same "{$M1, \"inputs\": [\"a big red tree\
   --top-k 2 "a big red tree" "the film was awful"
 ok textclass_cli_equals_http_all_none cli_same "{$M1, \"inputs\": \"fine\", \"parameters\": {\"top_k\": null, \"function_to_apply\": \"none\"}}" \
   --top-k all --function none fine
+ok textclass_cli_model_dir bash -c "'$M' classify --model-dir '$T/cls' --top-k all --function none fine | cmp -s - '$T/cli.out'"
 ok textclass_cli_refuses_mlm bash -c "! '$M' classify --db '$T/hub.db' --model tiny-mlm 'a cat' 2>'$T/cli.err' && grep -q 'fill-mask model' '$T/cli.err'"
 ok textclass_cli_bad_top_k bash -c "! '$M' classify --db '$T/hub.db' --model tiny-cls --top-k 0 'a' 2>/dev/null"
 
