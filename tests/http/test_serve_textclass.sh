@@ -272,6 +272,45 @@ ok models_post_masked_lm_refusal error_is 400 mask
 call GET /models/tiny-cls
 ok models_get_still_revisions status_is 200
 
+# ---- the page's playground, in a real browser (when playwright and chromium are here) ----
+if [ -d tests/node_modules/playwright-core ] && [ -x /usr/bin/chromium ]; then
+  cat > "$T/page.js" <<'EOF2'
+const { chromium } = require(process.cwd() + "/tests/node_modules/playwright-core");
+const base = process.argv[2];
+const check = (ok, name, why) => console.log(ok ? "PASS " + name : `FAIL ${name}: ${why}`);
+(async () => {
+  const b = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: ["--no-sandbox", "--disable-gpu"] });
+  try {
+    const p = await b.newPage({ viewport: { width: 1280, height: 860 } });
+    const errors = [];
+    p.on("pageerror", (e) => errors.push(String(e)));
+    await p.goto(base + "/#/classify");
+    await p.waitForFunction(() => document.querySelectorAll("#tc-model option").length > 0, null, { timeout: 10000 });
+    const opts = await p.$$eval("#tc-model option", (o) => o.map((x) => x.value));
+    check(opts.includes("tiny-cls") && opts.includes("tiny-multi") && !opts.some((v) => v.startsWith("tiny-mlm")),
+          "textclass_page_lists_classifiers", JSON.stringify(opts));
+    await p.selectOption("#tc-model", "tiny-cls");
+    await p.fill("#tc-form textarea", "a good film\nthe cat sat on the mat .");
+    await p.fill("#tc-form input[name=top_k]", "");
+    await p.click("#tc-form button");
+    await p.waitForFunction(() => document.querySelectorAll("#tc-results .mask-card").length === 2, null, { timeout: 10000 });
+    const rows = await p.$$eval("#tc-results .mask-card", (c) => c.map((x) => x.querySelectorAll(".pred").length));
+    const first = await p.$eval("#tc-results .mask-card .pred .tok", (e) => e.textContent);
+    check(rows.join() === "4,4" && ["negative", "neutral", "positive", "café"].includes(first), "textclass_page_shows_bars",
+          `${rows} ${first}`);
+    await p.setViewportSize({ width: 390, height: 844 });
+    await p.waitForTimeout(300);
+    const wide = await p.evaluate(() => document.documentElement.scrollWidth);
+    check(wide <= 390, "textclass_page_phone_fits", `page is ${wide}px wide`);
+    check(errors.length === 0, "textclass_page_no_js_errors", errors.join(" | "));
+  } finally { await b.close(); }
+})().catch((e) => { console.log("FAIL textclass_page: " + String(e).split("\n")[0]); });
+EOF2
+  timeout 120 node "$T/page.js" "$base" 2>&1 | grep -E '^(PASS|FAIL) '
+else
+  echo "SKIP textclass_page: no playwright-core or /usr/bin/chromium"
+fi
+
 # The server is still up and answering.
 call GET /healthz
 ok textclass_http_alive status_is 200
