@@ -574,6 +574,83 @@ static void test_batching(void) {
   textclass_free(tc);
 }
 
+/* ---- random requests: never a crash, always an answer or a refusal of a request kind ---- */
+
+static unsigned rnd_state = 12345;
+static unsigned rnd(unsigned n) { rnd_state = rnd_state * 1103515245u + 12345u; return (rnd_state >> 8) % n; }
+
+static json_t *rnd_text(void) {
+  static const char *words[] = {"the", "cat", "sat", "mat", ".", "caf\xc3\xa9", "\xe6\x9d\xb1", "[MASK]", "[CLS]", "<pad>",
+                                "\xf0\x9f\x98\x80", " ", "\t", "x", ""};
+  char buf[400];
+  size_t k = 0;
+  int n = (int)rnd(30);
+  buf[0] = 0;
+  for (int i = 0; i < n && k + 12 < sizeof buf; i++)
+    k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? " " : "", words[rnd(sizeof words / sizeof words[0])]);
+  return json_string(buf);
+}
+
+static json_t *rnd_value(int depth) {
+  switch (rnd(depth > 1 ? 7 : 9)) {
+    case 0: return json_null();
+    case 1: return json_boolean(rnd(2));
+    case 2: return json_integer((json_int_t)rnd(12) - 3);
+    case 3: return json_real(rnd(5) * 0.7 - 1);
+    case 4: case 5: case 6: return rnd_text();
+    case 7: {
+      json_t *a = json_array();
+      for (int i = (int)rnd(5); i > 0; i--) json_array_append_new(a, rnd(4) ? rnd_text() : rnd_value(depth + 1));
+      return a;
+    }
+    default: {
+      json_t *o = json_object();
+      json_object_set_new(o, "k", rnd_value(depth + 1));
+      return o;
+    }
+  }
+}
+
+static json_t *rnd_params(void) {
+  if (rnd(6) == 0) return rnd_value(1);
+  json_t *p = json_object();
+  static const char *fns[] = {"softmax", "SIGMOID", "none", "None", "relu", ""};
+  if (rnd(2)) json_object_set_new(p, "top_k", rnd(3) ? json_integer((json_int_t)rnd(9) - 1) : rnd_value(1));
+  if (rnd(2)) json_object_set_new(p, "function_to_apply", rnd(4) ? json_string(fns[rnd(6)]) : rnd_value(1));
+  if (rnd(2)) json_object_set_new(p, "truncation", rnd(3) ? json_boolean(rnd(2)) : rnd_value(1));
+  if (rnd(8) == 0) json_object_set_new(p, "other", json_null());
+  return p;
+}
+
+static void test_random_requests(void) {
+  TextClassLimits lim = {.max_inputs = 4, .max_tokens = 60};
+  TextClass *tc = make_pipeline(MODEL_SINGLE_LABEL, 15.0f, &lim, 3);
+  if (!tc) { check(0, "textclass_setup_random", "no pipeline"); return; }
+  int answered = 0, refused = 0, bad = 0;
+  char first[800] = "";
+  for (int i = 0; i < 3000; i++) {
+    json_t *in = rnd(5) ? rnd_value(0) : rnd_text(), *pa = rnd(4) ? rnd_params() : NULL;
+    FillMaskError fe;
+    memset(&fe, 0x5a, sizeof fe);   /* every field must be set by the call */
+    json_t *r = textclass_call(tc, in, pa, &fe);
+    char *text = r ? fillmask_dumps(r, 0, 0) : NULL;
+    int ok = r ? fe.err.kind == ERR_NONE && text != NULL
+               : (fe.err.kind == ERR_INVALID || fe.err.kind == ERR_BAD_INPUT || fe.err.kind == ERR_TOO_LARGE) &&
+                 fe.err.msg[0] && memchr(fe.err.msg, 0, sizeof fe.err.msg) && !strchr(fe.err.msg, '\n');
+    if (r) answered++; else refused++;
+    if (!ok && !bad++) {
+      char *a = json_dumps(in, JSON_ENCODE_ANY), *b = pa ? json_dumps(pa, JSON_ENCODE_ANY) : NULL;
+      snprintf(first, sizeof first, "%s / %s -> %s (%d)", a, b ? b : "-", r ? "answer" : fe.err.msg, (int)fe.err.kind);
+      free(a); free(b);
+    }
+    free(text);
+    json_decref(r); json_decref(in); json_decref(pa);
+  }
+  check(bad == 0 && answered > 200 && refused > 200, "textclass_random_requests", "%d bad of %d answered, %d refused (first: %s)",
+        bad, answered, refused, first);
+  textclass_free(tc);
+}
+
 /* Pushes m (its config, weights) and t as a revision of name. */
 static int push(Store *s, const char *name, Model *m, const Tokenizer *t, Err *err) {
   char *cfg = config_to_json(model_config(m)), *tj = tokenizer_to_json(t, err);
@@ -668,5 +745,6 @@ int main(void) {
   test_limits();
   test_batching();
   test_loading();
+  test_random_requests();
   return check_exit();
 }
