@@ -317,3 +317,10 @@ ok textclass_http_alive status_is 200
 ok textclass_healthz_limits py "b['limits']['text_classification'] == {'max_inputs': 64, 'max_tokens': 4096}"
 serve_stop
 ok textclass_http_clean_stop [ $? = 0 ]
+
+# bf16 weights (--precision bf16): the classifier loads and answers, the labels in the
+# fp32 order (scores differ in the last digits only).
+serve_start --db "$T/hub.db" --quiet --precision bf16 || { fail textclass_bf16_start "$(cat "$T/err")"; exit 1; }
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null}}"
+ok textclass_http_bf16 py "[o['label'] for o in b] == [o['label'] for o in json.load(open('$T/all.json'))] and all(abs(o['score'] - a['score']) < 0.05 for o, a in zip(b, json.load(open('$T/all.json'))))"
+serve_stop
