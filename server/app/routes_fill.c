@@ -355,18 +355,14 @@ static int model_pipeline(App *a, const char *key, ModelPrecision weights, AppPi
 
 /* A pipeline refusal answered with the status of its kind (server/http's table: the
 ** request's shape 422, a text the pipeline refuses 400, a limit 413); a limit's
-** answer names the limit and its flag. */
+** answer names the limit and maskd serve's flag for it. */
 static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model, AppPipeline kind) {
   json_t *detail = json_pack("{s:s}", "model", model);
-  if (fe->err.kind == ERR_TOO_LARGE && fe->limit && kind == APP_TEXT_CLASSIFICATION) {
-    /* maskd serve has no flags for these yet: the limit and its values only. */
-    json_object_set_new(detail, "limit", json_string(fe->limit));
-    json_object_set_new(detail, "max", json_integer((json_int_t)fe->max));
-    json_object_set_new(detail, "got", json_integer((json_int_t)fe->got));
-  } else if (fe->err.kind == ERR_TOO_LARGE && fe->limit) {
+  if (fe->err.kind == ERR_TOO_LARGE && fe->limit) {
+    /* maskd serve's flag: --max-tokens for fill-mask's max_tokens, --classify-max-tokens for text-classification's. */
     char flag[64];
-    int n = snprintf(flag, sizeof flag, "--%s", fe->limit);
-    for (int i = 2; i < n && flag[i]; i++) if (flag[i] == '_') flag[i] = '-';
+    int n = snprintf(flag, sizeof flag, "--%s%s", kind == APP_TEXT_CLASSIFICATION ? "classify-" : "", fe->limit);
+    for (int i = 2; i < n && i < (int)sizeof flag && flag[i]; i++) if (flag[i] == '_') flag[i] = '-';
     json_object_set_new(detail, "limit", json_string(fe->limit));
     json_object_set_new(detail, "flag", json_string(flag));
     json_object_set_new(detail, "max", json_integer((json_int_t)fe->max));

@@ -34,6 +34,7 @@ typedef struct ServeArgs {
   double request_timeout, stop_grace;
   int cache, fill_threads, window_ms, on_restart, auth_reads, quiet, no_worker, no_batch;
   FillMaskLimits limits;
+  TextClassLimits tc_limits;                       /* POST /text-classification's */
 } ServeArgs;
 
 static void serve_defaults(void *p) {
@@ -58,6 +59,9 @@ static void serve_defaults(void *p) {
   FillMaskOptions fill;
   fillmask_options_default(&fill);
   a->limits = fill.limits;
+  TextClassOptions tco;
+  textclass_options_default(&tco);
+  a->tc_limits = tco.limits;
 }
 
 #define OFF(f) offsetof(ServeArgs, f)
@@ -154,6 +158,12 @@ static const CliOpt serve_opts[] = {
   {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "no access log on stderr"},
   {.kind = CLI_TEXT, .help = "Limits of one fill-mask request (shown on /healthz; over one, 413 naming it):"},
   CLI_FILL_LIMIT_OPTS(ServeArgs, limits),
+  {.kind = CLI_TEXT, .help = "Limits of each text-classification request (POST /text-classification):"},
+  {.name = "--classify-max-inputs", .kind = CLI_INT, .off = OFF(tc_limits.max_inputs), .hi = 1000000, .arg = "N",
+   .def = CLI_DEFAULT, .help = "texts in one request (0 = no limit)"},
+  {.name = "--classify-max-tokens", .kind = CLI_INT, .off = OFF(tc_limits.max_tokens), .hi = 1000000000, .arg = "N",
+   .def = CLI_DEFAULT, .help = "tokens of a request's texts together, [CLS]/[SEP] counted, after\n"
+                               "truncation (0 = no limit)"},
 };
 #undef OFF
 
@@ -319,6 +329,7 @@ static int serve(const ServeArgs *a) {
   }
   app.metrics = metrics_new();
   app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, &limits, app.metrics);
+  if (app.fill) fill_cache_set_textclass_limits(app.fill, &a->tc_limits);
   if (!app.metrics || !app.fill || app_metrics_kernels_info(app.metrics) ||
       fill_cache_set_precision(app.fill, precision, pf_names, pf_per, a->n_precision_for)) {
     free(app.static_root);

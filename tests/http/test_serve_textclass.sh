@@ -253,6 +253,7 @@ ok textclass_http_truncation shape_is sorted:1
 many=$($PY -c 'import json; print(json.dumps(["a"] * 65))')
 tc "{$M1, \"inputs\": $many}"
 ok textclass_http_max_inputs error_is 413 max_inputs
+ok textclass_http_max_inputs_flag error_is 413 '"flag": "--classify-max-inputs"'
 
 # ---- POST /models/{name}: the pipeline the model is for ----
 call POST /models/tiny-cls --data-binary '{"inputs": "the cat sat on the mat .", "parameters": {"top_k": null}}'
@@ -317,6 +318,21 @@ ok textclass_http_alive status_is 200
 ok textclass_healthz_limits py "b['limits']['text_classification'] == {'max_inputs': 64, 'max_tokens': 4096}"
 serve_stop
 ok textclass_http_clean_stop [ $? = 0 ]
+
+# The limits from maskd serve's flags, each at its value and one past it: max_tokens is
+# the two texts' tokens ([CLS]/[SEP] counted) as the tokenizer encodes them.
+ntok=$(printf 'a cat\na\n' | "$M" tokenizer encode --tokenizer "$T/tok.json" 2>/dev/null | wc -w)
+serve_start --db "$T/hub.db" --quiet --classify-max-inputs 2 --classify-max-tokens "$ntok" ||
+  { fail textclass_limits_start "$(cat "$T/err")"; exit 1; }
+call GET /healthz
+ok textclass_healthz_limits_flags py "b['limits']['text_classification'] == {'max_inputs': 2, 'max_tokens': $ntok}"
+tc "{$M1, \"inputs\": [\"a cat\", \"a\"]}"
+ok textclass_limits_at_value status_is 200
+tc "{$M1, \"inputs\": [\"a\", \"a\", \"a\"]}"
+ok textclass_limits_max_inputs_flag error_is 413 '"got": 3'
+tc "{$M1, \"inputs\": [\"a cats\", \"a\"]}"
+ok textclass_limits_max_tokens_flag error_is 413 "\"flag\": \"--classify-max-tokens\", \"max\": $ntok"
+serve_stop
 
 # bf16 weights (--precision bf16): the classifier loads and answers, the labels in the
 # fp32 order (scores differ in the last digits only).
