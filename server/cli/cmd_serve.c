@@ -118,13 +118,14 @@ static const CliOpt serve_opts[] = {
    .help = "close a connection with no traffic for S seconds"},
   {.name = "--request-timeout", .kind = CLI_DOUBLE, .off = OFF(request_timeout), .flo = 0, .fhi = 86400,
    .open = CLI_OPEN_LO, .arg = "S", .def = "no limit",
-   .help = "a fill-mask request still waiting for its model after S seconds\n"
-           "(fractions allowed) answers 503; one already in a forward pass is\n"
-           "answered (passes are bounded by the input limits)"},
+   .help = "a fill-mask or text-classification request still waiting for its\n"
+           "model after S seconds (fractions allowed) answers 503; one already in a\n"
+           "forward pass is answered (passes are bounded by the input limits)"},
   {.name = "--model", .kind = CLI_STRING, .off = OFF(model), .arg = "NAME[@REV]",
-   .def = "the newest revision of the most recently pushed model", .help = "fill-mask's model when a request names none"},
+   .def = "the newest revision of the most recently pushed model",
+   .help = "the model of a fill-mask or text-classification request that names none"},
   {.name = "--precision", .kind = CLI_CHOICE, .off = OFF(precision), .arg = "fp32|bf16", .def = "fp32",
-   .help = "how fill-mask's models keep their weights: float, or bfloat16 (the\n"
+   .help = "how served models keep their weights: float, or bfloat16 (the\n"
            "weight matrices only: half the memory, faster short requests; sums\n"
            "stay float, answers differ from fp32's in the last digits of scores)"},
   {.name = "--precision-for", .kind = CLI_LIST, .off = OFF(precision_for), .off2 = OFF(n_precision_for),
@@ -132,7 +133,7 @@ static const CliOpt serve_opts[] = {
    .help = "the model repository NAME (all its revisions) at this precision,\n"
            "whatever --precision says (repeatable; /healthz lists them)"},
   {.name = "--cache", .kind = CLI_INT, .off = OFF(cache), .lo = 1, .hi = 64, .arg = "N", .def = CLI_DEFAULT,
-   .help = "models kept loaded for fill-mask"},
+   .help = "models kept loaded (fill-mask and text-classification)"},
   {.name = "--fill-threads", .kind = CLI_INT, .off = OFF(fill_threads), .lo = 1, .hi = 256, .arg = "N", .def = CLI_DEFAULT,
    .help = "threads of a fill-mask forward pass (requests are small, and on a\n"
            "busy machine thread hand-offs cost more than they save)"},
