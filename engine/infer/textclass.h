@@ -14,8 +14,12 @@
 **     gives [ {..} ], a list of n gives [ {..}, ... ] (one dict per input), as the
 **     pipeline's legacy top_k default does;
 **   - top_k = k (integer >= 1, capped at num_labels): a list of k dicts per input
-**     (a string input: that list; a list input: a list of lists);
+**     (a string input: that list; a list input: a list of lists), sorted by score
+**     with ties in label order (Python's stable sort); a top_k below 1, which HF
+**     would slice with ([:0] gives [], [:-1] all but the last), is refused;
 **   - top_k = null: every label, as top_k = num_labels.
+** Truncation cuts to the model's positions (HF's truncation=True cuts to the
+** tokenizer's model_max_length, which maskd's tokenizer_config leaves unbounded).
 ** Several inputs share padded forward passes; each answer equals what HF computes
 ** for the input alone. Scores are float32 widened to double, printed by
 ** fillmask_dumps() as Python's json does. */
