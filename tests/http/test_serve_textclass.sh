@@ -7,7 +7,10 @@
 # `maskd classify`'s bytes, concurrent requests equal to each alone, every refusal with
 # its status (a fill-mask model asked to classify and a classifier asked to fill masks
 # get 400 naming the other route), the limits, and POST /models/{name} answering the
-# pipeline each model is for.
+# pipeline each model is for; the answers against a reference (transformers' forward as
+# scripts/torch_cls.py writes it out, in float32, and TextClassificationPipeline's
+# postprocess and __call__ copied from 4.46); the playground in chromium; the serve flags
+# of the limits; bf16 weights.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" servetextclass
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -163,6 +166,111 @@ tc "{$M1, \"inputs\": [], \"parameters\": {\"top_k\": 3}}"
 ok textclass_http_empty_list py "b == []"
 tc "{$M1, \"inputs\": \"\"}"
 ok textclass_http_empty_text shape_is legacy1
+
+# ---- against a reference: transformers' forward (scripts/torch_cls.py's hf_style_cls_forward,
+# float32, each input alone) and TextClassificationPipeline's postprocess and __call__
+# (4.46, copied below) on maskd's own encoding of each text ----
+cat > "$T/ref_cases.json" <<'EOF2'
+[{"model": "tiny-cls", "inputs": "the cat sat on the mat ."},
+ {"model": "tiny-cls", "inputs": ["a good film", "the river was red", "x"]},
+ {"model": "tiny-cls", "inputs": "the cat sat on the mat .", "parameters": {"top_k": 2}},
+ {"model": "tiny-cls", "inputs": ["a good film", "bad"], "parameters": {"top_k": null}},
+ {"model": "tiny-cls", "inputs": "fine", "parameters": {"top_k": null, "function_to_apply": "none"}},
+ {"model": "tiny-cls", "inputs": ["fine", "awful movie"], "parameters": {"function_to_apply": "sigmoid"}},
+ {"model": "tiny-multi", "inputs": ["a red house", "the blue tree"], "parameters": {"top_k": 3}},
+ {"model": "tiny-multi", "inputs": "a red house"},
+ {"model": "tiny-cls", "inputs": "cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat",
+  "parameters": {"truncation": true, "top_k": null}}]
+EOF2
+ref_check() {
+  $PY - "$T" "$base" "$M" <<'EOF2'
+import json, os, subprocess, sys
+import numpy as np
+import torch
+sys.path.insert(0, "scripts")
+from torch_cls import ClsConfig, hf_style_cls_forward
+from torch_reference import read_safetensors
+T, base, M = sys.argv[1:4]
+dirs = {"tiny-cls": T + "/cls", "tiny-multi": T + "/multi"}
+models = {}
+def model(name):
+    if name not in models:
+        d = json.load(open(dirs[name] + "/config.json"))
+        _, sd = read_safetensors(dirs[name] + "/model.safetensors")
+        models[name] = (d, ClsConfig(d), {k: torch.from_numpy(np.array(v)) for k, v in sd.items()})
+    return models[name]
+def encode(text):
+    out = subprocess.run([M, "tokenizer", "encode", "--tokenizer", T + "/tok.json", "--jsonl"], input=json.dumps(text) + "\n",
+                         capture_output=True, text=True, check=True).stdout
+    return [int(x) for x in out.split()]
+# transformers 4.46 pipelines/text_classification.py
+def sigmoid(_outputs):
+    return 1.0 / (1.0 + np.exp(-_outputs))
+def softmax(_outputs):
+    maxes = np.max(_outputs, axis=-1, keepdims=True)
+    shifted_exp = np.exp(_outputs - maxes)
+    return shifted_exp / shifted_exp.sum(axis=-1, keepdims=True)
+def postprocess(d, logits, function_to_apply=None, top_k=1, _legacy=True):
+    num_labels = len(d["id2label"])
+    if function_to_apply is None:
+        if d.get("problem_type") == "multi_label_classification" or num_labels == 1:
+            function_to_apply = "sigmoid"
+        else:
+            function_to_apply = "softmax"
+    outputs = logits.float().numpy()
+    scores = {"sigmoid": sigmoid, "softmax": softmax, "none": lambda o: o}[function_to_apply](outputs)
+    id2label = {int(k): v for k, v in d["id2label"].items()}
+    if top_k == 1 and _legacy:
+        return {"label": id2label[scores.argmax().item()], "score": scores.max().item()}
+    dict_scores = [{"label": id2label[i], "score": score.item()} for i, score in enumerate(scores)]
+    if not _legacy:
+        dict_scores.sort(key=lambda x: x["score"], reverse=True)
+        if top_k is not None:
+            dict_scores = dict_scores[:top_k]
+    return dict_scores
+def pipeline(case):
+    d, c, sd = model(case["model"])
+    params = dict(case.get("parameters", {}))
+    fn = params.get("function_to_apply")
+    fn = fn.lower() if fn else None
+    legacy = "top_k" not in params
+    top_k = params.get("top_k", 1)
+    limit = c.max_position_embeddings - c.pad_token_id - 1
+    inputs = case["inputs"]
+    results = []
+    for text in (inputs if isinstance(inputs, list) else [inputs]):
+        ids = encode(text)
+        if len(ids) > limit and params.get("truncation"):
+            ids = ids[:limit - 1] + ids[-1:]
+        x = torch.tensor([ids])
+        with torch.no_grad():
+            _, logits = hf_style_cls_forward(sd, c, x, torch.ones_like(x), None, torch.zeros(1, dtype=torch.long))
+        results.append(postprocess(d, logits[0], fn, top_k, legacy))
+    if not isinstance(inputs, list):
+        return [results[0]] if legacy else results[0]
+    return results
+def same(a, b, where):
+    if isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), (where, a, b)
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, where + [i])
+        return
+    assert isinstance(b, dict) and list(a) == list(b) == ["label", "score"], (where, a, b)
+    assert abs(a["score"] - b["score"]) < 1e-5, (where, a, b)
+    assert a["label"] == b["label"], (where, a, b)
+bad = 0
+for i, case in enumerate(json.load(open(T + "/ref_cases.json"))):
+    want = pipeline(case)
+    r = subprocess.run(["curl", "-s", "--max-time", "60", "-X", "POST", "-H", "Content-Type: application/json",
+                        "--data-binary", json.dumps(case), base + "/text-classification"], capture_output=True, text=True)
+    try:
+        same(want, json.loads(r.stdout), [])
+        print("PASS textclass_reference_%d" % i)
+    except AssertionError as e:
+        print("FAIL textclass_reference_%d: %s" % (i, str(e)[:400]))
+EOF2
+}
+ref_check
 
 # ---- function_to_apply ----
 tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null, \"function_to_apply\": \"none\"}}"
