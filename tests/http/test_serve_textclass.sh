@@ -29,7 +29,8 @@ EOF
   { fail serve_textclass_setup "tokenizer: $(tail -3 "$T/setup.log")"; exit 1; }
 
 # make DIR KIND SEED [LABELS...]: KIND cls (RobertaForSequenceClassification, single
-# label), multi (the same, multi_label_classification) or mlm (RobertaForMaskedLM).
+# label), multi (the same, multi_label_classification), bert (BertForSequenceClassification:
+# a pooler, two token types, positions from 0) or mlm (RobertaForMaskedLM).
 # Weights N(0, 0.6) so that scores differ clearly.
 make_model() {
   $PY - "$T/tok.json" "$@" <<'EOF'
@@ -42,30 +43,37 @@ r = np.random.default_rng(seed)
 t = {}
 def w(name, *shape): t[name] = (r.standard_normal(shape) * 0.6).astype(np.float32)
 def ln(name): t[name + ".weight"] = np.ones(H, np.float32); t[name + ".bias"] = np.zeros(H, np.float32)
-e = "roberta.embeddings."
-w(e + "word_embeddings.weight", V, H); w(e + "position_embeddings.weight", P, H); w(e + "token_type_embeddings.weight", 1, H)
+bert = kind == "bert"
+pre = "bert." if bert else "roberta."
+e = pre + "embeddings."
+w(e + "word_embeddings.weight", V, H); w(e + "position_embeddings.weight", P, H)
+w(e + "token_type_embeddings.weight", 2 if bert else 1, H)
 ln(e + "LayerNorm")
 for l in range(L):
-    p = "roberta.encoder.layer.%d." % l
+    p = pre + "encoder.layer.%d." % l
     for m in ("query", "key", "value"):
         w(p + "attention.self.%s.weight" % m, H, H); w(p + "attention.self.%s.bias" % m, H)
     w(p + "attention.output.dense.weight", H, H); w(p + "attention.output.dense.bias", H); ln(p + "attention.output.LayerNorm")
     w(p + "intermediate.dense.weight", I, H); w(p + "intermediate.dense.bias", I)
     w(p + "output.dense.weight", H, I); w(p + "output.dense.bias", H); ln(p + "output.LayerNorm")
-cfg = {"model_type": "roberta", "vocab_size": V, "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": 2,
-       "intermediate_size": I, "max_position_embeddings": P, "type_vocab_size": 1, "pad_token_id": 3, "bos_token_id": 0,
-       "eos_token_id": 1, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+cfg = {"model_type": "bert" if bert else "roberta", "vocab_size": V, "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": 2,
+       "intermediate_size": I, "max_position_embeddings": P, "type_vocab_size": 2 if bert else 1, "pad_token_id": 3, "bos_token_id": 0,
+       "eos_token_id": 1, "layer_norm_eps": 1e-12 if bert else 1e-5, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
        "initializer_range": 0.02, "hidden_act": "gelu", "position_embedding_type": "absolute"}
 if kind == "mlm":
     cfg["architectures"] = ["RobertaForMaskedLM"]
     w("lm_head.dense.weight", H, H); w("lm_head.dense.bias", H); ln("lm_head.layer_norm"); w("lm_head.bias", V)
 else:
-    cfg["architectures"] = ["RobertaForSequenceClassification"]
+    cfg["architectures"] = ["BertForSequenceClassification" if bert else "RobertaForSequenceClassification"]
     cfg["id2label"] = {str(i): n for i, n in enumerate(labels)}
     cfg["label2id"] = {n: i for i, n in enumerate(labels)}
     cfg["problem_type"] = "multi_label_classification" if kind == "multi" else "single_label_classification"
-    w("classifier.dense.weight", H, H); w("classifier.dense.bias", H)
-    w("classifier.out_proj.weight", len(labels), H); w("classifier.out_proj.bias", len(labels))
+    if bert:
+        w("bert.pooler.dense.weight", H, H); w("bert.pooler.dense.bias", H)
+        w("classifier.weight", len(labels), H); w("classifier.bias", len(labels))
+    else:
+        w("classifier.dense.weight", H, H); w("classifier.dense.bias", H)
+        w("classifier.out_proj.weight", len(labels), H); w("classifier.out_proj.bias", len(labels))
 os.makedirs(out, exist_ok=True)
 json.dump(cfg, open(out + "/config.json", "w"), indent=2)
 shutil.copy(tok, out + "/tokenizer.json")
@@ -81,9 +89,9 @@ with open(out + "/model.safetensors", "wb") as f:
 EOF
 }
 { make_model "$T/cls" cls 5 negative neutral positive café && make_model "$T/multi" multi 6 sports politics tech &&
-  make_model "$T/mlm" mlm 7 &&
+  make_model "$T/mlm" mlm 7 && make_model "$T/bert" bert 8 yes no &&
   "$M" import --db "$T/hub.db" "$T/cls" tiny-cls && "$M" import --db "$T/hub.db" "$T/multi" tiny-multi &&
-  "$M" import --db "$T/hub.db" "$T/mlm" tiny-mlm; } >>"$T/setup.log" 2>&1 ||
+  "$M" import --db "$T/hub.db" "$T/mlm" tiny-mlm && "$M" import --db "$T/hub.db" "$T/bert" tiny-bert; } >>"$T/setup.log" 2>&1 ||
   { fail serve_textclass_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 pass serve_textclass_setup
 
@@ -179,6 +187,9 @@ cat > "$T/ref_cases.json" <<'EOF2'
  {"model": "tiny-cls", "inputs": ["fine", "awful movie"], "parameters": {"function_to_apply": "sigmoid"}},
  {"model": "tiny-multi", "inputs": ["a red house", "the blue tree"], "parameters": {"top_k": 3}},
  {"model": "tiny-multi", "inputs": "a red house"},
+ {"model": "tiny-bert", "inputs": ["a good film", "the cat sat on the mat ."], "parameters": {"top_k": null}},
+ {"model": "tiny-bert", "inputs": "cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat",
+  "parameters": {"truncation": true}},
  {"model": "tiny-cls", "inputs": "cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat",
   "parameters": {"truncation": true, "top_k": null}}]
 EOF2
@@ -191,7 +202,7 @@ sys.path.insert(0, "scripts")
 from torch_cls import ClsConfig, hf_style_cls_forward
 from torch_reference import read_safetensors
 T, base, M = sys.argv[1:4]
-dirs = {"tiny-cls": T + "/cls", "tiny-multi": T + "/multi"}
+dirs = {"tiny-cls": T + "/cls", "tiny-multi": T + "/multi", "tiny-bert": T + "/bert"}
 models = {}
 def model(name):
     if name not in models:
@@ -235,7 +246,7 @@ def pipeline(case):
     fn = fn.lower() if fn else None
     legacy = "top_k" not in params
     top_k = params.get("top_k", 1)
-    limit = c.max_position_embeddings - c.pad_token_id - 1
+    limit = c.max_position_embeddings - (c.pad_token_id + 1 if c.model_type == "roberta" else 0)
     inputs = case["inputs"]
     results = []
     for text in (inputs if isinstance(inputs, list) else [inputs]):
