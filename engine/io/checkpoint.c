@@ -211,7 +211,13 @@ static const StTensor *find_weight(const StFile *f, const char *name) {
   return NULL;
 }
 
-int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
+/* A classifier's head tensors: what a masked LM's file does not have. */
+static int is_cls_head(const ModelConfig *c, const char *name) {
+  return c->task == MODEL_TASK_SEQ_CLS && (has_prefix(name, "classifier.") || has_prefix(name, "bert.pooler."));
+}
+
+/* ckpt_load_weights (encoder 0) and ckpt_load_encoder (encoder 1, *head_loaded counted). */
+static int load_weights(Model *m, const StFile *f, int encoder, int *head_loaded, Err *err) {
   const ModelConfig *c = model_config(m);
   int rob = c->model_type == MODEL_ROBERTA, n = model_tensor_count(m), nf = st_count(f);
   const char *pre = rob ? "roberta." : "bert.";
@@ -230,6 +236,9 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
   for (int i = 0; i < n; i++) {
     const ModelTensor *mt = model_tensor(m, i);
     const StTensor *t = find_weight(f, mt->name);
+    int head = encoder && is_cls_head(c, mt->name);
+    /* A new head stays as the caller initialised it; one of another shape (other labels) too. */
+    if (head && (!t || !same_shape(t, mt))) continue;
     if (!t) { err_set(err, "tensor \"%s\" is missing", mt->name); goto done; }
     if (!is_float_dtype(t->dtype)) {
       err_set(err, "tensor \"%s\": dtype %s, expected F32 (or BF16/F16/F64)", mt->name, st_dtype_name(t->dtype));
@@ -244,6 +253,7 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
     }
     used[t - base] = 1;
     model_of[t - base] = i;
+    if (head) (*head_loaded)++;
   }
   /* Tied copies must hold the values they are tied to, as they do in a file
   ** transformers saved without removing them. */
@@ -261,7 +271,7 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
   }
   if (tb) {
     const StTensor *b = st_find(f, bias);
-    int same = is_float_dtype(tb->dtype) && tb->ndim == 1 && tb->shape[0] == b->shape[0] ? same_values(f, tb, b, err) : 0;
+    int same = b && is_float_dtype(tb->dtype) && tb->ndim == 1 && tb->shape[0] == b->shape[0] ? same_values(f, tb, b, err) : 0;
     if (same < 0) goto done;
     if (!same) {
       err_set(err, "tensor \"%s\" differs from \"%s\"", dec_b, bias);
@@ -276,7 +286,9 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
     if (used[i] || has_suffix(name, ".position_ids") || has_suffix(name, ".token_type_ids") || has_prefix(name, pooler) ||
         has_prefix(name, "cls.seq_relationship."))
       continue;
-    err_set(err, "tensor \"%s\" is not part of a %s model", name, rob ? "RobertaForMaskedLM" : "BertForMaskedLM");
+    /* Starting a classifier: the file's own head (masked LM or other labels) is not used. */
+    if (encoder && (has_prefix(name, "lm_head.") || has_prefix(name, "cls.") || has_prefix(name, "classifier."))) continue;
+    err_set(err, "tensor \"%s\" is not part of a %s model", name, config_architecture(c));
     goto done;
   }
   /* In the file's order, so a streamed file is read front to back, once. */
@@ -295,6 +307,25 @@ int ckpt_load_weights(Model *m, const StFile *f, Err *err) {
 done:
   free(used);
   free(model_of);
+  return rc;
+}
+
+int ckpt_load_weights(Model *m, const StFile *f, Err *err) { return load_weights(m, f, 0, NULL, err); }
+
+int ckpt_load_encoder(Model *m, const StFile *f, int *head_loaded, Err *err) {
+  int n = 0;
+  if (model_config(m)->task != MODEL_TASK_SEQ_CLS)
+    return err_setk(err, ERR_INVALID, "loading an encoder: the model is not a sequence classifier");
+  int rc = load_weights(m, f, 1, &n, err);
+  if (head_loaded) *head_loaded = n;
+  return rc;
+}
+
+int ckpt_load_encoder_source(Model *m, const StSource *src, int *head_loaded, Err *err) {
+  StFile *f = st_open_source(src, err);
+  if (!f) return -1;
+  int rc = ckpt_load_encoder(m, f, head_loaded, err);
+  st_close(f);
   return rc;
 }
 

@@ -59,6 +59,14 @@ int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err);
 ** are copied in the file's order (a streamed file is read front to back), and only
 ** a source failing during that copy (ERR_IO, its kind kept) leaves m part-written. */
 int ckpt_load_weights(Model *m, const StFile *f, Err *err);
+/* Starts a classifier (MODEL_TASK_SEQ_CLS) from a masked LM's or a classifier's file,
+** as from_pretrained(...ForSequenceClassification) does: every encoder tensor must be
+** there (ckpt_load_weights' checks); the file's MLM head is skipped; head tensors
+** (classifier.*, bert.pooler.*) present with the model's shape are loaded and
+** counted in *head_loaded, the others keep what the caller initialised. */
+int ckpt_load_encoder(Model *m, const StFile *f, int *head_loaded, Err *err);
+/* ckpt_load_encoder() through a source (a stored blob, read in place). */
+int ckpt_load_encoder_source(Model *m, const StSource *src, int *head_loaded, Err *err);
 /* ckpt_load_weights() from a .safetensors file (read with pread, never mapped),
 ** from bytes in memory (read in place, not copied), or through a source; none of
 ** them holds a second copy of the weights. */

@@ -3,6 +3,7 @@
 ** use are ignored (real configs carry many), and anything that would make the
 ** model compute something other than the HF model is refused by name. */
 #include "engine/nn/config.h"
+#include "engine/core/buf.h"
 #include "engine/core/files.h"
 
 #include <errno.h>
@@ -34,6 +35,7 @@ static void config_hf_defaults(ModelType type, ModelConfig *c) {
   c->hidden_dropout_prob = 0.1;
   c->attention_probs_dropout_prob = 0.1;
   c->initializer_range = 0.02;
+  c->classifier_dropout = -1;
   if (type == MODEL_ROBERTA) {
     c->pad_token_id = 1; c->bos_token_id = 0; c->eos_token_id = 2;
   } else {
@@ -102,6 +104,85 @@ static int want_bool(json_t *o, const char *key, int accepted, const char *why, 
   return 0;
 }
 
+/* The class names of id2label ({"0": name, ...}: every id from 0 to n-1 once). */
+static int parse_id2label(json_t *map, ModelConfig *c, Err *err) {
+  if (!json_is_object(map)) return err_set(err, "config: id2label: expected an object, got %s", json_type_name(map));
+  size_t n = json_object_size(map);
+  if (n < 2 || n > CONFIG_MAX_LABELS)
+    return err_set(err, "config: id2label: %zu labels, a classifier needs 2 to %d", n, CONFIG_MAX_LABELS);
+  const char **names = calloc(n, sizeof *names);
+  if (!names) return err_setk(err, ERR_NOMEM, "config: out of memory");
+  const char *key;
+  json_t *v;
+  int rc = 0;
+  json_object_foreach(map, key, v) {
+    char *end;
+    errno = 0;
+    long id = strtol(key, &end, 10);
+    if (!*key || *end || errno || id < 0 || (size_t)id >= n || names[id]) {
+      rc = err_set(err, "config: id2label: key \"%s\" is not one of the ids 0..%zu (each once)", key, n - 1);
+      break;
+    }
+    if (!json_is_string(v)) { rc = err_set(err, "config: id2label: %s: expected a string, got %s", key, json_type_name(v)); break; }
+    names[id] = json_string_value(v);
+  }
+  if (!rc) rc = config_set_labels(c, (int)n, names, err);
+  free(names);
+  if (rc) err_prefix(err, "config");
+  return rc;
+}
+
+/* architectures, id2label / num_labels, problem_type and classifier_dropout: what makes
+** a config a sequence classifier (transformers takes num_labels from id2label when
+** both are given, and names the classes LABEL_i when only num_labels is). */
+static int parse_task(json_t *root, ModelConfig *c, Err *err) {
+  json_t *arch = json_object_get(root, "architectures");
+  if (arch && !json_is_null(arch)) {
+    if (!json_is_array(arch) || json_array_size(arch) != 1 || !json_is_string(json_array_get(arch, 0)))
+      return err_set(err, "config: architectures: expected a list of one name");
+    const char *a = json_string_value(json_array_get(arch, 0));
+    const char *fam = c->model_type == MODEL_ROBERTA ? "Roberta" : "Bert";
+    size_t fl = strlen(fam);
+    if (strncmp(a, fam, fl) != 0)
+      return err_set(err, "config: architectures: \"%s\" does not match model_type %s", a, c->model_type == MODEL_ROBERTA ? "roberta" : "bert");
+    if (!strcmp(a + fl, "ForSequenceClassification")) c->task = MODEL_TASK_SEQ_CLS;
+    /* BertModel / RobertaModel checkpoints are encoders: served as neither, loaded as a masked LM's encoder. */
+    else if (strcmp(a + fl, "ForMaskedLM") && strcmp(a + fl, "Model") && strcmp(a + fl, "ForPreTraining"))
+      return err_set(err, "config: architectures: \"%s\" is not supported (expected %sForMaskedLM or %sForSequenceClassification)", a, fam, fam);
+  }
+  if (c->task != MODEL_TASK_SEQ_CLS) return 0;
+  json_t *map = json_object_get(root, "id2label");
+  int n = 0;
+  if (get_int(root, "num_labels", &n, NULL, err)) return -1;
+  if (map && !json_is_null(map)) {
+    if (parse_id2label(map, c, err)) return -1;
+  } else {
+    if (n < 2 || n > CONFIG_MAX_LABELS)
+      return err_set(err, "config: a sequence classifier needs id2label (or num_labels from 2 to %d)", CONFIG_MAX_LABELS);
+    char buf[32];
+    const char **names = calloc((size_t)n, sizeof *names);
+    char *text = malloc((size_t)n * sizeof buf);
+    if (!names || !text) { free(names); free(text); return err_setk(err, ERR_NOMEM, "config: out of memory"); }
+    for (int i = 0; i < n; i++) {
+      snprintf(text + (size_t)i * sizeof buf, sizeof buf, "LABEL_%d", i);
+      names[i] = text + (size_t)i * sizeof buf;
+    }
+    int rc = config_set_labels(c, n, names, err);
+    free(names); free(text);
+    if (rc) return -1;
+  }
+  json_t *pt = json_object_get(root, "problem_type");
+  if (pt && !json_is_null(pt)) {
+    const char *p = json_is_string(pt) ? json_string_value(pt) : "";
+    if (!strcmp(p, "single_label_classification")) c->problem_type = MODEL_SINGLE_LABEL;
+    else if (!strcmp(p, "multi_label_classification")) c->problem_type = MODEL_MULTI_LABEL;
+    else return err_set(err, "config: problem_type: expected \"single_label_classification\" or \"multi_label_classification\"");
+  }
+  json_t *cd = json_object_get(root, "classifier_dropout");
+  if (cd && !json_is_null(cd) && get_num(root, "classifier_dropout", &c->classifier_dropout, err)) return -1;
+  return 0;
+}
+
 int config_parse(const char *json_text, ModelConfig *out, Err *err) {
   if (!json_text) return err_setk(err, ERR_BAD_INPUT, "config: no text");
   json_error_t je;
@@ -144,6 +225,7 @@ int config_parse(const char *json_text, ModelConfig *out, Err *err) {
       want_bool(root, "add_cross_attention", 0, "the engine has no cross-attention", err) ||
       want_bool(root, "tie_word_embeddings", 1, "the MLM decoder is always tied to the word embeddings", err))
     goto done;
+  if (parse_task(root, &c, err)) goto done;
   if (config_validate(&c, err)) goto done;
   *out = c;
   rc = 0;
@@ -213,7 +295,92 @@ int config_validate(const ModelConfig *c, Err *err) {
     return -1;
   if (!(c->initializer_range > 0 && c->initializer_range <= 10))
     return err_set(err, "config: initializer_range: %g must be in (0, 10]", c->initializer_range);
+  if (c->task == MODEL_TASK_MLM) {
+    if (c->num_labels != 0) return err_set(err, "config: num_labels: %d on a masked LM", c->num_labels);
+    return 0;
+  }
+  if (c->task != MODEL_TASK_SEQ_CLS) return err_set(err, "config: task: unknown value %d", (int)c->task);
+  if (c->num_labels < 2 || c->num_labels > CONFIG_MAX_LABELS)
+    return err_set(err, "config: num_labels: %d, a classifier needs 2 to %d", c->num_labels, CONFIG_MAX_LABELS);
+  if (c->problem_type != MODEL_SINGLE_LABEL && c->problem_type != MODEL_MULTI_LABEL)
+    return err_set(err, "config: problem_type: unknown value %d", (int)c->problem_type);
+  if (c->classifier_dropout >= 0 && check_prob("classifier_dropout", c->classifier_dropout, err)) return -1;
+  /* The names: num_labels of them, NUL-terminated, inside the buffer. */
+  size_t at = 0;
+  for (int i = 0; i < c->num_labels; i++) {
+    const char *z = memchr(c->label_names + at, 0, CONFIG_LABEL_BYTES - at);
+    if (!z || z == c->label_names + at) return err_set(err, "config: id2label: label %d is missing or empty", i);
+    at = (size_t)(z - c->label_names) + 1;
+    if (i + 1 < c->num_labels && at >= CONFIG_LABEL_BYTES) return err_set(err, "config: id2label: label %d is missing", i + 1);
+  }
   return 0;
+}
+
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+static int utf8_valid(const char *s, size_t len) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < len;) {
+    unsigned c = u[i];
+    int extra = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+    if (extra < 0 || len - i <= (size_t)extra) return 0;
+    unsigned cp = extra ? c & (0x3F >> extra) : c;
+    for (int k = 1; k <= extra; k++) {
+      if ((u[i + k] & 0xC0) != 0x80) return 0;
+      cp = (cp << 6) | (u[i + k] & 0x3F);
+    }
+    static const unsigned min[4] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    i += 1 + (size_t)extra;
+  }
+  return 1;
+}
+
+int config_set_labels(ModelConfig *c, int n, const char *const *names, Err *err) {
+  if (n < 2 || n > CONFIG_MAX_LABELS)
+    return err_setk(err, ERR_INVALID, "%d labels, a classifier needs 2 to %d", n, CONFIG_MAX_LABELS);
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    size_t len = names[i] ? strlen(names[i]) : 0;
+    if (!len) return err_setk(err, ERR_INVALID, "label %d is empty", i);
+    if (!utf8_valid(names[i], len)) return err_setk(err, ERR_INVALID, "label %d is not UTF-8", i);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(names[i], names[j])) return err_setk(err, ERR_INVALID, "label \"%s\" is given twice (ids %d and %d)", names[i], j, i);
+    if (at + len + 1 > CONFIG_LABEL_BYTES)
+      return err_setk(err, ERR_INVALID, "the %d label names take more than %d bytes", n, CONFIG_LABEL_BYTES);
+    at += len + 1;
+  }
+  memset(c->label_names, 0, sizeof c->label_names);
+  at = 0;
+  for (int i = 0; i < n; i++) {
+    size_t len = strlen(names[i]);
+    memcpy(c->label_names + at, names[i], len + 1);
+    at += len + 1;
+  }
+  c->task = MODEL_TASK_SEQ_CLS;
+  c->num_labels = n;
+  c->problem_type = MODEL_SINGLE_LABEL;
+  return 0;
+}
+
+const char *config_label(const ModelConfig *c, int id) {
+  if (c->task != MODEL_TASK_SEQ_CLS || id < 0 || id >= c->num_labels) return NULL;
+  const char *p = c->label_names;
+  for (int i = 0; i < id; i++) p += strlen(p) + 1;
+  return p;
+}
+
+void config_label_list(const ModelConfig *c, const char **names) {
+  const char *p = c->label_names;
+  for (int i = 0; i < c->num_labels; i++) {
+    names[i] = p;
+    p += strlen(p) + 1;
+  }
+}
+
+const char *config_architecture(const ModelConfig *c) {
+  int rob = c->model_type == MODEL_ROBERTA, cls = c->task == MODEL_TASK_SEQ_CLS;
+  return rob ? (cls ? "RobertaForSequenceClassification" : "RobertaForMaskedLM")
+             : (cls ? "BertForSequenceClassification" : "BertForMaskedLM");
 }
 
 int config_preset(const char *name, ModelConfig *out, Err *err) {
@@ -273,59 +440,121 @@ static void py_float(char *buf, size_t size, double x) {
 
 char *config_to_json(const ModelConfig *c) { return config_to_json_dtype(c, "float32"); }
 
+/* A JSON string as Python's json.dumps writes it (ensure_ascii): \" \\ \n \r \t \b \f,
+** other controls and every non-ASCII code point as \\uXXXX (surrogate pairs above
+** U+FFFF). s is valid UTF-8 (config_set_labels checks). */
+static void py_json_string(Buf *b, const char *s) {
+  buf_puts(b, "\"");
+  const unsigned char *u = (const unsigned char *)s;
+  while (*u) {
+    unsigned c = *u;
+    int extra = c < 0x80 ? 0 : c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+    if (extra) c &= 0x3F >> extra;
+    for (int k = 1; k <= extra; k++) c = (c << 6) | (u[k] & 0x3F);
+    u += 1 + extra;
+    switch (c) {
+      case '"': buf_puts(b, "\\\""); break;
+      case '\\': buf_puts(b, "\\\\"); break;
+      case '\n': buf_puts(b, "\\n"); break;
+      case '\r': buf_puts(b, "\\r"); break;
+      case '\t': buf_puts(b, "\\t"); break;
+      case '\b': buf_puts(b, "\\b"); break;
+      case '\f': buf_puts(b, "\\f"); break;
+      default:
+        if (c >= 0x20 && c < 0x80) buf_put(b, (const char *)&(char){(char)c}, 1);
+        else if (c < 0x10000) buf_printf(b, "\\u%04x", c);
+        else buf_printf(b, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10), 0xDC00 + ((c - 0x10000) & 0x3FF));
+    }
+  }
+  buf_puts(b, "\"");
+}
+
+/* Python's sort_keys order of the id2label keys ("0" < "1" < "10" < "2") and of label2id's names. */
+static int cmp_decimal_text(const void *a, const void *b) {
+  char x[16], y[16];
+  snprintf(x, sizeof x, "%d", *(const int *)a);
+  snprintf(y, sizeof y, "%d", *(const int *)b);
+  return strcmp(x, y);
+}
+
+/* "  \"id2label\": {...},\n" or label2id, as json.dumps(indent=2, sort_keys=True) nests them. */
+static void labels_json(Buf *b, const ModelConfig *c, int label2id) {
+  int n = c->num_labels;
+  const char **names = malloc((size_t)n * sizeof *names);
+  int *order = malloc((size_t)n * sizeof *order);
+  if (!names || !order) { b->oom = 1; free(names); free(order); return; }
+  config_label_list(c, names);
+  for (int i = 0; i < n; i++) order[i] = i;
+  /* An insertion sort: qsort's comparator could not see the names without a global. */
+  for (int i = 1; i < n; i++) {
+    int v = order[i], j = i - 1;
+    while (j >= 0 && (label2id ? strcmp(names[order[j]], names[v]) : cmp_decimal_text(&order[j], &v)) > 0) {
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = v;
+  }
+  buf_printf(b, "  \"%s\": {\n", label2id ? "label2id" : "id2label");
+  for (int k = 0; k < n; k++) {
+    int i = order[k];
+    buf_puts(b, "    ");
+    if (label2id) { py_json_string(b, names[i]); buf_printf(b, ": %d", i); }
+    else { buf_printf(b, "\"%d\": ", i); py_json_string(b, names[i]); }
+    buf_puts(b, k + 1 < n ? ",\n" : "\n");
+  }
+  buf_puts(b, "  },\n");
+  free(names);
+  free(order);
+}
+
 char *config_to_json_dtype(const ModelConfig *c, const char *torch_dtype) {
   /* The layout of save_pretrained: json.dumps(indent=2, sort_keys=True) + "\n". */
-  char lne[64], hdp[64], adp[64], ir[64];
+  char lne[64], hdp[64], adp[64], ir[64], cd[64] = "null";
   py_float(lne, sizeof lne, c->layer_norm_eps);
   py_float(hdp, sizeof hdp, c->hidden_dropout_prob);
   py_float(adp, sizeof adp, c->attention_probs_dropout_prob);
   py_float(ir, sizeof ir, c->initializer_range);
-  int roberta = c->model_type == MODEL_ROBERTA;
+  if (c->classifier_dropout >= 0) py_float(cd, sizeof cd, c->classifier_dropout);
+  int roberta = c->model_type == MODEL_ROBERTA, cls = c->task == MODEL_TASK_SEQ_CLS;
+  Buf b = {0};
+  buf_printf(&b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", config_architecture(c));
+  buf_printf(&b, "  \"attention_probs_dropout_prob\": %s,\n", adp);
   /* An absent id (-1) is written as transformers writes None: left out where the class
   ** default is None too (BERT), null where it is not (RoBERTa's 0 and 2), so that the
   ** file reads back as -1 and not as the class default. */
-  char bos[48] = "", eos[48] = "";
-  if (c->bos_token_id >= 0) snprintf(bos, sizeof bos, "  \"bos_token_id\": %d,\n", c->bos_token_id);
-  else if (roberta) snprintf(bos, sizeof bos, "  \"bos_token_id\": null,\n");
-  if (c->eos_token_id >= 0) snprintf(eos, sizeof eos, "  \"eos_token_id\": %d,\n", c->eos_token_id);
-  else if (roberta) snprintf(eos, sizeof eos, "  \"eos_token_id\": null,\n");
-  const char *fmt =
-      "{\n"
-      "  \"architectures\": [\n"
-      "    \"%s\"\n"
-      "  ],\n"
-      "  \"attention_probs_dropout_prob\": %s,\n"
-      "%s"
-      "  \"classifier_dropout\": null,\n"
-      "%s"
-      "  \"hidden_act\": \"gelu\",\n"
-      "  \"hidden_dropout_prob\": %s,\n"
-      "  \"hidden_size\": %d,\n"
-      "  \"initializer_range\": %s,\n"
-      "  \"intermediate_size\": %d,\n"
-      "  \"layer_norm_eps\": %s,\n"
-      "  \"max_position_embeddings\": %d,\n"
-      "  \"model_type\": \"%s\",\n"
-      "  \"num_attention_heads\": %d,\n"
-      "  \"num_hidden_layers\": %d,\n"
-      "  \"pad_token_id\": %d,\n"
-      "  \"position_embedding_type\": \"absolute\",\n"
-      "  \"torch_dtype\": \"%s\",\n"
-      "  \"transformers_version\": \"4.46.3\",\n"
-      "  \"type_vocab_size\": %d,\n"
-      "  \"use_cache\": true,\n"
-      "  \"vocab_size\": %d\n"
-      "}\n";
-#define CONFIG_ARGS                                                                                  \
-  roberta ? "RobertaForMaskedLM" : "BertForMaskedLM", adp, bos, eos, hdp, c->hidden_size, ir,         \
-      c->intermediate_size, lne, c->max_position_embeddings, roberta ? "roberta" : "bert",            \
-      c->num_attention_heads, c->num_hidden_layers, c->pad_token_id, torch_dtype, c->type_vocab_size, c->vocab_size
-  int n = snprintf(NULL, 0, fmt, CONFIG_ARGS);
-  if (n < 0) return NULL;
-  char *s = malloc((size_t)n + 1);
-  if (s) snprintf(s, (size_t)n + 1, fmt, CONFIG_ARGS);
-#undef CONFIG_ARGS
-  return s;
+  if (c->bos_token_id >= 0) buf_printf(&b, "  \"bos_token_id\": %d,\n", c->bos_token_id);
+  else if (roberta) buf_puts(&b, "  \"bos_token_id\": null,\n");
+  buf_printf(&b, "  \"classifier_dropout\": %s,\n", cd);
+  if (c->eos_token_id >= 0) buf_printf(&b, "  \"eos_token_id\": %d,\n", c->eos_token_id);
+  else if (roberta) buf_puts(&b, "  \"eos_token_id\": null,\n");
+  buf_printf(&b, "  \"hidden_act\": \"gelu\",\n  \"hidden_dropout_prob\": %s,\n  \"hidden_size\": %d,\n", hdp,
+             c->hidden_size);
+  if (cls) labels_json(&b, c, 0);
+  buf_printf(&b, "  \"initializer_range\": %s,\n  \"intermediate_size\": %d,\n", ir, c->intermediate_size);
+  if (cls) labels_json(&b, c, 1);
+  buf_printf(&b,
+             "  \"layer_norm_eps\": %s,\n"
+             "  \"max_position_embeddings\": %d,\n"
+             "  \"model_type\": \"%s\",\n"
+             "  \"num_attention_heads\": %d,\n"
+             "  \"num_hidden_layers\": %d,\n"
+             "  \"pad_token_id\": %d,\n"
+             "  \"position_embedding_type\": \"absolute\",\n",
+             lne, c->max_position_embeddings, roberta ? "roberta" : "bert", c->num_attention_heads,
+             c->num_hidden_layers, c->pad_token_id);
+  if (cls)
+    buf_printf(&b, "  \"problem_type\": \"%s\",\n",
+               c->problem_type == MODEL_MULTI_LABEL ? "multi_label_classification" : "single_label_classification");
+  buf_printf(&b,
+             "  \"torch_dtype\": \"%s\",\n"
+             "  \"transformers_version\": \"4.46.3\",\n"
+             "  \"type_vocab_size\": %d,\n"
+             "  \"use_cache\": true,\n"
+             "  \"vocab_size\": %d\n"
+             "}\n",
+             torch_dtype, c->type_vocab_size, c->vocab_size);
+  if (b.oom) { buf_free(&b); return NULL; }
+  return b.p;
 }
 
 int config_save(const ModelConfig *c, const char *path, Err *err) {

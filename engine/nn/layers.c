@@ -3,6 +3,8 @@
 ** (layer_kernels.h), compiled once per level from layer_kernels.inc. */
 #include "engine/nn/layers.h"
 
+#include <math.h>
+
 #include "engine/core/cpu.h"
 #include "engine/core/bf16.h"
 #include "engine/nn/fastmath.h"
@@ -96,6 +98,16 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
 
 void gelu_backward(float *din, const float *dout, const float *in, size_t n, int threads) {
   layer_kernels()->gelu_backward(din, dout, in, n, threads);
+}
+
+void tanh_forward(float *out, const float *in, size_t n, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; i++) out[i] = tanhf(in[i]);
+}
+
+void tanh_backward(float *din, const float *dout, const float *out, size_t n, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; i++) din[i] = (1.0f - out[i] * out[i]) * dout[i];
 }
 
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y,

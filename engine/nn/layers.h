@@ -71,6 +71,10 @@ void layernorm_backward(float *din, float *dw, float *db, const float *dout, con
                         const float *rstd, const float *w, int n, int c, int din_accumulate, int params_accumulate,
                         int threads);
 
+/* out = tanh(in) (a classifier head's: (rows, H), too small to need a kernel per ISA). */
+void tanh_forward(float *out, const float *in, size_t n, int threads);
+/* din = (1 - out^2) * dout, from tanh's output (din may equal dout). */
+void tanh_backward(float *din, const float *dout, const float *out, size_t n, int threads);
 /* din = gelu'(in) * dout (din may equal dout). */
 void gelu_backward(float *din, const float *dout, const float *in, size_t n, int threads);
 

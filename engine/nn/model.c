@@ -1,4 +1,4 @@
-/* The masked-LM model: parameter layout and HF names, activation plan, and the
+/* The model (masked LM or sequence classifier): parameter layout and HF names, activation plan, and the
 ** forward/backward passes stitched from engine/nn/layers.c. */
 #include "engine/nn/model.h"
 
@@ -24,7 +24,10 @@ typedef struct LayerTensors {
 typedef struct Tensors {
   float *wte, *wpe, *tte, *emb_ln_w, *emb_ln_b;
   LayerTensors *layer;   /* num_hidden_layers entries */
-  float *hd_w, *hd_b, *hln_w, *hln_b, *hbias;
+  float *hd_w, *hd_b, *hln_w, *hln_b, *hbias;   /* the MLM head (NULL in a classifier) */
+  /* A classifier's head: RoBERTa's classifier.dense and .out_proj, or BERT's
+  ** bert.pooler.dense and classifier (NULL in a masked LM). */
+  float *cd_w, *cd_b, *co_w, *co_b;
 } Tensors;
 
 /* Activations of one encoder layer, saved for backward when training. */
@@ -48,7 +51,9 @@ typedef struct PlanBuf {
 struct Model {
   ModelConfig cfg;
   int V, H, L, A, I, P, TV;
+  int C;                         /* a classifier's classes; 0 for a masked LM */
   size_t n_params;
+  size_t head_off;               /* where the head's tensors start (the last gradient group's first float) */
   float *params, *grads;
   LayerPrecision prec;           /* the Linear layers' products: float, or autocast's bf16 */
   /* The weight matrices' bf16 copy (model_keep_bf16_weights), at the same offsets
@@ -72,6 +77,13 @@ struct Model {
   float *mask_add, *emb_sum, *emb_m, *emb_r, *x0, *proj;
   LayerActs *la;                 /* L slots when training, else 1 reused */
   float *hin, *hpre, *hact, *hm, *hr, *hln, *logits;
+  /* A classifier's head: cls_in holds the first tokens after dropout (a training plan);
+  ** cls_x and cls_t are the inputs of its two products (the dropped copies, or the
+  ** undropped rows when no dropout applies). hpre, hact and hln serve as dense's
+  ** output, its tanh and the tanh after dropout. */
+  float *cls_in;
+  const float *cls_x, *cls_t;
+  int scores_valid;              /* a classifier's logits buffer holds the last forward's scores */
   const float *head_in;          /* the head's input rows: hin, or the pruned last layer's output */
   int32_t *qstart;               /* per batch row, the first of its head rows (pB + 1) */
   int pruned;                    /* the last forward computed the last layer at the head rows only */
@@ -159,6 +171,19 @@ static size_t layout(Model *m, float *base, Tensors *t, int with_table) {
     o = off; TAKE(lt->ln2_b, H); NAME(o, H, 0, INIT_ZERO, 0, "%s.output.LayerNorm.bias", lp);
   }
   int rob = m->cfg.model_type == MODEL_ROBERTA;
+  m->head_off = off;
+  if (m->C) {
+    /* HF's _init_weights: Linear weights N(0, initializer_range), biases zero. */
+    o = off; TAKE(t->cd_w, (size_t)H * H);
+    NAME(o, H, H, INIT_NORMAL, 1, "%s", rob ? "classifier.dense.weight" : "bert.pooler.dense.weight");
+    o = off; TAKE(t->cd_b, H);
+    NAME(o, H, 0, INIT_ZERO, 0, "%s", rob ? "classifier.dense.bias" : "bert.pooler.dense.bias");
+    o = off; TAKE(t->co_w, (size_t)m->C * H);
+    NAME(o, m->C, H, INIT_NORMAL, 1, "%s", rob ? "classifier.out_proj.weight" : "classifier.weight");
+    o = off; TAKE(t->co_b, m->C);
+    NAME(o, m->C, 0, INIT_ZERO, 0, "%s", rob ? "classifier.out_proj.bias" : "classifier.bias");
+    return off;
+  }
   o = off; TAKE(t->hd_w, (size_t)H * H);
   NAME(o, H, H, INIT_NORMAL, 1, "%s", rob ? "lm_head.dense.weight" : "cls.predictions.transform.dense.weight");
   o = off; TAKE(t->hd_b, H);
@@ -184,6 +209,7 @@ Model *model_new(const ModelConfig *cfg, Err *err) {
   m->V = cfg->vocab_size; m->H = cfg->hidden_size; m->L = cfg->num_hidden_layers;
   m->A = cfg->num_attention_heads; m->I = cfg->intermediate_size;
   m->P = cfg->max_position_embeddings; m->TV = cfg->type_vocab_size;
+  m->C = cfg->task == MODEL_TASK_SEQ_CLS ? cfg->num_labels : 0;
   m->threads = omp_get_max_threads();
   int max_tensors = 5 + 16 * m->L + 5;
   m->layer_storage = calloc((size_t)2 * m->L, sizeof(LayerTensors));
@@ -330,7 +356,7 @@ static void linear(Model *m, float *out, float *act, const float *in, const floa
 ** kernel's stores of C rows run about 10% slower when they straddle lines). */
 
 /* Entries plan_table may write for this many layer slots. */
-static int plan_capacity(int slots) { return 6 + 13 * slots + 7 + 6 + 6; }
+static int plan_capacity(int slots) { return 6 + 13 * slots + 8 + 6 + 6; }
 
 /* Floats a float buffer of count takes: up to the next 64-byte line. */
 static size_t plan_floats(size_t count) { return (count + 15) & ~(size_t)15; }
@@ -370,10 +396,13 @@ static int plan_table(Model *m, PlanBuf *t, int batch, int seq, size_t M, int tr
   F("head_in", -1, m->hin, M * H);
   F("head_pre", -1, m->hpre, M * H);
   F("head_act", -1, m->hact, M * H);
-  F("head_mean", -1, m->hm, M);
-  F("head_rstd", -1, m->hr, M);
+  /* A classifier's head has no LayerNorm, a product to C classes, and (training) a dropped copy of its input. */
+  size_t C = (size_t)m->C, mlm = C == 0;
+  F("head_mean", -1, m->hm, mlm * M);
+  F("head_rstd", -1, m->hr, mlm * M);
   F("head_ln", -1, m->hln, M * H);
-  F("logits", -1, m->logits, M * V);
+  F("cls_in", -1, m->cls_in, (1 - mlm) * tr * M * H);
+  F("logits", -1, m->logits, M * (mlm ? V : C));
   F("dX", -1, m->dX, tr * N * H);
   F("dY", -1, m->dY, tr * N * H);
   F("dqkv", -1, m->dqkv, tr * N * 3 * H);
@@ -451,6 +480,7 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
     return err_set(err, "plan: batch %d, seq %d and head_rows %d must be positive", batch, seq, head_rows);
   if (training && m->params16)
     return err_setk(err, ERR_INVALID, "plan: a model serving from bf16 weights cannot train (no float weights)");
+  if (m->C) head_rows = batch;   /* a classifier's head reads each row's first token */
   if (head_rows == 0) head_rows = 1;
   int maxpos = m->cfg.model_type == MODEL_ROBERTA ? m->P - m->cfg.pad_token_id - 1 : m->P;
   if (seq > maxpos)
@@ -657,12 +687,93 @@ static void head_forward(Model *m, const float *x, int M, int gathered, float *o
   PROF(m, MODEL_PHASE_MATMUL, linear(m, out, NULL, m->hln, m->p.wte, m->p.hbias, M, H, m->V));
 }
 
+/* The classifier's dropout probability: classifier_dropout, or hidden_dropout_prob when null (HF). */
+static double cls_dropout_p(const Model *m) {
+  return m->cfg.classifier_dropout >= 0 ? m->cfg.classifier_dropout : m->cfg.hidden_dropout_prob;
+}
+
+/* Dropout sites of the classifier head, after the encoder's 0 .. 3L. */
+static LayerDropout cls_dropout_site(const Model *m, int which) {
+  return dropout_site(m, 3 * m->L + 1 + which, cls_dropout_p(m));
+}
+
+/* The classifier head on the M first-token rows x (M, H), already gathered:
+** RoBERTa: dropout, dense, tanh, dropout, out_proj; BERT: pooler dense, tanh,
+** dropout, classifier. Leaves logits (M, C) in out. */
+static void cls_head_forward(Model *m, const float *x, int M, float *out) {
+  int nt = m->threads, H = m->H;
+  size_t MH = (size_t)M * H;
+  LayerDropout d_in = cls_dropout_site(m, 0), d_out = cls_dropout_site(m, 1);
+  m->cls_x = x;
+  if (m->cfg.model_type == MODEL_ROBERTA && d_in.p > 0) {
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      memcpy(m->cls_in, x, MH * sizeof(float));
+      dropout_forward_inplace(m->cls_in, MH, &d_in, nt);
+    });
+    m->cls_x = m->cls_in;
+  }
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->hpre, NULL, m->cls_x, m->p.cd_w, m->p.cd_b, M, H, H));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, tanh_forward(m->hact, m->hpre, MH, nt));
+  m->cls_t = m->hact;
+  if (d_out.p > 0) {
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      memcpy(m->hln, m->hact, MH * sizeof(float));
+      dropout_forward_inplace(m->hln, MH, &d_out, nt);
+    });
+    m->cls_t = m->hln;
+  }
+  PROF(m, MODEL_PHASE_MATMUL, linear(m, out, NULL, m->cls_t, m->p.co_w, m->p.co_b, M, H, m->C));
+}
+
+/* Head rows in flat order, so each batch row's are one run: qstart[r] is row r's first. */
+static void head_row_starts(Model *m, int batch, int seq, int M) {
+  for (int r = 0, i = 0; r <= batch; r++) {
+    while (i < M && m->hrows[i] < r * seq) i++;
+    m->qstart[r] = i;
+  }
+}
+
+/* model_forward of a classifier: the head at the first token of each labelled row. */
+static int cls_forward(Model *m, const ModelBatch *b, ModelLoss *res, Err *err) {
+  int M = 0;
+  if (b->labels) {
+    for (int r = 0; r < b->batch; r++) {
+      int32_t lab = b->labels[r];
+      if (lab == MODEL_IGNORE_LABEL) continue;
+      if (lab < 0 || lab >= m->C) return err_set(err, "forward: label %d of row %d is outside the %d classes", lab, r, m->C);
+      m->hrows[M] = r * b->seq;
+      m->hlabels[M] = lab;
+      M++;
+    }
+  }
+  head_row_starts(m, b->batch, b->seq, M);
+  m->pruned = M > 0;
+  if (M > 0) {
+    const float *x = encoder_layers_forward(m, m->L - 1);
+    const float *hx = last_layer_rows_forward(m, x, M);
+    cls_head_forward(m, hx, M, m->logits);
+    PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->C,
+                                                   &res->loss_sum, &res->n_correct, m->threads));
+    m->scores_valid = 1;
+  }
+  res->n_labels = M;
+  m->fM = M;
+  m->has_forward = m->training;
+  return 0;
+}
+
 int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
   int nt = m->threads;
   m->has_forward = 0;
+  m->scores_valid = 0;
   ModelLoss res = {0, 0, 0};
   if (out) *out = res;
   if (batch_forward(m, b, err)) return -1;
+  if (m->C) {
+    int rc = cls_forward(m, b, &res, err);
+    if (out) *out = res;
+    return rc;
+  }
   int N = b->batch * b->seq, M = 0;
   if (b->labels) {
     for (int i = 0; i < N; i++) {
@@ -675,11 +786,7 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
       M++;
     }
   }
-  /* Head rows are in flat order, so each batch row's are one run. */
-  for (int r = 0, i = 0; r <= b->batch; r++) {
-    while (i < M && m->hrows[i] < r * b->seq) i++;
-    m->qstart[r] = i;
-  }
+  head_row_starts(m, b->batch, b->seq, M);
   m->pruned = M > 0;
   if (M > 0) {
     const float *x = encoder_layers_forward(m, m->L - 1);
@@ -696,9 +803,29 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
   return 0;
 }
 
+const float *model_class_scores(const Model *m) { return m->C && m->scores_valid ? m->logits : NULL; }
+
+int model_classify(Model *m, const ModelBatch *b, float *logits_out, Err *err) {
+  m->has_forward = 0;
+  m->scores_valid = 0;
+  if (!m->C) return err_setk(err, ERR_INVALID, "classify: the model is a masked LM, not a sequence classifier");
+  if (batch_forward(m, b, err)) return -1;
+  int B = b->batch;
+  for (int r = 0; r < B; r++) m->hrows[r] = r * b->seq;
+  head_row_starts(m, B, b->seq, B);
+  m->pruned = 1;
+  /* The last layer at the first tokens only: no other row reaches the head. */
+  const float *x = encoder_layers_forward(m, m->L - 1);
+  const float *hx = last_layer_rows_forward(m, x, B);
+  m->fM = B;
+  cls_head_forward(m, hx, B, logits_out);
+  return 0;
+}
+
 int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions, float *logits_out,
                     Err *err) {
   m->has_forward = 0;
+  if (m->C) return err_setk(err, ERR_INVALID, "logits: the model is a sequence classifier, it has no masked-LM head");
   if (n_positions < 0 || n_positions > m->pM)
     return err_set(err, "logits: %d positions, the plan has room for %d", n_positions, m->pM);
   if (batch_forward(m, b, err)) return -1;
@@ -766,6 +893,26 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
   });
 }
 
+/* Backward of cls_head_forward from the loss: leaves d(last layer output at the
+** head rows) (M, H) in m->dh1. */
+static void cls_head_backward(Model *m, float loss_scale, int acc) {
+  int nt = m->threads, M = m->fM, H = m->H, C = m->C;
+  size_t MH = (size_t)M * H;
+  Tensors *p = &m->p, *g = &m->g;
+  LayerDropout d_in = cls_dropout_site(m, 0), d_out = cls_dropout_site(m, 1);
+  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, C, loss_scale, nt));
+  PROF(m, MODEL_PHASE_MATMUL,
+       matmul_backward(m->prec, m->dh1, g->co_w, g->co_b, m->logits, m->cls_t, p->co_w, M, H, C, 0, acc, nt));
+  PROF(m, MODEL_PHASE_ELEMENTWISE, {
+    if (d_out.p > 0) dropout_backward(m->dh1, m->dh1, MH, &d_out, nt);
+    tanh_backward(m->dh2, m->dh1, m->hact, MH, nt);
+  });
+  PROF(m, MODEL_PHASE_MATMUL,
+       matmul_backward(m->prec, m->dh1, g->cd_w, g->cd_b, m->dh2, m->cls_x, p->cd_w, M, H, H, 0, acc, nt));
+  if (m->cfg.model_type == MODEL_ROBERTA && d_in.p > 0)
+    PROF(m, MODEL_PHASE_ELEMENTWISE, dropout_backward(m->dh1, m->dh1, MH, &d_in, nt));
+}
+
 static void grad_ready(Model *m, int group) {
   if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, group);
 }
@@ -782,16 +929,20 @@ void model_backward(Model *m, float loss_scale) {
   Tensors *p = &m->p, *g = &m->g;
   float *dX = m->dX, *dY = m->dY;
 
-  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, nt));
-  /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
-  PROF(m, MODEL_PHASE_MATMUL,
-       matmul_backward(m->prec, m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
-  PROF(m, MODEL_PHASE_ELEMENTWISE, {
-    layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, nt);
-    gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, nt);
-  });
-  PROF(m, MODEL_PHASE_MATMUL,
-       matmul_backward(m->prec, m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
+  if (m->C) {
+    cls_head_backward(m, loss_scale, acc);
+  } else {
+    PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, nt));
+    /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
+    PROF(m, MODEL_PHASE_MATMUL,
+         matmul_backward(m->prec, m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
+    PROF(m, MODEL_PHASE_ELEMENTWISE, {
+      layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, nt);
+      gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, nt);
+    });
+    PROF(m, MODEL_PHASE_MATMUL,
+         matmul_backward(m->prec, m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
+  }
   grad_ready(m, 0);
   /* m->dh1 is d(last layer output at the head rows). */
   const float *xl = m->L >= 2 ? slot(m, m->L - 2)->out : m->x0;
@@ -831,8 +982,10 @@ void model_backward(Model *m, float loss_scale) {
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     dropout_backward(dX, dX, NH, &demb, nt);
     layernorm_backward(dY, g->emb_ln_w, g->emb_ln_b, dX, m->emb_sum, m->emb_m, m->emb_r, p->emb_ln_w, N, H, 0, acc, nt);
-    /* The tied decoder above wrote all of wte's gradient; positions and types only get the scatter. */
+    /* A masked LM's tied decoder above wrote all of wte's gradient; positions and
+    ** types (and a classifier's word embeddings) only get the scatter. */
     if (!acc) {
+      if (m->C) memset(g->wte, 0, (size_t)m->V * H * sizeof(float));
       memset(g->wpe, 0, (size_t)m->P * H * sizeof(float));
       memset(g->tte, 0, (size_t)m->TV * H * sizeof(float));
     }
@@ -851,7 +1004,7 @@ void model_grad_group(const Model *m, int i, size_t *offset, size_t *count) {
   ** also take the tied decoder's gradient, so they are final last). */
   const Tensors *p = &m->p;
   size_t lo, hi;
-  if (i == 0) { lo = (size_t)(p->hd_w - m->params); hi = m->n_params; }
+  if (i == 0) { lo = m->head_off; hi = m->n_params; }
   else if (i <= m->L) {
     const LayerTensors *lt = &p->layer[m->L - i];
     lo = (size_t)(lt->qkv_w - m->params);
@@ -876,7 +1029,7 @@ double model_flops(const ModelConfig *c, int batch, int seq, int head_rows, int 
   /* model_forward computes the last layer's queries, attention output and FFN at the head rows only. */
   double last = M > 0 ? 2 * N * H * 2 * H + 2 * M * H * H + 2 * 2 * M * T * H + 2 * M * H * H + 2 * 2 * M * H * I
                       : layer;
-  double head = 2 * M * H * H + 2 * M * H * c->vocab_size;
+  double head = 2 * M * H * H + 2 * M * H * (c->task == MODEL_TASK_SEQ_CLS ? c->num_labels : c->vocab_size);
   double fwd = (L - 1) * layer + last + head;
   return training ? 3 * fwd : fwd;
 }

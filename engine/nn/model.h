@@ -1,5 +1,6 @@
-/* The masked-LM model: a Hugging Face RobertaForMaskedLM / BertForMaskedLM,
-** number for number. Parameters, gradients and Adam moments are flat buffers of
+/* The model: a Hugging Face RobertaForMaskedLM / BertForMaskedLM, or (a config
+** whose task is MODEL_TASK_SEQ_CLS) RobertaForSequenceClassification /
+** BertForSequenceClassification, number for number. Parameters, gradients and Adam moments are flat buffers of
 ** model_num_params() floats; a table of named tensors (HF state-dict names)
 ** gives each tensor's place in them. Activations are planned once for a
 ** (batch, seq) shape; forward/backward allocate nothing. */
@@ -129,7 +130,7 @@ void model_zero_grad(Model *m);
 void model_backward(Model *m, float loss_scale);
 
 /* Gradient groups: contiguous parameter ranges whose gradients become final together
-** during model_backward, numbered in the order they do (0: the MLM head; 1..L: encoder
+** during model_backward, numbered in the order they do (0: the head, MLM or classifier; 1..L: encoder
 ** layers L-1 down to 0; L+1: the embeddings, last because the tied decoder's gradient
 ** lands in the word embeddings). They cover the parameter buffer exactly once. */
 int model_grad_group_count(const Model *m);

@@ -264,5 +264,54 @@ int main(void) {
   refuse_field("config_refuse_string_prob", "\"hidden_dropout_prob\": \"0.1\"", "hidden_dropout_prob");
   refuse_field("config_refuse_null_eps", "\"layer_norm_eps\": null", "layer_norm_eps");
   refuse("config_refuse_null_text", NULL, "config");
+  /* Sequence classifiers (issue 16): architectures, id2label / label2id in Python's
+  ** key order, problem_type and classifier_dropout written, and read back the same. */
+  for (int type = 0; type < 2; type++) {
+    ModelConfig k;
+    config_preset("tiny", &k, &e);
+    k.model_type = type ? MODEL_BERT : MODEL_ROBERTA;
+    /* 12 labels: "10" sorts before "2"; a quote, a backslash, accents and an emoji to escape. */
+    const char *lbl[12] = {"card_arrival", "b", "with \"quote\"", "back\\slash", "caf\xc3\xa9", "emoji \xf0\x9f\x98\x80",
+                             "g", "h", "i", "j", "k", "Zed"};
+    rc = config_set_labels(&k, 12, lbl, &e);
+    check(rc == 0 && k.task == MODEL_TASK_SEQ_CLS && k.num_labels == 12, "config_cls_set_labels", "%s", e.msg);
+    k.classifier_dropout = type ? -1 : 0.25;
+    char *js = config_to_json(&k);
+    check(js && strstr(js, type ? "\"BertForSequenceClassification\"" : "\"RobertaForSequenceClassification\"") &&
+              strstr(js, "\"problem_type\": \"single_label_classification\"") &&
+              strstr(js, type ? "\"classifier_dropout\": null" : "\"classifier_dropout\": 0.25"),
+          type ? "config_cls_json_bert" : "config_cls_json_roberta", "%s", js ? js : "(null)");
+    check_python_layout(type ? "config_python_layout_cls_bert" : "config_python_layout_cls_roberta", js);
+    ModelConfig back;
+    rc = config_parse(js, &back, &e);
+    int same = rc == 0 && back.task == MODEL_TASK_SEQ_CLS && back.num_labels == 12 &&
+               back.classifier_dropout == k.classifier_dropout && back.problem_type == MODEL_SINGLE_LABEL;
+    for (int i = 0; same && i < 12; i++) same = !strcmp(config_label(&back, i), lbl[i]);
+    check(same, type ? "config_cls_roundtrip_bert" : "config_cls_roundtrip_roberta", "rc %d %s", rc, e.msg);
+    free(js);
+  }
+  {
+    ModelConfig k;
+    config_preset("tiny", &k, &e);
+    const char *dup[3] = {"a", "b", "a"}, *empty[2] = {"a", ""}, *bad[2] = {"a", "\xff"};
+    check(config_set_labels(&k, 3, dup, &e) == -1 && e.kind == ERR_INVALID && strstr(e.msg, "twice"), "config_cls_refuses_duplicate", "%s", e.msg);
+    check(config_set_labels(&k, 2, empty, &e) == -1 && strstr(e.msg, "empty"), "config_cls_refuses_empty", "%s", e.msg);
+    check(config_set_labels(&k, 2, bad, &e) == -1 && strstr(e.msg, "UTF-8"), "config_cls_refuses_non_utf8", "%s", e.msg);
+    check(config_set_labels(&k, 1, dup, &e) == -1, "config_cls_refuses_one_label", "%s", e.msg);
+    check(k.task == MODEL_TASK_MLM && config_label(&k, 0) == NULL, "config_cls_refusal_leaves_mlm", "task %d", (int)k.task);
+  }
+  /* Reading HF's shapes: num_labels alone names LABEL_i; id2label wins; bad ids refused. */
+  rc = config_parse("{\"model_type\": \"bert\", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 3}", &c, &e);
+  check(rc == 0 && c.num_labels == 3 && !strcmp(config_label(&c, 2), "LABEL_2"), "config_cls_num_labels_only", "%s", e.msg);
+  refuse("config_cls_refuses_gap_in_ids",
+         "{\"model_type\": \"bert\", \"architectures\": [\"BertForSequenceClassification\"], \"id2label\": {\"0\": \"a\", \"2\": \"b\"}}",
+         "id2label");
+  refuse("config_cls_refuses_unknown_architecture",
+         "{\"model_type\": \"bert\", \"architectures\": [\"BertForTokenClassification\"]}", "BertForTokenClassification");
+  refuse("config_cls_refuses_problem_type",
+         "{\"model_type\": \"bert\", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 2, \"problem_type\": \"regression\"}",
+         "problem_type");
+  rc = config_parse("{\"model_type\": \"roberta\", \"architectures\": [\"RobertaForMaskedLM\"]}", &c, &e);
+  check(rc == 0 && c.task == MODEL_TASK_MLM && c.num_labels == 0, "config_mlm_architecture", "%s", e.msg);
   return check_exit();
 }

@@ -39,7 +39,8 @@ static const double *P(const Ref *r, const char *fmt, int layer, const double *b
   char name[128], full[160];
   snprintf(name, sizeof name, fmt, layer);
   snprintf(full, sizeof full, "%s%s", r->c->model_type == MODEL_ROBERTA ? "roberta." : "bert.", name);
-  const ModelTensor *t = model_tensor_by_name(r->m, strncmp(name, "lm_head", 7) && strncmp(name, "cls.", 4) ? full : name);
+  int own = !strncmp(name, "lm_head", 7) || !strncmp(name, "cls.", 4) || !strncmp(name, "classifier", 10);
+  const ModelTensor *t = model_tensor_by_name(r->m, own ? name : full);
   if (!t) { fprintf(stderr, "no tensor %s\n", full); exit(2); }
   return base + t->offset;
 }
@@ -70,6 +71,38 @@ static double keep(const Ref *r, int site, double p, size_t i) {
   if (!r->drop || p <= 0) return 1;
   LayerDropout d = {(float)p, r->seed, (uint64_t)site, NULL, 0};
   return layer_dropout_keep(&d, i) ? 1.0 / (1.0 - (double)(float)p) : 0.0;
+}
+
+/* The classifier head (HF's RobertaClassificationHead, or BERT's pooler and
+** classifier) on each row's first token of the encoder output x (B*T, H): the
+** summed loss over labelled rows; logits (B, C) of every row when asked. The
+** head's dropout index counts labelled rows, as the model's (M, H) buffer does. */
+static double cls_ref_head(const Ref *r, const double *x, double *logits_all) {
+  const ModelConfig *c = r->c;
+  int H = c->hidden_size, C = c->num_labels, L = c->num_hidden_layers, rob = c->model_type == MODEL_ROBERTA;
+  double p = c->classifier_dropout >= 0 ? c->classifier_dropout : c->hidden_dropout_prob;
+  const double *dw = P(r, rob ? "classifier.dense.weight" : "pooler.dense.weight", 0, r->p);
+  const double *db = P(r, rob ? "classifier.dense.bias" : "pooler.dense.bias", 0, r->p);
+  const double *ow = P(r, rob ? "classifier.out_proj.weight" : "classifier.weight", 0, r->p);
+  const double *ob = P(r, rob ? "classifier.out_proj.bias" : "classifier.bias", 0, r->p);
+  double in[64], hh[64], lg[64], loss = 0;
+  int mi = 0;
+  for (int b = 0; b < B; b++) {
+    int lab = r->labels ? r->labels[b] : MODEL_IGNORE_LABEL;
+    if (lab == MODEL_IGNORE_LABEL && !logits_all) continue;
+    for (int j = 0; j < H; j++) in[j] = x[(size_t)b * T * H + j] * (rob ? keep(r, 3 * L + 1, p, (size_t)mi * H + j) : 1);
+    linear(hh, in, dw, db, 1, H, H);
+    for (int j = 0; j < H; j++) hh[j] = tanh(hh[j]) * keep(r, 3 * L + 2, p, (size_t)mi * H + j);
+    linear(lg, hh, ow, ob, 1, H, C);
+    if (logits_all) memcpy(logits_all + (size_t)b * C, lg, (size_t)C * sizeof(double));
+    if (lab == MODEL_IGNORE_LABEL) continue;
+    double mx = lg[0], s = 0;
+    for (int j = 1; j < C; j++) mx = lg[j] > mx ? lg[j] : mx;
+    for (int j = 0; j < C; j++) s += exp(lg[j] - mx);
+    loss += log(s) + mx - lg[lab];
+    mi++;
+  }
+  return loss;
 }
 
 /* Returns the summed loss over labelled positions; logits (B*T, V) when asked. */
@@ -144,6 +177,11 @@ static double ref_forward(const Ref *r, double *logits_all) {
     layernorm(x, P(r, "encoder.layer.%d.output.LayerNorm.weight", l, r->p),
               P(r, "encoder.layer.%d.output.LayerNorm.bias", l, r->p), N, H, eps);
   }
+  if (c->task == MODEL_TASK_SEQ_CLS) {
+    double loss = cls_ref_head(r, x, logits_all);
+    free(x); free(q); free(k); free(v); free(ctx); free(t1); free(f); free(hh); free(h2); free(lg);
+    return loss;
+  }
   const char *hn[5] = {"lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
                        "lm_head.layer_norm.bias", "lm_head.bias"};
   const char *hb[5] = {"cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
@@ -171,10 +209,16 @@ static double ref_forward(const Ref *r, double *logits_all) {
   return loss;
 }
 
-static void run_case(ModelType type, int dropout, int layers, const char *tag) {
+static void run_case(ModelType type, int dropout, int layers, int classes, const char *tag) {
   ModelConfig c = fixture_config(type, 11, 8, layers, 2, 12, type == MODEL_ROBERTA ? T + 3 : T);
   c.hidden_dropout_prob = dropout ? 0.2 : 0; c.attention_probs_dropout_prob = dropout ? 0.3 : 0;
   Err err = {0};
+  if (classes) {
+    const char *names[] = {"alpha", "beta", "gamma", "delta", "epsilon"};
+    check(config_set_labels(&c, classes, names, &err) == 0, "gradcheck_cls_labels", "%s", err.msg);
+    /* RoBERTa: its own rate; BERT: null, so the hidden rate applies (HF). */
+    c.classifier_dropout = type == MODEL_ROBERTA ? (dropout ? 0.25 : 0) : -1;
+  }
   Model *m = model_new(&c, &err);
   char name[128];
   snprintf(name, sizeof name, "gradcheck_%s_new", tag);
@@ -199,20 +243,24 @@ static void run_case(ModelType type, int dropout, int layers, const char *tag) {
   int32_t types[B * T] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0};
   int32_t labels[B * T] = {-100, 8, 3, -100, -100, 4, 2, -100, 0, -100, -100, -100, -100, -100, -100, -100, -100, -100};
   if (type == MODEL_ROBERTA) memset(types, 0, sizeof types);
-  ModelBatch batch = {B, T, ids, mask, types, labels};
+  /* A classifier's labels are per row; the all-padding row 2 takes no part (a real
+  ** row always has its [CLS], and a fully masked row's scores absorb the query's
+  ** change in float: finite differences see no gradient where autograd does). */
+  int32_t row_labels[B] = {classes - 1, 1, MODEL_IGNORE_LABEL};
+  ModelBatch batch = {B, T, ids, mask, types, classes ? row_labels : labels};
   snprintf(name, sizeof name, "gradcheck_%s_plan", tag);
   check(model_plan(m, B, T, B * T, 1, &err) == 0, name, "%s", err.msg);
   model_set_dropout(m, dropout, 1234);
 
   double *pd = malloc(n * sizeof(double)), *frozen = malloc(n * sizeof(double));
   for (size_t i = 0; i < n; i++) pd[i] = frozen[i] = pf[i];
-  Ref ref = {m, &c, pd, frozen, ids, mask, types, labels, dropout, 1234};
+  Ref ref = {m, &c, pd, frozen, ids, mask, types, batch.labels, dropout, 1234};
 
   ModelLoss ml;
   int rc = model_forward(m, &batch, &ml, &err);
   double rl = ref_forward(&ref, NULL);
   snprintf(name, sizeof name, "gradcheck_%s_loss", tag);
-  check(rc == 0 && ml.n_labels == 5 && fabs(ml.loss_sum - rl) < 1e-4 * (1 + fabs(rl)), name,
+  check(rc == 0 && ml.n_labels == (classes ? 2 : 5) && fabs(ml.loss_sum - rl) < 1e-4 * (1 + fabs(rl)), name,
         "model %.8f (%d labels, rc %d %s) reference %.8f", ml.loss_sum, ml.n_labels, rc, err.msg, rl);
   model_zero_grad(m);
   model_backward(m, 1.0f);
@@ -287,7 +335,15 @@ static void run_case(ModelType type, int dropout, int layers, const char *tag) {
   free(once);
 
   /* Logits at every position (padding and the fully masked row included), dropout off. */
-  if (!dropout) {
+  if (!dropout && classes) {
+    float lf[B * 8];
+    double ld[B * 8], md = 0;
+    rc = model_classify(m, &batch, lf, &err);
+    ref_forward(&ref, ld);
+    for (int i = 0; i < B * classes; i++) md = fmax(md, fabs(lf[i] - ld[i]));
+    snprintf(name, sizeof name, "gradcheck_%s_logits_every_row", tag);
+    check(rc == 0 && md < 1e-4, name, "max |logit diff| %.3g (rc %d %s)", md, rc, err.msg);
+  } else if (!dropout) {
     int V = c.vocab_size;
     int32_t positions[B * T];
     for (int i = 0; i < B * T; i++) positions[i] = i;
@@ -306,11 +362,16 @@ static void run_case(ModelType type, int dropout, int layers, const char *tag) {
 }
 
 int main(void) {
-  run_case(MODEL_ROBERTA, 0, 2, "roberta");
-  run_case(MODEL_BERT, 0, 2, "bert");
-  run_case(MODEL_ROBERTA, 1, 2, "roberta_dropout");
-  run_case(MODEL_BERT, 1, 2, "bert_dropout");
+  run_case(MODEL_ROBERTA, 0, 2, 0, "roberta");
+  run_case(MODEL_BERT, 0, 2, 0, "bert");
+  run_case(MODEL_ROBERTA, 1, 2, 0, "roberta_dropout");
+  run_case(MODEL_BERT, 1, 2, 0, "bert_dropout");
   /* One layer: the last layer (computed at the labelled rows only) reads the embeddings. */
-  run_case(MODEL_BERT, 1, 1, "bert_1layer_dropout");
+  run_case(MODEL_BERT, 1, 1, 0, "bert_1layer_dropout");
+  /* Sequence classifiers (issue 16): the head at each labelled row's first token. */
+  run_case(MODEL_ROBERTA, 0, 2, 5, "roberta_cls");
+  run_case(MODEL_BERT, 0, 2, 5, "bert_cls");
+  run_case(MODEL_ROBERTA, 1, 2, 5, "roberta_cls_dropout");
+  run_case(MODEL_BERT, 1, 1, 5, "bert_cls_1layer_dropout");
   return check_exit();
 }
