@@ -283,6 +283,7 @@ typedef struct FtModel {
   size_t tokenizer_len;
   Tokenizer *tok;
   Model *m;
+  int head_loaded;     /* head tensors the base revision had (a classifier of the same labels) */
 } FtModel;
 
 static void model_part_free(FtModel *fm) {
@@ -316,6 +317,10 @@ static int load_base(Store *db, const char *spec, FtModel *fm, Err *e) {
   return 0;
 }
 
+static int blob_source_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
+  return store_blob_read(ctx, offset, dst, n, err);
+}
+
 /* The classifier: the base config with the labels, weights from the seed (HF's
 ** _init_weights, the head's), then the encoder from the base revision. */
 static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels, uint64_t seed, Err *e) {
@@ -323,14 +328,14 @@ static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels,
   if (config_set_labels(&fm->cfg, labels->n, (const char *const *)labels->names, e)) return err_prefix(e, "labels");
   if (!(fm->m = model_new(&fm->cfg, e))) return -1;
   model_init_weights(fm->m, seed);
-  void *w = NULL;
-  size_t wl = 0;
-  if (store_revision_file(db, &fm->base, "model.safetensors", &w, &wl, e)) return err_prefix(e, "--model");
-  StFile *f = st_open_memory(w, wl, e);
-  int r = f ? ckpt_load_encoder(fm->m, f, e) : -1;
-  st_close(f);
-  free(w);
-  return r ? err_prefix(e, "--model: model.safetensors") : 0;
+  /* Read in place from the store, tensor by tensor; the bytes hashed on the way. */
+  uint64_t len = 0;
+  StoreBlobReader *r = store_blob_open(db, fm->base.weights, &len, e);
+  if (!r) return err_prefix(e, "--model: model.safetensors");
+  StSource src = {blob_source_read, r, len};
+  int rc = ckpt_load_encoder_source(fm->m, &src, &fm->head_loaded, e) || store_blob_verify(r, e) ? -1 : 0;
+  store_blob_close(r);
+  return rc ? err_prefix(e, "--model: model.safetensors") : 0;
 }
 
 /* ---- the run description ---- */
@@ -674,7 +679,7 @@ static int run_loop(FtCtx *c, double t0) {
                                                isfinite(c->best_f1) ? c->best_f1 : 0.0));
     json_object_set_new(o, "test", test ? json_incref(test) : json_null());
     json_object_set_new(o, "seconds", json_real(now_monotonic() - t0));
-    char *text = json_dumps(o, JSON_INDENT(2));
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
     if (text) printf("%s\n", text);
     free(text);
     json_decref(o);
