@@ -26,12 +26,19 @@ typedef struct TextClsRaw {
 } TextClsRaw;
 
 /* Reads a CSV file (RFC 4180: a header row, quoted fields with "" escapes and
-** embedded newlines, CRLF or LF) or a JSON Lines file (one object per line; the
-** label may be a string or an integer, written as its decimal text): ".jsonl" or
-** ".json" read as JSON Lines, anything else as CSV. text_column and label_column
-** name the fields. ERR_BAD_INPUT, with the file, line and reason, for a missing
-** column, a row with the wrong field count, a text that is not UTF-8 or is empty,
-** an empty file; ERR_IO when it cannot be read. */
+** embedded newlines, CRLF, LF or CR line ends, a leading UTF-8 BOM skipped, empty
+** lines skipped as Python's DictReader skips them) or a JSON Lines file (one object
+** per line, blank lines skipped; the label may be a string or an integer, written
+** as its decimal text): ".jsonl" or ".json" (any case) read as JSON Lines, anything
+** else as CSV. text_column and label_column name the fields. Where Python's csv
+** guesses, this refuses: text after a closing quote (`"a"b`); a quote inside an
+** unquoted field is a character, as there. ERR_BAD_INPUT, one line naming the file,
+** the line where the record starts (and the row) and the reason, for a missing
+** column (naming those there are), a column named twice, a row with the wrong field
+** count, an unclosed quote, an empty text or label, a text or label that is not
+** UTF-8 or holds a NUL, any other field that is not UTF-8, an empty file, a header
+** without rows; ERR_INVALID for an empty column name; files_read_all's kinds
+** (ERR_NOT_FOUND, ERR_TOO_LARGE, ERR_IO) when it cannot be read. */
 int textcls_read(const char *path, const char *text_column, const char *label_column, TextClsRaw *out, Err *err);
 /* Frees what textcls_read filled (not the struct); a zeroed struct is allowed. */
 void textcls_raw_free(TextClsRaw *r);
@@ -56,10 +63,12 @@ void textcls_labels_free(TextClsLabels *l);
 ** label not in l (and its row). */
 int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, int32_t *ids, Err *err);
 
-/* A seeded held-out split of n examples: the first n_valid = max(1, round(n *
-** fraction)) of the permutation rng_split(seed, TEXTCLS_SPLIT_STREAM) of [0, n) are
-** validation, the rest training; both lists come back in ascending order
-** (malloc'd). ERR_INVALID when fraction is not in (0, 1) or n < 2. */
+/* A seeded held-out split of n examples: the first n_valid = round(n x fraction),
+** clamped to [1, n - 1], of the permutation p of [0, n) are validation, the rest
+** training; both lists come back in ascending order (malloc'd). p is Fisher-Yates
+** from the identity, for i = n-1 down to 1 swapping p[i] and p[rng_below(&r, i+1)],
+** with r = rng_split(&g, TEXTCLS_SPLIT_STREAM) where rng_seed(&g, seed). ERR_INVALID
+** when fraction is not in (0, 1), n < 2 or n > UINT32_MAX. */
 #define TEXTCLS_SPLIT_STREAM 0x73706c6974ULL /* "split" */
 int textcls_split(size_t n, double fraction, uint64_t seed, size_t **train_idx, size_t *n_train, size_t **valid_idx,
                   size_t *n_valid, Err *err);
@@ -82,29 +91,40 @@ typedef struct TextClsBatcher TextClsBatcher;
 typedef struct TextClsBatcherOptions {
   int batch;             /* rows per batch, >= 1 */
   int shuffle;           /* 1: a new permutation per epoch; 0: the set's order (evaluation) */
-  int length_grouped;    /* 1: HF's LengthGroupedSampler: the permutation cut into megabatches of
-                         ** 50 x batch, each sorted by length (longest first), so batches hold
-                         ** rows of similar length (less padding); needs shuffle */
+  int length_grouped;    /* 1: HF's LengthGroupedSampler (get_length_grouped_indices): the
+                         ** permutation cut into megabatches of min(n / (4 x batch), 50) x batch
+                         ** (at least batch), each sorted by length, longest first, ties in
+                         ** permutation order; then the first row of the megabatch whose first
+                         ** row is longest (the earliest such) swaps with row 0, so the first
+                         ** batch holds a longest row. Less padding per batch; needs shuffle */
   int drop_last;         /* 1: a last batch shorter than batch is skipped */
   int32_t pad_id;        /* padding id */
   uint64_t seed;
 } TextClsBatcherOptions;
 
-/* A batcher over s (kept by pointer: s must outlive it). ERR_INVALID for bad options. */
+/* A batcher over s (kept by pointer: s must outlive it), at epoch 0, batch 0. Epoch e's
+** order without length grouping is the Fisher-Yates of textcls_split over
+** rng_split(&g, e), rng_seed(&g, seed). Everything is allocated here. ERR_INVALID for
+** bad options, an empty set, an example that is empty or longer than s->max_len, or
+** drop_last with fewer than batch examples; ERR_NOMEM. */
 TextClsBatcher *textcls_batcher_new(const TextClsSet *s, const TextClsBatcherOptions *o, Err *err);
 void textcls_batcher_free(TextClsBatcher *b);
-/* Batches per epoch. */
+/* Batches per epoch: n / batch with drop_last, else rounded up. */
 long textcls_batches_per_epoch(const TextClsBatcher *b);
-/* Starts epoch e (its order from the seed and e) at batch `position` (for resume). */
+/* Starts epoch e (its order from the seed and e) at batch `position` (for resume),
+** clamped to [0, batches per epoch]. */
 void textcls_batcher_seek(TextClsBatcher *b, int epoch, long position);
 /* The next batch of the epoch: fills rows (<= batch), seq (the longest row of this
 ** batch), ids and attention_mask (rows x seq, row-major, pad_id / 0 after each row's
 ** end), labels (rows) and, when examples is not NULL, the set indices of its rows;
-** the arrays must hold batch x s->max_len (ids, mask) and batch (labels, examples).
-** Returns 1, or 0 at the epoch's end. */
+** the arrays must hold batch x s->max_len (ids, mask) and batch (labels, examples);
+** attention_mask, labels and examples may be NULL. Allocates nothing. Returns 1, or
+** 0 at the epoch's end (and again until the next seek). */
 int textcls_batcher_next(TextClsBatcher *b, int *rows, int *seq, int32_t *ids, int32_t *attention_mask,
                          int32_t *labels, size_t *examples);
-/* The epoch's order as set indices: order[0 .. n) (n = the rows the epoch visits). */
+/* Epoch e's order as set indices into order (which must hold s->n); returns the rows
+** the epoch visits (n, or batches x batch with drop_last), the first ones of order.
+** Uses the batcher's scratch: not concurrently with another call on b. */
 size_t textcls_batcher_order(const TextClsBatcher *b, int epoch, size_t *order);
 
 #endif

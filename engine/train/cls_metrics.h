@@ -21,7 +21,8 @@ typedef struct ClsMetrics {
 
 /* Metrics of n predictions over n_labels classes (ids in [0, n_labels)); confusion,
 ** when not NULL, receives the n_labels x n_labels counts (row: true, column:
-** predicted, sklearn's confusion_matrix). ERR_INVALID for an id out of range or n = 0. */
+** predicted, sklearn's confusion_matrix with labels=range(n_labels)). ERR_INVALID for
+** an id out of range, n = 0 or n_labels < 1; ERR_NOMEM. */
 int cls_metrics(const int32_t *y_true, const int32_t *y_pred, size_t n, int n_labels, ClsMetrics *out,
                 int64_t *confusion, Err *err);
 
