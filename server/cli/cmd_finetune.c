@@ -346,17 +346,32 @@ static json_t *labels_json(const TextClsLabels *l) {
   return a;
 }
 
+/* A job's data files: the names it was given and the paths they resolved to. */
+typedef struct JobNames {
+  int n;
+  char name[4][WORKSPACE_PATH_MAX], path[4][WORKSPACE_PATH_MAX];
+} JobNames;
+
+/* A file as the run shows it: the job's name for a path it resolved (a job's run
+** shows no host path), else the path as given on the command line. */
+static const char *shown(const JobNames *jn, const char *path) {
+  for (int i = 0; path && jn && i < jn->n; i++)
+    if (!strcmp(jn->path[i], path)) return jn->name[i];
+  return path;
+}
+
 /* What the run was: the base model, the data, the split, the labels and every option. */
-static char *run_config_text(const FtArgs *a, const FtModel *fm, const FtData *d, const Finetune *f, int threads) {
+static char *run_config_text(const FtArgs *a, const FtModel *fm, const FtData *d, const Finetune *f, int threads,
+                             const JobNames *jn) {
   char base[200];
   snprintf(base, sizeof base, "%s@%s", fm->base.model, fm->base.commit);
   json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "task", "text-classification", "name", a->name, "model",
-                        a->model, "base_revision", base, "train", a->train, "text_column", a->text_column,
+                        a->model, "base_revision", base, "train", shown(jn, a->train), "text_column", a->text_column,
                         "label_column", a->label_column);
   if (!o) return NULL;
-  json_object_set_new(o, "validation", a->validation ? json_string(a->validation) : json_null());
-  json_object_set_new(o, "test", a->test ? json_string(a->test) : json_null());
-  json_object_set_new(o, "labels_file", a->labels ? json_string(a->labels) : json_null());
+  json_object_set_new(o, "validation", a->validation ? json_string(shown(jn, a->validation)) : json_null());
+  json_object_set_new(o, "test", a->test ? json_string(shown(jn, a->test)) : json_null());
+  json_object_set_new(o, "labels_file", a->labels ? json_string(shown(jn, a->labels)) : json_null());
   json_object_set_new(o, "labels", labels_json(&d->labels));
   json_object_set_new(o, "epochs", json_integer(a->epochs));
   json_object_set_new(o, "lr", json_real(a->lr));
@@ -693,15 +708,40 @@ static int run_loop(FtCtx *c, double t0) {
 /* With --job the job is the whole description: no option but these. */
 static const char *const job_options[] = {"--job", "--db", "--work-dir", "--data-dir", "--quiet", NULL};
 
+/* A job's error names its files as the job did: the API never shows a host path. */
+static void hide_paths(const JobNames *jn, Err *e) {
+  for (int i = 0; i < jn->n; i++) {
+    char *at = strstr(e->msg, jn->path[i]);
+    if (!at || !jn->path[i][0]) continue;
+    char out[sizeof e->msg];
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - e->msg), e->msg, jn->name[i], at + strlen(jn->path[i]));
+    snprintf(e->msg, sizeof e->msg, "%s", out);
+  }
+}
+
 /* --job: the job's description as command-line values, parsed by the same table (so the
 ** job is checked as the command line is); the strings live in *owned (freed by the caller). */
-static int from_job(FtArgs *a, json_t **owned, Err *e) {
+static int from_job(FtArgs *a, json_t **owned, JobNames *jn, Err *e) {
   int64_t id;
   if (job_read_id(a->job, a->work_dir, &id, e)) return -1;
   Store *db = store_open(cli_db_path(a->db_path), e);
   if (!db) return -1;
   json_t *p = NULL;
   int r = job_read_finetune(db, id, a->data_dir, a->work_dir, &p, e);
+  if (r == 0) {
+    /* The names as submitted, beside the paths they resolved to. */
+    json_t *j = store_job_get(db, id, NULL), *given = json_object_get(j, "params");
+    static const char *const files[] = JOB_FINETUNE_FILES;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+      const char *name = json_string_value(json_object_get(given, files[i]));
+      const char *path = json_string_value(json_object_get(p, files[i]));
+      if (!name || !path || jn->n >= 4) continue;
+      snprintf(jn->name[jn->n], sizeof jn->name[0], "%s", name);
+      snprintf(jn->path[jn->n], sizeof jn->path[0], "%s", path);
+      jn->n++;
+    }
+    json_decref(j);
+  }
   store_close(db);
   if (r) return -1;
   json_t *argv_strings = json_array();
@@ -758,8 +798,9 @@ int cmd_finetune(int argc, char **argv) {
   Err e = {0};
   json_t *job_strings = NULL;
   int64_t job = 0;
+  static JobNames jn;
   if (a.job) {
-    if (from_job(&a, &job_strings, &e)) {
+    if (from_job(&a, &job_strings, &jn, &e)) {
       fprintf(stderr, "maskd finetune: %s\n", e.msg);
       json_decref(job_strings);
       return 1;
@@ -839,7 +880,7 @@ int cmd_finetune(int argc, char **argv) {
   }
 
   /* Everything is checked; from here on failures are the run's and are recorded. */
-  if (!(cfg_text = run_config_text(&a, &fm, &d, f, threads))) { err_setk(&e, ERR_NOMEM, "out of memory"); goto fail; }
+  if (!(cfg_text = run_config_text(&a, &fm, &d, f, threads, &jn))) { err_setk(&e, ERR_NOMEM, "out of memory"); goto fail; }
   run = job ? store_job_run_create(db, job, a.name, cfg_text, &e) : store_run_create(db, a.name, cfg_text, &e);
   if (run < 0 || store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e)) goto fail;
   if (!(c = calloc(1, sizeof *c)) || !(c->best_params = malloc(model_num_params(fm.m) * sizeof(float))) ||
@@ -864,6 +905,7 @@ int cmd_finetune(int argc, char **argv) {
   goto done;
 
 fail:
+  hide_paths(&jn, &e);
   fprintf(stderr, "maskd finetune: %s\n", e.msg);
   if (run > 0 && !c) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
   status = 1;

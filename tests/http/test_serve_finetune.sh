@@ -76,7 +76,7 @@ jobid=$(jget 'b["id"]')
 ok finetune_job_done wait_for 120 "/jobs/$jobid" 'b["status"] in ("done", "failed")'
 ok finetune_job_succeeded test "$(jget 'b["status"]') $(jget 'b["error"]')" = "done None"
 call GET /runs/cls
-ok finetune_run_record test "$(jget 'b["status"] == "done" and b["config"]["task"] == "text-classification" and b["config"]["model"] == "base" and len(b["config"]["labels"]) == 77 and b["results"]["test"]["accuracy"] >= 0')" = True
+ok finetune_run_record test "$(jget 'b["status"] == "done" and b["config"]["task"] == "text-classification" and b["config"]["model"] == "base" and len(b["config"]["labels"]) == 77 and b["results"]["test"]["accuracy"] >= 0 and b["config"]["train"] == "banking77/train.csv"')" = True
 call GET /runs/cls/metrics
 ok finetune_run_metrics test "$(jget 'len(b["epochs"]) == 2 and all(0 <= e["eval_macro_f1"] <= 1 and 0 <= e["eval_weighted_f1"] <= 1 and isinstance(e["confusion"], list) and len(e["confusion"]) <= 10 and all(set(c) == {"true", "pred", "count"} for c in e["confusion"]) for e in b["epochs"]) and len(b["steps"]) > 0')" = True
 call GET /models/cls/resolve/best/config.json
@@ -84,5 +84,11 @@ ok finetune_best_config test "$(jget 'b["architectures"] == ["RobertaForSequence
 # A second job with a bad column fails with the command's one line as its error.
 post /runs "$(job cls2 ',"text_column": "nope"')"
 jobid=$(jget 'b["id"]')
-ok finetune_job_fails_cleanly wait_for 60 "/jobs/$jobid" 'b["status"] == "failed" and "nope" in b["error"]'
+ok finetune_job_fails_cleanly wait_for 60 "/jobs/$jobid" 'b["status"] == "failed" and "nope" in b["error"] and "banking77/train.csv:" in b["error"] and "'"$T"'" not in b["error"]'
+# Cancel stops a running fine-tuning job at a step boundary; its run is "cancelled".
+post /runs "$(job long | sed 's/"epochs": 2/"epochs": 5000/')"
+ok finetune_long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
+post /runs/long/cancel ''
+ok finetune_cancel_accepted status_is 202
+ok finetune_cancel_done wait_for 60 /runs/long 'b["status"] == "cancelled"'
 serve_stop
