@@ -6,7 +6,9 @@ loaded from and exported to HF state-dict names, so that the numbers can be
 compared with the C model tensor by tensor. Run with Debian's torch
 (/usr/bin/python3). Import it (scripts/torch_reference.py, scripts/bench-train)
 or run it: `python3 scripts/torch_mlm.py --selftest` checks it against a
-hand-written HF-style implementation.
+hand-written HF-style implementation. TorchEncoder (embeddings and layers, the
+`roberta.` / `bert.` tensors) is shared with scripts/torch_cls.py's sequence
+classifiers; TorchMLM adds the masked-LM head.
 
 Differences from transformers that do not change the numbers with dropout 0:
 nn.TransformerEncoderLayer has one more dropout (between GELU and the output
@@ -73,8 +75,10 @@ def preset_config(name, model_type="roberta", **over):
     return d
 
 
-class TorchMLM(nn.Module):
-    """RobertaForMaskedLM / BertForMaskedLM from torch modules (see module doc)."""
+class TorchEncoder(nn.Module):
+    """The encoder that HF's masked-LM and classifier models share (embeddings and
+    post-LN layers, the `roberta.` / `bert.` part of the state dict). Subclasses add
+    their head, then call init_weights()."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -98,10 +102,6 @@ class TorchMLM(nn.Module):
         for layer in self.layers:
             # HF has separate attention-probability and hidden dropouts.
             layer.self_attn.dropout = c.attention_probs_dropout_prob
-        self.head_dense = nn.Linear(H, H)
-        self.head_norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
-        self.head_bias = nn.Parameter(torch.zeros(c.vocab_size))
-        self.init_weights()
 
     # HF _init_weights: N(0, initializer_range) for Linear and Embedding, zero biases, LN 1/0, pad rows 0.
     @torch.no_grad()
@@ -120,7 +120,6 @@ class TorchMLM(nn.Module):
             elif isinstance(mod, nn.MultiheadAttention):
                 mod.in_proj_weight.normal_(0.0, r, generator=generator)
                 mod.in_proj_bias.zero_()
-        self.head_bias.zero_()
 
     def position_ids(self, input_ids):
         c = self.cfg
@@ -142,33 +141,15 @@ class TorchMLM(nn.Module):
             x = layer(x, src_key_padding_mask=kpm)
         return x
 
-    def head(self, h):
-        """MLM head on hidden rows (..., H): dense, exact GELU, LayerNorm, tied decoder + bias."""
-        h = self.head_norm(F.gelu(self.head_dense(h)))
-        return F.linear(h, self.word_embeddings.weight, self.head_bias)
-
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None, head_at_labels=False):
-        """Returns (loss or None, logits). With head_at_labels the head runs only at rows whose
-        label is not -100 and logits are (n_labelled, V); otherwise (B, T, V)."""
-        h = self.encode(input_ids, attention_mask, token_type_ids)
-        if head_at_labels:
-            sel = labels.reshape(-1) != IGNORE
-            logits = self.head(h.reshape(-1, h.shape[-1])[sel])
-            return F.cross_entropy(logits, labels.reshape(-1)[sel]), logits
-        logits = self.head(h)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE)
-        return loss, logits
-
     # ---- HF state-dict names ------------------------------------------------------------
-    def hf_tensors(self):
-        """[(hf_name, tensor_view)] in HF state-dict order; views share storage with the
-        parameters (q/k/v are row blocks of in_proj_weight), so .grad can be sliced alike."""
+    def prefix(self):
+        return "roberta" if self.cfg.model_type == "roberta" else "bert"
+
+    def encoder_hf_tensors(self):
+        """[(hf_name, parameter, rows or None)] of the embeddings and layers, HF order."""
         out = []
-        c = self.cfg
-        H = c.hidden_size
-        pre = "roberta" if c.model_type == "roberta" else "bert"
+        H = self.cfg.hidden_size
+        pre = self.prefix()
 
         def add(name, param, rows=None):
             out.append((name, param, rows))
@@ -193,19 +174,13 @@ class TorchMLM(nn.Module):
             add(f"{p}.output.dense.bias", L.linear2.bias)
             add(f"{p}.output.LayerNorm.weight", L.norm2.weight)
             add(f"{p}.output.LayerNorm.bias", L.norm2.bias)
-        if c.model_type == "roberta":
-            add("lm_head.dense.weight", self.head_dense.weight)
-            add("lm_head.dense.bias", self.head_dense.bias)
-            add("lm_head.layer_norm.weight", self.head_norm.weight)
-            add("lm_head.layer_norm.bias", self.head_norm.bias)
-            add("lm_head.bias", self.head_bias)
-        else:
-            add("cls.predictions.transform.dense.weight", self.head_dense.weight)
-            add("cls.predictions.transform.dense.bias", self.head_dense.bias)
-            add("cls.predictions.transform.LayerNorm.weight", self.head_norm.weight)
-            add("cls.predictions.transform.LayerNorm.bias", self.head_norm.bias)
-            add("cls.predictions.bias", self.head_bias)
         return out
+
+    def hf_tensors(self):
+        """[(hf_name, tensor_view)] in HF state-dict order; views share storage with the
+        parameters (q/k/v are row blocks of in_proj_weight), so .grad can be sliced alike.
+        Subclasses append their head's."""
+        return self.encoder_hf_tensors()
 
     def hf_names(self):
         return [n for n, _, _ in self.hf_tensors()]
@@ -223,10 +198,14 @@ class TorchMLM(nn.Module):
             sd[name] = t.detach().clone().contiguous()
         return sd
 
+    def ignorable_hf_names(self, sd):
+        """Names in a state dict that load_hf_state_dict may skip (after checking them)."""
+        return ()
+
     @torch.no_grad()
     def load_hf_state_dict(self, sd, strict=True):
-        """Copies HF-named tensors in. Ignores the tied decoder weight (checked equal to the
-        word embeddings when present), decoder.bias duplicates and position_ids buffers."""
+        """Copies HF-named tensors in. Ignores position_ids / token_type_ids buffers and
+        what ignorable_hf_names() names."""
         seen = set()
         for name, p, rows in self.hf_tensors():
             if name not in sd:
@@ -239,11 +218,8 @@ class TorchMLM(nn.Module):
                 raise ValueError(f"{name}: shape {tuple(src.shape)}, expected {tuple(dst.shape)}")
             dst.copy_(src)
             seen.add(name)
-        tied = "lm_head.decoder.weight" if self.cfg.model_type == "roberta" else "cls.predictions.decoder.weight"
-        if tied in sd and not torch.equal(torch.as_tensor(sd[tied]), self.word_embeddings.weight):
-            raise ValueError(f"{tied} is not tied to the word embeddings")
+        ignorable = self.ignorable_hf_names(sd)
         if strict:
-            ignorable = (tied, "lm_head.decoder.bias", "cls.predictions.decoder.bias")
             extra = [k for k in sd if k not in seen and k not in ignorable and not k.endswith("position_ids")
                      and not k.endswith("embeddings.token_type_ids")]
             if extra:
@@ -263,6 +239,61 @@ class TorchMLM(nn.Module):
         return [{"params": decay, "weight_decay": weight_decay}, {"params": nodecay, "weight_decay": 0.0}]
 
 
+class TorchMLM(TorchEncoder):
+    """RobertaForMaskedLM / BertForMaskedLM from torch modules (see module doc)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        c = self.cfg
+        H = c.hidden_size
+        self.head_dense = nn.Linear(H, H)
+        self.head_norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
+        self.head_bias = nn.Parameter(torch.zeros(c.vocab_size))
+        self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self, generator=None):
+        super().init_weights(generator)
+        self.head_bias.zero_()
+
+    def head(self, h):
+        """MLM head on hidden rows (..., H): dense, exact GELU, LayerNorm, tied decoder + bias."""
+        h = self.head_norm(F.gelu(self.head_dense(h)))
+        return F.linear(h, self.word_embeddings.weight, self.head_bias)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None, head_at_labels=False):
+        """Returns (loss or None, logits). With head_at_labels the head runs only at rows whose
+        label is not -100 and logits are (n_labelled, V); otherwise (B, T, V)."""
+        h = self.encode(input_ids, attention_mask, token_type_ids)
+        if head_at_labels:
+            sel = labels.reshape(-1) != IGNORE
+            logits = self.head(h.reshape(-1, h.shape[-1])[sel])
+            return F.cross_entropy(logits, labels.reshape(-1)[sel]), logits
+        logits = self.head(h)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE)
+        return loss, logits
+
+    def hf_tensors(self):
+        out = self.encoder_hf_tensors()
+        if self.cfg.model_type == "roberta":
+            names = ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias")
+        else:
+            names = ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias")
+        out += [(names[0] + ".weight", self.head_dense.weight, None), (names[0] + ".bias", self.head_dense.bias, None),
+                (names[1] + ".weight", self.head_norm.weight, None), (names[1] + ".bias", self.head_norm.bias, None),
+                (names[2], self.head_bias, None)]
+        return out
+
+    def ignorable_hf_names(self, sd):
+        """The tied decoder weight (checked equal to the word embeddings) and decoder.bias duplicates."""
+        tied = "lm_head.decoder.weight" if self.cfg.model_type == "roberta" else "cls.predictions.decoder.weight"
+        if tied in sd and not torch.equal(torch.as_tensor(sd[tied]), self.word_embeddings.weight):
+            raise ValueError(f"{tied} is not tied to the word embeddings")
+        return (tied, "lm_head.decoder.bias", "cls.predictions.decoder.bias")
+
+
 def linear_schedule(warmup, total):
     """transformers' get_linear_schedule_with_warmup as a LambdaLR factor."""
     def f(step):
@@ -273,16 +304,7 @@ def linear_schedule(warmup, total):
 
 
 # ---- self-test against a hand-written HF-style implementation -----------------------------
-def hf_style_forward(sd, c, input_ids, attention_mask, labels):
-    """BertForMaskedLM / RobertaForMaskedLM written out with tensors named as HF's state dict,
-    as transformers' modeling_bert.py computes it (additive finfo.min mask, scores scaled after
-    q.k). Returns (loss, logits (B,T,V))."""
-    pre = "roberta" if c.model_type == "roberta" else "bert"
-    B, T = input_ids.shape
-    H, A = c.hidden_size, c.num_attention_heads
-    d = H // A
-    eps = c.layer_norm_eps
-
+def _hf_ops(sd, eps):
     def lin(x, n):
         return x @ sd[n + ".weight"].t() + sd[n + ".bias"]
 
@@ -293,6 +315,20 @@ def hf_style_forward(sd, c, input_ids, attention_mask, labels):
 
     def gelu(x):
         return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    return lin, ln, gelu
+
+
+def hf_style_encode(sd, c, input_ids, attention_mask, token_type_ids=None):
+    """The encoder of BertModel / RobertaModel written out with tensors named as HF's state
+    dict, as transformers' modeling_bert.py computes it (additive finfo.min mask, scores
+    scaled after q.k). Returns the last hidden states (B, T, H)."""
+    pre = "roberta" if c.model_type == "roberta" else "bert"
+    B, T = input_ids.shape
+    H, A = c.hidden_size, c.num_attention_heads
+    d = H // A
+    lin, ln, gelu = _hf_ops(sd, c.layer_norm_eps)
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(input_ids)
 
     if c.model_type == "roberta":
         m = (input_ids != c.pad_token_id).long()
@@ -304,7 +340,7 @@ def hf_style_forward(sd, c, input_ids, attention_mask, labels):
     x = F.embedding(input_ids, sd[e + "word_embeddings.weight"], padding_idx=c.pad_token_id) \
         + F.embedding(pos, sd[e + "position_embeddings.weight"],
                       padding_idx=c.pad_token_id if c.model_type == "roberta" else None) \
-        + sd[e + "token_type_embeddings.weight"][torch.zeros_like(input_ids)]
+        + sd[e + "token_type_embeddings.weight"][token_type_ids]
     x = ln(x, e + "LayerNorm")
     add_mask = (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
     for i in range(c.num_hidden_layers):
@@ -320,6 +356,15 @@ def hf_style_forward(sd, c, input_ids, attention_mask, labels):
         x = ln(lin(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
         f = lin(gelu(lin(x, p + "intermediate.dense")), p + "output.dense")
         x = ln(f + x, p + "output.LayerNorm")
+    return x
+
+
+def hf_style_forward(sd, c, input_ids, attention_mask, labels):
+    """BertForMaskedLM / RobertaForMaskedLM on hf_style_encode. Returns (loss, logits (B,T,V))."""
+    pre = "roberta" if c.model_type == "roberta" else "bert"
+    e = pre + ".embeddings."
+    lin, ln, gelu = _hf_ops(sd, c.layer_norm_eps)
+    x = hf_style_encode(sd, c, input_ids, attention_mask)
     if c.model_type == "roberta":
         h = ln(gelu(lin(x, "lm_head.dense")), "lm_head.layer_norm")
         logits = h @ sd[e + "word_embeddings.weight"].t() + sd["lm_head.bias"]

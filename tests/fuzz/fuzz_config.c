@@ -16,20 +16,27 @@ static void check_same(const ModelConfig *a, const ModelConfig *b) {
   SAME_INT(type_vocab_size); SAME_INT(pad_token_id); SAME_INT(bos_token_id); SAME_INT(eos_token_id);
   SAME_DBL(layer_norm_eps); SAME_DBL(hidden_dropout_prob); SAME_DBL(attention_probs_dropout_prob);
   SAME_DBL(initializer_range);
+  SAME_INT(task); SAME_INT(num_labels); SAME_INT(problem_type); SAME_DBL(classifier_dropout);
+  FUZZ_CHECK(!memcmp(a->label_names, b->label_names, sizeof a->label_names), "label names differ after a round trip");
 #undef SAME_INT
 #undef SAME_DBL
 }
 
-/* Seeds: what config_to_json writes for the presets and a BERT config. */
+/* Seeds: what config_to_json writes for the presets, a BERT config, and both kinds of classifier. */
 static void write_seeds(const char *dir) {
-  const char *presets[] = {"tiny", "small", "base"};
-  for (int i = 0; i < 4; i++) {
+  const char *presets[] = {"tiny", "small", "base"}, *seed_names[] = {"bert", "roberta_cls", "bert_cls"};
+  for (int i = 0; i < 6; i++) {
     ModelConfig c;
     Err err = {0};
     config_preset(presets[i < 3 ? i : 0], &c, &err);
-    if (i == 3) { c.model_type = MODEL_BERT; c.pad_token_id = 0; c.bos_token_id = -1; c.eos_token_id = -1; c.type_vocab_size = 2; }
+    if (i == 3 || i == 5) { c.model_type = MODEL_BERT; c.pad_token_id = 0; c.bos_token_id = -1; c.eos_token_id = -1; c.type_vocab_size = 2; }
+    if (i >= 4) {
+      const char *labels[] = {"card_arrival", "caf\xc3\xa9 \"quoted\"", "top_up_failed"};
+      config_set_labels(&c, 3, labels, &err);
+      if (i == 4) c.classifier_dropout = 0.25;
+    }
     char *json = config_to_json(&c), name[64];
-    snprintf(name, sizeof name, "%s.json", i < 3 ? presets[i] : "bert");
+    snprintf(name, sizeof name, "%s.json", i < 3 ? presets[i] : seed_names[i - 3]);
     fuzz_write_file(fuzz_seed_path(dir, name), json, strlen(json));
     free(json);
   }

@@ -24,31 +24,7 @@
 #include "engine/nn/optim.h"
 #include "engine/io/safetensors.h"
 #include "tests/unit/check.h"
-
-static float *read_f32(const StFile *f, const char *name, int64_t numel, Err *err) {
-  const StTensor *t = st_find(f, name);
-  if (!t) { err_set(err, "no tensor %s in the dump", name); return NULL; }
-  if (numel < 0) numel = t->numel;
-  float *out = malloc((size_t)(numel ? numel : 1) * sizeof(float));
-  if (st_read_f32(t, out, numel, err)) { free(out); return NULL; }
-  return out;
-}
-
-static int32_t *read_i32(const StFile *f, const char *name, int64_t numel, Err *err) {
-  const StTensor *t = st_find(f, name);
-  if (!t) { err_set(err, "no tensor %s in the dump", name); return NULL; }
-  int64_t *tmp = malloc((size_t)numel * sizeof(int64_t));
-  if (st_read_i64(t, tmp, numel, err)) { free(tmp); return NULL; }
-  int32_t *out = malloc((size_t)numel * sizeof(int32_t));
-  for (int64_t i = 0; i < numel; i++) out[i] = (int32_t)tmp[i];
-  free(tmp);
-  return out;
-}
-
-static double jnum(json_t *o, const char *k, double dflt) {
-  json_t *v = json_object_get(o, k);
-  return json_is_number(v) ? json_number_value(v) : dflt;
-}
+#include "tests/unit/parity_common.h"
 
 /* How far the model is from a dump: logits at every position, the loss, every gradient. */
 typedef struct Measures {
@@ -160,26 +136,17 @@ static void run_type(const char *dir, const char *type, const Parity *pc) {
   model_set_precision(m, pc->precision);
 
   /* Weights, by HF name and shape. */
-  int loaded = 1;
-  for (int i = 0; i < model_tensor_count(m); i++) {
-    const ModelTensor *mt = model_tensor(m, i);
-    const StTensor *t = st_find(f, mt->name);
-    int shape_ok = t && t->ndim == mt->ndim && t->shape[0] == mt->shape[0] && (mt->ndim == 1 || t->shape[1] == mt->shape[1]);
-    if (!shape_ok || st_read_f32(t, model_params(m) + mt->offset, (int64_t)mt->numel, &err)) {
-      printf("  %s: %s\n", mt->name, t ? (shape_ok ? err.msg : "shape differs") : "missing");
-      loaded = 0;
-    }
-  }
+  int loaded = parity_load_weights(m, f);
   snprintf(name, sizeof name, "parity_%s_load_weights", type);
   check(loaded, name, "some tensors could not be loaded");
   const StTensor *tid = st_find(f, "input_ids");
   if (!loaded || !tid || tid->ndim != 2) { model_free(m); st_close(f); return; }
   int B = (int)tid->shape[0], T = (int)tid->shape[1], N = B * T, V = cfg.vocab_size;
-  int32_t *ids = read_i32(f, "input_ids", N, &err), *mask = read_i32(f, "attention_mask", N, &err);
-  int32_t *labels = read_i32(f, "labels", N, &err);
-  float *ref_logits = read_f32(f, "logits", (int64_t)N * V, &err), *ref_loss = read_f32(f, "loss", -1, &err);
-  float *ref_losses = read_f32(f, "adamw_losses", 10, &err);
-  float *ref_norms = st_find(f, "adamw_grad_norms") ? read_f32(f, "adamw_grad_norms", 10, &err) : NULL;
+  int32_t *ids = parity_read_i32(f, "input_ids", N, &err), *mask = parity_read_i32(f, "attention_mask", N, &err);
+  int32_t *labels = parity_read_i32(f, "labels", N, &err);
+  float *ref_logits = parity_read_f32(f, "logits", (int64_t)N * V, &err), *ref_loss = parity_read_f32(f, "loss", -1, &err);
+  float *ref_losses = parity_read_f32(f, "adamw_losses", 10, &err);
+  float *ref_norms = st_find(f, "adamw_grad_norms") ? parity_read_f32(f, "adamw_grad_norms", 10, &err) : NULL;
   snprintf(name, sizeof name, "parity_%s_read_dump", type);
   ok = ids && mask && labels && ref_logits && ref_loss && ref_losses;
   check(ok, name, "%s", err.msg);
@@ -193,7 +160,7 @@ static void run_type(const char *dir, const char *type, const Parity *pc) {
   for (int i = 0; ok && i < nt; i++) {
     char gname[128];
     snprintf(gname, sizeof gname, "grad.%s", model_tensor(m, i)->name);
-    refg[i] = read_f32(f, gname, (int64_t)model_tensor(m, i)->numel, &err);
+    refg[i] = parity_read_f32(f, gname, (int64_t)model_tensor(m, i)->numel, &err);
     if (!refg[i]) { printf("  %s: missing\n", gname); ok = 0; }
   }
 
@@ -238,26 +205,9 @@ static void run_type(const char *dir, const char *type, const Parity *pc) {
     }
 
     /* Ten AdamW steps on the same batch with the dump's schedule, decay and clipping. */
-    json_t *sj = json_loads(steps_text, 0, NULL);
-    AdamWConfig oc = adamw_defaults();
-    oc.lr = jnum(sj, "lr", oc.lr);
-    oc.weight_decay = jnum(sj, "weight_decay", 0);
-    oc.warmup_steps = (long)jnum(sj, "warmup_steps", 0);
-    oc.total_steps = (long)jnum(sj, "total_steps", 10);
-    oc.clip_norm = jnum(sj, "clip_norm", 0);
-    oc.beta1 = jnum(sj, "beta1", 0.9);
-    oc.beta2 = jnum(sj, "beta2", 0.999);
-    oc.eps = jnum(sj, "eps", 1e-8);
-    oc.min_lr_ratio = jnum(sj, "min_lr_ratio", 0);
-    json_decref(sj);
+    AdamWConfig oc = parity_adamw_config(steps_text);
     ModelLoss ml;
-    AdamWSegment *segs = malloc((size_t)nt * sizeof *segs);
-    for (int i = 0; i < nt; i++) {
-      const ModelTensor *mt = model_tensor(m, i);
-      segs[i] = (AdamWSegment){mt->offset, mt->numel, mt->decay};
-    }
-    AdamW *opt = adamw_new(&oc, model_num_params(m), segs, nt, &err);
-    free(segs);
+    AdamW *opt = parity_adamw_new(m, &oc, &err);
     double dl = 0, dn = 0;
     int steps_ok = opt != NULL;
     for (int s = 0; s < 10 && steps_ok; s++) {
@@ -286,26 +236,6 @@ static void run_type(const char *dir, const char *type, const Parity *pc) {
   st_close(f);
 }
 
-static int exists(const char *p) { struct stat st; return stat(p, &st) == 0; }
-
-/* Runs script into dir when DIR/roberta.safetensors or DIR/bert.safetensors (those names) is missing;
-** 0 when both are there after it. */
-static int generate(const char *dir, const char *script, const char *roberta, const char *bert,
-                    const char *check_name) {
-  char a[1000], b[1000];
-  snprintf(a, sizeof a, "%s/%s.safetensors", dir, roberta);
-  snprintf(b, sizeof b, "%s/%s.safetensors", dir, bert);
-  if (exists(a) && exists(b)) return 0;
-  /* The generator needs Debian's python3-torch; its absence is a failure. */
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s '%s' >/dev/null", script, dir);
-  int rc = system(cmd);
-  check(rc == 0 && exists(a) && exists(b), check_name,
-        "'%s' failed (status %d): is python3-torch installed (scripts/setup) and is the test run from the "
-        "repository root?", cmd, rc);
-  return rc == 0 ? 0 : -1;
-}
-
 int main(int argc, char **argv) {
   /* fp32: torch's own modules. bf16: the same models with every Linear layer's products
   ** from bf16-rounded inputs (scripts/torch_bf16_reference.py). What differs between maskd
@@ -328,16 +258,12 @@ int main(int argc, char **argv) {
     {"bert_bf16", MODEL_BF16, 2e-3, 1e-4, 2e-3, 2e-3, 1e-2},
   };
   char dir[900];
-  if (argc > 1) {
-    snprintf(dir, sizeof dir, "%s", argv[1]);
-  } else {
-    const char *tmp = getenv("MASKD_TMP");
-    snprintf(dir, sizeof dir, "%s/parity", tmp && *tmp ? tmp : "/tmp");
-    if (generate(dir, "scripts/torch_reference.py", "roberta", "bert", "parity_torch_reference_generated") ||
-        generate(dir, "scripts/torch_bf16_reference.py", "roberta_bf16", "bert_bf16",
-                 "parity_torch_bf16_reference_generated"))
-      return check_exit();
-  }
+  parity_dir(argc, argv, dir, sizeof dir);
+  if (argc <= 1 &&
+      (parity_generate(dir, "scripts/torch_reference.py", "roberta", "bert", "parity_torch_reference_generated") ||
+       parity_generate(dir, "scripts/torch_bf16_reference.py", "roberta_bf16", "bert_bf16",
+                       "parity_torch_bf16_reference_generated")))
+    return check_exit();
   for (int i = 0; i < 2; i++) run_type(dir, NULL, &fp32[i]);
   for (int i = 0; i < 2; i++) run_type(dir, NULL, &bf16[i]);
   return check_exit();

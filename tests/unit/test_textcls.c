@@ -362,8 +362,9 @@ static void ref_length_grouped(const TextClsSet *s, int batch, uint64_t seed, in
 }
 
 /* transformers' get_length_grouped_indices as trainer_pt_utils.py writes it, run by Python
-** with torch, on our epoch permutation in place of torch.randperm (the one line changed):
-** the input file holds n, batch, the lengths and the permutation; the output the order. */
+** with torch, on our epoch permutation in place of torch.randperm (the one line changed).
+** Each input file (argv[1], argv[3], ...) holds n, batch, the lengths and the permutation;
+** the output file after it receives the order. One run for every case: torch loads slowly. */
 static const char py_grouped[] =
     "import sys, torch\n"
     "def get_length_grouped_indices(lengths, batch_size, perm, mega_batch_mult=None):\n"
@@ -379,45 +380,62 @@ static const char py_grouped[] =
     "    max_idx = torch.argmax(torch.tensor(megabatch_maximums)).item()\n"
     "    megabatches[0][0], megabatches[max_idx][0] = megabatches[max_idx][0], megabatches[0][0]\n"
     "    return [i for megabatch in megabatches for i in megabatch]\n"
-    "words = open(sys.argv[1]).read().split()\n"
-    "n, batch = int(words[0]), int(words[1])\n"
-    "lengths = [int(w) for w in words[2 : 2 + n]]\n"
-    "perm = [int(w) for w in words[2 + n : 2 + 2 * n]]\n"
-    "open(sys.argv[2], 'w').write(' '.join(map(str, get_length_grouped_indices(lengths, batch, perm))))\n";
+    "for a in range(1, len(sys.argv), 2):\n"
+    "    words = open(sys.argv[a]).read().split()\n"
+    "    n, batch = int(words[0]), int(words[1])\n"
+    "    lengths = [int(w) for w in words[2 : 2 + n]]\n"
+    "    perm = [int(w) for w in words[2 + n : 2 + 2 * n]]\n"
+    "    open(sys.argv[a + 1], 'w').write(' '.join(map(str, get_length_grouped_indices(lengths, batch, perm))))\n";
 
-static void grouped_against_python(const char *name, size_t n, int mod, int batch, uint64_t seed, int epoch) {
-  TextClsSet s;
-  make_set(&s, n, mod);
-  TextClsBatcherOptions o = {batch, 1, 1, 0, PAD, seed};
-  Err e = {0};
-  TextClsBatcher *b = textcls_batcher_new(&s, &o, &e);
-  if (!b) { check(0, name, "%s", e.msg); textcls_set_free(&s); return; }
-  size_t *order = malloc(n * sizeof *order), *perm = malloc(n * sizeof *perm), *py = malloc(n * sizeof *py);
-  textcls_batcher_order(b, epoch, order);
-  ref_perm(n, seed, epoch, perm);
-  char script[700], in[700], out[700], cmd[2400], why[200] = "";
+typedef struct GroupedCase { const char *name; size_t n; int mod, batch; uint64_t seed; int epoch; } GroupedCase;
+
+static void grouped_against_python(const GroupedCase *cases, int n_cases) {
+  char script[700], cmd[4000], why[200];
   snprintf(script, sizeof script, "%s/grouped.py", root);
-  snprintf(in, sizeof in, "%s/grouped.in", root);
-  snprintf(out, sizeof out, "%s/grouped.out", root);
   puts_("grouped.py", py_grouped);
-  FILE *f = fopen(in, "w");
-  fprintf(f, "%zu %d\n", n, batch);
-  for (size_t i = 0; i < n; i++) fprintf(f, "%zu ", len_of(&s, i));
-  for (size_t i = 0; i < n; i++) fprintf(f, "%zu ", perm[i]);
-  fclose(f);
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s' '%s'", script, in, out);
-  int st = system(cmd);
-  if (st != 0) check(0, name, "'%s' failed (status %d): /usr/bin/python3 with torch (python3-torch) is needed", cmd, st);
-  else {
-    f = fopen(out, "r");
-    size_t got = 0;
-    while (f && got < n && fscanf(f, "%zu", &py[got]) == 1) got++;
-    if (f) fclose(f);
-    check(got == n && first_diff(order, py, n, why, sizeof why) == n, name, "%zu of %zu read; %s", got, n, why);
+  int used = snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s'", script);
+  for (int c = 0; c < n_cases; c++) {
+    const GroupedCase *g = &cases[c];
+    TextClsSet s;
+    make_set(&s, g->n, g->mod);
+    size_t *perm = malloc(g->n * sizeof *perm);
+    ref_perm(g->n, g->seed, g->epoch, perm);
+    char in[700];
+    snprintf(in, sizeof in, "%s/grouped%d.in", root, c);
+    FILE *f = fopen(in, "w");
+    fprintf(f, "%zu %d\n", g->n, g->batch);
+    for (size_t i = 0; i < g->n; i++) fprintf(f, "%zu ", len_of(&s, i));
+    for (size_t i = 0; i < g->n; i++) fprintf(f, "%zu ", perm[i]);
+    fclose(f);
+    used += snprintf(cmd + used, sizeof cmd - (size_t)used, " '%s' '%s/grouped%d.out'", in, root, c);
+    free(perm);
+    textcls_set_free(&s);
   }
-  free(order); free(perm); free(py);
-  textcls_batcher_free(b);
-  textcls_set_free(&s);
+  int st = system(cmd);
+  for (int c = 0; c < n_cases; c++) {
+    const GroupedCase *g = &cases[c];
+    if (st != 0) { check(0, g->name, "'%s' failed (status %d): /usr/bin/python3 with torch (python3-torch) is needed", cmd, st); continue; }
+    TextClsSet s;
+    make_set(&s, g->n, g->mod);
+    TextClsBatcherOptions o = {g->batch, 1, 1, 0, PAD, g->seed};
+    Err e = {0};
+    TextClsBatcher *b = textcls_batcher_new(&s, &o, &e);
+    size_t *order = malloc(g->n * sizeof *order), *py = malloc(g->n * sizeof *py), got = 0;
+    if (b) textcls_batcher_order(b, g->epoch, order);
+    char out[700];
+    snprintf(out, sizeof out, "%s/grouped%d.out", root, c);
+    FILE *f = fopen(out, "r");
+    while (f && got < g->n && fscanf(f, "%zu", &py[got]) == 1) got++;
+    if (f) fclose(f);
+    why[0] = '\0';
+    if (!b) check(0, g->name, "%s", e.msg);
+    else check(got == g->n && first_diff(order, py, g->n, why, sizeof why) == g->n, g->name, "%zu of %zu read from Python; %s", got,
+               g->n, why);
+    free(order);
+    free(py);
+    textcls_batcher_free(b);
+    textcls_set_free(&s);
+  }
 }
 
 /* Runs one epoch from the batcher, checking every batch's shape, padding, mask, labels and
@@ -573,9 +591,12 @@ static void test_batcher(void) {
 
   /* HF's own code (Python): megabatches of 50 x 4 (mult capped at 50), of 39 x 32 (n // 128),
   ** of 1 x 8 (a tiny set), and one megabatch of everything past the cap's reach. */
-  grouped_against_python("batcher_length_grouped_equals_hf_python_mult50", 1000, 37, 4, 99, 0);
-  grouped_against_python("batcher_length_grouped_equals_hf_python_mult39", 5000, 61, 32, 5, 3);
-  grouped_against_python("batcher_length_grouped_equals_hf_python_tiny", 20, 6, 8, 1, 1);
+  static const GroupedCase grouped[] = {
+      {"batcher_length_grouped_equals_hf_python_mult50", 1000, 37, 4, 99, 0},
+      {"batcher_length_grouped_equals_hf_python_mult39", 5000, 61, 32, 5, 3},
+      {"batcher_length_grouped_equals_hf_python_tiny", 20, 6, 8, 1, 1},
+  };
+  grouped_against_python(grouped, 3);
 
   /* Refusals, and a set whose max_len is wrong (the caller's buffers would overflow). */
   struct { const char *name; TextClsBatcherOptions o; } bad[] = {
