@@ -901,6 +901,9 @@ int cmd_finetune(int argc, char **argv) {
   progress_line(&c->prog, "%ld steps (%ld per epoch, warm-up %ld), batch %d, up to %d tokens, %zu parameters%s", total, spe,
                 finetune_warmup_steps(f), a.batch, d.set[S_TRAIN].max_len, model_num_params(fm.m),
                 prec == MODEL_BF16 ? ", bf16 products" : "");
+  if (fm.head_loaded)
+    progress_line(&c->prog, "the classifier head (%d tensors) comes from %s@%lld, which has the same labels", fm.head_loaded,
+                  fm.base.model, (long long)fm.base.seq);
   status = run_loop(c, t0);
   goto done;
 

@@ -77,6 +77,8 @@ ok finetune_job_done wait_for 120 "/jobs/$jobid" 'b["status"] in ("done", "faile
 ok finetune_job_succeeded test "$(jget 'b["status"]') $(jget 'b["error"]')" = "done None"
 call GET /runs/cls
 ok finetune_run_record test "$(jget 'b["status"] == "done" and b["config"]["task"] == "text-classification" and b["config"]["model"] == "base" and len(b["config"]["labels"]) == 77 and b["results"]["test"]["accuracy"] >= 0 and b["config"]["train"] == "banking77/train.csv"')" = True
+call GET /runs
+ok finetune_runs_list test "$(jget '[(r["name"], r.get("task"), r.get("model")) for r in b if r["name"] == "cls"] == [("cls", "text-classification", "base")]')" = True
 call GET /runs/cls/metrics
 ok finetune_run_metrics test "$(jget 'len(b["epochs"]) == 2 and all(0 <= e["eval_macro_f1"] <= 1 and 0 <= e["eval_weighted_f1"] <= 1 and isinstance(e["confusion"], list) and len(e["confusion"]) <= 10 and all(set(c) == {"true", "pred", "count"} for c in e["confusion"]) for e in b["epochs"]) and len(b["steps"]) > 0')" = True
 call GET /models/cls/resolve/best/config.json
