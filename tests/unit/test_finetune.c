@@ -241,6 +241,46 @@ int main(void) {
     model_free(m);
   }
 
+  /* Evaluation does not depend on how the set is cut: eval_batch rows padded together and
+  ** forwarded in pieces of the plan's rows give the predictions of one row at a time. */
+  {
+    Model *m = model_new(&c, &e);
+    model_init_weights(m, 9);
+    FinetuneOptions w = o;
+    w.eval_batch = 20;   /* 20 rows padded together, forwarded as 8 + 8 + 4 */
+    Finetune *f = finetune_new(m, &tr, &va, &w, &e);
+    FinetuneEval ev;
+    int32_t pred_big[NVALID];
+    double loss_big = NAN;
+    if (f && finetune_evaluate(f, &va, &ev, &e) == 0) {
+      memcpy(pred_big, ev.predictions, sizeof pred_big);
+      loss_big = ev.loss;
+    }
+    finetune_free(f);
+    w.eval_batch = 1;
+    f = finetune_new(m, &tr, &va, &w, &e);
+    int same = f && finetune_evaluate(f, &va, &ev, &e) == 0 && !memcmp(pred_big, ev.predictions, sizeof pred_big) &&
+               fabs(ev.loss - loss_big) < 1e-5;
+    check(same, "finetune_eval_independent_of_batching", "loss %.9g vs %.9g (%s)", loss_big, f ? ev.loss : NAN, e.msg);
+    finetune_free(f);
+    model_free(m);
+  }
+
+  /* bf16 products (autocast): learns too, and is deterministic. */
+  {
+    FinetuneOptions ob = o;
+    ob.precision = MODEL_BF16;
+    Rec r1, r2;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    float *p1 = NULL, *p2 = NULL;
+    int a1 = run(&c, &ob, &tr, &va, &r1, &p1, &np, &e), a2 = run(&c, &ob, &tr, &va, &r2, &p2, &np, &e);
+    check(a1 == FINETUNE_DONE && a2 == FINETUNE_DONE && r1.last_acc == 1.0 && !memcmp(p1, p2, np * sizeof(float)),
+          "finetune_bf16_learns_deterministically", "rc %d/%d, accuracy %g (%s)", a1, a2, r1.last_acc, e.msg);
+    free(p1);
+    free(p2);
+  }
+
   /* Refusals: a masked LM, a label out of range, bad options. */
   {
     ModelConfig mlm = fixture_tiny(V);
