@@ -118,9 +118,9 @@ static const CliOpt ft_opts[] = {
    .open = CLI_OPEN_LO | CLI_OPEN_HI, .arg = "X", .def = CLI_DEFAULT,
    .help = "the share of --train held out when no --validation is given"},
   {.name = "--export-plan", .kind = CLI_STRING, .off = OFF(export_plan), .arg = "DIR",
-   .help = "write DIR/plan.json (labels, token ids, every epoch's batch order,\n"
+   .help = "write DIR/plan.json (labels, token ids, every step's rows,\n"
            "hyper-parameters) and DIR/init (the classifier before any step),\n"
-           "then stop: for scripts/compare-finetune"},
+           "then stop: for the PyTorch comparison (scripts/torch_finetune.py)"},
   {.name = "--json", .kind = CLI_FLAG, .off = OFF(json), .help = "print a JSON summary on stdout at the end"},
   {.name = "--quiet", .kind = CLI_FLAG, .off = OFF(quiet), .help = "no progress lines"},
   {.name = "--job", .kind = CLI_STRING, .off = OFF(job), .arg = "ID",
@@ -417,21 +417,37 @@ static json_t *set_json(const TextClsSet *s) {
   return json_pack("{s:o, s:o}", "ids", ids, "labels", labels);
 }
 
+/* plan.json as scripts/torch_finetune.py reads it ("maskd-finetune-plan" version 1):
+** labels, pad_id, hyper, sets {train, valid, test} (ids with [CLS] ... [SEP], cut), and
+** order: per epoch the training batches, each the list of its rows' train-set indices,
+** exactly the steps this run takes (cut at max_steps). init/ is the classifier before
+** any step. */
 static int export_plan(const char *dir, const FtArgs *a, FtModel *fm, const FtData *d, Finetune *f, Err *e) {
   if (files_make_dirs(dir, e)) return -1;
-  json_t *o = json_object();
+  json_t *o = json_pack("{s:s, s:i}", "format", "maskd-finetune-plan", "version", 1);
   json_object_set_new(o, "labels", labels_json(&d->labels));
-  for (int i = 0; i < 3; i++) json_object_set_new(o, i == S_VALID ? "valid" : set_names[i], d->have[i] || i == S_VALID ? set_json(&d->set[i]) : json_null());
+  json_object_set_new(o, "pad_id", json_integer(fm->cfg.pad_token_id));
+  json_t *sets = json_object();
+  json_object_set_new(sets, "train", set_json(&d->set[S_TRAIN]));
+  json_object_set_new(sets, "valid", set_json(&d->set[S_VALID]));
+  json_object_set_new(sets, "test", d->have[S_TEST] ? set_json(&d->set[S_TEST]) : json_null());
+  json_object_set_new(o, "sets", sets);
   long spe = finetune_steps_per_epoch(f), total = finetune_total_steps(f);
   int epochs = (int)((total + spe - 1) / spe);
   size_t *order = malloc((d->set[S_TRAIN].n ? d->set[S_TRAIN].n : 1) * sizeof *order);
   if (!order) { json_decref(o); return err_setk(e, ERR_NOMEM, "out of memory"); }
   json_t *orders = json_array();
+  long left = total;
   for (int ep = 0; ep < epochs; ep++) {
     size_t n = finetune_epoch_order(f, ep, order);
-    json_t *one = json_array();
-    for (size_t k = 0; k < n; k++) json_array_append_new(one, json_integer((json_int_t)order[k]));
-    json_array_append_new(orders, one);
+    json_t *batches = json_array();
+    /* The batcher's batches are the order's rows, batch at a time, the last one shorter. */
+    for (size_t k = 0; k < n && left > 0; k += (size_t)a->batch, left--) {
+      json_t *b = json_array();
+      for (size_t i = k; i < n && i < k + (size_t)a->batch; i++) json_array_append_new(b, json_integer((json_int_t)order[i]));
+      json_array_append_new(batches, b);
+    }
+    json_array_append_new(orders, batches);
   }
   free(order);
   json_object_set_new(o, "order", orders);
@@ -443,7 +459,6 @@ static int export_plan(const char *dir, const FtArgs *a, FtModel *fm, const FtDa
                         (json_int_t)a->seed, "max_length", (json_int_t)a->max_length, "length_grouped",
                         a->length_grouped, "precision", a->precision);
   json_object_set_new(o, "hyper", h);
-  json_object_set_new(o, "pad_id", json_integer(fm->cfg.pad_token_id));
   char *text = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   if (!text) return err_setk(e, ERR_NOMEM, "out of memory");

@@ -94,14 +94,19 @@ w3=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id 
 "$M" finetune "${base[@]}" --test "$T/te.csv" --export-plan "$T/plan" --epochs 2 --quiet 2>"$T/plan.err"; rc=$?
 $PY - "$T/plan" "$ntest" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_export_plan || fail finetune_cli_export_plan "rc $rc $(cat "$T/plan.err")"
 import json, os, sys
-d = sys.argv[1]; p = json.load(open(os.path.join(d, "plan.json")))
-assert len(p["labels"]) == 77 and len(p["train"]["ids"]) == 360 and len(p["valid"]["ids"]) == 40 and len(p["test"]["ids"]) == int(sys.argv[2])
-assert max(len(r) for r in p["train"]["ids"]) <= 32 and len(set(r[0] for r in p["train"]["ids"])) == 1
-assert len(p["order"]) == 2 and sorted(p["order"][0]) == list(range(360)) and p["order"][0] != p["order"][1]
+d = sys.argv[1]; p = json.load(open(os.path.join(d, "plan.json"))); S = p["sets"]
+assert p["format"] == "maskd-finetune-plan" and p["version"] == 1 and p["pad_id"] == 3
+assert len(p["labels"]) == 77 and len(S["train"]["ids"]) == 360 and len(S["valid"]["ids"]) == 40 and len(S["test"]["ids"]) == int(sys.argv[2])
+assert max(len(r) for r in S["train"]["ids"]) <= 32 and len(set(r[0] for r in S["train"]["ids"])) == 1
+o = p["order"]; assert len(o) == 2 and all(len(e) == 23 for e in o), [len(e) for e in o]
+assert sorted(i for b in o[0] for i in b) == list(range(360)) and o[0] != o[1] and [len(b) for b in o[0]] == [16] * 22 + [8]
 h = p["hyper"]; assert h["total_steps"] == 2 * 23 and h["batch"] == 16 and h["lr"] == 1e-3 and h["max_length"] == 32, h
 assert os.path.getsize(os.path.join(d, "init", "model.safetensors")) > 0
-c = json.load(open(os.path.join(d, "init", "config.json"))); assert c["num_labels"] == 77 if "num_labels" in c else len(c["id2label"]) == 77
+c = json.load(open(os.path.join(d, "init", "config.json"))); assert len(c["id2label"]) == 77
 EOF
+"$M" finetune "${base[@]}" --export-plan "$T/plan2" --epochs 3 --max-steps 30 --quiet 2>/dev/null
+$PY -c 'import json, sys; o = json.load(open(sys.argv[1]))["order"]; assert [len(e) for e in o] == [23, 7], [len(e) for e in o]' "$T/plan2/plan.json" &&
+  pass finetune_cli_export_plan_max_steps || fail finetune_cli_export_plan_max_steps "order not cut at max_steps"
 n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")
 [ "$n" = 3 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
 
