@@ -762,8 +762,13 @@ static int from_job(FtArgs *a, json_t **owned, JobNames *jn, Err *e) {
   json_t *argv_strings = json_array();
   const char *k;
   json_t *v;
+  /* The command's own options are not a job's: where it writes and what it reads stay the worker's. */
+  static const char *const not_job[] = {"db", "job", "work_dir", "data_dir", "export_plan", "json", "quiet", NULL};
   json_object_foreach(p, k, v) {
     if (!strcmp(k, "task")) continue;
+    for (int i = 0; not_job[i] && r == 0; i++)
+      if (!strcmp(k, not_job[i])) r = err_setk(e, ERR_INVALID, "job %lld: %s is not a job's field", (long long)id, k);
+    if (r) break;
     char flag[80], arg[4200];
     snprintf(flag, sizeof flag, "--%s", k);
     for (char *q = flag; *q; q++) if (*q == '_') *q = '-';

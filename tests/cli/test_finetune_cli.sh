@@ -41,6 +41,15 @@ refuse finetune_cli_refuses_missing_file "nowhere.csv" "${base[@]}" --train "$T/
 refuse finetune_cli_refuses_bad_lr "--lr: expected" "${base[@]}" --name x --lr -1
 refuse finetune_cli_refuses_long_max_length "positions" "${base[@]}" --name x --max-length 4000
 refuse finetune_cli_needs_name "--name is required" "${base[@]}"
+# --job is maskd serve's hand-off: the job's description only, a running text-classification job, no command-only field.
+refuse finetune_cli_job_takes_no_options "--job runs the job as it was queued" --db "$T/a.db" --job 1 --work-dir "$T" --model base
+refuse finetune_cli_job_not_an_id '--job: "x" is not a job id' --db "$T/a.db" --job x --work-dir "$T"
+sqlite3 "$T/a.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8, 'train', 'running', '{\"name\": \"q\"}', 0),
+  (9, 'train', 'running', '{\"task\": \"text-classification\", \"model\": \"base\", \"train\": \"tr.csv\", \"name\": \"q\", \"export_plan\": \"/tmp/x\"}', 0),
+  (10, 'train', 'queued', '{\"task\": \"text-classification\"}', 0)"
+refuse finetune_cli_job_not_finetune "job 8 is a training job, not a fine-tuning job" --db "$T/a.db" --job 8 --work-dir "$T/w" --data-dir "$T"
+refuse finetune_cli_job_command_field "export_plan is not a job's field" --db "$T/a.db" --job 9 --work-dir "$T/w" --data-dir "$T"
+refuse finetune_cli_job_not_claimed "job 10 is queued" --db "$T/a.db" --job 10 --work-dir "$T/w" --data-dir "$T"
 n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")
 [ "$n" = 0 ] && pass finetune_cli_refusals_record_nothing || fail finetune_cli_refusals_record_nothing "$n runs recorded"
 
