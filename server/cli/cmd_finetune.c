@@ -858,6 +858,11 @@ int cmd_finetune(int argc, char **argv) {
   int recovered = 0;
   if (store_runs_recover(db, &recovered, &e)) goto fail;
   if (load_base(db, a.model, &fm, &e)) goto fail;
+  /* The classifier's revisions would interleave with the masked LM's it starts from. */
+  if (a.name && !strcmp(a.name, fm.base.model)) {
+    err_setk(&e, ERR_INVALID, "--name %s is the repository of the base model; name the classifier's own", a.name);
+    goto fail;
+  }
   {
     int positions = fm.base_cfg.model_type == MODEL_ROBERTA ? fm.base_cfg.max_position_embeddings - fm.base_cfg.pad_token_id - 1
                                                              : fm.base_cfg.max_position_embeddings;
