@@ -704,9 +704,9 @@ static int run_loop(FtCtx *c, double t0) {
                           status == 0 ? "done" : "interrupted", "steps", (json_int_t)finetune_total_steps(c->f),
                           "epochs", c->epoch_log);
     if (c->best_epoch >= 0)
-      json_object_set_new(o, "best", json_pack("{s:I, s:I, s:f}", "revision", (json_int_t)c->best_seq, "epoch",
+      json_object_set_new(o, "best", json_pack("{s:I, s:I, s:o}", "revision", (json_int_t)c->best_seq, "epoch",
                                                (json_int_t)(c->best_epoch + 1), "eval_macro_f1",
-                                               isfinite(c->best_f1) ? c->best_f1 : 0.0));
+                                               isfinite(c->best_f1) ? json_real(c->best_f1) : json_null()));
     json_object_set_new(o, "test", test ? json_incref(test) : json_null());
     json_object_set_new(o, "seconds", json_real(now_monotonic() - t0));
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));

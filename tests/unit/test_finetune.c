@@ -78,7 +78,7 @@ static ModelConfig cls_config(double dropout) {
 static FinetuneOptions opts(const ModelConfig *c) {
   FinetuneOptions o = finetune_default_options();
   o.batch = 8; o.eval_batch = 12; o.epochs = 12; o.lr = 3e-3; o.weight_decay = 0.01;
-  o.warmup_steps = 4; o.seed = 11; o.threads = 2; o.pad_id = c->pad_token_id;
+  o.warmup_steps = 4; o.seed = 11; o.threads = 1; o.pad_id = c->pad_token_id;
   return o;
 }
 
