@@ -136,6 +136,14 @@ static const char *const MIGRATIONS[] = {
     "CREATE INDEX jobs_by_status ON jobs(status, id);",
     /* 3: a data-parallel run's ranks, hosts and rates (store_run_set_dist). */
     "ALTER TABLE runs ADD COLUMN dist TEXT CHECK (dist IS NULL OR json_valid(dist));",
+    /* 4: fine-tuning (text classification): an epoch's F1 scores and most frequent
+    ** confusions, a run's results beside its epochs (the test set's metrics), and the
+    ** best revision of a model repository (NAME@best). */
+    "ALTER TABLE epoch_metrics ADD COLUMN macro_f1 REAL;"
+    "ALTER TABLE epoch_metrics ADD COLUMN weighted_f1 REAL;"
+    "ALTER TABLE epoch_metrics ADD COLUMN confusion TEXT CHECK (confusion IS NULL OR json_valid(confusion));"
+    "ALTER TABLE runs ADD COLUMN results TEXT CHECK (results IS NULL OR json_valid(results));"
+    "ALTER TABLE models ADD COLUMN best_revision INTEGER REFERENCES revisions(id) ON DELETE SET NULL;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -227,6 +235,16 @@ static int check_json_object(const char *what, const char *text, Err *err) {
   return ok ? 0 : err_setk(err, ERR_INVALID, "%s: expected a JSON object", what);
 }
 
+/* text is a JSON array (the confusion list of an epoch). */
+static int check_json_array(const char *what, const char *text, Err *err) {
+  json_error_t je;
+  json_t *v = json_loads(text, 0, &je);
+  if (!v) return err_setk(err, ERR_INVALID, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, je.text);
+  int ok = json_is_array(v);
+  json_decref(v);
+  return ok ? 0 : err_setk(err, ERR_INVALID, "%s: expected a JSON array", what);
+}
+
 static int one_of(const char *v, const char *const *set) {
   for (; *set; set++)
     if (v && strcmp(v, *set) == 0) return 1;
@@ -256,7 +274,7 @@ int store_status_ended(StoreStatus status) {
 
 /* A column as JSON; the columns named in json_cols hold JSON text and are parsed. */
 static json_t *col_json(sqlite3_stmt *st, int i) {
-  static const char *const json_cols[] = {"config", "params", "metrics", "dist", NULL};
+  static const char *const json_cols[] = {"config", "params", "metrics", "dist", "results", "confusion", NULL};
   switch (sqlite3_column_type(st, i)) {
     case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
     case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
@@ -980,6 +998,17 @@ int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps,
   return update_one(s, st, "run", run, err);
 }
 
+int store_run_set_results(Store *s, int64_t run, const char *results_json, Err *err) {
+  if (check_json_object("results", results_json, err)) return -1;
+  if (begin(s, err)) return -1;
+  sqlite3_stmt *st = prep(s, "UPDATE runs SET results = ? WHERE id = ?", err);
+  if (st) {
+    sqlite3_bind_text(st, 1, results_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, run);
+  }
+  return update_one(s, st, "run", run, err);
+}
+
 int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err) {
   if (check_json_object("dist", dist_json, err)) return -1;
   if (begin(s, err)) return -1;
@@ -1085,11 +1114,13 @@ int store_step_metrics_add(Store *s, int64_t run, const StoreStepMetric *m, int 
 
 int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Err *err) {
   if (!m || m->epoch < 0) return err_setk(err, ERR_INVALID, "epoch metrics: negative epoch");
+  if (m->cls && m->confusion_json && check_json_array("epoch metrics: confusion", m->confusion_json, err)) return -1;
   if (begin(s, err)) return -1;
   if (run_exists(s, run, err)) return rollback(s);
   sqlite3_stmt *st = prep(s,
                           "INSERT OR REPLACE INTO epoch_metrics(run_id, epoch, train_loss, eval_loss, eval_accuracy,"
-                          " perplexity, eval_runtime, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", err);
+                          " perplexity, eval_runtime, time, macro_f1, weighted_f1, confusion)"
+                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", err);
   if (!st) return rollback(s);
   sqlite3_bind_int64(st, 1, run);
   sqlite3_bind_int64(st, 2, m->epoch);
@@ -1099,6 +1130,10 @@ int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Er
   bind_real(st, 6, m->perplexity);
   bind_real(st, 7, m->eval_runtime);
   sqlite3_bind_double(st, 8, m->time > 0 && isfinite(m->time) ? m->time : now_wall());
+  bind_real(st, 9, m->cls ? m->macro_f1 : NAN);
+  bind_real(st, 10, m->cls ? m->weighted_f1 : NAN);
+  if (m->cls && m->confusion_json) sqlite3_bind_text(st, 11, m->confusion_json, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 11);
   if (step_done(s, st, err, "epoch metrics")) return rollback(s);
   return commit(s, err);
 }
@@ -1130,8 +1165,8 @@ static json_t *one_row(Store *s, sqlite3_stmt *st, const char *what, int64_t id,
 
 json_t *store_run_get(Store *s, int64_t run, Err *err) {
   sqlite3_stmt *st = prep(s,
-                          "SELECT id, name, status, config, created, started, finished, error, step, total_steps, epoch, pid, dist"
-                          " FROM runs WHERE id = ?", err);
+                          "SELECT id, name, status, config, created, started, finished, error, step, total_steps, epoch, pid, dist,"
+                          " results FROM runs WHERE id = ?", err);
   if (!st) return NULL;
   sqlite3_bind_int64(st, 1, run);
   return one_row(s, st, "run", run, err);
@@ -1160,10 +1195,20 @@ json_t *store_run_metrics(Store *s, int64_t run, int64_t since_step, Err *err) {
   json_t *steps = rows_json(s, st, err);
   if (!steps) goto done;
   st = prep(s,
-            "SELECT epoch, train_loss, eval_loss, eval_accuracy, perplexity, eval_runtime, time FROM epoch_metrics"
+            "SELECT epoch, train_loss, eval_loss, eval_accuracy, perplexity, eval_runtime, time,"
+            " macro_f1 AS eval_macro_f1, weighted_f1 AS eval_weighted_f1, confusion FROM epoch_metrics"
             " WHERE run_id = ? ORDER BY epoch", err);
   json_t *epochs = st ? (sqlite3_bind_int64(st, 1, run), rows_json(s, st, err)) : NULL;
   if (!epochs) { json_decref(steps); goto done; }
+  /* A masked LM's epochs have no classification scores: their entries stay as they were. */
+  size_t i;
+  json_t *ep;
+  json_array_foreach(epochs, i, ep) {
+    if (!json_is_null(json_object_get(ep, "eval_macro_f1")) || !json_is_null(json_object_get(ep, "confusion"))) continue;
+    json_object_del(ep, "eval_macro_f1");
+    json_object_del(ep, "eval_weighted_f1");
+    json_object_del(ep, "confusion");
+  }
   out = json_pack("{s:o,s:o}", "steps", steps, "epochs", epochs);
 done:
   exec(s, "COMMIT", NULL);
@@ -1322,13 +1367,16 @@ int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err) {
   if (!*rev || strcmp(rev, "main") == 0) {
     st = prep(s, "SELECT " REV_COLUMNS " FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = ?1"
                  " ORDER BY r.seq DESC LIMIT 1", err);
+  } else if (strcmp(rev, "best") == 0) {
+    st = prep(s, "SELECT " REV_COLUMNS " FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = ?1"
+                 " AND r.id = m.best_revision", err);
   } else if (digits && strlen(rev) < 7) {
     st = prep(s, "SELECT " REV_COLUMNS " FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = ?1 AND r.seq = ?2", err);
   } else if (is_hex(rev, 4, 40)) {
     st = prep(s, "SELECT " REV_COLUMNS " FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = ?1"
                  " AND substr(r.commit_id, 1, length(?2)) = ?2 LIMIT 2", err);
   } else {
-    return err_setk(err, ERR_NOT_FOUND, "revision \"%.64s\": expected main, a number or a commit id", rev);
+    return err_setk(err, ERR_NOT_FOUND, "revision \"%.64s\": expected main, best, a number or a commit id", rev);
   }
   if (!st) return -1;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -1399,6 +1447,25 @@ int store_revision_drop_optimizer(Store *s, int64_t revision_id, Err *err) {
   return update_one(s, st, "revision", revision_id, err);
 }
 
+int store_revision_set_metrics(Store *s, int64_t revision_id, const char *metrics_json, Err *err) {
+  if (check_json_object("revision metrics", metrics_json, err)) return -1;
+  if (begin(s, err)) return -1;
+  sqlite3_stmt *st = prep(s, "UPDATE revisions SET metrics = ? WHERE id = ?", err);
+  if (st) {
+    sqlite3_bind_text(st, 1, metrics_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, revision_id);
+  }
+  return update_one(s, st, "revision", revision_id, err);
+}
+
+int store_model_set_best(Store *s, int64_t revision_id, Err *err) {
+  if (begin(s, err)) return -1;
+  /* The revision names its repository: a revision can only be the best of its own. */
+  sqlite3_stmt *st = prep(s, "UPDATE models SET best_revision = ?1 WHERE id = (SELECT model_id FROM revisions WHERE id = ?1)", err);
+  if (st) sqlite3_bind_int64(st, 1, revision_id);
+  return update_one(s, st, "revision", revision_id, err);
+}
+
 int store_revision_delete(Store *s, int64_t revision_id, Err *err) {
   if (begin(s, err)) return -1;
   sqlite3_stmt *st = prep(s, "DELETE FROM revisions WHERE id = ?", err);
@@ -1410,6 +1477,7 @@ json_t *store_models_list(Store *s, Err *err) {
   sqlite3_stmt *st = prep(s,
                           "SELECT m.id, m.name, m.created,"
                           " (SELECT COUNT(*) FROM revisions WHERE model_id = m.id) AS revisions,"
+                          " (SELECT seq FROM revisions WHERE id = m.best_revision) AS best,"
                           " l.commit_id AS last_commit, l.message AS last_message, l.created AS last_created"
                           " FROM models m LEFT JOIN revisions l ON l.id ="
                           " (SELECT id FROM revisions WHERE model_id = m.id ORDER BY seq DESC LIMIT 1)"
@@ -1420,7 +1488,9 @@ json_t *store_models_list(Store *s, Err *err) {
 json_t *store_model_get(Store *s, const char *name, Err *err) {
   if (exec(s, "BEGIN", err)) return NULL;
   json_t *out = NULL;
-  sqlite3_stmt *st = prep(s, "SELECT id, name, created FROM models WHERE name = ?", err);
+  sqlite3_stmt *st = prep(s,
+                          "SELECT id, name, created, (SELECT seq FROM revisions WHERE id = m.best_revision) AS best"
+                          " FROM models m WHERE name = ?", err);
   if (!st) goto done;
   bind_text(st, 1, name);
   json_t *rows = rows_json(s, st, err);

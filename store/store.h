@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 typedef struct Store Store;
 
@@ -130,6 +130,9 @@ int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps,
 /* A data-parallel run's ranks, hosts, per-rank and global tokens/s and communication
 ** times, as a JSON object (store_run_get returns it as "dist"); replaces the last one. */
 int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err);
+/* A run's results beyond its epochs, as a JSON object (a fine-tuning run's test
+** metrics: {"test": {...}}); store_run_get returns it as "results"; replaces the last one. */
+int store_run_set_results(Store *s, int64_t run, const char *results_json, Err *err);
 /* Marks runs left "running" by a process that no longer exists as "interrupted"; *n counts them. */
 int store_runs_recover(Store *s, int *n, Err *err);
 
@@ -144,6 +147,11 @@ typedef struct StoreEpochMetric {
   int64_t epoch;
   double train_loss, eval_loss, eval_accuracy, perplexity, eval_runtime;
   double time;            /* 0 = now */
+  /* A classifier's epoch (cls = 1; 0 leaves these null, as a masked LM's): F1 scores
+  ** and its most frequent confusions, a JSON array [{"true", "pred", "count"}] or NULL. */
+  int cls;
+  double macro_f1, weighted_f1;
+  const char *confusion_json;
 } StoreEpochMetric;
 
 /* Appends step metrics (one transaction for all n). Non-finite values are stored as null. */
@@ -152,13 +160,15 @@ int store_step_metrics_add(Store *s, int64_t run, const StoreStepMetric *m, int 
 int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Err *err);
 /* The run's id for "ID" or a run name (the newest of that name); -1 if none. */
 int64_t store_run_find(Store *s, const char *id_or_name, Err *err);
-/* {id, name, status, config (object), created, started, finished, error, step, total_steps, epoch, pid} */
+/* {id, name, status, config (object), created, started, finished, error, step, total_steps, epoch, pid, dist,
+** results (object or null)} */
 json_t *store_run_get(Store *s, int64_t run, Err *err);
 /* Runs, newest first: [{id, name, status, created, started, finished, step, total_steps, epoch, error,
 ** last_loss, eval_loss}] */
 json_t *store_runs_list(Store *s, Err *err);
 /* {steps: [{step, epoch, loss, lr, grad_norm, tokens_per_s, time}] (step > since_step),
-**  epochs: [{epoch, train_loss, eval_loss, eval_accuracy, perplexity, eval_runtime, time}]} */
+**  epochs: [{epoch, train_loss, eval_loss, eval_accuracy, perplexity, eval_runtime, time}]}; a
+** classifier's epochs also carry eval_macro_f1, eval_weighted_f1 and confusion (an array). */
 json_t *store_run_metrics(Store *s, int64_t run, int64_t since_step, Err *err);
 
 /* ---- model repositories and revisions ---- */
@@ -208,7 +218,8 @@ typedef struct StoreRevision {
 int64_t store_model_create(Store *s, const char *name, Err *err);
 /* Pushes a revision to model (created if needed), in one transaction; out may be NULL. */
 int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *out, Err *err);
-/* Resolves "NAME", "NAME@main" (newest), "NAME@N" (seq) or "NAME@<commit prefix>" (>= 4 hex). */
+/* Resolves "NAME", "NAME@main" (newest), "NAME@best" (store_model_set_best's), "NAME@N" (seq) or
+** "NAME@<commit prefix>" (>= 4 hex). */
 int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err);
 /* A revision's file as the Hub serves it: "config.json", "model.safetensors",
 ** "tokenizer.json", "optimizer.safetensors", "metrics.json"; malloc'd bytes. */
@@ -218,9 +229,14 @@ int store_run_checkpoint(Store *s, int64_t run, StoreRevision *out, Err *err);
 /* Drops a revision's optimizer state (keep-last-N), or the whole revision; then collect blobs with store_gc(). */
 int store_revision_drop_optimizer(Store *s, int64_t revision_id, Err *err);
 int store_revision_delete(Store *s, int64_t revision_id, Err *err);
-/* [{id, name, created, revisions, last_commit, last_message, last_created}] */
+/* Replaces a revision's metrics (metrics.json) with a JSON object. */
+int store_revision_set_metrics(Store *s, int64_t revision_id, const char *metrics_json, Err *err);
+/* Marks a revision as its repository's best (a fine-tuning run's by validation macro-F1):
+** NAME@best resolves to it, and the model's records show its seq as "best". */
+int store_model_set_best(Store *s, int64_t revision_id, Err *err);
+/* [{id, name, created, revisions, best (seq or null), last_commit, last_message, last_created}] */
 json_t *store_models_list(Store *s, Err *err);
-/* {id, name, created, revisions: [{seq, commit, message, created, run, step, epoch, metrics, has_optimizer}]} newest first */
+/* {id, name, created, best (seq or null), revisions: [{seq, commit, message, created, run, step, epoch, metrics, has_optimizer}]} newest first */
 json_t *store_model_get(Store *s, const char *name, Err *err);
 
 /* ---- jobs ---- */

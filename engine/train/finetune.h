@@ -39,6 +39,8 @@ typedef struct FinetuneOptions {
   int threads;                   /* >= 1 */
   int32_t pad_id;                /* the tokenizer's (and the config's) padding id */
   ModelPrecision precision;      /* MODEL_FP32 or MODEL_BF16 (autocast, as training) */
+  int max_seq;                   /* the plan's sequence length: at least the longest example of train
+                                 ** and valid, more for a set evaluated later (a test set); 0: just that */
 } FinetuneOptions;
 
 /* The defaults above; pad_id and threads still to set. */
@@ -69,8 +71,9 @@ typedef struct FinetuneEval {
 typedef struct FinetuneCallbacks {
   void *ctx;
   void (*on_step)(void *ctx, const FinetuneStep *s);                 /* may be NULL */
-  /* After each epoch's evaluation (or without a validation set, NULL e): persist the
-  ** model; -1 (err set) stops the run with that error. May be NULL. */
+  /* After each epoch's evaluation: persist the model; -1 (err set) stops the run with
+  ** that error. Without a validation set e holds only epoch, step and train_loss (loss
+  ** and metrics NaN, confusion and predictions NULL). May be NULL. */
   int (*on_epoch)(void *ctx, Model *m, int epoch, const FinetuneEval *e, Err *err);
   int (*should_stop)(void *ctx);                                     /* polled per step; may be NULL */
 } FinetuneCallbacks;
@@ -88,8 +91,11 @@ Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *vali
 void finetune_free(Finetune *f);
 /* Runs from the start to the end: FINETUNE_DONE, FINETUNE_STOPPED, or -1 with err. */
 int finetune_run(Finetune *f, const FinetuneCallbacks *cb, Err *err);
-/* Evaluates the current weights on set (no dropout, set order): fills out (epoch -1,
-** confusion and predictions pointing into the Finetune's buffers, valid until the next call). */
+/* Evaluates the current weights on set (no dropout, set order, eval_batch rows padded
+** together, forwarded in pieces of at most batch rows): fills out (epoch -1, confusion
+** and predictions pointing into the Finetune's buffers, valid until the next call; an
+** unlabelled row (MODEL_IGNORE_LABEL) is predicted -1 and scored by nothing). ERR_BAD_INPUT for a
+** set with a label out of range or an example longer than the plan (max_seq). */
 int finetune_evaluate(Finetune *f, const TextClsSet *set, FinetuneEval *out, Err *err);
 /* Steps of the schedule, per epoch, the warm-up used. */
 long finetune_total_steps(const Finetune *f);

@@ -82,6 +82,8 @@ static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_tex
   return 0;
 }
 
+static const char out_hint_runs[] = "unknown field: runs submitted over HTTP are kept in the store (export them with maskd export)";
+
 /* The names of a run description (tokenizer, train, validation, a config that is no
 ** preset) must resolve now, so a typo is refused at once; the job resolves them again. */
 static int run_names_resolve(App *a, HttpRes *rs, const RunConfig *rc) {
@@ -101,10 +103,149 @@ static int run_names_resolve(App *a, HttpRes *rs, const RunConfig *rc) {
   return rs->status ? -1 : 0;
 }
 
+/* ---- text-classification jobs: POST /runs {"task": "text-classification", ...} ---- */
+
+/* A fine-tuning job's fields, each with its kind and range: the options of maskd
+** finetune, which checks them again when the job runs (job_read_finetune, then its
+** option table). Data files are named under the data folder, as corpora are. */
+typedef enum { FT_TASK, FT_MODEL, FT_NAME, FT_FILE, FT_TEXT, FT_INT, FT_NUM, FT_BOOL, FT_PRECISION } FtKind;
+typedef struct FtField {
+  const char *key;
+  FtKind kind;
+  double lo, hi;      /* FT_INT, FT_NUM: the range (FT_NUM's open ends in open) */
+  int open;           /* 1: lo excluded, 2: hi excluded */
+  int required;
+} FtField;
+
+static const FtField ft_fields[] = {
+  {"task", FT_TASK, 0, 0, 0, 1},
+  {"model", FT_MODEL, 0, 0, 0, 1},
+  {"name", FT_NAME, 0, 0, 0, 1},
+  {"train", FT_FILE, 0, 0, 0, 1},
+  {"validation", FT_FILE, 0, 0, 0, 0},
+  {"test", FT_FILE, 0, 0, 0, 0},
+  {"labels", FT_FILE, 0, 0, 0, 0},
+  {"text_column", FT_TEXT, 0, 0, 0, 0},
+  {"label_column", FT_TEXT, 0, 0, 0, 0},
+  {"epochs", FT_INT, 1, 100000, 0, 0},
+  {"lr", FT_NUM, 0, 10, 0, 0},
+  {"batch", FT_INT, 1, 65536, 0, 0},
+  {"eval_batch", FT_INT, 1, 65536, 0, 0},
+  {"max_length", FT_INT, 2, 1 << 20, 0, 0},
+  {"weight_decay", FT_NUM, 0, 10, 0, 0},
+  {"warmup_ratio", FT_NUM, 0, 1, 0, 0},
+  {"warmup_steps", FT_INT, -1, 1099511627776.0, 0, 0},
+  {"clip_norm", FT_NUM, 0, 1e9, 0, 0},
+  {"seed", FT_INT, 0, 9007199254740992.0, 0, 0},
+  {"length_grouped", FT_BOOL, 0, 0, 0, 0},
+  {"precision", FT_PRECISION, 0, 0, 0, 0},
+  {"threads", FT_INT, 0, 1024, 0, 0},
+  {"max_steps", FT_INT, 0, 1099511627776.0, 0, 0},
+  {"validation_fraction", FT_NUM, 0, 1, 3, 0},
+};
+
+/* 422 naming the field and what it must be. */
+static void ft_refuse(HttpRes *rs, const char *field, const char *must, const json_t *got) {
+  http_error(rs, 422, "invalid fine-tuning job", json_pack("{s:s, s:s, s:s}", "field", field, "expected", must, "got",
+                                                          got ? http_json_type(got) : "missing"));
+}
+
+/* One field's value, checked; names resolved now (the job resolves them again). */
+static int ft_field(App *a, HttpRes *rs, const FtField *f, json_t *v) {
+  const char *str = json_string_value(v);
+  int is_name = str && *str && json_string_length(v) == strlen(str);
+  char path[WORKSPACE_PATH_MAX], buf[160];
+  Err e = {0};
+  switch (f->kind) {
+    case FT_TASK:
+      if (!str || strcmp(str, "text-classification")) { ft_refuse(rs, f->key, "\"text-classification\"", v); return -1; }
+      return 0;
+    case FT_MODEL: {
+      if (!is_name) { ft_refuse(rs, f->key, "a model in the store: NAME[@REVISION]", v); return -1; }
+      Store *s = app_store(a, rs);
+      if (!s) return -1;
+      StoreRevision r;
+      if (store_resolve(s, str, &r, &e)) {
+        http_error(rs, 422, "no such model to fine-tune", json_pack("{s:s, s:s, s:s}", "field", f->key, "model", str, "why", e.msg));
+        return -1;
+      }
+      return 0;
+    }
+    case FT_NAME:
+      if (!is_name || store_check_name("model", str, &e)) {
+        http_error(rs, 422, "invalid fine-tuning job", json_pack("{s:s, s:s}", "field", f->key, "why", is_name ? e.msg : "not a name"));
+        return -1;
+      }
+      return 0;
+    case FT_FILE:
+      if (!is_name) { ft_refuse(rs, f->key, "a file's name under the server's data folder", v); return -1; }
+      if (workspace_corpus(&a->ws, f->key, str, path, sizeof path, &e)) { workspace_refusal(rs, &e, f->key); return -1; }
+      return 0;
+    case FT_TEXT:
+      if (!is_name || strlen(str) > 256) { ft_refuse(rs, f->key, "a column name", v); return -1; }
+      return 0;
+    case FT_BOOL:
+      if (!json_is_boolean(v)) { ft_refuse(rs, f->key, "true or false", v); return -1; }
+      return 0;
+    case FT_PRECISION:
+      if (!str || (strcmp(str, "fp32") && strcmp(str, "bf16"))) { ft_refuse(rs, f->key, "\"fp32\" or \"bf16\"", v); return -1; }
+      return 0;
+    case FT_INT:
+    case FT_NUM: {
+      int ok = f->kind == FT_INT ? json_is_integer(v) : json_is_number(v);
+      double x = json_number_value(v);
+      ok = ok && (f->open & 1 ? x > f->lo : x >= f->lo) && (f->open & 2 ? x < f->hi : x <= f->hi);
+      if (!ok) {
+        snprintf(buf, sizeof buf, "%s in %c%.17g, %.17g%c", f->kind == FT_INT ? "an integer" : "a number", f->open & 1 ? '(' : '[',
+                 f->lo, f->hi, f->open & 2 ? ')' : ']');
+        ft_refuse(rs, f->key, buf, v);
+        return -1;
+      }
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* POST /runs with "task": "text-classification": every field known and checked, the
+** named files and model present now; queued as a train job that maskd finetune runs. */
+static void submit_finetune(App *a, HttpRes *rs, json_t *body) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    const FtField *f = NULL;
+    for (size_t i = 0; i < sizeof ft_fields / sizeof ft_fields[0]; i++)
+      if (!strcmp(ft_fields[i].key, k)) f = &ft_fields[i];
+    if (!f) {
+      http_error(rs, 422, !strcmp(k, "on_restart") ? "unknown field: a fine-tuning job is not resumed (submit it again)"
+                          : !strcmp(k, "out") ? out_hint_runs : "unknown field",
+                 json_pack("{s:s}", "field", k));
+      return;
+    }
+  }
+  for (size_t i = 0; i < sizeof ft_fields / sizeof ft_fields[0]; i++) {
+    json_t *fv = json_object_get(body, ft_fields[i].key);
+    if (!fv) {
+      if (ft_fields[i].required) { ft_refuse(rs, ft_fields[i].key, "a value (required)", NULL); return; }
+      continue;
+    }
+    if (ft_field(a, rs, &ft_fields[i], fv)) return;
+  }
+  char *text = json_dumps(body, JSON_COMPACT);
+  if (!text) http_error(rs, 500, "out of memory", NULL);
+  else accepted(a, rs, "train", text);
+  free(text);
+}
+
 void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
   App *a = app;
   json_t *body = http_body_object(rq, rs);
   if (!body) return;
+  if (json_object_get(body, "task")) {
+    submit_finetune(a, rs, body);
+    json_decref(body);
+    return;
+  }
   /* "on_restart" is the queue's, not the run's: kept beside the description, never given to maskd train. */
   json_t *on_restart = json_incref(json_object_get(body, "on_restart"));
   json_t *resume = json_object_get(body, "resume");
@@ -452,12 +593,21 @@ static int output_dir(Worker *w, const char *params, const char *kind, JobPlan *
   return r;
 }
 
+/* 1 when a train job's description is a fine-tuning one (it has a "task"): maskd finetune runs it. */
+static int job_is_finetune(const char *params) {
+  json_t *p = params ? json_loads(params, 0, NULL) : NULL;
+  int r = json_object_get(p, "task") != NULL;
+  json_decref(p);
+  return r;
+}
+
 /* The command line for a job; on failure e says why and the job fails with it. */
 static int job_argv(Worker *w, int64_t job, const char *kind, const char *params, Argv *av, JobPlan *plan, Err *e) {
   int train = !strcmp(kind, "train"), tokenizer = !strcmp(kind, "tokenizer"), prepare = !strcmp(kind, "prepare");
   int rc = 0;
   arg(av, w->app->exe);
-  if (train) arg(av, "train");
+  if (train && job_is_finetune(params)) arg(av, "finetune");
+  else if (train) arg(av, "train");
   else if (tokenizer) { arg(av, "tokenizer"); arg(av, "train"); }
   else if (prepare) arg(av, "prepare");
   else rc = err_set(e, "unknown job kind %s", kind);
@@ -701,6 +851,8 @@ static void requeue_interrupted(App *a, Store *s, json_t *before) {
     if (resume && run < 1 && resumed) run = store_run_find(s, resumed, &e);  /* it died before it linked the run */
     json_t *next = NULL;
     if (!resume) {
+    } else if (run > 0 && json_object_get(p, "task")) {
+      err_set(&e, "a fine-tuning run is not resumed (its epochs so far are kept; submit the job again)");
     } else if (run > 0) {
       json_t *r = store_run_get(s, run, &e);
       const char *st = json_string_value(json_object_get(r, "status")) ?: "";

@@ -89,6 +89,12 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
   set_num(run, "duration_s", isfinite(started) ? (isfinite(finished) ? finished : now) - started : NAN);
   json_t *cfg = json_object_get(run, "config");
   json_t *model = json_object_get(cfg, "config");
+  /* A fine-tuning run names its task, and its model is the base it started from. */
+  json_t *task = json_object_get(cfg, "task");
+  if (json_is_string(task)) {
+    json_object_set(run, "task", task);
+    model = json_object_get(cfg, "model");
+  }
   if (json_is_string(model)) json_object_set(run, "model", model);
 }
 

@@ -151,10 +151,13 @@ int cmd_models(int argc, char **argv) {
     json_array_foreach(json_object_get(v, "revisions"), i, r) {
       char created[32];
       fmt_time(created, sizeof created, json_object_get(r, "created"));
-      printf("%-5lld %-12.12s %-7lld %-6lld %-17s %s\n", (long long)json_integer_value(json_object_get(r, "seq")),
+      /* A fine-tuned model's best revision (NAME@best) says so. */
+      json_t *best = json_object_get(v, "best");
+      int is_best = json_is_integer(best) && json_integer_value(best) == json_integer_value(json_object_get(r, "seq"));
+      printf("%-5lld %-12.12s %-7lld %-6lld %-17s %s%s\n", (long long)json_integer_value(json_object_get(r, "seq")),
              json_string_value(json_object_get(r, "commit")), (long long)json_integer_value(json_object_get(r, "epoch")),
              (long long)json_integer_value(json_object_get(r, "step")), created,
-             json_string_value(json_object_get(r, "message")));
+             json_string_value(json_object_get(r, "message")), is_best ? " (best)" : "");
     }
   } else {
     printf("%-32s %-9s %-12s %-17s %s\n", "NAME", "REVISIONS", "LAST", "UPDATED (UTC)", "MESSAGE");

@@ -229,7 +229,8 @@ static void cb_eval(void *ctx, const TrainerEval *e) {
   else
     progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_perplexity %.3f (eval %.1fs)",
                   e->epoch + 1, c->epochs, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds);
-  StoreEpochMetric m = {e->epoch, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds, 0};
+  StoreEpochMetric m = {.epoch = e->epoch, .train_loss = e->train_loss, .eval_loss = e->loss, .eval_accuracy = e->accuracy,
+                       .perplexity = e->perplexity, .eval_runtime = e->seconds};
   if (store_epoch_metrics_add(c->db, c->run, &m, &c->err)) c->failed = 1;
 }
 

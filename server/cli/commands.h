@@ -23,6 +23,7 @@ int cmd_tokenizer(int argc, char **argv);
 int cmd_tokenizer_train(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_finetune(int argc, char **argv);
 int cmd_fillmask(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
 int cmd_export(int argc, char **argv);
@@ -150,8 +151,8 @@ int cli_mode(const CliSpec *spec, const char *word);
 extern const CliSpec *const cli_specs[];
 extern const int cli_n_specs;
 extern const CliSpec cli_spec_tokenizer, cli_spec_tokenizer_train, cli_spec_prepare, cli_spec_train,
-    cli_spec_fillmask, cli_spec_classify, cli_spec_export, cli_spec_import, cli_spec_runs, cli_spec_models, cli_spec_serve,
-    cli_spec_bench;
+    cli_spec_finetune, cli_spec_fillmask, cli_spec_classify, cli_spec_export, cli_spec_import, cli_spec_runs,
+    cli_spec_models, cli_spec_serve, cli_spec_bench;
 
 /* The fill-mask limit flags, shared by maskd serve and maskd fill-mask: --max-inputs,
 ** --max-tokens, --max-masks, --max-top-k, --max-answer-bytes (0 = no limit), as rows

@@ -93,6 +93,10 @@ int job_read_train(Store *db, int64_t job, const char *data_dir, const char *wor
   resume[0] = '\0';
   json_t *p = claimed(db, job, "train", "a training job", err);
   if (!p) return -1;
+  if (json_object_get(p, "task")) {
+    json_decref(p);
+    return err_setk(err, ERR_INVALID, "job %lld is a fine-tuning job (maskd finetune --job runs it)", (long long)job);
+  }
   json_t *res = json_object_get(p, "resume");
   int r = 0;
   if (res) {
@@ -112,6 +116,35 @@ int job_read_train(Store *db, int64_t job, const char *data_dir, const char *wor
   }
   json_decref(p);
   return r;
+}
+
+int job_read_finetune(Store *db, int64_t job, const char *data_dir, const char *work_dir, json_t **params, Err *err) {
+  *params = NULL;
+  json_t *p = claimed(db, job, "train", "a fine-tuning job", err);
+  if (!p) return -1;
+  const char *task = json_string_value(json_object_get(p, "task"));
+  if (!task || strcmp(task, JOB_TASK_TEXT_CLASSIFICATION)) {
+    json_decref(p);
+    return err_setk(err, ERR_INVALID, "job %lld is a training job, not a fine-tuning job (maskd train --job runs it)",
+                    (long long)job);
+  }
+  json_object_del(p, "on_restart");
+  json_object_del(p, "requeued_from");
+  Workspace ws;
+  int r = workspace_open(&ws, data_dir, work_dir, err), opened = r == 0;
+  static const char *const files[] = JOB_FINETUNE_FILES;
+  char path[WORKSPACE_PATH_MAX];
+  for (size_t i = 0; r == 0 && i < sizeof files / sizeof files[0]; i++) {
+    json_t *v = json_object_get(p, files[i]);
+    if (!v) continue;
+    const char *name = name_of(v, files[i], err);
+    if (!name || workspace_corpus(&ws, files[i], name, path, sizeof path, err)) r = -1;
+    else json_object_set_new(p, files[i], json_string(path));
+  }
+  if (opened) workspace_close(&ws);
+  if (r) { json_decref(p); return -1; }
+  *params = p;
+  return 0;
 }
 
 /* A tokenizer job's corpora: "input", one name or a list of them, each a corpus in the data folder. */

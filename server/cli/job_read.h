@@ -2,6 +2,8 @@
 **   maskd train           --db DB --job ID --work-dir W [--data-dir D]   (kind "train")
 **   maskd tokenizer train --db DB --job ID --work-dir W [--data-dir D]   (kind "tokenizer")
 **   maskd prepare         --db DB --job ID --work-dir W [--data-dir D]   (kind "prepare")
+**   maskd finetune        --db DB --job ID --work-dir W [--data-dir D]   (kind "train" with
+**                         "task": "text-classification")
 ** The description comes from the store's jobs table, not from a file or the command
 ** line. A job must be of the command's kind and claimed by a worker (running). Its names
 ** are resolved again inside the server's folders with server/app/workspace.h, as the HTTP
@@ -45,6 +47,16 @@ int job_read_id(const char *text, const char *work_dir, int64_t *job, Err *err);
 ** may be NULL). */
 int job_read_train(Store *db, int64_t job, const char *data_dir, const char *work_dir, RunConfig *rc, char *resume,
                    size_t cap, Err *err);
+/* The "task" of a fine-tuning job's description (POST /runs {"task": ...}). */
+#define JOB_TASK_TEXT_CLASSIFICATION "text-classification"
+/* The data files of a fine-tuning job: each a file under the data folder. */
+#define JOB_FINETUNE_FILES {"train", "validation", "test", "labels"}
+
+/* Reads running text-classification job `job` (a train job whose "task" is
+** JOB_TASK_TEXT_CLASSIFICATION): *params receives its description (a new reference)
+** with the data files (train, validation, test, labels) resolved to paths in data_dir. */
+int job_read_finetune(Store *db, int64_t job, const char *data_dir, const char *work_dir, json_t **params, Err *err);
+
 /* Reads running tokenizer job `job` into t (zeroed first; job_read_tokenizer_free frees
 ** it, also after a failure): inputs resolved in data_dir, the output in the folder the
 ** worker made for the job's name. */

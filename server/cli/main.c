@@ -23,6 +23,7 @@ static const Command commands[] = {
   {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
   {"prepare", cmd_prepare, "cut tokenized text into fixed-length dataset shards"},
   {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
+  {"finetune", cmd_finetune, "fine-tune a model's encoder for text classification (F1 per epoch)"},
   {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
   {"classify", cmd_classify, "classify texts as HF pipeline(\"text-classification\") does"},
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},

@@ -27,6 +27,11 @@ void progress_format_duration(char *buf, size_t cap, double s) {
 }
 
 void progress_step(Progress *p, int epoch, int epochs, long step, long total, double loss, double tps, double dt) {
+  progress_step_rate(p, epoch, epochs, step, total, loss, tps, "tok/s", dt);
+}
+
+void progress_step_rate(Progress *p, int epoch, int epochs, long step, long total, double loss, double rate,
+                        const char *unit, double dt) {
   /* The first step of a process pays for page faults and thread start-up; the EMA
   ** forgets it within a few dozen steps. */
   p->ema = p->ema == 0 ? dt : 0.95 * p->ema + 0.05 * dt;
@@ -44,12 +49,12 @@ void progress_step(Progress *p, int epoch, int epochs, long step, long total, do
     int fill = total > 0 ? (int)((double)W * (double)step / (double)total) : 0;
     for (int i = 0; i < W; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : '.';
     bar[W] = 0;
-    fprintf(p->f, "\r\033[2Kepoch %d/%d [%s] %ld/%ld loss %.4f %.0f tok/s %s<%s", epoch + 1, epochs, bar, step, total,
-            loss, tps, el, eta);
+    fprintf(p->f, "\r\033[2Kepoch %d/%d [%s] %ld/%ld loss %.4f %.0f %s %s<%s", epoch + 1, epochs, bar, step, total,
+            loss, rate, unit, el, eta);
     p->drawn = 1;
   } else {
-    fprintf(p->f, "epoch %d/%d step %ld/%ld loss %.4f %.0f tok/s elapsed %s eta %s\n", epoch + 1, epochs, step, total,
-            loss, tps, el, eta);
+    fprintf(p->f, "epoch %d/%d step %ld/%ld loss %.4f %.0f %s elapsed %s eta %s\n", epoch + 1, epochs, step, total,
+            loss, rate, unit, el, eta);
   }
   fflush(p->f);
 }

@@ -21,6 +21,9 @@ void progress_init(Progress *p, FILE *f, int quiet, long first_step);
 /* Reports a step: draws when due (always at the last step); step_seconds feeds the ETA. */
 void progress_step(Progress *p, int epoch, int epochs, long step, long total, double loss, double tokens_per_s,
                    double step_seconds);
+/* The same with another rate: rate per second in unit ("ex/s" for examples). */
+void progress_step_rate(Progress *p, int epoch, int epochs, long step, long total, double loss, double rate,
+                        const char *unit, double step_seconds);
 /* Prints a permanent line (clearing the bar first). */
 void progress_line(Progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Ends the display (a newline after a bar). */

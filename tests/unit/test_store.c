@@ -135,8 +135,16 @@ static void open_tests(void) {
   store_close(s);
   /* A version-1 store (its jobs table allowed a "finetune" kind nothing ran) migrates:
   ** its jobs are kept and the kind is refused by the schema itself. */
-  /* A version-1 file: the jobs table of then, and no runs.dist (version 3). */
+  /* A version-1 file: the jobs table of then, no runs.dist (version 3), none of version 4's
+  ** columns (epoch F1 scores and confusions, run results, a model's best revision), and a
+  ** run with an epoch record that must come through. */
   int v1rc = rawexec(empty, "ALTER TABLE runs DROP COLUMN dist; DROP TABLE jobs;"
+                 "ALTER TABLE runs DROP COLUMN results; ALTER TABLE epoch_metrics DROP COLUMN macro_f1;"
+                 "ALTER TABLE epoch_metrics DROP COLUMN weighted_f1; ALTER TABLE epoch_metrics DROP COLUMN confusion;"
+                 "DROP TABLE models; CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+                 " created REAL NOT NULL) STRICT;"
+                 "INSERT INTO runs(id, name, config, status, created) VALUES (1, 'old', '{}', 'done', 1);"
+                 "INSERT INTO epoch_metrics(run_id, epoch, train_loss, eval_loss, time) VALUES (1, 0, 2.5, 2.25, 1);"
                  "CREATE TABLE jobs (id INTEGER PRIMARY KEY,"
                  " kind TEXT NOT NULL CHECK (kind IN ('tokenizer','prepare','train','finetune')),"
                  " status TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','interrupted','cancelled')),"
@@ -148,6 +156,13 @@ static void open_tests(void) {
                  "PRAGMA user_version = 1;");
   s = store_open(empty, &e);
   json_t *v1job = s ? store_job_get(s, 1, &e) : NULL;
+  json_t *v1m = s ? store_run_metrics(s, 1, 0, &e) : NULL;
+  json_t *v1ep = json_array_get(json_object_get(v1m, "epochs"), 0);
+  check(v1ep && json_real_value(json_object_get(v1ep, "eval_loss")) == 2.25 && !json_object_get(v1ep, "eval_macro_f1") &&
+            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('epoch_metrics') WHERE name IN ('macro_f1', 'weighted_f1', 'confusion')") == 3 &&
+            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('models') WHERE name = 'best_revision'") == 1,
+        "store_migrates_v3_epochs_to_v4", "%s", e.msg);
+  json_decref(v1m);
   store_close(s);
   sqlite3 *h1;
   sqlite3_open(empty, &h1);
@@ -304,7 +319,7 @@ static void api_tests(void) {
   sm[50].loss = NAN;
   sm[51].grad_norm = INFINITY;
   rc |= store_step_metrics_add(s, run, sm, 100, &e);
-  StoreEpochMetric em = {1, 8.5, 7.9, 0.05, 2697.28, 3.5, 0};
+  StoreEpochMetric em = {.epoch = 1, .train_loss = 8.5, .eval_loss = 7.9, .eval_accuracy = 0.05, .perplexity = 2697.28, .eval_runtime = 3.5};
   rc |= store_epoch_metrics_add(s, run, &em, &e);
   em.eval_loss = 7.5;
   rc |= store_epoch_metrics_add(s, run, &em, &e);   /* a resumed run re-evaluates epoch 1 */
@@ -321,6 +336,30 @@ static void api_tests(void) {
             json_real_value(json_object_get(s52, "loss")) == sm[51].loss,
         "store_nonfinite_metrics_are_null", "%s", e.msg);
   json_decref(m);
+  /* A classifier's epoch: F1 scores and its confusion list come back in the epoch's entry;
+  ** a masked LM's entries have none of them. Test metrics go to the run's results. */
+  StoreEpochMetric ce = {.epoch = 0, .train_loss = 1.5, .eval_loss = 1.25, .eval_accuracy = 0.75, .eval_runtime = 1,
+                         .perplexity = NAN, .cls = 1, .macro_f1 = 0.5, .weighted_f1 = 0.625,
+                         .confusion_json = "[{\"true\": \"a\", \"pred\": \"b\", \"count\": 3}]"};
+  rc = store_epoch_metrics_add(s, run, &ce, &e);
+  StoreEpochMetric bad_ce = ce;
+  bad_ce.confusion_json = "{\"x\": 1}";
+  int badc = store_epoch_metrics_add(s, run, &bad_ce, &e);
+  m = store_run_metrics(s, run, 1000, &e);
+  json_t *e1 = json_array_get(json_object_get(m, "epochs"), 1), *e2 = json_array_get(json_object_get(m, "epochs"), 0);
+  json_t *conf = json_object_get(e2, "confusion");
+  check(rc == 0 && badc == -1 && e1 && !json_object_get(e1, "eval_macro_f1") && !json_object_get(e1, "confusion") &&
+            json_real_value(json_object_get(e2, "eval_macro_f1")) == 0.5 &&
+            json_real_value(json_object_get(e2, "eval_weighted_f1")) == 0.625 && json_is_array(conf) &&
+            json_integer_value(json_object_get(json_array_get(conf, 0), "count")) == 3,
+        "store_epoch_classification_metrics", "%s", e.msg);
+  json_decref(m);
+  rc = store_run_set_results(s, run, "{\"test\": {\"accuracy\": 0.9}}", &e);
+  json_t *res = store_run_get(s, run, &e);
+  check(rc == 0 && json_real_value(json_object_get(json_object_get(json_object_get(res, "results"), "test"), "accuracy")) == 0.9 &&
+            store_run_set_results(s, run, "[]", &e) == -1,
+        "store_run_results", "%s", e.msg);
+  json_decref(res);
   /* A data-parallel run's record: an object, returned parsed; anything else refused. */
   json_t *d0 = store_run_get(s, run, &e);
   check(d0 && json_is_null(json_object_get(d0, "dist")), "store_run_dist_starts_null", "%s", e.msg);
@@ -461,6 +500,26 @@ static void api_tests(void) {
   json_decref(ml);
   json_decref(mg);
   check(store_model_get(s, "nope", &e) == NULL && strstr(e.msg, "nope"), "store_model_get_unknown", "%s", e.msg);
+
+  /* A fine-tuning run's best revision: NAME@best, "best" in the model's records; a revision's metrics replaced. */
+  check(store_resolve(s, "user/small-wiki@best", &got, &e) == -1 && e.kind == ERR_NOT_FOUND, "store_resolve_best_unset",
+        "%s", e.msg);
+  int brc = store_model_set_best(s, rv[1].id, &e);
+  int brc2 = brc == 0 ? store_resolve(s, "user/small-wiki@best", &got, &e) : -1;
+  ml = store_models_list(s, &e);
+  mg = store_model_get(s, "user/small-wiki", &e);
+  check(brc == 0 && brc2 == 0 && got.seq == 2 && json_integer_value(json_object_get(json_array_get(ml, 0), "best")) == 2 &&
+            json_integer_value(json_object_get(mg, "best")) == 2 && store_model_set_best(s, 99999, &e) == -1,
+        "store_model_best", "%s", e.msg);
+  json_decref(ml);
+  json_decref(mg);
+  int mrc = store_revision_set_metrics(s, rv[1].id, "{\"eval_loss\": 6, \"test_accuracy\": 0.5}", &e);
+  store_resolve(s, "user/small-wiki@2", &got, &e);
+  data = NULL;
+  int mrc2 = mrc == 0 ? store_revision_file(s, &got, "metrics.json", &data, &len, &e) : -1;
+  check(mrc2 == 0 && strstr(data, "test_accuracy") && store_revision_set_metrics(s, rv[1].id, "[1]", &e) == -1,
+        "store_revision_set_metrics", "%s", e.msg);
+  free(data);
 
   /* Refused pushes write nothing. */
   long long nrev = q1(db, "SELECT COUNT(*) FROM revisions"), nblob = q1(db, "SELECT COUNT(*) FROM blobs");

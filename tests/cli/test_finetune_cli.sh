@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# maskd finetune from the command line: a tiny masked LM trained for a few steps with
+# maskd train, then fine-tuned on a slice of BANKING77 (held-out validation, a test set):
+# revisions pushed per epoch with a classifier's config.json (id2label, label2id,
+# *ForSequenceClassification), the run's config and epochs (F1, confusions) in the store,
+# NAME@best and the test metrics, maskd runs / models, --json, --export-plan, and the
+# refusals (one line on stderr, non-zero exit, nothing recorded).
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" finetunecli "${1:-}"
+B=$DATA_ROOT/banking77
+[ -f "$DATA/train.txt" ] || { fail finetune_cli_setup "no WikiText-2 at $DATA"; exit 1; }
+[ -f "$B/train.csv" ] || { fail finetune_cli_setup "no BANKING77 at $B"; exit 1; }
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+small_training_setup finetune_cli_setup 120000 || exit 1
+"$M" train --db "$T/a.db" --name base --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
+  --batch 8 --max-steps 6 --threads 1 --quiet >/dev/null 2>"$T/train.err" || { fail finetune_cli_setup "$(tail -2 "$T/train.err")"; exit 1; }
+# Every 25th training row (all 77 intents, 400 examples) and every 20th test row.
+awk 'NR == 1 || NR % 25 == 0' "$B/train.csv" > "$T/tr.csv"
+awk 'NR == 1 || NR % 20 == 0' "$B/test.csv" > "$T/te.csv"
+base=(--db "$T/a.db" --model base --train "$T/tr.csv" --label-column category --labels "$B/categories.json"
+      --max-length 32 --batch 16 --lr 1e-3 --threads 1 --seed 3)
+
+# Refusals: one line naming the problem, non-zero exit, no run recorded.
+refuse() {  # name, needle, args...
+  local name=$1 needle=$2; shift 2
+  local out rc
+  out=$("$M" finetune "$@" 2>&1 >/dev/null); rc=$?
+  out=$(grep -v '^maskd: note' <<<"$out")
+  if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF -- "$needle" <<<"$out"; then pass "$name"
+  else fail "$name" "rc $rc, stderr: $out (wanted $needle)"; fi
+}
+refuse finetune_cli_refuses_missing_column "text_col" "${base[@]}" --name x --text-column text_col
+refuse finetune_cli_refuses_label_column "label" "${base[@]:0:6}" --labels "$B/categories.json" --name x
+printf '["card_arrival", "card_linking"]\n' > "$T/two.json"
+refuse finetune_cli_refuses_unknown_label "train:" "${base[@]}" --labels "$T/two.json" --name x
+refuse finetune_cli_refuses_unknown_model 'nosuch' "${base[@]}" --model nosuch --name x
+refuse finetune_cli_refuses_bad_model_name '--model' "${base[@]}" --model 'bad name!' --name x
+refuse finetune_cli_refuses_bad_new_name '--name' "${base[@]}" --name 'bad name!'
+refuse finetune_cli_refuses_missing_file "nowhere.csv" "${base[@]}" --train "$T/nowhere.csv" --name x
+refuse finetune_cli_refuses_bad_lr "--lr: expected" "${base[@]}" --name x --lr -1
+refuse finetune_cli_refuses_long_max_length "positions" "${base[@]}" --name x --max-length 4000
+refuse finetune_cli_needs_name "--name is required" "${base[@]}"
+refuse finetune_cli_refuses_base_as_name "--name base is the repository of the base model" "${base[@]}" --name base
+# --job is maskd serve's hand-off: the job's description only, a running text-classification job, no command-only field.
+refuse finetune_cli_job_takes_no_options "--job runs the job as it was queued" --db "$T/a.db" --job 1 --work-dir "$T" --model base
+refuse finetune_cli_job_not_an_id '--job: "x" is not a job id' --db "$T/a.db" --job x --work-dir "$T"
+sqlite3 "$T/a.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8, 'train', 'running', '{\"name\": \"q\"}', 0),
+  (9, 'train', 'running', '{\"task\": \"text-classification\", \"model\": \"base\", \"train\": \"tr.csv\", \"name\": \"q\", \"export_plan\": \"/tmp/x\"}', 0),
+  (10, 'train', 'queued', '{\"task\": \"text-classification\"}', 0)"
+refuse finetune_cli_job_not_finetune "job 8 is a training job, not a fine-tuning job" --db "$T/a.db" --job 8 --work-dir "$T/w" --data-dir "$T"
+refuse finetune_cli_job_command_field "export_plan is not a job's field" --db "$T/a.db" --job 9 --work-dir "$T/w" --data-dir "$T"
+refuse finetune_cli_job_not_claimed "job 10 is queued" --db "$T/a.db" --job 10 --work-dir "$T/w" --data-dir "$T"
+n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")
+[ "$n" = 0 ] && pass finetune_cli_refusals_record_nothing || fail finetune_cli_refusals_record_nothing "$n runs recorded"
+
+# A run: 2 epochs, held-out validation, a test set, a JSON summary.
+"$M" finetune "${base[@]}" --test "$T/te.csv" --name cls --epochs 2 --json >"$T/sum.json" 2>"$T/a.err"; rc=$?
+[ $rc = 0 ] && [ "$(sqlite3 "$T/a.db" "SELECT status FROM runs WHERE name = 'cls'")" = done ] && pass finetune_cli_run_done ||
+  fail finetune_cli_run_done "rc $rc: $(tail -3 "$T/a.err")"
+grep -q '^epoch 1/2 step 1/[0-9]* loss [0-9.]* [0-9]* ex/s' "$T/a.err" &&
+  grep -q '^epoch 2/2: loss [0-9.]* - val_loss [0-9.]* - val_accuracy [0-9.]* - val_macro_f1 [0-9.]* - val_weighted_f1' "$T/a.err" &&
+  grep -q '^test (best epoch [12], cls@[12])' "$T/a.err" && pass finetune_cli_progress_lines ||
+  fail finetune_cli_progress_lines "$(head -8 "$T/a.err")"
+msgs=$(sqlite3 "$T/a.db" "SELECT r.message FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls' ORDER BY seq" | tr '\n' '|')
+[ "$msgs" = "Training in progress epoch 1|Training in progress epoch 2|" ] && pass finetune_cli_epoch_revisions ||
+  fail finetune_cli_epoch_revisions "$msgs"
+"$M" export --db "$T/a.db" cls@best "$T/out" >/dev/null 2>"$T/export.err"
+$PY - "$T/out/config.json" "$B/categories.json" <<'EOF' && pass finetune_cli_config_id2label || fail finetune_cli_config_id2label "$(cat "$T/export.err") $(head -c 300 "$T/out/config.json")"
+import json, sys
+c = json.load(open(sys.argv[1])); names = json.load(open(sys.argv[2]))
+assert c["architectures"] == ["RobertaForSequenceClassification"], c["architectures"]
+assert c["id2label"] == {str(i): n for i, n in enumerate(names)}, "id2label"
+assert c["label2id"] == {n: i for i, n in enumerate(names)}, "label2id"
+assert c["problem_type"] == "single_label_classification", c.get("problem_type")
+EOF
+ntest=$($PY -c 'import csv, sys; print(sum(1 for _ in csv.DictReader(open(sys.argv[1], newline=""))))' "$T/te.csv")
+$PY - "$T/a.db" "$T/sum.json" "$ntest" <<'EOF' && pass finetune_cli_store_records || fail finetune_cli_store_records "see above"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); s = json.load(open(sys.argv[2])); ntest = int(sys.argv[3])
+cfg = json.loads(db.execute("SELECT config FROM runs WHERE name = 'cls'").fetchone()[0])
+assert cfg["task"] == "text-classification" and cfg["model"] == "base" and len(cfg["labels"]) == 77, cfg
+sp = cfg["split"]
+assert sp["seed"] == 3 and sp["fraction"] == 0.1 and sp["validation"] == 40 and sp["train"] == 360 and len(sp["validation_indices_sha256"]) == 64, sp
+rows = db.execute("SELECT e.epoch, e.macro_f1, e.weighted_f1, e.confusion FROM epoch_metrics e JOIN runs r ON r.id = e.run_id WHERE r.name = 'cls' ORDER BY e.epoch").fetchall()
+assert len(rows) == 2 and all(r[1] is not None and r[2] is not None for r in rows), rows
+conf = json.loads(rows[-1][3]); assert isinstance(conf, list) and len(conf) <= 10 and all({"true", "pred", "count"} <= set(c) for c in conf), conf
+best = db.execute("SELECT r.seq FROM models m JOIN revisions r ON r.id = m.best_revision WHERE m.name = 'cls'").fetchone()[0]
+res = json.loads(db.execute("SELECT results FROM runs WHERE name = 'cls'").fetchone()[0])
+assert res["best_revision"] == best and res["test"]["examples"] == ntest and 0 <= res["test"]["accuracy"] <= 1, res
+m = json.loads(db.execute("SELECT r.metrics FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls' AND r.seq = ?", (best,)).fetchone()[0])
+assert "test_macro_f1" in m and "eval_macro_f1" in m, m
+assert s["status"] == "done" and s["best"]["revision"] == best and len(s["epochs"]) == 2 and s["test"]["examples"] == ntest, s
+EOF
+"$M" runs --db "$T/a.db" > "$T/runs.txt" 2>&1 && grep -q 'cls' "$T/runs.txt" && grep -q 'done' "$T/runs.txt" &&
+  pass finetune_cli_runs_lists_it || fail finetune_cli_runs_lists_it "$(cat "$T/runs.txt")"
+
+# The same seed gives the same weights; --export-plan writes the plan and the initial classifier only.
+"$M" finetune "${base[@]}" --name cls2 --epochs 1 --max-steps 4 --quiet 2>/dev/null &&
+  "$M" finetune "${base[@]}" --name cls3 --epochs 1 --max-steps 4 --quiet 2>/dev/null
+w2=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls2'")
+w3=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls3'")
+[ -n "$w2" ] && [ "$w2" = "$w3" ] && pass finetune_cli_same_seed_same_weights || fail finetune_cli_same_seed_same_weights "$w2 / $w3"
+"$M" finetune "${base[@]}" --test "$T/te.csv" --export-plan "$T/plan" --epochs 2 --quiet 2>"$T/plan.err"; rc=$?
+$PY - "$T/plan" "$ntest" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_export_plan || fail finetune_cli_export_plan "rc $rc $(cat "$T/plan.err")"
+import json, os, sys
+d = sys.argv[1]; p = json.load(open(os.path.join(d, "plan.json"))); S = p["sets"]
+assert p["format"] == "maskd-finetune-plan" and p["version"] == 1 and p["pad_id"] == 3
+assert len(p["labels"]) == 77 and len(S["train"]["ids"]) == 360 and len(S["valid"]["ids"]) == 40 and len(S["test"]["ids"]) == int(sys.argv[2])
+assert max(len(r) for r in S["train"]["ids"]) <= 32 and len(set(r[0] for r in S["train"]["ids"])) == 1
+o = p["order"]; assert len(o) == 2 and all(len(e) == 23 for e in o), [len(e) for e in o]
+assert sorted(i for b in o[0] for i in b) == list(range(360)) and o[0] != o[1] and [len(b) for b in o[0]] == [16] * 22 + [8]
+h = p["hyper"]; assert h["total_steps"] == 2 * 23 and h["batch"] == 16 and h["lr"] == 1e-3 and h["max_length"] == 32, h
+assert os.path.getsize(os.path.join(d, "init", "model.safetensors")) > 0
+c = json.load(open(os.path.join(d, "init", "config.json"))); assert len(c["id2label"]) == 77
+EOF
+"$M" finetune "${base[@]}" --export-plan "$T/plan2" --epochs 3 --max-steps 30 --quiet 2>/dev/null
+$PY -c 'import json, sys; o = json.load(open(sys.argv[1]))["order"]; assert [len(e) for e in o] == [23, 7], [len(e) for e in o]' "$T/plan2/plan.json" &&
+  pass finetune_cli_export_plan_max_steps || fail finetune_cli_export_plan_max_steps "order not cut at max_steps"
+n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")
+[ "$n" = 3 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
+
+# Ctrl-C stops at a step boundary: the run is interrupted, exit 130.
+"$M" finetune "${base[@]}" --name cls4 --epochs 200 --quiet 2>"$T/int.err" & fp=$!
+sleep 1.5; kill -INT $fp; wait $fp; rc=$?
+st=$(sqlite3 "$T/a.db" "SELECT status FROM runs WHERE name = 'cls4'")
+[ $rc = 130 ] && [ "$st" = interrupted ] && pass finetune_cli_sigint || fail finetune_cli_sigint "rc $rc status $st: $(tail -2 "$T/int.err")"

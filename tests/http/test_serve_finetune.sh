@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Fine-tuning over HTTP: POST /runs {"task": "text-classification", ...} checked field by
+# field (422 naming the field; the model must be in the store, the files under --data-dir),
+# queued, run by the worker as maskd finetune --job, and its run visible: GET /runs/{id}
+# with the config's task, GET /runs/{id}/metrics with eval_macro_f1, eval_weighted_f1 and
+# the confusion list per epoch, and the best revision's files (NAME@best).
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" servefinetune "${1:-}"
+B=$DATA_ROOT/banking77
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+serve_wrap=(timeout 300)
+need serve_finetune_setup "no WikiText-2 at $DATA" -f "$DATA/train.txt"
+need serve_finetune_setup "no BANKING77 at $B" -f "$B/train.csv"
+
+small_training_setup serve_finetune_setup 120000 || exit 1
+"$M" train --db "$T/hub.db" --name base --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
+  --batch 8 --max-steps 6 --threads 1 --quiet >/dev/null 2>"$T/train.err" || { fail serve_finetune_setup "$(tail -2 "$T/train.err")"; exit 1; }
+mkdir -p "$T/data/banking77"
+awk 'NR == 1 || NR % 25 == 0' "$B/train.csv" > "$T/data/banking77/train.csv"
+awk 'NR == 1 || NR % 20 == 0' "$B/test.csv" > "$T/data/banking77/test.csv"
+cp "$B/categories.json" "$T/data/banking77/"
+
+call() {
+  local m=$1 p=$2; shift 2
+  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
+}
+post() { call POST "$1" -H 'Authorization: Bearer tk' --data-binary "$2"; }
+status_is() { [ "$(cat "$T/status")" = "$1" ]; }
+error_is() {
+  status_is "$1" && $PY - "$T/body" "${2:-}" <<'EOF'
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert isinstance(b, dict) and isinstance(b.get("error"), str) and "detail" in b, b
+assert sys.argv[2] in json.dumps(b), (sys.argv[2], b)
+EOF
+}
+jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
+wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
+body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
+
+serve_start --db "$T/hub.db" --data-dir "$T/data" --token tk --quiet || { fail serve_finetune_start "$(cat "$T/err")"; exit 1; }
+pass serve_finetune_start
+
+# job JSON [EXTRA]: a fine-tuning description (EXTRA: more fields, starting with a comma).
+job() {
+  printf '{"task": "text-classification", "model": "base", "train": "banking77/train.csv", "test": "banking77/test.csv",
+ "label_column": "category", "labels": "banking77/categories.json", "name": "%s", "epochs": 2, "batch": 16,
+ "max_length": 32, "lr": 0.001, "threads": 1%s}' "$1" "${2:-}"
+}
+post /runs '{"task": "summarization", "name": "x"}'
+ok finetune_unknown_task error_is 422 task
+post /runs "$(job cls ',"learning_rate": 1')"
+ok finetune_unknown_field error_is 422 learning_rate
+post /runs "$(job cls ',"eval_batch": "2"')"
+ok finetune_wrong_type error_is 422 eval_batch
+post /runs "$(job cls ',"weight_decay": -1')"
+ok finetune_out_of_range error_is 422 weight_decay
+post /runs "$(job cls ',"validation_fraction": 1')"
+ok finetune_fraction_open error_is 422 validation_fraction
+post /runs "$(job cls | sed 's/"model": "base"/"model": "nosuch"/')"
+ok finetune_unknown_model error_is 422 nosuch
+post /runs "$(job cls | sed 's|banking77/train.csv|../etc/passwd|')"
+ok finetune_path_refused error_is 422 train
+post /runs "$(job cls | sed 's|banking77/train.csv|banking77/none.csv|')"
+ok finetune_missing_file error_is 422 train
+post /runs "$(job 'bad name!')"
+ok finetune_bad_name error_is 422 name
+post /runs '{"task": "text-classification", "model": "base", "name": "x"}'
+ok finetune_needs_train error_is 422 train
+post /runs "$(job cls ',"on_restart": "resume"')"
+ok finetune_not_resumed error_is 422 on_restart
+
+post /runs "$(job cls)"
+ok finetune_accepted status_is 202
+jobid=$(jget 'b["id"]')
+ok finetune_job_done wait_for 120 "/jobs/$jobid" 'b["status"] in ("done", "failed")'
+ok finetune_job_succeeded test "$(jget 'b["status"]') $(jget 'b["error"]')" = "done None"
+call GET /runs/cls
+ok finetune_run_record test "$(jget 'b["status"] == "done" and b["config"]["task"] == "text-classification" and b["config"]["model"] == "base" and len(b["config"]["labels"]) == 77 and b["results"]["test"]["accuracy"] >= 0 and b["config"]["train"] == "banking77/train.csv"')" = True
+call GET /runs
+ok finetune_runs_list test "$(jget '[(r["name"], r.get("task"), r.get("model")) for r in b if r["name"] == "cls"] == [("cls", "text-classification", "base")]')" = True
+call GET /runs/cls/metrics
+ok finetune_run_metrics test "$(jget 'len(b["epochs"]) == 2 and all(0 <= e["eval_macro_f1"] <= 1 and 0 <= e["eval_weighted_f1"] <= 1 and isinstance(e["confusion"], list) and len(e["confusion"]) <= 10 and all(set(c) == {"true", "pred", "count"} for c in e["confusion"]) for e in b["epochs"]) and len(b["steps"]) > 0')" = True
+call GET /models/cls/resolve/best/config.json
+ok finetune_best_config test "$(jget 'b["architectures"] == ["RobertaForSequenceClassification"] and len(b["id2label"]) == 77')" = True
+# A second job with a bad column fails with the command's one line as its error.
+post /runs "$(job cls2 ',"text_column": "nope"')"
+jobid=$(jget 'b["id"]')
+ok finetune_job_fails_cleanly wait_for 60 "/jobs/$jobid" 'b["status"] == "failed" and "nope" in b["error"] and "banking77/train.csv:" in b["error"] and "'"$T"'" not in b["error"]'
+# Cancel stops a running fine-tuning job at a step boundary; its run is "cancelled".
+post /runs "$(job long | sed 's/"epochs": 2/"epochs": 5000/')"
+ok finetune_long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
+post /runs/long/cancel ''
+ok finetune_cancel_accepted status_is 202
+ok finetune_cancel_done wait_for 60 /runs/long 'b["status"] == "cancelled"'
+serve_stop
