@@ -74,6 +74,30 @@ assert c["id2label"] == {str(i): n for i, n in enumerate(names)}, "id2label"
 assert c["label2id"] == {n: i for i, n in enumerate(names)}, "label2id"
 assert c["problem_type"] == "single_label_classification", c.get("problem_type")
 EOF
+# The exported folder is what transformers loads as RobertaForSequenceClassification: torch's
+# own modules (scripts/torch_cls.py) take its tensors by HF name, strictly, and give the
+# logits maskd classify gives for the same text (its ids from maskd's tokenizer).
+text="I still have not received my new card"
+"$M" classify --model-dir "$T/out" --top-k all --function none "$text" >"$T/cls.json" 2>"$T/cls.err" &&
+  printf '%s\n' "$text" | "$M" tokenizer encode --tokenizer "$T/out/tokenizer.json" >"$T/ids.txt" 2>>"$T/cls.err"
+PYTHONPATH="$PWD/scripts" $PY - "$T/out" "$T/ids.txt" "$T/cls.json" <<'EOF' && pass finetune_cli_export_loads_in_torch || fail finetune_cli_export_loads_in_torch "$(grep -v '^maskd: note' "$T/cls.err")"
+import json, os, sys, torch
+from torch_cls import TorchCls
+from torch_reference import read_safetensors
+d = sys.argv[1]
+m = TorchCls(json.load(open(os.path.join(d, "config.json"))))
+_, sd = read_safetensors(os.path.join(d, "model.safetensors"))
+m.load_hf_state_dict({k: v.copy() for k, v in sd.items()}, strict=True)
+m.eval()
+ids = [int(x) for x in open(sys.argv[2]).read().split()]
+with torch.no_grad():
+    _, logits = m(torch.tensor([ids]))
+got = {e["label"]: e["score"] for e in json.load(open(sys.argv[3]))}
+want = {m.cfg.labels[i]: float(v) for i, v in enumerate(logits[0])}
+assert set(got) == set(want), "labels differ"
+worst = max(abs(got[k] - want[k]) for k in want)
+assert worst < 1e-4, f"logits differ by {worst}"
+EOF
 ntest=$($PY -c 'import csv, sys; print(sum(1 for _ in csv.DictReader(open(sys.argv[1], newline=""))))' "$T/te.csv")
 $PY - "$T/a.db" "$T/sum.json" "$ntest" <<'EOF' && pass finetune_cli_store_records || fail finetune_cli_store_records "see above"
 import json, sqlite3, sys
