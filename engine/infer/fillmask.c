@@ -406,27 +406,6 @@ static void warnf(const FillMask *fm, const char *fmt, ...) {
   fm->warn(fm->warn_ctx, msg);
 }
 
-/* A refusal of the given kind with its message; NULL, for the caller to return. */
-static void *fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void *fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) {
-  fe->err.kind = kind;
-  fe->limit = NULL;
-  fe->max = fe->got = 0;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(fe->err.msg, sizeof fe->err.msg, fmt, ap);
-  va_end(ap);
-  return NULL;
-}
-
-/* The limit's name, value and what the request asked, after fail(..., ERR_TOO_LARGE, ...). */
-static void *limit_hit(FillMaskError *fe, const char *limit, long long max, long long got) {
-  fe->limit = limit;
-  fe->max = max;
-  fe->got = got;
-  return NULL;
-}
-
 static int cmp_int(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   return (x > y) - (x < y);
@@ -436,7 +415,7 @@ static int cmp_int(const void *a, const void *b) {
 ** of the target encoded without special tokens; nothing -> skipped; set(). */
 static int target_ids(const FillMask *fm, const char *const *targets, int n, int **out, int *n_out, FillMaskError *fe) {
   int *ids = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1)), k = 0;
-  if (!ids) { fail(fe, ERR_NOMEM, "out of memory"); return -1; }
+  if (!ids) { pipeline_fail(fe, ERR_NOMEM, "out of memory"); return -1; }
   Encoding enc = {0};
   for (int i = 0; i < n; i++) {
     int id = tokenizer_token_to_id(fm->tok, targets[i]);
@@ -463,10 +442,10 @@ static int target_ids(const FillMask *fm, const char *const *targets, int n, int
   qsort(ids, (size_t)k, sizeof *ids, cmp_int);
   int u = 0;
   for (int i = 0; i < k; i++) if (u == 0 || ids[u - 1] != ids[i]) ids[u++] = ids[i];
-  if (u == 0) { free(ids); fail(fe, ERR_BAD_INPUT, "At least one target must be provided when passed."); return -1; }
+  if (u == 0) { free(ids); pipeline_fail(fe, ERR_BAD_INPUT, "At least one target must be provided when passed."); return -1; }
   for (int i = 0; i < u; i++)
     if (ids[i] >= fm->V) {
-      fail(fe, ERR_INTERNAL, "targets: id %d is outside the model's vocabulary of %d", ids[i], fm->V);
+      pipeline_fail(fe, ERR_INTERNAL, "targets: id %d is outside the model's vocabulary of %d", ids[i], fm->V);
       free(ids);
       return -1;
     }
@@ -536,23 +515,23 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
   if (!fe) fe = &ignored;
   memset(fe, 0, sizeof *fe);
   const FillMaskLimits *lim = &fm->limits;
-  if (n < 0 || (n > 0 && !texts)) return fail(fe, ERR_INVALID, "fill-mask: no inputs");
-  if (!is_list && n != 1) return fail(fe, ERR_INVALID, "fill-mask: a single input must be exactly one text");
-  if (top_k < 1) return fail(fe, ERR_INVALID, "top_k: must be a positive integer, got %lld", top_k);
+  if (n < 0 || (n > 0 && !texts)) return pipeline_fail(fe, ERR_INVALID, "fill-mask: no inputs");
+  if (!is_list && n != 1) return pipeline_fail(fe, ERR_INVALID, "fill-mask: a single input must be exactly one text");
+  if (top_k < 1) return pipeline_fail(fe, ERR_INVALID, "top_k: must be a positive integer, got %lld", top_k);
   /* The cheap limits first: nothing is encoded for a request refused by them. */
   if (lim->max_top_k > 0 && top_k > lim->max_top_k) {
-    fail(fe, ERR_TOO_LARGE, "top_k: %lld is more than the limit of %d (max_top_k)", top_k, lim->max_top_k);
-    return limit_hit(fe, "max_top_k", lim->max_top_k, top_k);
+    pipeline_fail(fe, ERR_TOO_LARGE, "top_k: %lld is more than the limit of %d (max_top_k)", top_k, lim->max_top_k);
+    return pipeline_limit_hit(fe, "max_top_k", lim->max_top_k, top_k);
   }
   if (lim->max_inputs > 0 && n > lim->max_inputs) {
-    fail(fe, ERR_TOO_LARGE, "inputs: %d texts in one request, more than the limit of %d (max_inputs)", n,
+    pipeline_fail(fe, ERR_TOO_LARGE, "inputs: %d texts in one request, more than the limit of %d (max_inputs)", n,
          lim->max_inputs);
-    return limit_hit(fe, "max_inputs", lim->max_inputs, n);
+    return pipeline_limit_hit(fe, "max_inputs", lim->max_inputs, n);
   }
   FillMaskRequest *r = calloc(1, sizeof *r);
   if (!r || !(r->items = calloc((size_t)(n > 0 ? n : 1), sizeof *r->items))) {
     free(r);
-    return fail(fe, ERR_NOMEM, "out of memory");
+    return pipeline_fail(fe, ERR_NOMEM, "out of memory");
   }
   r->n = n;
   r->is_list = is_list;
@@ -563,7 +542,7 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
   Encoding enc = {0};
   for (int i = 0; i < n; i++) {
     const char *tx = texts[i];
-    if (!tx) { fail(fe, ERR_INVALID, "inputs[%d]: not a string", i); goto refused_enc; }
+    if (!tx) { pipeline_fail(fe, ERR_INVALID, "inputs[%d]: not a string", i); goto refused_enc; }
     if (tokenizer_encode(fm->tok, tx, strlen(tx), 1, &enc, &fe->err)) {
       if (is_list) { char p[32]; snprintf(p, sizeof p, "inputs[%d]", i); err_prefix(&fe->err, p); }
       err_kind_default(&fe->err, ERR_BAD_INPUT);
@@ -573,34 +552,34 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
     it->n = enc.n;
     it->ids = malloc(sizeof(int32_t) * (size_t)(enc.n > 0 ? enc.n : 1));
     it->masks = malloc(sizeof(int) * (size_t)(enc.n > 0 ? enc.n : 1));
-    if (!it->ids || !it->masks) { fail(fe, ERR_NOMEM, "out of memory"); goto refused_enc; }
+    if (!it->ids || !it->masks) { pipeline_fail(fe, ERR_NOMEM, "out of memory"); goto refused_enc; }
     memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)enc.n);
     for (int t = 0; t < enc.n; t++) if (enc.ids[t] == fm->mask_id) it->masks[it->n_masks++] = t;
-    if (it->n_masks == 0) { fail(fe, ERR_BAD_INPUT, "No mask_token (%s) found on the input", fm->mask_token); goto refused_enc; }
+    if (it->n_masks == 0) { pipeline_fail(fe, ERR_BAD_INPUT, "No mask_token (%s) found on the input", fm->mask_token); goto refused_enc; }
     if (enc.n > fm->max_tokens) {
       char where[32] = "";
       if (is_list) snprintf(where, sizeof where, "inputs[%d]: ", i);
-      fail(fe, ERR_BAD_INPUT, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
+      pipeline_fail(fe, ERR_BAD_INPUT, "%sinput of %d tokens is longer than the model's maximum of %d positions", where, enc.n,
            fm->max_tokens);
       goto refused_enc;
     }
     for (int t = 0; t < enc.n; t++)
       if (enc.ids[t] >= fm->V) {
-        fail(fe, ERR_INTERNAL, "input id %d is outside the model's vocabulary of %d", enc.ids[t], fm->V);
+        pipeline_fail(fe, ERR_INTERNAL, "input id %d is outside the model's vocabulary of %d", enc.ids[t], fm->V);
         goto refused_enc;
       }
     r->tokens += enc.n;
     r->masks += it->n_masks;
     if (lim->max_tokens > 0 && r->tokens > lim->max_tokens) {
-      fail(fe, ERR_TOO_LARGE, "inputs: at least %d tokens in one request, more than the limit of %d (max_tokens)",
+      pipeline_fail(fe, ERR_TOO_LARGE, "inputs: at least %d tokens in one request, more than the limit of %d (max_tokens)",
            r->tokens, lim->max_tokens);
-      limit_hit(fe, "max_tokens", lim->max_tokens, r->tokens);
+      pipeline_limit_hit(fe, "max_tokens", lim->max_tokens, r->tokens);
       goto refused_enc;
     }
     if (lim->max_masks > 0 && r->masks > lim->max_masks) {
-      fail(fe, ERR_TOO_LARGE, "inputs: at least %d mask tokens in one request, more than the limit of %d (max_masks)",
+      pipeline_fail(fe, ERR_TOO_LARGE, "inputs: at least %d mask tokens in one request, more than the limit of %d (max_masks)",
            r->masks, lim->max_masks);
-      limit_hit(fe, "max_masks", lim->max_masks, r->masks);
+      pipeline_limit_hit(fe, "max_masks", lim->max_masks, r->masks);
       goto refused_enc;
     }
   }
@@ -616,9 +595,9 @@ FillMaskRequest *fillmask_prepare_texts(const FillMask *fm, const char *const *t
   }
   long long least = r->frame + (long long)r->masks * r->k * MIN_OBJECT_BYTES;
   if (lim->max_answer_bytes > 0 && least > lim->max_answer_bytes) {
-    fail(fe, ERR_TOO_LARGE, "the answer would be at least %lld bytes, more than the limit of %lld (max_answer_bytes)",
+    pipeline_fail(fe, ERR_TOO_LARGE, "the answer would be at least %lld bytes, more than the limit of %lld (max_answer_bytes)",
          least, lim->max_answer_bytes);
-    limit_hit(fe, "max_answer_bytes", lim->max_answer_bytes, least);
+    pipeline_limit_hit(fe, "max_answer_bytes", lim->max_answer_bytes, least);
     goto refused;
   }
   return r;
@@ -643,41 +622,41 @@ FillMaskRequest *fillmask_prepare(const FillMask *fm, const json_t *inputs, cons
     is_list = 1;
     n = (int)json_array_size(inputs);
     texts = malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
-    if (!texts) return fail(fe, ERR_NOMEM, "out of memory");
+    if (!texts) return pipeline_fail(fe, ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
       const json_t *x = json_array_get(inputs, i);
-      if (!json_is_string(x)) { fail(fe, ERR_INVALID, "inputs[%d]: expected a string", i); goto done; }
+      if (!json_is_string(x)) { pipeline_fail(fe, ERR_INVALID, "inputs[%d]: expected a string", i); goto done; }
       texts[i] = json_string_value(x);
     }
   } else {
-    return fail(fe, ERR_INVALID, "inputs: expected a string or a list of strings");
+    return pipeline_fail(fe, ERR_INVALID, "inputs: expected a string or a list of strings");
   }
   if (parameters && !json_is_null(parameters)) {
-    if (!json_is_object(parameters)) { fail(fe, ERR_INVALID, "parameters: expected an object"); goto done; }
+    if (!json_is_object(parameters)) { pipeline_fail(fe, ERR_INVALID, "parameters: expected an object"); goto done; }
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)parameters, key, v) {
       if (!strcmp(key, "top_k")) {
         if (json_is_null(v)) continue;
         if (!json_is_integer(v) || json_integer_value(v) < 1) {
-          fail(fe, ERR_INVALID, "parameters.top_k: expected a positive integer");
+          pipeline_fail(fe, ERR_INVALID, "parameters.top_k: expected a positive integer");
           goto done;
         }
         top_k = json_integer_value(v);
       } else if (!strcmp(key, "targets")) {
         if (json_is_null(v)) continue;
         if (json_is_string(v)) { one_target = json_string_value(v); targets = &one_target; nt = 1; continue; }
-        if (!json_is_array(v)) { fail(fe, ERR_INVALID, "parameters.targets: expected a string or a list of strings"); goto done; }
+        if (!json_is_array(v)) { pipeline_fail(fe, ERR_INVALID, "parameters.targets: expected a string or a list of strings"); goto done; }
         nt = (int)json_array_size(v);
         targets = malloc(sizeof(char *) * (size_t)(nt > 0 ? nt : 1));
-        if (!targets) { fail(fe, ERR_NOMEM, "out of memory"); goto done; }
+        if (!targets) { pipeline_fail(fe, ERR_NOMEM, "out of memory"); goto done; }
         for (int i = 0; i < nt; i++) {
           const json_t *x = json_array_get(v, i);
-          if (!json_is_string(x)) { fail(fe, ERR_INVALID, "parameters.targets[%d]: expected a string", i); goto done; }
+          if (!json_is_string(x)) { pipeline_fail(fe, ERR_INVALID, "parameters.targets[%d]: expected a string", i); goto done; }
           targets[i] = json_string_value(x);
         }
       } else {
-        fail(fe, ERR_INVALID, "parameters: unknown parameter '%s' (top_k, targets)", key);
+        pipeline_fail(fe, ERR_INVALID, "parameters: unknown parameter '%s' (top_k, targets)", key);
         goto done;
       }
     }
@@ -698,7 +677,7 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
   int k = r->k;
   long long max_bytes = fm->limits.max_answer_bytes;
   json_t *res = json_array();
-  if (!res) return fail(fe, ERR_NOMEM, "out of memory");
+  if (!res) return pipeline_fail(fe, ERR_NOMEM, "out of memory");
   for (int mi = 0; mi < it->n_masks; mi++) {
     const float *l = logits + (size_t)mi * fm->V;
     /* logits.softmax(-1), accumulated in double, stored as float as torch does. */
@@ -713,7 +692,7 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
     }
     top_k(cand, width, k);
     json_t *row = json_array();
-    if (!row || json_array_append_new(res, row)) { json_decref(res); return fail(fe, ERR_NOMEM, "out of memory"); }
+    if (!row || json_array_append_new(res, row)) { json_decref(res); return pipeline_fail(fe, ERR_NOMEM, "out of memory"); }
     for (int j = 0; j < k; j++) {
       int id = cand[j].id, ns = 0;
       for (int t = 0; t < it->n; t++) {
@@ -740,15 +719,15 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
       free(ts); free(ss);
       if (bad || len < 0) {
         json_decref(res);
-        if (!fe->err.msg[0]) return fail(fe, ERR_INTERNAL, "fill-mask: decoded text is not valid UTF-8 or out of memory");
+        if (!fe->err.msg[0]) return pipeline_fail(fe, ERR_INTERNAL, "fill-mask: decoded text is not valid UTF-8 or out of memory");
         fe->err.kind = ERR_INTERNAL;
         return NULL;
       }
       *bytes += len;
       if (max_bytes > 0 && *bytes > max_bytes) {
         json_decref(res);
-        fail(fe, ERR_TOO_LARGE, "the answer is more than %lld bytes, the limit (max_answer_bytes)", max_bytes);
-        return limit_hit(fe, "max_answer_bytes", max_bytes, *bytes);
+        pipeline_fail(fe, ERR_TOO_LARGE, "the answer is more than %lld bytes, the limit (max_answer_bytes)", max_bytes);
+        return pipeline_limit_hit(fe, "max_answer_bytes", max_bytes, *bytes);
       }
     }
   }
@@ -797,16 +776,16 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
   int32_t *ids = NULL, *att = NULL, *pos = NULL;
   float *logits = NULL;
   if (!parts || !bytes || !slots || !cand || !seqbuf) {
-    for (int i = 0; i < n; i++) fail(&errors[i], ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) pipeline_fail(&errors[i], ERR_NOMEM, "out of memory");
     goto done;
   }
   for (int i = 0, k = 0; i < n; i++) {
     const FillMaskRequest *r = reqs[i];
     bytes[i] = r->frame;
-    if (!(parts[i] = json_array())) { fail(&errors[i], ERR_NOMEM, "out of memory"); continue; }
+    if (!(parts[i] = json_array())) { pipeline_fail(&errors[i], ERR_NOMEM, "out of memory"); continue; }
     for (int j = 0; j < r->n; j++) {
       slots[k++] = (Slot){&r->items[j], i, j};
-      if (json_array_append_new(parts[i], json_null())) fail(&errors[i], ERR_NOMEM, "out of memory");
+      if (json_array_append_new(parts[i], json_null())) pipeline_fail(&errors[i], ERR_NOMEM, "out of memory");
     }
   }
   /* Inputs of similar lengths share a forward pass, padded to its longest: sorted by
@@ -847,7 +826,7 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att};
     if (e.msg[0] || ensure_plan(fm, b, T, M, &e) || model_logits_at(fm->model, &mb, pos, M, logits, &e)) {
       for (int i = 0; i < n; i++)
-        if (errors[i].err.kind == ERR_NONE) fail(&errors[i], e.kind, "%s", e.msg);
+        if (errors[i].err.kind == ERR_NONE) pipeline_fail(&errors[i], e.kind, "%s", e.msg);
       goto done;
     }
     k = 0;
@@ -856,7 +835,7 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
       FillMaskError *fe = &errors[sl->req];
       if (fe->err.kind == ERR_NONE) {
         json_t *one = item_result(fm, reqs[sl->req], sl->it, logits + (size_t)k * fm->V, cand, seqbuf, &bytes[sl->req], fe);
-        if (one && json_array_set_new(parts[sl->req], (size_t)sl->index, one)) fail(fe, ERR_NOMEM, "out of memory");
+        if (one && json_array_set_new(parts[sl->req], (size_t)sl->index, one)) pipeline_fail(fe, ERR_NOMEM, "out of memory");
       }
       k += sl->it->n_masks;
     }
