@@ -197,26 +197,26 @@ function drawChart(svg, data, xlabel, opts = {}) {
       c.append(sv("title", {}, `${who}${xlabel} ${p.x}: ${p.y}`));
       svg.append(c);
     }
-    // Values: the first line's above its points, the second's below (above the first's
-    // when that would leave the plot), kept inside it.
+    // Values: above the point of the highest line at that x, below the others' (above
+    // again, higher up, where below would leave the plot).
     if (opts.values && s.pts.length <= 12)
       for (const p of s.pts) {
         const x = X(p.x);
-        let y = Y(p.y) + (s.i % 2 ? 12 : -6);
-        if (s.i % 2 && y > H - B - 3) y = Y(p.y) - 17;
+        const under = series.some((o) => o !== s && o.pts.some((q) => q.x === p.x && (q.y > p.y || (q.y === p.y && o.i < s.i))));
+        let y = Y(p.y) + (under ? 12 : -6);
+        if (under && y > H - B - 3) y = Y(p.y) - 17;
         svg.append(sv("text", { x, y: Math.max(T + 8, y), class: "val s" + s.i,
           "text-anchor": x < L + 20 ? "start" : x > W - R - 20 ? "end" : "middle" }, +p.y.toPrecision(3)));
       }
   }
   // The legend, at the bottom right beside the x label: a swatch of each line and its name.
   if (named) {
-    let x = W - R;
-    for (const s of [...series].reverse()) {
-      const t = sv("text", { x, y: H - 2, "text-anchor": "end", class: "legend" }, s.name);
-      svg.append(t);
-      x -= 6 * s.name.length + 4;
-      svg.append(sv("line", { x1: x - 14, x2: x, y1: H - 5.5, y2: H - 5.5, class: "swatch s" + s.i }));
-      x -= 22;
+    const width = series.reduce((w, s) => w + 6 * s.name.length + 26, 0);
+    let x = W - R - width + 22;
+    for (const s of series) {
+      svg.append(sv("line", { x1: x - 18, x2: x - 4, y1: H - 5.5, y2: H - 5.5, class: "swatch s" + s.i }));
+      svg.append(sv("text", { x, y: H - 2, class: "legend" }, s.name));
+      x += 6 * s.name.length + 26;
     }
   }
 }
