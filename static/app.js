@@ -342,7 +342,7 @@ function showRun(id) {
       const what = el("span", {}, el("code", { text: ref }), ` = ${name}@${seq}` + (rev ? ` (epoch ${rev.epoch}, ${rev.commit.slice(0, 8)})` : ""));
       cards.push(el("div", { class: "best-revision" }, el("b", { text: res.best_revision != null ? "Best revision" : "Best revision so far" }), what,
         el("span", { class: "links" },
-          el("a", { href: "#/classify/" + encodeURIComponent(ref), text: "try it" }), " · ",
+          el("a", { href: "#/classify/" + encodeURIComponent(ref), text: "classify with it" }), " · ",
           el("a", { href: `/models/${encodeURIComponent(name)}/resolve/best/config.json`, text: "config.json" }))));
     } else {
       cards.push(el("div", {}, el("b", { text: "Best revision" }), el("span", { class: "muted", text: "none pushed yet" })));
