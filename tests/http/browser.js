@@ -1,8 +1,12 @@
 // The page in a real browser: Debian's chromium driven by playwright-core.
-//   node tests/http/browser.js BASE_URL ARTIFACT_DIR TOKEN TOKENIZER TRAIN VALID
-// Opens the page, sees the runs table, opens a run and its charts, submits a
-// small run from the form (refused until logged in: a wrong token, then the right
-// one typed into the login form) and watches its progress move, uses the fill-mask
+//   node tests/http/browser.js BASE_URL ARTIFACT_DIR TOKEN TOKENIZER TRAIN VALID CLS_RUN
+// Opens the page, sees the runs table, opens a run and its charts, opens the
+// text-classification run CLS_RUN (fine-tuned on banking77/train.csv in the data folder): its F1
+// curves with their values, the most confused label pairs per evaluation, its best revision
+// (tried in the classify playground) and test results; submits a small run from the form
+// (refused until logged in: a wrong token, then the right one typed into the login form)
+// and watches its progress move, then a fine-tuning job from the form's classification
+// fields (refused first for a missing file, the field marked); uses the fill-mask
 // playground; logs in with the ?token= link (an HttpOnly cookie the page's script
 // cannot read); on a laptop-sized and a phone-sized viewport. Prints PASS/FAIL
 // lines; screenshots go to ARTIFACT_DIR.
@@ -12,7 +16,7 @@ const fs = require("fs");
 const os = require("os");
 const { chromium } = require("playwright-core");
 
-const [base, art, apiToken, tokenizer, train, valid] = process.argv.slice(2);
+const [base, art, apiToken, tokenizer, train, valid, clsRun] = process.argv.slice(2);
 let failures = 0;
 function check(ok, name, why) {
   if (ok) console.log("PASS " + name);
@@ -41,16 +45,23 @@ async function main() {
     const noCookies = (await ctx.cookies(base)).length === 0;
     check(bad.status() === 401 && noCookies, "browser_login_link_wrong_token", `status ${bad.status()}, cookies ${!noCookies}`);
 
-    // Runs table.
+    // Runs table: a row per run, the fine-tuning one tagged with its task.
     await page.goto(base + "/");
     await page.waitForSelector("#runs-table tbody tr");
-    const cells = await page.$$eval("#runs-table tbody tr:first-child td", (tds) => tds.map((t) => t.textContent));
+    const rowOf = (name) => `#runs-table tbody tr:has(td:first-child > a:text-is("${name}"))`;
+    const cells = await page.$$eval(rowOf("seed-run") + " td", (tds) => tds.map((t) => t.textContent));
     check(cells.length === 7 && cells[0] === "seed-run" && cells[1] === "done" && cells[2] === "tiny" && cells[3] === "20 / 20" &&
           parseFloat(cells[4]) > 0, "browser_runs_table", JSON.stringify(cells));
+    const clsCells = await page.$$eval(rowOf(clsRun) + " td", (tds) => tds.map((t) => t.textContent));
+    const clsTag = await page.$eval(rowOf(clsRun) + " td:first-child .tag", (t) => t.textContent).catch(() => null);
+    const seedTags = await page.$$eval(rowOf("seed-run") + " .tag", (t) => t.length);
+    check(clsTag === "text classification" && clsCells[1] === "done" && clsCells[2] === "seed-run" && seedTags === 0,
+          "browser_runs_task_tag", JSON.stringify({ clsTag, clsCells, seedTags }));
+    const clsId = await page.$eval(rowOf(clsRun), (tr) => tr.dataset.run);
     await page.screenshot({ path: path.join(art, "runs.png"), fullPage: true });
 
     // A run's page: summary, five charts with data, revisions, config.
-    await page.click("#runs-table tbody tr:first-child");
+    await page.click(rowOf("seed-run"));
     await page.waitForFunction(() => document.querySelector("#chart-loss").dataset.points > 0 &&
                                      document.querySelector("#chart-eval-loss").dataset.points > 0);
     const pts = await page.$$eval("svg.chart", (s) => s.map((x) => [x.id, +x.dataset.points]));
@@ -70,20 +81,93 @@ async function main() {
     check(/^2 on /.test(summary["Ranks"] || "") && /^0: [\d,]+, 1: [\d,]+$/.test(summary["Tokens/s per rank"] || "") &&
           /% hidden behind backward/.test(summary["Communication"] || ""), "browser_run_ranks", JSON.stringify(summary));
     check(summary["Precision"] === "fp32", "browser_run_precision", JSON.stringify(summary));
+    // A masked-LM run shows none of the classification parts.
+    const mlmView = await page.evaluate(() => ({
+      f1: document.querySelector("#chart-f1").closest("figure").hidden, ppl: document.querySelector("#chart-perplexity").closest("figure").hidden,
+      cls: document.querySelector("#run-cls").hidden, acc: document.querySelector("#cap-accuracy").textContent,
+      task: "Task" in Object.fromEntries([...document.querySelectorAll("#run-summary b")].map((b) => [b.textContent, 1])) }));
+    check(mlmView.f1 && !mlmView.ppl && mlmView.cls && mlmView.acc === "Masked-token accuracy" && !mlmView.task,
+          "browser_run_mlm_unchanged", JSON.stringify(mlmView));
     await page.screenshot({ path: path.join(art, "run.png"), fullPage: true });
+
+    // The text-classification run: what the page shows against what the API says.
+    const api = (p) => page.evaluate(async (p) => (await fetch(p)).json(), p);
+    const [clsFull, clsMetrics] = [await api("/runs/" + clsId), await api(`/runs/${clsId}/metrics`)];
+    const eps = clsMetrics.epochs;
+    await page.goto(base + "/#/runs/" + clsId);
+    await page.waitForFunction(() => document.querySelector("#chart-f1").dataset.points > 0 &&
+                                     document.querySelectorAll("#cls-results .test-results td").length > 0);
+    const v3 = (x) => String(+x.toPrecision(3));
+    const f1 = await page.evaluate(() => {
+      const svg = document.querySelector("#chart-f1");
+      return { shown: !svg.closest("figure").hidden, points: +svg.dataset.points, lines: svg.querySelectorAll("polyline").length,
+               vals: [...svg.querySelectorAll("text.val")].map((t) => [t.getAttribute("class"), t.textContent]),
+               legend: [...svg.querySelectorAll("text.legend")].map((t) => t.textContent),
+               caption: svg.closest("figure").querySelector("figcaption").textContent };
+    });
+    const want = [...eps.map((e) => ["val s0", v3(e.eval_macro_f1)]), ...eps.map((e) => ["val s1", v3(e.eval_weighted_f1)])];
+    check(eps.length === 3 && f1.shown && f1.points === 6 && f1.lines === 2 && JSON.stringify(f1.vals) === JSON.stringify(want) &&
+          f1.legend.join() === "macro,weighted" && eps.some((e) => e.eval_macro_f1 > 0) && /F1/.test(f1.caption), "browser_cls_f1_chart", JSON.stringify({ f1, want }));
+    const acc = await page.evaluate(() => {
+      const svg = document.querySelector("#chart-accuracy");
+      return { points: +svg.dataset.points, vals: [...svg.querySelectorAll("text.val")].map((t) => t.textContent),
+               caption: document.querySelector("#cap-accuracy").textContent,
+               ppl: document.querySelector("#chart-perplexity").closest("figure").hidden,
+               evalLoss: +document.querySelector("#chart-eval-loss").dataset.points, loss: +document.querySelector("#chart-loss").dataset.points };
+    });
+    check(acc.points === 3 && acc.vals.join() === eps.map((e) => v3(e.eval_accuracy)).join() && acc.caption === "Validation accuracy" &&
+          acc.ppl && acc.evalLoss === 6 && acc.loss > 0, "browser_cls_accuracy_and_loss_charts", JSON.stringify(acc));
+    // The confusion table: the newest epoch's pairs, then the first epoch's, then the test set's.
+    const confRows = () => page.$$eval("#confusion-table tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+    const asRows = (list) => list.map((c) => [c.true, "→", c.pred, String(c.count)]);
+    const last = await confRows();
+    check(last.length >= 1 && last.length <= 10 && JSON.stringify(last) === JSON.stringify(asRows(eps[2].confusion)),
+          "browser_cls_confusion_latest", JSON.stringify(last.slice(0, 2)));
+    await page.selectOption("#confusion-epoch", "0");
+    const first = await confRows();
+    check(JSON.stringify(first) === JSON.stringify(asRows(eps[0].confusion)), "browser_cls_confusion_epoch", JSON.stringify(first.slice(0, 2)));
+    await page.selectOption("#confusion-epoch", "test");
+    const testRows = await confRows();
+    check(testRows.length > 0 && JSON.stringify(testRows) === JSON.stringify(asRows(clsFull.results.test.confusion)),
+          "browser_cls_confusion_test", JSON.stringify(testRows.slice(0, 2)));
+    const res = await page.evaluate(() => ({
+      best: document.querySelector("#cls-results .best-revision code").textContent,
+      bestText: document.querySelector("#cls-results .best-revision").textContent,
+      test: Object.fromEntries([...document.querySelectorAll("#cls-results .test-results tr")].map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent])),
+      tagged: [...document.querySelectorAll("#rev-table tbody tr")].filter((tr) => tr.querySelector(".tag.best")).map((tr) => tr.cells[0].textContent),
+    }));
+    const bestSeq = String(clsFull.results.best_revision);
+    check(res.best === clsRun + "@best" && res.bestText.includes(`${clsRun}@${bestSeq}`) && res.tagged.join() === bestSeq &&
+          parseFloat(res.test["Accuracy"]) === +clsFull.results.test.accuracy.toPrecision(4) &&
+          parseFloat(res.test["Macro-F1"]) === +clsFull.results.test.macro_f1.toPrecision(4) && "Weighted-F1" in res.test,
+          "browser_cls_best_and_test", JSON.stringify({ res, bestSeq }));
+    const clsSummary = await page.$$eval("#run-summary div", (ds) => Object.fromEntries(ds.map((d) =>
+      [d.querySelector("b").textContent, d.querySelector("span").textContent])));
+    const clsCfg = await page.$$eval("#config-table tr", (trs) => trs.slice(0, 2).map((t) => [t.cells[0].textContent, t.cells[1].textContent]));
+    check(clsSummary["Task"] === "text classification" && clsSummary["Base model"] === "seed-run" && "Best val. macro-F1" in clsSummary &&
+          JSON.stringify(clsCfg) === JSON.stringify([["task", "text-classification"], ["model (base)", "seed-run"]]),
+          "browser_cls_task_and_base", JSON.stringify({ clsSummary, clsCfg }));
+    await page.screenshot({ path: path.join(art, "run-cls.png"), fullPage: true });
+    // NAME@best in the classify playground: picked there, and it answers.
+    await page.click("#cls-results .best-revision a[href^='#/classify/']");
+    await page.waitForFunction((m) => document.querySelector("#tc-model").value === m, clsRun + "@best");
+    await page.click("#tc-form button[type=submit]");
+    await page.waitForSelector("#tc-results .pred");
+    const tcLabels = await page.$$eval("#tc-results .pred", (ps) => ps.length);
+    check(tcLabels === clsFull.config.labels.length && tcLabels === 4, "browser_cls_best_classifies", `${tcLabels} labels`);
 
     // Start a run from the form and watch it move.
     await page.click("nav a[data-nav=new]");
     await page.waitForSelector("#view-new:not([hidden])");
     await page.waitForFunction(() => document.querySelector("#new-form").tokenizer.value !== "");
-    const pre = await page.$eval("#new-form", (f) => [f.tokenizer.value, f.train.value]);
+    const pre = await page.$eval("#mlm-fields", (f) => [f.elements.tokenizer.value, f.elements.train.value]);
     check(pre[0] === tokenizer && pre[1] === train, "browser_form_prefilled", JSON.stringify(pre));
     await page.fill("#new-form input[name=name]", "browser-run");
     await page.selectOption("#new-form select[name=config]", "tiny");
     // Long enough that the cancel below always comes before the run's end.
-    await page.fill("#new-form input[name=max_steps]", "100000");
-    await page.fill("#new-form input[name=batch]", "8");
-    await page.selectOption("#new-form select[name=precision]", "bf16");
+    await page.fill("#mlm-fields input[name=max_steps]", "100000");
+    await page.fill("#mlm-fields input[name=batch]", "8");
+    await page.selectOption("#mlm-fields select[name=precision]", "bf16");
     // Not logged in: refused, and the login form appears.
     await page.click("#new-form button[type=submit]");
     await page.waitForFunction(() => /401/.test(document.querySelector("#new-msg").textContent) &&
@@ -132,14 +216,54 @@ async function main() {
     await page.waitForFunction(() => /cancelled/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
     check(true, "browser_cancel", "");
 
+    // A fine-tuning job from the form: the task's fields, a refusal naming its field, then a run.
+    await page.click("nav a[data-nav=new]");
+    await page.check("#new-form input[name=task][value=text-classification]");
+    await page.waitForFunction(() => [...document.querySelectorAll("#cls-fields select[name=model] option")].some((o) => o.value === "seed-run"));
+    const form = await page.evaluate(() => {
+      const cls = document.querySelector("#cls-fields"), mlm = document.querySelector("#mlm-fields");
+      const named = [...cls.elements].filter((e) => e.name);
+      return { cls: !cls.hidden && !cls.disabled, mlm: mlm.hidden && mlm.disabled, names: named.map((e) => e.name),
+               unlabelled: named.filter((e) => !e.labels.length || !e.labels[0].textContent.trim()).map((e) => e.name),
+               models: [...cls.elements.model.options].map((o) => o.value) };
+    });
+    check(form.cls && form.mlm && ["model", "train", "validation", "test", "text_column", "label_column", "labels", "epochs", "lr", "batch",
+          "max_length"].every((n) => form.names.includes(n)) && !form.unlabelled.length && form.models.includes(clsRun),
+          "browser_form_cls_fields", JSON.stringify(form));
+    await page.fill("#new-form input[name=name]", "browser-cls");
+    await page.selectOption("#cls-fields select[name=model]", "seed-run");
+    for (const [k, v] of [["train", "banking77/none.csv"], ["test", ""], ["label_column", "category"],
+                          ["epochs", "1"], ["lr", "0.001"], ["batch", "16"], ["max_length", "32"]])
+      await page.fill(`#cls-fields input[name=${k}]`, v);
+    await page.screenshot({ path: path.join(art, "new-cls.png"), fullPage: true });
+    await page.click("#new-form button[type=submit]");
+    await page.waitForFunction(() => /^422 .*train/.test(document.querySelector("#new-msg").textContent) &&
+                                     document.querySelector("#cls-fields input[name=train]").getAttribute("aria-invalid") === "true");
+    check(true, "browser_form_cls_refusal", "");
+    await page.fill("#cls-fields input[name=train]", "banking77/train.csv");
+    await page.click("#new-form button[type=submit]");
+    await page.waitForFunction(() => /^#\/runs\/\d+$/.test(location.hash), null, { timeout: 60000 });
+    await page.waitForFunction(() => /done|failed/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
+    await page.waitForFunction(() => document.querySelector("#chart-f1").dataset.points > 0 &&
+                                     document.querySelectorAll("#confusion-table tbody tr").length > 0);
+    const submitted = await page.evaluate(() => ({ title: document.querySelector("#run-title").textContent,
+      f1: +document.querySelector("#chart-f1").dataset.points, conf: document.querySelectorAll("#confusion-table tbody tr").length,
+      cfg: Object.fromEntries([...document.querySelectorAll("#config-table tr")].map((t) => [t.cells[0].textContent, t.cells[1].textContent])) }));
+    check(/^browser-cls done text classification$/.test(submitted.title) && submitted.f1 === 2 && submitted.conf >= 1 &&
+          submitted.cfg["model (base)"] === "seed-run" && submitted.cfg["train"] === "banking77/train.csv" && submitted.cfg["max_length"] === "32",
+          "browser_form_cls_run", JSON.stringify(submitted).slice(0, 400));
+    await page.click("nav a[data-nav=runs]");
+    await page.waitForSelector(rowOf("browser-cls") + " .tag");
+    check(true, "browser_form_cls_listed", "");
+
     // The playground: bars for the top k.
     await page.click("nav a[data-nav=playground]");
     await page.waitForFunction(() => document.querySelectorAll("#fill-model option").length > 0);
     await page.selectOption("#fill-model", "seed-run");
     await page.fill("#fill-form input[name=top_k]", "4");
     await page.click("#fill-form button[type=submit]");
-    await page.waitForSelector(".mask-card .pred");
-    const preds = await page.$$eval(".mask-card .pred", (ps) => ps.map((p) => [p.querySelector(".tok").textContent,
+    await page.waitForSelector("#fill-results .mask-card .pred");
+    const preds = await page.$$eval("#fill-results .mask-card .pred", (ps) => ps.map((p) => [p.querySelector(".tok").textContent,
       parseFloat(p.querySelector(".fill").style.width), p.querySelector(".seq").textContent]));
     check(preds.length === 4 && preds.every((p, i) => p[1] > 0 && (i === 0 || p[1] <= preds[i - 1][1])) &&
           preds.every((p) => p[2].startsWith("The capital of France is")), "browser_playground_bars", JSON.stringify(preds));
@@ -149,7 +273,7 @@ async function main() {
     check(true, "browser_playground_error", "");
     await page.fill("#fill-form textarea", "The [MASK] of France is [MASK] .");
     await page.click("#fill-form button[type=submit]");
-    await page.waitForFunction(() => document.querySelectorAll(".mask-card").length === 2);
+    await page.waitForFunction(() => document.querySelectorAll("#fill-results .mask-card").length === 2);
     check(true, "browser_playground_two_masks", "");
     await page.screenshot({ path: path.join(art, "playground.png"), fullPage: true });
 
@@ -168,17 +292,19 @@ async function main() {
 
     // A phone: nothing wider than the screen but the scrollable tables.
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const [hash, name] of [["#/", "phone-runs"], ["#/runs/1", "phone-run"], ["#/playground", "phone-playground"]]) {
+    for (const [hash, name] of [["#/", "phone-runs"], ["#/runs/1", "phone-run"], ["#/playground", "phone-playground"],
+                                ["#/runs/" + clsId, "phone-run-cls"], ["#/new", "phone-new-cls"]]) {
       await page.goto(base + "/" + hash);
+      if (name === "phone-new-cls") await page.check("#new-form input[name=task][value=text-classification]");
       await page.waitForTimeout(800);
       const wide = await page.evaluate(() => document.documentElement.scrollWidth);
       check(wide <= 390, "browser_phone_fits:" + name, `page is ${wide}px wide`);
       await page.screenshot({ path: path.join(art, name + ".png"), fullPage: true });
     }
-    // The 401 (not logged in, wrong token), 409 (cancel of a finished run) and 400 (no
-    // mask) answers were provoked on purpose; so was the browser's own request for
-    // /favicon.ico while it showed the wrong link's JSON 401 instead of the page.
-    const unexpected = errors.filter((e) => !/status of (401|400|409)/.test(e) && !/status of 404.*\/favicon\.ico$/.test(e));
+    // The 401 (not logged in, wrong token), 409 (cancel of a finished run), 400 (no
+    // mask) and 422 (a missing training file) answers were provoked on purpose; so was the
+    // browser's own request for /favicon.ico while it showed the wrong link's JSON 401 instead of the page.
+    const unexpected = errors.filter((e) => !/status of (401|400|409|422)/.test(e) && !/status of 404.*\/favicon\.ico$/.test(e));
     check(unexpected.length === 0, "browser_no_js_errors", unexpected.join(" | "));
   } finally {
     await ctx.close();
