@@ -17,7 +17,12 @@
 # tolerance, so this check fails or passes by chance at this size; with dropout 0 (the base
 # revision's config edited in a copy of the store) the two sides' losses agree to 1e-4 over
 # 114 steps and their test F1 exactly (the loops are the same). SEEDS=K adds K torch runs
-# with other dropout seeds (compare-finetune --torch-seeds) to show the spread. Size and time: 10003 train rows (1000 held out for validation),
+# with other dropout seeds (compare-finetune --torch-seeds) to show the spread.
+# Speed: in that loaded run torch/maskd was 2.09x (maskd 25.8 s, torch 54.1 s per epoch),
+# but alternated repeats on a quieter host (load ~2.5) gave 1.35x (tiny: maskd 14.5/14.0 s,
+# torch 19.6/18.7 s for the full epoch) and 1.22-2.2x (small, 3000 rows: maskd 24.4/24.6 s,
+# torch 29.9/53.6 s): torch slows more under load; on a quiet host maskd is not 2x here.
+# Size and time: 10003 train rows (1000 held out for validation),
 # 3080 test rows, 8 epochs of 282 steps; on the 2-core AMD EPYC host, quiet, pretraining
 # ~1.5 min, maskd ~20 s and torch ~70 s per epoch: ~15 min in all (much more under load).
 # Environment: PRESET (tiny), PRETRAIN_STEPS (1000), EPOCHS (8), LR (1e-3), THREADS (2),
