@@ -5,6 +5,7 @@ checked against HF's heads) on the exact batches a `maskd finetune` run uses, fr
 same initial weights, and evaluates it as maskd does.
 
 usage: /usr/bin/python3 scripts/torch_finetune.py PLAN_DIR --out results.json [--threads N] [--quiet]
+                                                 [--test-weights last|best]
        /usr/bin/python3 scripts/torch_finetune.py --write-example-plan DIR   # a tiny plan in this format
        /usr/bin/python3 scripts/torch_finetune.py --selftest   # metrics, evaluation, the loop written out
 
@@ -56,14 +57,20 @@ What this script does with it (the same as maskd's loop, engine/train/finetune.h
   - after each epoch, the valid set in order, in batches of eval_batch padded to their
     longest, dropout off: loss (mean cross-entropy over the rows), accuracy, macro-F1,
     weighted-F1, macro precision/recall (scikit-learn, zero_division=0, averages over the
-    labels present in y_true or y_pred as sklearn does); at the end the same on test.
+    labels present in y_true or y_pred as sklearn does); at the end the same on test, with
+    the last epoch's weights, or with --test-weights best those of the best epoch by
+    validation macro-F1 as maskd picks NAME@best (Trainer's load_best_model_at_end with
+    metric_for_best_model eval_macro_f1: the first epoch, then any strictly better finite
+    one; a copy of the weights is kept outside the timed training).
 
 results.json: {"framework": "torch", "torch_version", "threads", "model_type",
 "num_labels", "parameters", "steps", "epochs": [{"epoch", "steps", "train_loss" (mean of
 the epoch's step losses), "train_seconds", "eval_seconds", "wall_seconds",
 "examples_per_s", "tokens_per_s" (real tokens), "lr_last", "valid": {loss, accuracy,
 macro_f1, weighted_f1, macro_precision, macro_recall, n, seconds} or null}], "valid"
-(the last epoch's), "test" (the same keys, plus "predictions") or null, "total_seconds"}.
+(the last epoch's), "test" (the same keys, plus "predictions") or null, "test_weights"
+("last" or "best"), "test_epoch" (the 0-based epoch whose weights scored test),
+"total_seconds"}.
 
 What lets a comparison with maskd fail (what differs when the two disagree): different
 initial weights or label order (both come from the plan: checked here), different batches
@@ -180,7 +187,9 @@ def evaluate(torch, model, s, eval_batch, pad_id):
     return out, preds
 
 
-def run(plan_dir, threads, quiet):
+def run(plan_dir, threads, quiet, test_weights="last"):
+    import math
+
     import torch
     from torch_cls import TorchCls
     from torch_mlm import linear_schedule
@@ -222,6 +231,7 @@ def run(plan_dir, threads, quiet):
                    model_type=model.cfg.model_type, num_labels=model.cfg.num_labels,
                    parameters=sum(p.numel() for p in params), steps=n_steps, epochs=[])
     step, t_all = 0, time.perf_counter()
+    best_epoch, best_f1, best_state = -1, float("nan"), None
     for e, batches in enumerate(plan["order"]):
         t0 = time.perf_counter()
         losses, rows, tokens = [], 0, 0
@@ -249,15 +259,25 @@ def run(plan_dir, threads, quiet):
                   examples_per_s=rows / train_s if train_s > 0 else 0.0,
                   tokens_per_s=tokens / train_s if train_s > 0 else 0.0, lr_last=sched.get_last_lr()[0], valid=ev)
         results["epochs"].append(ep)
+        if test_weights == "best":
+            f1 = ev["macro_f1"] if ev else float("nan")
+            if best_epoch < 0 or (math.isfinite(f1) and (not math.isfinite(best_f1) or f1 > best_f1)):
+                best_epoch, best_f1 = e, f1
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         print(f"epoch {e}: train loss {ep['train_loss']:.4f} ({train_s:.1f} s, {ep['examples_per_s']:.1f} examples/s)"
               + (f"; valid loss {ev['loss']:.4f} accuracy {ev['accuracy']:.4f} macro-F1 {ev['macro_f1']:.4f} "
                  f"weighted-F1 {ev['weighted_f1']:.4f}" if ev else ""), flush=True)
     results["valid"] = results["epochs"][-1]["valid"] if results["epochs"] else None
+    results["test_weights"] = test_weights
+    results["test_epoch"] = len(results["epochs"]) - 1
+    if best_state is not None and best_epoch != results["test_epoch"]:
+        model.load_state_dict(best_state)
+        results["test_epoch"] = best_epoch
     if test:
         ev, preds = evaluate(torch, model, test, int(hp["eval_batch"]), pad)
         ev["predictions"] = preds
         results["test"] = ev
-        print(f"test: loss {ev['loss']:.4f} accuracy {ev['accuracy']:.4f} macro-F1 {ev['macro_f1']:.4f} "
+        print(f"test (epoch {results['test_epoch']}'s weights): loss {ev['loss']:.4f} accuracy {ev['accuracy']:.4f} macro-F1 {ev['macro_f1']:.4f} "
               f"weighted-F1 {ev['weighted_f1']:.4f} ({ev['n']} examples)", flush=True)
     else:
         results["test"] = None
@@ -401,6 +421,8 @@ def main(argv):
     ap.add_argument("--out", help="results.json path")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quiet", action="store_true", help="no per-step progress")
+    ap.add_argument("--test-weights", choices=("last", "best"), default="last",
+                    help="score test with the last epoch's weights, or the best epoch's by validation macro-F1")
     ap.add_argument("--write-example-plan", metavar="DIR")
     ap.add_argument("--selftest", action="store_true", help="check metrics, evaluation and the loop (see selftest)")
     a = ap.parse_args(argv)
@@ -415,7 +437,7 @@ def main(argv):
         ap.error("--threads: at least 1")
     if os.environ.get(ENV_MARK) != "1":
         os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv, fast_env(a.threads))
-    res = run(a.plan_dir, a.threads, a.quiet)
+    res = run(a.plan_dir, a.threads, a.quiet, a.test_weights)
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(res, f, indent=1)
