@@ -86,6 +86,9 @@ static int check_new(const ModelConfig *cfg, const TrainerOptions *opt, Err *err
                         "checkpoint_steps, eval_batches >= 0");
   if (!opt->train_path) return err_set(err, "trainer: no train shards");
   if (config_validate(cfg, err)) return -1;
+  if (cfg->task != MODEL_TASK_MLM)
+    return err_setk(err, ERR_INVALID, "trainer: the config is a %s; masked-LM training needs a *ForMaskedLM config "
+                    "(a classifier is trained by maskd finetune)", config_architecture(cfg));
   if (opt->mask_id < 0 || opt->mask_id >= cfg->vocab_size)
     return err_set(err, "trainer: mask id %d is outside the vocabulary of %d", opt->mask_id, cfg->vocab_size);
   return 0;

@@ -393,6 +393,14 @@ static void test_given_loaders(void) {
   tl = trainer_open_loader(&o, 0, &e);
   t = tl ? trainer_new_loaders(&c2, &o, tl, NULL, &e) : NULL;
   check(tl && !t && strstr(e.msg, "vocabulary"), "trainer_given_loaders_refuses_vocab_mismatch", "%s", e.msg);
+  /* A classifier's config is not a masked LM's: refused by name before anything is built. */
+  ModelConfig c3 = c;
+  const char *two[2] = {"neg", "pos"};
+  config_set_labels(&c3, 2, two, &e);
+  tl = trainer_open_loader(&o, 0, &e);
+  t = tl ? trainer_new_loaders(&c3, &o, tl, NULL, &e) : NULL;
+  check(tl && !t && e.kind == ERR_INVALID && strstr(e.msg, "ForSequenceClassification"), "trainer_refuses_classifier_config",
+        "%s", e.msg);
   free(pa); free(a); free(b);
 }
 
