@@ -82,7 +82,7 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
   fm->max_batch = o->max_batch > 0 ? o->max_batch : 32;
   fm->limits = o->limits;
   fm->V = c->vocab_size;
-  fm->max_tokens = pipeline_max_tokens(c);
+  fm->max_tokens = config_max_tokens(c);
   fm->warn = o->warn;
   fm->warn_ctx = o->warn_ctx;
   return fm;

@@ -5,10 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-int pipeline_max_tokens(const ModelConfig *c) {
-  return c->model_type == MODEL_ROBERTA ? c->max_position_embeddings - c->pad_token_id - 1 : c->max_position_embeddings;
-}
-
 void *pipeline_fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) {
   fe->err.kind = kind;
   fe->limit = NULL;

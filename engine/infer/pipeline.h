@@ -1,17 +1,13 @@
 /* Layer: engine/infer/ uses engine/core, nn, tok and io. (ARCHITECTURE.md)
 **
-** What the fill-mask and text-classification pipelines share: how long an input may
-** be, the one wording of a refusal (a FillMaskError filled in one call), and the
-** HTTP form of "inputs" (a string or a list of strings) read once. */
+** What the fill-mask and text-classification pipelines share: the one wording of a
+** refusal (a FillMaskError filled in one call), and the HTTP form of "inputs" (a string or a list of strings) read once. */
 #ifndef MASKD_PIPELINE_H
 #define MASKD_PIPELINE_H
 #include <jansson.h>
 #include "engine/infer/fillmask.h"
 #include "engine/nn/config.h"
 
-/* Tokens ([CLS]/[SEP] counted) an input may have: the model's positions, less
-** RoBERTa's padding_idx + 1 (its position ids start after the pad id). */
-int pipeline_max_tokens(const ModelConfig *c);
 /* Fills fe with kind and the formatted message (no limit named); returns NULL, for the caller to return. */
 void *pipeline_fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* After pipeline_fail(..., ERR_TOO_LARGE, ...): the limit's name, its value and what was asked; NULL. */

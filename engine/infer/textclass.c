@@ -73,7 +73,7 @@ TextClass *textclass_new(Model *m, Tokenizer *t, const TextClassOptions *o, int 
   tc->max_batch = o->max_batch > 0 ? o->max_batch : 32;
   tc->limits = o->limits;
   tc->num_labels = c->num_labels;
-  tc->max_tokens = pipeline_max_tokens(c);
+  tc->max_tokens = config_max_tokens(c);
   tc->cut_to = o->max_length > 0 && o->max_length < tc->max_tokens ? o->max_length : tc->max_tokens;
   for (int i = 0; i < c->num_labels; i++) {
     const char *name = config_label(c, i);

@@ -76,6 +76,9 @@ void config_label_list(const ModelConfig *c, const char **names);
 /* The HF architecture name: "RobertaForMaskedLM", "BertForSequenceClassification", ... */
 const char *config_architecture(const ModelConfig *c);
 
+/* Tokens a sequence may hold: max_position_embeddings, less RoBERTa's pad_token_id + 1
+** (its position ids start after the padding index). */
+int config_max_tokens(const ModelConfig *c);
 /* Size of each attention head: hidden_size / num_attention_heads. */
 int config_head_dim(const ModelConfig *c);
 

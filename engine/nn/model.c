@@ -482,7 +482,7 @@ int model_plan(Model *m, int batch, int seq, int head_rows, int training, Err *e
     return err_setk(err, ERR_INVALID, "plan: a model serving from bf16 weights cannot train (no float weights)");
   if (m->C) head_rows = batch;   /* a classifier's head reads each row's first token */
   if (head_rows == 0) head_rows = 1;
-  int maxpos = m->cfg.model_type == MODEL_ROBERTA ? m->P - m->cfg.pad_token_id - 1 : m->P;
+  int maxpos = config_max_tokens(&m->cfg);
   if (seq > maxpos)
     return err_set(err, "plan: seq %d exceeds the %d positions of max_position_embeddings %d", seq, maxpos, m->P);
   free(m->acts); free(m->iacts); free(m->la); free(m->att_scratch); free(m->grads); free(m->plan);

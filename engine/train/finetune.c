@@ -52,11 +52,6 @@ void finetune_free(Finetune *f) {
   free(f);
 }
 
-/* The positions a model can take: RoBERTa's start after the padding index. */
-static int model_max_len(const ModelConfig *c) {
-  return c->model_type == MODEL_ROBERTA ? c->max_position_embeddings - c->pad_token_id - 1 : c->max_position_embeddings;
-}
-
 /* A set's labels in [0, nl) or MODEL_IGNORE_LABEL, its examples within max_len and not empty. */
 static int check_set(const TextClsSet *s, const char *what, int nl, int max_len, Err *err) {
   if (!s || s->n == 0) return err_setk(err, ERR_BAD_INPUT, "%s: no examples", what);
@@ -114,9 +109,9 @@ Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *vali
   int longest = train ? train->max_len : 0;
   if (valid && valid->max_len > longest) longest = valid->max_len;
   int seq = o->max_seq > longest ? o->max_seq : longest;
-  if (seq > model_max_len(c)) {
+  if (seq > config_max_tokens(c)) {
     err_setk(err, ERR_BAD_INPUT, "finetune: examples of %d tokens are longer than the model's %d positions", seq,
-             model_max_len(c));
+             config_max_tokens(c));
     return NULL;
   }
   if (check_set(train, "train", c->num_labels, seq, err) || (valid && check_set(valid, "validation", c->num_labels, seq, err)))

@@ -355,7 +355,7 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
     if (vseq != seq)
       return err_set(err, "validation: sequence length %u differs from the train shards' %u", vseq, seq);
   }
-  int maxpos = mc.model_type == MODEL_ROBERTA ? mc.max_position_embeddings - mc.pad_token_id - 1 : mc.max_position_embeddings;
+  int maxpos = config_max_tokens(&mc);
   if ((int)seq > maxpos)
     return err_set(err, "config: max_position_embeddings %d holds %d tokens, the shards have %u", mc.max_position_embeddings,
                    maxpos, seq);

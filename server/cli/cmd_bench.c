@@ -545,7 +545,7 @@ static int bench_setup(const BenchArgs *a, BenchRun *r) {
     return -1;
   }
   if (!a->keep_dropout) cfg->hidden_dropout_prob = cfg->attention_probs_dropout_prob = 0.0;
-  int max_t = cfg->max_position_embeddings - (cfg->model_type == MODEL_ROBERTA ? cfg->pad_token_id + 1 : 0);
+  int max_t = config_max_tokens(cfg);
   if (T > max_t) {
     fprintf(stderr, "maskd bench %s: --seq %d exceeds the %d positions of this config\n", a->mode, T, max_t);
     return -1;

@@ -864,8 +864,7 @@ int cmd_finetune(int argc, char **argv) {
     goto fail;
   }
   {
-    int positions = fm.base_cfg.model_type == MODEL_ROBERTA ? fm.base_cfg.max_position_embeddings - fm.base_cfg.pad_token_id - 1
-                                                             : fm.base_cfg.max_position_embeddings;
+    int positions = config_max_tokens(&fm.base_cfg);
     if (a.max_length > positions) {
       err_setk(&e, ERR_INVALID, "--max-length %d is more than the %d positions of %s", a.max_length, positions, a.model);
       goto fail;
