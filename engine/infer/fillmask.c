@@ -752,6 +752,9 @@ static int ensure_plan(FillMask *fm, int b, int t, int m, Err *err) {
 /* An input of one of the requests being answered. */
 typedef struct Slot { const Item *it; int req, index; } Slot;
 
+/* The length of slot i of a Slot array (pipeline_pass_size's view). */
+static int slot_len(const void *slots, int i) { return ((const Slot *)slots)[i].it->n; }
+
 /* Shortest first; equal lengths in arrival order (qsort is not stable). */
 static int cmp_slot(const void *a, const void *b) {
   const Slot *x = a, *y = b;
@@ -792,17 +795,9 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
   ** length, a pass takes the next input while padding stays under half its work. */
   qsort(slots, (size_t)total, sizeof *slots, cmp_slot);
   for (int s = 0; s < total;) {
-    int b = 0, T = 1, M = 0;
-    long long real = 0;
     Slot *batch = slots + s;
-    while (s + b < total && b < fm->max_batch) {
-      const Item *it = slots[s + b].it;
-      if (b > 0 && (long long)(b + 1) * it->n > 2 * (real + it->n)) break;
-      real += it->n;
-      T = it->n;
-      M += it->n_masks;
-      b++;
-    }
+    int b = pipeline_pass_size(total - s, fm->max_batch, slot_len, batch), T = batch[b - 1].it->n, M = 0;
+    for (int r = 0; r < b; r++) M += batch[r].it->n_masks;
     s += b;
     int live = 0;
     for (int r = 0; r < b; r++) live += errors[batch[r].req].err.kind == ERR_NONE;

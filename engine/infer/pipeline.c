@@ -23,6 +23,18 @@ void *pipeline_limit_hit(FillMaskError *fe, const char *limit, long long max, lo
   return NULL;
 }
 
+int pipeline_pass_size(int remaining, int max_batch, int (*len)(const void *ctx, int i), const void *ctx) {
+  int b = 0;
+  long long real = 0;
+  while (b < remaining && b < max_batch) {
+    int n = len(ctx, b);
+    if (b > 0 && (long long)(b + 1) * n > 2 * (real + n)) break;
+    real += n;
+    b++;
+  }
+  return b;
+}
+
 int pipeline_inputs(const json_t *inputs, const char ***texts, const char **one, int *n, int *is_list, FillMaskError *fe) {
   *texts = NULL;
   *n = 0;

@@ -463,6 +463,9 @@ static json_t *item_result(const TextClass *tc, const TextClassRequest *r, const
 /* An input of one of the requests being answered. */
 typedef struct Slot { const TcItem *it; int req, index; } Slot;
 
+/* The length of slot i of a Slot array (pipeline_pass_size's view). */
+static int slot_len(const void *slots, int i) { return ((const Slot *)slots)[i].it->n; }
+
 /* Shortest first; equal lengths in arrival order (qsort is not stable). */
 static int cmp_slot(const void *a, const void *b) {
   const Slot *x = a, *y = b;
@@ -502,16 +505,8 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
   qsort(slots, (size_t)total, sizeof *slots, cmp_slot);
   const int32_t pad = model_config(tc->model)->pad_token_id;
   for (int s = 0; s < total;) {
-    int b = 0, T = 1;
-    long long real = 0;
     Slot *batch = slots + s;
-    while (s + b < total && b < tc->max_batch) {
-      const TcItem *it = slots[s + b].it;
-      if (b > 0 && (long long)(b + 1) * it->n > 2 * (real + it->n)) break;
-      real += it->n;
-      T = it->n;
-      b++;
-    }
+    int b = pipeline_pass_size(total - s, tc->max_batch, slot_len, batch), T = batch[b - 1].it->n;
     s += b;
     int live = 0;
     for (int r = 0; r < b; r++) live += errors[batch[r].req].err.kind == ERR_NONE;
