@@ -11,16 +11,26 @@ static int blob_source_read(void *ctx, uint64_t offset, void *dst, size_t n, Err
   return store_blob_read(ctx, offset, dst, n, err);
 }
 
-int store_load_weights(Store *s, const StoreRevision *r, Model *m, Err *err) {
+/* Revision r's model.safetensors read in place into m: the whole file (head_loaded
+** NULL), or a classifier's encoder (ckpt_load_encoder). */
+static int load_weights(Store *s, const StoreRevision *r, Model *m, int *head_loaded, Err *err) {
   uint64_t len = 0;
   StoreBlobReader *w = store_blob_open(s, r->weights, &len, err);
   if (!w) return -1;
   StSource src = {blob_source_read, w, len};
   /* The bytes are checked against their sha256 as store_blob_get would: read front
   ** to back by the load, hashed on the way. */
-  int rc = ckpt_load_weights_source(m, &src, err) || store_blob_verify(w, err) ? -1 : 0;
+  int loaded = head_loaded ? ckpt_load_encoder_source(m, &src, head_loaded, err) : ckpt_load_weights_source(m, &src, err);
+  int rc = loaded || store_blob_verify(w, err) ? -1 : 0;
   store_blob_close(w);
   return rc;
+}
+
+int store_load_weights(Store *s, const StoreRevision *r, Model *m, Err *err) { return load_weights(s, r, m, NULL, err); }
+
+int store_load_encoder(Store *s, const StoreRevision *r, Model *m, int *head_loaded, Err *err) {
+  int n = 0;
+  return load_weights(s, r, m, head_loaded ? head_loaded : &n, err);
 }
 
 int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig *c, Err *err) {

@@ -14,6 +14,9 @@
 ** sha256 is checked on the way. Errors: the blob missing or damaged, the file
 ** refused (m unchanged), ERR_IO (m may be part-written), ERR_NOMEM. */
 int store_load_weights(Store *s, const StoreRevision *r, Model *m, Err *err);
+/* The same for starting classifier m from revision r (ckpt_load_encoder: the encoder's
+** tensors, a head only where its shape matches, counted in *head_loaded). */
+int store_load_encoder(Store *s, const StoreRevision *r, Model *m, int *head_loaded, Err *err);
 /* A fill-mask pipeline over a store revision ("NAME", "NAME@main", "NAME@N", "NAME@<commit>");
 ** NULL with err set when the revision is missing (ERR_NOT_FOUND) or a file in it does
 ** not load (ERR_INTERNAL: the store's own bytes are damaged; or ERR_NOMEM, ERR_IO).

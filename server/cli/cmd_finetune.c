@@ -33,6 +33,7 @@
 #include "server/cli/commands.h"
 #include "server/cli/job_read.h"
 #include "server/cli/progress.h"
+#include "store/load.h"
 #include "store/store.h"
 
 typedef struct FtArgs {
@@ -293,18 +294,7 @@ static void model_part_free(FtModel *fm) {
 }
 
 static int load_base(Store *db, const char *spec, FtModel *fm, Err *e) {
-  if (store_resolve(db, spec, &fm->base, e)) return err_prefix(e, "--model");
-  void *cfg = NULL;
-  size_t cl = 0;
-  if (store_revision_file(db, &fm->base, "config.json", &cfg, &cl, e)) return err_prefix(e, "--model");
-  char *text = malloc(cl + 1);
-  if (!text) { free(cfg); return err_setk(e, ERR_NOMEM, "out of memory"); }
-  memcpy(text, cfg, cl);
-  text[cl] = '\0';
-  free(cfg);
-  int r = config_parse(text, &fm->base_cfg, e);
-  free(text);
-  if (r) return err_prefix(e, "--model: config.json");
+  if (store_load_config(db, spec, &fm->base, &fm->base_cfg, e)) return err_prefix(e, "--model");
   if (!fm->base.tokenizer[0]) return err_setk(e, ERR_INVALID, "--model: %s@%lld has no tokenizer", fm->base.model, (long long)fm->base.seq);
   void *tj = NULL;
   if (store_revision_file(db, &fm->base, "tokenizer.json", &tj, &fm->tokenizer_len, e)) return err_prefix(e, "--model");
@@ -317,10 +307,6 @@ static int load_base(Store *db, const char *spec, FtModel *fm, Err *e) {
   return 0;
 }
 
-static int blob_source_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
-  return store_blob_read(ctx, offset, dst, n, err);
-}
-
 /* The classifier: the base config with the labels, weights from the seed (HF's
 ** _init_weights, the head's), then the encoder from the base revision. */
 static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels, uint64_t seed, Err *e) {
@@ -329,13 +315,8 @@ static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels,
   if (!(fm->m = model_new(&fm->cfg, e))) return -1;
   model_init_weights(fm->m, seed);
   /* Read in place from the store, tensor by tensor; the bytes hashed on the way. */
-  uint64_t len = 0;
-  StoreBlobReader *r = store_blob_open(db, fm->base.weights, &len, e);
-  if (!r) return err_prefix(e, "--model: model.safetensors");
-  StSource src = {blob_source_read, r, len};
-  int rc = ckpt_load_encoder_source(fm->m, &src, &fm->head_loaded, e) || store_blob_verify(r, e) ? -1 : 0;
-  store_blob_close(r);
-  return rc ? err_prefix(e, "--model: model.safetensors") : 0;
+  if (store_load_encoder(db, &fm->base, fm->m, &fm->head_loaded, e)) return err_prefix(e, "--model: model.safetensors");
+  return 0;
 }
 
 /* ---- the run description ---- */
