@@ -322,9 +322,11 @@ int bpe_merge_count(const Bpe *b) { return b->n_merges; }
 /* ---- encoding ------------------------------------------------------------------ */
 
 /* Scratch: the word's byte-level string (2 bytes a byte, for ignore_merges), then
-** 4 int32 arrays of one entry a symbol, then the heap (3 entries a symbol: the
-** initial pairs and at most two new ones per merge). */
-size_t bpe_scratch_bytes(size_t len) { return (2 * len + 8) / 8 * 8 + 16 * len + 24 * len + 64; }
+** 4 int32 arrays of len + 2 entries (symbols; after merging, the offsets of a word
+** that lost bytes), then the heap (3 entries a symbol: the initial pairs and at
+** most two new ones per merge). */
+#define ARR(len) (((len) + 2 + 1) / 2 * 2)  /* int32 entries, rounded so the heap stays 8-aligned */
+size_t bpe_scratch_bytes(size_t len) { return (2 * len + 8) / 8 * 8 + 4 * ARR(len) * 4 + 24 * len + 64; }
 
 /* The rank of the pair (l, r) and its merged id in *id; INT32_MAX when none. */
 static inline int32_t rank_of(const Bpe *b, int32_t l, int32_t r, int32_t *id) {
@@ -416,12 +418,39 @@ static int merge_long(const Bpe *b, int32_t *id, int32_t *st, int32_t *prv, int3
   return k;
 }
 
-int bpe_encode(const Bpe *b, const char *s, size_t len, int32_t *ids, int32_t *starts, int cap, void *scratch) {
+/* Byte length of byte c's char in the byte-level string HF's model sees. */
+static inline int32_t bl_len(unsigned char c) { return c >= 33 && c <= 126 ? 1 : 2; }
+
+/* HF's offsets for a word that lost bytes (no unk token): its Word counts only the
+** kept symbols' lengths in the byte-level string, so later tokens shift left, and
+** the shifted positions map back through the whole string to raw bytes. Writes
+** spans[2i], spans[2i+1] for the k tokens starting at raw bytes st[]; cum and all
+** hold len + 1 entries each. */
+static void dropped_spans(const Bpe *b, const unsigned char *s, size_t len, const int32_t *st, int k, int32_t *cum,
+                          int32_t *all, int32_t *spans) {
+  cum[0] = all[0] = 0;
+  for (size_t j = 0; j < len; j++) {
+    int kept = b->byte_id[s[j]] >= 0 || b->unk_id >= 0;
+    cum[j + 1] = cum[j] + (kept ? bl_len(s[j]) : 0);
+    all[j + 1] = all[j] + bl_len(s[j]);
+  }
+  size_t j = 0;  /* raw byte whose chars hold position p: all[j] <= p < all[j + 1] */
+  for (int i = 0; i < k; i++) {
+    int32_t a = cum[st[i]], e = i + 1 < k ? cum[st[i + 1]] : cum[len];
+    while (j + 1 < len && all[j + 1] <= a) j++;
+    spans[2 * i] = (int32_t)j;
+    size_t q = j;
+    while (q + 1 < len && all[q + 1] <= e - 1) q++;
+    spans[2 * i + 1] = (int32_t)q + 1;
+  }
+}
+
+int bpe_encode(const Bpe *b, const char *s, size_t len, int32_t *ids, int32_t *spans, int cap, void *scratch) {
   if (len == 0) return 0;
   char *text = scratch;
   int32_t *id = (int32_t *)((char *)scratch + (2 * len + 8) / 8 * 8);
-  int32_t *st = id + len, *a3 = st + len, *a4 = a3 + len;
-  uint64_t *heap = (uint64_t *)(a4 + len);  /* 16 * len bytes after an 8-aligned start */
+  int32_t *st = id + ARR(len), *a3 = st + ARR(len), *a4 = a3 + ARR(len);
+  uint64_t *heap = (uint64_t *)(a4 + ARR(len));
   if (b->ignore_merges) {
     size_t k = 0;
     for (size_t i = 0; i < len; i++) k += (size_t)bytelevel_char_of_byte((unsigned char)s[i], text + k);
@@ -429,16 +458,16 @@ int bpe_encode(const Bpe *b, const char *s, size_t len, int32_t *ids, int32_t *s
     if (w >= 0) {
       if (cap < 1) return -1;
       ids[0] = w;
-      if (starts) starts[0] = 0;
+      if (spans) { spans[0] = 0; spans[1] = (int32_t)len; }
       return 1;
     }
   }
   /* One symbol per byte; unknown bytes become unk (fused when fuse_unk) or vanish. */
-  int n = 0, prev_unk = 0;
+  int n = 0, prev_unk = 0, dropped = 0;
   for (size_t i = 0; i < len; i++) {
     int32_t t = b->byte_id[(unsigned char)s[i]];
     if (t < 0) {
-      if (b->unk_id < 0) continue;
+      if (b->unk_id < 0) { dropped = 1; continue; }
       if (prev_unk && b->fuse_unk) continue;
       t = b->unk_id;
       prev_unk = 1;
@@ -450,6 +479,11 @@ int bpe_encode(const Bpe *b, const char *s, size_t len, int32_t *ids, int32_t *s
   n = n <= SHORT_WORD ? merge_short(b, id, st, a3, a4, n) : merge_long(b, id, st, a3, a4, heap, n);
   if (n > cap) return -1;
   memcpy(ids, id, (size_t)n * sizeof *ids);
-  if (starts) memcpy(starts, st, (size_t)n * sizeof *starts);
+  if (!spans) return n;
+  if (dropped) {
+    dropped_spans(b, (const unsigned char *)s, len, st, n, a3, a4, spans);
+  } else {
+    for (int i = 0; i < n; i++) { spans[2 * i] = st[i]; spans[2 * i + 1] = i + 1 < n ? st[i + 1] : (int32_t)len; }
+  }
   return n;
 }

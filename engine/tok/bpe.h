@@ -51,9 +51,11 @@ int bpe_merge_count(const Bpe *b);
 /* Bytes of scratch bpe_encode needs for a word of len bytes (aligned as malloc's). */
 size_t bpe_scratch_bytes(size_t len);
 /* BPE of one pre-token's raw bytes s[0..len): writes the token ids and each token's
-** start byte within s (starts may be NULL); returns the count (0 for len 0), or -1
-** when more than cap tokens result. With ignore_merges a word that is a token is that
+** byte span within s (spans[2i] start, spans[2i+1] end; spans may be NULL); returns
+** the count (0 for len 0), or -1 when more than cap tokens result. The spans tile s
+** unless bytes were dropped (no unk token): then they are HF's, which shift the
+** tokens after a dropped byte left. With ignore_merges a word that is a token is that
 ** token. Allocates nothing; scratch holds bpe_scratch_bytes(len). Thread-safe. */
-int bpe_encode(const Bpe *b, const char *s, size_t len, int32_t *ids, int32_t *starts, int cap, void *scratch);
+int bpe_encode(const Bpe *b, const char *s, size_t len, int32_t *ids, int32_t *spans, int cap, void *scratch);
 
 #endif

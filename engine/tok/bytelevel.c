@@ -215,6 +215,16 @@ size_t bytelevel_split(const char *str, size_t n, int32_t *starts) {
 
 /* ---- offsets --------------------------------------------------------------- */
 
+void bytelevel_char_offsets(const char *str, size_t n, int32_t *offsets, int count) {
+  const unsigned char *s = (const unsigned char *)str;
+  for (int t = 0; t < count; t++) {
+    int32_t *o = offsets + 2 * t;
+    /* Continuation bytes (10xxxxxx) never start a char; at most 3 follow a lead. */
+    for (int k = 0; k < 3 && o[0] > 0 && (size_t)o[0] < n && (s[o[0]] & 0xC0) == 0x80; k++) o[0]--;
+    for (int k = 0; k < 3 && o[1] > o[0] && (size_t)o[1] < n && (s[o[1]] & 0xC0) == 0x80; k++) o[1]++;
+  }
+}
+
 /* Bytes in the original text of the "space" char at tok[i] ('Ġ' = U+0120 stands for
 ** one ' '; a whitespace char for itself), or 0 when it is none; its length in *m. */
 static size_t space_bytes(const unsigned char *t, size_t i, size_t n, size_t *m) {

@@ -41,6 +41,12 @@ int bytelevel_decode(Buf *out, const char *const *tokens, int n);
 /* Appends raw[0..n) to out as Rust's String::from_utf8_lossy converts it. */
 void bytelevel_utf8_lossy(Buf *out, const char *raw, size_t n);
 
+/* Widens each token's byte offsets (offsets[2i], offsets[2i+1]) into s[0..n) to whole
+** UTF-8 chars: HF's offsets count chars, so a token holding part of a multi-byte char
+** reports the whole char (the start moves back to the char's lead byte, the end on
+** past the char's last byte). Apply before bytelevel_trim_offsets, as HF does. */
+void bytelevel_char_offsets(const char *s, size_t n, int32_t *offsets, int count);
+
 /* HF's process_offsets (trim_offsets): for token i, leading and trailing 'Ġ' (or
 ** whitespace) chars move offsets[2i] right and offsets[2i+1] left (never past each
 ** other; 'Ġ' counts 1 byte, a whitespace char its UTF-8 length); the first token (i
