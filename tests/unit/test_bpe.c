@@ -18,6 +18,7 @@
 #include "engine/core/buf.h"
 #include "engine/tok/bpe.h"
 #include "engine/tok/bytelevel.h"
+#include "engine/tok/unicode.h"
 #include "tests/unit/check.h"
 #include "tests/unit/fixtures.h"
 
@@ -211,6 +212,53 @@ static void test_split_vs_hf(void) {
   else check_skip("split_wikitext_vs_hf", "no " DATA_DIR "/wikitext-2/valid.txt");
   if (have_bank) check(bad_bank == 0, "split_banking77_vs_hf", "%d of %d lines differ", bad_bank, t.n - wiki_end);
   else check_skip("split_banking77_vs_hf", "no " DATA_DIR "/banking77/test.csv");
+  free_lines(ref, t.n);
+  texts_free(&t);
+}
+
+/* The char classes over the whole code space (every 7th code point, each in a context
+** that shows whether it joins a letter, a number, an other char or a space). HF's
+** Oniguruma knows Unicode 16.0's \p{L} and \p{N}; unicode.c's tables, generated from
+** Python 3.11's unicodedata, are Unicode 14.0 (in full, 9,392 code points differ: the
+** letters and numbers added by 15.0, 15.1 and 16.0, e.g. U+1C89, U+A7CB, U+105C0,
+** U+31350, digits U+10D40, U+1CCF0). */
+static void test_split_code_points(void) {
+  if (!have_node) { check_skip("split_code_points_vs_hf", "node or " REF " not found"); return; }
+  Texts t = {0};
+  uint32_t cps[160000];
+  int n = 0;
+  for (uint32_t c = 0x80; c < 0x110000; c += 7) {
+    if (c >= 0xD800 && c <= 0xDFFF) continue;
+    char u[4], s[64];
+    int m = uni_encode(c, u), k = 0;
+    static const char *const glue[] = {"a", "1", "!", " ", " x", ""};
+    for (int g = 0; g < 6; g++) { memcpy(s + k, u, (size_t)m); k += m; size_t gl = strlen(glue[g]); memcpy(s + k, glue[g], gl); k += (int)gl; }
+    texts_add(&t, s, (size_t)k);
+    cps[n++] = c;
+  }
+  char in[600], out[600], args[4096];
+  snprintf(in, sizeof in, "%s/cp.jsonl", tmp);
+  snprintf(out, sizeof out, "%s/cp.out", tmp);
+  snprintf(args, sizeof args, "split %s %s", in, out);
+  char **ref = write_jsonl(in, &t) == 0 && run_ref(args) == 0 ? read_lines(out, t.n) : NULL;
+  int bad = 0;
+  Buf got = {0}, list = {0};
+  buf_put(&list, "", 0);
+  for (int i = 0; ref && i < t.n; i++) {
+    int32_t st[64];
+    size_t k = bytelevel_split(t.s[i], t.len[i], st);
+    got.len = 0;
+    buf_put(&got, "", 0);
+    for (size_t j = 0; j < k; j++) buf_printf(&got, j ? " %d" : "%d", (int)st[j]);
+    if (strcmp(got.p, ref[i]) != 0) {
+      if (bad < 12) buf_printf(&list, " U+%04X", (unsigned)cps[i]);
+      bad++;
+    }
+  }
+  if (!ref) check(0, "split_code_points_vs_hf", "the reference did not run");
+  else check(bad == 0, "split_code_points_vs_hf", "%d of %d code points classed otherwise than HF's Oniguruma (Unicode 16 \\p{L} \\p{N}):%s%s", bad, t.n,
+             list.p, bad > 12 ? " ..." : "");
+  buf_free(&got); buf_free(&list);
   free_lines(ref, t.n);
   texts_free(&t);
 }
@@ -695,6 +743,7 @@ int main(void) {
   test_alphabet();
   test_split_odd_input();
   test_split_vs_hf();
+  test_split_code_points();
   test_decode_vs_hf();
   test_rules();
   test_files_text();
