@@ -8,12 +8,16 @@
 **       prints the ids of each line of FILE through BertNormalizer, BertPreTokenizer
 **       and the WordPiece model of TOKENIZER.json (as HF saves a trained one), one
 **       line of space-separated ids per line: tests/cli/test_wordpiece_hf.sh compares
-**       them with HF's encoding of the same lines. */
+**       them with HF's encoding of the same lines.
+**   test_wordpiece --bench TOKENIZER.json FILE
+**       the same pipeline over FILE's lines, timed on one thread: prints MB/s. */
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/tok/bert_text.h"
+#include "engine/tok/unicode.h"
 #include "engine/tok/wordpiece.h"
 #include "tests/unit/check.h"
 
@@ -207,7 +211,47 @@ static void test_decode_hf(void) {
 
 /* ---- the end-to-end driver for tests/cli/test_wordpiece_hf.sh ---- */
 
-static int encode_file(const char *tok_path, const char *path) {
+/* Buffers one line's pipeline reuses (grown, never shrunk). */
+typedef struct Work { char *out; int32_t *from, *bounds; void *scratch; size_t cap; } Work;
+
+static int work_fit(Work *wk, size_t len) {
+  if (len <= wk->cap) return 0;
+  size_t cap = len * 2 + 64;
+  free(wk->out); free(wk->from); free(wk->bounds); free(wk->scratch);
+  wk->out = malloc(bert_normalize_bound(cap));
+  wk->from = malloc(bert_normalize_bound(cap) * sizeof *wk->from);
+  wk->bounds = malloc((2 * bert_normalize_bound(cap) + 2) * sizeof *wk->bounds);
+  wk->scratch = malloc(bert_normalize_scratch_bytes(cap));
+  wk->cap = cap;
+  return wk->out && wk->from && wk->bounds && wk->scratch ? 0 : -1;
+}
+
+/* normalize + pretokenize + encode of one line; returns the token count. */
+static long encode_line(const WordPiece *w, const BertNormalizer *bn, Work *wk, const char *line, size_t len, FILE *print) {
+  size_t m = bert_normalize(bn, line, len, wk->out, wk->from, wk->scratch);
+  size_t words = bert_pretokenize(wk->out, m, wk->bounds);
+  long total = 0;
+  for (size_t k = 0; k < words; k++) {
+    int32_t ids[512], starts[513];
+    int32_t a = wk->bounds[2 * k], b = wk->bounds[2 * k + 1];
+    int c = wordpiece_encode(w, wk->out + a, (size_t)(b - a), ids, starts, 512);
+    if (c < 0) { if (print) fprintf(print, "%sERR%d", total ? " " : "", c); continue; }
+    starts[c] = b - a;
+    /* A token's span in the line: from the source character of its first byte to
+    ** the end of the source character of its last. */
+    for (int t = 0; print && t < c; t++) {
+      int32_t first = wk->from[a + starts[t]], last = wk->from[a + starts[t + 1] - 1];
+      size_t cl;
+      uni_decode(line, (size_t)last, &cl);
+      fprintf(print, "%s%d@%d:%zu", total + t ? " " : "", ids[t], first, (size_t)last + cl);
+    }
+    total += c;
+  }
+  if (print) fputc('\n', print);
+  return total;
+}
+
+static int encode_file(const char *tok_path, const char *path, int bench) {
   json_error_t je;
   json_t *root = json_load_file(tok_path, 0, &je);
   if (!root) { fprintf(stderr, "%s: %s\n", tok_path, je.text); return 1; }
@@ -220,29 +264,31 @@ static int encode_file(const char *tok_path, const char *path) {
                        json_is_null(sa) || !sa ? -1 : json_is_true(sa), json_is_true(json_object_get(nj, "lowercase"))};
   FILE *f = fopen(path, "r");
   if (!f) { perror(path); return 1; }
-  char *line = NULL;
-  size_t lcap = 0;
-  ssize_t n;
-  while ((n = getline(&line, &lcap, f)) >= 0) {
-    if (n > 0 && line[n - 1] == '\n') n--;
-    size_t len = (size_t)n;
-    char *out = malloc(bert_normalize_bound(len) + 1);
-    int32_t *from = malloc((bert_normalize_bound(len) + 1) * sizeof *from);
-    void *scratch = malloc(bert_normalize_scratch_bytes(len) + 1);
-    size_t m = bert_normalize(&bn, line, len, out, from, scratch);
-    int32_t *bounds = malloc((2 * m + 2) * sizeof *bounds);
-    size_t words = bert_pretokenize(out, m, bounds);
-    int first = 1;
-    for (size_t k = 0; k < words; k++) {
-      int32_t ids[512];
-      int c = wordpiece_encode(w, out + bounds[2 * k], (size_t)(bounds[2 * k + 1] - bounds[2 * k]), ids, NULL, 512);
-      if (c < 0) { printf("%sERR%d", first ? "" : " ", c); first = 0; continue; }
-      for (int t = 0; t < c; t++) { printf("%s%d", first ? "" : " ", ids[t]); first = 0; }
-    }
-    printf("\n");
-    free(out); free(from); free(scratch); free(bounds);
+  /* The bench reads the whole file first, so only the pipeline is timed. */
+  char *text = NULL;
+  size_t tcap = 0, tlen = 0, r;
+  char chunk[65536];
+  while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (tlen + r > tcap) { tcap = (tlen + r) * 2; text = realloc(text, tcap); }
+    memcpy(text + tlen, chunk, r);
+    tlen += r;
   }
-  free(line);
+  Work wk = {0};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long tokens = 0;
+  for (size_t i = 0; i < tlen;) {
+    const char *nl = memchr(text + i, '\n', tlen - i);
+    size_t len = nl ? (size_t)(nl - (text + i)) : tlen - i;
+    if (work_fit(&wk, len)) { fprintf(stderr, "out of memory\n"); return 1; }
+    tokens += encode_line(w, &bn, &wk, text + i, len, bench ? NULL : stdout);
+    i += len + (nl != NULL);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  if (bench) printf("{\"seconds\": %.4f, \"bytes\": %zu, \"tokens\": %ld, \"mb_per_s\": %.2f}\n", s, tlen, tokens, (double)tlen / 1e6 / s);
+  free(wk.out); free(wk.from); free(wk.bounds); free(wk.scratch);
+  free(text);
   fclose(f);
   wordpiece_free(w);
   json_decref(root);
@@ -250,8 +296,9 @@ static int encode_file(const char *tok_path, const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && strcmp(argv[1], "--encode") == 0) return encode_file(argv[2], argv[3]);
-  if (argc != 1) { fprintf(stderr, "usage: test_wordpiece [--encode TOKENIZER.json FILE]\n"); return 2; }
+  if (argc == 4 && strcmp(argv[1], "--encode") == 0) return encode_file(argv[2], argv[3], 0);
+  if (argc == 4 && strcmp(argv[1], "--bench") == 0) return encode_file(argv[2], argv[3], 1);
+  if (argc != 1) { fprintf(stderr, "usage: test_wordpiece [--encode|--bench TOKENIZER.json FILE]\n"); return 2; }
   test_encode_hf();
   test_long_word();
   test_lookups();
