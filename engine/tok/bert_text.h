@@ -6,8 +6,8 @@
 ** with byte offsets. The character properties are engine/tok/unicode.h's, which
 ** follow HF's crates code point by code point (tests/cli/test_unicode_hf.sh).
 **
-** Invariants: the input is valid UTF-8 (the caller checked it) and so is every
-** output; nothing here allocates or keeps state, so every function is thread-safe. */
+** Invariants: the input is valid UTF-8 (the caller checked it) and under 2 GB
+** (offsets are int32_t), and every output is valid UTF-8; nothing here allocates or keeps state, so every function is thread-safe. */
 #ifndef MASKD_BERT_TEXT_H
 #define MASKD_BERT_TEXT_H
 #include <stddef.h>

@@ -15,7 +15,8 @@
 
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
-/* Words up to this many bytes hash on the stack; longer ones allocate once. */
+/* Candidate hashes kept per position: longer candidates (only tokens this long
+** need them) are hashed on their own. */
 #define STACK_BYTES 256
 
 struct WordPiece {
@@ -234,10 +235,7 @@ int wordpiece_encode(const WordPiece *w, const char *s, size_t len, int32_t *ids
   size_t chars = 0;
   for (size_t i = 0; i < len; i++) chars += (u[i] & 0xC0) != 0x80;
   if (chars > (size_t)w->max_chars) return encode_unk(w, ids, starts, cap);
-  uint64_t stack_h[STACK_BYTES + 1], *hs = stack_h;
-  size_t longest = w->max_first > w->max_cont ? w->max_first : w->max_cont;
-  if (longest > len) longest = len;
-  if (longest > STACK_BYTES && !(hs = malloc((longest + 1) * sizeof *hs))) return -1;
+  uint64_t hs[STACK_BYTES + 1];
   int k = 0;
   size_t start = 0;
   while (start < len) {
@@ -247,18 +245,19 @@ int wordpiece_encode(const WordPiece *w, const char *s, size_t len, int32_t *ids
     size_t hl = start ? w->prefix_len : 0;
     size_t lim = start ? w->max_cont : w->max_first;
     if (lim > len - start) lim = len - start;
-    uint64_t h = start ? w->prefix_state : FNV_OFFSET;
-    for (size_t m = 1; m <= lim; m++) hs[m] = h = fnv_step(h, u[start + m - 1]);
+    uint64_t h0 = start ? w->prefix_state : FNV_OFFSET, h = h0;
+    size_t stored = lim < STACK_BYTES ? lim : STACK_BYTES;
+    for (size_t m = 1; m <= stored; m++) hs[m] = h = fnv_step(h, u[start + m - 1]);
     size_t m = lim;
     int e = -1;
     for (; m > 0; m--) {
       if (start + m < len && (u[start + m] & 0xC0) == 0x80) continue;
-      if ((e = find(w, hs[m], head, hl, s + start, m)) >= 0) break;
+      /* Candidates past the stored states (tokens over STACK_BYTES bytes, rare)
+      ** hash from scratch, so encoding never allocates. */
+      uint64_t hm = m <= stored ? hs[m] : fnv_bytes(h0, s + start, m);
+      if ((e = find(w, hm, head, hl, s + start, m)) >= 0) break;
     }
-    if (e < 0) {
-      if (hs != stack_h) free(hs);
-      return encode_unk(w, ids, starts, cap);
-    }
+    if (e < 0) return encode_unk(w, ids, starts, cap);
     /* Past cap, go on counting: the word may still turn out to be one unk. */
     if (k < cap) {
       ids[k] = w->id[e];
@@ -267,7 +266,6 @@ int wordpiece_encode(const WordPiece *w, const char *s, size_t len, int32_t *ids
     k++;
     start += m;
   }
-  if (hs != stack_h) free(hs);
   return k > cap ? -1 : k;
 }
 
