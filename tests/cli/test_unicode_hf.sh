@@ -6,8 +6,11 @@
 # whether the ByteLevel regex counts it as a letter, a number or a space, and its
 # NFD beside U+0345 (class 240) and U+0334 (class 1), which tells the non-starters
 # apart; then the NFD of every non-starter beside one mark of each combining class,
-# in both orders, which checks the canonical order itself. maskd's side is
-# `test_bert_text --dump`. A difference names the code points (scripts/gen-unicode-tables
+# in both orders, which checks the canonical order itself; then 4000 random texts
+# drawn from characters each step treats specially (marks of many classes, CJK,
+# controls, whitespace, case expansions, the characters HF's versions disagree on)
+# under all 24 BertNormalizer settings and BertPreTokenizer, which checks how the
+# steps combine along a text. maskd's side is `test_bert_text --dump` and `--texts`. A difference names the code points (scripts/gen-unicode-tables
 # lists where HF's crates differ from Python's Unicode data; the fix goes there).
 . "$(dirname "$0")/../lib.sh" test_unicode_hf
 B=${MASKD_BUILD:-build}
@@ -91,7 +94,44 @@ function pairs(inPath, outPath) {
   }
   fs.writeFileSync(outPath, out.join('\n') + '\n');
 }
+// Random texts (a fixed LCG, so every run draws the same) into IN; HF's answers into OUT.
+function texts(inPath, outPath) {
+  const pool = [...'aZe9 .,!?\'-#$|~', '\t', '\n', '\r', '\0', '\x01', '\x0b', '\x7f'].map(c => c.codePointAt(0)).concat([
+    0xA0, 0x3000, 0x2028, 0x200B, 0x200D, 0xFEFF, 0xFFFD, 0x378, 0xE000, 0x85,
+    0x301, 0x316, 0x334, 0x345, 0x5B0, 0xF71, 0x93C, 0x3099, 0xE38, 0x1DFA, 0x7FD, 0x344, 0xF73, 0x1734, 0xFE0F,
+    0x1D165, 0x1D16D, 0x1D15E, 0xE9, 0xC4, 0x130, 0x3A3, 0xDF, 0x1E9E, 0x1C5, 0x390, 0x2126, 0x212B, 0xFB01, 0x2460,
+    0x1E69, 0x4F60, 0x4E16, 0xF900, 0x2F800, 0x20000, 0xD55C, 0xAC00, 0x30A2, 0x1F600, 0x2764, 0x2026, 0xBF, 0x166D,
+    0x2E43, 0x61D, 0x3001, 0xA7CB, 0x10D50, 0x16EA0, 0x11938, 0x111C9]);
+  // Every other text draws from few characters, marks of several classes among them
+  // (U+1D165, U+1D16D: Mc, so their order survives strip_accents) with characters that
+  // clean_text drops or that end a run, so the canonical reordering is well exercised.
+  const marks = [0x61, 0x1D165, 0x1D16D, 0x1D15E, 0x301, 0x316, 0x345, 0x344, 0xF73, 0x1734, 0x0, 0x1, 0x200B, 0x378,
+    0xE000, 0x4F60, 0x20, 0x3000, 0x130];
+  let x = 12345;
+  const rnd = n => { x = (x * 1103515245 + 12345) % 2147483648; return Math.floor(x / 65536) % n; };
+  const ins = [];
+  for (let i = 0; i < 4000; i++) {
+    const len = rnd(25), cps = [];
+    const p = i % 2 ? marks : pool;
+    for (let k = 0; k < len; k++) cps.push(p[rnd(p.length)]);
+    ins.push(cps);
+  }
+  fs.writeFileSync(inPath, ins.map(c => c.length ? c.map(v => v.toString(16).toUpperCase()).join('.') : '').join('\n') + '\n');
+  const strs = ins.map(c => String.fromCodePoint(...c));
+  const cols = [];
+  for (const clean of [false, true]) for (const chinese of [false, true]) for (const strip of [null, false, true]) for (const lower of [false, true]) {
+    const j = { version: '1.0', truncation: null, padding: null, added_tokens: [], pre_tokenizer: null, post_processor: null, decoder: null,
+      normalizer: { type: 'BertNormalizer', clean_text: clean, handle_chinese_chars: chinese, strip_accents: strip, lowercase: lower },
+      model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: { '[UNK]': 0 } } };
+    const nz = hf.Tokenizer.fromString(JSON.stringify(j)).getNormalizer();
+    cols.push(strs.map(t => hex(nz.normalizeString(t))));
+  }
+  const bp = hf.bertPreTokenizer();
+  const words = strs.map(t => { const r = bp.preTokenizeString(t); return r.length ? r.map(([w]) => hex(w)).join(' ') : '-'; });
+  fs.writeFileSync(outPath, strs.map((_, i) => cols.map(c => c[i]).join('\t') + '\t' + words[i]).join('\n') + '\n');
+}
 if (process.argv[2] === 'all') all(process.argv[3]);
+else if (process.argv[2] === 'texts') texts(process.argv[3], process.argv[4]);
 else pairs(process.argv[3], process.argv[4]);
 EOF
 
@@ -116,4 +156,14 @@ if cmp -s "$T/pairs_ours.txt" "$T/pairs_hf.txt"; then
   pass unicode_hf_ccc_pairs
 else
   fail unicode_hf_ccc_pairs "$(diff "$T/pairs_ours.txt" "$T/pairs_hf.txt" | grep -c '^<') pairs differ, first: $(diff "$T/pairs_ours.txt" "$T/pairs_hf.txt" | head -4 | tr '\n' ' ')"
+fi
+
+node "$T/probe.js" texts "$T/texts.txt" "$T/texts_hf.txt" 2>"$T/node.err" ||
+  { fail unicode_hf_random_texts "node: $(tail -c 300 "$T/node.err")"; exit 1; }
+"$BIN" --texts "$T/texts.txt" "$T/texts_ours.txt" || { fail unicode_hf_random_texts "test_bert_text --texts failed"; exit 1; }
+if cmp -s "$T/texts_ours.txt" "$T/texts_hf.txt"; then
+  pass unicode_hf_random_texts
+else
+  first=$(cmp "$T/texts_ours.txt" "$T/texts_hf.txt" | sed -n 's/.* line \([0-9]*\)$/\1/p')
+  fail unicode_hf_random_texts "$(diff "$T/texts_ours.txt" "$T/texts_hf.txt" | grep -c '^<') of 4000 texts differ; text $first ($(sed -n "${first}p" "$T/texts.txt")): maskd $(sed -n "${first}p" "$T/texts_ours.txt" | cut -c1-300), HF $(sed -n "${first}p" "$T/texts_hf.txt" | cut -c1-300)"
 fi

@@ -7,7 +7,10 @@
 **                                      pipeline give (tests/cli/test_unicode_hf.sh
 **                                      compares it with HF over all of Unicode)
 **   test_bert_text --dump pairs FILE   NFD of every non-starter next to one mark of each
-**                                      combining class, both orders (same script) */
+**                                      combining class, both orders (same script)
+**   test_bert_text --texts IN OUT      for each line of IN (dot-joined hex code points):
+**                                      the text under each of the 24 BertNormalizer
+**                                      settings, then BertPreTokenizer's words (same script) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,10 +196,8 @@ static void put_hex_cps(FILE *f, const uint32_t *c, int n) {
 
 /* Writes the UTF-8 bytes s[0..n) as dot-joined hex code points. */
 static void put_hex_utf8(FILE *f, const char *s, size_t n) {
-  uint32_t c[64];
-  int k = 0;
-  for (size_t i = 0, len; i < n && k < 64; i += len) c[k++] = uni_decode(s, i, &len);
-  put_hex_cps(f, c, k);
+  if (n == 0) fputc('-', f);
+  for (size_t i = 0, len; i < n; i += len) fprintf(f, i ? ".%X" : "%X", (unsigned)uni_decode(s, i, &len));
 }
 
 static int dump_all(const char *path) {
@@ -259,12 +260,45 @@ static int dump_pairs(const char *path) {
   return fclose(f) ? 1 : 0;
 }
 
+/* The 24 settings in the order the script's HF side loops over them. */
+static int texts(const char *in_path, const char *out_path) {
+  FILE *in = fopen(in_path, "r"), *f = fopen(out_path, "w");
+  if (!in || !f) { perror(in ? out_path : in_path); return 1; }
+  char line[4096], s[4096], out[3 * 4096];
+  static char scratch[2 * (2 * 4096 + 4) * 8];
+  int32_t from[3 * 4096], b[2 * 4096];
+  while (fgets(line, sizeof line, in)) {
+    size_t n = 0;
+    for (char *p = line; *p && *p != '\n';) {
+      uint32_t c = (uint32_t)strtoul(p, &p, 16);
+      n += (size_t)uni_encode(c, s + n);
+      if (*p == '.') p++;
+    }
+    for (int clean = 0; clean < 2; clean++)
+      for (int chinese = 0; chinese < 2; chinese++)
+        for (int strip = -1; strip < 2; strip++)
+          for (int lower = 0; lower < 2; lower++) {
+            BertNormalizer bn = {clean, chinese, strip, lower};
+            size_t m = bert_normalize(&bn, s, n, out, from, scratch);
+            put_hex_utf8(f, out, m);
+            fputc('\t', f);
+          }
+    size_t k = bert_pretokenize(s, n, b);
+    if (k == 0) fputc('-', f);
+    for (size_t j = 0; j < k; j++) { if (j) fputc(' ', f); put_hex_utf8(f, s + b[2 * j], (size_t)(b[2 * j + 1] - b[2 * j])); }
+    fputc('\n', f);
+  }
+  fclose(in);
+  return fclose(f) ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--texts") == 0) return texts(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "--dump") == 0) {
     if (strcmp(argv[2], "all") == 0) return dump_all(argv[3]);
     if (strcmp(argv[2], "pairs") == 0) return dump_pairs(argv[3]);
   }
-  if (argc != 1) { fprintf(stderr, "usage: test_bert_text [--dump all|pairs FILE]\n"); return 2; }
+  if (argc != 1) { fprintf(stderr, "usage: test_bert_text [--dump all|pairs FILE | --texts IN OUT]\n"); return 2; }
   test_normalize_hf();
   test_from_map();
   test_long_run();
