@@ -15,16 +15,16 @@
 int uni_is_whitespace(uint32_t c);
 /* Oniguruma's \s as HF's ByteLevel split pattern sees it. */
 int uni_is_regex_space(uint32_t c);
-/* General category L* (\p{L}). */
+/* General category L* (Oniguruma's \p{L}, Unicode 16). */
 int uni_is_letter(uint32_t c);
-/* General category N* (\p{N}). */
+/* General category N* (Oniguruma's \p{N}, Unicode 16). */
 int uni_is_number(uint32_t c);
 /* General category P* (unicode_categories' is_punctuation, as BertPreTokenizer uses it). */
 int uni_is_punctuation(uint32_t c);
 /* General category Mn (what BertNormalizer's strip_accents removes after NFD). */
 int uni_is_mark_nonspacing(uint32_t c);
-/* Categories Cc, Cf, Cn, Co, Cs (unicode_categories' is_other: BertNormalizer's
-** clean_text removes these, except \t \n \r). */
+/* Categories Cc, Cf, Co, Cs, not Cn (unicode_categories' is_other: BertNormalizer's
+** clean_text removes these, except \t \n \r; unassigned code points stay). */
 int uni_is_other(uint32_t c);
 /* The full canonical decomposition (NFD of one character, Hangul included) into
 ** out[0..4); returns its length (1 and out[0] = c when c does not decompose).
