@@ -1,9 +1,11 @@
 /* Pipelines built from a store revision's files (store/load.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/io/checkpoint.h"
 #include "engine/nn/config.h"
+#include "engine/tok/tokenizer_files.h"
 #include "store/load.h"
 
 /* An StSource over a store blob (ctx: its reader). */
@@ -105,16 +107,47 @@ done:
   return rc;
 }
 
-/* The store keeps no tokenizer_config.json: revisions are maskd's own, whose
-** tokenizer config says [MASK], <pad> and clean_up_tokenization_spaces true (import
-** refuses others). */
+/* What a revision's side files say (an imported model's tokenizer_config.json and
+** special_tokens_map.json); maskd's own revisions have none, and their tokenizers'
+** family defaults apply ([MASK] or <mask>, clean_up_tokenization_spaces true). */
+static int revision_side(Store *s, const StoreRevision *r, TokenizerSide *side, Err *err) {
+  void *c = NULL, *m = NULL;
+  size_t cl = 0, ml = 0;
+  Err e = {0};
+  if (store_revision_file(s, r, "tokenizer_config.json", &c, &cl, &e) && e.kind != ERR_NOT_FOUND) goto fail;
+  e.kind = ERR_NONE;
+  if (store_revision_file(s, r, "special_tokens_map.json", &m, &ml, &e) && e.kind != ERR_NOT_FOUND) goto fail;
+  int rc = tokenizer_side_parse(c, cl, m, ml, side, &e);
+  free(c);
+  free(m);
+  if (rc) goto fail2;
+  return 0;
+fail:
+  free(c);
+  free(m);
+fail2:
+  if (e.kind != ERR_NOMEM && e.kind != ERR_IO) e.kind = ERR_INTERNAL;   /* the store's own bytes */
+  if (err) *err = e;
+  return -1;
+}
+
 FillMask *store_load_fillmask(Store *s, const char *spec, const FillMaskOptions *o, Err *err) {
-  FillMaskOptions def;
-  if (!o) { fillmask_options_default(&def); o = &def; }
+  FillMaskOptions opt;
+  if (o) opt = *o; else fillmask_options_default(&opt);
+  TokenizerSide side;
+  StoreRevision r;
   Model *m;
   Tokenizer *t;
-  if (load_revision(s, spec, MODEL_TASK_MLM, o->weights, &m, &t, err)) return NULL;
-  FillMask *fm = fillmask_new(m, t, o, 1, err);
+  /* One revision for all its files, even while new ones are pushed under "NAME". */
+  if (store_resolve(s, spec, &r, err)) return NULL;
+  char pinned[sizeof r.model + sizeof r.commit + 1];
+  snprintf(pinned, sizeof pinned, "%s@%s", r.model, r.commit);
+  if (load_revision(s, pinned, MODEL_TASK_MLM, opt.weights, &m, &t, err)) return NULL;
+  if (revision_side(s, &r, &side, err)) { model_free(m); tokenizer_free(t); return NULL; }
+  if (side.clean_up_spaces >= 0) opt.clean_up_spaces = side.clean_up_spaces;
+  if (!opt.mask_token && side.mask_token[0]) opt.mask_token = side.mask_token;
+  if (!opt.pad_token && side.pad_token[0]) opt.pad_token = side.pad_token;
+  FillMask *fm = fillmask_new(m, t, &opt, 1, err);
   if (!fm && err && err->kind != ERR_NOMEM) err->kind = ERR_INTERNAL;
   return fm;
 }

@@ -144,6 +144,10 @@ static const char *const MIGRATIONS[] = {
     "ALTER TABLE epoch_metrics ADD COLUMN confusion TEXT CHECK (confusion IS NULL OR json_valid(confusion));"
     "ALTER TABLE runs ADD COLUMN results TEXT CHECK (results IS NULL OR json_valid(results));"
     "ALTER TABLE models ADD COLUMN best_revision INTEGER REFERENCES revisions(id) ON DELETE SET NULL;",
+    /* 5: an imported model's tokenizer_config.json and special_tokens_map.json, kept as
+    ** they came (the mask token's name, clean_up_tokenization_spaces, the tokenizer class). */
+    "ALTER TABLE revisions ADD COLUMN tokenizer_config TEXT CHECK (tokenizer_config IS NULL OR json_valid(tokenizer_config));"
+    "ALTER TABLE revisions ADD COLUMN special_tokens_map TEXT CHECK (special_tokens_map IS NULL OR json_valid(special_tokens_map));",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -1271,6 +1275,8 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   if (!p->optimizer && p->optimizer_len) return err_setk(err, ERR_INVALID, "push: optimizer length without data");
   if (p->optimizer && p->optimizer_stream) return err_setk(err, ERR_INVALID, "push: optimizer state given both as bytes and as a stream");
   if (p->tokenizer_json && check_json_object("tokenizer.json", p->tokenizer_json, err)) return -1;
+  if (p->tokenizer_config_json && check_json_object("tokenizer_config.json", p->tokenizer_config_json, err)) return -1;
+  if (p->special_tokens_map_json && check_json_object("special_tokens_map.json", p->special_tokens_map_json, err)) return -1;
   if (p->metrics_json && check_json_object("metrics", p->metrics_json, err)) return -1;
   if (p->step < 0 || p->epoch < 0 || p->run < 0) return err_setk(err, ERR_INVALID, "push: negative step, epoch or run");
   const char *message = p->message && *p->message ? p->message : "Upload model";
@@ -1308,11 +1314,13 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   store_sha256_init(&c);
   store_sha256_update(&c, basis, strlen(basis));
   store_sha256_update(&c, p->config_json, strlen(p->config_json));
+  if (p->tokenizer_config_json) store_sha256_update(&c, p->tokenizer_config_json, strlen(p->tokenizer_config_json));
+  if (p->special_tokens_map_json) store_sha256_update(&c, p->special_tokens_map_json, strlen(p->special_tokens_map_json));
   store_sha256_final(&c, d, commit_hex);
   commit_hex[40] = '\0';
   st = prep(s,
             "INSERT INTO revisions(model_id, seq, commit_id, message, config, weights, optimizer, tokenizer, run_id, step,"
-            " epoch, metrics, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", err);
+            " epoch, metrics, created, tokenizer_config, special_tokens_map) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", err);
   if (!st) return rollback(s);
   sqlite3_bind_int64(st, 1, mid);
   sqlite3_bind_int64(st, 2, seq);
@@ -1328,6 +1336,8 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   sqlite3_bind_int64(st, 11, p->epoch);
   bind_text(st, 12, p->metrics_json);
   sqlite3_bind_double(st, 13, created);
+  bind_text(st, 14, p->tokenizer_config_json);
+  bind_text(st, 15, p->special_tokens_map_json);
   if (step_done(s, st, err, "revision")) return rollback(s);
   int64_t rid = sqlite3_last_insert_rowid(s->db);
   if (commit(s, err)) return -1;
@@ -1406,18 +1416,26 @@ int store_revision_file(Store *s, const StoreRevision *r, const char *file, void
   if (!strcmp(file, "model.safetensors")) blob = r->weights;
   else if (!strcmp(file, "optimizer.safetensors")) blob = r->optimizer;
   else if (!strcmp(file, "tokenizer.json")) blob = r->tokenizer;
-  else if (strcmp(file, "config.json") && strcmp(file, "metrics.json"))
+  else if (strcmp(file, "config.json") && strcmp(file, "metrics.json") && strcmp(file, "tokenizer_config.json") &&
+           strcmp(file, "special_tokens_map.json"))
     return err_setk(err, ERR_INVALID, "revision file \"%.64s\": not one of config.json, model.safetensors, tokenizer.json, "
-                        "optimizer.safetensors, metrics.json", file);
+                        "optimizer.safetensors, metrics.json, tokenizer_config.json, special_tokens_map.json", file);
   if (blob) {
     if (!*blob) return err_setk(err, ERR_NOT_FOUND, "%s@%lld has no %s", r->model, (long long)r->seq, file);
     return store_blob_get(s, blob, data, len, err);
   }
-  sqlite3_stmt *st = prep(s, strcmp(file, "config.json") ? "SELECT COALESCE(metrics, '{}') FROM revisions WHERE id = ?"
-                                                         : "SELECT config FROM revisions WHERE id = ?", err);
+  const char *sql = !strcmp(file, "config.json") ? "SELECT config FROM revisions WHERE id = ?"
+                    : !strcmp(file, "metrics.json") ? "SELECT COALESCE(metrics, '{}') FROM revisions WHERE id = ?"
+                    : !strcmp(file, "tokenizer_config.json") ? "SELECT tokenizer_config FROM revisions WHERE id = ?"
+                    : "SELECT special_tokens_map FROM revisions WHERE id = ?";
+  sqlite3_stmt *st = prep(s, sql, err);
   if (!st) return -1;
   sqlite3_bind_int64(st, 1, r->id);
   if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); return err_setk(err, ERR_NOT_FOUND, "revision %lld does not exist", (long long)r->id); }
+  if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
+    sqlite3_finalize(st);
+    return err_setk(err, ERR_NOT_FOUND, "%s@%lld has no %s", r->model, (long long)r->seq, file);
+  }
   int n = sqlite3_column_bytes(st, 0);
   char *t = malloc((size_t)n + 1);
   if (t) { memcpy(t, sqlite3_column_text(st, 0), (size_t)n); t[n] = '\0'; }

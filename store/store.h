@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 typedef struct Store Store;
 
@@ -198,6 +198,7 @@ typedef struct StorePush {
   const void *weights; size_t weights_len;        /* model.safetensors bytes */
   const void *optimizer; size_t optimizer_len;    /* optimizer-state safetensors, for resume */
   const char *tokenizer_json;     /* tokenizer.json text */
+  const char *tokenizer_config_json, *special_tokens_map_json;   /* an imported folder's side files (texts), kept as they were */
   int64_t run;                    /* producing run, 0 = none */
   int64_t step, epoch;
   const char *metrics_json;       /* JSON object, e.g. {"eval_loss": 2.3} */
@@ -222,7 +223,8 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
 ** "NAME@<commit prefix>" (>= 4 hex). */
 int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err);
 /* A revision's file as the Hub serves it: "config.json", "model.safetensors",
-** "tokenizer.json", "optimizer.safetensors", "metrics.json"; malloc'd bytes. */
+** "tokenizer.json", "optimizer.safetensors", "metrics.json", and for a revision pushed with
+** them "tokenizer_config.json", "special_tokens_map.json" (ERR_NOT_FOUND without); malloc'd bytes. */
 int store_revision_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *err);
 /* The newest revision of a run that holds optimizer state (for resume); 1 when there is none. */
 int store_run_checkpoint(Store *s, int64_t run, StoreRevision *out, Err *err);

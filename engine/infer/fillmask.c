@@ -7,6 +7,7 @@
 ** the real tokens (padding is masked out of attention and RoBERTa's position ids
 ** skip pad ids). */
 #include "engine/infer/fillmask.h"
+#include "engine/tok/tokenizer_files.h"
 #include "engine/core/files.h"
 #include "engine/core/buf.h"
 
@@ -61,10 +62,11 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
              config_architecture(model_config(m)));
     goto fail;
   }
-  const char *mask = o->mask_token ? o->mask_token : "[MASK]";
-  const char *pad = o->pad_token ? o->pad_token : "<pad>";
-  int mask_id = tokenizer_token_to_id(t, mask);
-  if (mask_id < 0) { err_set(err, "The tokenizer does not define a `mask_token`. (no token '%s')", mask); goto fail; }
+  /* Unstated, the roles are the family's: [MASK] / <mask>, <pad> / [PAD]. */
+  const char *mask = o->mask_token ? o->mask_token : tokenizer_mask_token(t);
+  const char *pad = o->pad_token ? o->pad_token : tokenizer_token_to_id(t, "<pad>") >= 0 ? "<pad>" : "[PAD]";
+  int mask_id = mask ? tokenizer_token_to_id(t, mask) : -1;
+  if (mask_id < 0) { err_set(err, "The tokenizer does not define a `mask_token`. (no token '%s')", mask ? mask : "[MASK] or <mask>"); goto fail; }
   const ModelConfig *c = model_config(m);
   if (tokenizer_vocab_size(t) > c->vocab_size) {
     err_set(err, "fill-mask: the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t),
@@ -108,58 +110,21 @@ void fillmask_forget_plan(FillMask *fm) { fm->plan_b = fm->plan_t = fm->plan_m =
 
 /* ---- loading an HF folder ---- */
 
-/* A token field of tokenizer_config.json / special_tokens_map.json: a string,
-** or an AddedToken object {"content": ...}. */
-static const char *token_field(const json_t *obj, const char *key) {
-  const json_t *v = json_object_get(obj, key);
-  if (json_is_object(v)) v = json_object_get(v, "content");
-  return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-/* An optional JSON side file: *out stays NULL when path does not exist; a present one
-** must be a regular file of at most FILLMASK_MAX_SIDE_FILE bytes holding an object. */
-static int read_side_json(const char *path, json_t **out, Err *err) {
-  struct stat st;
-  if (lstat(path, &st) != 0 && errno == ENOENT) return 0;
-  size_t len;
-  char *text = files_read_all(path, FILLMASK_MAX_SIDE_FILE, &len, err);
-  if (!text) return -1;
-  json_error_t je;
-  *out = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &je);  /* model_max_length is 1e30 */
-  free(text);
-  if (!*out || !json_is_object(*out)) return err_setk(err, ERR_BAD_INPUT, "%s: not a JSON object (%s)", path, *out ? "wrong type" : je.text);
-  return 0;
-}
-
 FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err) {
   FillMaskOptions opt;
   if (o) opt = *o; else fillmask_options_default(&opt);
-  char *tp = files_join(dir, "tokenizer.json"), *cp = files_join(dir, "tokenizer_config.json"),
-       *sp = files_join(dir, "special_tokens_map.json");
-  json_t *tc = NULL, *sm = NULL;
+  char *ct = NULL, *mt = NULL;
+  size_t cl = 0, ml = 0;
+  TokenizerSide side;
   FillMask *fm = NULL;
   Model *m = NULL;
   Tokenizer *t = NULL;
-  char mask[256] = "", pad[256] = "";
-  if (!tp || !cp || !sp) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
-  /* Both files are optional (a bare tokenizer.json is enough); when present they must parse. */
-  if (read_side_json(sp, &sm, err) || read_side_json(cp, &tc, err)) goto done;
-  /* transformers reads special_tokens_map.json after tokenizer_config.json, so its roles win. */
-  const json_t *srcs[2] = {tc, sm};
-  for (int i = 0; i < 2; i++) {
-    if (!srcs[i]) continue;
-    const char *s;
-    if ((s = token_field(srcs[i], "mask_token"))) snprintf(mask, sizeof mask, "%s", s);
-    if ((s = token_field(srcs[i], "pad_token"))) snprintf(pad, sizeof pad, "%s", s);
-  }
-  if (tc) {
-    const json_t *cu = json_object_get(tc, "clean_up_tokenization_spaces");
-    if (json_is_boolean(cu)) opt.clean_up_spaces = json_is_true(cu);
-    else if (cu && !json_is_null(cu)) { err_setk(err, ERR_BAD_INPUT, "%s: clean_up_tokenization_spaces is not a boolean", cp); goto done; }
-  }
-  if (!opt.mask_token && mask[0]) opt.mask_token = mask;
-  if (!opt.pad_token && pad[0]) opt.pad_token = pad;
-  if (!(t = tokenizer_load(tp, err))) goto done;
+  /* Both side files are optional (a bare tokenizer.json is enough); when present they must parse. */
+  if (tokenizer_side_read(dir, &ct, &cl, &mt, &ml, err) || tokenizer_side_parse(ct, cl, mt, ml, &side, err)) goto done;
+  if (side.clean_up_spaces >= 0) opt.clean_up_spaces = side.clean_up_spaces;
+  if (!opt.mask_token && side.mask_token[0]) opt.mask_token = side.mask_token;
+  if (!opt.pad_token && side.pad_token[0]) opt.pad_token = side.pad_token;
+  if (!(t = tokenizer_load_dir(dir, err))) goto done;
   if (!(m = ckpt_load_model_as(dir, opt.weights, err))) goto done;
   fm = fillmask_new(m, t, &opt, 1, err);
   m = NULL;
@@ -167,9 +132,8 @@ FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err)
 done:
   model_free(m);
   tokenizer_free(t);
-  json_decref(tc);
-  json_decref(sm);
-  free(tp); free(cp); free(sp);
+  free(ct);
+  free(mt);
   return fm;
 }
 

@@ -77,12 +77,10 @@ void fillmask_options_default(FillMaskOptions *o);
 ** failure). Refuses a tokenizer without the mask token ("The tokenizer does not
 ** define a `mask_token`.") and a vocabulary larger than the model's. */
 FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own, Err *err);
-/* tokenizer_config.json and special_tokens_map.json are a few hundred bytes; no more than this is read. */
-#define FILLMASK_MAX_SIDE_FILE ((size_t)1 << 20)
-/* A pipeline from an HF folder: config.json, model.safetensors, tokenizer.json,
-** and when present tokenizer_config.json (clean_up_tokenization_spaces, mask and
-** pad tokens) and special_tokens_map.json (each a regular file of at most
-** FILLMASK_MAX_SIDE_FILE bytes). o may be NULL (defaults). */
+/* A pipeline from an HF folder: config.json, model.safetensors, the tokenizer
+** (tokenizer_load_dir: tokenizer.json or the slow tokenizers' files), and when present
+** tokenizer_config.json (clean_up_tokenization_spaces, mask and pad tokens) and
+** special_tokens_map.json (engine/tok/tokenizer_files.h). o may be NULL (defaults). */
 FillMask *fillmask_load_dir(const char *dir, const FillMaskOptions *o, Err *err);
 /* Frees the pipeline (and the model and tokenizer when it owns them); NULL allowed. */
 void fillmask_free(FillMask *fm);

@@ -7,6 +7,7 @@
 ** which changes nothing for the real tokens (padding is masked out of attention, and
 ** the head reads each row's first token). */
 #include "engine/infer/textclass.h"
+#include "engine/tok/tokenizer_files.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -94,19 +95,19 @@ fail:
 TextClass *textclass_load_dir(const char *dir, const TextClassOptions *o, Err *err) {
   TextClassOptions opt;
   if (o) opt = *o; else textclass_options_default(&opt);
-  char *tp = files_join(dir, "tokenizer.json"), *cp = files_join(dir, "config.json");
+  char *cp = files_join(dir, "config.json");
   TextClass *tc = NULL;
   Model *m = NULL;
   Tokenizer *t = NULL;
   ModelConfig c;
-  if (!tp || !cp) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  if (!cp) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
   /* A masked LM is refused from its config, before its weights are read. */
   if (config_load(cp, &c, err)) goto done;
   if (c.task != MODEL_TASK_SEQ_CLS) {
     err_setk(err, ERR_BAD_INPUT, "%s: the model is a fill-mask model (%s), not a text classifier", dir, config_architecture(&c));
     goto done;
   }
-  if (!(t = tokenizer_load(tp, err))) goto done;
+  if (!(t = tokenizer_load_dir(dir, err))) goto done;
   if (!(m = ckpt_load_model_as(dir, opt.weights, err))) goto done;
   tc = textclass_new(m, t, &opt, 1, err);
   m = NULL;
@@ -114,7 +115,6 @@ TextClass *textclass_load_dir(const char *dir, const TextClassOptions *o, Err *e
 done:
   model_free(m);
   tokenizer_free(t);
-  free(tp);
   free(cp);
   return tc;
 }

@@ -19,6 +19,10 @@
 #include "engine/tok/tokenizer.h"
 #include "engine/core/files.h"
 #include "engine/core/buf.h"
+#include "engine/tok/bert_text.h"
+#include "engine/tok/bpe.h"
+#include "engine/tok/bytelevel.h"
+#include "engine/tok/wordpiece.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -47,13 +51,31 @@ typedef struct Metaspace {
   int split;
 } Metaspace;
 
+/* The stages besides Unigram's (the BERT and RoBERTa pipelines). Which one runs is
+** a kind; the JSON they were read from is kept to be written back as it was. */
+enum { PRE_METASPACE, PRE_BERT, PRE_BYTELEVEL };        /* PRE_METASPACE with pre.present 0: none */
+enum { DEC_NONE, DEC_METASPACE, DEC_WORDPIECE, DEC_BYTELEVEL };
+
 typedef struct TItem { int special; char *name; int type_id; } TItem;  /* name: "A"/"B" or a special token */
 typedef struct TSpecial { char *name; int n; int32_t *ids; char **tokens; } TSpecial;
 
 struct Tokenizer {
   unsigned long serial;                 /* unique per tokenizer made in this process (cache key) */
   char *version;
+  TokenizerFamily family;               /* which model: exactly one of model, wp, bpe is set */
   Unigram *model;
+  WordPiece *wp;
+  Bpe *bpe;
+  json_t *root;                         /* a WordPiece / BPE tokenizer's JSON, written back as read */
+  int bert_norm;                        /* the normalizer is BertNormalizer (bn) */
+  BertNormalizer bn;
+  int pre_kind;
+  int bl_prefix_space;                  /* ByteLevel pre-tokenizer: add_prefix_space */
+  int dec_kind;
+  char *wp_dec_prefix;                  /* WordPiece decoder: prefix, cleanup */
+  int wp_dec_cleanup;
+  int trim_offsets;                     /* RobertaProcessing / ByteLevel post-processor: trim_offsets ... */
+  int trim_prefix_space;                /* ... and its add_prefix_space */
   int byte_fallback_written;            /* the model had the key (written back the same) */
   Added *added;
   int n_added;
@@ -123,6 +145,27 @@ static int is_ws(unsigned c) {
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
+/* ---- the model, whichever family ------------------------------------------ */
+
+/* Ids the model knows: max id + 1. */
+static int model_size(const Tokenizer *t) {
+  return t->family == TOKENIZER_WORDPIECE ? wordpiece_size(t->wp) : t->family == TOKENIZER_BPE ? bpe_size(t->bpe) : unigram_size(t->model);
+}
+
+/* The model's id of a token string (as its vocabulary writes it), or -1. */
+static int model_token_id(const Tokenizer *t, const char *s, size_t n) {
+  if (t->family == TOKENIZER_WORDPIECE) return wordpiece_token_id(t->wp, s, n);
+  if (t->family == TOKENIZER_BPE) return bpe_token_id(t->bpe, s, n);
+  return unigram_piece_id(t->model, s, n);
+}
+
+/* The model's token string of an id, or NULL. */
+static const char *model_token(const Tokenizer *t, int id) {
+  if (t->family == TOKENIZER_WORDPIECE) return wordpiece_token(t->wp, id);
+  if (t->family == TOKENIZER_BPE) return bpe_token(t->bpe, id);
+  return id >= 0 && id < unigram_size(t->model) ? unigram_piece(t->model, id) : NULL;
+}
+
 /* ---- scratch -------------------------------------------------------------- */
 
 /* A word cache (the ids-only path): natural text repeats its words, and a hit
@@ -148,7 +191,30 @@ typedef struct Work {
   size_t nlen;
   CacheEntry *cache;
   unsigned long cache_serial;
+  /* The BERT and byte-level stages' arrays, grown on demand (see grow()). */
+  int32_t *from;              /* BertNormalizer: source byte of each output byte */
+  size_t from_cap;
+  void *scratch;              /* BertNormalizer's and BPE's scratch */
+  size_t scratch_cap;
+  int32_t *bounds;            /* pre-tokenizer word bounds */
+  size_t bounds_cap;
+  const char **toks;          /* token strings (offset trimming, decoding) */
+  size_t toks_cap;
+  int32_t *spans;             /* BPE: each token's [start, end) in its word */
+  size_t spans_cap;
 } Work;
+
+/* Makes *p hold at least need elements of elem bytes (growing by doubling); -1 when out of memory. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap : 64;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, c * elem);
+  if (!q) return -1;
+  *p = q;
+  *cap = c;
+  return 0;
+}
 
 static uint64_t word_hash(const char *s, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
@@ -170,6 +236,7 @@ static void work_free(Work *w) {
   free(w->nb); free(w->tb); free(w->na0); free(w->na1); free(w->ta0); free(w->ta1);
   free(w->wids); free(w->wst);
   free(w->cache);
+  free(w->from); free(w->scratch); free(w->bounds); free(w->toks); free(w->spans);
   free(w);
 }
 
@@ -268,6 +335,19 @@ static int apply_replace(Work *w, const Replace *r, int align) {
   return 0;
 }
 
+/* BertNormalizer from nb into tb; each output byte takes the span of the byte it came from. */
+static int apply_bert_normalizer(const Tokenizer *t, Work *w, int align) {
+  size_t n = w->nlen, bound = bert_normalize_bound(n);
+  if (work_reserve(w, bound + 8) < 0 || grow((void **)&w->from, &w->from_cap, bound + 8, sizeof *w->from) < 0 ||
+      grow(&w->scratch, &w->scratch_cap, bert_normalize_scratch_bytes(n) + 8, 1) < 0) return -1;
+  size_t out = bert_normalize(&t->bn, w->nb, n, w->tb, w->from, w->scratch);
+  if (align)
+    for (size_t j = 0; j < out; j++) { w->ta0[j] = w->na0[w->from[j]]; w->ta1[j] = w->na1[w->from[j]]; }
+  swap_bufs(w);
+  w->nlen = out;
+  return 0;
+}
+
 /* Copies text[a..b) into the work buffer with each byte's original character span,
 ** then runs the normaliser. */
 static int load_segment(const Tokenizer *t, Work *w, const char *text, size_t a, size_t b, int align) {
@@ -284,6 +364,7 @@ static int load_segment(const Tokenizer *t, Work *w, const char *text, size_t a,
   }
   for (int r = 0; r < t->n_repl; r++)
     if (apply_replace(w, &t->repl[r], align) < 0) return -1;
+  if (t->bert_norm) return apply_bert_normalizer(t, w, align);
   return 0;
 }
 
@@ -331,13 +412,144 @@ static size_t ws_right(const char *s, size_t from, size_t n) {
   return i;
 }
 
-/* ---- Metaspace and the model over one normalised range ---------------------- */
+/* ---- the model over one word ------------------------------------------------------- */
 
-/* Encodes nb[a..b) (a normalised sub-segment): Metaspace then Unigram per word.
-** The Metaspace result is built in tb so nb stays intact for the caller. */
+/* The model on s[0..n) into w->wids / w->wst (room for n + 1 tokens): the count, or
+** -1 (Unigram: a character no piece covers, and no unk id), -2 (WordPiece: the unk
+** token is needed and missing from the vocabulary), -3 (out of memory). */
+static int model_encode(const Tokenizer *t, Work *w, const char *s, size_t n) {
+  switch (t->family) {
+    case TOKENIZER_WORDPIECE: {
+      int k = wordpiece_encode(t->wp, s, n, w->wids, w->wst, (int)w->wcap);
+      return k == -1 ? -3 : k;
+    }
+    case TOKENIZER_BPE: {
+      /* Spans, not starts: a byte without a token is dropped and HF's offsets shift. */
+      if (grow(&w->scratch, &w->scratch_cap, bpe_scratch_bytes(n) + 8, 1) < 0 ||
+          grow((void **)&w->spans, &w->spans_cap, 2 * w->wcap, sizeof *w->spans) < 0) return -3;
+      int k = bpe_encode(t->bpe, s, n, w->wids, w->spans, (int)w->wcap, w->scratch);
+      return k < 0 ? -3 : k;
+    }
+    default:
+      return unigram_encode(t->model, s, n, w->wids, w->wst, (int)w->wcap);
+  }
+}
+
+/* Encodes the word wbuf[ws..we) (w0/w1: each wbuf byte's original span, when align)
+** and appends its tokens. Without offsets, words go through the cache. */
+static int encode_word(const Tokenizer *t, Work *w, const char *wbuf, size_t ws, size_t we, const int32_t *w0,
+                       const int32_t *w1, int type_id, int align, Encoding *e, Err *err) {
+  size_t wl = we - ws;
+  if (wl == 0) return 0;
+  CacheEntry *ce = NULL;
+  if (!align && wl <= CW) {
+    if (w->cache_serial != t->serial || !w->cache) {
+      if (!w->cache && !(w->cache = malloc(CACHE_SLOTS * sizeof *w->cache))) return err_setk(err, ERR_NOMEM, "out of memory");
+      for (int i = 0; i < CACHE_SLOTS; i++) w->cache[i].wlen = 0xFF;  /* no word is that long: empty */
+      w->cache_serial = t->serial;
+    }
+    uint64_t h = word_hash(wbuf + ws, wl);
+    ce = &w->cache[h & (CACHE_SLOTS - 1)];
+    if (ce->hash == h && ce->wlen == wl && !memcmp(ce->word, wbuf + ws, wl)) {
+      if (enc_reserve(e, e->n + ce->ntok) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+      for (int i = 0; i < ce->ntok; i++) {
+        e->ids[e->n] = ce->ids[i];
+        e->type_ids[e->n] = type_id;
+        e->offsets[2 * e->n] = 0;
+        e->offsets[2 * e->n + 1] = 0;
+        e->special[e->n] = 0;
+        e->n++;
+      }
+      return 0;
+    }
+    ce->hash = h;
+  }
+  if (work_reserve_word(w, wl + 1) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+  int k = model_encode(t, w, wbuf + ws, wl);
+  if (ce) {
+    if (k >= 0 && k <= CT) {
+      ce->wlen = (uint8_t)wl;
+      ce->ntok = (uint8_t)k;
+      memcpy(ce->word, wbuf + ws, wl);
+      memcpy(ce->ids, w->wids, (size_t)k * sizeof *ce->ids);
+    } else ce->wlen = 0xFF;
+  }
+  int show = (int)(wl > 64 ? 64 : wl);
+  if (k == -1) return err_set(err, "a character in \"%.*s\" has no piece and the model has no unk_id", show, wbuf + ws);
+  if (k == -2) return err_set(err, "WordPiece: \"%.*s\" needs the unk token %s, which is not in the vocabulary", show, wbuf + ws, wordpiece_unk(t->wp));
+  if (k < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+  if (enc_reserve(e, e->n + k) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+  for (int i = 0; i < k; i++) {
+    int32_t oa = 0, ob = 0;
+    if (align) {
+      size_t s0, s1;
+      if (t->family == TOKENIZER_BPE) { s0 = ws + (size_t)w->spans[2 * i]; s1 = ws + (size_t)w->spans[2 * i + 1]; }
+      else { s0 = ws + (size_t)w->wst[i]; s1 = i + 1 < k ? ws + (size_t)w->wst[i + 1] : we; }
+      if (s1 <= s0) s1 = s0 + 1;   /* no token is empty; kept inside the word all the same */
+      oa = w0[s0]; ob = w1[s1 - 1];
+    }
+    e->ids[e->n] = w->wids[i];
+    e->type_ids[e->n] = type_id;
+    e->offsets[2 * e->n] = oa;
+    e->offsets[2 * e->n + 1] = ob;
+    e->special[e->n] = 0;
+    e->n++;
+  }
+  return 0;
+}
+
+/* ---- the pre-tokenizers over one normalised range --------------------------------- */
+
+/* BertPreTokenizer: whitespace splits (and goes), each punctuation character is a word. */
+static int encode_bert_words(const Tokenizer *t, Work *w, size_t a, size_t b, int type_id, int align, Encoding *e, Err *err) {
+  size_t n = b - a;
+  if (grow((void **)&w->bounds, &w->bounds_cap, 2 * n + 2, sizeof *w->bounds) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+  size_t k = bert_pretokenize(w->nb + a, n, w->bounds);
+  const int32_t *w0 = align ? w->na0 + a : NULL, *w1 = align ? w->na1 + a : NULL;
+  for (size_t i = 0; i < k; i++)
+    if (encode_word(t, w, w->nb + a, (size_t)w->bounds[2 * i], (size_t)w->bounds[2 * i + 1], w0, w1, type_id, align, e, err) < 0) return -1;
+  return 0;
+}
+
+/* ByteLevel: a space in front when add_prefix_space and the range does not start with
+** one (HF's prepend: the space takes the first character's span), then the GPT-2
+** split; the model maps each piece's bytes to its alphabet. */
+static int encode_bytelevel_words(const Tokenizer *t, Work *w, size_t a, size_t b, int type_id, int align, Encoding *e, Err *err) {
+  size_t n = b - a;
+  const char *src;
+  const int32_t *w0 = NULL, *w1 = NULL;
+  if (t->bl_prefix_space && w->nb[a] != ' ') {
+    if (work_reserve(w, n + 9) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+    w->tb[0] = ' ';
+    memcpy(w->tb + 1, w->nb + a, n);
+    if (align) {
+      w->ta0[0] = w->na0[a]; w->ta1[0] = w->na1[a];
+      memcpy(w->ta0 + 1, w->na0 + a, n * 4);
+      memcpy(w->ta1 + 1, w->na1 + a, n * 4);
+      w0 = w->ta0; w1 = w->ta1;
+    }
+    src = w->tb;
+    n++;
+  } else {
+    src = w->nb + a;
+    if (align) { w0 = w->na0 + a; w1 = w->na1 + a; }
+  }
+  if (grow((void **)&w->bounds, &w->bounds_cap, n + 2, sizeof *w->bounds) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+  size_t k = bytelevel_split(src, n, w->bounds);
+  for (size_t i = 0; i < k; i++) {
+    size_t ws = (size_t)w->bounds[i], we = i + 1 < k ? (size_t)w->bounds[i + 1] : n;
+    if (encode_word(t, w, src, ws, we, w0, w1, type_id, align, e, err) < 0) return -1;
+  }
+  return 0;
+}
+
+/* Encodes nb[a..b) (a normalised sub-segment): the pre-tokenizer, then the model per word.
+** Metaspace's result is built in tb so nb stays intact for the caller. */
 static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, int type_id, int align,
                              Encoding *e, Err *err) {
   if (b <= a) return 0;
+  if (t->pre_kind == PRE_BERT) return encode_bert_words(t, w, a, b, type_id, align, e, err);
+  if (t->pre_kind == PRE_BYTELEVEL) return encode_bytelevel_words(t, w, a, b, type_id, align, e, err);
   const Metaspace *m = &t->pre;
   size_t n = b - a;
   char *src = w->nb + a;
@@ -389,7 +601,6 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
     wbuf = src; wn = n;
     if (align) { w0 = w->na0 + a; w1 = w->na1 + a; }
   }
-  if (work_reserve_word(w, wn + 1) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
   const int split = m->present && m->split;
   size_t ws = 0;
   while (ws < wn) {
@@ -405,58 +616,7 @@ static int encode_normalized(const Tokenizer *t, Work *w, size_t a, size_t b, in
         from = p + 1;
       }
     }
-    size_t wl = we - ws;
-    CacheEntry *ce = NULL;
-    int k = -1;
-    if (!align && wl <= CW) {
-      if (w->cache_serial != t->serial || !w->cache) {
-        if (!w->cache && !(w->cache = malloc(CACHE_SLOTS * sizeof *w->cache))) return err_setk(err, ERR_NOMEM, "out of memory");
-        for (int i = 0; i < CACHE_SLOTS; i++) w->cache[i].wlen = 0xFF;  /* no word is that long: empty */
-        w->cache_serial = t->serial;
-      }
-      uint64_t h = word_hash(wbuf + ws, wl);
-      ce = &w->cache[h & (CACHE_SLOTS - 1)];
-      if (ce->hash == h && ce->wlen == wl && !memcmp(ce->word, wbuf + ws, wl)) {
-        if (enc_reserve(e, e->n + ce->ntok) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
-        for (int i = 0; i < ce->ntok; i++) {
-          e->ids[e->n] = ce->ids[i];
-          e->type_ids[e->n] = type_id;
-          e->offsets[2 * e->n] = 0;
-          e->offsets[2 * e->n + 1] = 0;
-          e->special[e->n] = 0;
-          e->n++;
-        }
-        ws = we;
-        continue;
-      }
-      ce->hash = h;
-    }
-    k = unigram_encode(t->model, wbuf + ws, wl, w->wids, w->wst, (int)w->wcap);
-    if (ce) {
-      if (k >= 0 && k <= CT) {
-        ce->wlen = (uint8_t)wl;
-        ce->ntok = (uint8_t)k;
-        memcpy(ce->word, wbuf + ws, wl);
-        memcpy(ce->ids, w->wids, (size_t)k * sizeof *ce->ids);
-      } else ce->wlen = 0xFF;
-    }
-    if (k < 0) {
-      return err_set(err, "a character in \"%.*s\" has no piece and the model has no unk_id", (int)(we - ws > 64 ? 64 : we - ws), wbuf + ws);
-    }
-    if (enc_reserve(e, e->n + k) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
-    for (int i = 0; i < k; i++) {
-      int32_t oa = 0, ob = 0;
-      if (align) {
-        size_t s0 = ws + (size_t)w->wst[i], s1 = i + 1 < k ? ws + (size_t)w->wst[i + 1] : we;
-        oa = w0[s0]; ob = w1[s1 - 1];
-      }
-      e->ids[e->n] = w->wids[i];
-      e->type_ids[e->n] = type_id;
-      e->offsets[2 * e->n] = oa;
-      e->offsets[2 * e->n + 1] = ob;
-      e->special[e->n] = 0;
-      e->n++;
-    }
+    if (encode_word(t, w, wbuf, ws, we, w0, w1, type_id, align, e, err) < 0) return -1;
     ws = we;
   }
   return 0;
@@ -559,9 +719,26 @@ static int apply_template(const Tokenizer *t, const TItem *items, int n_items, E
   return 0;
 }
 
+/* RobertaProcessing's (and the ByteLevel post-processor's) trim_offsets over the tokens
+** [from, to) of one sequence: HF trims before it adds the special tokens, whether or
+** not it adds them. */
+static int trim_offsets(const Tokenizer *t, Encoding *e, int from, int to, Err *err) {
+  int n = to - from;
+  if (!t->trim_offsets || n <= 0) return 0;
+  Work *w = e->work;
+  if (grow((void **)&w->toks, &w->toks_cap, (size_t)n, sizeof *w->toks) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    const char *tok = tokenizer_id_to_token(t, e->ids[from + i]);
+    w->toks[i] = tok ? tok : "";
+  }
+  bytelevel_trim_offsets(w->toks, e->offsets + 2 * from, n, t->trim_prefix_space);
+  return 0;
+}
+
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_special, Encoding *e, Err *err) {
   e->n = 0;
   if (encode_seq(t, text, len, 0, 1, e, err) < 0) return -1;
+  if (trim_offsets(t, e, 0, e->n, err) < 0) return -1;
   if (add_special && t->has_post) return apply_template(t, t->single, t->n_single, e, e->n, 0, err);
   return 0;
 }
@@ -572,6 +749,7 @@ int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const 
   if (encode_seq(t, a, alen, 0, 1, e, err) < 0) return -1;
   int na = e->n;
   if (encode_seq(t, b, blen, 1, 1, e, err) < 0) return -1;
+  if (trim_offsets(t, e, 0, na, err) < 0 || trim_offsets(t, e, na, e->n, err) < 0) return -1;
   if (add_special && t->has_post) return apply_template(t, t->pair, t->n_pair, e, na, e->n - na, err);
   return 0;
 }
@@ -672,6 +850,7 @@ int tokenizer_pretokenize(const Tokenizer *t, const char *text, size_t len,
                           void (*word)(void *ctx, const char *w, size_t n), void *ctx, Err *err) {
   size_t bad;
   if (!tokenizer_utf8_valid(text, len, &bad)) return err_set(err, "invalid UTF-8 at byte %zu", bad);
+  if (t->pre_kind != PRE_METASPACE) return err_set(err, "training reads Metaspace tokenizers only (this one is a %s)", tokenizer_class_name(t));
   Work *w = calloc(1, sizeof *w);
   if (!w) return err_set(err, "out of memory");
   int rc = 0;
@@ -708,20 +887,29 @@ done:
 char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, Err *err) {
   Buf b = {0};
   buf_put(&b, "", 0);
-  int i_tok = 0;  /* index among the tokens kept, which is what the decoder sees */
+  /* The tokens kept, which is what the decoder sees. */
+  const char **toks = malloc(((size_t)n + 1) * sizeof *toks);
+  if (!toks) { free(b.p); err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
+  int k = 0;
   for (int i = 0; i < n; i++) {
     const char *tok = tokenizer_id_to_token(t, ids[i]);
-    if (!tok) continue;
-    if (skip_special && tokenizer_is_special(t, ids[i])) continue;
-    if (!t->dec.present) {
-      if (i_tok > 0) buf_put(&b, " ", 1);
-      buf_puts(&b, tok);
-    } else {
+    if (!tok || (skip_special && tokenizer_is_special(t, ids[i]))) continue;
+    toks[k++] = tok;
+  }
+  if (t->dec_kind == DEC_WORDPIECE) wordpiece_decode(&b, toks, k, t->wp_dec_prefix, t->wp_dec_cleanup);
+  else if (t->dec_kind == DEC_BYTELEVEL) bytelevel_decode(&b, toks, k);
+  else
+    for (int i = 0; i < k; i++) {
+      if (t->dec_kind != DEC_METASPACE) {
+        if (i > 0) buf_put(&b, " ", 1);
+        buf_puts(&b, toks[i]);
+        continue;
+      }
       /* Metaspace decoder: the replacement becomes a space, except in the first
       ** token where it disappears (unless the scheme is never). */
       const Metaspace *m = &t->dec;
-      int drop = i_tok == 0 && m->prepend != PREPEND_NEVER;
-      const char *p = tok;
+      int drop = i == 0 && m->prepend != PREPEND_NEVER;
+      const char *p = toks[i];
       while (*p) {
         const char *hit = strstr(p, m->rep);
         if (!hit) { buf_puts(&b, p); break; }
@@ -730,9 +918,8 @@ char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_s
         p = hit + m->rlen;
       }
     }
-    i_tok++;
-  }
-  if (b.oom) { free(b.p); err_set(err, "out of memory"); return NULL; }
+  free(toks);
+  if (b.oom) { free(b.p); err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
   return b.p;
 }
 
@@ -758,18 +945,30 @@ void tokenizer_clean_up_spaces(char *s) {
 /* ---- lookups --------------------------------------------------------------------- */
 
 const Unigram *tokenizer_model(const Tokenizer *t) { return t->model; }
+TokenizerFamily tokenizer_family(const Tokenizer *t) { return t->family; }
 int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
+
+const char *tokenizer_class_name(const Tokenizer *t) {
+  return t->family == TOKENIZER_WORDPIECE ? "BertTokenizer" : t->family == TOKENIZER_BPE ? "RobertaTokenizer" : "AlbertTokenizer";
+}
+
+const char *tokenizer_mask_token(const Tokenizer *t) {
+  static const char *const names[] = {"[MASK]", "<mask>"};
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < t->n_added; i++)
+      if (t->added[i].special && !strcmp(t->added[i].content, names[k])) return names[k];
+  return NULL;
+}
 
 int tokenizer_token_to_id(const Tokenizer *t, const char *token) {
   for (int i = 0; i < t->n_added; i++) if (!strcmp(t->added[i].content, token)) return t->added[i].id;
-  return unigram_piece_id(t->model, token, strlen(token));
+  return model_token_id(t, token, strlen(token));
 }
 
 const char *tokenizer_id_to_token(const Tokenizer *t, int id) {
   if (id < 0 || id >= t->vocab_size) return NULL;
   if (t->added_of_id[id] >= 0) return t->added[t->added_of_id[id]].content;
-  if (id < unigram_size(t->model)) return unigram_piece(t->model, id);
-  return NULL;
+  return model_token(t, id);
 }
 
 int tokenizer_is_special(const Tokenizer *t, int id) {
@@ -783,6 +982,10 @@ void tokenizer_free(Tokenizer *t) {
   if (!t) return;
   free(t->version);
   unigram_free(t->model);
+  wordpiece_free(t->wp);
+  bpe_free(t->bpe);
+  if (t->root) json_decref(t->root);
+  free(t->wp_dec_prefix);
   for (int i = 0; i < t->n_added; i++) { free(t->added[i].content); free(t->added[i].match); }
   free(t->added);
   for (int i = 0; i < t->n_repl; i++) { free(t->repl[i].pat); free(t->repl[i].content); }
@@ -806,12 +1009,12 @@ void tokenizer_free(Tokenizer *t) {
 static int finish(Tokenizer *t, Err *err) {
   static unsigned long serials;
   t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-  int next = unigram_size(t->model);
+  int next = model_size(t);
   for (int i = 0; i < t->n_added; i++) {
     Added *a = &t->added[i];
     int prev = -1;
     for (int j = 0; j < i; j++) if (!strcmp(t->added[j].content, a->content)) prev = t->added[j].id;
-    int mid = unigram_piece_id(t->model, a->content, strlen(a->content));
+    int mid = model_token_id(t, a->content, strlen(a->content));
     a->id = prev >= 0 ? prev : mid >= 0 ? mid : next++;
     if (a->id >= next) next = a->id + 1;
     /* Normalized added tokens are searched for in their normalised form. */
@@ -844,35 +1047,40 @@ static int finish(Tokenizer *t, Err *err) {
   return 0;
 }
 
-static int set_template(Tokenizer *t, int cls, int sep) {
+/* The template of BertProcessing ("CLS $A SEP" / "CLS $A SEP $B:1 SEP:1") or, with
+** roberta, RobertaProcessing's ("CLS $A SEP" / "CLS $A SEP SEP $B SEP", type ids all 0,
+** as HF gives them). */
+static int set_template(Tokenizer *t, const char *cls_tok, int cls, const char *sep_tok, int sep, int roberta) {
   t->has_post = 1;
-  t->n_single = 3; t->n_pair = 5;
+  t->n_single = 3; t->n_pair = roberta ? 6 : 5;
   t->single = calloc(3, sizeof *t->single);
-  t->pair = calloc(5, sizeof *t->pair);
+  t->pair = calloc((size_t)t->n_pair, sizeof *t->pair);
   t->tspec = calloc(2, sizeof *t->tspec);
   if (!t->single || !t->pair || !t->tspec) return -1;
-  const char *s_names[] = {"[CLS]", "A", "[SEP]"};
-  const char *p_names[] = {"[CLS]", "A", "[SEP]", "B", "[SEP]"};
+  const char *s_names[] = {cls_tok, "A", sep_tok};
+  const char *p_bert[] = {cls_tok, "A", sep_tok, "B", sep_tok}, *p_rob[] = {cls_tok, "A", sep_tok, sep_tok, "B", sep_tok};
+  const char *const *p_names = roberta ? p_rob : p_bert;
   for (int i = 0; i < 3; i++) { t->single[i].special = i != 1; t->single[i].name = strdup(s_names[i]); if (!t->single[i].name) return -1; }
-  for (int i = 0; i < 5; i++) {
-    t->pair[i].special = i != 1 && i != 3;
-    t->pair[i].type_id = i >= 3;
+  for (int i = 0; i < t->n_pair; i++) {
+    int is_seq = !strcmp(p_names[i], "A") || !strcmp(p_names[i], "B");
+    t->pair[i].special = !is_seq;
+    t->pair[i].type_id = roberta ? 0 : i >= 3;
     t->pair[i].name = strdup(p_names[i]);
     if (!t->pair[i].name) return -1;
   }
   t->n_tspec = 2;
-  const char *names[] = {"[CLS]", "[SEP]"};
+  const char *names[] = {cls_tok, sep_tok};
   int ids[] = {cls, sep};
   for (int i = 0; i < 2; i++) {
-    TSpecial *s = &t->tspec[i];
-    s->name = strdup(names[i]);
-    s->n = 1;
-    s->ids = malloc(sizeof *s->ids);
-    s->tokens = malloc(sizeof *s->tokens);
-    if (!s->name || !s->ids || !s->tokens) return -1;
-    s->ids[0] = ids[i];
-    s->tokens[0] = strdup(names[i]);
-    if (!s->tokens[0]) return -1;
+    TSpecial *sp = &t->tspec[i];
+    sp->name = strdup(names[i]);
+    sp->n = 1;
+    sp->ids = malloc(sizeof *sp->ids);
+    sp->tokens = malloc(sizeof *sp->tokens);
+    if (!sp->name || !sp->ids || !sp->tokens) return -1;
+    sp->ids[0] = ids[i];
+    sp->tokens[0] = strdup(names[i]);
+    if (!sp->tokens[0]) return -1;
   }
   return 0;
 }
@@ -905,6 +1113,7 @@ Tokenizer *tokenizer_new_seed(int n, const char *const *pieces, const double *sc
   }
   set_metaspace(&t->pre);
   set_metaspace(&t->dec);
+  t->dec_kind = DEC_METASPACE;
   t->added = calloc((size_t)n_special + 1, sizeof *t->added);
   if (!t->added) goto oom;
   int cls = -1, sep = -1;
@@ -917,7 +1126,7 @@ Tokenizer *tokenizer_new_seed(int n, const char *const *pieces, const double *sc
     if (!strcmp(pieces[i], "[CLS]")) cls = i;
     if (!strcmp(pieces[i], "[SEP]")) sep = i;
   }
-  if (cls >= 0 && sep >= 0 && set_template(t, cls, sep) < 0) goto oom;
+  if (cls >= 0 && sep >= 0 && set_template(t, "[CLS]", cls, "[SEP]", sep, 0) < 0) goto oom;
   if (finish(t, err) < 0) { tokenizer_free(t); return NULL; }
   return t;
 oom:
@@ -989,10 +1198,24 @@ static int add_replace(Tokenizer *t, json_t *o, Err *err) {
   return 0;
 }
 
+static int parse_bert_normalizer(Tokenizer *t, json_t *o, Err *err) {
+  BertNormalizer *bn = &t->bn;
+  if (get_bool(o, "clean_text", 1, &bn->clean_text, "normalizer", err) < 0 ||
+      get_bool(o, "handle_chinese_chars", 1, &bn->handle_chinese_chars, "normalizer", err) < 0 ||
+      get_bool(o, "lowercase", 1, &bn->lowercase, "normalizer", err) < 0) return -1;
+  json_t *sa = json_object_get(o, "strip_accents");
+  if (!sa || json_is_null(sa)) bn->strip_accents = -1;   /* unset: follows lowercase */
+  else if (json_is_boolean(sa)) bn->strip_accents = json_is_true(sa);
+  else return err_set(err, "normalizer: \"strip_accents\" is neither a boolean nor null");
+  t->bert_norm = 1;
+  return 0;
+}
+
 static int parse_normalizer(Tokenizer *t, json_t *o, int depth, Err *err) {
   const char *ty = type_of(o);
   if (!ty) return err_set(err, "normalizer: missing \"type\"");
   if (!strcmp(ty, "Replace")) return add_replace(t, o, err);
+  if (!strcmp(ty, "BertNormalizer") && depth == 0) return parse_bert_normalizer(t, o, err);
   if (!strcmp(ty, "Sequence") && depth == 0) {
     json_t *list = json_object_get(o, "normalizers");
     if (!json_is_array(list)) return err_set(err, "normalizer: Sequence without \"normalizers\"");
@@ -1000,12 +1223,12 @@ static int parse_normalizer(Tokenizer *t, json_t *o, int depth, Err *err) {
     json_t *v;
     json_array_foreach(list, i, v) {
       const char *ity = type_of(v);
-      if (!ity || strcmp(ity, "Replace")) return err_set(err, "normalizer %s (in a Sequence) is not supported: maskd implements Replace only", ity ? ity : "(no type)");
+      if (!ity || strcmp(ity, "Replace")) return err_set(err, "normalizer %s (in a Sequence) is not supported: a Sequence may hold Replace only", ity ? ity : "(no type)");
       if (add_replace(t, v, err) < 0) return -1;
     }
     return 0;
   }
-  return err_set(err, "normalizer %s is not supported: maskd implements Replace and a Sequence of Replace only", ty);
+  return err_set(err, "normalizer %s is not supported: maskd implements BertNormalizer, Replace and a Sequence of Replace", ty);
 }
 
 static int parse_template_items(json_t *arr, TItem **out, int *n, const char *which, Err *err) {
@@ -1030,11 +1253,40 @@ static int parse_template_items(json_t *arr, TItem **out, int *n, const char *wh
   return 0;
 }
 
+/* BertProcessing's / RobertaProcessing's ["token", id] pair. */
+static int token_pair(json_t *o, const char *key, const char **tok, int *id, Err *err) {
+  json_t *v = json_object_get(o, key), *a = json_array_get(v, 0), *b = json_array_get(v, 1);
+  if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_string(a) || !json_is_integer(b) ||
+      json_integer_value(b) < 0 || json_integer_value(b) > INT32_MAX)
+    return err_set(err, "post_processor: \"%s\" must be [token, id]", key);
+  *tok = json_string_value(a);
+  *id = (int)json_integer_value(b);
+  return 0;
+}
+
 static int parse_post(Tokenizer *t, json_t *o, Err *err) {
   const char *ty = type_of(o);
   if (!ty) return err_set(err, "post_processor: missing \"type\"");
+  int bert = !strcmp(ty, "BertProcessing"), roberta = !strcmp(ty, "RobertaProcessing");
+  if (bert || roberta) {
+    const char *cls, *sep;
+    int cls_id, sep_id;
+    if (token_pair(o, "cls", &cls, &cls_id, err) < 0 || token_pair(o, "sep", &sep, &sep_id, err) < 0) return -1;
+    if (roberta && (get_bool(o, "trim_offsets", 1, &t->trim_offsets, "post_processor", err) < 0 ||
+                    get_bool(o, "add_prefix_space", 1, &t->trim_prefix_space, "post_processor", err) < 0)) return -1;
+    if (!strcmp(cls, "A") || !strcmp(cls, "B") || !strcmp(sep, "A") || !strcmp(sep, "B") || !strcmp(cls, sep))
+      return err_set(err, "post_processor: %s with cls %s and sep %s is not supported", ty, cls, sep);
+    if (set_template(t, cls, cls_id, sep, sep_id, roberta) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+    return 0;
+  }
+  if (!strcmp(ty, "ByteLevel")) {
+    /* Only trims offsets (it adds no tokens). */
+    if (get_bool(o, "trim_offsets", 1, &t->trim_offsets, "post_processor", err) < 0 ||
+        get_bool(o, "add_prefix_space", 1, &t->trim_prefix_space, "post_processor", err) < 0) return -1;
+    return 0;
+  }
   if (strcmp(ty, "TemplateProcessing"))
-    return err_set(err, "post_processor %s is not supported: maskd implements TemplateProcessing only", ty);
+    return err_set(err, "post_processor %s is not supported: maskd implements TemplateProcessing, BertProcessing, RobertaProcessing and ByteLevel", ty);
   t->has_post = 1;
   if (parse_template_items(json_object_get(o, "single"), &t->single, &t->n_single, "single", err) < 0) return -1;
   if (parse_template_items(json_object_get(o, "pair"), &t->pair, &t->n_pair, "pair", err) < 0) return -1;
@@ -1081,7 +1333,17 @@ static int parse_model(Tokenizer *t, json_t *o, Err *err) {
   if (!json_is_object(o)) return err_set(err, "model: missing");
   const char *ty = type_of(o);
   if (!ty) return err_set(err, "model: missing \"type\"");
-  if (strcmp(ty, "Unigram")) return err_set(err, "model %s is not supported: maskd implements Unigram only", ty);
+  if (!strcmp(ty, "WordPiece")) {
+    t->family = TOKENIZER_WORDPIECE;
+    t->wp = wordpiece_from_json(o, err);
+    return t->wp ? 0 : err_prefix(err, "model");
+  }
+  if (!strcmp(ty, "BPE")) {
+    t->family = TOKENIZER_BPE;
+    t->bpe = bpe_from_json(o, err);
+    return t->bpe ? 0 : err_prefix(err, "model");
+  }
+  if (strcmp(ty, "Unigram")) return err_set(err, "model %s is not supported: maskd implements Unigram, WordPiece and BPE", ty);
   json_t *bf = json_object_get(o, "byte_fallback");
   t->byte_fallback_written = bf != NULL;
   if (bf && !json_is_boolean(bf)) return err_set(err, "model: byte_fallback is not a boolean");
@@ -1134,14 +1396,51 @@ static Tokenizer *from_root(json_t *root, Err *err) {
   v = json_object_get(root, "pre_tokenizer");
   if (v && !json_is_null(v)) {
     const char *ty = type_of(v);
-    if (!ty || strcmp(ty, "Metaspace")) { err_set(err, "pre_tokenizer %s is not supported: maskd implements Metaspace only", ty ? ty : "(no type)"); goto fail; }
-    if (parse_metaspace(v, &t->pre, "pre_tokenizer", err) < 0) goto fail;
+    if (ty && !strcmp(ty, "Metaspace")) {
+      if (parse_metaspace(v, &t->pre, "pre_tokenizer", err) < 0) goto fail;
+    } else if (ty && !strcmp(ty, "BertPreTokenizer")) {
+      t->pre_kind = PRE_BERT;
+    } else if (ty && !strcmp(ty, "ByteLevel")) {
+      int regex = 1;
+      t->pre_kind = PRE_BYTELEVEL;
+      if (get_bool(v, "add_prefix_space", 1, &t->bl_prefix_space, "pre_tokenizer", err) < 0 ||
+          get_bool(v, "use_regex", 1, &regex, "pre_tokenizer", err) < 0) goto fail;
+      if (!regex) { err_set(err, "pre_tokenizer: ByteLevel with use_regex false is not supported"); goto fail; }
+    } else {
+      err_set(err, "pre_tokenizer %s is not supported: maskd implements Metaspace, BertPreTokenizer and ByteLevel", ty ? ty : "(no type)");
+      goto fail;
+    }
+  }
+  /* maskd's BPE maps a word's bytes to the byte-level alphabet itself, so the two come
+  ** together: BPE without ByteLevel, or another model behind ByteLevel, would see the
+  ** wrong characters. */
+  if (t->family == TOKENIZER_BPE && t->pre_kind != PRE_BYTELEVEL) {
+    err_set(err, "model BPE without the ByteLevel pre-tokenizer is not supported (maskd implements byte-level BPE, as RoBERTa uses it)");
+    goto fail;
+  }
+  if (t->family != TOKENIZER_BPE && t->pre_kind == PRE_BYTELEVEL) {
+    err_set(err, "pre_tokenizer ByteLevel with a %s model is not supported (maskd runs ByteLevel with byte-level BPE only)",
+            t->family == TOKENIZER_WORDPIECE ? "WordPiece" : "Unigram");
+    goto fail;
   }
   v = json_object_get(root, "decoder");
   if (v && !json_is_null(v)) {
     const char *ty = type_of(v);
-    if (!ty || strcmp(ty, "Metaspace")) { err_set(err, "decoder %s is not supported: maskd implements Metaspace only", ty ? ty : "(no type)"); goto fail; }
-    if (parse_metaspace(v, &t->dec, "decoder", err) < 0) goto fail;
+    if (ty && !strcmp(ty, "Metaspace")) {
+      t->dec_kind = DEC_METASPACE;
+      if (parse_metaspace(v, &t->dec, "decoder", err) < 0) goto fail;
+    } else if (ty && !strcmp(ty, "WordPiece")) {
+      json_t *pre = json_object_get(v, "prefix");
+      t->dec_kind = DEC_WORDPIECE;
+      if (pre && !json_is_string(pre)) { err_set(err, "decoder: WordPiece prefix is not a string"); goto fail; }
+      if (!(t->wp_dec_prefix = strdup(pre ? json_string_value(pre) : "##"))) { err_set(err, "out of memory"); goto fail; }
+      if (get_bool(v, "cleanup", 1, &t->wp_dec_cleanup, "decoder", err) < 0) goto fail;
+    } else if (ty && !strcmp(ty, "ByteLevel")) {
+      t->dec_kind = DEC_BYTELEVEL;
+    } else {
+      err_set(err, "decoder %s is not supported: maskd implements Metaspace, WordPiece and ByteLevel", ty ? ty : "(no type)");
+      goto fail;
+    }
   }
   v = json_object_get(root, "post_processor");
   if (v && !json_is_null(v) && parse_post(t, v, err) < 0) goto fail;
@@ -1191,6 +1490,9 @@ static Tokenizer *from_root(json_t *root, Err *err) {
   }
   if (!t->version) { err_set(err, "out of memory"); goto fail; }
   if (finish(t, err) < 0) goto fail;
+  /* Unigram tokenizers are written back from their parts (byte for byte as HF would);
+  ** the other families as read. */
+  if (t->family != TOKENIZER_UNIGRAM) t->root = json_incref(root);
   return t;
 fail:
   tokenizer_free(t);
@@ -1341,6 +1643,12 @@ static json_t *template_json(const TItem *items, int n) {
 }
 
 char *tokenizer_to_json(const Tokenizer *t, Err *err) {
+  if (t->root) {
+    Buf b = {0};
+    put_json(&b, t->root, 0);
+    if (b.oom) { free(b.p); err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
+    return b.p;
+  }
   json_t *root = json_object();
   json_object_set_new(root, "version", json_string(t->version));
   json_object_set_new(root, "truncation", json_null());
@@ -1419,19 +1727,33 @@ int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
 }
 
 /* transformers' save_pretrained writes json.dumps(..., indent=2, sort_keys=True,
-** ensure_ascii=False) + "\n"; the layout below is that for an AlbertTokenizerFast
-** built around this tokenizer. AlbertTokenizerFast's own defaults (do_lower_case
-** true, remove_space true, keep_accents false) are written as transformers
-** writes them: with tokenizer.json present they do not change encoding.
+** ensure_ascii=False) + "\n"; the layout below is that for the family's fast
+** tokenizer built around this tokenizer:
+**   Unigram: AlbertTokenizerFast, whose own defaults (do_lower_case true,
+**     remove_space true, keep_accents false) are written as transformers writes them
+**     (with tokenizer.json present they do not change encoding);
+**   WordPiece: BertTokenizerFast, with do_lower_case, strip_accents and
+**     tokenize_chinese_chars as the BertNormalizer says;
+**   BPE: RobertaTokenizerFast, with add_prefix_space and trim_offsets as the
+**     pre-tokenizer and post-processor say.
 ** clean_up_tokenization_spaces is stated explicitly because its default changed
-** across transformers versions; true is what the seed's transformers 4.x used. */
+** across transformers versions; true is what transformers 4.x used. */
 int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err) {
   *config = *special_map = NULL;
-  /* The seed's role names, looked up among the special tokens. */
-  static const char *roles[][2] = {{"bos_token", "[CLS]"}, {"cls_token", "[CLS]"}, {"eos_token", "[SEP]"},
-                                   {"mask_token", "[MASK]"}, {"pad_token", "<pad>"}, {"sep_token", "[SEP]"}};
-  int unk = unigram_unk_id(t->model);
-  const char *unk_tok = unk >= 0 ? tokenizer_id_to_token(t, unk) : NULL;
+  /* Each family's role names, looked up among the special tokens. */
+  static const char *albert_roles[][2] = {{"bos_token", "[CLS]"}, {"cls_token", "[CLS]"}, {"eos_token", "[SEP]"},
+                                          {"mask_token", "[MASK]"}, {"pad_token", "<pad>"}, {"sep_token", "[SEP]"}};
+  static const char *bert_roles[][2] = {{"cls_token", "[CLS]"}, {"mask_token", "[MASK]"}, {"pad_token", "[PAD]"},
+                                        {"sep_token", "[SEP]"}};
+  static const char *roberta_roles[][2] = {{"bos_token", "<s>"}, {"cls_token", "<s>"}, {"eos_token", "</s>"},
+                                           {"mask_token", "<mask>"}, {"pad_token", "<pad>"}, {"sep_token", "</s>"}};
+  const char *(*roles)[2] = albert_roles;
+  int n_roles = 6;
+  const char *unk_tok = NULL;
+  if (t->family == TOKENIZER_WORDPIECE) { roles = bert_roles; n_roles = 4; unk_tok = wordpiece_unk(t->wp); }
+  else if (t->family == TOKENIZER_BPE) { roles = roberta_roles; unk_tok = bpe_unk(t->bpe); if (!unk_tok && tokenizer_token_to_id(t, "<unk>") >= 0) unk_tok = "<unk>"; }
+  else { int unk = unigram_unk_id(t->model); unk_tok = unk >= 0 ? tokenizer_id_to_token(t, unk) : NULL; }
+  if (unk_tok && tokenizer_token_to_id(t, unk_tok) < 0) unk_tok = NULL;
   Buf c = {0}, m = {0};
   buf_puts(&c, "{\n  \"added_tokens_decoder\": {");
   int first = 1;
@@ -1461,17 +1783,30 @@ int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_
   /* Config keys in sorted order, interleaving the roles. */
   struct { const char *key; const char *val; int raw; } cfg[16];
   int nc = 0;
-  for (int r = 0; r < 6; r++) {
+  for (int r = 0; r < n_roles; r++) {
     if (tokenizer_token_to_id(t, roles[r][1]) < 0) continue;
     cfg[nc].key = roles[r][0]; cfg[nc].val = roles[r][1]; cfg[nc].raw = 0; nc++;
   }
-  cfg[nc].key = "clean_up_tokenization_spaces"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
-  cfg[nc].key = "do_lower_case"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
-  cfg[nc].key = "keep_accents"; cfg[nc].val = "false"; cfg[nc].raw = 1; nc++;
-  cfg[nc].key = "model_max_length"; cfg[nc].val = "1000000000000000019884624838656"; cfg[nc].raw = 1; nc++;
-  cfg[nc].key = "remove_space"; cfg[nc].val = "true"; cfg[nc].raw = 1; nc++;
-  cfg[nc].key = "tokenizer_class"; cfg[nc].val = "AlbertTokenizer"; cfg[nc].raw = 0; nc++;
-  if (unk_tok) { cfg[nc].key = "unk_token"; cfg[nc].val = unk_tok; cfg[nc].raw = 0; nc++; }
+#define CFG(k, v, r) do { cfg[nc].key = (k); cfg[nc].val = (v); cfg[nc].raw = (r); nc++; } while (0)
+  CFG("clean_up_tokenization_spaces", "true", 1);
+  CFG("model_max_length", "1000000000000000019884624838656", 1);
+  CFG("tokenizer_class", tokenizer_class_name(t), 0);
+  if (unk_tok) CFG("unk_token", unk_tok, 0);
+  if (t->family == TOKENIZER_WORDPIECE) {
+    int lower = t->bert_norm && t->bn.lowercase;
+    CFG("do_lower_case", lower ? "true" : "false", 1);
+    CFG("strip_accents", !t->bert_norm || t->bn.strip_accents < 0 ? "null" : t->bn.strip_accents ? "true" : "false", 1);
+    CFG("tokenize_chinese_chars", !t->bert_norm || t->bn.handle_chinese_chars ? "true" : "false", 1);
+  } else if (t->family == TOKENIZER_BPE) {
+    CFG("add_prefix_space", t->bl_prefix_space ? "true" : "false", 1);
+    CFG("errors", "replace", 0);
+    CFG("trim_offsets", t->trim_offsets ? "true" : "false", 1);
+  } else {
+    CFG("do_lower_case", "true", 1);
+    CFG("keep_accents", "false", 1);
+    CFG("remove_space", "true", 1);
+  }
+#undef CFG
   for (int i = 1; i < nc; i++)
     for (int j = i; j > 0 && strcmp(cfg[j - 1].key, cfg[j].key) > 0; j--) { __typeof__(cfg[0]) x = cfg[j]; cfg[j] = cfg[j - 1]; cfg[j - 1] = x; }
   for (int i = 0; i < nc; i++) {

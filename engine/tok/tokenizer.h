@@ -1,12 +1,18 @@
-/* Layer: engine/tok/ (this folder: Unigram model and trainer, suffix array,
-** tokenizer.json) uses engine/core only. (ARCHITECTURE.md)
+/* Layer: engine/tok/ (this folder: Unigram, WordPiece and byte-level BPE models,
+** the Unigram trainer, suffix array, tokenizer.json) uses engine/core only. (ARCHITECTURE.md)
 **
-** The tokenizer pipeline of HF tokenizers for a Unigram model, read from and
-** written to tokenizer.json: added/special tokens matched in the raw text, the
-** normalizer (a Sequence of string Replace), the Metaspace pre-tokenizer, the
-** Unigram model, the TemplateProcessing post-processor, the Metaspace decoder.
+** The tokenizer pipeline of HF tokenizers, read from and written to tokenizer.json,
+** for the three families a BERT / RoBERTa / ALBERT-style masked LM ships with:
+**   added/special tokens matched in the raw text;
+**   normalizer: a Sequence of string Replace, or BertNormalizer (bert_text.h);
+**   pre-tokenizer: Metaspace, BertPreTokenizer, or ByteLevel (bytelevel.h);
+**   model: Unigram (unigram.h), WordPiece (wordpiece.h), or byte-level BPE (bpe.h);
+**   post-processor: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel;
+**   decoder: Metaspace, WordPiece, or ByteLevel.
 ** Anything else in a tokenizer.json is refused by name, never approximated.
-** Offsets are byte offsets into the original text, as HF computes them. */
+** Offsets are byte offsets into the original text, as HF computes them (HF counts
+** characters; the spans are the same). A Unigram tokenizer is written back in HF's
+** layout from its parts; a WordPiece or BPE one as the JSON it was read from. */
 #ifndef MASKD_TOKENIZER_H
 #define MASKD_TOKENIZER_H
 #include <stddef.h>
@@ -15,6 +21,13 @@
 #include "engine/tok/unigram.h"
 
 typedef struct Tokenizer Tokenizer;
+
+/* The model a tokenizer runs, which also says how transformers wraps it. */
+typedef enum {
+  TOKENIZER_UNIGRAM = 0,   /* maskd's own (the TPU guide's recipe): AlbertTokenizerFast */
+  TOKENIZER_WORDPIECE,     /* BERT: BertTokenizerFast */
+  TOKENIZER_BPE            /* RoBERTa's byte-level BPE: RobertaTokenizerFast */
+} TokenizerFamily;
 
 /* One encoded text; reused across calls (arrays and scratch grow, never shrink). */
 typedef struct Encoding {
@@ -47,14 +60,21 @@ char *tokenizer_to_json(const Tokenizer *t, Err *err);
 /* Writes tokenizer.json to path, atomically (a temporary beside it, then a rename). */
 int tokenizer_save(const Tokenizer *t, const char *path, Err *err);
 /* The texts of tokenizer_config.json and special_tokens_map.json as transformers saves
-** them for an AlbertTokenizerFast around t (both malloc'd). */
+** them for the fast tokenizer of t's family (tokenizer_class_name) around t (both malloc'd). */
 int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err);
 /* Writes tokenizer.json, tokenizer_config.json and special_tokens_map.json into dir
 ** (which must exist): all three or, on any error, none of them is replaced. */
 int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err);
 
-/* The Unigram model. */
+/* The Unigram model, or NULL for a WordPiece or BPE tokenizer. */
 const Unigram *tokenizer_model(const Tokenizer *t);
+/* Which model the tokenizer runs. */
+TokenizerFamily tokenizer_family(const Tokenizer *t);
+/* transformers' class for this family ("AlbertTokenizer", "BertTokenizer", "RobertaTokenizer"). */
+const char *tokenizer_class_name(const Tokenizer *t);
+/* The special token fill-mask looks for: "[MASK]" or "<mask>" (whichever is a special
+** added token, "[MASK]" first), or NULL when there is none. */
+const char *tokenizer_mask_token(const Tokenizer *t);
 /* Vocabulary size with added tokens (max id + 1). */
 int tokenizer_vocab_size(const Tokenizer *t);
 /* Id of a token (added tokens first, then model pieces), or -1. */

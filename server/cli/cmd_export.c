@@ -18,6 +18,7 @@
 #include "engine/infer/fillmask.h"
 #include "engine/core/files.h"
 #include "engine/tok/tokenizer.h"
+#include "engine/tok/tokenizer_files.h"
 #include "server/cli/commands.h"
 #include "store/load.h"
 #include "store/store.h"
@@ -134,7 +135,7 @@ static int check_tokenizer_configs(const char *dir, Err *err) {
     if (!exists(p)) { free(p); continue; }
     json_error_t je;
     size_t n;
-    char *text = files_read_all(p, FILLMASK_MAX_SIDE_FILE, &n, err);
+    char *text = files_read_all(p, TOKENIZER_MAX_SIDE_FILE, &n, err);
     json_t *o = text ? json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je) : NULL;  /* model_max_length is 1e30 */
     free(text);
     int rc = 0;

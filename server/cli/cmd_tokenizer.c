@@ -11,6 +11,7 @@
 #include "engine/core/files.h"
 #include "engine/core/platform.h"
 #include "engine/tok/tokenizer.h"
+#include "engine/tok/tokenizer_files.h"
 #include "server/cli/commands.h"
 
 typedef struct TokArgs {
@@ -26,7 +27,7 @@ static const char *const tok_verbs[] = {"encode", "decode", "export"};
 #define OFF(f) offsetof(TokArgs, f)
 static const CliOpt tok_opts[] = {
   {.name = "--tokenizer", .kind = CLI_STRING, .off = OFF(tokenizer), .arg = "T",
-   .help = "a Hugging Face tokenizer.json (Unigram model)"},
+   .help = "a Hugging Face tokenizer.json, or a model folder"},
   {.name = "--input", .kind = CLI_STRING, .off = OFF(input), .arg = "FILE", .def = "stdin",
    .help = "the input, read whole, up to 1 GiB (a named input must be a regular file)",
    .modes = 1u << TOK_ENCODE | 1u << TOK_DECODE},
@@ -63,9 +64,12 @@ const CliSpec cli_spec_tokenizer = {
     "        --jsonl: each input line is a JSON string (for texts holding newlines).\n"
     "decode: reads space-separated ids per line and prints the decoded text.\n"
     "export: writes DIR/tokenizer.json (HF's layout), tokenizer_config.json and\n"
-    "        special_tokens_map.json (as transformers saves an AlbertTokenizerFast).\n"
+    "        special_tokens_map.json (as transformers saves the family's fast tokenizer:\n"
+    "        AlbertTokenizerFast, BertTokenizerFast or RobertaTokenizerFast).\n"
     "train: see maskd tokenizer train --help.\n"
-    "T is a Hugging Face tokenizer.json (Unigram model). Input defaults to stdin; it is read\n"
+    "T is a Hugging Face tokenizer.json (Unigram, WordPiece or byte-level BPE), or a model folder\n"
+    "holding one, or BERT's vocab.txt, or RoBERTa's vocab.json + merges.txt (converted as\n"
+    "transformers converts them). Input defaults to stdin; it is read\n"
     "whole, up to 1 GiB (a named input must be a regular file).\n"
     "\n",
   .opts = tok_opts,
@@ -269,7 +273,7 @@ int cmd_tokenizer(int argc, char **argv) {
   if (pieces && offsets) { fprintf(stderr, "maskd tokenizer encode: --pieces and --offsets exclude each other\n"); return 2; }
   if (mode == TOK_EXPORT && !out_dir) { fprintf(stderr, "maskd tokenizer export: --out is required\n"); return 2; }
   Err err;
-  Tokenizer *t = tokenizer_load(tok_path, &err);
+  Tokenizer *t = tokenizer_load_path(tok_path, &err);
   if (!t) { fprintf(stderr, "maskd tokenizer %s: %s\n", verb, err.msg); return 1; }
   if (mode == TOK_EXPORT) {
     if (mkdir(out_dir, 0777) < 0 && errno != EEXIST) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/core/buf.h"
+#include "engine/tok/tokenizer_files.h"
 #include "engine/nn/config.h"
 #include "engine/core/files.h"
 #include "engine/infer/fillmask.h"
@@ -261,7 +262,7 @@ static void test_readers(void) {
   symlink("/dev/zero", at("fm2/special_tokens_map.json"));
   REFUSED("side_file_dev_zero", !fillmask_load_dir(at("fm2"), NULL, E), "not a regular file");
   mkdir(at("fm3"), 0755);
-  sparse(at("fm3/tokenizer_config.json"), "{", (off_t)FILLMASK_MAX_SIDE_FILE + 1);
+  sparse(at("fm3/tokenizer_config.json"), "{", (off_t)TOKENIZER_MAX_SIDE_FILE + 1);
   REFUSED("side_file_over_cap", !fillmask_load_dir(at("fm3"), NULL, E), "more than 1 MiB");
   /* corpus lines: the tokenizer trainer's reader and prepare's */
   UtWords *w = ut_words_new();

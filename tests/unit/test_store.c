@@ -136,9 +136,11 @@ static void open_tests(void) {
   /* A version-1 store (its jobs table allowed a "finetune" kind nothing ran) migrates:
   ** its jobs are kept and the kind is refused by the schema itself. */
   /* A version-1 file: the jobs table of then, no runs.dist (version 3), none of version 4's
-  ** columns (epoch F1 scores and confusions, run results, a model's best revision), and a
-  ** run with an epoch record that must come through. */
-  int v1rc = rawexec(empty, "ALTER TABLE runs DROP COLUMN dist; DROP TABLE jobs;"
+  ** columns (epoch F1 scores and confusions, run results, a model's best revision), none of
+  ** version 5's (an imported revision's tokenizer side files), and a run with an epoch
+  ** record that must come through. */
+  int v1rc = rawexec(empty, "ALTER TABLE revisions DROP COLUMN tokenizer_config; ALTER TABLE revisions DROP COLUMN special_tokens_map;"
+                 "ALTER TABLE runs DROP COLUMN dist; DROP TABLE jobs;"
                  "ALTER TABLE runs DROP COLUMN results; ALTER TABLE epoch_metrics DROP COLUMN macro_f1;"
                  "ALTER TABLE epoch_metrics DROP COLUMN weighted_f1; ALTER TABLE epoch_metrics DROP COLUMN confusion;"
                  "DROP TABLE models; CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
@@ -160,7 +162,8 @@ static void open_tests(void) {
   json_t *v1ep = json_array_get(json_object_get(v1m, "epochs"), 0);
   check(v1ep && json_real_value(json_object_get(v1ep, "eval_loss")) == 2.25 && !json_object_get(v1ep, "eval_macro_f1") &&
             q1(empty, "SELECT COUNT(*) FROM pragma_table_info('epoch_metrics') WHERE name IN ('macro_f1', 'weighted_f1', 'confusion')") == 3 &&
-            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('models') WHERE name = 'best_revision'") == 1,
+            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('models') WHERE name = 'best_revision'") == 1 &&
+            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('revisions') WHERE name IN ('tokenizer_config', 'special_tokens_map')") == 2,
         "store_migrates_v3_epochs_to_v4", "%s", e.msg);
   json_decref(v1m);
   store_close(s);
@@ -184,6 +187,37 @@ static void open_tests(void) {
   store_close(s);
   s = store_open("/nonexistent/dir/x.db", &e);
   check(!s && strstr(e.msg, "/nonexistent/dir/x.db"), "store_refuses_bad_path", "%s", e.msg);
+  store_close(s);
+}
+
+/* An import keeps the folder's tokenizer side files as they came; other revisions have none. */
+static void side_file_tests(void) {
+  Err e = {0};
+  char db[400];
+  snprintf(db, sizeof db, "%s", make_db_path("side.db"));
+  Store *s = store_open(db, &e);
+  if (!s) { check(0, "store_side_open", "%s", e.msg); return; }
+  const char *tj = "{\"version\": \"1.0\"}";
+  const char *tc = "{\n  \"do_lower_case\": true,\n  \"mask_token\": \"[MASK]\"\n}\n", *side_map = "{\"mask_token\": \"[MASK]\"}";
+  StorePush p = {.message = "Import", .config_json = "{\"model_type\": \"bert\"}", .weights = "w", .weights_len = 1,
+                 .tokenizer_json = tj};
+  StoreRevision plain, imp;
+  void *d1 = NULL, *d2 = NULL;
+  size_t l1 = 0, l2 = 0;
+  int rc = store_push(s, "user/own", &p, &plain, &e);
+  check(rc == 0 && store_revision_file(s, &plain, "tokenizer_config.json", &d1, &l1, &e) == -1 && e.kind == ERR_NOT_FOUND,
+        "store_revision_side_file_absent", "%s: %s", err_kind_name(e.kind), e.msg);
+  p.tokenizer_config_json = tc;
+  p.special_tokens_map_json = side_map;
+  rc = store_push(s, "user/imported", &p, &imp, &e);
+  int g1 = rc ? -1 : store_revision_file(s, &imp, "tokenizer_config.json", &d1, &l1, &e);
+  int g2 = rc ? -1 : store_revision_file(s, &imp, "special_tokens_map.json", &d2, &l2, &e);
+  check(rc == 0 && g1 == 0 && g2 == 0 && l1 == strlen(tc) && !memcmp(d1, tc, l1) && l2 == strlen(side_map) && !memcmp(d2, side_map, l2),
+        "store_revision_side_files_kept", "%s", e.msg);
+  free(d1); free(d2);
+  p.tokenizer_config_json = "[1]";
+  check(store_push(s, "user/imported", &p, NULL, &e) == -1 && strstr(e.msg, "tokenizer_config.json"),
+        "store_push_refuses_bad_side_file", "%s", e.msg);
   store_close(s);
 }
 
@@ -1014,6 +1048,7 @@ int main(void) {
   sha_tests();
   open_tests();
   api_tests();
+  side_file_tests();
   stream_tests();
   concurrency_test();
   kill_test();
