@@ -5,7 +5,8 @@
 //   node hf_tokenize.js encode TOKENIZER FILE [--no-special] [--pieces|--offsets] [--jsonl]
 //   node hf_tokenize.js decode TOKENIZER FILE [--skip-special]
 //   node hf_tokenize.js train OUT.json FILE...      (HF's Unigram trainer, seed pipeline)
-//   node hf_tokenize.js bench TOKENIZER FILE         (encodeBatch MB/s on FILE's lines)
+//   node hf_tokenize.js bench TOKENIZER FILE         (encodeBatch MB/s on FILE's lines; JSON
+//        with wall and CPU seconds and busy_threads, the threads working at once)
 //   node hf_tokenize.js seed IN.json OUT.json         (the seed's layout around a trained
 //        Unigram: special tokens first as HF's trainer puts them, unk_id, [MASK] lstrip,
 //        TemplateProcessing; loaded and saved by HF so OUT is HF-written)
@@ -147,22 +148,47 @@ function seed(inPath, outPath) {
   hf.Tokenizer.fromString(JSON.stringify(d)).save(outPath, true);
 }
 
+// utime + stime (clock ticks) of each thread of this process, by thread id (Linux).
+function threadTicks() {
+  const m = new Map();
+  try {
+    for (const tid of fs.readdirSync('/proc/self/task')) {
+      try {
+        const st = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+        const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+        m.set(tid, Number(f[11]) + Number(f[12]));
+      } catch (e) { /* the thread ended */ }
+    }
+  } catch (e) { /* no /proc */ }
+  return m;
+}
+
 async function bench(tokPath, file) {
   const tok = hf.Tokenizer.fromFile(tokPath);
   const lines = readLines(file);
   const bytes = Buffer.byteLength(fs.readFileSync(file, 'utf8'), 'utf8');
   const B = 10000;
   let ntok = 0;
+  // The threads that work at once: CPU ticks per thread over each encodeBatch call; a
+  // thread with at least a tenth of the busiest one's counts (node's main thread only
+  // waits), the most over the calls. Per call, since each runs on one of libuv's pool
+  // threads, not always the same one.
+  let busy = null;
   const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < lines.length; i += B) {
+    const k0 = threadTicks();
     const encs = await tok.encodeBatch(lines.slice(i, i + B), { addSpecialTokens: true });
+    const k1 = threadTicks(), d = [];
+    for (const [tid, t] of k1) d.push(t - (k0.get(tid) || 0));
+    const top = Math.max(0, ...d);
+    if (top >= 5) busy = Math.max(busy || 0, d.filter(x => x >= top / 10).length);
     for (const e of encs) ntok += e.getLength();
   }
   const s = Number(process.hrtime.bigint() - t0) / 1e9;
   const c = process.cpuUsage(c0);
   const cpu = (c.user + c.system) / 1e6;
-  console.log(JSON.stringify({ seconds: s, cpu_seconds: cpu, bytes, tokens: ntok, mb_per_s: bytes / 1e6 / s }));
+  console.log(JSON.stringify({ seconds: s, cpu_seconds: cpu, bytes, tokens: ntok, mb_per_s: bytes / 1e6 / s, busy_threads: busy }));
 }
 
 // ---- WordPiece (BERT) and byte-level BPE (RoBERTa) ----
