@@ -199,6 +199,27 @@ for x in wpu wpc bpe; do
   done
 done
 
+# 1b. Variants of the trained files on the edge cases: merges written as "a b" strings
+# (the layout of older files such as roberta-base's on the Hub; HF 0.23 writes pairs and
+# reads both), add_prefix_space (RobertaTokenizerFast(add_prefix_space=True): pre-tokenizer
+# and post-processor), and BertNormalizer switches: Chinese characters not split,
+# accents stripped without lowercasing, clean_text off.
+python3 - "$T" <<'PYEOF2'
+import json, sys
+t = sys.argv[1]
+def load(n): return json.load(open(f"{t}/{n}.json", encoding="utf-8"))
+def write(n, d): json.dump(d, open(f"{t}/{n}.json", "w", encoding="utf-8"), ensure_ascii=False)
+d = load("bpe"); d["model"]["merges"] = [" ".join(m) for m in d["model"]["merges"]]; write("var_bpe_strmerges", d)
+d = load("bpe"); d["pre_tokenizer"]["add_prefix_space"] = True; d["post_processor"]["add_prefix_space"] = True; write("var_bpe_prefix", d)
+d = load("wpc"); d["normalizer"].update(handle_chinese_chars=False, strip_accents=True, lowercase=False); write("var_wp_norm", d)
+d = load("wpu"); d["normalizer"]["clean_text"] = False; write("var_wp_noclean", d)
+PYEOF2
+for v in var_bpe_strmerges var_bpe_prefix var_wp_norm var_wp_noclean; do
+  enc "tokfam_${v}_ids_edge" "${v}_ids" "$T/$v.json" "$T/$v.json" "$T/edge.jsonl" --jsonl
+  enc "tokfam_${v}_offsets_edge" "${v}_off" "$T/$v.json" "$T/$v.json" "$T/edge.jsonl" --jsonl --offsets
+  dec "tokfam_${v}_decode_edge" "${v}_dec" "$T/$v.json" "$T/$v.json" "$T/m.${v}_ids"
+done
+
 # 2. Legacy folders: maskd reads the folder, HF the converter-built REF.json.
 for x in wpu wpc bpe tiny_wp tiny_bpe; do
   ref=$T/ref_$x.json dir=$T/dir_$x
