@@ -274,8 +274,9 @@ def family_files(tj, clean_up):
         n = tj.get("normalizer") or {}
         sp = {"cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]", "unk_token": "[UNK]"}
         cfg = dict(sp, added_tokens_decoder=added([(t, False) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]),
-                   clean_up_tokenization_spaces=clean_up, do_lower_case=n.get("lowercase", True) is not False,
-                   model_max_length=512, strip_accents=n.get("strip_accents"),
+                   clean_up_tokenization_spaces=clean_up, do_basic_tokenize=True,
+                   do_lower_case=n.get("lowercase", True) is not False, model_max_length=512, never_split=None,
+                   strip_accents=n.get("strip_accents"),
                    tokenize_chinese_chars=n.get("handle_chinese_chars", True) is not False, tokenizer_class="BertTokenizer")
         return cfg, sp, {"pad_token_id": vocab["[PAD]"]}, 0
     mask = {"content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False}

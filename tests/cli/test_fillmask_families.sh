@@ -99,4 +99,9 @@ for name in bert-json bert-legacy roberta-json roberta-legacy; do
     fail "fillmask_families_import_$name" "$(grep -v '^maskd: note' <<<"$out" | head -c 300)"
   fi
 done
+# The legacy folders read directly too (--model-dir), not only through the store.
+for name in bert-legacy roberta-legacy; do
+  $PY $R check --model-dir "$T/$name" --cases "$T/cases-${name%%-*}.json" \
+    --expected "$T/exp-$name.jsonl" --maskd "$M" --prefix "fillmask_families_dir_${name}_"
+done
 exit 0
