@@ -22,7 +22,9 @@
 //        HF's BPE trainer in ByteLevelBPETokenizer's pipeline laid out as roberta-base:
 //        <s> <pad> </s> <unk> = 0-3, the 256 byte-level characters, merges, <mask> last
 //        (lstrip), RobertaProcessing, ByteLevel pre-tokenizer and decoder
-//        (--vocab N: the first N entries, specials included, as the trainer's vocab_size)
+//        (--vocab N, both: the first N entries, specials included, as vocab_size would;
+//        default: all the default trainer gives, at most 30000 plus the specials and,
+//        for BPE, the byte-level characters the corpus lacks)
 //   node hf_tokenize.js folder-wordpiece IN.json DIR REF.json
 //   node hf_tokenize.js folder-bpe IN.json DIR REF.json
 //        the legacy files of a Hub folder without tokenizer.json (vocab.txt, or
@@ -32,8 +34,8 @@
 //        legacy files (BertTokenizerFast / RobertaTokenizerFast without tokenizer.json)
 //
 // Thread count: HF parallelises encodeBatch with rayon; RAYON_NUM_THREADS=N sizes
-// its pool and TOKENIZERS_PARALLELISM=false turns the parallel loop off (one thread:
-// bench reports CPU time beside wall time to show it).
+// its pool and TOKENIZERS_PARALLELISM=false turns the parallel loop off; each alone
+// gives one thread (bench's busy_threads: 1, against 2 unset on 2 cores).
 //
 // A line HF refuses prints "ERR <message>". Offsets are turned from HF's
 // character offsets into byte offsets, which is what maskd reports.
