@@ -14,12 +14,26 @@ Results are printed with Python's json.dumps, as the pipeline's float scores
 (float32 values widened to double) would be.
 
   fillmask_reference.py make-model --tokenizer T --out DIR [--model-type roberta|bert] [--seed S]
+                                   [--no-tokenizer-json]
         a small random model folder (config.json, model.safetensors, tokenizer.json,
-        tokenizer_config.json, special_tokens_map.json) with peaked predictions
+        tokenizer_config.json, special_tokens_map.json) with peaked predictions. The
+        tokenizer's family decides the folder's tokenizer files and special-token ids:
+          Unigram   the seed layout (AlbertTokenizer; pad 3, bos 0, eos 1)
+          WordPiece as BertTokenizerFast saves ([PAD] [UNK] [CLS] [SEP] [MASK], do_lower_case
+                    ...; config pad_token_id = the [PAD] id)
+          BPE       as RobertaTokenizerFast saves (<s> </s> <unk> <pad>, <mask> with lstrip,
+                    add_prefix_space, trim_offsets; config pad 1, bos 0, eos 2, and
+                    max_position_embeddings = --max-pos + 2 as RoBERTa's positions start
+                    after pad_token_id)
+        --no-tokenizer-json (WordPiece, BPE): the legacy files instead of tokenizer.json
+        (vocab.txt, or vocab.json + merges.txt; tests/hf_tokenize.js folder-*), and the
+        tokenizer transformers' converter builds from them as DIR.ref.json beside DIR,
+        which the reference then uses
   fillmask_reference.py make-models --tokenizer T OUT,TYPE,SEED,CLEAN...   (several at once)
   fillmask_reference.py run --model-dir DIR --cases CASES.json  |  run --job DIR CASES OUT ...
         one JSON line per case: {"name", "result"} or {"name", "error"}
   fillmask_reference.py check --model-dir DIR --cases CASES.json --expected EXP.jsonl --maskd MASKD
+                               [--db DB --model NAME]   (maskd answers from its store instead)
         runs maskd fill-mask on every case; a PASS/FAIL line each: maskd's output against the reference (scores within 1e-5 and
         printed as repr(float32 value); everything else identical, key order included)
 """
@@ -119,6 +133,13 @@ class Tok:
 
     def __init__(self, d):
         self.path = os.path.join(d, "tokenizer.json")
+        if not os.path.exists(self.path):
+            # A folder without tokenizer.json: the tokenizer transformers' converter
+            # (BertConverter / RobertaConverter) builds from the legacy files, as HF builds it.
+            self.path = os.path.abspath(d).rstrip("/") + ".ref.json"
+            if not os.path.exists(self.path):
+                subprocess.run(["node", os.path.join(NODE_MODULES, "..", "hf_tokenize.js"), "ref-folder", d, self.path],
+                               check=True)
         cfg = {}
         p = os.path.join(d, "tokenizer_config.json")
         if os.path.exists(p):
@@ -240,14 +261,57 @@ def load_model(d):
     return model
 
 
+def family_files(tj, clean_up):
+    """(tokenizer_config.json, special_tokens_map.json, pad/bos/eos ids, position offset) of a
+    WordPiece or BPE tokenizer.json's family, as transformers' BertTokenizerFast /
+    RobertaTokenizerFast save_pretrained writes them (keys sorted)."""
+    vocab = tj["model"]["vocab"]
+    def added(entries):
+        return {str(vocab[t]): {"content": t, "lstrip": lstrip, "normalized": False, "rstrip": False,
+                                "single_word": False, "special": True}
+                for t, lstrip in sorted(entries, key=lambda e: vocab[e[0]]) if t in vocab}
+    if tj["model"]["type"] == "WordPiece":
+        n = tj.get("normalizer") or {}
+        sp = {"cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]", "unk_token": "[UNK]"}
+        cfg = dict(sp, added_tokens_decoder=added([(t, False) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]),
+                   clean_up_tokenization_spaces=clean_up, do_basic_tokenize=True,
+                   do_lower_case=n.get("lowercase", True) is not False, model_max_length=512, never_split=None,
+                   strip_accents=n.get("strip_accents"),
+                   tokenize_chinese_chars=n.get("handle_chinese_chars", True) is not False, tokenizer_class="BertTokenizer")
+        return cfg, sp, {"pad_token_id": vocab["[PAD]"]}, 0
+    mask = {"content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False}
+    sp = {"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "mask_token": mask, "pad_token": "<pad>",
+          "sep_token": "</s>", "unk_token": "<unk>"}
+    pre = tj.get("pre_tokenizer") or {}
+    cfg = dict(sp, add_prefix_space=bool(pre.get("add_prefix_space", False)),
+               added_tokens_decoder=added([("<s>", False), ("<pad>", False), ("</s>", False), ("<unk>", False), ("<mask>", True)]),
+               clean_up_tokenization_spaces=clean_up, errors="replace", mask_token="<mask>", model_max_length=512,
+               tokenizer_class="RobertaTokenizer", trim_offsets=True)
+    return cfg, sp, {"pad_token_id": vocab["<pad>"], "bos_token_id": vocab["<s>"], "eos_token_id": vocab["</s>"]}, vocab["<pad>"] + 1
+
+
 def make_model(a):
     need_torch()
-    vocab_size = len(json.load(open(a.tokenizer))["model"]["vocab"])
+    tj = json.load(open(a.tokenizer))
+    family = tj["model"]["type"]
+    if family not in ("Unigram", "WordPiece", "BPE"):
+        sys.exit(f"make-model: a {family} tokenizer is not handled")
+    if getattr(a, "no_tokenizer_json", False) and family == "Unigram":
+        sys.exit("make-model: --no-tokenizer-json is for WordPiece and BPE tokenizers")
+    if family == "Unigram":
+        vocab_size = len(tj["model"]["vocab"])
+    else:   # ids from the vocab map, and added tokens past it
+        vocab_size = max(list(tj["model"]["vocab"].values()) + [t["id"] for t in tj.get("added_tokens") or []]) + 1
     mt = a.model_type
+    special_ids, max_pos = {"pad_token_id": 3, "bos_token_id": 0, "eos_token_id": 1}, a.max_pos
+    if family != "Unigram":
+        tok_cfg, tok_map, special_ids, pos_offset = family_files(tj, a.clean_up == "true")
+        if mt == "roberta":
+            max_pos = a.max_pos + pos_offset   # RoBERTa: position ids start after pad_token_id
     cfg = {"architectures": ["RobertaForMaskedLM" if mt == "roberta" else "BertForMaskedLM"], "model_type": mt,
            "vocab_size": vocab_size, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-           "intermediate_size": 64, "max_position_embeddings": a.max_pos, "type_vocab_size": 1 if mt == "roberta" else 2,
-           "pad_token_id": 3, "bos_token_id": 0, "eos_token_id": 1, "hidden_act": "gelu",
+           "intermediate_size": 64, "max_position_embeddings": max_pos, "type_vocab_size": 1 if mt == "roberta" else 2,
+           **special_ids, "hidden_act": "gelu",
            "layer_norm_eps": 1e-5 if mt == "roberta" else 1e-12, "hidden_dropout_prob": 0.1,
            "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02, "position_embedding_type": "absolute"}
     torch.manual_seed(a.seed)
@@ -258,12 +322,24 @@ def make_model(a):
         for p in model.parameters():
             p.normal_(0.0, 0.3)
         model.head_bias.normal_(0.0, 2.0)
-        model.word_embeddings.weight[3].zero_()
+        model.word_embeddings.weight[cfg["pad_token_id"]].zero_()
     os.makedirs(a.out, exist_ok=True)
     sd = model.hf_state_dict()
     write_safetensors(os.path.join(a.out, "model.safetensors"), list(sd.items()), {"format": "pt"})
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
+    if family != "Unigram":
+        if getattr(a, "no_tokenizer_json", False):
+            ref = os.path.abspath(a.out).rstrip("/") + ".ref.json"
+            subprocess.run(["node", os.path.join(NODE_MODULES, "..", "hf_tokenize.js"),
+                            "folder-wordpiece" if family == "WordPiece" else "folder-bpe", a.tokenizer, a.out, ref], check=True)
+        else:
+            shutil.copyfile(a.tokenizer, os.path.join(a.out, "tokenizer.json"))
+        with open(os.path.join(a.out, "tokenizer_config.json"), "w") as f:
+            json.dump(tok_cfg, f, indent=2, sort_keys=True, ensure_ascii=False)
+        with open(os.path.join(a.out, "special_tokens_map.json"), "w") as f:
+            json.dump(tok_map, f, indent=2, sort_keys=True, ensure_ascii=False)
+        return
     shutil.copyfile(a.tokenizer, os.path.join(a.out, "tokenizer.json"))
     mask = {"content": "[MASK]", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False}
     with open(os.path.join(a.out, "tokenizer_config.json"), "w") as f:
@@ -384,8 +460,8 @@ def check(a):
     for line in open(a.expected):
         exp = json.loads(line)
         case = cases[exp["name"]]
-        r = subprocess.run([a.maskd, "fill-mask", "--model-dir", a.model_dir] + maskd_args(case),
-                           capture_output=True, text=True)
+        src = ["--db", a.db, "--model", a.model] if a.model else ["--model-dir", a.model_dir]
+        r = subprocess.run([a.maskd, "fill-mask"] + src + maskd_args(case), capture_output=True, text=True)
         compare(exp, a.prefix + exp["name"], r.returncode, r.stdout, r.stderr)
 
 
@@ -399,6 +475,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-pos", type=int, default=64)
     p.add_argument("--clean-up", default="true", choices=["true", "false"])
+    p.add_argument("--no-tokenizer-json", action="store_true")
     p = sub.add_parser("make-models")
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--max-pos", type=int, default=64)
@@ -412,6 +489,8 @@ def main():
     p.add_argument("--cases", required=True)
     p.add_argument("--expected", required=True)
     p.add_argument("--maskd", required=True)
+    p.add_argument("--db")
+    p.add_argument("--model")
     p.add_argument("--prefix", default="fillmask_ref_")
     a = ap.parse_args()
     {"make-model": make_model, "make-models": make_models, "run": run, "check": check}[a.cmd](a)
