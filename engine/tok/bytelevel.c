@@ -236,12 +236,30 @@ static size_t space_bytes(const unsigned char *t, size_t i, size_t n, size_t *m)
   return uni_is_whitespace(c) ? *m : 0;
 }
 
-void bytelevel_trim_offsets(const char *const *tokens, int32_t *offsets, int n, int add_prefix_space) {
+/* The offset k chars after (dir 1) or before (dir -1) byte offset at in text[0..len). */
+static int32_t step_chars(const char *text, size_t len, int32_t at, size_t k, int dir) {
+  const unsigned char *s = (const unsigned char *)text;
+  size_t i = (size_t)at;
+  for (; k > 0; k--) {
+    if (dir > 0) {
+      if (i >= len) break;
+      i++;
+      while (i < len && (s[i] & 0xC0) == 0x80) i++;
+    } else {
+      if (i == 0) break;
+      i--;
+      while (i > 0 && (s[i] & 0xC0) == 0x80) i--;
+    }
+  }
+  return (int32_t)i;
+}
+
+void bytelevel_trim_offsets(const char *const *tokens, int32_t *offsets, int n, int add_prefix_space, const char *text, size_t text_len) {
   for (int t = 0; t < n; t++) {
     const unsigned char *s = (const unsigned char *)tokens[t];
     size_t len = strlen(tokens[t]);
-    /* Leading and trailing space chars, counted in chars (HF's test) and bytes (ours). */
-    size_t lead_chars = 0, lead = 0, trail = 0, i = 0, m, b;
+    /* Leading and trailing space chars, counted in chars (HF's test and its unit) and bytes. */
+    size_t lead_chars = 0, lead = 0, trail_chars = 0, trail = 0, i = 0, m, b;
     while (i < len && (b = space_bytes(s, i, len, &m)) > 0) { lead_chars++; lead += b; i += m; }
     /* Walk back over the trailing ones: find each char's start from the end. */
     size_t e = len;
@@ -250,18 +268,21 @@ void bytelevel_trim_offsets(const char *const *tokens, int32_t *offsets, int n, 
       while (st > 0 && (s[st] & 0xC0) == 0x80 && e - st < 4) st--;
       if ((b = space_bytes(s, st, len, &m)) == 0 || st + m != e) break;
       trail += b;
+      trail_chars++;
       e = st;
     }
     int32_t *o = offsets + 2 * t;
+    /* HF moves the offsets by chars of the original text: a space ByteLevel prepended
+    ** spans the whole first char it was put before. */
     if (lead > 0) {
       int is_first = t == 0 || o[0] == 0;
       if (!(is_first && add_prefix_space && lead_chars == 1)) {
-        int64_t a = (int64_t)o[0] + (int64_t)lead;
+        int64_t a = text ? step_chars(text, text_len, o[0], lead_chars, 1) : (int64_t)o[0] + (int64_t)lead;
         o[0] = a < o[1] ? (int32_t)a : o[1];
       }
     }
-    if (trail > 0 && (size_t)o[1] >= trail) {
-      int32_t z = o[1] - (int32_t)trail;
+    if (trail > 0 && (text ? (size_t)o[1] >= trail_chars : (size_t)o[1] >= trail)) {
+      int32_t z = text ? step_chars(text, text_len, o[1], trail_chars, -1) : o[1] - (int32_t)trail;
       o[1] = z > o[0] ? z : o[0];
     }
   }

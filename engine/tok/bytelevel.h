@@ -49,8 +49,10 @@ void bytelevel_char_offsets(const char *s, size_t n, int32_t *offsets, int count
 
 /* HF's process_offsets (trim_offsets): for token i, leading and trailing 'Ġ' (or
 ** whitespace) chars move offsets[2i] right and offsets[2i+1] left (never past each
-** other; 'Ġ' counts 1 byte, a whitespace char its UTF-8 length); the first token (i
-** == 0 or starting at 0) keeps exactly one leading 'Ġ' when add_prefix_space. */
-void bytelevel_trim_offsets(const char *const *tokens, int32_t *offsets, int n, int add_prefix_space);
+** other); the first token (i == 0 or starting at 0) keeps exactly one leading 'Ġ' when
+** add_prefix_space. With the text the offsets point into (text may be NULL), they move
+** by that many chars of it, as HF's char offsets do; without, by bytes ('Ġ' counts 1
+** byte, a whitespace char its UTF-8 length). */
+void bytelevel_trim_offsets(const char *const *tokens, int32_t *offsets, int n, int add_prefix_space, const char *text, size_t text_len);
 
 #endif

@@ -278,6 +278,7 @@ static int enc_reserve(Encoding *e, int need) {
   int32_t *a = realloc(e->ids, (size_t)cap * 4); if (!a) return -1; e->ids = a;
   a = realloc(e->type_ids, (size_t)cap * 4); if (!a) return -1; e->type_ids = a;
   a = realloc(e->offsets, (size_t)cap * 8); if (!a) return -1; e->offsets = a;
+  a = realloc(e->cut, (size_t)cap * 8); if (!a) return -1; e->cut = a;
   uint8_t *s = realloc(e->special, (size_t)cap); if (!s) return -1; e->special = s;
   e->cap = cap;
   return 0;
@@ -285,7 +286,7 @@ static int enc_reserve(Encoding *e, int need) {
 
 void encoding_free(Encoding *e) {
   if (!e) return;
-  free(e->ids); free(e->type_ids); free(e->offsets); free(e->special);
+  free(e->ids); free(e->type_ids); free(e->offsets); free(e->cut); free(e->special);
   work_free(e->work);
   memset(e, 0, sizeof *e);
 }
@@ -296,6 +297,8 @@ static int push_token(Encoding *e, int id, int type_id, int32_t a, int32_t b, in
   e->type_ids[e->n] = type_id;
   e->offsets[2 * e->n] = a;
   e->offsets[2 * e->n + 1] = b;
+  e->cut[2 * e->n] = special ? -1 : a;     /* an added token matched in the text, or a template token */
+  e->cut[2 * e->n + 1] = special ? -1 : b;
   e->special[e->n] = (uint8_t)special;
   e->n++;
   return 0;
@@ -457,6 +460,7 @@ static int encode_word(const Tokenizer *t, Work *w, const char *wbuf, size_t ws,
         e->type_ids[e->n] = type_id;
         e->offsets[2 * e->n] = 0;
         e->offsets[2 * e->n + 1] = 0;
+        e->cut[2 * e->n] = e->cut[2 * e->n + 1] = -1;
         e->special[e->n] = 0;
         e->n++;
       }
@@ -492,6 +496,7 @@ static int encode_word(const Tokenizer *t, Work *w, const char *wbuf, size_t ws,
     e->type_ids[e->n] = type_id;
     e->offsets[2 * e->n] = oa;
     e->offsets[2 * e->n + 1] = ob;
+    e->cut[2 * e->n] = e->cut[2 * e->n + 1] = -1;
     e->special[e->n] = 0;
     e->n++;
   }
@@ -512,7 +517,7 @@ static int encode_bert_words(const Tokenizer *t, Work *w, size_t a, size_t b, in
 }
 
 /* ByteLevel: a space in front when add_prefix_space and the range does not start with
-** one (HF's prepend: the space takes the first character's span), then the GPT-2
+** one (HF's prepend: the space takes the span of the character it is put before), then the GPT-2
 ** split; the model maps each piece's bytes to its alphabet. */
 static int encode_bytelevel_words(const Tokenizer *t, Work *w, size_t a, size_t b, int type_id, int align, Encoding *e, Err *err) {
   size_t n = b - a;
@@ -692,6 +697,8 @@ static int apply_template(const Tokenizer *t, const TItem *items, int n_items, E
         out.type_ids[out.n] = items[i].type_id;
         out.offsets[2 * out.n] = e->offsets[2 * j];
         out.offsets[2 * out.n + 1] = e->offsets[2 * j + 1];
+        out.cut[2 * out.n] = e->cut[2 * j];
+        out.cut[2 * out.n + 1] = e->cut[2 * j + 1];
         out.special[out.n] = e->special[j];
         out.n++;
       }
@@ -703,6 +710,7 @@ static int apply_template(const Tokenizer *t, const TItem *items, int n_items, E
           out.type_ids[out.n] = items[i].type_id;
           out.offsets[2 * out.n] = 0;
           out.offsets[2 * out.n + 1] = 0;
+          out.cut[2 * out.n] = out.cut[2 * out.n + 1] = -1;
           out.special[out.n] = 1;
           out.n++;
         }
@@ -719,26 +727,52 @@ static int apply_template(const Tokenizer *t, const TItem *items, int n_items, E
   return 0;
 }
 
+const char *tokenizer_token_string(const Tokenizer *t, const Encoding *e, int i, const char *text, size_t *len) {
+  if (i < 0 || i >= e->n) { *len = 0; return ""; }
+  if (text && e->cut[2 * i] >= 0 && e->cut[2 * i + 1] > e->cut[2 * i]) {
+    *len = (size_t)(e->cut[2 * i + 1] - e->cut[2 * i]);
+    return text + e->cut[2 * i];
+  }
+  const char *s = tokenizer_id_to_token(t, e->ids[i]);
+  if (!s) s = "";
+  *len = strlen(s);
+  return s;
+}
+
 /* RobertaProcessing's (and the ByteLevel post-processor's) trim_offsets over the tokens
-** [from, to) of one sequence: HF trims before it adds the special tokens, whether or
-** not it adds them. */
-static int trim_offsets(const Tokenizer *t, Encoding *e, int from, int to, Err *err) {
+** [from, to) of one sequence, encoded from text: HF trims before it adds the special
+** tokens, whether or not it adds them, and trims an added token by the whitespace its
+** string took from the text. */
+static int trim_offsets(const Tokenizer *t, Encoding *e, int from, int to, const char *text, size_t text_len, Err *err) {
   int n = to - from;
   if (!t->trim_offsets || n <= 0) return 0;
   Work *w = e->work;
-  if (grow((void **)&w->toks, &w->toks_cap, (size_t)n, sizeof *w->toks) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
-  for (int i = 0; i < n; i++) {
-    const char *tok = tokenizer_id_to_token(t, e->ids[from + i]);
-    w->toks[i] = tok ? tok : "";
+  size_t bytes = 0;
+  for (int i = from; i < to; i++) {
+    size_t l;
+    tokenizer_token_string(t, e, i, text, &l);
+    bytes += l + 1;
   }
-  bytelevel_trim_offsets(w->toks, e->offsets + 2 * from, n, t->trim_prefix_space);
+  if (grow((void **)&w->toks, &w->toks_cap, (size_t)n, sizeof *w->toks) < 0 || work_reserve(w, bytes + 8) < 0)
+    return err_setk(err, ERR_NOMEM, "out of memory");
+  /* NUL-terminated copies in tb (free here: the sequence is encoded). */
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    size_t l;
+    const char *s = tokenizer_token_string(t, e, from + i, text, &l);
+    memcpy(w->tb + at, s, l);
+    w->tb[at + l] = 0;
+    w->toks[i] = w->tb + at;
+    at += l + 1;
+  }
+  bytelevel_trim_offsets(w->toks, e->offsets + 2 * from, n, t->trim_prefix_space, text, text_len);
   return 0;
 }
 
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_special, Encoding *e, Err *err) {
   e->n = 0;
   if (encode_seq(t, text, len, 0, 1, e, err) < 0) return -1;
-  if (trim_offsets(t, e, 0, e->n, err) < 0) return -1;
+  if (trim_offsets(t, e, 0, e->n, text, len, err) < 0) return -1;
   if (add_special && t->has_post) return apply_template(t, t->single, t->n_single, e, e->n, 0, err);
   return 0;
 }
@@ -749,7 +783,7 @@ int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const 
   if (encode_seq(t, a, alen, 0, 1, e, err) < 0) return -1;
   int na = e->n;
   if (encode_seq(t, b, blen, 1, 1, e, err) < 0) return -1;
-  if (trim_offsets(t, e, 0, na, err) < 0 || trim_offsets(t, e, na, e->n, err) < 0) return -1;
+  if (trim_offsets(t, e, 0, na, a, alen, err) < 0 || trim_offsets(t, e, na, e->n, b, blen, err) < 0) return -1;
   if (add_special && t->has_post) return apply_template(t, t->pair, t->n_pair, e, na, e->n - na, err);
   return 0;
 }
@@ -885,6 +919,11 @@ done:
 /* ---- decode ------------------------------------------------------------------ */
 
 char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, Err *err) {
+  size_t len;
+  return tokenizer_decode_len(t, ids, n, skip_special, &len, err);
+}
+
+char *tokenizer_decode_len(const Tokenizer *t, const int32_t *ids, int n, int skip_special, size_t *len, Err *err) {
   Buf b = {0};
   buf_put(&b, "", 0);
   /* The tokens kept, which is what the decoder sees. */
@@ -920,6 +959,7 @@ char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_s
     }
   free(toks);
   if (b.oom) { free(b.p); err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
+  *len = b.len;
   return b.p;
 }
 

@@ -35,6 +35,8 @@ typedef struct Encoding {
   int32_t *ids;
   int32_t *type_ids;
   int32_t *offsets;      /* 2 per token: byte start, end in the original text ((0,0) for template tokens) */
+  int32_t *cut;          /* 2 per token: an added token's span of the text it was matched in, its stripped
+                         ** whitespace included (trim_offsets may narrow offsets); -1, -1 for other tokens */
   uint8_t *special;      /* 1 for tokens the post-processor added */
   int cap;
   void *work;            /* private scratch */
@@ -89,6 +91,11 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_s
 /* Encodes a pair (type ids 0/1 as the pair template says). */
 int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
                           int add_special, Encoding *enc, Err *err);
+/* Encoding.getTokens()'s string of token i of e (encoded from text, one sequence):
+** the vocabulary's, except that an added token's is the text it was cut from (the
+** whitespace lstrip / rstrip took included), as HF reports it. *len gets its length
+** (the string is not NUL-terminated in the text's case). */
+const char *tokenizer_token_string(const Tokenizer *t, const Encoding *e, int i, const char *text, size_t *len);
 /* Frees an Encoding's arrays (not the struct). */
 void encoding_free(Encoding *enc);
 
@@ -102,6 +109,8 @@ int tokenizer_encode_many(const Tokenizer *t, const char *const *texts, const si
 ** skip_special, then the decoder (or tokens joined by spaces without one).
 ** Unknown ids are skipped, as HF does. */
 char *tokenizer_decode(const Tokenizer *t, const int32_t *ids, int n, int skip_special, Err *err);
+/* tokenizer_decode() with the text's length in *len: a byte-level text may hold NUL bytes. */
+char *tokenizer_decode_len(const Tokenizer *t, const int32_t *ids, int n, int skip_special, size_t *len, Err *err);
 
 /* transformers' clean_up_tokenization (applied by decode when the tokenizer config
 ** says clean_up_tokenization_spaces): " ." -> ".", " ?", " !", " ,", " ' " -> "'",

@@ -196,7 +196,7 @@ static int cmd_encode(Tokenizer *t, char *text, size_t len, int pieces, int offs
       for (int j = 0; j < e.n; j++) {
         if (j) out_put(&o, " ", 1);
         if (offsets) { out_int(&o, e.offsets[2 * j]); out_put(&o, ":", 1); out_int(&o, e.offsets[2 * j + 1]); }
-        else { const char *p = tokenizer_id_to_token(t, e.ids[j]); out_put(&o, p, strlen(p)); }
+        else { size_t pl; const char *p = tokenizer_token_string(t, &e, j, lines[i], &pl); out_put(&o, p, pl); }
       }
       out_put(&o, "\n", 1);
     }
@@ -237,9 +237,10 @@ static int cmd_decode(Tokenizer *t, char *text, size_t len, int skip_special) {
       p = q;
     }
     if (rc) break;
-    char *s = tokenizer_decode(t, ids, k, skip_special, &err);
+    size_t sl;
+    char *s = tokenizer_decode_len(t, ids, k, skip_special, &sl, &err);
     if (!s) { fprintf(stderr, "maskd tokenizer decode: line %zu: %s\n", i + 1, err.msg); rc = 1; break; }
-    out_put(&o, s, strlen(s));
+    out_put(&o, s, sl);
     out_put(&o, "\n", 1);
     free(s);
   }

@@ -665,7 +665,7 @@ static void test_e2e(void) {
       int32_t *off = st;
       const char **toks = malloc(((size_t)k + 1) * sizeof *toks);
       for (int j = 0; j < k; j++) toks[j] = bpe_token(b, ids[j]);
-      bytelevel_trim_offsets(toks, off, k, aps);
+      bytelevel_trim_offsets(toks, off, k, aps, NULL, 0);
       g.len = 0;
       buf_put(&g, "", 0);
       for (int j = 0; j < k; j++) buf_printf(&g, j ? " %d:%d" : "%d:%d", (int)off[2 * j], (int)off[2 * j + 1]);
