@@ -216,7 +216,7 @@ static int do_import(Store *s, const char *dir, const char *name, const char *me
   if (!cp || !tp) { err_set(err, "out of memory"); goto done; }
   const char *need[] = {cp, tp};
   for (int i = 0; i < 2; i++) if (!exists(need[i])) { err_set(err, "%s: missing (an HF model folder needs config.json, weights and tokenizer.json)", need[i]); goto done; }
-  if (config_load(cp, &c, err)) { err_prefix(err, cp); goto done; }
+  if (config_load(cp, &c, err)) goto done;   /* its message names the file */
   if (!(t = load_unigram_tokenizer(tp, err))) goto done;
   if (check_tokenizer_configs(dir, err)) goto done;
   if (tokenizer_token_to_id(t, "[MASK]") < 0) { err_set(err, "%s: the tokenizer has no [MASK] token", tp); goto done; }
