@@ -379,7 +379,7 @@ HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err) {
     if (check_inside(dir, bin, err) || tp_read_state_dict(bin, w, err)) goto done;
     snprintf(w->source, sizeof w->source, "pytorch_model.bin");
   } else {
-    err_setk(err, ERR_NOT_FOUND, "%s: no weights (model.safetensors, model.safetensors.index.json or pytorch_model.bin)", dir);
+    err_setk(err, ERR_NOT_FOUND, "%s: missing (and no model.safetensors.index.json or pytorch_model.bin: the folder has no weights)", st);
     goto done;
   }
   if (apply_rules(w, c, err) || check_against(w, c, err)) goto done;
