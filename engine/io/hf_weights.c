@@ -45,6 +45,8 @@ void hfw_free(HfWeights *w) {
   free(w);
 }
 
+HfWeights *hfw_new(void) { return calloc(1, sizeof(HfWeights)); }
+
 int hfw_count(const HfWeights *w) { return w->n; }
 const HfTensor *hfw_tensor(const HfWeights *w, int i) { return i >= 0 && i < w->n ? &w->t[i] : NULL; }
 const char *hfw_source(const HfWeights *w) { return w->source; }
@@ -359,7 +361,7 @@ done:
 }
 
 HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err) {
-  HfWeights *w = calloc(1, sizeof *w);
+  HfWeights *w = hfw_new();
   char *st = files_join(dir, "model.safetensors"), *idx = files_join(dir, "model.safetensors.index.json"),
        *bin = files_join(dir, "pytorch_model.bin");
   struct stat sb;

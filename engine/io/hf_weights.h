@@ -63,6 +63,8 @@ int hfw_serialize(const HfWeights *w, unsigned char **out, size_t *len, Err *err
 ** the pooler ("bert.pooler.*", "roberta.pooler.*") and BERT's NSP head ("cls.seq_relationship.*"). */
 int hfw_is_unused_name(const ModelConfig *c, const char *name);
 
+/* An empty set, for the readers of a layout (and tests); NULL when out of memory. */
+HfWeights *hfw_new(void);
 /* Adds a raw tensor (its name as the file has it) to w, taking data (numel floats,
 ** malloc'd) in every case; for the readers of a layout. */
 int hfw_add_raw(HfWeights *w, const char *name, int ndim, const int64_t *shape, float *data, Err *err);
