@@ -18,6 +18,7 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
         bin                   pytorch_model.bin (torch.save, zip format) with the tied
                               decoder weight and a pooler
         bin_f16               pytorch_model.bin in float16
+        bin_sharded           2 pytorch_model-0000N-of-00002.bin + pytorch_model.bin.index.json
         hostile layouts (each must be refused): shard_escape (the index names
         ../x.safetensors), shard_wrong (a tensor in another shard than the index says),
         shard_symlink (a shard that is a symlink leaving the folder), bin_evil (a pickle
@@ -83,12 +84,14 @@ def read_any(d):
     p = os.path.join(d, "model.safetensors")
     if os.path.exists(p):
         return read_st(p)
-    p = os.path.join(d, "model.safetensors.index.json")
-    if os.path.exists(p):
-        out = OrderedDict()
-        for shard in sorted(set(json.load(open(p))["weight_map"].values())):
-            out.update(read_st(os.path.join(d, shard)))
-        return out
+    for index, reader in (("model.safetensors.index.json", read_st),
+                          ("pytorch_model.bin.index.json", lambda p: torch.load(p, map_location="cpu", weights_only=True))):
+        p = os.path.join(d, index)
+        if os.path.exists(p):
+            out = OrderedDict()
+            for shard in sorted(set(json.load(open(p))["weight_map"].values())):
+                out.update(reader(os.path.join(d, shard)))
+            return out
     return torch.load(os.path.join(d, "pytorch_model.bin"), map_location="cpu", weights_only=True)
 
 
@@ -184,9 +187,20 @@ def make(src, out, kind):
         state = OrderedDict(sd)
         state[dec_w] = word   # shares the storage, as a tied model's state dict does
         state.update(pooler)
+        state[pre + "embeddings.position_ids"] = pos   # a LongStorage, as transformers 4.0-4.30 saved it
         if kind == "bin_f16":
-            state = OrderedDict((k, v.half()) for k, v in state.items())
+            state = OrderedDict((k, v.half() if v.is_floating_point() else v) for k, v in state.items())
         torch.save(state, os.path.join(out, "pytorch_model.bin"), _use_new_zipfile_serialization=kind != "bin_legacy")
+    elif kind == "bin_sharded":
+        items = list(sd.items()) + [(pre + "embeddings.position_ids", pos)]
+        wmap = {}
+        for i in range(2):
+            nm = f"pytorch_model-0000{i + 1}-of-00002.bin"
+            part = OrderedDict(items[i::2])
+            torch.save(part, os.path.join(out, nm))
+            wmap.update({k: nm for k in part})
+        json.dump({"metadata": {"total_size": 0}, "weight_map": wmap},
+                  open(os.path.join(out, "pytorch_model.bin.index.json"), "w"), indent=2)
     elif kind == "bin_evil":
         torch.save(OrderedDict(sd), os.path.join(out, "pytorch_model.bin"))
         evil = b"\x80\x02cos\nsystem\nq\x00X\x0b\x00\x00\x00touch /tmp/pwnedq\x01\x85q\x02Rq\x03."

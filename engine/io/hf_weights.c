@@ -84,7 +84,7 @@ int hfw_add_raw(HfWeights *w, const char *name, int ndim, const int64_t *shape, 
 }
 
 /* Buffers transformers registers (not parameters): never loaded, whatever their dtype. */
-static int is_buffer(const char *name) { return has_suffix(name, ".position_ids") || has_suffix(name, ".token_type_ids"); }
+int hfw_is_buffer_name(const char *name) { return has_suffix(name, ".position_ids") || has_suffix(name, ".token_type_ids"); }
 
 static int find(const HfWeights *w, const char *name);
 
@@ -113,7 +113,7 @@ static int read_st_file(HfWeights *w, const char *path, json_t *index, const cha
       }
     }
     (*seen)++;
-    if (is_buffer(t->name)) { hfw_note_ignored(w, t->name, "a buffer"); continue; }
+    if (hfw_is_buffer_name(t->name)) { hfw_note_ignored(w, t->name, "a buffer"); continue; }
     if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64) {
       err_setk(err, ERR_BAD_INPUT, "%s: tensor \"%s\": dtype %s, expected F32, F16, BF16 or F64", path, t->name, st_dtype_name(t->dtype));
       goto done;
@@ -157,7 +157,34 @@ static int check_inside(const char *dir, const char *path, Err *err) {
   return 0;
 }
 
-static int read_sharded(HfWeights *w, const char *dir, const char *index_path, Err *err) {
+/* One pickle shard of a sharded .bin: its tensors moved into w, each checked against
+** the index as read_st_file checks a safetensors shard's. */
+static int read_bin_shard(HfWeights *w, const char *path, json_t *index, const char *shard, size_t *seen, Err *err) {
+  HfWeights *part = hfw_new();
+  if (!part) return err_setk(err, ERR_NOMEM, "out of memory");
+  int rc = tp_read_state_dict(path, part, err);
+  for (int i = 0; rc == 0 && i < part->n; i++) {
+    HfTensor *t = &part->t[i];
+    json_t *where = json_object_get(index, t->name);
+    if (!json_is_string(where)) rc = err_setk(err, ERR_BAD_INPUT, "%s: tensor \"%s\" is not in the index's weight_map", path, t->name);
+    else if (strcmp(json_string_value(where), shard))
+      rc = err_setk(err, ERR_BAD_INPUT, "%s: tensor \"%s\" is in this shard but the index maps it to %s", path, t->name,
+                    json_string_value(where));
+    else {
+      (*seen)++;
+      rc = hfw_add_raw(w, t->name, t->ndim, t->shape, t->data, err);
+      t->data = NULL;   /* w owns it now, whatever hfw_add_raw said */
+    }
+  }
+  /* Buffers the pickle reader left out (listed there) are listed here. */
+  if (rc == 0 && part->ignored.len) list_add(&w->ignored, part->ignored.p);
+  hfw_free(part);
+  return rc;
+}
+
+/* A sharded folder: index_path's weight_map names each tensor's shard (bin: pickle
+** shards, else safetensors). */
+static int read_sharded(HfWeights *w, const char *dir, const char *index_path, int bin, Err *err) {
   size_t n;
   char *text = files_read_all(index_path, HFW_MAX_INDEX, &n, err);
   if (!text) return -1;
@@ -191,24 +218,22 @@ static int read_sharded(HfWeights *w, const char *dir, const char *index_path, E
   for (size_t k = 0; k < ns; k++) {
     free(path);
     if (!(path = files_join(dir, shards[k]))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
-    if (check_inside(dir, path, err) || read_st_file(w, path, map, shards[k], &dtypes, &seen, err)) goto done;
+    if (check_inside(dir, path, err) ||
+        (bin ? read_bin_shard(w, path, map, shards[k], &seen, err) : read_st_file(w, path, map, shards[k], &dtypes, &seen, err)))
+      goto done;
   }
   /* Each tensor read was mapped to its own shard (so none is in two), and a file's
-  ** names are unique: as many read as mapped means every mapped one was found. */
-  if (seen != json_object_size(map)) {
-    json_object_foreach(map, key, v) {
-      int found = find(w, key) >= 0 || strstr(hfw_ignored(w), key);
-      if (!found) {
-        err_setk(err, ERR_BAD_INPUT, "%s: tensor \"%s\" is not in its shard %s", index_path, key, json_string_value(v));
-        goto done;
-      }
+  ** names are unique: every mapped one must have been read (or be a buffer left out). */
+  json_object_foreach(map, key, v) {
+    if (find(w, key) < 0 && !(hfw_is_buffer_name(key) && strstr(hfw_ignored(w), key))) {
+      err_setk(err, ERR_BAD_INPUT, "%s: tensor \"%s\" is not in its shard %s", index_path, key, json_string_value(v));
+      goto done;
     }
-    err_setk(err, ERR_BAD_INPUT, "%s: %zu tensors mapped, %zu found in the shards", index_path, json_object_size(map), seen);
-    goto done;
   }
   char dt[64];
   dtype_text(dtypes, dt, sizeof dt);
-  snprintf(w->source, sizeof w->source, "%zu shards of model.safetensors.index.json (%s)", ns, dt);
+  snprintf(w->source, sizeof w->source, "%zu shards of %s%s%s%s", ns, bin ? "pytorch_model.bin.index.json" : "model.safetensors.index.json",
+           bin ? "" : " (", bin ? "" : dt, bin ? "" : ")");
   rc = 0;
 done:
   free(path);
@@ -363,10 +388,10 @@ done:
 HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err) {
   HfWeights *w = hfw_new();
   char *st = files_join(dir, "model.safetensors"), *idx = files_join(dir, "model.safetensors.index.json"),
-       *bin = files_join(dir, "pytorch_model.bin");
+       *bin = files_join(dir, "pytorch_model.bin"), *binx = files_join(dir, "pytorch_model.bin.index.json");
   struct stat sb;
   int rc = -1;
-  if (!w || !st || !idx || !bin) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  if (!w || !st || !idx || !bin || !binx) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
   /* transformers' order of preference: safetensors (whole, then sharded), then pickle. */
   if (lstat(st, &sb) == 0) {
     unsigned dtypes = 0;
@@ -376,10 +401,12 @@ HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err) {
     dtype_text(dtypes, dt, sizeof dt);
     snprintf(w->source, sizeof w->source, "model.safetensors (%s)", dt);
   } else if (lstat(idx, &sb) == 0) {
-    if (check_inside(dir, idx, err) || read_sharded(w, dir, idx, err)) goto done;
+    if (check_inside(dir, idx, err) || read_sharded(w, dir, idx, 0, err)) goto done;
   } else if (lstat(bin, &sb) == 0) {
     if (check_inside(dir, bin, err) || tp_read_state_dict(bin, w, err)) goto done;
     snprintf(w->source, sizeof w->source, "pytorch_model.bin");
+  } else if (lstat(binx, &sb) == 0) {
+    if (check_inside(dir, binx, err) || read_sharded(w, dir, binx, 1, err)) goto done;
   } else {
     err_setk(err, ERR_NOT_FOUND, "%s: missing (and no model.safetensors.index.json or pytorch_model.bin: the folder has no weights)", st);
     goto done;
@@ -387,7 +414,7 @@ HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err) {
   if (apply_rules(w, c, err) || check_against(w, c, err)) goto done;
   rc = 0;
 done:
-  free(st); free(idx); free(bin);
+  free(st); free(idx); free(bin); free(binx);
   if (rc) { hfw_free(w); return NULL; }
   return w;
 }

@@ -4,7 +4,8 @@
 **
 ** Layouts read: model.safetensors; sharded safetensors (model.safetensors.index.json
 ** naming shard files inside the folder); pytorch_model.bin (torch.save's zip, read by
-** engine/io/torch_pickle.h without Python). model.safetensors wins when both exist,
+** engine/io/torch_pickle.h without Python) and its sharded form
+** (pytorch_model.bin.index.json). model.safetensors wins when both exist,
 ** as in transformers. Tensors may be F32, F16, BF16 or F64; all become float32.
 **
 ** Name rules (transformers' modeling_utils): LayerNorm's legacy gamma/beta become
@@ -65,6 +66,8 @@ int hfw_is_unused_name(const ModelConfig *c, const char *name);
 
 /* An empty set, for the readers of a layout (and tests); NULL when out of memory. */
 HfWeights *hfw_new(void);
+/* 1 for a buffer transformers registers (*.position_ids, *.token_type_ids): never loaded. */
+int hfw_is_buffer_name(const char *name);
 /* Adds a raw tensor (its name as the file has it) to w, taking data (numel floats,
 ** malloc'd) in every case; for the readers of a layout. */
 int hfw_add_raw(HfWeights *w, const char *name, int ndim, const int64_t *shape, float *data, Err *err);

@@ -110,7 +110,7 @@ static int zip_prefix(const Zip *z, char *prefix, size_t size, Err *err) {
 /* ---- pickle values ---- */
 
 typedef enum { V_MARK, V_NONE, V_BOOL, V_INT, V_STR, V_TUPLE, V_LIST, V_DICT, V_GLOBAL, V_STORAGE, V_TENSOR } VKind;
-typedef enum { G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_FLOAT_STORAGE, G_HALF_STORAGE, G_BF16_STORAGE } GKind;
+typedef enum { G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_FLOAT_STORAGE, G_HALF_STORAGE, G_BF16_STORAGE, G_LONG_STORAGE } GKind;
 
 typedef struct V V;
 struct V {
@@ -247,6 +247,7 @@ static int make_global(Pk *k, const char *mod, const char *name) {
     {"torch", "FloatStorage", G_FLOAT_STORAGE},
     {"torch", "HalfStorage", G_HALF_STORAGE},
     {"torch", "BFloat16Storage", G_BF16_STORAGE},
+    {"torch", "LongStorage", G_LONG_STORAGE},   /* position_ids buffers, in files of transformers 4.0-4.30 */
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
     if (!strcmp(mod, ok[i].mod) && !strcmp(name, ok[i].name)) {
@@ -289,7 +290,8 @@ static int op_persid(Pk *k) {
   if (g == G_FLOAT_STORAGE) s->dtype = ST_F32;
   else if (g == G_HALF_STORAGE) s->dtype = ST_F16;
   else if (g == G_BF16_STORAGE) s->dtype = ST_BF16;
-  else return err_setk(k->err, ERR_BAD_INPUT, "persistent id names a storage type that is not Float, Half or BFloat16");
+  else if (g == G_LONG_STORAGE) s->dtype = ST_I64;
+  else return err_setk(k->err, ERR_BAD_INPUT, "persistent id names a storage type that is not Float, Half, BFloat16 or Long");
   s->numel = t->items[4]->i;
   const char *key = t->items[2]->s;
   if (s->numel < 0 || s->numel > (int64_t)1 << 40) return err_setk(k->err, ERR_BAD_INPUT, "storage %.60s: bad size %lld", key, (long long)s->numel);
@@ -513,6 +515,12 @@ static int take_tensors(Pk *k, const V *d, HfWeights *w) {
     if (key->kind != V_STR) return err_setk(k->err, ERR_BAD_INPUT, "a state-dict key is not a string");
     if (t->kind != V_TENSOR) return err_setk(k->err, ERR_BAD_INPUT, "state-dict entry \"%.100s\" is not a tensor", key->s);
     const V *s = t->storage;
+    /* Integer storages hold buffers, which are never loaded; nothing else may use one. */
+    if (s->dtype == ST_I64) {
+      if (!hfw_is_buffer_name(key->s)) return err_setk(k->err, ERR_BAD_INPUT, "tensor \"%.100s\": int64, not a weight", key->s);
+      hfw_note_ignored(w, key->s, "a buffer");
+      continue;
+    }
     float *out = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *out);
     if (!out) return err_setk(k->err, ERR_NOMEM, "out of memory for tensor \"%.100s\"", key->s);
     int es = st_dtype_bits(s->dtype) / 8;

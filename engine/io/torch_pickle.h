@@ -4,7 +4,8 @@
 ** a zip reader that takes only stored (uncompressed) entries, and a pickle reader
 ** that knows only the opcodes and globals a state dict of tensors uses
 ** (collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_parameter,
-** torch.FloatStorage / HalfStorage / BFloat16Storage). Anything else is refused by
+** torch.FloatStorage / HalfStorage / BFloat16Storage, and LongStorage for the
+** position_ids buffers older files carry, which are listed and never loaded). Anything else is refused by
 ** name, never executed; every size, offset and stride is checked (contiguous
 ** tensors only, inside their storage). The legacy (pre-1.6, non-zip) format is refused. */
 #ifndef MASKD_TORCH_PICKLE_H

@@ -1,9 +1,11 @@
 /* maskd export / maskd import: a store revision to and from a Hugging Face model
 ** folder (config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 ** special_tokens_map.json) that transformers' from_pretrained loads as
-** RobertaForMaskedLM / BertForMaskedLM with an AlbertTokenizerFast-style Unigram
-** tokenizer. Both directions validate everything (the weights are loaded into a
-** model) before writing anything. */
+** RobertaForMaskedLM / BertForMaskedLM (or RobertaModel / BertModel for a base
+** checkpoint) with an AlbertTokenizerFast-style Unigram tokenizer. Import reads the
+** Hub's weight layouts through engine/io/hf_weights.h and stores every tensor it
+** keeps; export writes every stored tensor back. Both directions validate everything
+** (the weights are loaded as the revision will be loaded) before writing anything. */
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -303,9 +305,13 @@ const CliSpec cli_spec_import = {
   .name = "import",
   .usage =
     "usage: maskd import [--db PATH] [--message TEXT] DIR NAME\n"
-    "Reads an HF model folder (config.json, model.safetensors, tokenizer.json with a Unigram model,\n"
-    "optional tokenizer_config.json / special_tokens_map.json) and pushes it as a new revision of\n"
-    "model NAME. Other tokenizer types are refused.\n",
+    "Reads an HF model folder (config.json, weights, tokenizer.json with a Unigram model, optional\n"
+    "tokenizer_config.json / special_tokens_map.json) and pushes it as a new revision of model NAME.\n"
+    "Weights as the Hub ships them: model.safetensors (F32, F16 or BF16), sharded safetensors\n"
+    "(model.safetensors.index.json), pytorch_model.bin (torch.save's zip, read without Python) or\n"
+    "its shards; stored as F32 under transformers' names. Tensors a masked LM does not use (the\n"
+    "pooler, BERT's NSP head) are kept and listed; a checkpoint without an MLM head is stored as\n"
+    "BertModel/RobertaModel, for maskd finetune. Other tokenizer types are refused.\n",
   .opts = import_opts,
   .n_opts = (int)(sizeof import_opts / sizeof import_opts[0]),
   .positional = 2,

@@ -44,8 +44,8 @@ exec "$M" fill-mask --db "$T/s.db" --model "\$name" "\$@"
 EOF
 chmod +x "$T/maskd-store"
 
-layouts_bert="f16 bf16 sharded legacy pretraining bin bin_f16"
-layouts_roberta="f16 bf16 sharded legacy bin"
+layouts_bert="f16 bf16 sharded legacy pretraining bin bin_f16 bin_sharded"
+layouts_roberta="f16 bf16 sharded legacy bin bin_sharded"
 for fam in bert roberta; do
   eval "layouts=\$layouts_$fam"
   for k in $layouts; do
