@@ -1,4 +1,4 @@
-/* Layer: engine/io/ (this folder: safetensors, checkpoints) uses engine/core and
+/* Layer: engine/io/ (this folder: safetensors, checkpoints, the Hub's weight layouts) uses engine/core and
 ** engine/nn. (ARCHITECTURE.md)
 **
 ** Checkpoints. Weights are a Hugging Face model folder (config.json +

@@ -48,11 +48,11 @@ static void write_seeds(const char *dir) {
     "((X\x07\x00\x00\x00" "storagec" "torch\nHalfStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x06tQK\x00K\x06\x85K\x01\x85\x89}tR\x88}tRu.";
   static const float f32[6] = {1, -2, 3.5f, 0, 1e-3f, 7};
   static const uint16_t f16[6] = {0x3c00, 0x0001, 0x7c00, 0x7e00, 0x8000, 0xfbff};
-  const char *names[3] = {"archive/data.pkl", "archive/data/0", "archive/byteorder"};
+  const char *names[4] = {"archive/data.pkl", "archive/data/0", "archive/byteorder", "archive/version"};
   for (int s = 0; s < 2; s++) {
-    const void *d[3] = {s ? f16_pkl : f32_pkl, s ? (const void *)f16 : (const void *)f32, "little"};
-    size_t l[3] = {s ? sizeof f16_pkl - 1 : sizeof f32_pkl - 1, s ? sizeof f16 : sizeof f32, 6};
-    Buf z = make_zip(3, names, d, l);
+    const void *d[4] = {s ? f16_pkl : f32_pkl, s ? (const void *)f16 : (const void *)f32, "little", "3\n"};
+    size_t l[4] = {s ? sizeof f16_pkl - 1 : sizeof f32_pkl - 1, s ? sizeof f16 : sizeof f32, 6, 2};
+    Buf z = make_zip(4, names, d, l);
     fuzz_write_file(fuzz_seed_path(dir, s ? "half_parameter.bin" : "float_two_views.bin"), z.p, z.len);
     buf_free(&z);
   }
@@ -70,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!w) return 0;
   int rc = tp_read_state_dict_memory(data, size, w, &err);
   if (rc == 0) {
+    FUZZ_CHECK(hfw_count(w) >= 0, "negative count");
     for (int i = 0; i < hfw_count(w); i++) {
       const HfTensor *t = hfw_tensor(w, i);
       FUZZ_CHECK(t && t->name && t->ndim >= 0 && t->ndim <= ST_MAX_DIMS, "tensor %d malformed", i);
