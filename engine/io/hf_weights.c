@@ -45,6 +45,10 @@ void hfw_free(HfWeights *w) {
   free(w);
 }
 
+void hfw_drop_data(HfWeights *w) {
+  for (int i = 0; i < w->n; i++) { free(w->t[i].data); w->t[i].data = NULL; }
+}
+
 HfWeights *hfw_new(void) { return calloc(1, sizeof(HfWeights)); }
 
 int hfw_count(const HfWeights *w) { return w->n; }

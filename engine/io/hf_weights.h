@@ -60,6 +60,10 @@ const char *hfw_ignored(const HfWeights *w);
 ** caller frees *out. */
 int hfw_serialize(const HfWeights *w, unsigned char **out, size_t *len, Err *err);
 
+/* Frees every tensor's numbers (data becomes NULL), keeping names, shapes, source and
+** lists: once hfw_serialize has copied them, an import needs no second copy. */
+void hfw_drop_data(HfWeights *w);
+
 /* 1 for a tensor a Hub checkpoint of c's family carries that no masked LM uses:
 ** the pooler ("bert.pooler.*", "roberta.pooler.*") and BERT's NSP head ("cls.seq_relationship.*"). */
 int hfw_is_unused_name(const ModelConfig *c, const char *name);

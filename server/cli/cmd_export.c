@@ -230,6 +230,7 @@ static int do_import(Store *s, const char *dir, const char *name, const char *me
   ** F32; a masked LM's config without an MLM head in the files becomes a base model. */
   if (!(w = hfw_read_dir(dir, &c, err))) goto done;
   if (hfw_serialize(w, &wb, &wb_len, err)) goto done;
+  hfw_drop_data(w);   /* the file holds them now; the check below builds a model beside it */
   StSource src = {memory_read, wb, wb_len};
   if (!(wf = st_open_source(&src, err)) || check_weights(&c, wf, err)) { err_prefix(err, "weights"); goto done; }
   /* Stored in maskd's canonical form, so what is exported later is what maskd writes. */
