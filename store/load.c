@@ -60,7 +60,8 @@ int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig 
 
 /* The model and tokenizer of a store revision ("NAME", "NAME@main", "NAME@N",
 ** "NAME@<commit>"): its config.json, model.safetensors and tokenizer.json, for a
-** pipeline of the task want. A revision of another task is refused from its config
+** pipeline of the task want. A base model's revision (no head) is refused with
+** ERR_INVALID, a revision of another task with ERR_BAD_INPUT, both from its config
 ** (ERR_BAD_INPUT, before any weight is read); the store's own bytes refused (a
 ** config, weights or tokenizer that does not parse, a blob gone) mean a damaged
 ** store (ERR_INTERNAL), not a bad request. The weights come through
@@ -78,6 +79,16 @@ static int load_revision(Store *s, const char *spec, ModelTask want, ModelPrecis
   *tp = NULL;
   Err e = {0};
   if (store_load_config(s, spec, &r, &c, &e)) goto done;
+  /* An imported base checkpoint (BertModel) has no head for either pipeline. */
+  if (c.task == MODEL_TASK_ENCODER) {
+    if (want == MODEL_TASK_MLM)
+      err_setk(&e, ERR_INVALID, "%s@%lld has no masked-LM head (a %s checkpoint): fine-tune it with maskd finetune; fill-mask needs a *ForMaskedLM model",
+               r.model, (long long)r.seq, config_architecture(&c));
+    else
+      err_setk(&e, ERR_INVALID, "%s@%lld has no classification head (a %s checkpoint): fine-tune it with maskd finetune",
+               r.model, (long long)r.seq, config_architecture(&c));
+    goto done;
+  }
   if (c.task != want) {
     err_setk(&e, ERR_BAD_INPUT, "%s@%s is a %s model (%s), not a %s model", r.model, r.commit,
              c.task == MODEL_TASK_SEQ_CLS ? "text-classification" : "fill-mask", config_architecture(&c),

@@ -21,7 +21,8 @@ int store_load_encoder(Store *s, const StoreRevision *r, Model *m, int *head_loa
 ** NULL with err set when the revision is missing (ERR_NOT_FOUND) or a file in it does
 ** not load (ERR_INTERNAL: the store's own bytes are damaged; or ERR_NOMEM, ERR_IO).
 ** A classifier's revision is refused with ERR_BAD_INPUT ("... is a text-classification
-** model ..."), read from its config before any weight is. */
+** model ..."), a base model's (BertModel: no head) with ERR_INVALID ("... has no
+** masked-LM head ..."), both read from its config before any weight is. */
 FillMask *store_load_fillmask(Store *s, const char *spec, const FillMaskOptions *o, Err *err);
 /* The same for a text-classification pipeline over a classifier's revision; a masked
 ** LM's is refused with ERR_BAD_INPUT ("... is a fill-mask model ..."). */

@@ -3,6 +3,7 @@
 ** refused file leaves the model as it was. */
 #include "engine/core/bf16.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/hf_weights.h"
 #include "engine/core/files.h"
 
 #include <errno.h>
@@ -22,6 +23,8 @@ static int has_suffix(const char *s, const char *suffix) {
 static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 /* ---- weights ---- */
+
+static int is_float_dtype(StDtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F64; }
 
 /* The model's tensors as writer entries: views of the model's own storage where it
 ** holds the dtype written (float tensors for F32, the bf16 copy's matrices for
@@ -134,6 +137,49 @@ int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err) {
   return rc;
 }
 
+/* Fills tensor i of the copy from tensor i of the source file, a scratch at a time. */
+typedef struct {
+  const StFile *f;
+  const StWriteTensor *base;
+  float *scratch;              /* CKPT_STREAM_FLOATS floats (or as many bf16s) */
+} FileFill;
+
+static int file_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *wctx, Err *err) {
+  FileFill *c = ctx;
+  const StTensor *src = st_tensor(c->f, (int)(t - c->base));
+  for (int64_t off = 0; off < src->numel; off += (int64_t)CKPT_STREAM_FLOATS) {
+    int64_t cnt = src->numel - off < (int64_t)CKPT_STREAM_FLOATS ? src->numel - off : (int64_t)CKPT_STREAM_FLOATS;
+    int rc = t->dtype == ST_BF16 ? st_read_bf16_range(c->f, src, off, cnt, (uint16_t *)c->scratch, err)
+                                 : st_read_f32_range(c->f, src, off, cnt, c->scratch, err);
+    if (rc || write(wctx, c->scratch, (size_t)cnt * (t->dtype == ST_BF16 ? 2 : 4), err)) return -1;
+  }
+  return 0;
+}
+
+int ckpt_file_stream(const StFile *f, int bf16, const CkptSink *sink, Err *err) {
+  int n = st_count(f);
+  StWriteTensor *ts = calloc((size_t)n + 1, sizeof *ts);
+  FileFill c = {f, ts, malloc((size_t)CKPT_STREAM_FLOATS * sizeof(float))};
+  int rc = -1;
+  if (!ts || !c.scratch) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  for (int i = 0; i < n; i++) {
+    const StTensor *t = st_tensor(f, i);
+    if (!is_float_dtype(t->dtype)) {
+      err_set(err, "tensor \"%s\": dtype %s is not a float type", t->name, st_dtype_name(t->dtype));
+      goto done;
+    }
+    ts[i].name = t->name;
+    ts[i].dtype = bf16 ? ST_BF16 : ST_F32;
+    ts[i].ndim = t->ndim;
+    memcpy(ts[i].shape, t->shape, sizeof ts[i].shape);
+  }
+  rc = st_serialize_stream(ts, n, NULL, 0, file_fill, &c, sink->write, sink->ctx, err);
+done:
+  free(c.scratch);
+  free(ts);
+  return rc;
+}
+
 static int atomic_write(void *ctx, const void *data, size_t n, Err *err) { return files_atomic_write(ctx, data, n, err); }
 
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
@@ -158,8 +204,6 @@ done:
   free(w);
   return rc;
 }
-
-static int is_float_dtype(StDtype d) { return d == ST_F32 || d == ST_BF16 || d == ST_F16 || d == ST_F64; }
 
 /* Elements compared at a time by same_values (two float buffers of this many). */
 #define SAME_VALUES_PIECE ((int64_t)1 << 16)
@@ -220,7 +264,6 @@ static int is_cls_head(const ModelConfig *c, const char *name) {
 static int load_weights(Model *m, const StFile *f, int encoder, int *head_loaded, Err *err) {
   const ModelConfig *c = model_config(m);
   int rob = c->model_type == MODEL_ROBERTA, n = model_tensor_count(m), nf = st_count(f);
-  const char *pre = rob ? "roberta." : "bert.";
   const char *word = rob ? "roberta.embeddings.word_embeddings.weight" : "bert.embeddings.word_embeddings.weight";
   const char *bias = rob ? "lm_head.bias" : "cls.predictions.bias";
   const char *dec_w = rob ? "lm_head.decoder.weight" : "cls.predictions.decoder.weight";
@@ -279,12 +322,9 @@ static int load_weights(Model *m, const StFile *f, int encoder, int *head_loaded
     }
     used[tb - base] = 1;
   }
-  char pooler[32];
-  snprintf(pooler, sizeof pooler, "%spooler.", pre);
   for (int i = 0; i < nf; i++) {
     const char *name = st_tensor(f, i)->name;
-    if (used[i] || has_suffix(name, ".position_ids") || has_suffix(name, ".token_type_ids") || has_prefix(name, pooler) ||
-        has_prefix(name, "cls.seq_relationship."))
+    if (used[i] || has_suffix(name, ".position_ids") || has_suffix(name, ".token_type_ids") || hfw_is_unused_name(c, name))
       continue;
     /* Starting a classifier: the file's own head (masked LM or other labels) is not used. */
     if (encoder && (has_prefix(name, "lm_head.") || has_prefix(name, "cls.") || has_prefix(name, "classifier."))) continue;

@@ -1,4 +1,4 @@
-/* Layer: engine/io/ (this folder: safetensors, checkpoints) uses engine/core and
+/* Layer: engine/io/ (this folder: safetensors, checkpoints, the Hub's weight layouts) uses engine/core and
 ** engine/nn. (ARCHITECTURE.md)
 **
 ** Checkpoints. Weights are a Hugging Face model folder (config.json +
@@ -49,12 +49,18 @@ size_t ckpt_weights_size(Model *m, int bf16);
 ** parameters (F32 is written from them; BF16 converted through a scratch of
 ** CKPT_STREAM_FLOATS elements). */
 int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err);
+/* Every tensor of f (float dtypes only) re-written as an F32 (bf16 0) or BF16
+** (engine/core/bf16.h's rounding) safetensors file into sink: same names and shapes,
+** the HF writer's order, {"format": "pt"}; f is read by ranges through one scratch
+** of CKPT_STREAM_FLOATS elements. How a stored revision that holds more than the
+** model's tensors (an import's pooler) is exported whole. */
+int ckpt_file_stream(const StFile *f, int bf16, const CkptSink *sink, Err *err);
 /* Writes dir/config.json and dir/model.safetensors (creating dir and its parents). */
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err);
 /* Copies the weights of f into m: every tensor present with m's shape (F32, BF16,
 ** F16 or F64); tied decoder copies accepted only when equal to what they tie to;
 ** buffers (*.position_ids, *.token_type_ids) and unused HF heads (pooler,
-** seq_relationship) ignored; anything else refused by name. All of that is checked
+** seq_relationship: hfw_is_unused_name) ignored; anything else refused by name. All of that is checked
 ** before a number is written, so m is unchanged on a refused file; then the tensors
 ** are copied in the file's order (a streamed file is read front to back), and only
 ** a source failing during that copy (ERR_IO, its kind kept) leaves m part-written. */

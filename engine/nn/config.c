@@ -146,9 +146,11 @@ static int parse_task(json_t *root, ModelConfig *c, Err *err) {
     if (strncmp(a, fam, fl) != 0)
       return err_set(err, "config: architectures: \"%s\" does not match model_type %s", a, c->model_type == MODEL_ROBERTA ? "roberta" : "bert");
     if (!strcmp(a + fl, "ForSequenceClassification")) c->task = MODEL_TASK_SEQ_CLS;
-    /* BertModel / RobertaModel checkpoints are encoders: served as neither, loaded as a masked LM's encoder. */
-    else if (strcmp(a + fl, "ForMaskedLM") && strcmp(a + fl, "Model") && strcmp(a + fl, "ForPreTraining"))
-      return err_set(err, "config: architectures: \"%s\" is not supported (expected %sForMaskedLM or %sForSequenceClassification)", a, fam, fam);
+    /* BertModel / RobertaModel checkpoints are bare encoders: kept to be fine-tuned, never served. */
+    else if (!strcmp(a + fl, "Model")) c->task = MODEL_TASK_ENCODER;
+    /* BertForPreTraining carries the MLM head (and NSP's, unused): a masked LM here. */
+    else if (strcmp(a + fl, "ForMaskedLM") && strcmp(a + fl, "ForPreTraining"))
+      return err_set(err, "config: architectures: \"%s\" is not supported (expected %sForMaskedLM, %sForSequenceClassification or %sModel)", a, fam, fam, fam);
   }
   if (c->task != MODEL_TASK_SEQ_CLS) return 0;
   json_t *map = json_object_get(root, "id2label");
@@ -295,8 +297,8 @@ int config_validate(const ModelConfig *c, Err *err) {
     return -1;
   if (!(c->initializer_range > 0 && c->initializer_range <= 10))
     return err_set(err, "config: initializer_range: %g must be in (0, 10]", c->initializer_range);
-  if (c->task == MODEL_TASK_MLM) {
-    if (c->num_labels != 0) return err_set(err, "config: num_labels: %d on a masked LM", c->num_labels);
+  if (c->task == MODEL_TASK_MLM || c->task == MODEL_TASK_ENCODER) {
+    if (c->num_labels != 0) return err_set(err, "config: num_labels: %d on a %s", c->num_labels, c->task == MODEL_TASK_MLM ? "masked LM" : "base model");
     return 0;
   }
   if (c->task != MODEL_TASK_SEQ_CLS) return err_set(err, "config: task: unknown value %d", (int)c->task);
@@ -379,6 +381,7 @@ void config_label_list(const ModelConfig *c, const char **names) {
 
 const char *config_architecture(const ModelConfig *c) {
   int rob = c->model_type == MODEL_ROBERTA, cls = c->task == MODEL_TASK_SEQ_CLS;
+  if (c->task == MODEL_TASK_ENCODER) return rob ? "RobertaModel" : "BertModel";
   return rob ? (cls ? "RobertaForSequenceClassification" : "RobertaForMaskedLM")
              : (cls ? "BertForSequenceClassification" : "BertForMaskedLM");
 }

@@ -8,10 +8,12 @@
 typedef enum { MODEL_ROBERTA = 0, MODEL_BERT = 1 } ModelType;
 
 /* What sits on the encoder (config.json's "architectures"): the masked-LM head
-** (*ForMaskedLM, the default when absent) or a sequence classifier
-** (*ForSequenceClassification: RoBERTa's classifier.dense + tanh + out_proj on the
-** first token, BERT's pooler + classifier). */
-typedef enum { MODEL_TASK_MLM = 0, MODEL_TASK_SEQ_CLS = 1 } ModelTask;
+** (*ForMaskedLM, the default when absent; *ForPreTraining reads as one), a sequence
+** classifier (*ForSequenceClassification: RoBERTa's classifier.dense + tanh + out_proj
+** on the first token, BERT's pooler + classifier), or nothing (BertModel /
+** RobertaModel, MODEL_TASK_ENCODER: an imported base checkpoint, kept to be
+** fine-tuned; model_new refuses it, since there is no head to compute). */
+typedef enum { MODEL_TASK_MLM = 0, MODEL_TASK_SEQ_CLS = 1, MODEL_TASK_ENCODER = 2 } ModelTask;
 
 /* config.json's problem_type for a classifier: single-label (softmax, cross-entropy:
 ** the default for num_labels > 1, what fine-tuning trains) or multi-label (sigmoid;
@@ -73,7 +75,7 @@ int config_set_labels(ModelConfig *c, int n, const char *const *names, Err *err)
 const char *config_label(const ModelConfig *c, int id);
 /* Fills names[0..num_labels) with pointers into c->label_names (valid while c is). */
 void config_label_list(const ModelConfig *c, const char **names);
-/* The HF architecture name: "RobertaForMaskedLM", "BertForSequenceClassification", ... */
+/* The HF architecture name: "RobertaForMaskedLM", "BertForSequenceClassification", "BertModel", ... */
 const char *config_architecture(const ModelConfig *c);
 
 /* Tokens a sequence may hold: max_position_embeddings, less RoBERTa's pad_token_id + 1

@@ -203,6 +203,12 @@ Model *model_new(const ModelConfig *cfg, Err *err) {
   /* The parser's own validator, so a config built in code meets the same limits
   ** (the 2^31-element caps the int arithmetic relies on among them). */
   if (config_validate(cfg, err)) return NULL;
+  /* A bare encoder (BertModel) is kept in the store to start classifiers from; nothing computes it as is. */
+  if (cfg->task == MODEL_TASK_ENCODER) {
+    err_setk(err, ERR_INVALID, "config: %s has no head to compute (a base checkpoint: fine-tune it, or use a *ForMaskedLM model)",
+             config_architecture(cfg));
+    return NULL;
+  }
   Model *m = calloc(1, sizeof *m);
   if (!m) { err_set(err, "out of memory"); return NULL; }
   m->cfg = *cfg;

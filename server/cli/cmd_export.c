@@ -1,9 +1,11 @@
 /* maskd export / maskd import: a store revision to and from a Hugging Face model
 ** folder (config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 ** special_tokens_map.json) that transformers' from_pretrained loads as
-** RobertaForMaskedLM / BertForMaskedLM with an AlbertTokenizerFast-style Unigram
-** tokenizer. Both directions validate everything (the weights are loaded into a
-** model) before writing anything. */
+** RobertaForMaskedLM / BertForMaskedLM (or RobertaModel / BertModel for a base
+** checkpoint) with an AlbertTokenizerFast-style Unigram tokenizer. Import reads the
+** Hub's weight layouts through engine/io/hf_weights.h and stores every tensor it
+** keeps; export writes every stored tensor back. Both directions validate everything
+** (the weights are loaded as the revision will be loaded) before writing anything. */
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/io/checkpoint.h"
+#include "engine/io/hf_weights.h"
 #include "engine/nn/config.h"
 #include "engine/infer/fillmask.h"
 #include "engine/core/files.h"
@@ -33,6 +36,30 @@ static int exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
+/* ---- the weights' check ---- */
+
+/* An StSource over bytes in memory (ctx: the bytes; the reader keeps reads inside len). */
+static int memory_read(void *ctx, uint64_t offset, void *dst, size_t n, Err *err) {
+  (void)err;
+  memcpy(dst, (const unsigned char *)ctx + offset, n);
+  return 0;
+}
+
+/* f loads as the revision of config c will be loaded: a masked LM's (or a classifier's)
+** weights into its model; a base model's encoder into a classifier started from it,
+** as maskd finetune does. Nothing else is kept. */
+static int check_weights(const ModelConfig *c, const StFile *f, Err *err) {
+  ModelConfig k = *c;
+  static const char *const two[] = {"a", "b"};
+  if (k.task == MODEL_TASK_ENCODER && config_set_labels(&k, 2, two, err)) return -1;
+  Model *m = model_new(&k, err);
+  if (!m) return -1;
+  int head = 0;
+  int rc = c->task == MODEL_TASK_ENCODER ? ckpt_load_encoder(m, f, &head, err) : ckpt_load_weights(m, f, err);
+  model_free(m);
+  return rc;
+}
+
 /* ---- export ---- */
 
 static int atomic_sink(void *ctx, const void *data, size_t n, Err *err) { return files_atomic_write(ctx, data, n, err); }
@@ -43,7 +70,9 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   void *cfg = NULL, *tj = NULL;
   size_t cfg_len = 0, tj_len = 0;
   char *cfg_s = NULL, *path = NULL;
-  Model *m = NULL;
+  void *wbytes = NULL;
+  size_t wlen = 0;
+  StFile *wf = NULL;
   Tokenizer *t = NULL;
   ModelConfig c;
   char *text[N_FOLDER_FILES] = {NULL};
@@ -62,11 +91,11 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   cfg_s[cfg_len] = 0;
   /* Everything is checked before the folder is touched. */
   if (config_parse(cfg_s, &c, err)) { err_prefix(err, "stored config.json"); goto done; }
-  if (!(m = model_new(&c, err))) goto done;
-  /* A BF16 export holds the matrices in bf16 only: half the memory, and the file is
-  ** written from that copy as it is (the same rounding as serving's). */
-  if (bf16 && model_keep_bf16_weights(m, 0, err)) goto done;
-  if (store_load_weights(s, &r, m, err)) { err_prefix(err, "stored model.safetensors"); goto done; }
+  /* The stored weights, checked as the revision's loader will check them, then
+  ** written back whole: an import's kept tensors (the pooler, NSP) go out too. */
+  if (store_revision_file(s, &r, "model.safetensors", &wbytes, &wlen, err)) goto done;
+  StSource src = {memory_read, wbytes, wlen};
+  if (!(wf = st_open_source(&src, err)) || check_weights(&c, wf, err)) { err_prefix(err, "stored model.safetensors"); goto done; }
   if (!(t = tokenizer_from_json(tj, tj_len, err))) { err_prefix(err, "stored tokenizer.json"); goto done; }
   if (tokenizer_vocab_size(t) > c.vocab_size) {
     err_set(err, "the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t), c.vocab_size);
@@ -81,8 +110,8 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   }
   if (files_make_dirs(dir, err)) { created = 0; goto done; }
   /* config.json as maskd writes it (architectures, model_type, every field); the
-  ** weights as ckpt writes them: F32 or BF16, HF names, tied decoder left out, format
-  ** "pt", streamed into their file (text[1] stays NULL) with no copy in memory. */
+  ** stored tensors as ckpt writes them: F32 or BF16, HF names, tied decoder left out,
+  ** format "pt", streamed into their file (text[1] stays NULL) from the stored bytes. */
   if (!(text[0] = config_to_json_dtype(&c, bf16 ? "bfloat16" : "float32"))) { err_set(err, "out of memory"); goto done; }
   len[0] = strlen(text[0]);
   if (!(text[2] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[3], &text[4], err)) goto done;
@@ -95,7 +124,7 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
     if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
     CkptSink sink = {atomic_sink, &f[i]};
     if (files_atomic_open(&f[i], path, err) ||
-        (text[i] ? files_atomic_write(&f[i], text[i], len[i], err) : ckpt_weights_stream(m, bf16, &sink, err)) ||
+        (text[i] ? files_atomic_write(&f[i], text[i], len[i], err) : ckpt_file_stream(wf, bf16, &sink, err)) ||
         files_atomic_finish(&f[i], err))
       goto done;
   }
@@ -109,9 +138,9 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
 done:
   for (size_t i = 0; i < N_FOLDER_FILES; i++) { files_atomic_abort(&f[i]); free(text[i]); }
   if (created) rmdir(dir);   /* a folder this export made and could not fill goes again */
-  model_free(m);
+  st_close(wf);
   tokenizer_free(t);
-  free(cfg); free(tj); free(cfg_s); free(path);
+  free(cfg); free(tj); free(cfg_s); free(path); free(wbytes);
   return rc;
 }
 
@@ -178,18 +207,19 @@ static Tokenizer *load_unigram_tokenizer(const char *path, Err *err) {
 }
 
 static int do_import(Store *s, const char *dir, const char *name, const char *message, Err *err) {
-  char *cp = files_join(dir, "config.json"), *wp = files_join(dir, "model.safetensors"), *tp = files_join(dir, "tokenizer.json");
+  char *cp = files_join(dir, "config.json"), *tp = files_join(dir, "tokenizer.json");
   char *cfg_json = NULL, *tok_json = NULL, msg[512];
   unsigned char *wb = NULL;
   size_t wb_len = 0;
-  Model *m = NULL;
+  HfWeights *w = NULL;
+  StFile *wf = NULL;
   Tokenizer *t = NULL;
   ModelConfig c;
   int rc = -1;
-  if (!cp || !wp || !tp) { err_set(err, "out of memory"); goto done; }
-  const char *need[] = {cp, wp, tp};
-  for (int i = 0; i < 3; i++) if (!exists(need[i])) { err_set(err, "%s: missing (an HF model folder needs config.json, model.safetensors and tokenizer.json)", need[i]); goto done; }
-  if (config_load(cp, &c, err)) { err_prefix(err, cp); goto done; }
+  if (!cp || !tp) { err_set(err, "out of memory"); goto done; }
+  const char *need[] = {cp, tp};
+  for (int i = 0; i < 2; i++) if (!exists(need[i])) { err_set(err, "%s: missing (an HF model folder needs config.json, weights and tokenizer.json)", need[i]); goto done; }
+  if (config_load(cp, &c, err)) goto done;   /* its message names the file */
   if (!(t = load_unigram_tokenizer(tp, err))) goto done;
   if (check_tokenizer_configs(dir, err)) goto done;
   if (tokenizer_token_to_id(t, "[MASK]") < 0) { err_set(err, "%s: the tokenizer has no [MASK] token", tp); goto done; }
@@ -197,11 +227,15 @@ static int do_import(Store *s, const char *dir, const char *name, const char *me
     err_set(err, "%s: the tokenizer has %d ids, config.json's vocab_size is %d", tp, tokenizer_vocab_size(t), c.vocab_size);
     goto done;
   }
-  if (!(m = model_new(&c, err))) { err_prefix(err, cp); goto done; }
-  if (ckpt_load_weights_file(m, wp, err)) goto done;
+  /* The folder's weights under HF's names (any Hub layout), every kept tensor in
+  ** F32; a masked LM's config without an MLM head in the files becomes a base model. */
+  if (!(w = hfw_read_dir(dir, &c, err))) goto done;
+  if (hfw_serialize(w, &wb, &wb_len, err)) goto done;
+  hfw_drop_data(w);   /* the file holds them now; the check below builds a model beside it */
+  StSource src = {memory_read, wb, wb_len};
+  if (!(wf = st_open_source(&src, err)) || check_weights(&c, wf, err)) { err_prefix(err, "weights"); goto done; }
   /* Stored in maskd's canonical form, so what is exported later is what maskd writes. */
   if (!(cfg_json = config_to_json(&c))) { err_set(err, "out of memory"); goto done; }
-  if (ckpt_weights_bytes(m, 0, &wb, &wb_len, err)) goto done;
   if (!(tok_json = tokenizer_to_json(t, err))) goto done;
   snprintf(msg, sizeof msg, "%s", message ? message : "Import from ");
   if (!message) snprintf(msg, sizeof msg, "Import from %s", dir);
@@ -209,12 +243,19 @@ static int do_import(Store *s, const char *dir, const char *name, const char *me
                  .tokenizer_json = tok_json};
   StoreRevision r;
   if (store_push(s, name, &p, &r, err)) goto done;
+  printf("weights: %s, %d tensors stored\n", hfw_source(w), hfw_count(w));
+  if (*hfw_ignored(w)) printf("ignored: %s\n", hfw_ignored(w));
+  if (*hfw_unused(w)) printf("not used by %s (kept): %s\n", config_architecture(&c), hfw_unused(w));
+  if (c.task == MODEL_TASK_ENCODER)
+    printf("no masked-LM head: stored as a %s (fine-tune it with maskd finetune; fill-mask needs a *ForMaskedLM model)\n",
+           config_architecture(&c));
   printf("imported %s as %s@%s (revision %lld)\n", dir, r.model, r.commit, (long long)r.seq);
   rc = 0;
 done:
-  model_free(m);
+  st_close(wf);
+  hfw_free(w);
   tokenizer_free(t);
-  free(cp); free(wp); free(tp); free(cfg_json); free(tok_json); free(wb);
+  free(cp); free(tp); free(cfg_json); free(tok_json); free(wb);
   return rc;
 }
 
@@ -266,9 +307,13 @@ const CliSpec cli_spec_import = {
   .name = "import",
   .usage =
     "usage: maskd import [--db PATH] [--message TEXT] DIR NAME\n"
-    "Reads an HF model folder (config.json, model.safetensors, tokenizer.json with a Unigram model,\n"
-    "optional tokenizer_config.json / special_tokens_map.json) and pushes it as a new revision of\n"
-    "model NAME. Other tokenizer types are refused.\n",
+    "Reads an HF model folder (config.json, weights, tokenizer.json with a Unigram model, optional\n"
+    "tokenizer_config.json / special_tokens_map.json) and pushes it as a new revision of model NAME.\n"
+    "Weights as the Hub ships them: model.safetensors (F32, F16 or BF16), sharded safetensors\n"
+    "(model.safetensors.index.json), pytorch_model.bin (torch.save's zip, read without Python) or\n"
+    "its shards; stored as F32 under transformers' names. Tensors a masked LM does not use (the\n"
+    "pooler, BERT's NSP head) are kept and listed; a checkpoint without an MLM head is stored as\n"
+    "BertModel/RobertaModel, for maskd finetune. Other tokenizer types are refused.\n",
   .opts = import_opts,
   .n_opts = (int)(sizeof import_opts / sizeof import_opts[0]),
   .positional = 2,

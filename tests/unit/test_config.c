@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/nn/config.h"
+#include "engine/nn/model.h"
 #include "tests/unit/check.h"
 
 /* FacebookAI/roberta-base config.json as published on the Hub. */
@@ -313,5 +314,60 @@ int main(void) {
          "problem_type");
   rc = config_parse("{\"model_type\": \"roberta\", \"architectures\": [\"RobertaForMaskedLM\"]}", &c, &e);
   check(rc == 0 && c.task == MODEL_TASK_MLM && c.num_labels == 0, "config_mlm_architecture", "%s", e.msg);
+  /* The Hub's configs as they are (bert-base-uncased, roberta-base), with torch_dtype. */
+  static const char *const bert_base =
+    "{\"architectures\":[\"BertForMaskedLM\"],\"attention_probs_dropout_prob\":0.1,\"gradient_checkpointing\":false,"
+    "\"hidden_act\":\"gelu\",\"hidden_dropout_prob\":0.1,\"hidden_size\":768,\"initializer_range\":0.02,"
+    "\"intermediate_size\":3072,\"layer_norm_eps\":1e-12,\"max_position_embeddings\":512,\"model_type\":\"bert\","
+    "\"num_attention_heads\":12,\"num_hidden_layers\":12,\"pad_token_id\":0,\"position_embedding_type\":\"absolute\","
+    "\"transformers_version\":\"4.6.0.dev0\",\"type_vocab_size\":2,\"use_cache\":true,\"vocab_size\":30522}";
+  static const char *const roberta_base =
+    "{\"architectures\":[\"RobertaForMaskedLM\"],\"attention_probs_dropout_prob\":0.1,\"bos_token_id\":0,\"eos_token_id\":2,"
+    "\"hidden_act\":\"gelu\",\"hidden_dropout_prob\":0.1,\"hidden_size\":768,\"initializer_range\":0.02,"
+    "\"intermediate_size\":3072,\"layer_norm_eps\":1e-05,\"max_position_embeddings\":514,\"model_type\":\"roberta\","
+    "\"num_attention_heads\":12,\"num_hidden_layers\":12,\"pad_token_id\":1,\"type_vocab_size\":1,\"vocab_size\":50265%s}";
+  rc = config_parse(bert_base, &c, &e);
+  check(rc == 0 && c.task == MODEL_TASK_MLM && c.vocab_size == 30522 && c.type_vocab_size == 2 && c.pad_token_id == 0 &&
+            c.layer_norm_eps == 1e-12, "config_hub_bert_base_uncased", "%s", e.msg);
+  static const char *const dtypes[] = {"", ",\"torch_dtype\":\"float32\"", ",\"torch_dtype\":\"float16\"", ",\"torch_dtype\":\"bfloat16\""};
+  for (int i = 0; i < 4; i++) {
+    char text[2048], name[64];
+    snprintf(text, sizeof text, roberta_base, dtypes[i]);
+    snprintf(name, sizeof name, "config_hub_roberta_base_dtype_%d", i);
+    rc = config_parse(text, &c, &e);
+    check(rc == 0 && c.model_type == MODEL_ROBERTA && c.max_position_embeddings == 514 && c.pad_token_id == 1 &&
+              c.bos_token_id == 0 && c.eos_token_id == 2 && c.vocab_size == 50265, name, "%s", e.msg);
+  }
+  /* A base model (BertModel / RobertaModel): its own task, written back as such, and
+  ** never built (nothing computes a model without a head). */
+  for (int type = 0; type < 2; type++) {
+    const char *arch = type ? "BertModel" : "RobertaModel";
+    char text[256];
+    snprintf(text, sizeof text, "{\"model_type\": \"%s\", \"architectures\": [\"%s\"]}", type ? "bert" : "roberta", arch);
+    rc = config_parse(text, &c, &e);
+    check(rc == 0 && c.task == MODEL_TASK_ENCODER && c.num_labels == 0 && !strcmp(config_architecture(&c), arch),
+          type ? "config_base_model_bert" : "config_base_model_roberta", "rc %d task %d %s", rc, (int)c.task, e.msg);
+    char *js = config_to_json(&c);
+    char want[64];
+    snprintf(want, sizeof want, "\"architectures\": [\n    \"%s\"\n  ]", arch);
+    check(js && strstr(js, want), type ? "config_base_model_json_bert" : "config_base_model_json_roberta", "%s", js ? js : "(null)");
+    check_python_layout(type ? "config_python_layout_base_bert" : "config_python_layout_base_roberta", js);
+    ModelConfig back;
+    check(js && config_parse(js, &back, &e) == 0 && back.task == MODEL_TASK_ENCODER,
+          type ? "config_base_model_roundtrip_bert" : "config_base_model_roundtrip_roberta", "%s", e.msg);
+    free(js);
+    Model *m = model_new(&c, &e);
+    check(!m && e.kind == ERR_INVALID && strstr(e.msg, arch) && strstr(e.msg, "no head"),
+          type ? "config_base_model_not_built_bert" : "config_base_model_not_built_roberta", "%s", e.msg);
+    model_free(m);
+    ModelConfig k = c;
+    const char *two[2] = {"x", "y"};
+    check(config_set_labels(&k, 2, two, &e) == 0 && k.task == MODEL_TASK_SEQ_CLS,
+          type ? "config_base_model_to_classifier_bert" : "config_base_model_to_classifier_roberta", "%s", e.msg);
+  }
+  rc = config_parse("{\"model_type\": \"bert\", \"architectures\": [\"BertForPreTraining\"]}", &c, &e);
+  check(rc == 0 && c.task == MODEL_TASK_MLM, "config_pretraining_is_mlm", "%s", e.msg);
+  refuse("config_refuses_relative_key_query",
+         "{\"model_type\": \"bert\", \"position_embedding_type\": \"relative_key_query\"}", "relative_key_query");
   return check_exit();
 }

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# maskd import of BERT / RoBERTa weights as the Hub ships them (scripts/hf_layouts.py
+# rewrites a small random model folder of scripts/fillmask_reference.py into each layout):
+# F16, BF16, sharded safetensors, legacy gamma/beta names with the tied decoder present,
+# BertForPreTraining (pooler + NSP kept and listed), pytorch_model.bin (torch.save's zip).
+# Each imported revision answers fill-mask as the reference answers for the original
+# folder (the original's numbers are rounded first so that F16 and BF16 hold them
+# exactly); export gives back every tensor HF would load (checked in torch). A base
+# model (no MLM head, or no prefix) imports, refuses fill-mask over the CLI and HTTP,
+# and fine-tunes. Hostile folders are refused with one line and store nothing.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" importhf
+R=scripts/fillmask_reference.py L=scripts/hf_layouts.py
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+need import_hf_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+need import_hf_setup "$DATA/train.txt missing (MASKD_DATA)" -f "$DATA/train.txt"
+$PY -c 'import torch' 2>/dev/null || { fail import_hf_setup "no torch in $PY"; exit 1; }
+
+head -2000 "$DATA/train.txt" > "$T/train.txt"
+node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" 2>/dev/null &&
+  node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" || { fail import_hf_setup "HF tokenizer training failed"; exit 1; }
+mkdir -p "$T/m"
+$PY $R make-models --tokenizer "$T/tok.json" "$T/m/bert,bert,2,true" "$T/m/roberta,roberta,1,true" &&
+  $PY $L round "$T/m/bert" && $PY $L round "$T/m/roberta" || { fail import_hf_setup "make-models failed"; exit 1; }
+
+cat > "$T/cases.json" <<'EOF'
+[
+ {"name": "single", "inputs": "The capital of France is [MASK] ."},
+ {"name": "multi", "inputs": "The [MASK] of France is [MASK] ."},
+ {"name": "list", "inputs": ["Paris is the [MASK] of France .", "[MASK] [MASK] and [MASK] ."]},
+ {"name": "targets", "inputs": "He said [MASK] it , didn't he ?", "targets": ["▁the", "the", "▁of"], "top_k": 3}
+]
+EOF
+$PY $R run --job "$T/m/bert" "$T/cases.json" "$T/exp-bert.jsonl" --job "$T/m/roberta" "$T/cases.json" "$T/exp-roberta.jsonl" \
+  2> "$T/ref.err" || { fail import_hf_reference "reference failed: $(tail -2 "$T/ref.err")"; exit 1; }
+
+# The reference's check runs `MASKD fill-mask --model-dir DIR ...`: this one answers from
+# the store instead, the revision named after DIR.
+cat > "$T/maskd-store" <<EOF
+#!/usr/bin/env bash
+name=\$(basename "\$3"); shift 3
+exec "$M" fill-mask --db "$T/s.db" --model "\$name" "\$@"
+EOF
+chmod +x "$T/maskd-store"
+
+layouts_bert="f16 bf16 sharded legacy pretraining bin bin_f16 bin_sharded"
+layouts_roberta="f16 bf16 sharded legacy bin bin_sharded"
+for fam in bert roberta; do
+  eval "layouts=\$layouts_$fam"
+  for k in $layouts; do
+    d="$T/$fam-$k"
+    $PY $L make "$T/m/$fam" "$d" "$k" || { fail "import_hf_${fam}_${k}_make" "hf_layouts.py failed"; continue; }
+    if "$M" import --db "$T/s.db" "$d" "$fam-$k" > "$T/imp.out" 2> "$T/imp.err"; then pass "import_hf_${fam}_${k}"
+    else fail "import_hf_${fam}_${k}" "$(head -c 300 "$T/imp.err")"; continue; fi
+    $PY $R check --model-dir "$d" --cases "$T/cases.json" --expected "$T/exp-$fam.jsonl" --maskd "$T/maskd-store" \
+      --prefix "import_hf_${fam}_${k}_fill_"
+    if "$M" export --db "$T/s.db" "$fam-$k" "$T/out-$fam-$k" >/dev/null 2>"$T/exp.err" &&
+       got=$($PY $L compare "$d" "$T/out-$fam-$k" 2>&1); then pass "import_hf_${fam}_${k}_export_equal ($got)"
+    else fail "import_hf_${fam}_${k}_export_equal" "$(head -c 200 "$T/exp.err") $got"; fi
+  done
+done
+
+# What the import lists: the unused tensors it kept, the ones the name rules dropped.
+"$M" import --db "$T/s.db" "$T/bert-pretraining" listing > "$T/list.out" 2>&1
+if grep -q "not used by BertForMaskedLM (kept): bert.pooler.dense.bias, bert.pooler.dense.weight, cls.seq_relationship.bias, cls.seq_relationship.weight" "$T/list.out"
+then pass import_hf_lists_kept; else fail import_hf_lists_kept "$(cat "$T/list.out")"; fi
+"$M" import --db "$T/s.db" "$T/roberta-legacy" listing2 > "$T/list.out" 2>&1
+if grep -q "ignored: lm_head.decoder.weight (tied to roberta.embeddings.word_embeddings.weight)" "$T/list.out"
+then pass import_hf_lists_ignored; else fail import_hf_lists_ignored "$(cat "$T/list.out")"; fi
+# BF16 export: every tensor is the source's rounded as torch rounds it.
+if "$M" export --db "$T/s.db" --dtype bf16 bert-pretraining "$T/out-bf16" >/dev/null 2>"$T/exp.err" &&
+   got=$($PY $L compare "$T/bert-pretraining" "$T/out-bf16" bf16 2>&1); then pass "import_hf_export_bf16 ($got)"
+else fail import_hf_export_bf16 "$(head -c 200 "$T/exp.err") $got"; fi
+
+# ---- base models: no MLM head ----
+msg="has no masked-LM head (a BertModel checkpoint): fine-tune it with maskd finetune; fill-mask needs a *ForMaskedLM model"
+for spec in bert,nohead bert,noprefix roberta,noprefix; do
+  fam=${spec%,*} k=${spec#*,} d="$T/$fam-$k"
+  $PY $L make "$T/m/$fam" "$d" "$k" || { fail "import_hf_${fam}_${k}_make" "hf_layouts.py failed"; continue; }
+  if "$M" import --db "$T/s.db" "$d" "$fam-$k" > "$T/imp.out" 2>"$T/imp.err" && grep -q "no masked-LM head" "$T/imp.out"
+  then pass "import_hf_${fam}_${k}"; else fail "import_hf_${fam}_${k}" "$(cat "$T/imp.out" "$T/imp.err" | head -c 300)"; fi
+  out=$("$M" fill-mask --db "$T/s.db" --model "$fam-$k" "a [MASK] ." 2>&1); rc=$?
+  want=${msg/BertModel/$([ "$fam" = bert ] && echo BertModel || echo RobertaModel)}
+  if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF "$fam-$k@1 $want" <<<"$out"; then pass "import_hf_${fam}_${k}_fillmask_refused"
+  else fail "import_hf_${fam}_${k}_fillmask_refused" "exit $rc: $out"; fi
+  if "$M" export --db "$T/s.db" "$fam-$k" "$T/out-$fam-$k" >/dev/null 2>"$T/exp.err" &&
+     got=$($PY $L compare "$d" "$T/out-$fam-$k" 2>&1) && grep -q '"'"$([ "$fam" = bert ] && echo BertModel || echo RobertaModel)"'"' "$T/out-$fam-$k/config.json"
+  then pass "import_hf_${fam}_${k}_export_equal ($got)"; else fail "import_hf_${fam}_${k}_export_equal" "$(head -c 200 "$T/exp.err") $got"; fi
+done
+B=$DATA_ROOT/banking77
+if [ -f "$B/train.csv" ]; then
+  awk 'NR == 1 || NR % 50 == 0' "$B/train.csv" > "$T/tr.csv"
+  for m in bert-nohead roberta-noprefix; do
+    if "$M" finetune --db "$T/s.db" --model "$m" --train "$T/tr.csv" --label-column category --labels "$B/categories.json" \
+         --max-length 32 --batch 16 --lr 1e-3 --threads 1 --seed 3 --max-steps 3 --name "ft-$m" --quiet >/dev/null 2>"$T/ft.err" &&
+       "$M" classify --db "$T/s.db" --model "ft-$m" "card arrived?" >/dev/null 2>>"$T/ft.err"
+    then pass "import_hf_finetune_$m"; else fail "import_hf_finetune_$m" "$(tail -c 300 "$T/ft.err")"; fi
+  done
+else
+  fail import_hf_finetune "no BANKING77 at $B"
+fi
+# Over HTTP: POST /fill-mask on a base model is a 4xx JSON error with the message.
+if serve_start --db "$T/s.db" --quiet; then
+  code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    -d '{"model": "bert-nohead", "inputs": "a [MASK] ."}' "$base/fill-mask")
+  if [[ $code == 4* ]] && $PY -c 'import json,sys; e=json.load(open(sys.argv[1])); s=json.dumps(e); assert "has no masked-LM head" in s, s' "$T/body" 2>/dev/null
+  then pass "import_hf_http_fillmask_refused ($code)"; else fail import_hf_http_fillmask_refused "status $code: $(head -c 300 "$T/body")"; fi
+  serve_stop
+else
+  fail import_hf_http_fillmask_refused "serve did not start: $(tail -2 "$T/err")"
+fi
+
+# ---- hostile folders: one line, non-zero exit, nothing stored ----
+refuse() {  # layout, needle
+  local k=$1 needle=$2 d="$T/h/$1" out rc
+  mkdir -p "$T/h"
+  $PY $L make "$T/m/bert" "$d" "$k" || { fail "import_hf_refuses_$k" "hf_layouts.py failed"; return; }
+  out=$("$M" import --db "$T/s.db" "$d" "h-$k" 2>&1); rc=$?
+  if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF -- "$needle" <<<"$out" &&
+     ! "$M" models --db "$T/s.db" 2>/dev/null | grep -q "^h-$k "
+  then pass "import_hf_refuses_$k"; else fail "import_hf_refuses_$k" "exit $rc: $out"; fi
+}
+refuse shard_escape 'shard "../model-00003-of-00003.safetensors" is not a file name inside the folder'
+refuse shard_wrong 'is in this shard but the index maps it to model-00002-of-00003.safetensors'
+refuse shard_symlink 'a symlink leaving the folder'
+refuse missing '1 tensor the BertForMaskedLM needs is missing: bert.encoder.layer.1.output.dense.bias'
+refuse unknown 'tensor "bert.encoder.layer.9.extra.weight" is not part of a BertForMaskedLM model'
+refuse bin_evil 'global os.system is not allowed: only a state dict of tensors is read'
+refuse bin_legacy "torch.save's legacy (pre-1.6) format"
+refuse bin_deflate 'compressed'
+if [ -e /tmp/pwned ] && [ /tmp/pwned -nt "$T/tok.json" ]; then fail import_hf_evil_not_run "/tmp/pwned was created"
+else pass import_hf_evil_not_run; fi
+cp -r "$T/m/bert" "$T/h/untied"
+$PY -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); c["tie_word_embeddings"]=False; json.dump(c,open(p,"w"))' "$T/h/untied/config.json"
+out=$("$M" import --db "$T/s.db" "$T/h/untied" h-untied 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "tie_word_embeddings: false is not supported" <<<"$out"; then pass import_hf_refuses_untied
+else fail import_hf_refuses_untied "exit $rc: $out"; fi

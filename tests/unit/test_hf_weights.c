@@ -1,0 +1,391 @@
+/* engine/io/hf_weights and engine/io/torch_pickle: a folder's weights under HF's name
+** rules, and pytorch_model.bin read without Python, against hostile inputs: forbidden
+** globals and opcodes, truncation at every byte, huge sizes, offsets outside storages,
+** strided tensors, compressed or damaged zip entries, shard names leaving the folder,
+** and F16/BF16 special values converted exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/core/buf.h"
+#include "engine/io/hf_weights.h"
+#include "engine/io/torch_pickle.h"
+#include "engine/nn/model.h"
+#include "tests/unit/check.h"
+
+static char tmpdir[200];
+
+/* ---- a stored zip, built here ---- */
+
+static void put16(Buf *b, unsigned v) { unsigned char x[2] = {(unsigned char)v, (unsigned char)(v >> 8)}; buf_put(b, x, 2); }
+static void put32(Buf *b, uint32_t v) { put16(b, v & 0xFFFF); put16(b, v >> 16); }
+
+/* entries: n (name, bytes, len); method is written for every entry (0 = stored). */
+static Buf make_zip(int n, const char *const *names, const void *const *data, const size_t *len, unsigned method) {
+  Buf z = {0}, cd = {0};
+  for (int i = 0; i < n; i++) {
+    uint32_t off = (uint32_t)z.len;
+    size_t nl = strlen(names[i]);
+    put32(&z, 0x04034b50); put16(&z, 20); put16(&z, 0); put16(&z, method); put16(&z, 0); put16(&z, 0);
+    put32(&z, 0); put32(&z, (uint32_t)len[i]); put32(&z, (uint32_t)len[i]); put16(&z, (unsigned)nl); put16(&z, 0);
+    buf_put(&z, names[i], nl);
+    buf_put(&z, data[i], len[i]);
+    put32(&cd, 0x02014b50); put16(&cd, 20); put16(&cd, 20); put16(&cd, 0); put16(&cd, method); put16(&cd, 0); put16(&cd, 0);
+    put32(&cd, 0); put32(&cd, (uint32_t)len[i]); put32(&cd, (uint32_t)len[i]); put16(&cd, (unsigned)nl); put16(&cd, 0);
+    put16(&cd, 0); put16(&cd, 0); put16(&cd, 0); put32(&cd, 0); put32(&cd, off);
+    buf_put(&cd, names[i], nl);
+  }
+  uint32_t cd_off = (uint32_t)z.len;
+  buf_put(&z, cd.p, cd.len);
+  put32(&z, 0x06054b50); put16(&z, 0); put16(&z, 0); put16(&z, (unsigned)n); put16(&z, (unsigned)n);
+  put32(&z, (uint32_t)cd.len); put32(&z, cd_off); put16(&z, 0);
+  buf_free(&cd);
+  return z;
+}
+
+/* ---- a state-dict pickle, built here ---- */
+
+static void op(Buf *b, int c) { unsigned char x = (unsigned char)c; buf_put(b, &x, 1); }
+static void str(Buf *b, const char *s) { op(b, 'X'); put32(b, (uint32_t)strlen(s)); buf_puts(b, s); }
+static void glob(Buf *b, const char *mod, const char *name) { op(b, 'c'); buf_printf(b, "%s\n%s\n", mod, name); }
+static void bint(Buf *b, int64_t v) {
+  if (v >= 0 && v < 256) { op(b, 'K'); op(b, (int)v); return; }
+  op(b, 0x8a); op(b, 8);
+  for (int i = 0; i < 8; i++) op(b, (int)((uint64_t)v >> (8 * i)) & 0xFF);
+}
+
+/* {"w": tensor of storage type stype, numel storage elements, at offset, shape (a, b), stride (sa, sb)}. */
+typedef struct { const char *smod, *stype; int64_t numel, offset, a, b, sa, sb; } PkSpec;
+
+static Buf make_pickle(const PkSpec *s) {
+  Buf p = {0};
+  op(&p, 0x80); op(&p, 2);
+  glob(&p, "collections", "OrderedDict"); op(&p, ')'); op(&p, 'R'); op(&p, 'q'); op(&p, 0);
+  op(&p, '(');
+  str(&p, "w");
+  glob(&p, "torch._utils", "_rebuild_tensor_v2");
+  op(&p, '(');
+  op(&p, '('); str(&p, "storage"); glob(&p, s->smod, s->stype); str(&p, "0"); str(&p, "cpu"); bint(&p, s->numel); op(&p, 't');
+  op(&p, 'Q');
+  bint(&p, s->offset);
+  bint(&p, s->a); bint(&p, s->b); op(&p, 0x86);
+  bint(&p, s->sa); bint(&p, s->sb); op(&p, 0x86);
+  op(&p, 0x89);
+  op(&p, 'h'); op(&p, 0);   /* the OrderedDict global's memo... here: the dict itself, as hooks */
+  op(&p, 't');
+  op(&p, 'R');
+  op(&p, 'u');
+  /* state_dict's _metadata, as BUILD state: ignored. */
+  op(&p, '}'); str(&p, "_metadata"); op(&p, '}'); op(&p, 's'); op(&p, 'b');
+  op(&p, '.');
+  return p;
+}
+
+static const PkSpec GOOD = {"torch", "FloatStorage", 6, 0, 2, 3, 3, 1};
+static const float STORAGE[6] = {1, -2, 3.5f, 0, 1e-3f, 7};
+
+/* The archive of pickle p with storage "0" (bytes of data) and byteorder bo (NULL: none). */
+static Buf make_archive(const Buf *p, const void *data, size_t len, const char *bo, unsigned method) {
+  const char *names[4] = {"archive/data.pkl", "archive/data/0", "archive/version", "archive/byteorder"};
+  const void *d[4] = {p->p, data, "3\n", bo};
+  size_t l[4] = {p->len, len, 2, bo ? strlen(bo) : 0};
+  return make_zip(bo ? 4 : 3, names, d, l, method);
+}
+
+/* Reads an archive: 0 and the one tensor's values checked, or -1 with e set. */
+static int read_archive(const Buf *z, Err *e, float *first) {
+  HfWeights *w = hfw_new();
+  int rc = tp_read_state_dict_memory(z->p, z->len, w, e);
+  if (rc == 0 && first) {
+    const HfTensor *t = hfw_count(w) == 1 ? hfw_tensor(w, 0) : NULL;
+    *first = t && !strcmp(t->name, "w") && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 ? t->data[0] : NAN;
+  }
+  hfw_free(w);
+  return rc;
+}
+
+static void refuse_pickle(const char *name, const PkSpec *s, const char *needle) {
+  Buf p = make_pickle(s);
+  Buf z = make_archive(&p, STORAGE, sizeof STORAGE, "little", 0);
+  Err e = {0};
+  int rc = read_archive(&z, &e, NULL);
+  check(rc == -1 && e.kind == ERR_BAD_INPUT && strstr(e.msg, needle), name, "rc %d: %s", rc, e.msg);
+  buf_free(&p);
+  buf_free(&z);
+}
+
+static void refuse_raw_pickle(const char *name, const char *bytes, size_t n, const char *needle) {
+  Buf p = {0};
+  buf_put(&p, bytes, n);
+  Buf z = make_archive(&p, STORAGE, sizeof STORAGE, NULL, 0);
+  Err e = {0};
+  int rc = read_archive(&z, &e, NULL);
+  check(rc == -1 && strstr(e.msg, needle), name, "rc %d: %s", rc, e.msg);
+  buf_free(&p);
+  buf_free(&z);
+}
+
+static void test_pickle(void) {
+  Err e = {0};
+  float first = 0;
+  Buf p = make_pickle(&GOOD);
+  Buf z = make_archive(&p, STORAGE, sizeof STORAGE, "little", 0);
+  HfWeights *w = hfw_new();
+  int rc = tp_read_state_dict_memory(z.p, z.len, w, &e);
+  const HfTensor *t = rc == 0 && hfw_count(w) == 1 ? hfw_tensor(w, 0) : NULL;
+  check(t && !strcmp(t->name, "w") && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && !memcmp(t->data, STORAGE, sizeof STORAGE),
+        "pickle_state_dict_read", "rc %d %s", rc, e.msg);
+  hfw_free(w);
+  /* Truncated at every byte: refused, never a crash (ASan watches the reads). */
+  int all = 1;
+  for (size_t n = 0; n < z.len; n++) {
+    Err te = {0};
+    HfWeights *tw = hfw_new();
+    if (tp_read_state_dict_memory(z.p, n, tw, &te) == 0) all = 0;
+    hfw_free(tw);
+  }
+  check(all, "zip_truncated_everywhere_refused", "a prefix was accepted");
+  all = 1;
+  for (size_t n = 0; n + 1 < p.len; n++) {
+    Buf q = {0};
+    buf_put(&q, p.p, n);
+    Buf zq = make_archive(&q, STORAGE, sizeof STORAGE, NULL, 0);
+    if (read_archive(&zq, &e, &first) == 0) all = 0;
+    buf_free(&q);
+    buf_free(&zq);
+  }
+  check(all, "pickle_truncated_everywhere_refused", "a prefix was accepted");
+  /* Every single byte flipped: refused or read, never a crash. */
+  for (size_t i = 0; i < p.len; i++) {
+    Buf q = {0};
+    buf_put(&q, p.p, p.len);
+    q.p[i] ^= 0x5A;
+    Buf zq = make_archive(&q, STORAGE, sizeof STORAGE, NULL, 0);
+    read_archive(&zq, &e, &first);
+    buf_free(&q);
+    buf_free(&zq);
+  }
+  check(1, "pickle_flipped_bytes_no_crash", "");
+  buf_free(&z);
+
+  z = make_archive(&p, STORAGE, sizeof STORAGE, "big", 0);
+  rc = read_archive(&z, &e, NULL);
+  check(rc == -1 && strstr(e.msg, "byteorder"), "pickle_refuses_big_endian", "%s", e.msg);
+  buf_free(&z);
+  z = make_archive(&p, STORAGE, sizeof STORAGE, NULL, 8);
+  rc = read_archive(&z, &e, NULL);
+  check(rc == -1 && strstr(e.msg, "compressed (method 8)"), "zip_refuses_deflate", "%s", e.msg);
+  buf_free(&z);
+  z = make_archive(&p, STORAGE, sizeof STORAGE - 4, NULL, 0);
+  rc = read_archive(&z, &e, NULL);
+  check(rc == -1 && strstr(e.msg, "elements of F32 need"), "pickle_refuses_short_storage", "%s", e.msg);
+  buf_free(&z);
+  /* The central directory pointing past the file. */
+  z = make_archive(&p, STORAGE, sizeof STORAGE, NULL, 0);
+  z.p[z.len - 6] = 0xFF;
+  z.p[z.len - 5] = 0xFF;
+  rc = read_archive(&z, &e, NULL);
+  check(rc == -1 && strstr(e.msg, "central directory"), "zip_refuses_directory_outside", "%s", e.msg);
+  buf_free(&z);
+  buf_free(&p);
+
+  PkSpec s = GOOD;
+  s.smod = "os"; s.stype = "system";
+  refuse_pickle("pickle_refuses_os_system", &s, "global os.system is not allowed: only a state dict of tensors is read");
+  s = GOOD; s.stype = "IntStorage";
+  refuse_pickle("pickle_refuses_int_storage", &s, "global torch.IntStorage is not allowed");
+  s = GOOD; s.stype = "LongStorage"; s.numel = 3; s.a = 1; s.sa = 3;
+  refuse_pickle("pickle_refuses_int64_weight", &s, "tensor \"w\": int64, not a weight");
+  s = GOOD; s.offset = 1;
+  refuse_pickle("pickle_refuses_offset_past_storage", &s, "outside its storage");
+  s = GOOD; s.sa = 1; s.sb = 2;
+  refuse_pickle("pickle_refuses_strided", &s, "not contiguous");
+  s = GOOD; s.numel = (int64_t)1 << 50;
+  refuse_pickle("pickle_refuses_huge_storage", &s, "bad size");
+  s = GOOD; s.a = (int64_t)1 << 45;
+  refuse_pickle("pickle_refuses_huge_shape", &s, "bad size");
+  s = GOOD; s.a = (int64_t)1 << 30; s.b = (int64_t)1 << 30; s.sa = (int64_t)1 << 30;
+  refuse_pickle("pickle_refuses_overflowing_shape", &s, "overflows");
+  static const char stack_eval[] = "\x80\x02X\x08\x00\x00\x00" "builtinsX\x04\x00\x00\x00" "eval\x93)R.";
+  refuse_raw_pickle("pickle_refuses_stack_global_eval", stack_eval, sizeof stack_eval - 1, "global builtins.eval is not allowed");
+  static const char inst[] = "\x80\x02(ios\nsystem\n.";
+  refuse_raw_pickle("pickle_refuses_inst", inst, sizeof inst - 1, "opcode 'i' is not allowed");
+  static const char get[] = "\x80\x02j\xff\xff\xff\x7f.";
+  refuse_raw_pickle("pickle_refuses_unset_memo", get, sizeof get - 1, "memo");
+  static const char put[] = "\x80\x02}r\xff\xff\xff\x7f.";
+  refuse_raw_pickle("pickle_refuses_huge_memo", put, sizeof put - 1, "too large");
+  static const char notdict[] = "\x80\x02K\x01.";
+  refuse_raw_pickle("pickle_refuses_non_dict", notdict, sizeof notdict - 1, "not a dict of tensors");
+  static const char notensor[] = "\x80\x02}(X\x01\x00\x00\x00" "aK\x01u.";
+  refuse_raw_pickle("pickle_refuses_non_tensor_value", notensor, sizeof notensor - 1, "\"a\" is not a tensor");
+  static const char underflow[] = "\x80\x02R.";
+  refuse_raw_pickle("pickle_refuses_underflow", underflow, sizeof underflow - 1, "underflow");
+  static const char nostop[] = "\x80\x02}";
+  refuse_raw_pickle("pickle_refuses_no_stop", nostop, sizeof nostop - 1, "without STOP");
+  static const char legacy[] = "\x80\x02\x8a\x0alo\x1b";
+  rc = tp_read_state_dict_memory(legacy, sizeof legacy - 1, NULL, &e);
+  check(rc == -1 && strstr(e.msg, "legacy (pre-1.6) format"), "pickle_refuses_legacy_format", "%s", e.msg);
+}
+
+/* ---- folders ---- */
+
+static ModelConfig tiny_config(void) {
+  ModelConfig c;
+  Err e = {0};
+  config_parse("{\"model_type\": \"bert\", \"vocab_size\": 10, \"hidden_size\": 4, \"num_hidden_layers\": 1, "
+               "\"num_attention_heads\": 1, \"intermediate_size\": 8, \"max_position_embeddings\": 8}", &c, &e);
+  return c;
+}
+
+/* dir/model.safetensors with the tiny BERT's tensors (F32, values i + 0.5), renamed by fn (may be NULL). */
+static int write_model(const char *dir, const char *file, const char *skip, const char *(*rename)(const char *), StDtype dt) {
+  ModelConfig c = tiny_config();
+  Err e = {0};
+  Model *m = model_new(&c, &e);
+  int n = model_tensor_count(m), k = 0;
+  StWriteTensor *ts = calloc((size_t)n, sizeof *ts);
+  void **bufs = calloc((size_t)n, sizeof *bufs);
+  for (int i = 0; i < n; i++) {
+    const ModelTensor *mt = model_tensor(m, i);
+    if (skip && !strcmp(skip, mt->name)) continue;
+    ts[k].name = rename ? rename(mt->name) : mt->name;
+    ts[k].dtype = dt;
+    ts[k].ndim = mt->ndim;
+    for (int d = 0; d < mt->ndim; d++) ts[k].shape[d] = mt->shape[d];
+    float *f = malloc(mt->numel * sizeof *f);
+    uint16_t *h = malloc(mt->numel * sizeof *h);
+    for (size_t j = 0; j < mt->numel; j++) f[j] = (float)j + 0.5f;
+    for (size_t j = 0; j < mt->numel; j++) h[j] = (uint16_t)(dt == ST_BF16 ? 0x3f80 : 0x3c00);   /* 1.0 */
+    bufs[k] = dt == ST_F32 ? (void *)f : (void *)h;
+    if (dt == ST_F32) free(h); else free(f);
+    ts[k].data = bufs[k];
+    k++;
+  }
+  char path[400];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  int rc = st_write(path, ts, k, NULL, 0, &e);
+  for (int i = 0; i < k; i++) free(bufs[i]);
+  free(bufs);
+  free(ts);
+  model_free(m);
+  return rc;
+}
+
+static const char *legacy_name(const char *name) {
+  static char buf[64][128];   /* the writer holds every name at once */
+  static int at;
+  char *b = buf[at++ % 64];
+  size_t n = strlen(name);
+  if (n > 16 && !strcmp(name + n - 16, "LayerNorm.weight")) snprintf(b, 128, "%.*sgamma", (int)(n - 6), name);
+  else if (n > 14 && !strcmp(name + n - 14, "LayerNorm.bias")) snprintf(b, 128, "%.*sbeta", (int)(n - 4), name);
+  else snprintf(b, 128, "%s", name);
+  return b;
+}
+
+static void clear_dir(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot reset %s\n", dir);
+}
+
+static void write_text(const char *dir, const char *file, const char *text) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  FILE *f = fopen(path, "w");
+  if (f) { fputs(text, f); fclose(f); }
+}
+
+static void refuse_dir(const char *name, const char *dir, const char *needle) {
+  ModelConfig c = tiny_config();
+  Err e = {0};
+  HfWeights *w = hfw_read_dir(dir, &c, &e);
+  check(!w && strstr(e.msg, needle), name, "%s", w ? "accepted" : e.msg);
+  hfw_free(w);
+}
+
+static void test_folders(void) {
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/f", tmpdir);
+  ModelConfig c = tiny_config();
+  Err e = {0};
+
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", NULL, legacy_name, ST_F32);
+  HfWeights *w = hfw_read_dir(dir, &c, &e);
+  check(w && hfw_count(w) == 26 && !strstr(hfw_tensor(w, 0)->name, "gamma") && c.task == MODEL_TASK_MLM && hfw_tensor(w, 0)->name[0] == 'b', "hfw_legacy_gamma_beta", "%d %s", w ? hfw_count(w) : -1, e.msg);
+  hfw_free(w);
+
+  /* F16 and BF16 ones become float 1.0 exactly; the special values through st_f16_to_f32. */
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", NULL, NULL, ST_F16);
+  w = hfw_read_dir(dir, &c, &e);
+  check(w && hfw_tensor(w, 0)->data[0] == 1.0f, "hfw_f16_read", "%s", e.msg);
+  hfw_free(w);
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", NULL, NULL, ST_BF16);
+  w = hfw_read_dir(dir, &c, &e);
+  check(w && hfw_tensor(w, 0)->data[0] == 1.0f, "hfw_bf16_read", "%s", e.msg);
+  hfw_free(w);
+  check(st_f16_to_f32(0x0001) == ldexpf(1, -24) && st_f16_to_f32(0x03ff) == ldexpf(1023, -24) && isinf(st_f16_to_f32(0x7c00)) &&
+            isnan(st_f16_to_f32(0x7e00)) && signbit(st_f16_to_f32(0x8000)) && st_f16_to_f32(0xfbff) == -65504.0f,
+        "hfw_f16_special_values", "");
+
+  /* The head missing entirely: a base model. */
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", "cls.predictions.bias", NULL, ST_F32);
+  w = hfw_read_dir(dir, &c, &e);
+  check(!w && strstr(e.msg, "cls.predictions.bias"), "hfw_part_of_head_missing_refused", "%s", w ? "accepted" : e.msg);
+  hfw_free(w);
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", "bert.encoder.layer.0.output.dense.bias", NULL, ST_F32);
+  refuse_dir("hfw_missing_listed", dir, "1 tensor the BertForMaskedLM needs is missing: bert.encoder.layer.0.output.dense.bias");
+
+  /* Sharded: names leaving the folder, a wrong shard, a missing tensor, no file. */
+  clear_dir(dir);
+  write_model(dir, "s1.safetensors", NULL, NULL, ST_F32);
+  static const char *const bad_names[] = {"../s1.safetensors", "/etc/passwd", "sub/s1.safetensors", "..", ""};
+  for (int i = 0; i < 5; i++) {
+    char text[300], name[64];
+    snprintf(text, sizeof text, "{\"metadata\": {}, \"weight_map\": {\"bert.embeddings.word_embeddings.weight\": \"%s\"}}", bad_names[i]);
+    write_text(dir, "model.safetensors.index.json", text);
+    snprintf(name, sizeof name, "hfw_shard_name_refused_%d", i);
+    refuse_dir(name, dir, "is not a file name inside the folder");
+  }
+  write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"bert.embeddings.word_embeddings.weight\": \"s1.safetensors\"}}");
+  refuse_dir("hfw_shard_unmapped_tensor", dir, "is not in the index's weight_map");
+  write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"x\": \"nothere.safetensors\"}}");
+  refuse_dir("hfw_shard_file_missing", dir, "nothere.safetensors");
+  write_text(dir, "model.safetensors.index.json", "{\"weight_map\": []}");
+  refuse_dir("hfw_shard_bad_map", dir, "no weight_map");
+  write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": ");
+  refuse_dir("hfw_shard_malformed_json", dir, "malformed JSON");
+  char outside[400], link[400];
+  snprintf(outside, sizeof outside, "%s/outside.safetensors", tmpdir);
+  snprintf(link, sizeof link, "%s/s2.safetensors", dir);
+  write_model(tmpdir, "outside.safetensors", NULL, NULL, ST_F32);
+  if (symlink(outside, link) != 0) fprintf(stderr, "symlink failed\n");
+  write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"bert.embeddings.word_embeddings.weight\": \"s2.safetensors\"}}");
+  refuse_dir("hfw_shard_symlink_outside", dir, "a symlink leaving the folder");
+  clear_dir(dir);
+  refuse_dir("hfw_no_weights", dir, "model.safetensors: missing");
+  /* A truncated safetensors file. */
+  write_model(dir, "model.safetensors", NULL, NULL, ST_F32);
+  char path[400];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  if (truncate(path, 300) != 0) fprintf(stderr, "truncate failed\n");
+  refuse_dir("hfw_truncated_safetensors", dir, "model.safetensors");
+}
+
+int main(void) {
+  snprintf(tmpdir, sizeof tmpdir, "%s/test_hf_weights.XXXXXX", getenv("MASKD_TMP") ? getenv("MASKD_TMP") : "/tmp");
+  if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+  test_pickle();
+  test_folders();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+  return check_exit();
+}
