@@ -115,6 +115,16 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   if (!(text[0] = config_to_json_dtype(&c, bf16 ? "bfloat16" : "float32"))) { err_set(err, "out of memory"); goto done; }
   len[0] = strlen(text[0]);
   if (!(text[2] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[3], &text[4], err)) goto done;
+  /* An import's own side files go back as they came. */
+  for (size_t i = 3; i < 5; i++) {
+    void *kept = NULL;
+    size_t kl = 0;
+    Err e = {0};
+    if (store_revision_file(s, &r, folder_files[i], &kept, &kl, &e) == 0) {
+      free(text[i]);
+      text[i] = kept;
+    } else if (e.kind != ERR_NOT_FOUND) { *err = e; goto done; }
+  }
   for (size_t i = 2; i < N_FOLDER_FILES; i++) len[i] = strlen(text[i]);
   /* All five are written beside their names first and renamed into place only when every
   ** one is whole: a full disk leaves the folder as it was, with no temporary behind. A
@@ -146,90 +156,41 @@ done:
 
 /* ---- import ---- */
 
-/* A token role of tokenizer_config.json / special_tokens_map.json (string or AddedToken). */
-static const char *role(const json_t *o, const char *key) {
-  const json_t *v = json_object_get(o, key);
-  if (json_is_object(v)) v = json_object_get(v, "content");
-  return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-/* The store keeps tokenizer.json only; fill-mask on a stored revision assumes
-** the seed's roles ([MASK], <pad>) and clean_up_tokenization_spaces true, so a
-** folder that says otherwise is refused rather than silently changed. */
-static int check_tokenizer_configs(const char *dir, Err *err) {
-  static const char *files[] = {"tokenizer_config.json", "special_tokens_map.json"};
-  for (int i = 0; i < 2; i++) {
-    char *p = files_join(dir, files[i]);
-    if (!p) return err_set(err, "out of memory");
-    if (!exists(p)) { free(p); continue; }
-    json_error_t je;
-    size_t n;
-    char *text = files_read_all(p, TOKENIZER_MAX_SIDE_FILE, &n, err);
-    json_t *o = text ? json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &je) : NULL;  /* model_max_length is 1e30 */
-    free(text);
-    int rc = 0;
-    const char *v;
-    if (!text) rc = -1;
-    else if (!json_is_object(o)) rc = err_set(err, "%s: not a JSON object (%s)", p, o ? "wrong type" : je.text);
-    else if ((v = role(o, "mask_token")) && strcmp(v, "[MASK]"))
-      rc = err_set(err, "%s: mask_token '%s' is not supported (maskd models use [MASK])", p, v);
-    else if ((v = role(o, "pad_token")) && strcmp(v, "<pad>"))
-      rc = err_set(err, "%s: pad_token '%s' is not supported (maskd models use <pad>)", p, v);
-    else if (i == 0 && json_is_false(json_object_get(o, "clean_up_tokenization_spaces")))
-      rc = err_set(err, "%s: clean_up_tokenization_spaces false is not supported (maskd models use true)", p);
-    json_decref(o);
-    free(p);
-    if (rc) return -1;
-  }
-  return 0;
-}
-
-/* Reads tokenizer.json, refusing tokenizer types other than Unigram by name. */
-static Tokenizer *load_unigram_tokenizer(const char *path, Err *err) {
-  json_error_t je;
-  size_t n;
-  char *text = files_read_all(path, TOKENIZER_MAX_FILE, &n, err);
-  if (!text) return NULL;
-  json_t *o = json_loadb(text, n, 0, &je);
-  free(text);
-  if (!o) { err_set(err, "%s: %s", path, je.text); return NULL; }
-  const char *type = json_string_value(json_object_get(json_object_get(o, "model"), "type"));
-  if (!type || strcmp(type, "Unigram")) {
-    err_set(err, "%s: tokenizer model type '%s' is not supported (maskd imports Unigram tokenizers only)", path,
-            type ? type : "(none)");
-    json_decref(o);
-    return NULL;
-  }
-  json_decref(o);
-  Tokenizer *t = tokenizer_load(path, err);
-  if (!t) err_prefix(err, "unsupported tokenizer");
-  return t;
-}
-
 static int do_import(Store *s, const char *dir, const char *name, const char *message, Err *err) {
-  char *cp = files_join(dir, "config.json"), *tp = files_join(dir, "tokenizer.json");
-  char *cfg_json = NULL, *tok_json = NULL, msg[512];
+  char *cp = files_join(dir, "config.json");
+  char *cfg_json = NULL, *tok_json = NULL, *side_cfg = NULL, *side_map = NULL, msg[512];
+  size_t side_cfg_len = 0, side_map_len = 0;
   unsigned char *wb = NULL;
   size_t wb_len = 0;
   HfWeights *w = NULL;
   StFile *wf = NULL;
   Tokenizer *t = NULL;
+  TokenizerSide side;
   ModelConfig c;
   int rc = -1;
-  if (!cp || !tp) { err_set(err, "out of memory"); goto done; }
-  const char *need[] = {cp, tp};
-  for (int i = 0; i < 2; i++) if (!exists(need[i])) { err_set(err, "%s: missing (an HF model folder needs config.json, weights and tokenizer.json)", need[i]); goto done; }
+  if (!cp) { err_set(err, "out of memory"); goto done; }
+  if (!exists(cp)) { err_set(err, "%s: missing (an HF model folder needs config.json, weights and a tokenizer)", cp); goto done; }
   if (config_load(cp, &c, err)) goto done;   /* its message names the file */
-  if (!(t = load_unigram_tokenizer(tp, err))) goto done;
-  if (check_tokenizer_configs(dir, err)) goto done;
-  if (tokenizer_token_to_id(t, "[MASK]") < 0) { err_set(err, "%s: the tokenizer has no [MASK] token", tp); goto done; }
+  /* The tokenizer as transformers reads the folder: tokenizer.json, else the slow
+  ** tokenizers' files converted; the side files are kept as they are, and say which
+  ** token fill-mask looks for and whether decoding cleans up spaces. */
+  if (!(t = tokenizer_load_dir(dir, err))) goto done;
+  if (tokenizer_side_read(dir, &side_cfg, &side_cfg_len, &side_map, &side_map_len, err) ||
+      tokenizer_side_parse(side_cfg, side_cfg_len, side_map, side_map_len, &side, err)) { err_prefix(err, dir); goto done; }
   if (tokenizer_vocab_size(t) > c.vocab_size) {
-    err_set(err, "%s: the tokenizer has %d ids, config.json's vocab_size is %d", tp, tokenizer_vocab_size(t), c.vocab_size);
+    err_set(err, "%s: the tokenizer has %d ids, config.json's vocab_size is %d", dir, tokenizer_vocab_size(t), c.vocab_size);
     goto done;
   }
   /* The folder's weights under HF's names (any Hub layout), every kept tensor in
   ** F32; a masked LM's config without an MLM head in the files becomes a base model. */
   if (!(w = hfw_read_dir(dir, &c, err))) goto done;
+  if (c.task == MODEL_TASK_MLM) {
+    const char *mask = side.mask_token[0] ? side.mask_token : tokenizer_mask_token(t);
+    if (!mask || tokenizer_token_to_id(t, mask) < 0) {
+      err_set(err, "%s: the tokenizer has no mask token (%s), which fill-mask needs", dir, mask ? mask : "[MASK] or <mask>");
+      goto done;
+    }
+  }
   if (hfw_serialize(w, &wb, &wb_len, err)) goto done;
   hfw_drop_data(w);   /* the file holds them now; the check below builds a model beside it */
   StSource src = {memory_read, wb, wb_len};
@@ -240,7 +201,7 @@ static int do_import(Store *s, const char *dir, const char *name, const char *me
   snprintf(msg, sizeof msg, "%s", message ? message : "Import from ");
   if (!message) snprintf(msg, sizeof msg, "Import from %s", dir);
   StorePush p = {.message = msg, .config_json = cfg_json, .weights = wb, .weights_len = wb_len,
-                 .tokenizer_json = tok_json};
+                 .tokenizer_json = tok_json, .tokenizer_config_json = side_cfg, .special_tokens_map_json = side_map};
   StoreRevision r;
   if (store_push(s, name, &p, &r, err)) goto done;
   printf("weights: %s, %d tensors stored\n", hfw_source(w), hfw_count(w));
@@ -249,13 +210,16 @@ static int do_import(Store *s, const char *dir, const char *name, const char *me
   if (c.task == MODEL_TASK_ENCODER)
     printf("no masked-LM head: stored as a %s (fine-tune it with maskd finetune; fill-mask needs a *ForMaskedLM model)\n",
            config_architecture(&c));
+  printf("tokenizer: %s (%s)%s\n", tokenizer_class_name(t), tokenizer_family(t) == TOKENIZER_WORDPIECE ? "WordPiece" :
+         tokenizer_family(t) == TOKENIZER_BPE ? "byte-level BPE" : "Unigram",
+         side_cfg || side_map ? ", tokenizer_config.json and special_tokens_map.json kept" : "");
   printf("imported %s as %s@%s (revision %lld)\n", dir, r.model, r.commit, (long long)r.seq);
   rc = 0;
 done:
   st_close(wf);
   hfw_free(w);
   tokenizer_free(t);
-  free(cp); free(tp); free(cfg_json); free(tok_json); free(wb);
+  free(cp); free(cfg_json); free(tok_json); free(wb); free(side_cfg); free(side_map);
   return rc;
 }
 
@@ -284,8 +248,9 @@ const CliSpec cli_spec_export = {
   .usage =
     "usage: maskd export [--db PATH] [--force] [--dtype fp32|bf16] NAME[@REV] DIR\n"
     "Writes DIR/config.json, model.safetensors (F32, or BF16), tokenizer.json, tokenizer_config.json and\n"
-    "special_tokens_map.json: a folder transformers loads with from_pretrained (RobertaForMaskedLM or\n"
-    "BertForMaskedLM, AlbertTokenizerFast). REV: main (newest, default), a revision number or a commit.\n",
+    "special_tokens_map.json: a folder transformers loads with from_pretrained (the model's class from\n"
+    "config.json; the tokenizer's family's fast class, or an import's own side files as they came).\n"
+    "REV: main (newest, default), a revision number or a commit.\n",
   .tail = "The five files are written beside their names and renamed into place together, so a\n"
           "failure (a full disk) leaves DIR as it was.\n",
   .opts = export_opts,
@@ -307,13 +272,15 @@ const CliSpec cli_spec_import = {
   .name = "import",
   .usage =
     "usage: maskd import [--db PATH] [--message TEXT] DIR NAME\n"
-    "Reads an HF model folder (config.json, weights, tokenizer.json with a Unigram model, optional\n"
-    "tokenizer_config.json / special_tokens_map.json) and pushes it as a new revision of model NAME.\n"
+    "Reads an HF model folder (config.json, weights, a tokenizer, optional tokenizer_config.json /\n"
+    "special_tokens_map.json, kept as they are) and pushes it as a new revision of model NAME.\n"
+    "The tokenizer: tokenizer.json (Unigram, WordPiece or byte-level BPE), else BERT's vocab.txt or\n"
+    "RoBERTa's vocab.json + merges.txt, converted as transformers converts them.\n"
     "Weights as the Hub ships them: model.safetensors (F32, F16 or BF16), sharded safetensors\n"
     "(model.safetensors.index.json), pytorch_model.bin (torch.save's zip, read without Python) or\n"
     "its shards; stored as F32 under transformers' names. Tensors a masked LM does not use (the\n"
     "pooler, BERT's NSP head) are kept and listed; a checkpoint without an MLM head is stored as\n"
-    "BertModel/RobertaModel, for maskd finetune. Other tokenizer types are refused.\n",
+    "BertModel/RobertaModel, for maskd finetune. Other tokenizer pipelines are refused by name.\n",
   .opts = import_opts,
   .n_opts = (int)(sizeof import_opts / sizeof import_opts[0]),
   .positional = 2,

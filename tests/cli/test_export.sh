@@ -118,7 +118,8 @@ if c.get("architectures") != ["RobertaForMaskedLM"] or c.get("model_type") != "r
 tc = json.load(open(d + "/tokenizer_config.json"))
 if tc.get("tokenizer_class") != "AlbertTokenizer": problems.append("tokenizer_class")
 if tc.get("clean_up_tokenization_spaces") is not True: problems.append("clean_up_tokenization_spaces")
-if tc.get("mask_token") != "[MASK]" or tc["added_tokens_decoder"]["4"]["lstrip"] is not True: problems.append("mask token")
+mt = tc.get("mask_token")
+if (mt.get("content") if isinstance(mt, dict) else mt) != "[MASK]" or tc["added_tokens_decoder"]["4"]["lstrip"] is not True: problems.append("mask token")
 sm = json.load(open(d + "/special_tokens_map.json"))
 mt = sm.get("mask_token")
 if not isinstance(mt, dict) or mt.get("content") != "[MASK]" or mt.get("lstrip") is not True: problems.append("special_tokens_map mask_token")
@@ -129,6 +130,12 @@ print("; ".join(problems))
 EOF
 )
 [ -z "$msg" ] && pass export_hf_layout || fail export_hf_layout "$msg"
+# An import's own tokenizer_config.json and special_tokens_map.json go back out as they came.
+if cmp -s "$T/rob/tokenizer_config.json" "$T/out-rob/tokenizer_config.json" && cmp -s "$T/rob/special_tokens_map.json" "$T/out-rob/special_tokens_map.json"; then
+  pass export_keeps_imported_side_files
+else
+  fail export_keeps_imported_side_files "$(diff "$T/rob/tokenizer_config.json" "$T/out-rob/tokenizer_config.json" | head -5)"
+fi
 
 # Revisions: a second import is revision 2; @1, @2 and a commit prefix resolve.
 "$M" import --db "$DB" "$T/bert" "tiny-rob" > "$T/imp2.txt" 2>&1
@@ -149,13 +156,17 @@ refuse() {  # name, expected text, command...
 }
 mkdir -p "$T/bpe"; cp "$T/rob/config.json" "$T/rob/model.safetensors" "$T/bpe/"
 echo '{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"vocab":{"a":0},"merges":[]}}' > "$T/bpe/tokenizer.json"
-refuse export_refuse_bpe "tokenizer model type 'BPE' is not supported (maskd imports Unigram tokenizers only)" "$M" import --db "$DB" "$T/bpe" bpe
+refuse export_refuse_bpe "model BPE without the ByteLevel pre-tokenizer is not supported" "$M" import --db "$DB" "$T/bpe" bpe
 mkdir -p "$T/nowt"; cp "$T/rob/config.json" "$T/rob/tokenizer.json" "$T/nowt/"
 refuse export_refuse_missing_weights "model.safetensors: missing" "$M" import --db "$DB" "$T/nowt" nowt
-refuse export_refuse_clean_up_false "clean_up_tokenization_spaces false is not supported" "$M" import --db "$DB" "$T/noclean" noclean
+# clean_up_tokenization_spaces false is kept with the model: fill-mask from the store answers as the folder does.
+out=$("$M" import --db "$DB" "$T/noclean" noclean 2>&1) || fail export_import_clean_up_false "$out"
+answers "$T/noclean.dir.txt" --model-dir "$T/noclean"
+answers "$T/noclean.store.txt" --db "$DB" --model noclean
+same "export_import_clean_up_false (store answers = folder answers)" "$T/noclean.dir.txt" "$T/noclean.store.txt"
 cp -r "$T/rob" "$T/othermask"
 sed -i 's/"mask_token": {/"mask_token": {"x": 1, /; s/"content": "\[MASK\]"/"content": "<mask>"/' "$T/othermask/special_tokens_map.json"
-refuse export_refuse_other_mask "mask_token '<mask>' is not supported" "$M" import --db "$DB" "$T/othermask" othermask
+refuse export_refuse_other_mask "the tokenizer has no mask token (<mask>)" "$M" import --db "$DB" "$T/othermask" othermask
 cp -r "$T/rob" "$T/badshape"
 $PY - "$T/badshape/config.json" <<'EOF'
 import json, sys
