@@ -146,8 +146,8 @@ static const char *const MIGRATIONS[] = {
     "ALTER TABLE models ADD COLUMN best_revision INTEGER REFERENCES revisions(id) ON DELETE SET NULL;",
     /* 5: an imported model's tokenizer_config.json and special_tokens_map.json, kept as
     ** they came (the mask token's name, clean_up_tokenization_spaces, the tokenizer class). */
-    "ALTER TABLE revisions ADD COLUMN tokenizer_config TEXT CHECK (tokenizer_config IS NULL OR json_valid(tokenizer_config));"
-    "ALTER TABLE revisions ADD COLUMN special_tokens_map TEXT CHECK (special_tokens_map IS NULL OR json_valid(special_tokens_map));",
+    ("ALTER TABLE revisions ADD COLUMN tokenizer_config TEXT CHECK (tokenizer_config IS NULL OR json_valid(tokenizer_config));"
+     "ALTER TABLE revisions ADD COLUMN special_tokens_map TEXT CHECK (special_tokens_map IS NULL OR json_valid(special_tokens_map));"),
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");
