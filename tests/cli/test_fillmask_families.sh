@@ -104,4 +104,18 @@ for name in bert-legacy roberta-legacy; do
   $PY $R check --model-dir "$T/$name" --cases "$T/cases-${name%%-*}.json" \
     --expected "$T/exp-$name.jsonl" --maskd "$M" --prefix "fillmask_families_dir_${name}_"
 done
+# Round trip: maskd export writes a folder (tokenizer.json of the family, the side files as
+# imported) whose answers, read as a folder, are the reference's for the source.
+for name in bert-json bert-legacy roberta-json roberta-legacy; do
+  if "$M" export --db "$T/db" "$name" "$T/out-$name" > /dev/null 2> "$T/export.err"; then
+    $PY $R check --model-dir "$T/out-$name" --cases "$T/cases-${name%%-*}.json" \
+      --expected "$T/exp-$name.jsonl" --maskd "$M" --prefix "fillmask_families_export_${name}_"
+    if cmp -s "$T/$name/tokenizer_config.json" "$T/out-$name/tokenizer_config.json" &&
+       cmp -s "$T/$name/special_tokens_map.json" "$T/out-$name/special_tokens_map.json"; then
+      pass "fillmask_families_export_${name}_side_files"
+    else fail "fillmask_families_export_${name}_side_files" "tokenizer_config.json or special_tokens_map.json changed"; fi
+  else
+    fail "fillmask_families_export_$name" "$(head -c 300 "$T/export.err")"
+  fi
+done
 exit 0
