@@ -97,6 +97,18 @@ small_training_setup() {
 JSON
 }
 
+# Compares a reference's output with maskd's (files of lines), names the first difference;
+# maskd's empty output (its command failed) shows its FILE.err.
+same() {  # name, reference file, maskd file
+  local n diff_line
+  n=$(wc -l < "$2")
+  if [ ! -s "$3" ] && [ -s "$2" ]; then fail "$1" "maskd printed nothing: $(head -c 300 "$3.err" 2>/dev/null)"; return 1; fi
+  if cmp -s "$2" "$3"; then pass "$1 ($n lines)"; return 0; fi
+  diff_line=$(cmp "$2" "$3" 2>&1 | head -1)
+  fail "$1" "outputs differ: $diff_line; hf: $(diff "$2" "$3" | sed -n 2p | cut -c1-150) maskd: $(diff "$2" "$3" | grep '^>' | head -1 | cut -c1-150)"
+  return 1
+}
+
 lib_exit=()
 at_exit() { lib_exit+=("$1"); }
 lib_cleanup() {

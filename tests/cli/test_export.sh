@@ -29,7 +29,7 @@ answers() {  # out, source args...
     "$M" fill-mask "$@" "The [MASK] of France is [MASK] ." "[MASK] was here ." &&
     "$M" fill-mask "$@" --top-k 3 --targets "▁the,▁of,zzqx" "He said [MASK] it , didn't he ?"; } > "$out" 2> "$T/answers.err"
 }
-same() {  # name, file a, file b
+same_answers() {  # name, file a, file b
   if [ -s "$2" ] && cmp -s "$2" "$3"; then pass "$1"; else fail "$1" "answers differ or are empty: $(diff "$2" "$3" | head -3 | cut -c1-200) $(head -2 "$T/answers.err")"; fi
 }
 
@@ -37,13 +37,13 @@ for m in rob bert; do
   answers "$T/$m.dir.txt" --model-dir "$T/$m"
   out=$("$M" import --db "$DB" "$T/$m" "tiny-$m" 2>&1) || fail "export_import_$m" "$out"
   answers "$T/$m.store.txt" --db "$DB" --model "tiny-$m"
-  same "export_import_$m (store answers = folder answers)" "$T/$m.dir.txt" "$T/$m.store.txt"
+  same_answers "export_import_$m (store answers = folder answers)" "$T/$m.dir.txt" "$T/$m.store.txt"
   out=$("$M" export --db "$DB" "tiny-$m@main" "$T/out-$m" 2>&1) || fail "export_export_$m" "$out"
   n=0; for f in config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json; do
     [ -s "$T/out-$m/$f" ] && n=$((n + 1)); done
   [ $n = 5 ] && pass "export_files_$m" || fail "export_files_$m" "$n of 5 files in $T/out-$m: $(ls "$T/out-$m")"
   answers "$T/$m.export.txt" --model-dir "$T/out-$m"
-  same "export_roundtrip_$m (exported folder answers = original)" "$T/$m.dir.txt" "$T/$m.export.txt"
+  same_answers "export_roundtrip_$m (exported folder answers = original)" "$T/$m.dir.txt" "$T/$m.export.txt"
   # Again: the exported folder imports and exports to the same bytes (canonical form).
   "$M" import --db "$DB" "$T/out-$m" "again-$m" > /dev/null 2>&1 && "$M" export --db "$DB" "again-$m" "$T/again-$m" > /dev/null 2>&1
   diffs=""; for f in config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json; do
@@ -100,7 +100,7 @@ else fail export_torch_hf_bf16 "the reference cannot read the BF16 folder: $(tai
 answers "$T/rob16.dir.txt" --model-dir "$T/out-rob16"
 out=$("$M" import --db "$DB" "$T/out-rob16" "tiny-rob16" 2>&1) || fail export_import_bf16 "$out"
 answers "$T/rob16.store.txt" --db "$DB" --model "tiny-rob16"
-same "export_import_bf16 (store answers = BF16 folder answers)" "$T/rob16.dir.txt" "$T/rob16.store.txt"
+same_answers "export_import_bf16 (store answers = BF16 folder answers)" "$T/rob16.dir.txt" "$T/rob16.store.txt"
 
 # What transformers' loaders look at.
 msg=$($PY - "$T/out-rob" <<'EOF'
@@ -143,9 +143,9 @@ commit=$(sed -n 's/.*@\([0-9a-f]*\) (revision 2).*/\1/p' "$T/imp2.txt")
 answers "$T/r1.txt" --db "$DB" --model "tiny-rob@1"
 answers "$T/r2.txt" --db "$DB" --model "tiny-rob@${commit:0:8}"
 answers "$T/rmain.txt" --db "$DB" --model "tiny-rob"
-same export_revision_1 "$T/rob.dir.txt" "$T/r1.txt"
-same export_revision_commit "$T/bert.dir.txt" "$T/r2.txt"
-same export_revision_main_is_newest "$T/bert.dir.txt" "$T/rmain.txt"
+same_answers export_revision_1 "$T/rob.dir.txt" "$T/r1.txt"
+same_answers export_revision_commit "$T/bert.dir.txt" "$T/r2.txt"
+same_answers export_revision_main_is_newest "$T/bert.dir.txt" "$T/rmain.txt"
 
 # Refusals, each with a message naming the problem.
 refuse() {  # name, expected text, command...
@@ -163,7 +163,7 @@ refuse export_refuse_missing_weights "model.safetensors: missing" "$M" import --
 out=$("$M" import --db "$DB" "$T/noclean" noclean 2>&1) || fail export_import_clean_up_false "$out"
 answers "$T/noclean.dir.txt" --model-dir "$T/noclean"
 answers "$T/noclean.store.txt" --db "$DB" --model noclean
-same "export_import_clean_up_false (store answers = folder answers)" "$T/noclean.dir.txt" "$T/noclean.store.txt"
+same_answers "export_import_clean_up_false (store answers = folder answers)" "$T/noclean.dir.txt" "$T/noclean.store.txt"
 cp -r "$T/rob" "$T/othermask"
 sed -i 's/"mask_token": {/"mask_token": {"x": 1, /; s/"content": "\[MASK\]"/"content": "<mask>"/' "$T/othermask/special_tokens_map.json"
 refuse export_refuse_other_mask "the tokenizer has no mask token (<mask>)" "$M" import --db "$DB" "$T/othermask" othermask

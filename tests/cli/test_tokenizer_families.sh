@@ -30,16 +30,6 @@ for f in "$D/wikitext-2/train.txt" "$D/wikitext-2/valid.txt" "$D/wikitext-2/test
   [ -f "$f" ] || { fail tokenizer_families_data "$f missing (MASKD_DATA=$D)"; exit 1; }
 done
 
-# Compares two outputs line by line; names the first difference.
-same() {  # name, hf file, maskd file
-  local n diff_line
-  n=$(wc -l < "$2")
-  if [ ! -s "$3" ] && [ -s "$2" ]; then fail "$1" "maskd printed nothing: $(head -c 300 "$3.err" 2>/dev/null)"; return 1; fi
-  if cmp -s "$2" "$3"; then pass "$1 ($n lines)"; return 0; fi
-  diff_line=$(cmp "$2" "$3" 2>&1 | head -1)
-  fail "$1" "outputs differ: $diff_line; hf: $(diff "$2" "$3" | sed -n 2p | cut -c1-150) maskd: $(diff "$2" "$3" | grep '^>' | head -1 | cut -c1-150)"
-  return 1
-}
 
 # Corpora: WikiText-2 lines, BANKING77 texts (CSV parsed, as JSON lines since some hold
 # newlines), and edge cases for the BERT normalizer and pre-tokenizer, WordPiece's

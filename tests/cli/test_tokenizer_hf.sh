@@ -20,15 +20,6 @@ for f in "$D/wikitext-2/train.txt" "$D/wikitext-2/valid.txt" "$D/wikitext-2/test
   [ -f "$f" ] || { fail tokenizer_hf_data "$f missing (MASKD_DATA=$D)"; exit 1; }
 done
 
-# Compares two outputs line by line; names the first difference.
-same() {  # name, hf file, maskd file
-  local n diff_line
-  n=$(wc -l < "$2")
-  if cmp -s "$2" "$3"; then pass "$1 ($n lines)"; return 0; fi
-  diff_line=$(cmp "$2" "$3" 2>&1 | head -1)
-  fail "$1" "outputs differ: $diff_line; hf: $(diff "$2" "$3" | sed -n 2p | cut -c1-150) maskd: $(diff "$2" "$3" | grep '^>' | head -1 | cut -c1-150)"
-  return 1
-}
 
 # Corpora: WikiText-2 valid/test lines, BANKING77 texts (CSV parsed, as JSON lines
 # since some hold newlines), and edge cases.
