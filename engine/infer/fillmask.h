@@ -57,8 +57,8 @@ typedef struct FillMaskRequest FillMaskRequest;
 /* What tokenizer_config.json / special_tokens_map.json say about the tokenizer,
 ** and the limits of each request. */
 typedef struct FillMaskOptions {
-  const char *mask_token;        /* NULL = "[MASK]" */
-  const char *pad_token;         /* NULL = "<pad>"; removed from sequences as HF does */
+  const char *mask_token;        /* NULL: the tokenizer's ([MASK] or <mask>, tokenizer_mask_token) */
+  const char *pad_token;         /* NULL: "<pad>", else "[PAD]"; removed from sequences as HF does */
   int clean_up_spaces;           /* clean_up_tokenization_spaces: 1 (maskd writes true), 0 */
   int max_batch;                 /* inputs per forward pass; <= 0 = 32 */
   FillMaskLimits limits;         /* default: the FILLMASK_DEFAULT_MAX_* values */
@@ -71,7 +71,7 @@ typedef struct FillMaskOptions {
   void *warn_ctx;
 } FillMaskOptions;
 
-/* Default options: "[MASK]", "<pad>", clean-up on, batches of 32, the default limits, no warnings. */
+/* Default options: the tokenizer's mask token, <pad> (else [PAD]), clean-up on, batches of 32, the default limits, no warnings. */
 void fillmask_options_default(FillMaskOptions *o);
 /* A pipeline over a model and a tokenizer; with own != 0 it frees them (also on
 ** failure). Refuses a tokenizer without the mask token ("The tokenizer does not
