@@ -80,6 +80,13 @@ static void bert_folder(void) {
   check(rc == 0 && ids_are(&en, want, 9), "bert_encode_lowercase_strip_accents", "%s (%s)", show(&en), e.msg);
   char *dec = tokenizer_decode(t, en.ids, en.n, 1, &e);
   check(dec && !strcmp(dec, "hello, worlds! hello"), "bert_decode_wordpiece", "'%s'", dec ? dec : e.msg);
+  /* Pairs: [CLS] A [SEP] B [SEP], type ids 0 then 1 (HF's BertProcessing and TemplateProcessing). */
+  Encoding pr = {0};
+  rc = tokenizer_encode_pair(t, "hello", 5, "world", 5, 1, &pr, &e);
+  int want_pair[] = {2, 5, 3, 6, 3}, types_ok = pr.n == 5;
+  for (int i = 0; types_ok && i < 5; i++) types_ok = pr.type_ids[i] == (i >= 3);
+  check(rc == 0 && ids_are(&pr, want_pair, 5) && types_ok, "bert_pair", "%s (%s)", show(&pr), e.msg);
+  encoding_free(&pr);
   free(dec);
   char *cfg = NULL, *map = NULL;
   rc = tokenizer_pretrained_json(t, &cfg, &map, &e);
@@ -131,6 +138,14 @@ static void roberta_folder(void) {
   check(rc == 0 && ids_are(&en, want, 5), "roberta_encode_merges_and_mask", "%s (%s)", show(&en), e.msg);
   char *dec = tokenizer_decode(t, en.ids, en.n, 0, &e);
   check(dec && !strcmp(dec, "<s>hi hi<mask></s>"), "roberta_decode_bytelevel", "'%s'", dec ? dec : e.msg);
+  /* Pairs: <s> A </s></s> B </s>, every type id 0 (HF's RobertaProcessing); offsets trimmed per sequence. */
+  Encoding pr = {0};
+  rc = tokenizer_encode_pair(t, "hi", 2, " hi", 3, 1, &pr, &e);
+  int want_pair[] = {0, 7, 2, 2, 8, 2}, pair_ok = pr.n == 6;
+  for (int i = 0; pair_ok && i < 6; i++) pair_ok = pr.type_ids[i] == 0;
+  pair_ok = pair_ok && pr.offsets[8] == 1 && pr.offsets[9] == 3;   /* " hi" in B: the space trimmed off */
+  check(rc == 0 && ids_are(&pr, want_pair, 6) && pair_ok, "roberta_pair", "%s (%s)", show(&pr), e.msg);
+  encoding_free(&pr);
   free(dec);
   int one = 8;
   dec = tokenizer_decode(t, &one, 1, 0, &e);
