@@ -301,10 +301,10 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   http_json(rs, 200, m);
 }
 
-/* tokenizer_config.json and special_tokens_map.json are not stored: they follow
-** from tokenizer.json, so they are generated as `maskd export` writes them, by the
-** same function (tokenizer_pretrained_json), which keeps the bytes identical to an
-** exported folder's. */
+/* tokenizer_config.json and special_tokens_map.json of a revision maskd made are not
+** stored: they follow from tokenizer.json, so they are generated as `maskd export`
+** writes them, by the same function (tokenizer_pretrained_json), which keeps the bytes
+** identical to an exported folder's. An import's own are stored and served as they came. */
 static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
   void *tj = NULL;
   size_t tj_len = 0;
@@ -353,7 +353,11 @@ void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
   void *data = NULL;
   size_t len = 0;
   int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
-  int rc = generated ? generated_file(s, &r, file, &data, &len, &e) : store_revision_file(s, &r, file, &data, &len, &e);
+  int rc = store_revision_file(s, &r, file, &data, &len, &e);
+  if (rc && generated && e.kind == ERR_NOT_FOUND) {
+    e = (Err){0};
+    rc = generated_file(s, &r, file, &data, &len, &e);
+  }
   if (rc) { http_error_from(rs, &e, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
   free(rs->body);
   rs->body = data;

@@ -104,6 +104,32 @@ for name in bert-legacy roberta-legacy; do
   $PY $R check --model-dir "$T/$name" --cases "$T/cases-${name%%-*}.json" \
     --expected "$T/exp-$name.jsonl" --maskd "$M" --prefix "fillmask_families_dir_${name}_"
 done
+# Over HTTP: the service answers fill-mask on an imported RoBERTa model with the pipeline's JSON
+# (the reference's answer for the same case), and serves the import's own side files.
+if serve_start --db "$T/db"; then
+  for name in bert-json roberta-json; do
+    for f in tokenizer_config.json special_tokens_map.json; do
+      if curl -s --max-time 30 -o "$T/got" "$base/models/$name/resolve/main/$f" && cmp -s "$T/got" "$T/$name/$f"; then
+        pass "fillmask_families_http_${name}_$f"
+      else fail "fillmask_families_http_${name}_$f" "served $(head -c 200 "$T/got")"; fi
+    done
+  done
+  mask='<mask>'
+  curl -s --max-time 60 -H 'Content-Type: application/json' -o "$T/http.json" \
+    --data-binary "{\"inputs\": \"The capital of France is $mask.\", \"model\": \"roberta-json\"}" "$base/fill-mask"
+  if $PY - "$T/http.json" "$T/exp-roberta-json.jsonl" <<'PYEOF'
+import json, sys
+got = json.load(open(sys.argv[1]))
+exp = [json.loads(l) for l in open(sys.argv[2])]
+want = next(e["result"] for e in exp if e["name"] == "single")
+assert [(g["token"], g["token_str"], g["sequence"]) for g in got] == [(w["token"], w["token_str"], w["sequence"]) for w in want], (got, want)
+assert all(abs(g["score"] - w["score"]) <= 1e-5 for g, w in zip(got, want))
+PYEOF
+  then pass fillmask_families_http_roberta; else fail fillmask_families_http_roberta "$(head -c 300 "$T/http.json")"; fi
+  serve_stop
+else
+  fail fillmask_families_http_serve "maskd serve did not start: $(tail -c 300 "$T/err")"
+fi
 # Round trip: maskd export writes a folder (tokenizer.json of the family, the side files as
 # imported) whose answers, read as a folder, are the reference's for the source.
 for name in bert-json bert-legacy roberta-json roberta-legacy; do
