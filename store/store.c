@@ -232,7 +232,9 @@ int store_check_name(const char *what, const char *name, Err *err) {
 static int check_json_object(const char *what, const char *text, Err *err) {
   if (!text) return err_setk(err, ERR_INVALID, "%s: missing", what);
   json_error_t je;
-  json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+  /* Integers as reals: a valid file may hold one past int64 (tokenizer_config.json's
+  ** model_max_length is 1e30 written out), and SQLite's json_valid takes it too. */
+  json_t *v = json_loads(text, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
   if (!v) return err_setk(err, ERR_INVALID, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, je.text);
   int ok = json_is_object(v);
   json_decref(v);

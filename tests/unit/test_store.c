@@ -198,7 +198,8 @@ static void side_file_tests(void) {
   Store *s = store_open(db, &e);
   if (!s) { check(0, "store_side_open", "%s", e.msg); return; }
   const char *tj = "{\"version\": \"1.0\"}";
-  const char *tc = "{\n  \"do_lower_case\": true,\n  \"mask_token\": \"[MASK]\"\n}\n", *side_map = "{\"mask_token\": \"[MASK]\"}";
+  /* model_max_length as transformers writes it: an integer past int64. */
+  const char *tc = "{\n  \"do_lower_case\": true,\n  \"mask_token\": \"[MASK]\",\n  \"model_max_length\": 1000000000000000019884624838656\n}\n", *side_map = "{\"mask_token\": \"[MASK]\"}";
   StorePush p = {.message = "Import", .config_json = "{\"model_type\": \"bert\"}", .weights = "w", .weights_len = 1,
                  .tokenizer_json = tj};
   StoreRevision plain, imp;
