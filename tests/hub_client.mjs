@@ -10,7 +10,8 @@
 //        siblings, listFiles (=
 //        the files of EXPORT_DIR, a `maskd export` of that revision), fileExists,
 //        downloadFile of every file (bytes = EXPORT_DIR's), downloadFileToCacheDir into
-//        CACHE_DIR (the same bytes), and a missing repo / revision / file each answered
+//        CACHE_DIR (the same bytes); when REV main is among them, also modelInfo without
+//        a revision (the client asks for HEAD) and a missing repo / revision / file each answered
 //        as the client answers the Hub's own (HubApiError 404 with X-Error-Code
 //        RepoNotFound / RevisionNotFound; a missing file: downloadFile null, which the
 //        client gives only for X-Error-Code EntryNotFound, fileExists false).
@@ -25,6 +26,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 const [cmd, ...args] = process.argv.slice(2);
+console.debug = () => {};   // downloadFileToCacheDir's "Downloading X to Y" lines
 const out = [];
 const pass = (name) => out.push(`PASS ${name}`);
 const fail = (name, why) => out.push(`FAIL ${name}: ${String(why).replace(/\s+/g, ' ').slice(0, 400)}`);
@@ -98,7 +100,7 @@ async function check(hubUrl, repo, commit, exportDir, cacheDir, revs) {
     try { const why = await fn(); why ? fail(name, why) : pass(name); } catch (e) { fail(name, e && e.stack || e); }
   };
   for (const rev of revs) {
-    const tag = /^[0-9a-f]{40}$/.test(rev) ? 'commit' : /^[0-9]+$/.test(rev) ? 'number' : rev;
+    const tag = /^[0-9a-f]{40}$/.test(rev) ? `commit_${rev.slice(0, 8)}` : /^[0-9]+$/.test(rev) ? `number_${rev}` : rev;
     await step(`hub_model_info_${tag}`, async () => {
       const info = await hub.modelInfo({ name: repo, hubUrl, revision: rev, additionalFields: ['sha', 'siblings'], fetch: recordingFetch });
       const sib = (info.siblings ?? []).map(s => s.rfilename).sort();
@@ -144,6 +146,13 @@ async function check(hubUrl, repo, commit, exportDir, cacheDir, revs) {
       if (!fs.existsSync(again)) return `second call: ${again} missing`;
     });
   }
+  if (!revs.includes('main')) return;
+  // Without a revision the client asks for /revision/HEAD: the default branch.
+  await step('hub_model_info_default', async () => {
+    const info = await hub.modelInfo({ name: repo, hubUrl, additionalFields: ['sha'], fetch: recordingFetch });
+    if (info.sha !== commit) return `sha ${info.sha}, want ${commit}`;
+  });
+  // Once, with the main revision: what is missing.
   await expectHubError('hub_missing_repo_model_info', 'RepoNotFound',
     () => hub.modelInfo({ name: 'no-such-repo', hubUrl, fetch: recordingFetch }));
   await expectHubError('hub_missing_repo_list_files', 'RepoNotFound', async () => {
