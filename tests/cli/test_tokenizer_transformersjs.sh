@@ -6,7 +6,9 @@
 # equal `maskd tokenizer encode`'s on the same folder. transformers.js reads
 # tokenizer_config.json too (remove_space: true, AlbertTokenizer's default, would trim and
 # collapse each line's spaces before tokenizer.json's own pipeline). Families: a Unigram
-# tokenizer maskd trains, HF-trained WordPiece (uncased and cased) and byte-level BPE.
+# tokenizer maskd trains, HF-trained WordPiece (uncased and cased) and byte-level BPE; and the
+# WordPiece and BPE folders as transformers writes them (scripts/fillmask_reference.py
+# make-model: BertTokenizerFast's / RobertaTokenizerFast's files, what an import keeps and serves).
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" tokjs
 need tokjs_setup "tests/node_modules/@huggingface/transformers is missing (run scripts/setup --tests)" -d tests/node_modules/@huggingface/transformers
@@ -20,10 +22,12 @@ head -3000 "$DATA/train.txt" > "$T/train.txt"
   node tests/hf_tokenize.js train-bpe "$T/bpe.json" "$T/train.txt" --vocab 3000 &&
   "$M" tokenizer export --tokenizer "$T/wp.json" --out "$T/wordpiece" &&
   "$M" tokenizer export --tokenizer "$T/wpc.json" --out "$T/wordpiece_cased" &&
-  "$M" tokenizer export --tokenizer "$T/bpe.json" --out "$T/bpe"; } >"$T/setup.log" 2>&1 ||
+  "$M" tokenizer export --tokenizer "$T/bpe.json" --out "$T/bpe" &&
+  $PY scripts/fillmask_reference.py make-model --tokenizer "$T/wp.json" --out "$T/hf_wordpiece" --model-type bert &&
+  $PY scripts/fillmask_reference.py make-model --tokenizer "$T/bpe.json" --out "$T/hf_bpe"; } >"$T/setup.log" 2>&1 ||
   { fail tokjs_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
-for f in unigram wordpiece wordpiece_cased bpe; do
+for f in unigram wordpiece wordpiece_cased bpe hf_wordpiece hf_bpe; do
   "$M" tokenizer encode --tokenizer "$T/$f" --input "$DATA/test.txt" >"$T/$f.maskd" 2>"$T/$f.maskd.err"
   node tests/hub_client.mjs encode "$T/$f" "$DATA/test.txt" >"$T/$f.js" 2>"$T/$f.js.err" ||
     { fail "tokjs_$f" "transformers.js failed: $(tail -c 300 "$T/$f.js.err")"; continue; }
