@@ -1769,9 +1769,13 @@ int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
 /* transformers' save_pretrained writes json.dumps(..., indent=2, sort_keys=True,
 ** ensure_ascii=False) + "\n"; the layout below is that for the family's fast
 ** tokenizer built around this tokenizer:
-**   Unigram: AlbertTokenizerFast, whose own defaults (do_lower_case true,
-**     remove_space true, keep_accents false) are written as transformers writes them
-**     (with tokenizer.json present they do not change encoding);
+**   Unigram: AlbertTokenizerFast, with do_lower_case false, remove_space false and
+**     keep_accents true: no-ops, so that every library encodes as tokenizer.json says.
+**     transformers' fast tokenizer only keeps these keys as attributes when it loads
+**     tokenizer.json, but transformers.js (4.x, @huggingface/tokenizers) applies
+**     remove_space: true itself before tokenizer.json's normalizer (trims the text and
+**     collapses its runs of whitespace), and the class's defaults (true, true, false)
+**     would lowercase and strip accents wherever a library rebuilds the pipeline from them;
 **   WordPiece: BertTokenizerFast, with do_lower_case, strip_accents and
 **     tokenize_chinese_chars as the BertNormalizer says;
 **   BPE: RobertaTokenizerFast, with add_prefix_space and trim_offsets as the
@@ -1842,9 +1846,9 @@ int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_
     CFG("errors", "replace", 0);
     CFG("trim_offsets", t->trim_offsets ? "true" : "false", 1);
   } else {
-    CFG("do_lower_case", "true", 1);
-    CFG("keep_accents", "false", 1);
-    CFG("remove_space", "true", 1);
+    CFG("do_lower_case", "false", 1);
+    CFG("keep_accents", "true", 1);
+    CFG("remove_space", "false", 1);
   }
 #undef CFG
   for (int i = 1; i < nc; i++)

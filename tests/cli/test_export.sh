@@ -118,6 +118,7 @@ if c.get("architectures") != ["RobertaForMaskedLM"] or c.get("model_type") != "r
 tc = json.load(open(d + "/tokenizer_config.json"))
 if tc.get("tokenizer_class") != "AlbertTokenizer": problems.append("tokenizer_class")
 if tc.get("clean_up_tokenization_spaces") is not True: problems.append("clean_up_tokenization_spaces")
+if (tc.get("do_lower_case"), tc.get("remove_space"), tc.get("keep_accents")) != (False, False, True): problems.append("AlbertTokenizer text options not no-ops")
 mt = tc.get("mask_token")
 if (mt.get("content") if isinstance(mt, dict) else mt) != "[MASK]" or tc["added_tokens_decoder"]["4"]["lstrip"] is not True: problems.append("mask token")
 sm = json.load(open(d + "/special_tokens_map.json"))

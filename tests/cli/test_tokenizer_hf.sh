@@ -166,6 +166,9 @@ python3 - "$T/exp_seed" <<'EOF' && pass tokenizer_config_files || fail tokenizer
 import json, sys
 c = json.load(open(sys.argv[1] + "/tokenizer_config.json")); m = json.load(open(sys.argv[1] + "/special_tokens_map.json"))
 assert c["clean_up_tokenization_spaces"] is True and c["tokenizer_class"] == "AlbertTokenizer"
+# AlbertTokenizer's own text handling off: tokenizer.json's pipeline alone decides (transformers.js
+# applies remove_space itself before it; the class's defaults would lowercase and strip accents).
+assert c["do_lower_case"] is False and c["remove_space"] is False and c["keep_accents"] is True, c
 assert c["mask_token"] == "[MASK]" and c["added_tokens_decoder"]["4"]["content"] == "[MASK]"
 assert m["cls_token"] == "[CLS]" and m["sep_token"] == "[SEP]" and m["pad_token"] == "<pad>" and m["unk_token"] == "<unk>"
 assert list(c) == sorted(c) and list(m) == sorted(m)
