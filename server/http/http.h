@@ -41,7 +41,9 @@
 **   following a link to the page is fine, embedding it or fetching from it is not).
 ** - Requests with a body method (POST, PUT, PATCH, DELETE) must say
 **   Content-Type: application/json (415), which a page can only send to another
-**   origin after a CORS preflight that this server never grants.
+**   origin after a CORS preflight that this server never grants. Routes flagged
+**   HTTP_FORM (POSTs that change nothing: the Hub's paths-info, which huggingface_hub
+**   posts as a form) also take application/x-www-form-urlencoded.
 ** HTTP_OPEN routes (health checks) skip the Host and Origin rules and the token.
 **
 ** The token (notebook-server style). When set, a request is authenticated by
