@@ -193,3 +193,12 @@ get /healthz/resolve/main/tokenizer.json;  ok repo_named_healthz cmp -s "$T/body
 get /models/tiny;                          ok route_model_kept test "$(jget 'len(b["revisions"])')" = 2
 curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' "$base/tiny/resolve/main/config.json" >"$T/status"
 ok resolve_post_405 status_is 405
+
+# ---- with --auth-reads the Hub routes want the token, as the clients send it (Bearer) ----
+serve_stop
+serve_start --db "$T/hub.db" --token tk --auth-reads --quiet || { fail hub_auth_start "$(cat "$T/err")"; exit 1; }
+get /tiny/resolve/main/config.json;                               ok auth_reads_refused status_is 401
+get -H 'Authorization: Bearer tk' /tiny/resolve/main/config.json; ok auth_reads_bearer cmp -s "$T/body" "$T/exp2/config.json"
+get -H 'Authorization: Bearer tk' /api/models/user/tiny;          ok auth_reads_api test "$(jget 'b["sha"]')" = "$cu"
+post_paths /api/models/tiny/paths-info/main application/json '{"paths": ["config.json"]}'
+ok auth_reads_paths_info status_is 401
