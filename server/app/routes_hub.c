@@ -196,6 +196,37 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
     snprintf(etag, sizeof etag, "\"%s\"", h.sha);
     http_res_header(rs, "X-Linked-Etag", etag);
   }
+  const char *ctype = strstr(file, ".json") ? "application/json" : raw ? "text/plain; charset=utf-8"
+                                                                       : "application/octet-stream";
+  /* "main" or a number may name another revision later; a commit's bytes never change. */
+  const char *cache = strlen(rev) == 40 ? "public, max-age=31536000, immutable" : "no-cache";
+  const char *stored = raw ? NULL : hub_blob(&r, file);
+  if (stored && stored[0]) {
+    /* A stored blob is read in place, only the slice asked for: a client's Range: bytes=0-0
+    ** probe of the weights costs a byte, not a copy of the file. */
+    char etag[70];
+    snprintf(etag, sizeof etag, "\"%s\"", stored);  /* the blob's name is the sha256 of its bytes */
+    uint64_t total = 0;
+    StoreBlobReader *br = store_blob_open(s, stored, &total, &e);
+    if (!br) goto fail;
+    http_res_header(rs, "X-Repo-Commit", r.commit);
+    size_t off, n;
+    int plan = http_ranged_plan(rq, rs, ctype, etag, (size_t)total, &off, &n);
+    if (plan) {
+      data = malloc(n ? n : 1);
+      if (!data) err_setk(&e, ERR_NOMEM, "out of memory");
+      /* The whole file is checked against its sha256 as store_blob_get checks it. */
+      if (!data || store_blob_read(br, off, data, n, &e) || (plan == 1 && store_blob_verify(br, &e))) {
+        free(data);
+        store_blob_close(br);
+        goto fail;
+      }
+      http_bytes_slice(rs, plan, data, off, n, (size_t)total);
+    }
+    store_blob_close(br);
+    rs->cache = cache;
+    return;
+  }
   if (raw && !strcmp(file, "model.safetensors")) {  /* raw/ gives what git holds: the LFS pointer */
     char p[200];
     int n = lfs_pointer(&h, p, sizeof p);
@@ -207,17 +238,11 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
     goto fail;
   }
   char sha[65], etag[70];
-  const char *blob = raw ? NULL : hub_blob(&r, file);
-  if (blob) snprintf(sha, sizeof sha, "%s", blob);  /* the blob's name is the sha256 of its bytes */
-  else store_sha256_hex(data, len, sha);
+  store_sha256_hex(data, len, sha);
   snprintf(etag, sizeof etag, "\"%s\"", sha);
   http_res_header(rs, "X-Repo-Commit", r.commit);
-  http_bytes_ranged(rq, rs, strstr(file, ".json") || raw ? (raw && !strstr(file, ".json") ? "text/plain; charset=utf-8"
-                                                                                           : "application/json")
-                                                         : "application/octet-stream",
-                    etag, data, len);
-  /* A commit's bytes never change; "main" and short names may move to another revision. */
-  rs->cache = strlen(rev) == 40 ? "public, max-age=31536000, immutable" : "no-cache";
+  http_bytes_ranged(rq, rs, ctype, etag, data, len);
+  rs->cache = cache;
   return;
 fail:
   if (e.kind == ERR_NOT_FOUND) {

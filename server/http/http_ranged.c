@@ -66,37 +66,49 @@ int http_etag_matches(const char *inm, const char *etag) {
   return 0;
 }
 
-void http_bytes_ranged(const HttpReq *rq, HttpRes *rs, const char *content_type, const char *etag, void *data,
-                       size_t len) {
+int http_ranged_plan(const HttpReq *rq, HttpRes *rs, const char *content_type, const char *etag, size_t total,
+                     size_t *off, size_t *n) {
   free(rs->body);
   rs->body = NULL;
   rs->len = 0;
   rs->content_type = content_type;
   http_res_header(rs, "ETag", etag);
   http_res_header(rs, "Accept-Ranges", "bytes");
-  char cr[96];
+  *off = 0;
+  *n = total;
   if (http_etag_matches(http_header(rq, "If-None-Match"), etag)) {
     rs->status = 304;
-    free(data);
-    return;
+    return 0;
   }
-  size_t off = 0, n = len;
-  int r = http_range_parse(http_header(rq, "Range"), len, &off, &n);
+  int r = http_range_parse(http_header(rq, "Range"), total, off, n);
   if (r < 0) {
-    free(data);
-    snprintf(cr, sizeof cr, "bytes */%zu", len);
+    char cr[64];
+    snprintf(cr, sizeof cr, "bytes */%zu", total);
     http_res_header(rs, "Content-Range", cr);
     http_error(rs, 416, "range not satisfiable", json_pack("{s:s, s:I}", "range", http_header(rq, "Range"),
-                                                          "size", (json_int_t)len));
-    return;
+                                                          "size", (json_int_t)total));
+    return 0;
   }
+  return r == 1 ? 2 : 1;
+}
+
+void http_bytes_slice(HttpRes *rs, int plan, void *data, size_t off, size_t n, size_t total) {
   rs->status = 200;
-  if (r == 1) {
+  if (plan == 2) {
+    char cr[96];
     rs->status = 206;
-    snprintf(cr, sizeof cr, "bytes %zu-%zu/%zu", off, off + n - 1, len);
+    snprintf(cr, sizeof cr, "bytes %zu-%zu/%zu", off, off + n - 1, total);
     http_res_header(rs, "Content-Range", cr);
-    if (off) memmove(data, (char *)data + off, n);  /* the slice, in the buffer it came in */
   }
   rs->body = data;
   rs->len = n;
+}
+
+void http_bytes_ranged(const HttpReq *rq, HttpRes *rs, const char *content_type, const char *etag, void *data,
+                       size_t len) {
+  size_t off, n;
+  int plan = http_ranged_plan(rq, rs, content_type, etag, len, &off, &n);
+  if (!plan) { free(data); return; }
+  if (off) memmove(data, (char *)data + off, n);  /* the slice, in the buffer it came in */
+  http_bytes_slice(rs, plan, data, off, n, len);
 }

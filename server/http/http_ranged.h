@@ -19,5 +19,12 @@ int http_etag_matches(const char *if_none_match, const char *etag);
 ** strong) with the status the request's If-None-Match and Range call for. */
 void http_bytes_ranged(const HttpReq *rq, HttpRes *rs, const char *content_type, const char *etag, void *data,
                        size_t len);
+/* The same answer for a body of total bytes held elsewhere (read only the slice asked):
+** 0 when this answered (304 or 416); else the caller reads the n bytes at *off and answers
+** them with http_bytes_slice, passing this plan on (1: the whole body, 2: a range). */
+int http_ranged_plan(const HttpReq *rq, HttpRes *rs, const char *content_type, const char *etag, size_t total,
+                     size_t *off, size_t *n);
+/* Answers the slice planned by http_ranged_plan (data malloc'd, taken: the n bytes at off). */
+void http_bytes_slice(HttpRes *rs, int plan, void *data, size_t off, size_t n, size_t total);
 
 #endif

@@ -108,6 +108,9 @@ get -H 'Range: bytes=-7' /tiny/resolve/main/config.json
 ok range_suffix test "$(cat "$T/status")" = 206 -a "$(tail -c 7 "$T/exp2/config.json" | sha256sum)" = "$(sha256sum <"$T/body")"
 get -H "Range: bytes=100-$((n + 50))" /tiny/resolve/main/model.safetensors
 ok range_past_end_clamped test "$(cat "$T/status")" = 206 -a "$(hdr Content-Range)" = "bytes 100-$((n - 1))/$n"
+# A range that covers the whole file is still a range: clients read the size from Content-Range.
+get -H 'Range: bytes=0-' /tiny/resolve/main/model.safetensors
+ok range_whole_is_206 bash -c "[ \$(cat '$T/status') = 206 ] && [ '$(hdr Content-Range)' = 'bytes 0-$((n - 1))/$n' ] && cmp -s '$T/body' '$w'"
 get -H "Range: bytes=$n-" /tiny/resolve/main/model.safetensors
 ok range_416 test "$(cat "$T/status")" = 416 -a "$(hdr Content-Range)" = "bytes */$n"
 get -H 'Range: bytes=0-1,5-6' /tiny/resolve/main/config.json
