@@ -55,7 +55,17 @@ void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs);
 void route_run_events(void *app, HttpReq *rq, HttpRes *rs);
 void route_models(void *app, HttpReq *rq, HttpRes *rs);
 void route_model(void *app, HttpReq *rq, HttpRes *rs);
-void route_resolve(void *app, HttpReq *rq, HttpRes *rs);
+
+/* routes_hub.c: the Hugging Face Hub's protocol for model repositories ("name" or "owner/name":
+** the repo is the leading path parameters joined by '/'; a 404 carries X-Error-Code). */
+/* GET|HEAD .../{repo}/resolve|raw/{rev}/{file}: the file, with ETag, Range, X-Repo-Commit, X-Linked-*. */
+void route_hub_file(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /api/models/{repo}[/revision/{rev}]: model info (?blobs=true: sizes and sha256s). */
+void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /api/models/{repo}/tree/{rev}[/{path}]: the revision's files (listFiles). */
+void route_hub_tree(void *app, HttpReq *rq, HttpRes *rs);
+/* POST /api/models/{repo}/paths-info/{rev} ({"paths", "expand"} or a form): those files' entries. */
+void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_fill.c: POST /fill-mask with a cache of loaded models, each answered in arrival order. */
 /* capacity models kept loaded; batch != 0 joins queued requests into one pass (up to a

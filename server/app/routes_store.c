@@ -1,6 +1,6 @@
 /* Runs and models over the store: GET /runs, /runs/{id}, /runs/{id}/metrics,
-** /runs/{id}/events (server-sent events), /models, /models/{name},
-** /models/{name}/resolve/{revision}/{file}. */
+** /runs/{id}/events (server-sent events), /models, /models/{name}. A revision's files
+** (/models/{name}/resolve/...) are the Hub protocol's: routes_hub.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/tok/tokenizer.h"
 #include "engine/core/buf.h"
 #include "engine/core/now.h"
 #include "server/app/app.h"
@@ -299,71 +298,4 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   json_t *m = store_model_get(s, rq->params[0], &e);
   if (!m) { http_error_from(rs, &e, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
   http_json(rs, 200, m);
-}
-
-/* tokenizer_config.json and special_tokens_map.json of a revision maskd made are not
-** stored: they follow from tokenizer.json, so they are generated as `maskd export`
-** writes them, by the same function (tokenizer_pretrained_json), which keeps the bytes
-** identical to an exported folder's. An import's own are stored and served as they came. */
-static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
-  void *tj = NULL;
-  size_t tj_len = 0;
-  if (!r->tokenizer[0]) return err_setk(e, ERR_NOT_FOUND, "revision %s has no tokenizer", r->commit);
-  if (store_revision_file(s, r, "tokenizer.json", &tj, &tj_len, e)) return -1;
-  Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
-  free(tj);
-  if (!t) { err_prefix(e, "stored tokenizer.json"); if (e->kind != ERR_NOMEM) e->kind = ERR_INTERNAL; return -1; }  /* a damaged store */
-  char *config = NULL, *special_map = NULL;
-  int rc = tokenizer_pretrained_json(t, &config, &special_map, e);
-  tokenizer_free(t);
-  if (rc) return -1;
-  int want_config = !strcmp(file, "tokenizer_config.json");
-  *data = want_config ? config : special_map;
-  *len = strlen(*data);
-  free(want_config ? special_map : config);
-  return 0;
-}
-
-void route_resolve(void *app, HttpReq *rq, HttpRes *rs) {
-  static const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                                "special_tokens_map.json", "metrics.json"};
-  const char *file = rq->params[2];
-  int known = 0;
-  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) known |= !strcmp(file, files[i]);
-  if (!known) {
-    json_t *list = json_array();
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) json_array_append_new(list, json_string(files[i]));
-    http_error(rs, 404, "no such file in a revision", json_pack("{s:s, s:o}", "file", file, "files", list));
-    return;
-  }
-  char spec[512];
-  /* The Hub's "main" is the newest revision; anything else is a sequence number or a commit prefix. */
-  if ((size_t)snprintf(spec, sizeof spec, "%s@%s", rq->params[0], rq->params[1]) >= sizeof spec) {
-    http_error(rs, 400, "model name or revision too long", NULL);
-    return;
-  }
-  Store *s = app_store(app, rs);
-  if (!s) return;
-  Err e = {0};
-  StoreRevision r;
-  if (store_resolve(s, spec, &r, &e)) {
-    http_error_from(rs, &e, "no such model revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
-    return;
-  }
-  void *data = NULL;
-  size_t len = 0;
-  int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
-  int rc = store_revision_file(s, &r, file, &data, &len, &e);
-  if (rc && generated && e.kind == ERR_NOT_FOUND) {
-    e = (Err){0};
-    rc = generated_file(s, &r, file, &data, &len, &e);
-  }
-  if (rc) { http_error_from(rs, &e, "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg)); return; }
-  free(rs->body);
-  rs->body = data;
-  rs->len = len;
-  rs->status = 200;
-  rs->content_type = strstr(file, ".json") ? "application/json" : "application/octet-stream";
-  rs->cache = "public, max-age=31536000, immutable";  /* a commit's bytes never change */
-  if (!strcmp(rq->params[1], "main") || strlen(rq->params[1]) < 40) rs->cache = "no-cache";
 }

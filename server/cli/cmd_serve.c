@@ -224,7 +224,26 @@ static const HttpRoute routes[] = {
   {"GET", "/models", route_models, 0},
   {"GET", "/models/{name}", route_model, 0},
   {"POST", "/models/{name}", route_model_pipeline, 0},
-  {"GET", "/models/{name}/resolve/{revision}/{file}", route_resolve, 0},
+  /* The Hub's protocol (routes_hub.c), after maskd's own routes so that a repo named like
+  ** one of them never shadows it; each for "name" and "owner/name" repos. */
+  {"GET", "/models/{name}/resolve/{revision}/{file}", route_hub_file, 0},
+  {"GET", "/models/{owner}/{name}/resolve/{revision}/{file}", route_hub_file, 0},
+  {"GET", "/models/{name}/raw/{revision}/{file}", route_hub_file, 0},
+  {"GET", "/models/{owner}/{name}/raw/{revision}/{file}", route_hub_file, 0},
+  {"GET", "/api/models/{name}", route_hub_model_info, 0},
+  {"GET", "/api/models/{owner}/{name}", route_hub_model_info, 0},
+  {"GET", "/api/models/{name}/revision/{revision}", route_hub_model_info, 0},
+  {"GET", "/api/models/{owner}/{name}/revision/{revision}", route_hub_model_info, 0},
+  {"GET", "/api/models/{name}/tree/{revision}", route_hub_tree, 0},
+  {"GET", "/api/models/{owner}/{name}/tree/{revision}", route_hub_tree, 0},
+  {"GET", "/api/models/{name}/tree/{revision}/{path}", route_hub_tree, 0},
+  {"GET", "/api/models/{owner}/{name}/tree/{revision}/{path}", route_hub_tree, 0},
+  {"POST", "/api/models/{name}/paths-info/{revision}", route_hub_paths_info, HTTP_FORM},
+  {"POST", "/api/models/{owner}/{name}/paths-info/{revision}", route_hub_paths_info, HTTP_FORM},
+  {"GET", "/{name}/resolve/{revision}/{file}", route_hub_file, 0},
+  {"GET", "/{owner}/{name}/resolve/{revision}/{file}", route_hub_file, 0},
+  {"GET", "/{name}/raw/{revision}/{file}", route_hub_file, 0},
+  {"GET", "/{owner}/{name}/raw/{revision}/{file}", route_hub_file, 0},
 };
 
 /* Raises the open-file limit so that max_conns connections fit beside the store's and

@@ -192,6 +192,17 @@ static void res_reset(HttpRes *rs) {
   rs->len = 0;
 }
 
+int http_res_header(HttpRes *rs, const char *name, const char *value) {
+  int i = 0;
+  while (i < rs->n_headers && strcasecmp(rs->headers[i].name, name)) i++;
+  if (i == HTTP_MAX_HEADERS || strlen(name) >= sizeof rs->headers[0].name || strlen(value) >= sizeof rs->headers[0].value)
+    return -1;
+  snprintf(rs->headers[i].name, sizeof rs->headers[i].name, "%s", name);
+  snprintf(rs->headers[i].value, sizeof rs->headers[i].value, "%s", value);
+  if (i == rs->n_headers) rs->n_headers++;
+  return 0;
+}
+
 void http_bytes(HttpRes *rs, int status, const char *content_type, const void *data, size_t len) {
   res_reset(rs);
   rs->status = status;
@@ -663,6 +674,7 @@ static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *r
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
   if (rs->allow[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rs->allow);
   if (rs->location[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, rs->location);
+  for (int i = 0; i < rs->n_headers; i++) MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
   if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"maskd\"");
   enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
   MHD_destroy_response(r);
@@ -819,7 +831,11 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
                                "`make run` prints) to log the browser in",
                   NULL);
   }
-  if (is_body_method(method) && !is_json_type(hdr(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
+  /* A form is what a page may post anywhere without asking: only routes that change nothing take one. */
+  const char *ctype = hdr(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+  int form_ok = st->route && (st->route->flags & HTTP_FORM) && ctype &&
+                !strncasecmp(ctype, "application/x-www-form-urlencoded", 33);
+  if (is_body_method(method) && !form_ok && !is_json_type(ctype))
     return refuse(s, c, st, 415, "Content-Type must be application/json",
                   json_pack("{s:o}", "content_type", http_json_text(hdr(c, MHD_HTTP_HEADER_CONTENT_TYPE))));
   const char *cl = hdr(c, MHD_HTTP_HEADER_CONTENT_LENGTH);

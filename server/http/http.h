@@ -41,7 +41,9 @@
 **   following a link to the page is fine, embedding it or fetching from it is not).
 ** - Requests with a body method (POST, PUT, PATCH, DELETE) must say
 **   Content-Type: application/json (415), which a page can only send to another
-**   origin after a CORS preflight that this server never grants.
+**   origin after a CORS preflight that this server never grants. Routes flagged
+**   HTTP_FORM (POSTs that change nothing: the Hub's paths-info, which huggingface_hub
+**   posts as a form) also take application/x-www-form-urlencoded.
 ** HTTP_OPEN routes (health checks) skip the Host and Origin rules and the token.
 **
 ** The token (notebook-server style). When set, a request is authenticated by
@@ -79,6 +81,8 @@ typedef struct HttpReq {
 ** connection ends, whatever the reason. The layer ends every stream at http_stop(). */
 typedef ssize_t (*HttpStreamFn)(void *ctx, char *buf, size_t max);
 
+#define HTTP_MAX_HEADERS 8
+
 typedef struct HttpRes {
   int status;
   const char *content_type;
@@ -90,6 +94,8 @@ typedef struct HttpRes {
   HttpStreamFn stream;      /* set to stream instead of body */
   void *stream_ctx;
   void (*stream_free)(void *ctx);
+  struct { char name[32], value[160]; } headers[HTTP_MAX_HEADERS];  /* more headers (http_res_header) */
+  int n_headers;
 } HttpRes;
 
 typedef void (*HttpHandler)(void *app, HttpReq *rq, HttpRes *rs);
@@ -97,7 +103,8 @@ typedef void (*HttpHandler)(void *app, HttpReq *rq, HttpRes *rs);
 enum {
   HTTP_WRITE = 1,           /* changes state: needs the token when one is set */
   HTTP_OPEN = 2,            /* never needs a token, even with auth_reads; any Host or Origin */
-  HTTP_INLINE = 4           /* cheap and never blocking: answered on the event loop */
+  HTTP_INLINE = 4,          /* cheap and never blocking: answered on the event loop */
+  HTTP_FORM = 8             /* a POST that changes nothing may also come as a form (x-www-form-urlencoded) */
 };
 
 typedef struct HttpRoute {
@@ -173,6 +180,8 @@ int http_status_of(ErrKind kind);
 void http_error_from(HttpRes *rs, const Err *e, const char *error, json_t *detail);
 /* The same with a formatted error line and no detail. */
 void http_errorf(HttpRes *rs, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Adds a header to the answer (replacing one of the same name); -1 when full or too long. */
+int http_res_header(HttpRes *rs, const char *name, const char *value);
 /* Answers with bytes (copied) of the given content type. */
 void http_bytes(HttpRes *rs, int status, const char *content_type, const void *data, size_t len);
 /* Parses the body as a JSON object. On failure answers 400 (malformed JSON, with the

@@ -22,6 +22,7 @@
 #include "engine/core/now.h"
 #include "server/http/http.h"
 #include "server/http/http_guard.h"
+#include "server/http/http_ranged.h"
 #include "server/http/metrics.h"
 #include "tests/unit/check.h"
 
@@ -334,6 +335,34 @@ static void test_error_text(void) {
   check(rs.status == 400 && e && !strcmp(e, "plain \xc3\xa9 text 7"), "http_error_utf8_message_unchanged", "%s", rs.body ? rs.body : "");
   json_decref(v);
   free(rs.body);
+}
+
+/* Range headers (RFC 9110 14.1.2) over a 100-byte body: each single-range form, the
+** clamped end, what is unsatisfiable (-1: 416), and what is ignored (0: the whole body);
+** If-None-Match lists; http_res_header replacing a header of the same name. */
+static void test_ranges(void) {
+  static const struct { const char *h; size_t len; int r; size_t off, n; } want[] = {
+    {NULL, 100, 0, 0, 0}, {"bytes=0-0", 100, 1, 0, 1}, {"bytes=10-19", 100, 1, 10, 10}, {"bytes=90-", 100, 1, 90, 10},
+    {"bytes=-5", 100, 1, 95, 5}, {"bytes=-500", 100, 1, 0, 100}, {"bytes=50-999", 100, 1, 50, 50},
+    {"BYTES=1-2", 100, 1, 1, 2}, {"bytes=100-", 100, -1, 0, 0}, {"bytes=100-200", 100, -1, 0, 0},
+    {"bytes=-0", 100, -1, 0, 0}, {"bytes=0-", 0, -1, 0, 0}, {"bytes=5-1", 100, 0, 0, 0}, {"bytes=0-1,5-6", 100, 0, 0, 0},
+    {"items=0-1", 100, 0, 0, 0}, {"bytes=x-1", 100, 0, 0, 0}, {"bytes=1-2x", 100, 0, 0, 0}, {"bytes=-", 100, 0, 0, 0}};
+  int bad = -1;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    size_t off = 0, n = 0;
+    int r = http_range_parse(want[i].h, want[i].len, &off, &n);
+    if (r != want[i].r || (r == 1 && (off != want[i].off || n != want[i].n))) { bad = (int)i; break; }
+  }
+  check(bad < 0, "http_range_parse_forms", "case %d (%s)", bad, bad >= 0 && want[bad].h ? want[bad].h : "");
+  check(http_etag_matches("\"a\"", "\"a\"") && http_etag_matches("\"b\", W/\"a\"", "\"a\"") &&
+            http_etag_matches("*", "\"a\"") && !http_etag_matches("\"b\"", "\"a\"") && !http_etag_matches(NULL, "\"a\"") &&
+            !http_etag_matches("\"ab\"", "\"a\""),
+        "http_etag_matches_lists", "");
+  HttpRes rs;
+  memset(&rs, 0, sizeof rs);
+  http_res_header(&rs, "X-A", "1");
+  http_res_header(&rs, "x-a", "2");
+  check(rs.n_headers == 1 && !strcmp(rs.headers[0].value, "2"), "http_res_header_replaces", "%d", rs.n_headers);
 }
 
 /* The one table from an error's kind to its status (http_status_of), and
@@ -919,6 +948,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   test_error_text();
   test_error_kinds();
+  test_ranges();
   test_metrics_info();
   static const char *hosts[] = {"maskd.example"};
   static const char *origins[] = {"https://proxy.example/"};

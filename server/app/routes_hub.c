@@ -1,0 +1,463 @@
+/* The Hugging Face Hub's HTTP protocol over the store's model repositories, as the
+** official clients (huggingface_hub, @huggingface/hub) use it with the endpoint or hubUrl
+** set to this server: files by /{repo}/resolve|raw/{rev}/{file} (and under /models/),
+** /api/models/{repo}[/revision/{rev}] (model info), /api/models/{repo}/tree/{rev}
+** (listFiles) and POST /api/models/{repo}/paths-info/{rev}.
+**
+** A repo is "name" or "owner/name" (store_check_name): every route is registered for
+** both shapes (server/cli/cmd_serve.c), so the repo is the leading path parameters joined
+** by '/'. A revision is "main" (or the Hub's "HEAD": the newest), a number, or a commit id.
+**
+** What a revision holds, as the Hub would list it: the five files of a transformers
+** folder, byte for byte what `maskd export` writes. optimizer.safetensors is training
+** state, not part of a model repository on the Hub, and doubles a download: not listed
+** nor served. metrics.json is maskd's own: served as before, not listed. The store keeps
+** no git objects, so every "oid" is the sha256 of the file's bytes (the ETag too), and
+** model.safetensors is the one LFS file (its pointer is what raw/ serves, as on the Hub). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/tok/tokenizer.h"
+#include "server/app/app.h"
+#include "server/http/http_ranged.h"
+
+static const char *const listed[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                     "special_tokens_map.json"};
+#define N_LISTED (sizeof listed / sizeof listed[0])
+
+/* One file of a revision as the tree and paths-info describe it. */
+typedef struct HubEntry {
+  char sha[65];             /* sha256 of the bytes */
+  size_t size;
+  int lfs;                  /* stored as LFS on the Hub: model.safetensors */
+} HubEntry;
+
+/* The repo named by the first n_params - trailing parameters, joined by '/'; -1 if too long. */
+static int hub_repo(const HttpReq *rq, int trailing, char *out, size_t cap) {
+  out[0] = '\0';
+  size_t used = 0;
+  for (int i = 0; i < rq->n_params - trailing; i++) {
+    int n = snprintf(out + used, cap - used, "%s%s", i ? "/" : "", rq->params[i]);
+    if (n < 0 || (size_t)n >= cap - used) return -1;
+    used += (size_t)n;
+  }
+  return 0;
+}
+
+/* 404 with the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound), which
+** the clients read to tell the three apart (a missing file is "no such file", not an error). */
+static void hub_not_found(HttpRes *rs, const char *code, const char *error, json_t *detail) {
+  http_error(rs, 404, error, detail);
+  http_res_header(rs, "X-Error-Code", code);
+}
+
+/* Resolves repo at rev into r; answers the 404 (with its code) or error and returns -1 if it cannot. */
+static int hub_revision(Store *s, HttpRes *rs, const char *repo, const char *rev, StoreRevision *r) {
+  char spec[512];
+  /* The Hub's "HEAD" (modelInfo's default) is its default branch, maskd's "main": the newest. */
+  if ((size_t)snprintf(spec, sizeof spec, "%s@%s", repo, strcmp(rev, "HEAD") ? rev : "main") >= sizeof spec) {
+    hub_not_found(rs, "RepoNotFound", "model name or revision too long", NULL);
+    return -1;
+  }
+  Err e = {0};
+  if (store_resolve(s, spec, r, &e) == 0) return 0;
+  if (e.kind != ERR_NOT_FOUND) {
+    http_error_from(rs, &e, "cannot resolve the revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
+    return -1;
+  }
+  Err e2 = {0};
+  json_t *m = store_model_get(s, repo, &e2);
+  int has_model = m != NULL;
+  json_decref(m);
+  if (has_model)
+    hub_not_found(rs, "RevisionNotFound", "no such model revision",
+                  json_pack("{s:s, s:s, s:s}", "model", repo, "revision", rev, "why", e.msg));
+  else
+    hub_not_found(rs, "RepoNotFound", "no such model", json_pack("{s:s, s:s}", "model", repo, "why", e.msg));
+  return -1;
+}
+
+/* tokenizer_config.json and special_tokens_map.json of a revision maskd made are not
+** stored: they follow from tokenizer.json, so they are generated as `maskd export`
+** writes them, by the same function (tokenizer_pretrained_json), which keeps the bytes
+** identical to an exported folder's. An import's own are stored and served as they came. */
+static int generated_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
+  void *tj = NULL;
+  size_t tj_len = 0;
+  if (!r->tokenizer[0]) return err_setk(e, ERR_NOT_FOUND, "revision %s has no tokenizer", r->commit);
+  if (store_revision_file(s, r, "tokenizer.json", &tj, &tj_len, e)) return -1;
+  Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
+  free(tj);
+  if (!t) { err_prefix(e, "stored tokenizer.json"); if (e->kind != ERR_NOMEM) e->kind = ERR_INTERNAL; return -1; }  /* a damaged store */
+  char *config = NULL, *special_map = NULL;
+  int rc = tokenizer_pretrained_json(t, &config, &special_map, e);
+  tokenizer_free(t);
+  if (rc) return -1;
+  int want_config = !strcmp(file, "tokenizer_config.json");
+  *data = want_config ? config : special_map;
+  *len = strlen(*data);
+  free(want_config ? special_map : config);
+  return 0;
+}
+
+/* A file's bytes (malloc'd): stored, or generated for maskd's own revisions. */
+static int hub_file(Store *s, const StoreRevision *r, const char *file, void **data, size_t *len, Err *e) {
+  int generated = !strcmp(file, "tokenizer_config.json") || !strcmp(file, "special_tokens_map.json");
+  int rc = store_revision_file(s, r, file, data, len, e);
+  if (rc && generated && e->kind == ERR_NOT_FOUND) {
+    *e = (Err){0};
+    rc = generated_file(s, r, file, data, len, e);
+  }
+  return rc;
+}
+
+/* The blob sha256 behind a stored-blob file, or NULL for a file kept as text. */
+static const char *hub_blob(const StoreRevision *r, const char *file) {
+  if (!strcmp(file, "model.safetensors")) return r->weights;
+  if (!strcmp(file, "tokenizer.json")) return r->tokenizer;
+  return NULL;
+}
+
+/* A listed file's size and sha256, without reading a blob's bytes; ERR_NOT_FOUND when absent. */
+static int hub_entry(Store *s, const StoreRevision *r, const char *file, HubEntry *out, Err *e) {
+  memset(out, 0, sizeof *out);
+  out->lfs = !strcmp(file, "model.safetensors");
+  const char *blob = hub_blob(r, file);
+  if (blob) {
+    if (!blob[0]) return err_setk(e, ERR_NOT_FOUND, "%s@%lld has no %s", r->model, (long long)r->seq, file);
+    uint64_t len = 0;
+    StoreBlobReader *br = store_blob_open(s, blob, &len, e);
+    if (!br) return -1;
+    store_blob_close(br);
+    snprintf(out->sha, sizeof out->sha, "%s", blob);
+    out->size = (size_t)len;
+    return 0;
+  }
+  void *data = NULL;
+  size_t len = 0;
+  if (hub_file(s, r, file, &data, &len, e)) return -1;
+  store_sha256_hex(data, len, out->sha);
+  out->size = len;
+  free(data);
+  return 0;
+}
+
+/* The Git LFS pointer of a file (what the Hub's git holds for it). */
+static int lfs_pointer(const HubEntry *h, char *out, size_t cap) {
+  return snprintf(out, cap, "version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %zu\n", h->sha, h->size);
+}
+
+/* ISO 8601 in UTC with milliseconds, as the Hub writes dates. */
+static void iso_date(double t, char out[48]) {
+  time_t sec = (time_t)t;
+  struct tm tm;
+  gmtime_r(&sec, &tm);
+  int ms = (int)((t - (double)sec) * 1000);
+  if (ms < 0 || ms > 999) ms = 0;
+  snprintf(out, 48, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+           tm.tm_min, tm.tm_sec, ms);
+}
+
+static int is_listed(const char *file) {
+  for (size_t i = 0; i < N_LISTED; i++)
+    if (!strcmp(file, listed[i])) return 1;
+  return 0;
+}
+
+/* GET (and HEAD) /{repo}/resolve|raw/{rev}/{file}, also under /models/. */
+void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
+  char repo[260];
+  const char *rev = rq->params[rq->n_params - 2], *file = rq->params[rq->n_params - 1];
+  int raw = strstr(rq->pattern, "/raw/") != NULL;
+  if (hub_repo(rq, 2, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  StoreRevision r;
+  if (hub_revision(s, rs, repo, rev, &r)) return;
+  if (!is_listed(file) && strcmp(file, "metrics.json")) {
+    json_t *list = json_array();
+    for (size_t i = 0; i < N_LISTED; i++) json_array_append_new(list, json_string(listed[i]));
+    hub_not_found(rs, "EntryNotFound", "no such file in a revision", json_pack("{s:s, s:o}", "file", file, "files", list));
+    http_res_header(rs, "X-Repo-Commit", r.commit);
+    return;
+  }
+  Err e = {0};
+  void *data = NULL;
+  size_t len = 0;
+  HubEntry h;
+  if (!strcmp(file, "model.safetensors")) {
+    if (hub_entry(s, &r, file, &h, &e)) goto fail;
+    char v[32];
+    snprintf(v, sizeof v, "%zu", h.size);
+    http_res_header(rs, "X-Linked-Size", v);
+    char etag[70];
+    snprintf(etag, sizeof etag, "\"%s\"", h.sha);
+    http_res_header(rs, "X-Linked-Etag", etag);
+  }
+  const char *ctype = strstr(file, ".json") ? "application/json" : raw ? "text/plain; charset=utf-8"
+                                                                       : "application/octet-stream";
+  /* "main" or a number may name another revision later; a commit's bytes never change. */
+  const char *cache = strlen(rev) == 40 ? "public, max-age=31536000, immutable" : "no-cache";
+  const char *stored = raw ? NULL : hub_blob(&r, file);
+  if (stored && stored[0]) {
+    /* A stored blob is read in place, only the slice asked for: a client's Range: bytes=0-0
+    ** probe of the weights costs a byte, not a copy of the file. */
+    char etag[70];
+    snprintf(etag, sizeof etag, "\"%s\"", stored);  /* the blob's name is the sha256 of its bytes */
+    uint64_t total = 0;
+    StoreBlobReader *br = store_blob_open(s, stored, &total, &e);
+    if (!br) goto fail;
+    http_res_header(rs, "X-Repo-Commit", r.commit);
+    size_t off, n;
+    int plan = http_ranged_plan(rq, rs, ctype, etag, (size_t)total, &off, &n);
+    if (plan) {
+      data = malloc(n ? n : 1);
+      if (!data) err_setk(&e, ERR_NOMEM, "out of memory");
+      /* The whole file is checked against its sha256 as store_blob_get checks it. */
+      if (!data || store_blob_read(br, off, data, n, &e) || (plan == 1 && store_blob_verify(br, &e))) {
+        free(data);
+        store_blob_close(br);
+        goto fail;
+      }
+      http_bytes_slice(rs, plan, data, off, n, (size_t)total);
+    }
+    store_blob_close(br);
+    rs->cache = cache;
+    return;
+  }
+  if (raw && !strcmp(file, "model.safetensors")) {  /* raw/ gives what git holds: the LFS pointer */
+    char p[200];
+    int n = lfs_pointer(&h, p, sizeof p);
+    data = malloc((size_t)n + 1);
+    if (!data) { err_setk(&e, ERR_NOMEM, "out of memory"); goto fail; }
+    memcpy(data, p, (size_t)n + 1);
+    len = (size_t)n;
+  } else if (hub_file(s, &r, file, &data, &len, &e)) {
+    goto fail;
+  }
+  char sha[65], etag[70];
+  store_sha256_hex(data, len, sha);
+  snprintf(etag, sizeof etag, "\"%s\"", sha);
+  http_res_header(rs, "X-Repo-Commit", r.commit);
+  http_bytes_ranged(rq, rs, ctype, etag, data, len);
+  rs->cache = cache;
+  return;
+fail:
+  if (e.kind == ERR_NOT_FOUND) {
+    hub_not_found(rs, "EntryNotFound", "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg));
+    http_res_header(rs, "X-Repo-Commit", r.commit);
+  } else {
+    http_error_from(rs, &e, "cannot read the file", json_pack("{s:s, s:s}", "file", file, "why", e.msg));
+  }
+}
+
+/* The tree entry of a file ({type, oid, size, path, lfs?} and with expand, lastCommit). */
+static json_t *tree_entry(const StoreRevision *r, const char *file, const HubEntry *h, int expand) {
+  json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "type", "file", "oid", h->sha, "size", (json_int_t)h->size, "path", file);
+  if (h->lfs) {
+    char p[200];
+    int n = lfs_pointer(h, p, sizeof p);
+    json_object_set_new(o, "lfs", json_pack("{s:s, s:I, s:i}", "oid", h->sha, "size", (json_int_t)h->size, "pointerSize", n));
+  }
+  if (expand) {
+    char date[48];
+    iso_date(r->created, date);
+    json_object_set_new(o, "lastCommit", json_pack("{s:s, s:s, s:s}", "id", r->commit, "title",
+                                                   r->message[0] ? r->message : "maskd revision", "date", date));
+    json_object_set_new(o, "securityFileStatus", json_pack("{s:s}", "status", "safe"));
+  }
+  return o;
+}
+
+/* The entries of the listed files among names (all of them when names is NULL); NULL on a store error. */
+static json_t *entries(Store *s, const StoreRevision *r, json_t *names, int expand, Err *e) {
+  json_t *out = json_array();
+  for (size_t i = 0; i < (names ? json_array_size(names) : N_LISTED); i++) {
+    const char *file = names ? json_string_value(json_array_get(names, i)) : listed[i];
+    if (!file || !is_listed(file)) continue;  /* paths-info leaves out what does not exist */
+    HubEntry h;
+    if (hub_entry(s, r, file, &h, e)) {
+      if (e->kind == ERR_NOT_FOUND) { *e = (Err){0}; continue; }
+      json_decref(out);
+      return NULL;
+    }
+    json_array_append_new(out, tree_entry(r, file, &h, expand));
+  }
+  return out;
+}
+
+static int truthy(const char *v) { return v && (!strcmp(v, "") || !strcmp(v, "1") || !strcasecmp(v, "true")); }
+
+/* GET /api/models/{repo}/tree/{rev}[/{path}]: the files (no folders in a revision). */
+void route_hub_tree(void *app, HttpReq *rq, HttpRes *rs) {
+  int with_path = strstr(rq->pattern, "{path}") != NULL;
+  char repo[260];
+  if (hub_repo(rq, with_path ? 2 : 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  const char *rev = rq->params[rq->n_params - (with_path ? 2 : 1)];
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  StoreRevision r;
+  if (hub_revision(s, rs, repo, rev, &r)) return;
+  http_res_header(rs, "X-Repo-Commit", r.commit);
+  if (with_path && strcmp(rq->params[rq->n_params - 1], ".")) {
+    hub_not_found(rs, "EntryNotFound", "no such folder in a revision (its files are all at the top)",
+                  json_pack("{s:s}", "path", rq->params[rq->n_params - 1]));
+    return;
+  }
+  Err e = {0};
+  json_t *list = entries(s, &r, NULL, truthy(http_query(rq, "expand")), &e);
+  if (!list) { http_error_from(rs, &e, "cannot list the files", json_string(e.msg)); return; }
+  http_json(rs, 200, list);
+}
+
+/* The paths of a paths-info body: JSON {"paths": [...], "expand"} or a form
+** (paths=a&paths=b&expand=true, as huggingface_hub posts it). NULL after answering 400/422. */
+static json_t *paths_request(const HttpReq *rq, HttpRes *rs, int *expand) {
+  const char *ct = http_header(rq, "Content-Type");
+  json_t *paths;
+  if (ct && !strncasecmp(ct, "application/x-www-form-urlencoded", 33)) {
+    paths = json_array();
+    const char *p = rq->body;
+    while (*p) {
+      size_t n = strcspn(p, "&");
+      char *kv = strndup(p, n);
+      if (!kv) break;
+      /* Decode + and %XX in place. */
+      char *w = kv;
+      for (const char *q = kv; *q; q++) {
+        if (*q == '+') *w++ = ' ';
+        else if (*q == '%' && q[1] && q[2] && strchr("0123456789abcdefABCDEF", q[1]) && strchr("0123456789abcdefABCDEF", q[2])) {
+          char hex[3] = {q[1], q[2], 0};
+          *w++ = (char)strtol(hex, NULL, 16);
+          q += 2;
+        } else *w++ = *q;
+      }
+      *w = '\0';
+      char *eq = strchr(kv, '=');
+      const char *v = eq ? eq + 1 : "";
+      if (eq) *eq = '\0';
+      if (!strcmp(kv, "paths")) json_array_append_new(paths, http_json_text(v));
+      else if (!strcmp(kv, "expand")) *expand = truthy(v);
+      free(kv);
+      p += n + (p[n] == '&');
+    }
+    return paths;
+  }
+  json_t *b = http_body_object(rq, rs);
+  if (!b) return NULL;
+  paths = json_object_get(b, "paths");
+  json_t *ex = json_object_get(b, "expand");
+  if (json_is_string(paths)) paths = json_pack("[O]", paths);  /* one path, as the Hub also takes it */
+  else if (json_is_array(paths)) json_incref(paths);
+  else {
+    http_error(rs, 422, "'paths' must be a list of file names", json_pack("{s:s}", "paths", http_json_type(paths)));
+    json_decref(b);
+    return NULL;
+  }
+  *expand = json_is_true(ex);
+  json_decref(b);
+  return paths;
+}
+
+/* POST /api/models/{repo}/paths-info/{rev}: the entries of the paths that exist. */
+void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs) {
+  char repo[260];
+  if (hub_repo(rq, 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  int expand = 0;
+  json_t *paths = paths_request(rq, rs, &expand);
+  if (!paths) return;
+  Store *s = app_store(app, rs);
+  StoreRevision r;
+  if (!s || hub_revision(s, rs, repo, rq->params[rq->n_params - 1], &r)) { json_decref(paths); return; }
+  Err e = {0};
+  json_t *list = entries(s, &r, paths, expand, &e);
+  json_decref(paths);
+  if (!list) { http_error_from(rs, &e, "cannot describe the files", json_string(e.msg)); return; }
+  http_json(rs, 200, list);
+  http_res_header(rs, "X-Repo-Commit", r.commit);
+}
+
+/* The config's fields the Hub repeats in model info, and the pipeline they make. */
+static const char *pipeline_of(json_t *archs) {
+  size_t i;
+  json_t *a;
+  json_array_foreach(archs, i, a) {
+    const char *n = json_string_value(a);
+    if (n && strstr(n, "ForSequenceClassification")) return "text-classification";
+    if (n && strstr(n, "ForMaskedLM")) return "fill-mask";
+  }
+  return NULL;
+}
+
+/* GET /api/models/{repo} and /api/models/{repo}/revision/{rev}: model info. */
+void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs) {
+  int with_rev = strstr(rq->pattern, "/revision/") != NULL;
+  char repo[260];
+  if (hub_repo(rq, with_rev, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  const char *rev = with_rev ? rq->params[rq->n_params - 1] : "main";
+  Store *s = app_store(app, rs);
+  if (!s) return;
+  StoreRevision r;
+  if (hub_revision(s, rs, repo, rev, &r)) return;
+  Err e = {0};
+  void *cfg_text = NULL;
+  size_t cfg_len = 0;
+  if (store_revision_file(s, &r, "config.json", &cfg_text, &cfg_len, &e)) {
+    http_error_from(rs, &e, "cannot read the config", json_string(e.msg));
+    return;
+  }
+  json_t *cfg = json_loadb(cfg_text, cfg_len, 0, NULL);
+  free(cfg_text);
+  json_t *archs = json_object_get(cfg, "architectures");
+  json_t *mtype = json_object_get(cfg, "model_type");
+  const char *pipeline = pipeline_of(archs);
+  int blobs = truthy(http_query(rq, "blobs"));
+  json_t *siblings = json_array();
+  int has_safetensors = 0;
+  for (size_t i = 0; i < N_LISTED; i++) {
+    HubEntry h;
+    if (hub_entry(s, &r, listed[i], &h, &e)) {
+      if (e.kind == ERR_NOT_FOUND) { e = (Err){0}; continue; }
+      json_decref(siblings);
+      json_decref(cfg);
+      http_error_from(rs, &e, "cannot list the files", json_string(e.msg));
+      return;
+    }
+    has_safetensors |= h.lfs;
+    json_t *sib = json_pack("{s:s}", "rfilename", listed[i]);
+    if (blobs) {
+      json_object_set_new(sib, "blobId", json_string(h.sha));
+      json_object_set_new(sib, "size", json_integer((json_int_t)h.size));
+      if (h.lfs) {
+        char p[200];
+        json_object_set_new(sib, "lfs", json_pack("{s:s, s:I, s:i}", "sha256", h.sha, "size", (json_int_t)h.size,
+                                                  "pointerSize", lfs_pointer(&h, p, sizeof p)));
+      }
+    }
+    json_array_append_new(siblings, sib);
+  }
+  /* The Hub's _id is a 24-hex database id: a stable one from the name. */
+  char id[65], date[48];
+  store_sha256_hex(repo, strlen(repo), id);
+  id[24] = '\0';
+  iso_date(r.created, date);
+  json_t *tags = json_pack("[s]", "transformers");
+  if (has_safetensors) json_array_append_new(tags, json_string("safetensors"));
+  if (json_is_string(mtype)) json_array_append(tags, mtype);
+  if (pipeline) json_array_append_new(tags, json_string(pipeline));
+  json_t *config = json_object();
+  if (archs) json_object_set(config, "architectures", archs);
+  if (mtype) json_object_set(config, "model_type", mtype);
+  json_t *info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:i, s:i, s:o, s:s, s:o, s:o}", "_id", id,
+                           "id", repo, "modelId", repo, "sha", r.commit, "lastModified", date, "createdAt", date,
+                           "private", 0, "disabled", 0, "gated", 0, "downloads", 0, "likes", 0, "tags", tags,
+                           "library_name", "transformers", "config", config, "siblings", siblings);
+  const char *slash = strchr(repo, '/');
+  if (slash) json_object_set_new(info, "author", json_stringn(repo, (size_t)(slash - repo)));
+  json_object_set_new(info, "pipeline_tag", pipeline ? json_string(pipeline) : json_null());
+  json_decref(cfg);
+  http_json(rs, 200, info);
+  http_res_header(rs, "X-Repo-Commit", r.commit);
+}

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# maskd serve as a Hugging Face Hub for its model repositories, as the official clients
+# (huggingface_hub, @huggingface/hub) use it: /{repo}/resolve|raw/{rev}/{file} and the same
+# under /models/, for "name" and "owner/name" repos, by main, HEAD, number and commit;
+# HEAD, every Range form and 416, ETag and If-None-Match, X-Repo-Commit, X-Linked-*,
+# X-Error-Code on each kind of 404; /api/models/{repo}[/revision/{rev}], /tree/{rev} and
+# POST /paths-info/{rev} (JSON and form); downloads byte for byte what `maskd export` writes;
+# repos named like maskd's own routes do not shadow them.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" hubproto
+serve_wrap=(timeout 300)
+need hub_setup "$DATA/train.txt missing (MASKD_DATA=$DATA_ROOT)" -f "$DATA/train.txt"
+
+# tiny@1: a maskd training run's revision (tokenizer side files generated); tiny@2 and
+# user/tiny@1: imports of its export (side files stored); runs and healthz: repos named
+# like routes. The import's tokenizer_config.json gets a model_max_length import can read.
+small_training_setup hub_setup 20000 || exit 1
+{ "$M" train --db "$T/hub.db" --name tiny --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
+    --max-steps 2 --quiet &&
+  "$M" export --db "$T/hub.db" tiny@1 "$T/exp1" &&
+  cp -r "$T/exp1" "$T/imp" &&
+  $PY -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['model_max_length']=512; json.dump(d, open(p,'w'), indent=2)" \
+    "$T/imp/tokenizer_config.json" &&
+  "$M" import --db "$T/hub.db" "$T/imp" tiny && "$M" import --db "$T/hub.db" "$T/imp" user/tiny &&
+  "$M" import --db "$T/hub.db" "$T/imp" runs && "$M" import --db "$T/hub.db" "$T/imp" healthz &&
+  "$M" export --db "$T/hub.db" tiny@2 "$T/exp2" && "$M" export --db "$T/hub.db" user/tiny "$T/expu"; } \
+  >"$T/setup.log" 2>&1 || { fail hub_setup "$(tail -3 "$T/setup.log")"; exit 1; }
+commit_of() { sed -n "s|^exported $1@\([0-9a-f]\{40\}\) .*|\1|p" "$T/setup.log"; }
+c1=$(commit_of tiny | sed -n 1p) c2=$(commit_of tiny | sed -n 2p) cu=$(commit_of user/tiny)
+need hub_setup "no commits in the export lines" -n "$c1" -a -n "$c2" -a -n "$cu"
+pass hub_setup
+
+serve_start --db "$T/hub.db" --token tk --quiet || { fail hub_start "$(cat "$T/err")"; exit 1; }
+
+# get [curl args] PATH: status to $T/status, headers to $T/hdr, body to $T/body.
+get() {
+  local p=${*: -1}
+  rm -f "$T/body"  # curl leaves the file alone when there is no body (HEAD, 304)
+  curl -s --path-as-is --max-time 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' "${@:1:$#-1}" "$base$p" >"$T/status" 2>/dev/null
+}
+hdr() { tr -d '\r' <"$T/hdr" | sed -n "s|^$1: ||Ip" | tail -1; }
+status_is() { [ "$(cat "$T/status")" = "$1" ]; }
+jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+size() { stat -c %s "$1"; }
+files="config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json"
+
+# ---- every file, both URL shapes, resolve and raw, by main / number / commit ----
+bad=
+for spec in "tiny $c1 exp1" "tiny 1 exp1" "tiny main exp2" "tiny 2 exp2" "tiny $c2 exp2" "user/tiny main expu" \
+            "user/tiny 1 expu" "user/tiny $cu expu"; do
+  read -r repo rev dir <<<"$spec"
+  want=$([ "$dir" = exp1 ] && echo "$c1" || { [ "$dir" = exp2 ] && echo "$c2" || echo "$cu"; })
+  for prefix in "" /models; do
+    for kind in resolve raw; do
+      for f in $files; do
+        [ "$kind" = raw ] && [ "$f" = model.safetensors ] && continue
+        get "$prefix/$repo/$kind/$rev/$f"
+        status_is 200 && cmp -s "$T/body" "$T/$dir/$f" && [ "$(hdr X-Repo-Commit)" = "$want" ] &&
+          [ "$(hdr ETag)" = "\"$(sha "$T/$dir/$f")\"" ] && [ "$(hdr Accept-Ranges)" = bytes ] ||
+          bad+=" $prefix/$repo/$kind/$rev/$f($(cat "$T/status"))"
+      done
+    done
+  done
+done
+ok files_as_export test -z "$bad"
+[ -n "$bad" ] && echo "  differing:$bad" | cut -c1-600
+
+# ---- LFS: X-Linked-*, raw is the pointer ----
+w=$T/exp2/model.safetensors
+get /tiny/resolve/main/model.safetensors
+ok lfs_linked_headers test "$(hdr X-Linked-Size)" = "$(size "$w")" -a "$(hdr X-Linked-Etag)" = "\"$(sha "$w")\""
+get /tiny/raw/main/model.safetensors
+printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %s\n' "$(sha "$w")" "$(size "$w")" >"$T/pointer"
+ok raw_is_lfs_pointer cmp -s "$T/body" "$T/pointer"
+
+# ---- HEAD: the same headers, no body ----
+get -I /user/tiny/resolve/main/model.safetensors
+ok head_weights test "$(cat "$T/status")" = 200 -a "$(hdr Content-Length)" = "$(size "$T/expu/model.safetensors")" \
+  -a "$(hdr ETag)" = "\"$(sha "$T/expu/model.safetensors")\"" -a "$(hdr X-Repo-Commit)" = "$cu" -a -n "$(hdr X-Linked-Size)"
+# No body bytes follow a HEAD: the next request on the same connection gets its own answer.
+ok head_no_body $PY - "$port" <<'EOF'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+c.request("HEAD", "/tiny/resolve/main/model.safetensors")
+r = c.getresponse()
+assert r.status == 200 and r.read() == b"" and int(r.getheader("Content-Length")) > 1000, r.status
+c.request("GET", "/tiny/resolve/main/config.json")
+r = c.getresponse()
+assert r.status == 200 and r.read().lstrip().startswith(b"{")
+EOF
+get -I /models/tiny/raw/main/config.json
+ok head_raw_config test "$(cat "$T/status")" = 200 -a "$(hdr Content-Length)" = "$(size "$T/exp2/config.json")"
+get -I /tiny/raw/main/nothing.bin
+ok head_missing_file test "$(cat "$T/status")" = 404 -a "$(hdr X-Error-Code)" = EntryNotFound
+
+# ---- Range ----
+n=$(size "$w")
+get -H 'Range: bytes=0-0' /tiny/resolve/main/model.safetensors
+ok range_first_byte test "$(cat "$T/status")" = 206 -a "$(hdr Content-Range)" = "bytes 0-0/$n" -a "$(size "$T/body")" = 1
+get -H 'Range: bytes=100-199' /tiny/resolve/main/model.safetensors
+ok range_a_b bash -c "status=\$(cat '$T/status'); [ \$status = 206 ] && [ '$(hdr Content-Range)' = 'bytes 100-199/$n' ] &&
+  cmp -s '$T/body' <(tail -c +101 '$w' | head -c 100)"
+get -H "Range: bytes=$((n - 10))-" /tiny/resolve/main/model.safetensors
+ok range_a_open test "$(cat "$T/status")" = 206 -a "$(hdr Content-Range)" = "bytes $((n - 10))-$((n - 1))/$n" -a \
+  "$(tail -c 10 "$w" | sha256sum)" = "$(sha256sum <"$T/body")"
+get -H 'Range: bytes=-7' /tiny/resolve/main/config.json
+ok range_suffix test "$(cat "$T/status")" = 206 -a "$(tail -c 7 "$T/exp2/config.json" | sha256sum)" = "$(sha256sum <"$T/body")"
+get -H "Range: bytes=100-$((n + 50))" /tiny/resolve/main/model.safetensors
+ok range_past_end_clamped test "$(cat "$T/status")" = 206 -a "$(hdr Content-Range)" = "bytes 100-$((n - 1))/$n"
+# A range that covers the whole file is still a range: clients read the size from Content-Range.
+get -H 'Range: bytes=0-' /tiny/resolve/main/model.safetensors
+ok range_whole_is_206 bash -c "[ \$(cat '$T/status') = 206 ] && [ '$(hdr Content-Range)' = 'bytes 0-$((n - 1))/$n' ] && cmp -s '$T/body' '$w'"
+get -H "Range: bytes=$n-" /tiny/resolve/main/model.safetensors
+ok range_416 test "$(cat "$T/status")" = 416 -a "$(hdr Content-Range)" = "bytes */$n"
+get -H 'Range: bytes=0-1,5-6' /tiny/resolve/main/config.json
+ok range_multi_whole bash -c "[ \$(cat '$T/status') = 200 ] && cmp -s '$T/body' '$T/exp2/config.json'"
+
+# ---- ETag / If-None-Match ----
+etag="\"$(sha "$w")\""
+get -H "If-None-Match: $etag" /tiny/resolve/main/model.safetensors
+ok etag_304 test "$(cat "$T/status")" = 304 -a ! -s "$T/body" -a "$(hdr ETag)" = "$etag"
+get -H 'If-None-Match: "other", W/'"$etag" /tiny/resolve/main/model.safetensors
+ok etag_304_list status_is 304
+get -H 'If-None-Match: "other"' /tiny/resolve/main/model.safetensors
+ok etag_other_200 status_is 200
+
+# ---- 404s the clients tell apart ----
+code_is() { status_is 404 && [ "$(hdr X-Error-Code)" = "$1" ] && [ -n "$(jget 'b["error"]')" ]; }
+get /nosuch/resolve/main/config.json;            ok error_repo_not_found code_is RepoNotFound
+get /someone/nosuch/resolve/main/config.json;    ok error_repo_not_found_owner code_is RepoNotFound
+get /api/models/nosuch;                          ok error_api_repo_not_found code_is RepoNotFound
+get /tiny/resolve/99/config.json;                ok error_revision_number code_is RevisionNotFound
+get /models/tiny/resolve/0123456789012345678901234567890123456789/config.json
+ok error_revision_commit code_is RevisionNotFound
+get /api/models/tiny/revision/zzz;               ok error_api_revision code_is RevisionNotFound
+get /tiny/resolve/main/secrets.txt;              ok error_entry_not_found code_is EntryNotFound
+ok error_entry_keeps_detail test "$(jget '"secrets" in json.dumps(b["detail"])')" = True
+get /tiny/resolve/main/optimizer.safetensors;    ok optimizer_not_served code_is EntryNotFound
+
+# ---- /api/models ----
+get /api/models/user/tiny/revision/HEAD
+ok api_model_info test "$(jget 'b["id"] == b["modelId"] == "user/tiny" and b["sha"] == "'"$cu"'" and
+  len(b["_id"]) == 24 and b["private"] is False and b["gated"] is False and b["disabled"] is False and
+  b["pipeline_tag"] == "fill-mask" and b["library_name"] == "transformers" and b["author"] == "user" and
+  b["config"] == {"architectures": ["RobertaForMaskedLM"], "model_type": "roberta"} and "fill-mask" in b["tags"] and
+  b["lastModified"].endswith("Z") and sorted(s["rfilename"] for s in b["siblings"]) == sorted("'"$files"'".split())')" = True
+get /api/models/tiny
+ok api_model_info_main test "$(jget 'b["sha"]')" = "$c2"
+get '/api/models/tiny/revision/1?blobs=true'
+ok api_model_info_blobs test "$(jget '{s["rfilename"]: s["size"] for s in b["siblings"]}["model.safetensors"] == '"$(size "$T/exp1/model.safetensors")"' and
+  b["sha"] == "'"$c1"'" and [s for s in b["siblings"] if s["rfilename"] == "model.safetensors"][0]["lfs"]["sha256"] == "'"$(sha "$T/exp1/model.safetensors")"'"')" = True
+
+# ---- tree (listFiles) ----
+tree_ok() {  # dir: the export folder the entries must describe
+  $PY - "$T/body" "$T/$1" <<'EOF'
+import hashlib, json, os, sys
+b = json.load(open(sys.argv[1]))
+assert sorted(e["path"] for e in b) == sorted(os.listdir(sys.argv[2])), b
+for e in b:
+    data = open(os.path.join(sys.argv[2], e["path"]), "rb").read()
+    assert e["type"] == "file" and e["size"] == len(data) and e["oid"] == hashlib.sha256(data).hexdigest(), e
+    if e["path"] == "model.safetensors":
+        assert e["lfs"]["oid"] == e["oid"] and e["lfs"]["size"] == len(data) and 100 < e["lfs"]["pointerSize"] < 200, e
+    else:
+        assert "lfs" not in e, e
+EOF
+}
+get /api/models/tiny/tree/main;          ok tree_main tree_ok exp2
+get /api/models/user/tiny/tree/$cu;      ok tree_owner_commit tree_ok expu
+get /api/models/tiny/tree/1/.;           ok tree_dot tree_ok exp1
+get '/api/models/tiny/tree/1?expand=true'
+ok tree_expand test "$(jget 'all(e["lastCommit"]["id"] == "'"$c1"'" for e in b)')" = True
+get /api/models/tiny/tree/main/sub;      ok tree_no_folder code_is EntryNotFound
+
+# ---- paths-info (pathsInfo, downloadFileToCacheDir) ----
+post_paths() {  # path, content type, body
+  curl -s --max-time 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X POST -H "Content-Type: $2" --data-binary "$3" \
+    "$base$1" >"$T/status" 2>/dev/null
+}
+post_paths /api/models/tiny/paths-info/main application/json '{"paths": ["config.json", "model.safetensors", "nope.txt"], "expand": true}'
+ok paths_info_json test "$(jget '[e["path"] for e in b] == ["config.json", "model.safetensors"] and
+  all(e["lastCommit"]["id"] == "'"$c2"'" for e in b) and b[1]["lfs"]["oid"] == "'"$(sha "$w")"'"')" = True
+post_paths /api/models/user/tiny/paths-info/1 application/x-www-form-urlencoded 'paths=tokenizer.json&paths=config.json&expand=False'
+ok paths_info_form test "$(jget '[e["path"] for e in b] == ["tokenizer.json", "config.json"] and "lastCommit" not in b[0]')" = True
+post_paths /api/models/tiny/paths-info/main text/plain 'paths=config.json'
+ok paths_info_other_type_415 status_is 415
+post_paths /api/models/nosuch/paths-info/main application/json '{"paths": ["config.json"]}'
+ok paths_info_repo_not_found code_is RepoNotFound
+
+# ---- repos named like routes do not shadow them; reads stay open without --auth-reads ----
+get /healthz;                              ok route_healthz_kept test "$(cat "$T/status")" = 200 -a "$(hdr X-Repo-Commit)" = ""
+get /runs;                                 ok route_runs_kept test "$(jget 'isinstance(b, list)')" = True
+get /runs/resolve/main/config.json;        ok repo_named_runs cmp -s "$T/body" "$T/exp2/config.json"
+get /healthz/resolve/main/tokenizer.json;  ok repo_named_healthz cmp -s "$T/body" "$T/exp2/tokenizer.json"
+get /models/tiny;                          ok route_model_kept test "$(jget 'len(b["revisions"])')" = 2
+curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' "$base/tiny/resolve/main/config.json" >"$T/status"
+ok resolve_post_405 status_is 405
+
+# ---- with --auth-reads the Hub routes want the token, as the clients send it (Bearer) ----
+serve_stop
+serve_start --db "$T/hub.db" --token tk --auth-reads --quiet || { fail hub_auth_start "$(cat "$T/err")"; exit 1; }
+get /tiny/resolve/main/config.json;                               ok auth_reads_refused status_is 401
+get -H 'Authorization: Bearer tk' /tiny/resolve/main/config.json; ok auth_reads_bearer cmp -s "$T/body" "$T/exp2/config.json"
+get -H 'Authorization: Bearer tk' /api/models/user/tiny;          ok auth_reads_api test "$(jget 'b["sha"]')" = "$cu"
+post_paths /api/models/tiny/paths-info/main application/json '{"paths": ["config.json"]}'
+ok auth_reads_paths_info status_is 401
