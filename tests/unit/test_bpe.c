@@ -23,7 +23,11 @@
 #include "tests/unit/fixtures.h"
 
 #define REF "tests/unit/bpe_ref.js"
-#define DATA_DIR "../shared/data"
+/* The data folder: $MASKD_DATA, else ../shared/data (as tests/lib.sh finds it). */
+static const char *data_dir(void) {
+  const char *d = getenv("MASKD_DATA");
+  return d && *d ? d : "../shared/data";
+}
 
 static char tmp[512];
 static int have_node;
@@ -177,10 +181,10 @@ static void test_split_vs_hf(void) {
   }
   int hard = t.n;
   char path[1024];
-  snprintf(path, sizeof path, DATA_DIR "/wikitext-2/valid.txt");
+  snprintf(path, sizeof path, "%s/wikitext-2/valid.txt", data_dir());
   int have_wiki = texts_from_file(&t, path, 3000) == 0;
   int wiki_end = t.n;
-  snprintf(path, sizeof path, DATA_DIR "/banking77/test.csv");
+  snprintf(path, sizeof path, "%s/banking77/test.csv", data_dir());
   int have_bank = texts_from_file(&t, path, 3100) == 0;
   char in[600], out[600], args[4096];
   snprintf(in, sizeof in, "%s/split.jsonl", tmp);
@@ -209,9 +213,9 @@ static void test_split_vs_hf(void) {
   buf_free(&got);
   check(bad_hard == 0, "split_hard_cases_vs_hf", "%d of %d differ", bad_hard, hard);
   if (have_wiki) check(bad_wiki == 0, "split_wikitext_vs_hf", "%d of %d lines differ", bad_wiki, wiki_end - hard);
-  else check_skip("split_wikitext_vs_hf", "no " DATA_DIR "/wikitext-2/valid.txt");
+  else check_skip("split_wikitext_vs_hf", "no wikitext-2/valid.txt in $MASKD_DATA or ../shared/data");
   if (have_bank) check(bad_bank == 0, "split_banking77_vs_hf", "%d of %d lines differ", bad_bank, t.n - wiki_end);
-  else check_skip("split_banking77_vs_hf", "no " DATA_DIR "/banking77/test.csv");
+  else check_skip("split_banking77_vs_hf", "no banking77/test.csv in $MASKD_DATA or ../shared/data");
   free_lines(ref, t.n);
   texts_free(&t);
 }
@@ -537,7 +541,9 @@ static int encode_text(const Bpe *b, const char *s, size_t n, Buf *g, int32_t *i
 }
 
 static void e2e_texts(Texts *t) {
-  texts_from_file(t, DATA_DIR "/wikitext-2/valid.txt", 1500);
+  char valid[600];
+  snprintf(valid, sizeof valid, "%s/wikitext-2/valid.txt", data_dir());
+  texts_from_file(t, valid, 1500);
   /* Long words take the heap body (over 48 bytes), crossing the threshold on the way. */
   Buf w = {0};
   for (int len = 40; len <= 70; len += 3) {
@@ -567,11 +573,13 @@ static void test_e2e(void) {
   snprintf(train, sizeof train, "%s/train.txt", tmp);
   snprintf(model, sizeof model, "%s/bpe.json", tmp);
   /* The first 2 MB of WikiText-2's training text: HF trains on it in about a second. */
-  FILE *in = fopen(DATA_DIR "/wikitext-2/train.txt", "rb"), *out = fopen(train, "wb");
+  char train_src[600];
+  snprintf(train_src, sizeof train_src, "%s/wikitext-2/train.txt", data_dir());
+  FILE *in = fopen(train_src, "rb"), *out = fopen(train, "wb");
   if (!in || !out) {
     if (in) fclose(in);
     if (out) fclose(out);
-    check_skip("bpe_trained_vs_hf", "no " DATA_DIR "/wikitext-2/train.txt");
+    check_skip("bpe_trained_vs_hf", "no wikitext-2/train.txt in $MASKD_DATA or ../shared/data");
     return;
   }
   char *buf = malloc(2 << 20);
