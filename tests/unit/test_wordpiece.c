@@ -7,7 +7,7 @@
 **   test_wordpiece --encode TOKENIZER.json FILE
 **       prints the ids of each line of FILE through BertNormalizer, BertPreTokenizer
 **       and the WordPiece model of TOKENIZER.json (as HF saves a trained one), one
-**       line of space-separated ids per line: tests/cli/test_wordpiece_hf.sh compares
+**       line of space-separated ids per line: tests/long/long_wordpiece_hf.sh compares
 **       them with HF's encoding of the same lines.
 **   test_wordpiece --bench TOKENIZER.json FILE
 **       the same pipeline over FILE's lines, timed on one thread: prints MB/s. */
@@ -209,7 +209,7 @@ static void test_decode_hf(void) {
   }
 }
 
-/* ---- the end-to-end driver for tests/cli/test_wordpiece_hf.sh ---- */
+/* ---- the end-to-end driver for tests/long/long_wordpiece_hf.sh ---- */
 
 /* Buffers one line's pipeline reuses (grown, never shrunk). */
 typedef struct Work { char *out; int32_t *from, *bounds; void *scratch; size_t cap; } Work;

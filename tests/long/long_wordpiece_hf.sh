@@ -6,9 +6,10 @@
 # emoji, controls and over-long words, is encoded by HF and by maskd's bert_normalize,
 # bert_pretokenize and wordpiece_encode (`test_wordpiece --encode`), and the ids must
 # be the same, and so must each token's byte span in the line (the normaliser's byte
-# map against HF's alignments). (Once the pipeline is wired into tokenizer.json, the tokenizer-level
-# parity test covers the rest: offsets, special tokens, decoding.)
-. "$(dirname "$0")/../lib.sh" test_wordpiece_hf
+# map against HF's alignments). A long test since tests/cli/test_tokenizer_families.sh
+# checks the wired pipeline (ids, offsets, special tokens, decoding) in make test.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh" long_wordpiece_hf
 B=${MASKD_BUILD:-build}
 BIN=$B/tests/unit/test_wordpiece
 need wordpiece_hf_setup "$BIN is not built" -x "$BIN"
