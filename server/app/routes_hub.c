@@ -271,12 +271,23 @@ static json_t *tree_entry(const StoreRevision *r, const char *file, const HubEnt
   return o;
 }
 
-/* The entries of the listed files among names (all of them when names is NULL); NULL on a store error. */
+/* 1 when the list of names holds file. */
+static int names_hold(json_t *names, const char *file) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(names, i, v)
+    if (json_is_string(v) && !strcmp(json_string_value(v), file)) return 1;
+  return 0;
+}
+
+/* The entries of the listed files that names holds (all of them when names is NULL), each
+** once, whatever a request repeats: at most N_LISTED entries, so the answer and the work are
+** bounded by the revision, not by the body. NULL on a store error. */
 static json_t *entries(Store *s, const StoreRevision *r, json_t *names, int expand, Err *e) {
   json_t *out = json_array();
-  for (size_t i = 0; i < (names ? json_array_size(names) : N_LISTED); i++) {
-    const char *file = names ? json_string_value(json_array_get(names, i)) : listed[i];
-    if (!file || !is_listed(file)) continue;  /* paths-info leaves out what does not exist */
+  for (size_t i = 0; i < N_LISTED; i++) {
+    const char *file = listed[i];
+    if (names && !names_hold(names, file)) continue;  /* paths-info leaves out what does not exist */
     HubEntry h;
     if (hub_entry(s, r, file, &h, e)) {
       if (e->kind == ERR_NOT_FOUND) { *e = (Err){0}; continue; }

@@ -180,7 +180,10 @@ post_paths /api/models/tiny/paths-info/main application/json '{"paths": ["config
 ok paths_info_json test "$(jget '[e["path"] for e in b] == ["config.json", "model.safetensors"] and
   all(e["lastCommit"]["id"] == "'"$c2"'" for e in b) and b[1]["lfs"]["oid"] == "'"$(sha "$w")"'"')" = True
 post_paths /api/models/user/tiny/paths-info/1 application/x-www-form-urlencoded 'paths=tokenizer.json&paths=config.json&expand=False'
-ok paths_info_form test "$(jget '[e["path"] for e in b] == ["tokenizer.json", "config.json"] and "lastCommit" not in b[0]')" = True
+ok paths_info_form test "$(jget 'sorted(e["path"] for e in b) == ["config.json", "tokenizer.json"] and "lastCommit" not in b[0]')" = True
+# A path named many times is answered once: the work and the answer are bounded by the revision.
+post_paths /api/models/tiny/paths-info/main application/json "{\"paths\": [$(printf '"tokenizer_config.json",%.0s' $(seq 2000))\"config.json\"]}"
+ok paths_info_repeats_answered_once test "$(jget 'sorted(e["path"] for e in b) == ["config.json", "tokenizer_config.json"]')" = True
 post_paths /api/models/tiny/paths-info/main text/plain 'paths=config.json'
 ok paths_info_other_type_415 status_is 415
 post_paths /api/models/nosuch/paths-info/main application/json '{"paths": ["config.json"]}'
