@@ -64,7 +64,7 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
   }
   /* Unstated, the roles are the family's: [MASK] / <mask>, <pad> / [PAD]. */
   const char *mask = o->mask_token ? o->mask_token : tokenizer_mask_token(t);
-  const char *pad = o->pad_token ? o->pad_token : tokenizer_token_to_id(t, "<pad>") >= 0 ? "<pad>" : "[PAD]";
+  const char *pad = o->pad_token ? o->pad_token : tokenizer_pad_token(t);
   int mask_id = mask ? tokenizer_token_to_id(t, mask) : -1;
   if (mask_id < 0) { err_set(err, "The tokenizer does not define a `mask_token`. (no token '%s')", mask ? mask : "[MASK] or <mask>"); goto fail; }
   const ModelConfig *c = model_config(m);
@@ -79,7 +79,7 @@ FillMask *fillmask_new(Model *m, Tokenizer *t, const FillMaskOptions *o, int own
   fm->tok = t;
   fm->own = own;
   fm->mask_id = mask_id;
-  fm->pad_id = tokenizer_token_to_id(t, pad);
+  fm->pad_id = pad ? tokenizer_token_to_id(t, pad) : -1;
   fm->clean_up = o->clean_up_spaces != 0;
   fm->max_batch = o->max_batch > 0 ? o->max_batch : 32;
   fm->limits = o->limits;

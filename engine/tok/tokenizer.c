@@ -1000,6 +1000,11 @@ const char *tokenizer_mask_token(const Tokenizer *t) {
   return NULL;
 }
 
+const char *tokenizer_pad_token(const Tokenizer *t) {
+  if (tokenizer_token_to_id(t, "<pad>") >= 0) return "<pad>";
+  return tokenizer_token_to_id(t, "[PAD]") >= 0 ? "[PAD]" : NULL;
+}
+
 int tokenizer_token_to_id(const Tokenizer *t, const char *token) {
   for (int i = 0; i < t->n_added; i++) if (!strcmp(t->added[i].content, token)) return t->added[i].id;
   return model_token_id(t, token, strlen(token));

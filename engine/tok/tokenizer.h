@@ -77,6 +77,9 @@ const char *tokenizer_class_name(const Tokenizer *t);
 /* The special token fill-mask looks for: "[MASK]" or "<mask>" (whichever is a special
 ** added token, "[MASK]" first), or NULL when there is none. */
 const char *tokenizer_mask_token(const Tokenizer *t);
+/* The padding token: "<pad>" (maskd's, RoBERTa's) or "[PAD]" (BERT's), whichever the vocabulary
+** has, "<pad>" first; NULL when neither. */
+const char *tokenizer_pad_token(const Tokenizer *t);
 /* Vocabulary size with added tokens (max id + 1). */
 int tokenizer_vocab_size(const Tokenizer *t);
 /* Id of a token (added tokens first, then model pieces), or -1. */

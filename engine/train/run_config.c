@@ -309,15 +309,16 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
   Tokenizer *tok = plan->tokenizer = tokenizer_from_json(plan->tokenizer_json, plan->tokenizer_json_len, err);
   if (!tok) { err_prefix(err, rc->tokenizer); return err_prefix(err, "tokenizer"); }
   int vocab = tokenizer_vocab_size(tok);
-  int mask = tokenizer_token_to_id(tok, "[MASK]");
-  int pad = tokenizer_token_to_id(tok, "<pad>");
-  if (pad < 0) pad = tokenizer_token_to_id(tok, "[PAD]");
+  /* The family's roles: [MASK] or <mask>, <pad> or [PAD]. */
+  const char *mask_tok = tokenizer_mask_token(tok), *pad_tok = tokenizer_pad_token(tok);
+  int mask = mask_tok ? tokenizer_token_to_id(tok, mask_tok) : -1;
+  int pad = pad_tok ? tokenizer_token_to_id(tok, pad_tok) : -1;
   for (int id = 0; id < vocab; id++)
     if (tokenizer_is_special(tok, id)) {
       if (plan->n_special == RUN_MAX_SPECIAL) return err_set(err, "tokenizer: more than %d special tokens", RUN_MAX_SPECIAL);
       plan->special_ids[plan->n_special++] = id;
     }
-  if (mask < 0) return err_set(err, "tokenizer: %s has no [MASK] token", rc->tokenizer);
+  if (mask < 0) return err_set(err, "tokenizer: %s has no mask token ([MASK] or <mask>)", rc->tokenizer);
   if (pad < 0) return err_set(err, "tokenizer: %s has no <pad> token", rc->tokenizer);
   char hash[64];
   if (prepare_bytes_hash(plan->tokenizer_json, plan->tokenizer_json_len, hash, sizeof hash, err))

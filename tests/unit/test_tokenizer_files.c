@@ -72,6 +72,7 @@ static void bert_folder(void) {
         "bert_vocab_txt_loads", "%s", e.msg);
   if (!t) return;
   check(tokenizer_mask_token(t) && !strcmp(tokenizer_mask_token(t), "[MASK]"), "bert_mask_token", "%s", tokenizer_mask_token(t) ? tokenizer_mask_token(t) : "none");
+  check(tokenizer_pad_token(t) && !strcmp(tokenizer_pad_token(t), "[PAD]"), "bert_pad_token", "%s", tokenizer_pad_token(t) ? tokenizer_pad_token(t) : "none");
   Encoding en = {0};
   const char *text = "Hello, WORLDs! [MASK] h\xc3\xa9llo";
   int rc = tokenizer_encode(t, text, strlen(text), 1, &en, &e);
@@ -132,6 +133,7 @@ static void roberta_folder(void) {
   check(t && tokenizer_family(t) == TOKENIZER_BPE && !strcmp(tokenizer_class_name(t), "RobertaTokenizer"), "roberta_files_load", "%s", e.msg);
   if (!t) return;
   check(tokenizer_mask_token(t) && !strcmp(tokenizer_mask_token(t), "<mask>"), "roberta_mask_token", "%s", tokenizer_mask_token(t) ? tokenizer_mask_token(t) : "none");
+  check(tokenizer_pad_token(t) && !strcmp(tokenizer_pad_token(t), "<pad>"), "roberta_pad_token", "%s", tokenizer_pad_token(t) ? tokenizer_pad_token(t) : "none");
   Encoding en = {0};
   int rc = tokenizer_encode(t, "hi hi <mask>", 12, 1, &en, &e);
   int want[] = {0, 7, 8, 9, 2};   /* the mask token takes the space before it */
