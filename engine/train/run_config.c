@@ -303,7 +303,7 @@ static int position_offset(const ModelConfig *c) { return c->model_type == MODEL
 ** tokenizer: its size, its padding token, and its family's sequence-start and separator
 ** tokens ([CLS] / [SEP], <s> / </s>), as transformers' configs hold them. A field that
 ** is in stated (CONFIG_STATED_*: the file has it) must agree, and is refused naming both
-** values; one that is not (every field, for a preset) takes the tokenizer's. An
+** values; one that is not (none is, for a preset) takes the tokenizer's. An
 ** explicit null bos / eos ("no such token") is kept, and so is a stated id where the
 ** tokenizer has no such token; a tokenizer without it leaves an omitted one absent (-1). */
 static int tokenizer_ids(const Tokenizer *tok, const char *config, unsigned stated, ModelConfig *mc, Err *err) {
@@ -361,10 +361,10 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
   /* The model config: a preset takes the tokenizer's vocabulary and special ids; a
   ** file takes those it leaves out and must agree on those it states (tokenizer_ids). */
   ModelConfig mc;
-  unsigned stated = 0;
+  unsigned stated = CONFIG_STATED_MAX_POS;   /* a preset's 514 positions; its ids are the tokenizer's */
   if (run_config_is_preset(rc->config)) {
     if (config_preset(rc->config, &mc, err)) return err_prefix(err, "config");
-    if (tokenizer_ids(tok, rc->config, 0, &mc, err)) return -1;
+    if (tokenizer_ids(tok, rc->config, stated, &mc, err)) return -1;
     if (config_validate(&mc, err)) return err_prefix(err, "config");
   } else {
     if (config_load_stated(rc->config, &mc, &stated, err)) return err_prefix(err, "config");
@@ -393,7 +393,7 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
   }
   /* Left out, the positions are the shards' length (the tokenizer.json states no
   ** maximum: maskd reads only "truncation": null), past RoBERTa's padding index. */
-  if (!(stated & CONFIG_STATED_MAX_POS) && !run_config_is_preset(rc->config)) {
+  if (!(stated & CONFIG_STATED_MAX_POS)) {
     mc.max_position_embeddings = position_offset(&mc) + (int)seq;
     if (config_validate(&mc, err)) { err_prefix(err, rc->config); return err_prefix(err, "config"); }
   }
