@@ -1142,6 +1142,7 @@ int ut_state_finalize(UtState *s, UtResult *out, Err *err) {
 
 int ut_train(const UtWords *w, const UtOptions *o, UtResult *out, Err *err) {
   memset(out, 0, sizeof *out);
+  if (o->report) o->report(o->report_ctx, "seeding", 0, -1, "pieces");
   UtState *s = ut_state_new(w, o, err);
   if (!s) return -1;
   /* Fail early, before EM, when the alphabet cannot fit. */
@@ -1174,12 +1175,17 @@ int ut_train(const UtWords *w, const UtOptions *o, UtResult *out, Err *err) {
       if (ut_state_mstep(s, expected, err)) goto done;
       double el = now_monotonic() - t_em;
       int left = expected_rounds - round;
+      if (o->report) {
+        int total = (expected_rounds > round ? expected_rounds : round) * o->n_sub_iterations;
+        o->report(o->report_ctx, "EM iterations", (double)((round - 1) * o->n_sub_iterations + it + 1), total, "iterations");
+      }
       progress(s, "EM round %d/%d iter %d: %d -> %d pieces, objective %.4f, %.2f s/round, ETA %.1fs",
                round, expected_rounds, it + 1, before - 1, s->n - 1, -ll / s->total_count,
                el / round, left > 0 ? el / round * left : 0.0);
     }
     if (s->n <= desired) break;
     int before = s->n;
+    if (o->report) o->report(o->report_ctx, "pruning", round, expected_rounds > round ? expected_rounds : round, "rounds");
     if (ut_state_prune(s, err)) goto done;
     progress(s, "prune round %d: %d -> %d pieces", round, before - 1, s->n - 1);
   }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/core/err.h"
+#include "engine/core/report.h"
 
 typedef struct UtOptions {
   int vocab_size;                    /* final size, special tokens included (8000) */
@@ -28,6 +29,9 @@ typedef struct UtOptions {
   int progress;                      /* progress lines on stderr */
   int seed_distinct;                 /* 1: a substring's seed frequency counts distinct words (HF);
                                         0: every occurrence, weighted by word count (default) */
+  ReportFn report;                   /* NULL, or told each phase: "seeding", "EM iterations" (k of
+                                        the expected n), "pruning" (round k of n) */
+  void *report_ctx;
 } UtOptions;
 
 /* Fills the defaults above, with no special tokens, unk_token NULL, progress off. */

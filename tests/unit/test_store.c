@@ -388,17 +388,17 @@ static void api_tests(void) {
   StoreShard neg[] = {{"train", "/x", -1}};
   check(store_dataset_add(s, "d4", NULL, 128, neg, 1, NULL, 0, &e) == -1, "store_dataset_refuses_negative_count", "accepted");
   check(store_dataset_add(s, "d5", NULL, 0, shards, 1, NULL, 0, &e) == -1 && strstr(e.msg, "seq_len"), "store_dataset_refuses_zero_seq", "%s", e.msg);
-  check(store_dataset_add(s, "d6", NULL, 128, shards, 1, "\"x\"", 0, &e) == -1 && strstr(e.msg, "object"),
+  check(store_dataset_add(s, "d6", NULL, 128, shards, 1, "\"x\"", 0, &e) == -1 && strstr(e.msg, "dataset source"),
         "store_dataset_refuses_bad_source", "%s", e.msg);
   int64_t did7 = store_dataset_add(s, "d7", NULL, 64, shards, 2, NULL, 0, &e);
   list = store_datasets_list(s, &e);
-  json_t *d0 = json_array_get(list, 0), *d1 = json_array_get(list, 1);
-  check(did7 > did && list && json_array_size(list) == 2 && json_integer_value(json_object_get(d0, "samples")) == 6834 &&
-            json_integer_value(json_object_get(d0, "shards")) == 3 && json_is_null(json_object_get(d0, "split")) &&
-            json_is_object(json_object_get(d0, "source")) &&
-            !strcmp(json_string_value(json_object_get(d1, "split")) ?: "", "train") &&
-            json_integer_value(json_object_get(d1, "shards")) == 2 && json_is_null(json_object_get(d1, "tokenizer")) &&
-            json_is_null(json_object_get(d1, "source")) && json_is_null(json_object_get(d1, "job")),
+  json_t *dl0 = json_array_get(list, 0), *dl1 = json_array_get(list, 1);
+  check(did7 > did && list && json_array_size(list) == 2 && json_integer_value(json_object_get(dl0, "samples")) == 6834 &&
+            json_integer_value(json_object_get(dl0, "shards")) == 3 && json_is_null(json_object_get(dl0, "split")) &&
+            json_is_object(json_object_get(dl0, "source")) &&
+            !strcmp(json_string_value(json_object_get(dl1, "split")) ?: "", "train") &&
+            json_integer_value(json_object_get(dl1, "shards")) == 2 && json_is_null(json_object_get(dl1, "tokenizer")) &&
+            json_is_null(json_object_get(dl1, "source")) && json_is_null(json_object_get(dl1, "job")),
         "store_datasets_list", "%s", e.msg);
   json_decref(list);
   ds = store_dataset_get(s, "nope", &e);
