@@ -3,8 +3,8 @@
 # the store, with where it came from (the corpora's and the tokenizer's sha256, checked
 # here against sha256sum of the files), and GET /tokenizers, /datasets and each by name
 # answer from it with no host path; a run names them; a finished job keeps its last
-# progress; a job whose output cannot be registered (its name taken in the store) fails
-# and leaves nothing; at start-up an output folder the store does not know (an older
+# progress; a job whose output cannot be registered (its name taken in the store, or a
+# corpus changed while it ran) fails and leaves nothing; at start-up an output folder the store does not know (an older
 # server's, or made by the command line) is registered with source null.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" serve_registry
@@ -36,7 +36,7 @@ post /tokenizers '{"name": "wiki-tok", "input": ["wiki/train.txt"], "vocab_size"
 ok tokenizer_job_accepted status_is 202
 tjob=$(jget 'b["id"]')
 ok tokenizer_job_done wait_for 120 "/jobs/$tjob" 'b["status"] in ("done", "failed")'
-ok tokenizer_job_succeeded test "$(jget 'b["status"]')" = done
+ok tokenizer_job_succeeded test "$(jget 'b["status"]')" = "done"
 ok tokenizer_job_progress_kept $PY -c "
 import json; p = json.load(open('$T/body'))['progress']
 assert isinstance(p, dict) and p['phase'] and isinstance(p['done'], (int, float)) and p['unit'], p
@@ -64,7 +64,7 @@ post /datasets '{"name": "wiki-train", "tokenizer": "wiki-tok", "input": "wiki/t
 ok dataset_job_accepted status_is 202
 djob=$(jget 'b["id"]')
 ok dataset_job_done wait_for 120 "/jobs/$djob" 'b["status"] in ("done", "failed")'
-ok dataset_job_succeeded test "$(jget 'b["status"]')" = done
+ok dataset_job_succeeded test "$(jget 'b["status"]')" = "done"
 ok dataset_job_progress_kept $PY -c "
 import json; p = json.load(open('$T/body'))['progress']
 assert p['phase'] == 'encoding' and p['unit'] == 'bytes' and p['done'] == p['total'] > 0, p"
@@ -106,7 +106,7 @@ JSON
 post /runs '{"name": "reg-run", "tokenizer": "wiki-tok", "train": "wiki-train", "validation": "wiki-valid", "config": "tiny.json", "max_steps": 2, "batch": 4}'
 ok run_names_registry status_is 202
 ok run_done wait_for 120 /runs/reg-run 'b["status"] in ("done", "failed")'
-ok run_succeeded test "$(jget 'b["status"]')" = done
+ok run_succeeded test "$(jget 'b["status"]')" = "done"
 
 # ---- a job whose output cannot be registered fails and leaves nothing ----
 # The store knows wiki-tok; its folder goes, so the job is accepted and runs, and the
@@ -121,6 +121,30 @@ ok dup_job_output_removed test ! -e "$W/tokenizers/wiki-tok"
 call GET /tokenizers
 ok dup_job_registers_nothing test "$(jget '[(t["name"], t["job"]) for t in b]')" = "[('wiki-tok', $tjob)]"
 mv "$T/wiki-tok.kept" "$W/tokenizers/wiki-tok"
+
+# A corpus that changes while the job reads it fails the job. The worker hashes it before
+# it starts the job's process: once that process exists, it is held (SIGSTOP) while a
+# line is added, then let go.
+head -8000 "$DATA/train.txt" > "$T/data/wiki/big.txt"
+post /tokenizers '{"name": "moving", "input": "wiki/big.txt", "vocab_size": 500}'
+mjob=$(jget 'b["id"]')
+child=
+server=$(pgrep -P "$pid" -x maskd | head -1)   # $pid is timeout's (serve_wrap)
+for _ in $(seq 400); do
+  child=$(pgrep -P "${server:-0}" -f "tokenizer train" | head -1)
+  [ -n "$child" ] && break
+  sleep 0.02
+done
+if [ -n "$child" ] && kill -STOP "$child" 2>/dev/null; then
+  echo 'a line added while the job reads' >> "$T/data/wiki/big.txt"
+  kill -CONT "$child"
+  ok changed_corpus_fails_job wait_for 120 "/jobs/$mjob" 'b["status"] == "failed" and b["error"] == "corpus wiki/big.txt changed while the job read it"'
+  ok changed_corpus_output_removed test ! -e "$W/tokenizers/moving"
+  call GET /tokenizers/moving
+  ok changed_corpus_not_registered status_is 404
+else
+  fail changed_corpus_fails_job "the job's process was not seen running"
+fi
 serve_stop
 
 # ---- folders the store does not know are registered at start-up ----
