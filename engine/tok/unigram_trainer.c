@@ -136,6 +136,8 @@ struct UtWords {
   uint64_t total;
   char *scratch; size_t scratch_cap;
   uint32_t *starts; size_t starts_cap;
+  ReportFn report; void *report_ctx;   /* ut_words_set_report */
+  double report_base, report_total;
 };
 
 UtWords *ut_words_new(void) {
@@ -308,6 +310,13 @@ static size_t read_block = (size_t)32 << 20;
 
 void ut_words_set_read_block(size_t bytes) { read_block = bytes >= 16 ? bytes : ((size_t)32 << 20); }
 
+void ut_words_set_report(UtWords *w, ReportFn fn, void *ctx, double base, double total) {
+  w->report = fn;
+  w->report_ctx = ctx;
+  w->report_base = base;
+  w->report_total = total;
+}
+
 int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
   FILE *f = files_fopen_regular(path, NULL, err);
   if (!f) return -1;
@@ -320,6 +329,7 @@ int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
   size_t cap = read_block, have = 0;
   char *buf = malloc(cap);
   long base = 0;
+  uint64_t counted = 0;   /* bytes of the file counted so far, for the report */
   int rc = 0;
   if (!buf) { fclose(f); return err_set(err, "out of memory reading %s", path); }
   for (int t = 1; t < threads; t++)
@@ -371,6 +381,8 @@ int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
       if (t) { ut_words_free(part[t]); if (!(part[t] = ut_words_new()) && !rc) rc = err_set(err, "out of memory"); }
     }
     base = lines;
+    counted += cut;
+    if (w->report && !rc) w->report(w->report_ctx, "reading", w->report_base + (double)counted, w->report_total, "bytes");
     if (rc || eof) break;
     memmove(buf, buf + cut, have - cut);
     have -= cut;

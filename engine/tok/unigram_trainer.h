@@ -57,6 +57,9 @@ int ut_words_add_text(UtWords *w, const char *text, size_t len, Err *err);
 ** path must be a regular file (a FIFO or a device is refused before reading); a line
 ** over UT_MAX_LINE bytes is refused. */
 int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err);
+/* ut_words_add_file() reports each block it has counted to fn (NULL: none) as "reading":
+** base + the file's bytes counted so far, of total, in bytes. Set it again for each file. */
+void ut_words_set_report(UtWords *w, ReportFn fn, void *ctx, double base, double total);
 /* Reads files in blocks of this many bytes (default 32 MiB; 0 restores it); for tests. */
 void ut_words_set_read_block(size_t bytes);
 /* Number of distinct words. */

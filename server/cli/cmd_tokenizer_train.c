@@ -210,7 +210,7 @@ int cmd_tokenizer_train(int argc, char **argv) {
   for (int i = 0; i < n_inputs; i++)
     if (!stat(inputs[i], &st)) total_bytes += (double)st.st_size;
   for (int i = 0; i < n_inputs; i++) {
-    if (o.report) o.report(o.report_ctx, "reading", bytes, total_bytes, "bytes");
+    if (o.report) ut_words_set_report(w, o.report, o.report_ctx, bytes, total_bytes);
     if (ut_words_add_file(w, inputs[i], o.threads, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
     if (!stat(inputs[i], &st)) bytes += (double)st.st_size;
   }
