@@ -581,6 +581,8 @@ static void args_free(Argv *a) { for (int i = 0; i < a->n; i++) free(a->v[i]); a
 
 /* What a tokenizer or prepare job makes: its output folder, removed again when the job
 ** fails so that the name is free for another try. */
+_Static_assert(sizeof ((RegistryPlan *)0)->corpora / sizeof ((RegistryPlan *)0)->corpora[0] == APP_JOB_MAX_INPUTS,
+               "a registry plan holds every input a job may name");
 typedef struct JobPlan {
   char out_dir[WORKSPACE_PATH_MAX];
   RegistryPlan *reg;   /* what it reads, hashed before it runs; registered when it succeeds */

@@ -14,6 +14,7 @@
 int job_progress_open(JobProgress *p, const char *db_path, int64_t job) {
   memset(p, 0, sizeof *p);
   p->job = job;
+  p->last_report = now_monotonic();
   Err e = {0};
   p->db = store_open(db_path, &e);
   if (!p->db) fprintf(stderr, "job progress: not recorded: %s\n", e.msg);
@@ -26,7 +27,7 @@ static void write_now(JobProgress *p, double now) {
   p->last_write = now;
   p->pending = 0;
   if (!p->db || p->failures >= MAX_FAILURES) return;
-  double dt = now - p->phase_t0, rate = dt > 0.05 ? (p->done - p->phase_done0) / dt : -1;
+  double dt = now - p->phase_t0, rate = dt > 0.05 ? p->done / dt : -1;
   double eta = p->total >= 0 && rate > 0 ? (p->total - p->done > 0 ? (p->total - p->done) / rate : 0) : -1;
   json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:o, s:o}", "phase", p->phase, "done", json_real(p->done), "total",
                         number_or_null(p->total), "unit", p->unit, "rate", number_or_null(rate), "eta_s", number_or_null(eta));
@@ -42,11 +43,18 @@ static void write_now(JobProgress *p, double now) {
 void job_progress_report(void *ctx, const char *phase, double done, double total, const char *unit) {
   JobProgress *p = ctx;
   double now = now_monotonic();
-  if (strncmp(p->phase, phase, sizeof p->phase - 1)) {   /* a new phase: its rate starts here */
+  if (strncmp(p->phase, phase, sizeof p->phase - 1)) {   /* another phase: its start, kept or begun */
     snprintf(p->phase, sizeof p->phase, "%s", phase);
-    p->phase_t0 = now;
-    p->phase_done0 = done;
+    int i = 0;
+    while (i < p->n_phases && strcmp(p->phases[i].name, p->phase)) i++;
+    if (i == p->n_phases && i < (int)(sizeof p->phases / sizeof p->phases[0])) {
+      snprintf(p->phases[i].name, sizeof p->phases[i].name, "%s", p->phase);
+      p->phases[i].t0 = p->last_report;
+      p->n_phases++;
+    }
+    p->phase_t0 = i < p->n_phases ? p->phases[i].t0 : p->last_report;
   }
+  p->last_report = now;
   snprintf(p->unit, sizeof p->unit, "%s", unit);
   p->done = done;
   p->total = total;

@@ -1,7 +1,7 @@
 /* A job's progress in the store: what maskd tokenizer train and maskd prepare, run by
 ** maskd serve's worker with --job, report while they work (engine/core/report.h), kept
 ** as the job's "progress" (GET /jobs/{id}): {"phase", "done", "total" (or null), "unit",
-** "rate" (units per second in this phase, or null), "eta_s" (or null)}. Written at most
+** "rate" (units per second since the phase began, or null), "eta_s" (or null)}. Written at most
 ** about twice a second; the newest report not yet written is written when the progress
 ** is closed, so a finished job shows its last. A write that fails is skipped (the job
 ** goes on), and after a few failures no more are tried. */
@@ -16,8 +16,12 @@ typedef struct JobProgress {
   int64_t job;
   char phase[64], unit[32];
   double done, total;        /* the newest report */
-  double phase_t0, phase_done0;   /* when and where this phase began (its rate) */
-  double last_write;
+  /* Each phase's start, for its rate: the end of the phase before it (a phase that comes
+  ** back, as EM iterations between prunings, keeps its first start). */
+  struct { char name[64]; double t0; } phases[8];
+  int n_phases;
+  double phase_t0;           /* the newest report's phase's */
+  double last_report, last_write;
   int pending;               /* the newest report is not written yet */
   int failures;
 } JobProgress;
