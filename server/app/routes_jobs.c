@@ -6,7 +6,9 @@
 ** id (maskd train, maskd tokenizer train, maskd prepare, each with --job ID): the child
 ** reads the description from the store and resolves its names itself. maskd train
 ** validates it once, trains on what it opened, and links the run it makes to the job;
-** a tokenizer or prepare job writes into the output folder the worker made for it.
+** a tokenizer or prepare job writes into the output folder the worker made for it, and
+** when it succeeds the worker registers what it made in the store (server/app/registry.h:
+** GET /tokenizers and /datasets answer from there), or fails it saying why.
 ** Cancelling a running job sends SIGTERM: maskd train then checkpoints at the step
 ** boundary and stops.
 ** Because the queue lives in the store, a restarted server neither loses queued jobs
