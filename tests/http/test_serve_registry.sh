@@ -125,8 +125,8 @@ mv "$T/wiki-tok.kept" "$W/tokenizers/wiki-tok"
 # A corpus that changes while the job reads it fails the job. The worker hashes it before
 # it starts the job's process: once that process exists, it is held (SIGSTOP) while a
 # line is added, then let go.
-head -8000 "$DATA/train.txt" > "$T/data/wiki/big.txt"
-post /tokenizers '{"name": "moving", "input": "wiki/big.txt", "vocab_size": 500}'
+head -12000 "$DATA/train.txt" > "$T/data/wiki/big.txt"
+post /tokenizers '{"name": "moving", "input": "wiki/big.txt", "vocab_size": 1000}'
 mjob=$(jget 'b["id"]')
 child=
 server=$(pgrep -P "$pid" -x maskd | head -1)   # $pid is timeout's (serve_wrap)
