@@ -50,6 +50,8 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <dirent.h>
@@ -1124,6 +1126,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 ** is still open (libmicrohttpd closes sockets only on this thread, after telling
 ** on_connection), the client sees the end of the stream, and libmicrohttpd's next
 ** read of it returns end-of-file, so it closes and frees the connection itself. */
+/* 1 when an upload's client has gone: it closed its side, nothing it sent is left unread
+** and no bytes came for a second. libmicrohttpd (0.9.75, edge-triggered epoll) can miss
+** an end of stream that arrives with the last bytes, which would keep the connection and
+** its temporary file until the idle rule; this notices it within a tick or so. */
+static int upload_client_gone(const Conn *k, double now) {
+  if (now - k->since < 1.0) return 0;
+  struct pollfd p = {.fd = k->fd, .events = POLLRDHUP};
+  int unread = 0;
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) && ioctl(k->fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
 static void loop_tick(HttpServer *s, double now) {
   pthread_mutex_lock(&s->mu);
   for (Stream **pp = &s->parked; *pp;) {
@@ -1139,7 +1152,7 @@ static void loop_tick(HttpServer *s, double now) {
                    : k->state == C_BODY  ? s->cfg.body_timeout_s
                    : k->state == C_UPLOAD ? s->cfg.upload_idle_s
                                           : 0;
-    if (limit > 0 && now - k->since > limit) {
+    if ((limit > 0 && now - k->since > limit) || (k->state == C_UPLOAD && upload_client_gone(k, now))) {
       shutdown(k->fd, SHUT_RDWR);
       k->closing = 1;
     }

@@ -60,7 +60,8 @@
 ** max_uploads uploads at once (503 beyond). A write that fails answers 507 when the
 ** disk is full, else 500, the file removed. Since an upload of hundreds of megabytes
 ** cannot arrive within body_timeout_s, an upload's body has no overall deadline: it may
-** pause at most upload_idle_s between bytes (closed otherwise). Disk writes happen on
+** pause at most upload_idle_s between bytes (closed otherwise); a client that closed its
+** side mid-body is noticed within about a second. Disk writes happen on
 ** the loop thread (page-cache writes of at most one read buffer each). Temporary files
 ** named upload-* that a crashed server left in upload_dir, untouched for an hour, are
 ** removed by http_start.
