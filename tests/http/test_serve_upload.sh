@@ -121,6 +121,8 @@ s.sendall(b"half a body " * 10000)
 s.close()
 EOF
 gone_clean() { clean 'small_1.txt wiki-valid '; }
+ok client_gone_no_temp_left wait_until 50 0.1 gone_clean
+ok serving_after_gone_client test "$(curl -s -o /dev/null -w '%{http_code}' "$base/corpora")" = 200
 # A client that sends the whole body and then closes its side is answered all the same.
 ok half_closed_after_body_answered $PY - "$port" <<'EOF'
 import socket, sys
@@ -138,8 +140,6 @@ while True:
 assert got.startswith(b"HTTP/1.1 201"), got[:200]
 EOF
 rm -f "$W/corpora/halfclosed"
-ok client_gone_no_temp_left wait_until 50 0.1 gone_clean
-ok serving_after_gone_client test "$(curl -s -o /dev/null -w '%{http_code}' "$base/corpora")" = 200
 racers=()
 for i in 1 2; do
   curl -s -o "$T/race$i" -w '%{http_code}' -X POST -H 'Authorization: Bearer tk' -H "$bin" --data-binary @"$DATA/valid.txt" \
