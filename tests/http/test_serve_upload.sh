@@ -164,7 +164,7 @@ ok big_upload_sha256 test "$(jget 'b["sha256"]')" = "$(yes 'the quick brown fox 
 grew=$((hwm1 - hwm0))
 [ "$grew" -lt 122880 ] && pass big_upload_memory_bounded || fail big_upload_memory_bounded "VmHWM grew by $grew kB"
 rm -f "$W/corpora/big"
-serve_stop
+serve_stop && pass upload_server_stops_cleanly || fail upload_server_stops_cleanly "exit status $?: $(tail -3 "$T/err")"
 
 # ---- --max-upload: 413 by Content-Length at once, and for a chunked body past it ----
 start --max-upload 1000 || { fail upload_small_start "$(cat "$T/err")"; exit 1; }
@@ -177,4 +177,4 @@ yes 'ascii text' | head -c 1000 > "$T/1k.txt"
 up exact -H "$bin" --data-binary @"$T/1k.txt"
 ok at_the_limit_201 status_is 201
 ok too_large_leaves_nothing clean 'exact raced small_1.txt wiki-valid '
-serve_stop
+serve_stop && pass small_server_stops_cleanly || fail small_server_stops_cleanly "exit status $?: $(tail -3 "$T/err")"
