@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/core/files.h"
 #include "server/app/app.h"
 #include "store/sha256.h"
 
@@ -125,6 +126,8 @@ void route_upload_corpus(void *app, HttpReq *rq, HttpRes *rs) {
       http_error(rs, 500, "cannot store the corpus", json_pack("{s:s}", "why", strerror(errno)));
     return;
   }
+  /* The name durable too; the corpus is stored even if this fails, so it is not an error. */
+  files_sync_parent(path, &e);
   snprintf(rs->location, sizeof rs->location, "/corpora/%s", name);
   http_json(rs, 201, json_pack("{s:s, s:I, s:s, s:b}", "name", name, "bytes", (json_int_t)rq->upload_bytes, "sha256", hex,
                                "uploaded", 1));
