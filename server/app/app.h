@@ -132,6 +132,9 @@ void route_datasets(void *app, HttpReq *rq, HttpRes *rs);
 /* routes_corpora.c: POST /corpora?name=NAME (HTTP_UPLOAD): the body, UTF-8 text, stored as the
 ** uploaded corpus NAME (work root corpora/NAME): 201 {name, bytes, sha256, uploaded}. */
 void route_upload_corpus(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /corpora/{name}: an uploaded corpus or a file at the top of the data folder, {name,
+** bytes, uploaded} and for an upload its sha256 (null if it was not kept); 404 otherwise. */
+void route_corpus(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_core.c: health, metrics, the page. */
 double now_wall(void);  /* unix seconds */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/core/files.h"
@@ -97,6 +98,37 @@ static int check_text(const char *path, unsigned long long bytes, char hex[65], 
   return r;
 }
 
+/* work_root/corpora/.NAME.sha256: an uploaded corpus's sha256, written once it is stored. */
+static int sidecar(const App *a, const char *name, char *path, size_t cap) {
+  return (size_t)snprintf(path, cap, "%s/corpora/.%s.sha256", a->ws.work_root, name) < cap ? 0 : -1;
+}
+
+void route_corpus(void *app, HttpReq *rq, HttpRes *rs) {
+  App *a = app;
+  const char *name = rq->params[0];
+  char path[WORKSPACE_PATH_MAX], dir[WORKSPACE_PATH_MAX + 16];
+  Err e = {0};
+  if (workspace_corpus(&a->ws, "name", name, path, sizeof path, &e)) {
+    http_error(rs, 404, "no such corpus", json_pack("{s:o}", "name", http_json_text(name)));
+    return;
+  }
+  struct stat st;
+  if (stat(path, &st)) { http_error(rs, 404, "no such corpus", json_pack("{s:o}", "name", http_json_text(name))); return; }
+  snprintf(dir, sizeof dir, "%s/corpora/", a->ws.work_root);
+  int uploaded = !strncmp(path, dir, strlen(dir));
+  json_t *o = json_pack("{s:s, s:I, s:b}", "name", name, "bytes", (json_int_t)st.st_size, "uploaded", uploaded);
+  if (uploaded) {
+    /* The sha256 the upload answered, if it was kept (null otherwise: not read again here). */
+    char side[WORKSPACE_PATH_MAX + 16], hex[65] = "";
+    size_t n = 0;
+    char *text = sidecar(a, name, side, sizeof side) == 0 ? files_read_all(side, 64, &n, &e) : NULL;
+    if (text && n == 64) memcpy(hex, text, 64);
+    free(text);
+    json_object_set_new(o, "sha256", hex[0] ? json_string(hex) : json_null());
+  }
+  http_json(rs, 200, o);
+}
+
 void route_upload_corpus(void *app, HttpReq *rq, HttpRes *rs) {
   App *a = app;
   const char *name = http_query(rq, "name");
@@ -128,6 +160,9 @@ void route_upload_corpus(void *app, HttpReq *rq, HttpRes *rs) {
   }
   /* The name durable too; the corpus is stored even if this fails, so it is not an error. */
   files_sync_parent(path, &e);
+  /* Its sha256 beside it, for GET /corpora/NAME (a dot name: never a corpus's). */
+  char side[WORKSPACE_PATH_MAX + 16];
+  if (sidecar(a, name, side, sizeof side) == 0) files_write_atomic(side, hex, 64, &e);
   snprintf(rs->location, sizeof rs->location, "/corpora/%s", name);
   http_json(rs, 201, json_pack("{s:s, s:I, s:s, s:b}", "name", name, "bytes", (json_int_t)rq->upload_bytes, "sha256", hex,
                                "uploaded", 1));

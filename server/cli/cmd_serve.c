@@ -222,6 +222,7 @@ static const HttpRoute routes[] = {
   {"POST", "/datasets", route_submit_dataset, HTTP_WRITE},
   {"GET", "/corpora", route_corpora, 0},
   {"POST", "/corpora", route_upload_corpus, HTTP_WRITE | HTTP_UPLOAD},
+  {"GET", "/corpora/{name}", route_corpus, 0},
   {"GET", "/tokenizers", route_tokenizers, 0},
   {"GET", "/datasets", route_datasets, 0},
   {"GET", "/jobs", route_jobs, 0},

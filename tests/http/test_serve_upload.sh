@@ -32,8 +32,11 @@ assert sys.argv[2] in json.dumps(b), (sys.argv[2], b)
 EOF
 }
 jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
-# Nothing but the given corpora in corpora/, nothing in uploads/.
-clean() { [ "$(ls -A "$W/corpora" | tr '\n' ' ')" = "${1:-}" ] && [ -z "$(ls -A "$W/uploads")" ]; }
+# Nothing but the given corpora in corpora/ (and their .NAME.sha256), nothing in uploads/.
+clean() {
+  [ "$(ls "$W/corpora" | tr '\n' ' ')" = "${1:-}" ] && [ -z "$(ls -A "$W/uploads")" ] &&
+    [ -z "$(ls -A "$W/corpora" | grep -v '^\.[^/]*\.sha256$' | grep '^\.')" ]
+}
 
 start || { fail upload_start "$(cat "$T/err")"; exit 1; }
 
@@ -61,6 +64,12 @@ assert b["wiki-valid"] == {"name": "wiki-valid", "bytes": int(sys.argv[2]), "upl
 assert b["taken.txt"] == {"name": "taken.txt", "bytes": 31, "uploaded": False}, b
 assert b["small_1.txt"]["uploaded"] is True, b
 EOF
+curl -s --max-time 10 -o "$T/body" "$base/corpora/wiki-valid"
+ok corpus_get_upload test "$(jget '(b["name"], b["bytes"], b["uploaded"], b["sha256"])')" = "('wiki-valid', $(stat -c %s "$DATA/valid.txt"), True, '$sum')"
+curl -s --max-time 10 -o "$T/body" "$base/corpora/taken.txt"
+ok corpus_get_data_root test "$(jget 'b')" = "{'name': 'taken.txt', 'bytes': 31, 'uploaded': False}"
+curl -s --max-time 10 -o "$T/body" -w '%{http_code}' "$base/corpora/nothing" >"$T/status"
+ok corpus_get_missing_404 error_is 404 nothing
 ok healthz_shows_max_upload test "$(curl -s "$base/healthz" | $PY -c 'import json,sys; print(json.load(sys.stdin)["limits"]["upload"]["max_bytes"])')" = 1073741824
 
 # ---- a tokenizer job on it ----
