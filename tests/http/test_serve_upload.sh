@@ -113,6 +113,18 @@ up fresh -H "$bin" --data-binary @"$T/over.txt"
 ok overlong_utf8_422 error_is 422 '"offset": 9'
 up fresh -H "$bin" --data-binary ''
 ok empty_body_422 error_is 422 empty
+printf 'a surrogate \xed\xa0\x80' > "$T/sur.txt"
+up fresh -H "$bin" --data-binary @"$T/sur.txt"
+ok surrogate_422 error_is 422 '"offset": 12'
+printf 'past U+10FFFF \xf4\x90\x80\x80' > "$T/past.txt"
+up fresh -H "$bin" --data-binary @"$T/past.txt"
+ok past_max_code_point_422 error_is 422 '"offset": 14'
+# Characters across the 1 MiB pieces the check reads: a 2-byte one at the boundary, a
+# 4-byte one across it, both valid.
+{ head -c 1048575 /dev/zero | tr '\0' a; printf '\xc3\xa9'; head -c 1048573 /dev/zero | tr '\0' b; printf '\xf0\x9f\x98\x80 end\n'; } > "$T/straddle.txt"
+up straddle -H "$bin" --data-binary @"$T/straddle.txt"
+ok utf8_across_read_pieces_201 status_is 201
+rm -f "$W/corpora/straddle" "$W/corpora/.straddle.sha256"
 curl -s -o "$T/body" -w '%{http_code}' -X POST -H "$bin" --data-binary 'text' "$base/corpora?name=fresh" >"$T/status"
 ok no_token_401 error_is 401 token
 curl -s -o "$T/body" -w '%{http_code}' -X POST -H 'Authorization: Bearer wrong' -H "$bin" --data-binary 'text' \
