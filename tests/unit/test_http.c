@@ -925,6 +925,20 @@ static void test_upload(void) {
   double t0 = now_monotonic();
   while (upload_files() && now_monotonic() - t0 < 2) sleep_s(0.05);
   check(upload_files() == 0, "upload_stalled_leaves_nothing", "%d files left", upload_files());
+  /* max_uploads (2 here) receiving at once: a third answers 503; once they go, one passes. */
+  int held[2];
+  n = snprintf(raw, sizeof raw, "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Length: 100\r\n\r\nabc", port, oct);
+  for (int i = 0; i < 2; i++) { held[i] = dial(); send_all(held[i], raw, (size_t)n); }
+  t0 = now_monotonic();
+  while (upload_files() < 2 && now_monotonic() - t0 < 2) sleep_s(0.02);
+  get("POST", "/upload", oct, "third", &r);
+  check(is_error(&r, 503, "too many uploads"), "upload_503_past_max_uploads", "%d %s", r.status, r.body);
+  for (int i = 0; i < 2; i++) close(held[i]);
+  t0 = now_monotonic();
+  while (upload_files() && now_monotonic() - t0 < 4) sleep_s(0.05);
+  check(upload_files() == 0, "upload_gone_clients_leave_nothing", "%d files left", upload_files());
+  get("POST", "/upload", oct, "fourth", &r);
+  check(r.status == 200, "upload_after_gone_clients", "%d %s", r.status, r.body);
   /* A slow upload that keeps sending outlives the body deadline (1 s). */
   fd = dial();
   n = snprintf(raw, sizeof raw, "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%sContent-Length: 8\r\n\r\n",
@@ -1108,8 +1122,23 @@ int main(void) {
     cu.upload_dir = upload_dir;
     cu.max_upload = 5000;
     cu.upload_idle_s = 1;
+    cu.max_uploads = 2;
+    /* What a crashed server left: swept at start when untouched for an hour, else kept. */
+    char old[300], fresh[300], other[300];
+    snprintf(old, sizeof old, "%s/upload-AAAAAA", upload_dir);
+    snprintf(fresh, sizeof fresh, "%s/upload-BBBBBB", upload_dir);
+    snprintf(other, sizeof other, "%s/notes.txt", upload_dir);
+    const char *made[] = {old, fresh, other};
+    for (int i = 0; i < 3; i++) { FILE *f = fopen(made[i], "w"); if (f) fclose(f); }
+    struct timeval two_hours_ago[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    utimes(old, two_hours_ago);
+    utimes(other, two_hours_ago);
     server = http_start(&cu, &err);
     check(server != NULL, "upload_start", "%s", err.msg);
+    check(access(old, F_OK) != 0 && access(fresh, F_OK) == 0 && access(other, F_OK) == 0, "upload_stale_swept_at_start",
+          "old %d fresh %d other %d", access(old, F_OK), access(fresh, F_OK), access(other, F_OK));
+    unlink(fresh);
+    unlink(other);
     port = server ? http_port(server) : 0;
     if (server) test_upload();
     http_stop(server);
