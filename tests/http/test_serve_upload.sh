@@ -6,7 +6,8 @@
 # that is not UTF-8 text, 401 without the token, 413 past --max-upload by Content-Length
 # and chunked, 503 never) leaving nothing in corpora/ or uploads/; a client gone
 # mid-body leaves no file and the server serving; two uploads of one name at once: one
-# 201, one 409; 300 MB streamed through with the server's peak memory far below it.
+# 201, one 409; 300 MB streamed through with the server's peak memory far below it; a
+# write that fails (ulimit -f) answers 500 naming why and leaves nothing.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" serve_upload
 need upload_setup "$DATA/valid.txt missing (MASKD_DATA)" -f "$DATA/valid.txt"
@@ -199,3 +200,15 @@ up exact -H "$bin" --data-binary @"$T/1k.txt"
 ok at_the_limit_201 status_is 201
 ok too_large_leaves_nothing clean 'exact raced small_1.txt wiki-valid '
 serve_stop && pass small_server_stops_cleanly || fail small_server_stops_cleanly "exit status $?: $(tail -3 "$T/err")"
+
+# ---- a write that fails (the file-size limit stands in for a full disk): 500 naming why ----
+serve_wrap=(bash -c 'ulimit -f 2048; exec "$@"' _)
+start || { fail upload_limited_start "$(cat "$T/err")"; exit 1; }
+yes 'ascii text' | head -c 3000000 > "$T/3m.txt"
+up too-big-for-disk -H "$bin" --data-binary @"$T/3m.txt"
+ok write_failure_500 error_is 500 'File too large'
+ok write_failure_leaves_nothing clean 'exact raced small_1.txt wiki-valid '
+up fits -H "$bin" --data-binary @"$T/1k.txt"
+ok serving_after_write_failure status_is 201
+serve_stop
+serve_wrap=()
