@@ -4,7 +4,7 @@
 # sha256 sha256sum gives, listed by GET /corpora, trained on by a tokenizer job; every
 # refusal with its status (409 a name taken, 415 another type, 422 a bad name or a body
 # that is not UTF-8 text, 401 without the token, 413 past --max-upload by Content-Length
-# and chunked, 503 never) leaving nothing in corpora/ or uploads/; a client gone
+# and chunked) leaving nothing in corpora/ or uploads/; GET /corpora/NAME; a client gone
 # mid-body leaves no file and the server serving; two uploads of one name at once: one
 # 201, one 409; 300 MB streamed through with the server's peak memory far below it; a
 # write that fails (ulimit -f) answers 500 naming why and leaves nothing.
