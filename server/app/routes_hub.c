@@ -166,6 +166,73 @@ static int is_listed(const char *file) {
   return 0;
 }
 
+/* ---- downloads: a stored blob streamed from the store, never held whole in memory ---- */
+
+/* One download's state: its own store connection (a blob reader holds a read snapshot on
+** its connection, and the stream is filled on whichever handler thread is free), the
+** slice [off, end) and how far it has gone. */
+typedef struct Download {
+  Store *store;
+  StoreBlobReader *br;
+  uint64_t at, end;
+  int whole;                /* the whole blob: checked against its sha256 before its last bytes go */
+} Download;
+
+static void download_free(void *ctx) {
+  Download *d = ctx;
+  store_blob_close(d->br);
+  store_close(d->store);
+  free(d);
+}
+
+/* The stream function (server/http/http.h): the next bytes of the slice; -1 at its end,
+** or early when the store fails or the whole blob does not match its sha256, which cuts
+** the connection so the client sees a short body rather than wrong bytes. */
+static ssize_t download_fill(void *ctx, char *buf, size_t max) {
+  Download *d = ctx;
+  if (d->at >= d->end) return -1;
+  size_t n = d->end - d->at < max ? (size_t)(d->end - d->at) : max;
+  Err e = {0};
+  if (store_blob_read(d->br, d->at, buf, n, &e)) {
+    fprintf(stderr, "maskd serve: download cut: %s\n", e.msg);
+    return -1;
+  }
+  if (d->whole && d->at + n == d->end && store_blob_verify(d->br, &e)) {
+    fprintf(stderr, "maskd serve: download cut: %s\n", e.msg);
+    return -1;
+  }
+  d->at += n;
+  return (ssize_t)n;
+}
+
+/* Answers the slice planned by http_ranged_plan (plan 1: the whole blob, 2: a range) as a
+** download of blob, read a piece at a time; -1 with e set when it cannot start. */
+static int hub_download(App *a, HttpRes *rs, const char *blob, int plan, size_t off, size_t n, size_t total, Err *e) {
+  Download *d = calloc(1, sizeof *d);
+  if (!d) return err_setk(e, ERR_NOMEM, "out of memory");
+  uint64_t len = 0;
+  if (!(d->store = store_open(a->db_path, e)) || !(d->br = store_blob_open(d->store, blob, &len, e))) {
+    download_free(d);
+    return -1;
+  }
+  if (len != total) {   /* replaced between the two opens: blobs never change, so this is damage */
+    download_free(d);
+    return err_setk(e, ERR_INTERNAL, "blob %s changed size while opened", blob);
+  }
+  d->at = off;
+  d->end = (uint64_t)off + n;
+  d->whole = plan == 1;
+  http_bytes_slice(rs, plan, NULL, off, n, total);   /* status and Content-Range */
+  rs->body = NULL;
+  rs->len = 0;
+  rs->stream = download_fill;
+  rs->stream_ctx = d;
+  rs->stream_free = download_free;
+  rs->stream_sized = 1;
+  rs->stream_len = n;
+  return 0;
+}
+
 /* GET (and HEAD) /{repo}/resolve|raw/{rev}/{file}, also under /models/. */
 void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   char repo[260];
@@ -209,21 +276,11 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
     uint64_t total = 0;
     StoreBlobReader *br = store_blob_open(s, stored, &total, &e);
     if (!br) goto fail;
+    store_blob_close(br);   /* its size known; the download reads on a connection of its own */
     http_res_header(rs, "X-Repo-Commit", r.commit);
     size_t off, n;
     int plan = http_ranged_plan(rq, rs, ctype, etag, (size_t)total, &off, &n);
-    if (plan) {
-      data = malloc(n ? n : 1);
-      if (!data) err_setk(&e, ERR_NOMEM, "out of memory");
-      /* The whole file is checked against its sha256 as store_blob_get checks it. */
-      if (!data || store_blob_read(br, off, data, n, &e) || (plan == 1 && store_blob_verify(br, &e))) {
-        free(data);
-        store_blob_close(br);
-        goto fail;
-      }
-      http_bytes_slice(rs, plan, data, off, n, (size_t)total);
-    }
-    store_blob_close(br);
+    if (plan && hub_download(app, rs, stored, plan, off, n, (size_t)total, &e)) goto fail;
     rs->cache = cache;
     return;
   }

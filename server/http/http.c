@@ -144,6 +144,7 @@ typedef struct Stream {
   struct Stream *next_parked;
   unsigned char ip[16];
   size_t ip_len;
+  int counted;              /* an event stream, counted against the limits (a download is not) */
 } Stream;
 
 /* A handler thread. Idle ones wait on their own condition, stacked, and the most
@@ -517,6 +518,7 @@ static void handle(HttpServer *s, ReqState *st) {
   HttpReq rq;
   memset(&rq, 0, sizeof rq);
   rq.method = st->head ? "GET" : st->method;
+  rq.head = st->head;
   rq.path = st->path;
   rq.pattern = st->label;
   memcpy(rq.params, st->params, sizeof rq.params);
@@ -655,7 +657,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_destroy(void *cls) {
   Stream *ss = cls;
-  streams_release(ss->s, ss->ip, ss->ip_len);
+  if (ss->counted) streams_release(ss->s, ss->ip, ss->ip_len);
   if (ss->free_fn) ss->free_fn(ss->ctx);
   free(ss);
 }
@@ -676,14 +678,14 @@ static void conn_state(Conn *k, int state) {
 /* Queues rs on c (the loop only). A stream is counted against the limits here. */
 static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *rs, ReqState *st) {
   struct MHD_Response *r;
-  if (rs->stream && !st->head) {
+  if (rs->stream && (rs->stream_sized || !st->head)) {
     static const unsigned char none[1] = {0};
     const unsigned char *ip = st->conn ? st->conn->ip : none;
     size_t ip_len = st->conn ? st->conn->ip_len : 0;
-    int refuse = streams_take(s, ip, ip_len);
+    int refuse = rs->stream_sized ? 0 : streams_take(s, ip, ip_len);
     Stream *ss = refuse ? NULL : calloc(1, sizeof *ss);
     if (!ss) {
-      if (!refuse) streams_release(s, ip, ip_len);
+      if (!refuse && !rs->stream_sized) streams_release(s, ip, ip_len);
       if (rs->stream_free) rs->stream_free(rs->stream_ctx);
       rs->stream = NULL;
       rs->stream_free = NULL;
@@ -707,8 +709,10 @@ static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *r
     atomic_init(&ss->ended, 0);
     memcpy(ss->ip, ip, ip_len);
     ss->ip_len = ip_len;
+    ss->counted = !rs->stream_sized;
     rs->stream_free = NULL;  /* the stream owns the context now */
-    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, sizeof ss->buf, stream_reader, ss, stream_destroy);
+    r = MHD_create_response_from_callback(rs->stream_sized ? rs->stream_len : MHD_SIZE_UNKNOWN, sizeof ss->buf,
+                                          stream_reader, ss, stream_destroy);
     if (!r) { stream_destroy(ss); return MHD_NO; }
   } else {
     if (rs->stream && rs->stream_free) rs->stream_free(rs->stream_ctx);

@@ -76,6 +76,7 @@
 #define MASKD_HTTP_H
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include "engine/core/err.h"
 
@@ -91,6 +92,7 @@ typedef struct HttpReq {
   size_t body_len;
   const char *upload_path;  /* HTTP_UPLOAD: the temporary file holding the body; NULL otherwise */
   unsigned long long upload_bytes;  /* HTTP_UPLOAD: its size */
+  int head;                 /* 1 for a HEAD request: no body is sent (a handler may skip making it) */
   void *conn;               /* the layer's request state (for http_query/http_header); opaque */
 } HttpReq;
 
@@ -116,6 +118,12 @@ typedef struct HttpRes {
   HttpStreamFn stream;      /* set to stream instead of body */
   void *stream_ctx;
   void (*stream_free)(void *ctx);
+  int stream_sized;         /* a download, not an event stream: its body is exactly stream_len
+                            ** bytes (sent as Content-Length; a HEAD gets the headers alone and
+                            ** the function is never called); it is not counted against the event
+                            ** streams' limits; the function never returns 0, and -1 before the
+                            ** end cuts the connection, which the client sees as a short body */
+  uint64_t stream_len;
   struct { char name[32], value[160]; } headers[HTTP_MAX_HEADERS];  /* more headers (http_res_header) */
   int n_headers;
 } HttpRes;
