@@ -200,6 +200,10 @@ function watchJob(box, id, onEnd) {
       if (p.eta_s != null && j.status === "running") parts.push("ETA " + fmtDuration(p.eta_s));
       box.dataset.progressSeen = "1";
     }
+    if (j.status === "done" && j.started && j.finished) {
+      const d = j.finished - j.started;
+      parts.push("took " + (d < 10 ? d.toFixed(1) + "s" : fmtDuration(d)));
+    }
     text.textContent = parts.join(" · ");
     const live = j.status === "queued" || j.status === "running";
     setBar(bar, j.status === "done" ? 1 : p && p.total ? p.done / p.total : live ? null : 0);
@@ -228,8 +232,9 @@ function renderCorpora() {
     : [el("tr", {}, el("td", { colspan: 3, class: "muted", text: "No corpus yet: upload one." }))]));
   // Checkboxes keep what was ticked; the corpus just uploaded is ticked.
   const list = $("#tok-corpora .check-list");
-  const ticked = new Set([...list.querySelectorAll("input:checked")].map((i) => i.value));
-  if (made.corpus) ticked.add(made.corpus);
+  // (An upload ticks its corpus alone, once: data.tick.)
+  const ticked = data.tick ? new Set([data.tick]) : new Set([...list.querySelectorAll("input:checked")].map((i) => i.value));
+  data.tick = null;
   list.replaceChildren(...(data.corpora.length ? data.corpora.map((c) => {
     const box = el("input", { type: "checkbox", name: "input", value: c.name });
     box.checked = ticked.has(c.name);
@@ -348,7 +353,7 @@ $("#upload-form").addEventListener("submit", (ev) => {
     out.replaceChildren(...[["Name", document.createTextNode(d.name)], ["Size", document.createTextNode(`${fmtBytes(d.bytes)} (${Number(d.bytes).toLocaleString()} bytes)`)],
                             ["sha256", shortHash(d.sha256)]].map(([k, v]) => el("div", {}, el("b", { text: k }), el("span", {}, v))));
     out.hidden = false;
-    made.corpus = d.name;
+    made.corpus = data.tick = d.name;
     f.name.value = ""; delete f.name.dataset.suggested;
     loadData(["corpora"]).then(() => { const c = df().input; c.dispatchEvent(new Event("change", { bubbles: true })); });
   };
@@ -759,8 +764,9 @@ function pickValue(sel) {
 }
 // Selects want: the first of wants that it has; a name it does not list (a path in the
 // data folder, from the last job) becomes an option of its own.
-function fillPick(sel, names, { none, empty, wants = [] }) {
-  const opts = names.map((n) => el("option", { value: n, text: n }));
+function fillPick(sel, items, { none, empty, wants = [] }) {
+  const names = items.map((x) => x.value);
+  const opts = items.map((x) => el("option", { value: x.value, text: x.text || x.value }));
   if (none) opts.unshift(el("option", { value: "", text: none }));
   else if (!names.length) opts.unshift(el("option", { value: "", text: empty }));
   opts.push(el("option", { value: PATH_PICK, text: "a path inside the data folder…", "data-path": "1" }));
@@ -788,12 +794,18 @@ async function showNew() {
     const lp = (last && last.params) || {};
     // (Validation's "" is its "none"; the others' "" says there was nothing to pick.)
     const kept = (k) => (m[k].options.length && m[k].value !== PATH_PICK && (m[k].value || k === "validation") ? m[k].value : null);
-    const tokNames = toks.map((t) => t.name), setNames = sets.map((d) => d.name);
+    // Options say what is known of each: a vocabulary, a split, a length, a sample count.
+    const tokItems = toks.map((t) => ({ value: t.name, text: t.vocab_size ? `${t.name} (vocabulary ${t.vocab_size})` : t.name }));
+    const setItems = sets.map((d) => {
+      const what = [d.split, d.seq_len && `${d.seq_len} tokens`, d.samples != null && `${Number(d.samples).toLocaleString()} samples`,
+                    d.tokenizer && `tokenizer ${d.tokenizer}`].filter(Boolean);
+      return { value: d.name, text: what.length ? `${d.name} (${what.join(", ")})` : d.name };
+    });
     // Something the Data view made since the form was last filled comes first.
     const fresh = (k) => (made[k] && made[k] !== madeSeen[k] ? made[k] : null);
-    fillPick(m.tokenizer, tokNames, { empty: "no tokenizer yet: train one in Data", wants: [fresh("tokenizer"), kept("tokenizer"), lp.tokenizer] });
-    fillPick(m.train, setNames, { empty: "no dataset yet: prepare one in Data", wants: [fresh("train"), kept("train"), lp.train] });
-    fillPick(m.validation, setNames, { none: "none", wants: [fresh("validation"), kept("validation"), lp.validation] });
+    fillPick(m.tokenizer, tokItems, { empty: "no tokenizer yet: train one in Data", wants: [fresh("tokenizer"), kept("tokenizer"), lp.tokenizer] });
+    fillPick(m.train, setItems, { empty: "no dataset yet: prepare one in Data", wants: [fresh("train"), kept("train"), lp.train] });
+    fillPick(m.validation, setItems, { none: "none", wants: [fresh("validation"), kept("validation"), lp.validation] });
     Object.assign(madeSeen, made);
     const keep = c.model.value;
     c.model.replaceChildren(...(models.length ? models.map((x) => el("option", { value: x.name,

@@ -100,7 +100,21 @@ async function main() {
                                      document.querySelector("#ds-form select[name=tokenizer]").value === "wiki-tok");
     const tokRow = await page.$$eval("#tokenizers-table tbody tr[data-name='wiki-tok'] td", (tds) => tds.map((t) => t.textContent));
     check(/ready/.test(await text("#tok-msg")) && tokRow[0] === "wiki-tok", "pipeline_tokenizer_listed", JSON.stringify(tokRow));
-    // The same name again: refused, and the refusal is the step's status line.
+    // An upload the server refuses (the name taken; bytes that are not UTF-8 text): its answer in the step's status line.
+    const bin = path.join(art, "binary.bin");
+    fs.writeFileSync(bin, Buffer.from([0xff, 0xfe, 0x00, 0x80, 0xc3, 0x28, 0x0a]));
+    for (const [file, name, want, check_] of [[trainText, "wiki.txt", /^409 /, "pipeline_upload_name_taken"], [bin, "binary.bin", /^4(15|22) /, "pipeline_upload_not_text"]]) {
+      await page.setInputFiles("#upload-form input[name=file]", file);
+      await page.fill("#upload-form input[name=name]", name);
+      await page.click("#upload-form button[type=submit]");
+      await page.waitForFunction(() => !document.querySelector("#upload-form button[type=submit]").disabled &&
+                                       /error|ok/.test(document.querySelector("#upload-msg").className));
+      const m = await page.$eval("#upload-msg", (e) => [e.className, e.textContent]);
+      check(/error/.test(m[0]) && want.test(m[1]), check_, JSON.stringify(m));
+    }
+    fs.rmSync(bin);
+    await page.fill("#upload-form input[name=name]", "");
+    // The same tokenizer name again: refused, and the refusal is the step's status line.
     await page.fill("#tok-form input[name=name]", "wiki-tok");
     await page.click("#tok-form button[type=submit]");
     await page.waitForFunction(() => /^4\d\d .*already exists/.test(document.querySelector("#tok-msg").textContent) &&
@@ -160,6 +174,13 @@ async function main() {
     check(form.tag === "SELECT" && form.tok === "wiki-tok" && form.train === "wiki-train" && form.valid === "wiki-valid-validation" &&
           form.toks.join() === "wiki-tok" && form.trains.join() === "wiki-train,wiki-valid-validation" &&
           form.valids.join() === ",wiki-train,wiki-valid-validation", "pipeline_run_form_dropdowns", JSON.stringify(form));
+    // "a path inside the data folder…" shows its text field, and hides it again.
+    const pathOpt = await page.$eval("#mlm-fields select[name=tokenizer] option[data-path]", (o) => o.value);
+    await page.selectOption("#mlm-fields select[name=tokenizer]", pathOpt);
+    const shown = await page.$eval("#mlm-fields input[name=tokenizer_path]", (i) => !i.disabled && !i.closest("label").hidden);
+    await page.selectOption("#mlm-fields select[name=tokenizer]", "wiki-tok");
+    const hidden = await page.$eval("#mlm-fields input[name=tokenizer_path]", (i) => i.disabled && i.closest("label").hidden);
+    check(shown && hidden, "pipeline_run_form_path_choice", JSON.stringify({ shown, hidden }));
     await page.fill("#new-form input[name=name]", "pipe-run");
     await page.selectOption("#new-form select[name=config]", "tiny");
     for (const [k, v] of [["max_steps", "40"], ["batch", "8"], ["lr", "0.001"], ["checkpoint_steps", "20"], ["threads", "2"]])
@@ -191,8 +212,8 @@ async function main() {
     await shot("fill-mask");
 
     check(foreign.length === 0, "pipeline_same_origin_only", foreign.slice(0, 5).join(" "));
-    // The 409 (the tokenizer name taken) was provoked on purpose.
-    const unexpected = errors.filter((e) => !/status of 409/.test(e));
+    // The 409s (names taken) and the 415 or 422 (not text) were provoked on purpose.
+    const unexpected = errors.filter((e) => !/status of (409|415|422)/.test(e));
     check(unexpected.length === 0, "pipeline_no_console_errors", unexpected.join(" | "));
     console.log(`# pipeline took ${secs()}`);
   } finally {
