@@ -361,11 +361,13 @@ $("#upload-form").addEventListener("submit", (ev) => {
 });
 
 // 2. A tokenizer job.
+// A job that did not end well says why in its step's status line.
+const jobFailed = (j) => `Job ${j.id} ${j.status}${j.error ? ": " + j.error : ""}`;
 function tokenizerDone(j) {
   if (j.status === "done") {
     made.tokenizer = j.params && j.params.name;
     setMsg($("#tok-msg"), `Tokenizer ${made.tokenizer || ""} is ready: prepare a dataset with it below.`, "ok");
-  }
+  } else setMsg($("#tok-msg"), jobFailed(j), "error");
   loadData(["tokenizers"]);
 }
 $("#tok-form").addEventListener("submit", async (ev) => {
@@ -391,7 +393,7 @@ function datasetDone(j) {
     const split = p.split || "train";
     if (split === "train" || split === "validation") made[split] = p.name;
     setMsg($("#ds-msg"), `Dataset ${p.name || ""} is ready` + (split === "train" || split === "validation" ? `: start a run with it from “New run”.` : "."), "ok");
-  }
+  } else setMsg($("#ds-msg"), jobFailed(j), "error");
   loadData(["datasets"]);
 }
 $("#ds-form").addEventListener("submit", async (ev) => {

@@ -5,8 +5,8 @@
 // training dataset, uploads VALID_TEXT and prepares a validation dataset (sequences of
 // 64), each job watched to its end; starts a run from the new-run form's dropdowns (the
 // tokenizer and datasets just made preselected), watches it end in the run view, follows
-// its "Try this model" link to the fill-mask playground and fills a mask. Also: a refusal
-// shown in its step's status line, nothing fetched from another origin, no console error,
+// its "Try this model" link to the fill-mask playground and fills a mask. Also: refusals
+// and a failed job (DATA_DIR's broken.txt is not UTF-8) shown in their step's status line, nothing fetched from another origin, no console error,
 // the Data view on a phone-sized screen. Prints PASS/FAIL lines; screenshots go to ARTIFACT_DIR.
 "use strict";
 const path = require("path");
@@ -149,6 +149,15 @@ async function main() {
       document.querySelector(`#datasets-table tbody tr[data-name='${n}']`)));
     const dsRows = await page.$$eval("#datasets-table tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
     check(dsRows.length === 2, "pipeline_datasets_listed", JSON.stringify(dsRows));
+    // A job that fails (a file of the data folder that is not UTF-8): its error in the step's status line.
+    await page.selectOption("#ds-form select[name=input]", "broken.txt");
+    await page.fill("#ds-form input[name=name]", "broken");
+    await page.click("#ds-form button[type=submit]");
+    await page.waitForFunction(() => /broken/.test(document.querySelector("#ds-msg").textContent));
+    const dsBroken = await jobEnd("#ds-job", 60000);
+    const brokenMsg = await page.$eval("#ds-msg", (e) => [e.className, e.textContent]);
+    check(dsBroken.status === "failed" && /error/.test(brokenMsg[0]) && /^Job \d+ failed: .*UTF-8/.test(brokenMsg[1]),
+          "pipeline_job_error_in_status", JSON.stringify({ dsBroken, brokenMsg }));
     // Progress: shown by a job row (a fast job may end between two polls), and the API's.
     check(tok.progress || dsTrain.progress || dsValid.progress, "pipeline_job_progress_shown", JSON.stringify([tok.text, dsTrain.text, dsValid.text]));
     await shot("data");

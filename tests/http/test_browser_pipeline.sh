@@ -19,6 +19,7 @@ serve_wrap=(timeout 300)
 mkdir -p "$T/data" "$T/upload"
 head -4000 "$DATA/train.txt" > "$T/upload/wiki.txt"
 head -500 "$DATA/valid.txt" > "$T/upload/wiki-valid.txt"
+printf 'caf\xe9 au lait\n' > "$T/data/broken.txt"   # Latin-1, not UTF-8: a job on it fails
 # An upload limit above the corpora's size where the server has one.
 up=()
 "$M" serve --help 2>&1 | grep -q -- '--max-upload' && up=(--max-upload 67108864)
