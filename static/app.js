@@ -178,7 +178,7 @@ function watchJob(box, id, onEnd) {
     cancel.disabled = true;
     try { await api("POST", `/jobs/${id}/cancel`); } catch (e) { err.textContent = e.message; }
   };
-  let fails = 0;
+  let fails = 0, polls = 0;
   async function poll() {
     if (jobWatch[key] !== id) return;  // a newer job took the row
     let j;
@@ -210,7 +210,8 @@ function watchJob(box, id, onEnd) {
     cancel.hidden = !live;
     if (j.status === "failed" || j.status === "interrupted" || j.status === "cancelled")
       err.textContent = j.error ? `${j.status}: ${j.error}` : `The job was ${j.status}.`;
-    if (live) setTimeout(poll, 1000);
+    // Quicker at first: a small job ends within a second or two.
+    if (live) setTimeout(poll, ++polls < 5 ? 400 : 1000);
     else if (onEnd) onEnd(j);
   }
   poll();
