@@ -229,6 +229,41 @@ static Entry *cache_add(FillCache *c, const char *key, ModelPrecision weights, A
   return e;
 }
 
+/* Why there is no model to answer with: none at all (-1, ERR_NOT_FOUND), or a
+** training job queued or running that will push the first one (-2, the message
+** saying where it is): `make run` serves while its demonstration model trains. */
+static int no_model_yet(Store *s, Err *err) {
+  json_t *jobs = store_jobs_list(s, err);
+  size_t i;
+  json_t *j;
+  const char *why = NULL;
+  int64_t run = 0;
+  json_array_foreach(jobs, i, j) {
+    const char *st = json_string_value(json_object_get(j, "status"));
+    if (strcmp(json_string_value(json_object_get(j, "kind")), "train") || !st || (strcmp(st, "running") && strcmp(st, "queued")))
+      continue;
+    why = st;
+    run = json_integer_value(json_object_get(j, "run"));
+    break;
+  }
+  int rc;
+  if (!why) {
+    rc = err_setk(err, ERR_NOT_FOUND, "the store holds no model yet: train one (POST /runs) or import one");
+  } else {
+    json_t *r = run > 0 ? store_run_get(s, run, err) : NULL;
+    if (r)
+      err_setk(err, ERR_CONFLICT, "the first model is still training (run %lld, step %lld of %lld): fill-mask answers from its first revision",
+               (long long)run, (long long)json_integer_value(json_object_get(r, "step")),
+               (long long)json_integer_value(json_object_get(r, "total_steps")));
+    else
+      err_setk(err, ERR_CONFLICT, "the first model's training job is %s: fill-mask answers from its first revision", why);
+    json_decref(r);
+    rc = -2;
+  }
+  json_decref(jobs);
+  return rc;
+}
+
 /* The spec of the model to use: the request's, the server's default, or the newest
 ** revision of the most recently pushed model. */
 static int pick_model(App *a, Store *s, const char *given, char *spec, size_t cap, Err *err) {
@@ -249,7 +284,7 @@ static int pick_model(App *a, Store *s, const char *given, char *spec, size_t ca
   }
   if (best) snprintf(spec, cap, "%s", best);
   json_decref(models);
-  return best ? 0 : err_setk(err, ERR_NOT_FOUND, "the store holds no model yet: train one (POST /runs) or import one");
+  return best ? 0 : no_model_yet(s, err);
 }
 
 /* The cache key "model@commit" of the request's model into key and the precision
@@ -265,10 +300,17 @@ static int resolve_model(App *a, const char *given, char *key, size_t cap, Model
   pthread_mutex_lock(&c->store_mu);
   if (!c->store && !(c->store = store_open(a->db_path, &e))) {
     http_error_from(rs, &e, "cannot open the store", json_string(e.msg));
-  } else if (pick_model(a, c->store, given, spec, sizeof spec, &e)) {
+  } else if ((rc = pick_model(a, c->store, given, spec, sizeof spec, &e)) == -2) {
+    /* Not an error of the request: the model is coming. 503 with Retry-After, as a
+    ** Hub endpoint answers while its model loads. */
+    http_error(rs, 503, "no model to answer with yet", json_string(e.msg));
+    http_res_header(rs, "Retry-After", "5");
+    rc = -1;
+  } else if (rc) {
     http_error_from(rs, &e, "no model to answer with", json_string(e.msg));
-  } else if (store_resolve(c->store, spec, &r, &e)) {
+  } else if ((rc = store_resolve(c->store, spec, &r, &e)) != 0) {
     http_error_from(rs, &e, "unknown model or revision", json_pack("{s:s, s:s}", "model", spec, "why", e.msg));
+    rc = -1;
   } else {
     snprintf(key, cap, "%s@%s", r.model, r.commit);
     *weights = fill_cache_precision_of(c, r.model);
