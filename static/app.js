@@ -160,8 +160,9 @@ const data = { corpora: [], tokenizers: [], datasets: [] };
 const jobWatch = {};  // form id -> the job it watches
 const df = () => $("#ds-form");
 
-// A job's row: status, phase, done / total with a bar, rate and ETA, or its error; polled
-// about once a second until it ends (even while another view is shown), then onEnd(job).
+// A job's row: status, phase, done / total with a bar, rate and ETA; polled about once a
+// second until it ends (even while another view is shown), then onEnd(job), which puts
+// what became of it (the job's error when it failed) in its step's status line.
 function watchJob(box, id, onEnd) {
   const key = box.id;
   jobWatch[key] = id;
@@ -208,8 +209,6 @@ function watchJob(box, id, onEnd) {
     const live = j.status === "queued" || j.status === "running";
     setBar(bar, j.status === "done" ? 1 : p && p.total ? p.done / p.total : live ? null : 0);
     cancel.hidden = !live;
-    if (j.status === "failed" || j.status === "interrupted" || j.status === "cancelled")
-      err.textContent = j.error ? `${j.status}: ${j.error}` : `The job was ${j.status}.`;
     // Quicker at first: a small job ends within a second or two.
     if (live) setTimeout(poll, ++polls < 5 ? 400 : 1000);
     else if (onEnd) onEnd(j);

@@ -198,10 +198,12 @@ async function main() {
     await page.click("#new-form button[type=submit]");
     await page.waitForFunction(() => /^#\/runs\/\d+$/.test(location.hash), null, { timeout: 30000 });
     await page.waitForFunction(() => /done|failed|cancelled/.test(document.querySelector("#run-title").textContent), null, { timeout: 120000 });
+    await page.waitForFunction(() => +document.querySelector("#chart-loss").dataset.points === 40, null, { timeout: 10000 }).catch(() => {});
     const run = await page.evaluate(() => ({ title: document.querySelector("#run-title").textContent,
+      loss: +document.querySelector("#chart-loss").dataset.points, revisions: document.querySelectorAll("#rev-table tbody tr td:nth-child(2)").length,
       summary: Object.fromEntries([...document.querySelectorAll("#run-summary div")].map((d) => [d.querySelector("b").textContent, d.querySelector("span").textContent])),
       cfg: Object.fromEntries([...document.querySelectorAll("#config-table tr")].map((t) => [t.cells[0].textContent, t.cells[1].textContent])) }));
-    check(/^pipe-run done/.test(run.title) && run.summary.Step === "40 / 40" && /(^|\/)wiki-tok(\/|$)/.test(run.cfg.tokenizer) &&
+    check(/^pipe-run done/.test(run.title) && run.summary.Step === "40 / 40" && run.loss === 40 && run.revisions >= 1 && /(^|\/)wiki-tok(\/|$)/.test(run.cfg.tokenizer) &&
           /(^|\/)wiki-train$/.test(run.cfg.train) && /(^|\/)wiki-valid-validation$/.test(run.cfg.validation), "pipeline_run", JSON.stringify(run).slice(0, 600));
     console.log(`# run done at ${secs()}`);
 
