@@ -29,7 +29,9 @@ async function api(method, path, body) {
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = { error: text }; }
   if (!r.ok) {
-    const d = data && data.detail != null ? ": " + (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : "";
+    // (A detail that only names the field adds nothing: the form marks that field.)
+    const onlyField = data && data.detail && typeof data.detail === "object" && Object.keys(data.detail).join() === "field";
+    const d = data && data.detail != null && !onlyField ? ": " + (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : "";
     // The detail stays on the error too: a form marks the field a 422 names.
     throw Object.assign(new Error(`${r.status} ${(data && data.error) || r.statusText}${d}`), { detail: data && data.detail });
   }
@@ -195,7 +197,8 @@ function watchJob(box, id, onEnd) {
     const parts = [];
     if (p) {
       if (p.phase) parts.push(p.phase);
-      if (p.done != null) parts.push(p.total ? `${fmtAmount(p.done, p.unit)} / ${fmtAmount(p.total, p.unit)} (${Math.min(100, 100 * p.done / p.total).toFixed(0)}%)`
+      // "3.2 MB / 10.8 MB", "400 / 1,000 pieces"
+      if (p.done != null) parts.push(p.total ? `${p.unit === "bytes" ? fmtBytes(p.done) : fmtAmount(p.done)} / ${fmtAmount(p.total, p.unit)} (${Math.min(100, 100 * p.done / p.total).toFixed(0)}%)`
                                              : fmtAmount(p.done, p.unit));
       if (p.rate) parts.push((p.unit === "bytes" ? fmtBytes(p.rate) : fmtAmount(p.rate, p.unit)) + "/s");
       if (p.eta_s != null && j.status === "running") parts.push("ETA " + fmtDuration(p.eta_s));
@@ -334,6 +337,8 @@ $("#upload-form").addEventListener("submit", (ev) => {
     setBar(bar, total ? e.loaded / total : null);
     setMsg(msg, `Uploading: ${fmtBytes(e.loaded)} of ${fmtBytes(total)} (${total ? Math.floor(100 * e.loaded / total) : 0}%)`);
   };
+  // The body sent: the server checks it (UTF-8 text, sha256) before it answers.
+  xhr.upload.onload = () => { setBar(bar, 1); setMsg(msg, `Sent ${fmtBytes(file.size)}; the server is checking it…`); };
   xhr.onerror = () => {
     btn.disabled = false;
     setMsg(msg, "Upload failed: the connection closed (is the file larger than the server takes?)", "error");
@@ -344,7 +349,8 @@ $("#upload-form").addEventListener("submit", (ev) => {
     try { d = xhr.responseText ? JSON.parse(xhr.responseText) : null; } catch (_) { d = { error: xhr.responseText }; }
     if (xhr.status === 401) showLogin();
     if (xhr.status !== 201 && xhr.status !== 200) {
-      const detail = d && d.detail != null ? ": " + (typeof d.detail === "string" ? d.detail : JSON.stringify(d.detail)) : "";
+      const detail = !d || d.detail == null ? "" : typeof d.detail === "string" ? ": " + d.detail
+        : d.detail.max_bytes != null ? `: this server takes at most ${fmtBytes(d.detail.max_bytes)}` : ": " + JSON.stringify(d.detail);
       setMsg(msg, `${xhr.status} ${(d && d.error) || xhr.statusText}${detail}`, "error");
       return;
     }
