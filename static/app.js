@@ -158,7 +158,8 @@ function setBar(box, frac) {
 
 // What the Data view made this session, so the next step (and the run form) picks it.
 const made = { corpus: null, tokenizer: null, train: null, validation: null };
-const data = { corpora: [], tokenizers: [], datasets: [] };
+const lists = { corpora: [], tokenizers: [], datasets: [] };
+const pending = { corpus: null, tokenizer: null };  // picked once by the next render of the lists
 const jobWatch = {};  // form id -> the job it watches
 const df = () => $("#ds-form");
 
@@ -229,25 +230,26 @@ function fillSelect(sel, items, { empty, none, keep, prefer } = {}) {
 }
 
 function renderCorpora() {
-  $("#corpora-table tbody").replaceChildren(...(data.corpora.length ? data.corpora.map((c) => el("tr", {},
+  $("#corpora-table tbody").replaceChildren(...(lists.corpora.length ? lists.corpora.map((c) => el("tr", {},
     el("td", { text: c.name }), el("td", { text: fmtBytes(c.bytes), title: c.bytes != null ? c.bytes + " bytes" : "" }),
     el("td", { text: c.uploaded ? "uploaded" : c.uploaded === false ? "data folder" : "–" })))
     : [el("tr", {}, el("td", { colspan: 3, class: "muted", text: "No corpus yet: upload one." }))]));
   // Checkboxes keep what was ticked; the corpus just uploaded is ticked.
   const list = $("#tok-corpora .check-list");
-  // (An upload ticks its corpus alone, once: data.tick.)
-  const ticked = data.tick ? new Set([data.tick]) : new Set([...list.querySelectorAll("input:checked")].map((i) => i.value));
-  data.tick = null;
-  list.replaceChildren(...(data.corpora.length ? data.corpora.map((c) => {
+  // (An upload ticks its corpus alone, and picks it for a dataset: once, pending.corpus.)
+  const fresh = pending.corpus;
+  pending.corpus = null;
+  const ticked = fresh ? new Set([fresh]) : new Set([...list.querySelectorAll("input:checked")].map((i) => i.value));
+  list.replaceChildren(...(lists.corpora.length ? lists.corpora.map((c) => {
     const box = el("input", { type: "checkbox", name: "input", value: c.name });
     box.checked = ticked.has(c.name);
     return el("label", { class: "choice" }, box, ` ${c.name} `, el("span", { class: "muted", text: fmtBytes(c.bytes) }));
   }) : [el("p", { class: "muted", text: "No corpus yet: upload one above." })]));
   const ds = $("#ds-form");
-  fillSelect(ds.input, data.corpora.map((c) => ({ value: c.name })), { empty: "no corpus yet", keep: ds.input.value, prefer: made.corpus });
+  fillSelect(ds.input, lists.corpora.map((c) => ({ value: c.name })), { empty: "no corpus yet", keep: ds.input.value, prefer: fresh });
 }
 function renderTokenizers() {
-  $("#tokenizers-table tbody").replaceChildren(...(data.tokenizers.length ? data.tokenizers.map((t) => {
+  $("#tokenizers-table tbody").replaceChildren(...(lists.tokenizers.length ? lists.tokenizers.map((t) => {
     const src = t.source && Array.isArray(t.source.corpora) ? t.source.corpora : null;
     const from = el("td");
     if (src && src.length) src.forEach((c, i) => from.append(...(i ? [", "] : []), `${c.name} `, shortHash(c.sha256)));
@@ -256,11 +258,12 @@ function renderTokenizers() {
               from, el("td", {}, shortHash(t.sha256)), el("td", { text: fmtTime(t.created) }));
   }) : [el("tr", {}, el("td", { colspan: 5, class: "muted", text: "No tokenizer yet: train one." }))]));
   const ds = $("#ds-form");
-  fillSelect(ds.tokenizer, data.tokenizers.map((t) => ({ value: t.name, text: t.vocab_size ? `${t.name} (${t.vocab_size})` : t.name })),
-             { empty: "no tokenizer yet: train one", keep: ds.tokenizer.value, prefer: made.tokenizer });
+  fillSelect(ds.tokenizer, lists.tokenizers.map((t) => ({ value: t.name, text: t.vocab_size ? `${t.name} (${t.vocab_size})` : t.name })),
+             { empty: "no tokenizer yet: train one", keep: ds.tokenizer.value, prefer: pending.tokenizer });
+  pending.tokenizer = null;
 }
 function renderDatasets() {
-  $("#datasets-table tbody").replaceChildren(...(data.datasets.length ? data.datasets.map((d) => el("tr", { "data-name": d.name },
+  $("#datasets-table tbody").replaceChildren(...(lists.datasets.length ? lists.datasets.map((d) => el("tr", { "data-name": d.name },
     el("td", { text: d.name }), el("td", {}, cellOf(d.tokenizer || (d.source && d.source.tokenizer && d.source.tokenizer.name))),
     el("td", {}, cellOf(d.split)), el("td", {}, cellOf(d.seq_len)),
     el("td", { text: d.samples != null ? Number(d.samples).toLocaleString() : "–" }), el("td", { text: fmtTime(d.created) })))
@@ -270,7 +273,7 @@ async function loadData(which = ["corpora", "tokenizers", "datasets"]) {
   const st = $("#data-status");
   try {
     const got = await Promise.all(which.map((k) => api("GET", "/" + k)));
-    which.forEach((k, i) => (data[k] = Array.isArray(got[i]) ? got[i] : []));
+    which.forEach((k, i) => (lists[k] = Array.isArray(got[i]) ? got[i] : []));
     if (which.includes("corpora")) renderCorpora();
     if (which.includes("tokenizers")) renderTokenizers();
     if (which.includes("datasets")) renderDatasets();
@@ -284,10 +287,10 @@ function suggest(input, value) {
   if (!input.value || input.value === input.dataset.suggested) { input.value = value; input.dataset.suggested = value; }
 }
 function suggestNames() {
-  const tf = $("#tok-form"), df = $("#ds-form");
+  const tf = $("#tok-form"), dsf = $("#ds-form");
   const first = tf.querySelector("#tok-corpora input:checked");
   if (first) suggest(tf.name, corpusStem(first.value) + "-tok");
-  if (df.input.value) suggest(df.name, corpusStem(df.input.value) + "-" + (cleanName(df.split.value) || "data"));
+  if (dsf.input.value) suggest(dsf.name, corpusStem(dsf.input.value) + "-" + (cleanName(dsf.split.value) || "data"));
 }
 $("#tok-form").addEventListener("change", suggestNames);
 $("#ds-form").addEventListener("change", (ev) => {
@@ -359,7 +362,7 @@ $("#upload-form").addEventListener("submit", (ev) => {
     out.replaceChildren(...[["Name", document.createTextNode(d.name)], ["Size", document.createTextNode(`${fmtBytes(d.bytes)} (${Number(d.bytes).toLocaleString()} bytes)`)],
                             ["sha256", shortHash(d.sha256)]].map(([k, v]) => el("div", {}, el("b", { text: k }), el("span", {}, v))));
     out.hidden = false;
-    made.corpus = data.tick = d.name;
+    made.corpus = pending.corpus = d.name;
     f.name.value = ""; delete f.name.dataset.suggested;
     loadData(["corpora"]).then(() => { const c = df().input; c.dispatchEvent(new Event("change", { bubbles: true })); });
   };
@@ -371,7 +374,7 @@ $("#upload-form").addEventListener("submit", (ev) => {
 const jobFailed = (j) => `Job ${j.id} ${j.status}${j.error ? ": " + j.error : ""}`;
 function tokenizerDone(j) {
   if (j.status === "done") {
-    made.tokenizer = j.params && j.params.name;
+    made.tokenizer = pending.tokenizer = j.params && j.params.name;
     setMsg($("#tok-msg"), `Tokenizer ${made.tokenizer || ""} is ready: prepare a dataset with it below.`, "ok");
   } else setMsg($("#tok-msg"), jobFailed(j), "error");
   loadData(["tokenizers"]);
