@@ -124,7 +124,7 @@ function showRuns() {
         return tr;
       }));
       status.textContent = runs.length ? `${runs.length} run${runs.length > 1 ? "s" : ""} · updates live` :
-        "No runs yet: start one from “New run”.";
+        "No runs yet: prepare a dataset in “Data”, then start one from “New run”.";
     } catch (e) { status.textContent = "Cannot load runs: " + e.message; }
   }
   refresh();
