@@ -14,7 +14,7 @@ serve_wrap=(timeout 300)
 
 [ -x /usr/bin/chromium ] || { fail pipeline_setup "/usr/bin/chromium is missing (scripts/setup installs it)"; exit 1; }
 [ -d tests/node_modules/playwright-core ] || { fail pipeline_setup "tests/node_modules/playwright-core is missing (run scripts/setup)"; exit 1; }
-[ -f "$DATA/train.txt" ] && [ -f "$DATA/valid.txt" ] || { fail pipeline_setup "$DATA/{train,valid}.txt missing (MASKD_DATA=$DATA_ROOT)"; exit 1; }
+{ [ -f "$DATA/train.txt" ] && [ -f "$DATA/valid.txt" ]; } || { fail pipeline_setup "$DATA/{train,valid}.txt missing (MASKD_DATA=$DATA_ROOT)"; exit 1; }
 
 mkdir -p "$T/data" "$T/upload"
 head -4000 "$DATA/train.txt" > "$T/upload/wiki.txt"
