@@ -185,7 +185,15 @@ static int parse_task(json_t *root, ModelConfig *c, Err *err) {
   return 0;
 }
 
-int config_parse(const char *json_text, ModelConfig *out, Err *err) {
+/* The CONFIG_STATED_* bit of each field a run may take from its tokenizer. */
+static const struct { const char *key; unsigned bit; } stated_keys[] = {
+  {"vocab_size", CONFIG_STATED_VOCAB}, {"pad_token_id", CONFIG_STATED_PAD}, {"bos_token_id", CONFIG_STATED_BOS},
+  {"eos_token_id", CONFIG_STATED_EOS}, {"max_position_embeddings", CONFIG_STATED_MAX_POS},
+};
+
+/* config_parse's work; with stated given, also which of stated_keys the text has
+** (null included), and the fields' joint validation is left to the caller. */
+static int parse_config(const char *json_text, ModelConfig *out, unsigned *stated, Err *err) {
   if (!json_text) return err_setk(err, ERR_BAD_INPUT, "config: no text");
   json_error_t je;
   json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
@@ -228,7 +236,13 @@ int config_parse(const char *json_text, ModelConfig *out, Err *err) {
       want_bool(root, "tie_word_embeddings", 1, "the MLM decoder is always tied to the word embeddings", err))
     goto done;
   if (parse_task(root, &c, err)) goto done;
-  if (config_validate(&c, err)) goto done;
+  if (stated) {
+    *stated = 0;
+    for (size_t i = 0; i < sizeof stated_keys / sizeof stated_keys[0]; i++)
+      if (json_object_get(root, stated_keys[i].key)) *stated |= stated_keys[i].bit;
+  } else if (config_validate(&c, err)) {
+    goto done;
+  }
   *out = c;
   rc = 0;
 done:
@@ -237,15 +251,29 @@ done:
   return rc;
 }
 
-int config_load(const char *path, ModelConfig *out, Err *err) {
+int config_parse(const char *json_text, ModelConfig *out, Err *err) { return parse_config(json_text, out, NULL, err); }
+
+int config_parse_stated(const char *json_text, ModelConfig *out, unsigned *stated, Err *err) {
+  unsigned ignored;
+  return parse_config(json_text, out, stated ? stated : &ignored, err);
+}
+
+static int load_config(const char *path, ModelConfig *out, unsigned *stated, Err *err) {
   size_t n;
   char *buf = files_read_all(path, CONFIG_MAX_FILE, &n, err);
   if (!buf) return -1;
   if (strlen(buf) != n) { free(buf); return err_setk(err, ERR_BAD_INPUT, "%s: contains a NUL byte, not a config.json", path); }
-  int rc = config_parse(buf, out, err);
+  int rc = parse_config(buf, out, stated, err);
   free(buf);
   if (rc) err_prefix(err, path);
   return rc;
+}
+
+int config_load(const char *path, ModelConfig *out, Err *err) { return load_config(path, out, NULL, err); }
+
+int config_load_stated(const char *path, ModelConfig *out, unsigned *stated, Err *err) {
+  unsigned ignored;
+  return load_config(path, out, stated ? stated : &ignored, err);
 }
 
 static int check_size(const char *name, int v, int min, Err *err) {

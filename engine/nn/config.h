@@ -50,12 +50,31 @@ typedef struct ModelConfig {
   char label_names[CONFIG_LABEL_BYTES];
 } ModelConfig;
 
-/* Parses config.json text; refuses nonsense with a message naming the field (ERR_BAD_INPUT). */
+/* Parses config.json text; refuses nonsense with a message naming the field (ERR_BAD_INPUT).
+** A field the text leaves out takes BertConfig's / RobertaConfig's default. */
 int config_parse(const char *json_text, ModelConfig *out, Err *err);
 /* A config.json is a few hundred bytes; anything over 1 MiB is not one. */
 #define CONFIG_MAX_FILE ((size_t)1 << 20)
 /* Reads and parses a config.json file (a regular file of at most CONFIG_MAX_FILE bytes). */
 int config_load(const char *path, ModelConfig *out, Err *err);
+
+/* The fields a training run may take from its tokenizer when the config.json leaves
+** them out (config_parse_stated says which the text stated). An explicit null for
+** bos_token_id / eos_token_id is stated: transformers keeps None, "no such token". */
+enum {
+  CONFIG_STATED_VOCAB = 1 << 0,     /* vocab_size */
+  CONFIG_STATED_PAD = 1 << 1,       /* pad_token_id */
+  CONFIG_STATED_BOS = 1 << 2,       /* bos_token_id */
+  CONFIG_STATED_EOS = 1 << 3,       /* eos_token_id */
+  CONFIG_STATED_MAX_POS = 1 << 4    /* max_position_embeddings */
+};
+/* config_parse, and *stated gets the CONFIG_STATED_* bits of the fields the text
+** states. The fields it leaves out hold the class defaults, and the ranges that depend
+** on them are not checked here: the caller fills those fields (from the tokenizer)
+** and then applies config_validate(). */
+int config_parse_stated(const char *json_text, ModelConfig *out, unsigned *stated, Err *err);
+/* config_load with config_parse_stated's *stated (and its deferred validation). */
+int config_load_stated(const char *path, ModelConfig *out, unsigned *stated, Err *err);
 /* Checks sizes and ranges (hidden divisible by heads, positive sizes, ...): the one validator, which config_parse() and model_new() both apply. */
 int config_validate(const ModelConfig *c, Err *err);
 /* Fills a named preset: "tiny", "small" or "base" (RoBERTa, vocab 8000 unless changed). */

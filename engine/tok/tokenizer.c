@@ -1005,6 +1005,16 @@ const char *tokenizer_pad_token(const Tokenizer *t) {
   return tokenizer_token_to_id(t, "[PAD]") >= 0 ? "[PAD]" : NULL;
 }
 
+const char *tokenizer_cls_token(const Tokenizer *t) {
+  const char *name = t->family == TOKENIZER_BPE ? "<s>" : "[CLS]";
+  return tokenizer_token_to_id(t, name) >= 0 ? name : NULL;
+}
+
+const char *tokenizer_sep_token(const Tokenizer *t) {
+  const char *name = t->family == TOKENIZER_BPE ? "</s>" : "[SEP]";
+  return tokenizer_token_to_id(t, name) >= 0 ? name : NULL;
+}
+
 int tokenizer_token_to_id(const Tokenizer *t, const char *token) {
   for (int i = 0; i < t->n_added; i++) if (!strcmp(t->added[i].content, token)) return t->added[i].id;
   return model_token_id(t, token, strlen(token));

@@ -80,6 +80,12 @@ const char *tokenizer_mask_token(const Tokenizer *t);
 /* The padding token: "<pad>" (maskd's, RoBERTa's) or "[PAD]" (BERT's), whichever the vocabulary
 ** has, "<pad>" first; NULL when neither. */
 const char *tokenizer_pad_token(const Tokenizer *t);
+/* The family's sequence-start and separator tokens, which a model config takes as its
+** bos_token_id and eos_token_id: "[CLS]" and "[SEP]" (Unigram: AlbertTokenizer's bos
+** and eos; WordPiece), "<s>" and "</s>" (byte-level BPE: RobertaTokenizer's), when the
+** vocabulary has it; else NULL. */
+const char *tokenizer_cls_token(const Tokenizer *t);
+const char *tokenizer_sep_token(const Tokenizer *t);
 /* Vocabulary size with added tokens (max id + 1). */
 int tokenizer_vocab_size(const Tokenizer *t);
 /* Id of a token (added tokens first, then model pieces), or -1. */

@@ -296,6 +296,40 @@ static void trainer_options(const RunConfig *rc, RunPlan *plan, int mask, int pa
   run_config_model_precision(rc, &o->precision, NULL);   /* checked by run_config_check */
 }
 
+/* Positions before the first token's: RoBERTa numbers tokens from pad_token_id + 1. */
+static int position_offset(const ModelConfig *c) { return c->model_type == MODEL_ROBERTA ? c->pad_token_id + 1 : 0; }
+
+/* The model config's vocab_size, pad_token_id, bos_token_id and eos_token_id from the
+** tokenizer: its size, its padding token, and its family's sequence-start and separator
+** tokens ([CLS] / [SEP], <s> / </s>), as transformers' configs hold them. A field that
+** is in stated (CONFIG_STATED_*: the file has it) must agree, and is refused naming both
+** values; one that is not (none is, for a preset) takes the tokenizer's. An
+** explicit null bos / eos ("no such token") is kept, and so is a stated id where the
+** tokenizer has no such token; a tokenizer without it leaves an omitted one absent (-1). */
+static int tokenizer_ids(const Tokenizer *tok, const char *config, unsigned stated, ModelConfig *mc, Err *err) {
+  int vocab = tokenizer_vocab_size(tok);
+  if (!(stated & CONFIG_STATED_VOCAB)) mc->vocab_size = vocab;
+  else if (mc->vocab_size != vocab)
+    return err_set(err, "config: vocab_size %d in %s differs from the tokenizer's %d", mc->vocab_size, config, vocab);
+  const char *pad_tok = tokenizer_pad_token(tok);   /* run_config_open checked it is there */
+  int pad = tokenizer_token_to_id(tok, pad_tok);
+  if (!(stated & CONFIG_STATED_PAD)) mc->pad_token_id = pad;
+  else if (mc->pad_token_id != pad)
+    return err_set(err, "config: pad_token_id %d in %s is not the tokenizer's pad id %d (%s)", mc->pad_token_id, config, pad,
+                   pad_tok);
+  const char *names[2] = {tokenizer_cls_token(tok), tokenizer_sep_token(tok)};
+  const char *keys[2] = {"bos_token_id", "eos_token_id"};
+  const unsigned bits[2] = {CONFIG_STATED_BOS, CONFIG_STATED_EOS};
+  int *ids[2] = {&mc->bos_token_id, &mc->eos_token_id};
+  for (int i = 0; i < 2; i++) {
+    int id = names[i] ? tokenizer_token_to_id(tok, names[i]) : -1;
+    if (!(stated & bits[i])) *ids[i] = id;
+    else if (*ids[i] >= 0 && id >= 0 && *ids[i] != id)
+      return err_set(err, "config: %s %d in %s is not the tokenizer's %s id %d", keys[i], *ids[i], config, names[i], id);
+  }
+  return 0;
+}
+
 /* run_config_open's checks, in the order their refusals are reported; what is opened
 ** goes into plan as soon as it is, so the caller closes it whatever happens. */
 static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err) {
@@ -324,20 +358,21 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
   if (prepare_bytes_hash(plan->tokenizer_json, plan->tokenizer_json_len, hash, sizeof hash, err))
     return err_prefix(err, "tokenizer");
 
-  /* The model config: a preset takes the tokenizer's vocabulary; a file must agree with it. */
+  /* The model config: a preset takes the tokenizer's vocabulary and special ids; a
+  ** file takes those it leaves out and must agree on those it states (tokenizer_ids). */
   ModelConfig mc;
+  unsigned stated = CONFIG_STATED_MAX_POS;   /* a preset's 514 positions; its ids are the tokenizer's */
   if (run_config_is_preset(rc->config)) {
     if (config_preset(rc->config, &mc, err)) return err_prefix(err, "config");
-    mc.vocab_size = vocab;
-    mc.pad_token_id = pad;
+    if (tokenizer_ids(tok, rc->config, stated, &mc, err)) return -1;
+    if (config_validate(&mc, err)) return err_prefix(err, "config");
   } else {
-    if (config_load(rc->config, &mc, err)) return err_prefix(err, "config");
-    if (mc.vocab_size != vocab)
-      return err_set(err, "config: vocab_size %d in %s differs from the tokenizer's %d", mc.vocab_size, rc->config, vocab);
-    if (mc.pad_token_id != pad)
-      return err_set(err, "config: pad_token_id %d in %s is not the tokenizer's <pad> id %d", mc.pad_token_id, rc->config, pad);
+    if (config_load_stated(rc->config, &mc, &stated, err)) return err_prefix(err, "config");
+    if (tokenizer_ids(tok, rc->config, stated, &mc, err)) return -1;
+    /* Positions wait for the shards' sequence length: until then, the fewest that hold one token. */
+    if (!(stated & CONFIG_STATED_MAX_POS)) mc.max_position_embeddings = position_offset(&mc) + 1;
+    if (config_validate(&mc, err)) { err_prefix(err, rc->config); return err_prefix(err, "config"); }
   }
-  if (config_validate(&mc, err)) return err_prefix(err, "config");
 
   /* The shard sets are opened once, as the trainer reads them, and handed to it. */
   trainer_options(rc, plan, mask, pad);
@@ -355,6 +390,12 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
       return -1;
     if (vseq != seq)
       return err_set(err, "validation: sequence length %u differs from the train shards' %u", vseq, seq);
+  }
+  /* Left out, the positions are the shards' length (the tokenizer.json states no
+  ** maximum: maskd reads only "truncation": null), past RoBERTa's padding index. */
+  if (!(stated & CONFIG_STATED_MAX_POS)) {
+    mc.max_position_embeddings = position_offset(&mc) + (int)seq;
+    if (config_validate(&mc, err)) { err_prefix(err, rc->config); return err_prefix(err, "config"); }
   }
   int maxpos = config_max_tokens(&mc);
   if ((int)seq > maxpos)

@@ -11,7 +11,17 @@
 **   adam_beta1, adam_beta2, adam_epsilon, seed, eval_seed, threads, eval_batches,
 **   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability, ranks (processes
 **   of a data-parallel run, each with batch x grad_accum of the step), hosts,
-**   precision ("fp32", or "bf16": the Linear layers' products in bfloat16). */
+**   precision ("fp32", or "bf16": the Linear layers' products in bfloat16).
+**
+** The model config and the tokenizer agree on the fields transformers reads the
+** tokenizer's ids from: a config.json that leaves out vocab_size, pad_token_id,
+** bos_token_id or eos_token_id takes the tokenizer's (its size; its <pad> / [PAD]; its
+** family's [CLS] / [SEP] or <s> / </s>), and one that states a different value is
+** refused naming both (an explicit null bos / eos is kept: no such token). Left out,
+** max_position_embeddings is the train shards' sequence length, past RoBERTa's padding
+** index (+ pad_token_id + 1: 512-token shards, pad 1 -> 514); stated, it must hold the
+** shards' sequences. A preset takes all four ids from the tokenizer. The resolved
+** config (RunPlan.model) is what every pushed revision's config.json holds. */
 #ifndef MASKD_RUN_CONFIG_H
 #define MASKD_RUN_CONFIG_H
 #include <jansson.h>
@@ -45,8 +55,8 @@ typedef struct RunConfig {
   char precision[16];              /* "fp32" or "bf16" (run_config_model_precision) */
 } RunConfig;
 
-/* What validation resolves: the model config (vocab_size from the tokenizer for a
-** preset) and trainer options whose paths point into the RunConfig (keep it alive). */
+/* What validation resolves: the model config (the tokenizer's ids and the positions
+** filled in as the rule above says) and trainer options whose paths point into the RunConfig (keep it alive). */
 typedef struct RunPlan {
   ModelConfig model;
   TrainerOptions train;

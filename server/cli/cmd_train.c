@@ -81,7 +81,13 @@ static const CliOpt train_opts[] = {
   RUN_OPT("--tokenizer", "T", NULL, "tokenizer.json (vocab_size, [MASK], <pad> come from it)"),
   RUN_OPT("--train", "DIR", NULL, "training shards"),
   RUN_OPT("--validation", "DIR", NULL, "evaluation shards"),
-  RUN_OPT("--config", "C", "small", "config.json or a preset: tiny, small, base (vocab_size from the tokenizer)"),
+  RUN_OPT("--config", "C", "small",
+          "config.json or a preset: tiny, small, base. vocab_size and the pad, bos\n"
+          "and eos ids come from the tokenizer (its size; <pad> or [PAD]; [CLS] and\n"
+          "[SEP], or <s> and </s>): a preset's always, a config.json's where it\n"
+          "leaves them out (one it states must agree, else it is refused). Left\n"
+          "out, max_position_embeddings is the shards' sequence length (RoBERTa:\n"
+          "+ pad_token_id + 1)"),
   RUN_OPT("--epochs", "N", "1", "epochs"),
   RUN_OPT("--max-steps", "N", "0: epochs x steps per epoch", "steps in all"),
   RUN_OPT("--batch", "B", "8", "sequences per micro-batch"),

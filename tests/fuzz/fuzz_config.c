@@ -1,7 +1,9 @@
 /* libFuzzer harness: config.json (engine/nn/config.h), as text (config_parse) and as a
 ** file (config_load: size and NUL checks). An accepted config passes config_validate,
 ** and what config_to_json writes for it parses back to the same fields (doubles bit
-** for bit), so a model saved and loaded again is the same model. */
+** for bit), so a model saved and loaded again is the same model. config_parse_stated
+** reads the same fields (its validation left to the caller), and what config_to_json
+** writes states every field a run would otherwise take from its tokenizer. */
 #include <stdint.h>
 #include <string.h>
 
@@ -61,6 +63,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else {
     FUZZ_CHECK(frc != 0, "config_load accepted a file with a NUL byte or over 1 MiB");
   }
+  ModelConfig sc;
+  unsigned stated = 0;
+  Err serr = {0};
+  int src = config_parse_stated(text, &sc, &stated, &serr);
+  FUZZ_CHECK(stated <= 31u, "stated bits 0x%x outside CONFIG_STATED_*", stated);
+  if (src == 0) {
+    /* config_parse is config_parse_stated then config_validate. */
+    int vrc = config_validate(&sc, &serr);
+    FUZZ_CHECK((vrc == 0) == (rc == 0), "stated parse then validate %s, config_parse %s", vrc ? serr.msg : "accepted",
+               rc ? err.msg : "accepted");
+    if (rc == 0) check_same(&c, &sc);
+  } else {
+    FUZZ_CHECK(rc != 0, "config_parse accepted what config_parse_stated refuses: %s", serr.msg);
+  }
   free(text);
   if (rc) {
     FUZZ_CHECK(err.msg[0], "a refusal without a message");
@@ -73,6 +89,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ModelConfig back;
   FUZZ_CHECK(config_parse(json, &back, &err) == 0, "the written config.json is refused: %s\n%s", err.msg, json);
   check_same(&c, &back);
+  /* Written out, every id is stated (an absent bos / eos of RoBERTa as null; BERT's is left out, its class default). */
+  FUZZ_CHECK(config_parse_stated(json, &back, &stated, &err) == 0, "the written config.json is refused: %s", err.msg);
+  unsigned want = CONFIG_STATED_VOCAB | CONFIG_STATED_PAD | CONFIG_STATED_MAX_POS;
+  if (c.model_type == MODEL_ROBERTA || c.bos_token_id >= 0) want |= CONFIG_STATED_BOS;
+  if (c.model_type == MODEL_ROBERTA || c.eos_token_id >= 0) want |= CONFIG_STATED_EOS;
+  FUZZ_CHECK(stated == want, "the written config.json states 0x%x, expected 0x%x\n%s", stated, want, json);
   free(json);
   return 0;
 }

@@ -202,6 +202,47 @@ int main(void) {
   check_python_layout("config_python_layout_null_bos_eos", s);
   free(s);
 
+  /* Which of the tokenizer's fields the text states (config_parse_stated): roberta-base
+  ** states all five; a config of sizes only, none (their class defaults in place); an
+  ** explicit null bos / eos is stated (None, "no such token"); BERT's default-less
+  ** bos / eos left out are not. */
+  unsigned stated = 99;
+  const unsigned all5 = CONFIG_STATED_VOCAB | CONFIG_STATED_PAD | CONFIG_STATED_BOS | CONFIG_STATED_EOS | CONFIG_STATED_MAX_POS;
+  rc = config_parse_stated(ROBERTA_BASE, &c, &stated, &e);
+  check(rc == 0 && stated == all5 && c.vocab_size == 50265 && c.pad_token_id == 1 && c.max_position_embeddings == 514,
+        "config_stated_roberta_base", "rc %d stated 0x%x (%s)", rc, stated, e.msg);
+  rc = config_parse_stated(BERT_BASE_UNCASED, &c, &stated, &e);
+  check(rc == 0 && stated == (CONFIG_STATED_VOCAB | CONFIG_STATED_PAD | CONFIG_STATED_MAX_POS) && c.bos_token_id == -1,
+        "config_stated_bert_base_uncased", "rc %d stated 0x%x (%s)", rc, stated, e.msg);
+  const char *sizes_only = "{\"model_type\": \"roberta\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                           " \"num_attention_heads\": 2, \"intermediate_size\": 128}";
+  rc = config_parse_stated(sizes_only, &c, &stated, &e);
+  check(rc == 0 && stated == 0 && c.vocab_size == 30522 && c.pad_token_id == 1 && c.bos_token_id == 0 && c.eos_token_id == 2 &&
+            c.max_position_embeddings == 512 && c.hidden_size == 64,
+        "config_stated_sizes_only", "rc %d stated 0x%x (%s)", rc, stated, e.msg);
+  rc = config_parse_stated("{\"model_type\": \"roberta\", \"bos_token_id\": null, \"eos_token_id\": 5}", &c, &stated, &e);
+  check(rc == 0 && stated == (CONFIG_STATED_BOS | CONFIG_STATED_EOS) && c.bos_token_id == -1 && c.eos_token_id == 5,
+        "config_stated_null_bos_is_stated", "rc %d stated 0x%x bos %d eos %d (%s)", rc, stated, c.bos_token_id, c.eos_token_id, e.msg);
+  /* What config_parse accepts, config_parse_stated reads the same; what config_parse
+  ** refuses for ranges that depend on the tokenizer's fields is left to the caller's
+  ** config_validate (pad 40000 fits a 50,000-token tokenizer, not the default 30522). */
+  rc = config_parse(ROBERTA_BASE, &d, &e);
+  config_parse_stated(ROBERTA_BASE, &c, &stated, &e);
+  check(rc == 0 && same_config(&c, &d), "config_stated_reads_the_same", "rc %d (%s)", rc, e.msg);
+  const char *big_pad = "{\"model_type\": \"bert\", \"pad_token_id\": 40000}";
+  rc = config_parse(big_pad, &c, &e);
+  check(rc == -1 && strstr(e.msg, "pad_token_id"), "config_parse_validates_pad", "rc %d (%s)", rc, e.msg);
+  rc = config_parse_stated(big_pad, &c, &stated, &e);
+  int vrc = rc == 0 ? config_validate(&c, &e) : 0;
+  c.vocab_size = 50000;
+  check(rc == 0 && stated == CONFIG_STATED_PAD && vrc == -1 && config_validate(&c, &e) == 0,
+        "config_stated_defers_validation", "rc %d stated 0x%x validate %d (%s)", rc, stated, vrc, e.msg);
+  e = (Err){0};
+  rc = config_parse_stated("{\"model_type\": \"roberta\", \"vocab_size\": \"big\"}", &c, &stated, &e);
+  check(rc == -1 && strstr(e.msg, "vocab_size") && e.kind == ERR_BAD_INPUT, "config_stated_still_refuses_types", "rc %d (%s)", rc, e.msg);
+  rc = config_parse_stated("{\"model_type\": \"roberta\"}", &c, NULL, &e);
+  check(rc == 0, "config_stated_null_out", "rc %d (%s)", rc, e.msg);
+
   /* Files. */
   char path[256];
   const char *tmp = getenv("MASKD_TMP");
@@ -218,6 +259,15 @@ int main(void) {
   remove(path);
   rc = config_load("/nonexistent/config.json", &d, &e);
   check(rc == -1 && strstr(e.msg, "/nonexistent/config.json"), "config_load_missing_file", "%s", e.msg);
+  f = fopen(path, "wb");
+  fputs("{\"model_type\": \"roberta\", \"vocab_size\": 8000, \"eos_token_id\": 1}", f);
+  fclose(f);
+  rc = config_load_stated(path, &d, &stated, &e);
+  check(rc == 0 && stated == (CONFIG_STATED_VOCAB | CONFIG_STATED_EOS) && d.vocab_size == 8000 && d.eos_token_id == 1,
+        "config_load_stated", "rc %d stated 0x%x (%s)", rc, stated, e.msg);
+  remove(path);
+  rc = config_load_stated("/nonexistent/config.json", &d, &stated, &e);
+  check(rc == -1 && strstr(e.msg, "/nonexistent/config.json"), "config_load_stated_missing_file", "%s", e.msg);
   c.num_attention_heads = 3;
   rc = config_save(&c, path, &e);
   check(rc == -1 && strstr(e.msg, "num_attention_heads") && access(path, F_OK) != 0, "config_save_refuses_invalid", "%s", e.msg);

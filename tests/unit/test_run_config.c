@@ -1,6 +1,8 @@
 /* Run descriptions: JSON and flags, the JSON round trip, and every refusal naming its
 ** field before any work starts (unknown keys, types, ranges, missing shards, vocabulary
-** mismatches between tokenizer, shards and model config, positions, sequence lengths). */
+** mismatches between tokenizer, shards and model config, positions, sequence lengths);
+** a config.json's left-out vocab_size, special ids and positions taken from the
+** tokenizer and the shards, a stated one that disagrees refused naming both values. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "engine/train/run_config.h"
 #include "engine/data/shards.h"
 #include "engine/tok/tokenizer.h"
+#include "engine/tok/tokenizer_files.h"
 #include "tests/unit/check.h"
 #include "tests/unit/fixtures.h"
 
@@ -44,6 +47,29 @@ static int put_tokenizer(void) {
   Tokenizer *t = tokenizer_new_seed(V, pieces, scores, 2, 5, &e);
   if (!t) { printf("# tokenizer: %s\n", e.msg); return -1; }
   int rc = tokenizer_save(t, tok_path, &e);
+  tokenizer_free(t);
+  return rc;
+}
+
+static void put_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  if (f) { fputs(text, f); fclose(f); }
+}
+
+/* A RoBERTa-style byte-level BPE tokenizer (<s> 0, <pad> 1, </s> 2, <mask> 9) made from
+** vocab.json + merges.txt, saved as tokenizer.json at path: 10 ids. */
+static int put_bpe_tokenizer(const char *dir, const char *path) {
+  char p[1024];
+  mkdir(dir, 0755);
+  snprintf(p, sizeof p, "%s/vocab.json", dir);
+  put_text(p, "{\"<s>\": 0, \"<pad>\": 1, \"</s>\": 2, \"<unk>\": 3, \"h\": 4, \"i\": 5, \"\xc4\xa0\": 6, \"hi\": 7, "
+              "\"\xc4\xa0hi\": 8, \"<mask>\": 9}");
+  snprintf(p, sizeof p, "%s/merges.txt", dir);
+  put_text(p, "#version: 0.2\nh i\n\xc4\xa0 hi\n");
+  Err e = {0};
+  Tokenizer *t = tokenizer_load_dir(dir, &e);
+  if (!t) { printf("# bpe tokenizer: %s\n", e.msg); return -1; }
+  int rc = tokenizer_save(t, path, &e);
   tokenizer_free(t);
   return rc;
 }
@@ -222,6 +248,85 @@ int main(void) {
   config_save(&mc, cpath, &e);
   r = run_config_validate(&b, &p, &e);
   check(r == 0 && p.model.max_position_embeddings == 20, "run_config_accepts_config_file", "rc %d: %s", r, e.msg);
+
+  /* A config.json of sizes only (the TPU guide's way): the tokenizer's vocabulary, <pad>,
+  ** [CLS] and [SEP]; positions for the shards' 16 tokens past RoBERTa's pad 3. */
+  const char *sizes = "\"hidden_size\": 16, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 32";
+  char text[1024];
+  snprintf(text, sizeof text, "{\"model_type\": \"roberta\", %s}", sizes);
+  put_text(cpath, text);
+  r = run_config_validate(&b, &p, &e);
+  check(r == 0 && p.model.vocab_size == V && p.model.pad_token_id == 3 && p.model.bos_token_id == 0 &&
+            p.model.eos_token_id == 1 && p.model.max_position_embeddings == 16 + 3 + 1 && p.model.hidden_size == 16,
+        "run_config_config_takes_tokenizer_ids", "rc %d: %s (vocab %d pad %d bos %d eos %d positions %d)", r, e.msg,
+        p.model.vocab_size, p.model.pad_token_id, p.model.bos_token_id, p.model.eos_token_id, p.model.max_position_embeddings);
+  /* BERT numbers positions from 0: exactly the shards' length. */
+  snprintf(text, sizeof text, "{\"model_type\": \"bert\", %s}", sizes);
+  put_text(cpath, text);
+  r = run_config_validate(&b, &p, &e);
+  check(r == 0 && p.model.model_type == MODEL_BERT && p.model.vocab_size == V && p.model.pad_token_id == 3 &&
+            p.model.bos_token_id == 0 && p.model.eos_token_id == 1 && p.model.max_position_embeddings == 16,
+        "run_config_bert_config_takes_tokenizer_ids", "rc %d: %s (pad %d positions %d)", r, e.msg, p.model.pad_token_id,
+        p.model.max_position_embeddings);
+  /* Stated and agreeing: kept; an explicit null eos ("no such token") too. */
+  snprintf(text, sizeof text, "{\"model_type\": \"roberta\", %s, \"vocab_size\": %d, \"pad_token_id\": 3, "
+           "\"bos_token_id\": 0, \"eos_token_id\": null, \"max_position_embeddings\": 30}", sizes, V);
+  put_text(cpath, text);
+  r = run_config_validate(&b, &p, &e);
+  check(r == 0 && p.model.bos_token_id == 0 && p.model.eos_token_id == -1 && p.model.max_position_embeddings == 30,
+        "run_config_config_keeps_stated_ids", "rc %d: %s (bos %d eos %d positions %d)", r, e.msg, p.model.bos_token_id,
+        p.model.eos_token_id, p.model.max_position_embeddings);
+  /* Stated and disagreeing: refused naming the field and both values. */
+  snprintf(text, sizeof text, "{\"model_type\": \"roberta\", %s, \"vocab_size\": 50265}", sizes);
+  put_text(cpath, text);
+  refused("run_config_refuses_stated_vocab", &b, "vocab_size 50265 in");
+  refused("run_config_refuses_stated_vocab_names_tokenizer_size", &b, "differs from the tokenizer's 40");
+  snprintf(text, sizeof text, "{\"model_type\": \"roberta\", %s, \"pad_token_id\": 1}", sizes);
+  put_text(cpath, text);
+  refused("run_config_refuses_stated_pad", &b, "pad_token_id 1 in");
+  refused("run_config_refuses_stated_pad_names_tokenizer_pad", &b, "is not the tokenizer's pad id 3 (<pad>)");
+  snprintf(text, sizeof text, "{\"model_type\": \"roberta\", %s, \"bos_token_id\": 2}", sizes);
+  put_text(cpath, text);
+  refused("run_config_refuses_stated_bos", &b, "bos_token_id 2 in");
+  refused("run_config_refuses_stated_bos_names_cls", &b, "is not the tokenizer's [CLS] id 0");
+  snprintf(text, sizeof text, "{\"model_type\": \"bert\", %s, \"eos_token_id\": 2}", sizes);
+  put_text(cpath, text);
+  refused("run_config_refuses_stated_eos", &b, "eos_token_id 2 in");
+  refused("run_config_refuses_stated_eos_names_sep", &b, "is not the tokenizer's [SEP] id 1");
+  snprintf(text, sizeof text, "{\"model_type\": \"roberta\", %s, \"max_position_embeddings\": 12}", sizes);
+  put_text(cpath, text);
+  refused("run_config_refuses_stated_short_positions", &b, "max_position_embeddings 12 holds 8 tokens, the shards have 16");
+  /* The file's own nonsense is still refused by name, with the file named. */
+  put_text(cpath, "{\"model_type\": \"roberta\", \"hidden_size\": 15, \"num_attention_heads\": 2}");
+  refused("run_config_refuses_config_nonsense", &b, "hidden_size: 15 is not a multiple");
+  refused("run_config_refuses_config_nonsense_names_file", &b, cpath);
+
+  /* RoBERTa's byte-level BPE: <pad> 1, <s> 0, </s> 2, as roberta-base; a preset takes them too. */
+  char bpe_dir[800], bpe_tok[800], bpe_train[800];
+  snprintf(bpe_dir, sizeof bpe_dir, "%s/bpe", root);
+  snprintf(bpe_tok, sizeof bpe_tok, "%s/bpe-tokenizer.json", root);
+  snprintf(bpe_train, sizeof bpe_train, "%s/bpe-train", root);
+  if (put_bpe_tokenizer(bpe_dir, bpe_tok) || put_set(bpe_train, "train", 20, 16, 10)) {
+    check(0, "run_config_bpe_setup", "could not write the BPE fixtures");
+  } else {
+    b = good();
+    snprintf(b.tokenizer, sizeof b.tokenizer, "%s", bpe_tok);
+    snprintf(b.train, sizeof b.train, "%s", bpe_train);
+    b.validation[0] = 0;
+    r = run_config_validate(&b, &p, &e);
+    check(r == 0 && p.model.vocab_size == 10 && p.model.pad_token_id == 1 && p.model.bos_token_id == 0 &&
+              p.model.eos_token_id == 2 && p.train.mask_id == 9,
+          "run_config_preset_takes_bpe_ids", "rc %d: %s (vocab %d pad %d bos %d eos %d)", r, e.msg, p.model.vocab_size,
+          p.model.pad_token_id, p.model.bos_token_id, p.model.eos_token_id);
+    snprintf(b.config, sizeof b.config, "%s", cpath);
+    snprintf(text, sizeof text, "{\"model_type\": \"roberta\", %s}", sizes);
+    put_text(cpath, text);
+    r = run_config_validate(&b, &p, &e);
+    check(r == 0 && p.model.vocab_size == 10 && p.model.pad_token_id == 1 && p.model.bos_token_id == 0 &&
+              p.model.eos_token_id == 2 && p.model.max_position_embeddings == 16 + 2,
+          "run_config_config_takes_bpe_ids", "rc %d: %s (pad %d bos %d eos %d positions %d)", r, e.msg, p.model.pad_token_id,
+          p.model.bos_token_id, p.model.eos_token_id, p.model.max_position_embeddings);
+  }
 
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

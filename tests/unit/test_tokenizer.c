@@ -68,6 +68,11 @@ int main(void) {
     int ok = rc == 0 && ids_are(&e, wp, 5);
     for (int i = 0; ok && i < 5; i++) ok = e.type_ids[i] == wt[i];
     check(ok, "tokenizer_template_pair_type_ids", "n %d", e.n);
+    /* The template's tokens are what a model config takes as bos / eos (AlbertTokenizer's roles). */
+    const char *cls = tokenizer_cls_token(t), *sep = tokenizer_sep_token(t);
+    check(cls && !strcmp(cls, "[CLS]") && sep && !strcmp(sep, "[SEP]") && tokenizer_token_to_id(t, cls) == 0 &&
+              tokenizer_token_to_id(t, sep) == 1,
+          "tokenizer_cls_sep_tokens", "%s %s", cls ? cls : "none", sep ? sep : "none");
   }
   /* The seed normaliser: `` and '' become ", which takes the span of the last
   ** character it replaces. */

@@ -73,6 +73,11 @@ static void bert_folder(void) {
   if (!t) return;
   check(tokenizer_mask_token(t) && !strcmp(tokenizer_mask_token(t), "[MASK]"), "bert_mask_token", "%s", tokenizer_mask_token(t) ? tokenizer_mask_token(t) : "none");
   check(tokenizer_pad_token(t) && !strcmp(tokenizer_pad_token(t), "[PAD]"), "bert_pad_token", "%s", tokenizer_pad_token(t) ? tokenizer_pad_token(t) : "none");
+  /* A config's bos / eos taken from the tokenizer: BERT's [CLS] (2) and [SEP] (3). */
+  const char *cls = tokenizer_cls_token(t), *sep = tokenizer_sep_token(t);
+  check(cls && !strcmp(cls, "[CLS]") && sep && !strcmp(sep, "[SEP]") && tokenizer_token_to_id(t, cls) == 2 &&
+            tokenizer_token_to_id(t, sep) == 3,
+        "bert_cls_sep_tokens", "%s %s", cls ? cls : "none", sep ? sep : "none");
   Encoding en = {0};
   const char *text = "Hello, WORLDs! [MASK] h\xc3\xa9llo";
   int rc = tokenizer_encode(t, text, strlen(text), 1, &en, &e);
@@ -134,6 +139,11 @@ static void roberta_folder(void) {
   if (!t) return;
   check(tokenizer_mask_token(t) && !strcmp(tokenizer_mask_token(t), "<mask>"), "roberta_mask_token", "%s", tokenizer_mask_token(t) ? tokenizer_mask_token(t) : "none");
   check(tokenizer_pad_token(t) && !strcmp(tokenizer_pad_token(t), "<pad>"), "roberta_pad_token", "%s", tokenizer_pad_token(t) ? tokenizer_pad_token(t) : "none");
+  /* RoBERTa's <s> (0) and </s> (2): roberta-base's bos_token_id and eos_token_id. */
+  const char *cls = tokenizer_cls_token(t), *sep = tokenizer_sep_token(t);
+  check(cls && !strcmp(cls, "<s>") && sep && !strcmp(sep, "</s>") && tokenizer_token_to_id(t, cls) == 0 &&
+            tokenizer_token_to_id(t, sep) == 2,
+        "roberta_cls_sep_tokens", "%s %s", cls ? cls : "none", sep ? sep : "none");
   Encoding en = {0};
   int rc = tokenizer_encode(t, "hi hi <mask>", 12, 1, &en, &e);
   int want[] = {0, 7, 8, 9, 2};   /* the mask token takes the space before it */
