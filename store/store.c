@@ -148,6 +148,15 @@ static const char *const MIGRATIONS[] = {
     ** they came (the mask token's name, clean_up_tokenization_spaces, the tokenizer class). */
     ("ALTER TABLE revisions ADD COLUMN tokenizer_config TEXT CHECK (tokenizer_config IS NULL OR json_valid(tokenizer_config));"
      "ALTER TABLE revisions ADD COLUMN special_tokens_map TEXT CHECK (special_tokens_map IS NULL OR json_valid(special_tokens_map));"),
+    /* 6: the registry: where a tokenizer or dataset came from (its corpora's sha256 and
+    ** size, its tokenizer's; NULL when unknown, as for rows of older versions) and the job
+    ** that made it, and a running job's progress. job_id is no foreign key: jobs are never
+    ** deleted, and a column in a foreign key could not be dropped by a later migration. */
+    ("ALTER TABLE tokenizers ADD COLUMN source TEXT CHECK (source IS NULL OR json_valid(source));"
+     "ALTER TABLE tokenizers ADD COLUMN job_id INTEGER CHECK (job_id IS NULL OR job_id > 0);"
+     "ALTER TABLE datasets ADD COLUMN source TEXT CHECK (source IS NULL OR json_valid(source));"
+     "ALTER TABLE datasets ADD COLUMN job_id INTEGER CHECK (job_id IS NULL OR job_id > 0);"
+     "ALTER TABLE jobs ADD COLUMN progress TEXT CHECK (progress IS NULL OR json_valid(progress));"),
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -280,7 +289,7 @@ int store_status_ended(StoreStatus status) {
 
 /* A column as JSON; the columns named in json_cols hold JSON text and are parsed. */
 static json_t *col_json(sqlite3_stmt *st, int i) {
-  static const char *const json_cols[] = {"config", "params", "metrics", "dist", "results", "confusion", NULL};
+  static const char *const json_cols[] = {"config", "params", "metrics", "dist", "results", "confusion", "source", "progress", NULL};
   switch (sqlite3_column_type(st, i)) {
     case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
     case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
@@ -772,20 +781,37 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
 
 /* ---- tokenizers ---- */
 
-int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_json, int vocab_size, Err *err) {
-  if (store_check_name("tokenizer", name, err) || check_json_object("tokenizer.json", tokenizer_json, err)) return -1;
+/* A registered thing's provenance: NULL, or a JSON object; job 0 (none) or an id. */
+static int check_source(const char *what, const char *source_json, int64_t job, Err *err) {
+  if (source_json && check_json_object(what, source_json, err)) return -1;
+  if (job < 0) return err_setk(err, ERR_INVALID, "%s: job %lld is not a job id", what, (long long)job);
+  return 0;
+}
+
+static void bind_job(sqlite3_stmt *st, int i, int64_t job) {
+  if (job > 0) sqlite3_bind_int64(st, i, job);
+  else sqlite3_bind_null(st, i);
+}
+
+int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_json, int vocab_size,
+                            const char *source_json, int64_t job, Err *err) {
+  if (store_check_name("tokenizer", name, err) || check_json_object("tokenizer.json", tokenizer_json, err) ||
+      check_source("tokenizer source", source_json, job, err))
+    return -1;
   if (vocab_size <= 0) return err_setk(err, ERR_INVALID, "tokenizer: vocab_size %d must be positive", vocab_size);
   char hex[65];
   size_t len = strlen(tokenizer_json);
   store_sha256_hex(tokenizer_json, len, hex);
   if (begin(s, err)) return -1;
   if (blob_put_tx(s, tokenizer_json, len, hex, err)) return rollback(s);
-  sqlite3_stmt *st = prep(s, "INSERT INTO tokenizers(name, vocab_size, blob, created) VALUES (?, ?, ?, ?)", err);
+  sqlite3_stmt *st = prep(s, "INSERT INTO tokenizers(name, vocab_size, blob, created, source, job_id) VALUES (?, ?, ?, ?, ?, ?)", err);
   if (!st) return rollback(s);
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 2, vocab_size);
   sqlite3_bind_text(st, 3, hex, -1, SQLITE_STATIC);
   sqlite3_bind_double(st, 4, now_wall());
+  bind_text(st, 5, source_json);
+  bind_job(st, 6, job);
   if (sqlite3_step(st) != SQLITE_DONE) {
     int code = sqlite3_extended_errcode(s->db);
     if (code == SQLITE_CONSTRAINT_UNIQUE) err_setk(err, ERR_CONFLICT, "tokenizer \"%s\" already exists", name);
@@ -825,16 +851,34 @@ int store_tokenizer_get(Store *s, const char *name, char **tokenizer_json, int64
   return rc;
 }
 
+#define TOKENIZER_COLS "SELECT id, name, vocab_size, blob AS sha256, created, job_id AS job, source FROM tokenizers"
+
 json_t *store_tokenizers_list(Store *s, Err *err) {
-  sqlite3_stmt *st = prep(s, "SELECT id, name, vocab_size, blob AS sha256, created FROM tokenizers ORDER BY id", err);
+  sqlite3_stmt *st = prep(s, TOKENIZER_COLS " ORDER BY id", err);
   return st ? rows_json(s, st, err) : NULL;
+}
+
+/* The one row of a query by name, or NULL with "<what> "NAME" does not exist". */
+static json_t *one_named(Store *s, sqlite3_stmt *st, const char *what, const char *name, Err *err) {
+  if (!st) return NULL;
+  bind_text(st, 1, name);
+  json_t *rows = rows_json(s, st, err);
+  if (!rows) return NULL;
+  json_t *o = json_incref(json_array_get(rows, 0));
+  json_decref(rows);
+  if (!o) err_setk(err, ERR_NOT_FOUND, "%s \"%.128s\" does not exist", what, name ? name : "");
+  return o;
+}
+
+json_t *store_tokenizer_info(Store *s, const char *name, Err *err) {
+  return one_named(s, prep(s, TOKENIZER_COLS " WHERE name = ?", err), "tokenizer", name, err);
 }
 
 /* ---- datasets ---- */
 
 int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int seq_len, const StoreShard *shards,
-                          int n_shards, Err *err) {
-  if (store_check_name("dataset", name, err)) return -1;
+                          int n_shards, const char *source_json, int64_t job, Err *err) {
+  if (store_check_name("dataset", name, err) || check_source("dataset source", source_json, job, err)) return -1;
   if (seq_len <= 0) return err_setk(err, ERR_INVALID, "dataset: seq_len %d must be positive", seq_len);
   if (n_shards <= 0 || !shards) return err_setk(err, ERR_INVALID, "dataset: no shards");
   for (int i = 0; i < n_shards; i++) {
@@ -852,13 +896,15 @@ int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int
     sqlite3_finalize(st);
     if (!tok_id) { err_setk(err, ERR_NOT_FOUND, "dataset: tokenizer \"%s\" does not exist", tokenizer); return rollback(s); }
   }
-  sqlite3_stmt *st = prep(s, "INSERT INTO datasets(name, tokenizer_id, seq_len, created) VALUES (?, ?, ?, ?)", err);
+  sqlite3_stmt *st = prep(s, "INSERT INTO datasets(name, tokenizer_id, seq_len, created, source, job_id) VALUES (?, ?, ?, ?, ?, ?)", err);
   if (!st) return rollback(s);
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   if (tok_id) sqlite3_bind_int64(st, 2, tok_id);
   else sqlite3_bind_null(st, 2);
   sqlite3_bind_int(st, 3, seq_len);
   sqlite3_bind_double(st, 4, now_wall());
+  bind_text(st, 5, source_json);
+  bind_job(st, 6, job);
   if (sqlite3_step(st) != SQLITE_DONE) {
     if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_UNIQUE) err_setk(err, ERR_CONFLICT, "dataset \"%s\" already exists", name);
     else db_err(s, err, "dataset");
@@ -887,45 +933,41 @@ int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int
   return id;
 }
 
+/* A dataset's row: its split (the one split of its shards; NULL when several), the
+** sample and shard counts summed over its shards. */
+#define DATASET_COLS                                                                                              \
+  "SELECT d.id, d.name, t.name AS tokenizer,"                                                                     \
+  " (SELECT CASE WHEN COUNT(DISTINCT split) = 1 THEN MIN(split) END FROM dataset_shards WHERE dataset_id = d.id)" \
+  " AS split, d.seq_len,"                                                                                         \
+  " (SELECT COALESCE(SUM(n_samples), 0) FROM dataset_shards WHERE dataset_id = d.id) AS samples,"                \
+  " (SELECT COUNT(*) FROM dataset_shards WHERE dataset_id = d.id) AS shards,"                                    \
+  " d.created, d.job_id AS job, d.source FROM datasets d LEFT JOIN tokenizers t ON t.id = d.tokenizer_id"
+
 json_t *store_dataset_get(Store *s, const char *name, Err *err) {
-  sqlite3_stmt *st = prep(s,
-                          "SELECT d.id, d.name, t.name AS tokenizer, d.seq_len, d.created FROM datasets d"
-                          " LEFT JOIN tokenizers t ON t.id = d.tokenizer_id WHERE d.name = ?", err);
-  if (!st) return NULL;
-  bind_text(st, 1, name);
-  json_t *rows = rows_json(s, st, err);
-  if (!rows) return NULL;
-  if (json_array_size(rows) == 0) {
-    json_decref(rows);
-    err_setk(err, ERR_NOT_FOUND, "dataset \"%s\" does not exist", name ? name : "");
-    return NULL;
-  }
-  json_t *d = json_incref(json_array_get(rows, 0));
-  json_decref(rows);
-  st = prep(s, "SELECT split, path, n_samples FROM dataset_shards WHERE dataset_id = ? ORDER BY split, path", err);
-  json_t *shards = st ? (sqlite3_bind_int64(st, 1, json_integer_value(json_object_get(d, "id"))), rows_json(s, st, err)) : NULL;
-  if (!shards) { json_decref(d); return NULL; }
+  json_t *d = one_named(s, prep(s, DATASET_COLS " WHERE d.name = ?", err), "dataset", name, err);
+  if (!d) return NULL;
+  sqlite3_stmt *st = prep(s, "SELECT split, path AS file, n_samples AS samples FROM dataset_shards WHERE dataset_id = ?"
+                             " ORDER BY split, path", err);
+  json_t *files = st ? (sqlite3_bind_int64(st, 1, json_integer_value(json_object_get(d, "id"))), rows_json(s, st, err)) : NULL;
+  if (!files) { json_decref(d); return NULL; }
   json_t *splits = json_object();
   size_t i;
   json_t *sh;
-  json_array_foreach(shards, i, sh) {
+  json_array_foreach(files, i, sh) {
     const char *split = json_string_value(json_object_get(sh, "split"));
     json_t *agg = json_object_get(splits, split);
     if (!agg) { agg = json_pack("{s:i,s:i}", "shards", 0, "samples", 0); json_object_set_new(splits, split, agg); }
     json_object_set_new(agg, "shards", json_integer(json_integer_value(json_object_get(agg, "shards")) + 1));
     json_object_set_new(agg, "samples", json_integer(json_integer_value(json_object_get(agg, "samples")) +
-                                                     json_integer_value(json_object_get(sh, "n_samples"))));
+                                                     json_integer_value(json_object_get(sh, "samples"))));
   }
   json_object_set_new(d, "splits", splits);
-  json_object_set_new(d, "shards", shards);
+  json_object_set_new(d, "files", files);
   return d;
 }
 
 json_t *store_datasets_list(Store *s, Err *err) {
-  sqlite3_stmt *st = prep(s,
-                          "SELECT d.id, d.name, t.name AS tokenizer, d.seq_len, d.created,"
-                          " (SELECT COALESCE(SUM(n_samples), 0) FROM dataset_shards WHERE dataset_id = d.id) AS samples"
-                          " FROM datasets d LEFT JOIN tokenizers t ON t.id = d.tokenizer_id ORDER BY d.id", err);
+  sqlite3_stmt *st = prep(s, DATASET_COLS " ORDER BY d.id", err);
   return st ? rows_json(s, st, err) : NULL;
 }
 
@@ -1657,6 +1699,20 @@ int store_run_has_running_job(Store *s, int64_t run, Err *err) {
 
 int store_jobs_recover(Store *s, int *n, Err *err) { return recover(s, "jobs", n, err); }
 
+int store_job_progress(Store *s, int64_t job, const char *progress_json, Err *err) {
+  if (progress_json && check_json_object("job progress", progress_json, err)) return -1;
+  if (strlen(progress_json ? progress_json : "") > 4096) return err_setk(err, ERR_TOO_LARGE, "job progress: longer than 4096 bytes");
+  sqlite3_stmt *st = prep(s, "UPDATE jobs SET progress = ? WHERE id = ? AND status = 'running'", err);
+  if (!st) return -1;
+  bind_text(st, 1, progress_json);
+  sqlite3_bind_int64(st, 2, job);
+  if (step_done(s, st, err, "job progress")) return -1;
+  if (sqlite3_changes(s->db) == 1) return 0;
+  StoreStatus cur;
+  if (job_status(s, job, &cur, err)) return -1;
+  return err_setk(err, ERR_CONFLICT, "job %lld is %s, not running", (long long)job, store_status_name(cur));
+}
+
 int64_t store_job_run(Store *s, int64_t job, Err *err) {
   sqlite3_stmt *st = prep(s, "SELECT run_id FROM jobs WHERE id = ?", err);
   if (!st) return -1;
@@ -1670,8 +1726,8 @@ int64_t store_job_run(Store *s, int64_t job, Err *err) {
 
 json_t *store_job_get(Store *s, int64_t job, Err *err) {
   sqlite3_stmt *st = prep(s,
-                          "SELECT id, kind, status, params, run_id AS run, created, started, finished, error, cancel_requested"
-                          " FROM jobs WHERE id = ?", err);
+                          "SELECT id, kind, status, params, run_id AS run, created, started, finished, error, cancel_requested,"
+                          " progress FROM jobs WHERE id = ?", err);
   if (!st) return NULL;
   sqlite3_bind_int64(st, 1, job);
   return one_row(s, st, "job", job, err);
@@ -1679,7 +1735,7 @@ json_t *store_job_get(Store *s, int64_t job, Err *err) {
 
 json_t *store_jobs_list(Store *s, Err *err) {
   sqlite3_stmt *st = prep(s,
-                          "SELECT id, kind, status, params, run_id AS run, created, started, finished, error, cancel_requested"
-                          " FROM jobs ORDER BY id DESC", err);
+                          "SELECT id, kind, status, params, run_id AS run, created, started, finished, error, cancel_requested,"
+                          " progress FROM jobs ORDER BY id DESC", err);
   return st ? rows_json(s, st, err) : NULL;
 }

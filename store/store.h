@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 typedef struct Store Store;
 
@@ -95,28 +95,38 @@ int store_gc(Store *s, int64_t *removed, Err *err);
 
 /* ---- tokenizers ---- */
 
-/* Adds tokenizer.json text under a new name; returns its id. */
-int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_json, int vocab_size, Err *err);
+/* Adds tokenizer.json text under a new name; returns its id. source_json (NULL: unknown)
+** is a JSON object saying what it was made from ({"corpora": [{"name", "bytes", "sha256"}]});
+** job is the job that made it (0: none). */
+int64_t store_tokenizer_add(Store *s, const char *name, const char *tokenizer_json, int vocab_size,
+                            const char *source_json, int64_t job, Err *err);
 /* The tokenizer.json text (malloc'd) of a name; *id may be NULL. */
 int store_tokenizer_get(Store *s, const char *name, char **tokenizer_json, int64_t *id, Err *err);
-/* [{id, name, vocab_size, sha256, created}] */
+/* Oldest first: [{id, name, vocab_size, sha256 (of the tokenizer.json), created, job (or null),
+** source (object or null)}] */
 json_t *store_tokenizers_list(Store *s, Err *err);
+/* One entry of store_tokenizers_list by name (ERR_NOT_FOUND when none). */
+json_t *store_tokenizer_info(Store *s, const char *name, Err *err);
 
 /* ---- datasets: shard sets ---- */
 
 typedef struct StoreShard {
   const char *split;      /* "train", "validation", ... */
-  const char *path;       /* shard file */
+  const char *path;       /* shard file: its file name (what the store shows; never a host path) */
   int64_t n_samples;
 } StoreShard;
 
-/* Adds a dataset (its shards with their sample counts); tokenizer may be NULL. */
+/* Adds a dataset (its shards with their sample counts); tokenizer (a registered tokenizer's
+** name) may be NULL. source_json (NULL: unknown) is a JSON object ({"corpora": [...],
+** "tokenizer": {"name", "sha256"}}); job the job that made it (0: none). */
 int64_t store_dataset_add(Store *s, const char *name, const char *tokenizer, int seq_len,
-                          const StoreShard *shards, int n_shards, Err *err);
-/* {id, name, tokenizer, seq_len, created, splits: {split: {shards, samples}}, shards: [{split, path, n_samples}]} */
-json_t *store_dataset_get(Store *s, const char *name, Err *err);
-/* [{id, name, tokenizer, seq_len, created, samples}] */
+                          const StoreShard *shards, int n_shards, const char *source_json, int64_t job, Err *err);
+/* Oldest first: [{id, name, tokenizer (or null), split (its shards' one split, null when
+** several), seq_len, samples, shards (a count), created, job (or null), source (object or null)}] */
 json_t *store_datasets_list(Store *s, Err *err);
+/* One entry of store_datasets_list by name (ERR_NOT_FOUND when none), with
+** splits: {split: {shards, samples}} and files: [{split, file, samples}]. */
+json_t *store_dataset_get(Store *s, const char *name, Err *err);
 
 /* ---- runs and metrics ---- */
 
@@ -265,7 +275,12 @@ int store_job_cancel_requested(Store *s, int64_t job, Err *err);
 int store_run_has_running_job(Store *s, int64_t run, Err *err);
 /* Marks jobs left "running" (by a dead worker) "interrupted"; *n counts them. */
 int store_jobs_recover(Store *s, int *n, Err *err);
-/* {id, kind, status, params (object), run, created, started, finished, error, cancel_requested} */
+/* A running job's progress, a JSON object ({"phase", "done", "total", "unit", "rate", "eta_s"}),
+** replacing the last; NULL clears it. ERR_CONFLICT when the job is not running, ERR_NOT_FOUND
+** when there is none, ERR_TOO_LARGE over 4096 bytes. */
+int store_job_progress(Store *s, int64_t job, const char *progress_json, Err *err);
+/* {id, kind, status, params (object), run, created, started, finished, error, cancel_requested,
+** progress (object or null: the last the job's process wrote)} */
 json_t *store_job_get(Store *s, int64_t job, Err *err);
 /* Jobs, newest first. */
 json_t *store_jobs_list(Store *s, Err *err);

@@ -274,7 +274,7 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   if (!buf || !enc || !w.list) rc = err_set(err, "out of memory");
 
   const char *src = opt->source && *opt->source ? opt->source : "input";
-  double t0 = now_monotonic(), last = t0;
+  double t0 = now_monotonic(), last = t0, last_report = t0;
   uint64_t fill = 0;
   char *line;
   size_t n;
@@ -320,9 +320,13 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
     }
     s.samples = w.samples + fill / L;
     s.shards = w.n_shards;
-    if (opt->progress && rc == 0) {
+    if ((opt->progress || opt->report) && rc == 0) {
       double now = now_monotonic();
-      if (now - last >= 1.0) { show_progress(&s, opt, lines.bytes, total_bytes, now - t0, 0); last = now; }
+      if (opt->progress && now - last >= 1.0) { show_progress(&s, opt, lines.bytes, total_bytes, now - t0, 0); last = now; }
+      if (opt->report && now - last_report >= 0.5) {
+        opt->report(opt->report_ctx, "encoding", (double)lines.bytes, total_bytes ? (double)total_bytes : -1, "bytes");
+        last_report = now;
+      }
     }
   }
   if (rc == 0 && got < 0) {
@@ -344,6 +348,8 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   if (rc == 0 && opt->stop && *opt->stop) rc = err_set(err, "stopped by a signal; nothing was written");
   if (rc == 0) rc = commit_set(tmp, dir, opt, w.list, err);
   if (rc == 0 && opt->progress) show_progress(&s, opt, lines.bytes, total_bytes, s.seconds, 1);
+  if (rc == 0 && opt->report)
+    opt->report(opt->report_ctx, "encoding", (double)lines.bytes, total_bytes ? (double)total_bytes : (double)lines.bytes, "bytes");
   /* A failed run leaves nothing behind: the temporary folder goes, the target is as it was. */
   if (rc != 0) files_remove_flat_dir(tmp);
   if (stats_out) *stats_out = s;

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "engine/core/err.h"
+#include "engine/core/report.h"
 
 /* One input line: a long document on one line is fine, a gigabyte without a newline is not. */
 #define PREPARE_MAX_LINE ((size_t)64 << 20)
@@ -62,6 +63,9 @@ typedef struct PrepareOptions {
   const char *tokenizer_hash; /* recorded in the manifest ("" when NULL) */
   const char *source;         /* the input's name: recorded in the manifest, named in errors */
   int progress;               /* 1: progress lines (lines, rate, ETA) on stderr */
+  ReportFn report;            /* NULL, or told "encoding": bytes of the input read of total_bytes
+                              ** (unknown when 0), about twice a second, and once at the end */
+  void *report_ctx;
   const volatile sig_atomic_t *stop;  /* when set (a signal handler's flag), stop: nothing is written */
 } PrepareOptions;
 

@@ -136,6 +136,8 @@ struct UtWords {
   uint64_t total;
   char *scratch; size_t scratch_cap;
   uint32_t *starts; size_t starts_cap;
+  ReportFn report; void *report_ctx;   /* ut_words_set_report */
+  double report_base, report_total;
 };
 
 UtWords *ut_words_new(void) {
@@ -308,6 +310,13 @@ static size_t read_block = (size_t)32 << 20;
 
 void ut_words_set_read_block(size_t bytes) { read_block = bytes >= 16 ? bytes : ((size_t)32 << 20); }
 
+void ut_words_set_report(UtWords *w, ReportFn fn, void *ctx, double base, double total) {
+  w->report = fn;
+  w->report_ctx = ctx;
+  w->report_base = base;
+  w->report_total = total;
+}
+
 int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
   FILE *f = files_fopen_regular(path, NULL, err);
   if (!f) return -1;
@@ -320,6 +329,7 @@ int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
   size_t cap = read_block, have = 0;
   char *buf = malloc(cap);
   long base = 0;
+  uint64_t counted = 0;   /* bytes of the file counted so far, for the report */
   int rc = 0;
   if (!buf) { fclose(f); return err_set(err, "out of memory reading %s", path); }
   for (int t = 1; t < threads; t++)
@@ -371,6 +381,8 @@ int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
       if (t) { ut_words_free(part[t]); if (!(part[t] = ut_words_new()) && !rc) rc = err_set(err, "out of memory"); }
     }
     base = lines;
+    counted += cut;
+    if (w->report && !rc) w->report(w->report_ctx, "reading", w->report_base + (double)counted, w->report_total, "bytes");
     if (rc || eof) break;
     memmove(buf, buf + cut, have - cut);
     have -= cut;
@@ -1142,6 +1154,7 @@ int ut_state_finalize(UtState *s, UtResult *out, Err *err) {
 
 int ut_train(const UtWords *w, const UtOptions *o, UtResult *out, Err *err) {
   memset(out, 0, sizeof *out);
+  if (o->report) o->report(o->report_ctx, "seeding", 0, -1, "pieces");
   UtState *s = ut_state_new(w, o, err);
   if (!s) return -1;
   /* Fail early, before EM, when the alphabet cannot fit. */
@@ -1174,12 +1187,17 @@ int ut_train(const UtWords *w, const UtOptions *o, UtResult *out, Err *err) {
       if (ut_state_mstep(s, expected, err)) goto done;
       double el = now_monotonic() - t_em;
       int left = expected_rounds - round;
+      if (o->report) {
+        int total = (expected_rounds > round ? expected_rounds : round) * o->n_sub_iterations;
+        o->report(o->report_ctx, "EM iterations", (double)((round - 1) * o->n_sub_iterations + it + 1), total, "iterations");
+      }
       progress(s, "EM round %d/%d iter %d: %d -> %d pieces, objective %.4f, %.2f s/round, ETA %.1fs",
                round, expected_rounds, it + 1, before - 1, s->n - 1, -ll / s->total_count,
                el / round, left > 0 ? el / round * left : 0.0);
     }
     if (s->n <= desired) break;
     int before = s->n;
+    if (o->report) o->report(o->report_ctx, "pruning", round, expected_rounds > round ? expected_rounds : round, "rounds");
     if (ut_state_prune(s, err)) goto done;
     progress(s, "prune round %d: %d -> %d pieces", round, before - 1, s->n - 1);
   }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/core/err.h"
+#include "engine/core/report.h"
 
 typedef struct UtOptions {
   int vocab_size;                    /* final size, special tokens included (8000) */
@@ -28,6 +29,9 @@ typedef struct UtOptions {
   int progress;                      /* progress lines on stderr */
   int seed_distinct;                 /* 1: a substring's seed frequency counts distinct words (HF);
                                         0: every occurrence, weighted by word count (default) */
+  ReportFn report;                   /* NULL, or told each phase: "seeding", "EM iterations" (k of
+                                        the expected n), "pruning" (round k of n) */
+  void *report_ctx;
 } UtOptions;
 
 /* Fills the defaults above, with no special tokens, unk_token NULL, progress off. */
@@ -53,6 +57,9 @@ int ut_words_add_text(UtWords *w, const char *text, size_t len, Err *err);
 ** path must be a regular file (a FIFO or a device is refused before reading); a line
 ** over UT_MAX_LINE bytes is refused. */
 int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err);
+/* ut_words_add_file() reports each block it has counted to fn (NULL: none) as "reading":
+** base + the file's bytes counted so far, of total, in bytes. Set it again for each file. */
+void ut_words_set_report(UtWords *w, ReportFn fn, void *ctx, double base, double total);
 /* Reads files in blocks of this many bytes (default 32 MiB; 0 restores it); for tests. */
 void ut_words_set_read_block(size_t bytes);
 /* Number of distinct words. */

@@ -123,10 +123,15 @@ void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs);
 void route_cancel_job(void *app, HttpReq *rq, HttpRes *rs);
 void route_jobs(void *app, HttpReq *rq, HttpRes *rs);
 void route_job(void *app, HttpReq *rq, HttpRes *rs);
-/* GET /corpora, /tokenizers, /datasets: the names a job may use (server/app/workspace.h). */
+/* GET /corpora: the corpora a job may name (server/app/workspace.h). */
 void route_corpora(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /tokenizers, /datasets (oldest first) and /tokenizers/{name}, /datasets/{name}: the
+** store's registry of what jobs made (server/app/registry.h), with each one's source and
+** job; no answer holds a host path (a dataset's shards are named by file name). */
 void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs);
 void route_datasets(void *app, HttpReq *rq, HttpRes *rs);
+void route_tokenizer(void *app, HttpReq *rq, HttpRes *rs);
+void route_dataset(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_core.c: health, metrics, the page. */
 double now_wall(void);  /* unix seconds */

@@ -6,7 +6,9 @@
 ** id (maskd train, maskd tokenizer train, maskd prepare, each with --job ID): the child
 ** reads the description from the store and resolves its names itself. maskd train
 ** validates it once, trains on what it opened, and links the run it makes to the job;
-** a tokenizer or prepare job writes into the output folder the worker made for it.
+** a tokenizer or prepare job writes into the output folder the worker made for it, and
+** when it succeeds the worker registers what it made in the store (server/app/registry.h:
+** GET /tokenizers and /datasets answer from there), or fails it saying why.
 ** Cancelling a running job sends SIGTERM: maskd train then checkpoints at the step
 ** boundary and stops.
 ** Because the queue lives in the store, a restarted server neither loses queued jobs
@@ -33,6 +35,7 @@
 #include "engine/core/now.h"
 #include "engine/train/run_config.h"
 #include "server/app/app.h"
+#include "server/app/registry.h"
 #include "server/app/workspace.h"
 
 extern char **environ;
@@ -424,15 +427,50 @@ void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
   json_decref(b);
 }
 
-/* GET /corpora, /tokenizers, /datasets: what a job may name. */
+/* GET /corpora: what a job may name. */
 static void list_route(App *a, HttpRes *rs, const char *kind) {
   json_t *l = workspace_list(&a->ws, kind, 1000);
   if (!l) { http_error(rs, 500, "out of memory", NULL); return; }
   http_json(rs, 200, l);
 }
 void route_corpora(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "corpora"); }
-void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "tokenizers"); }
-void route_datasets(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "datasets"); }
+
+/* GET /tokenizers, /datasets and one of them by name: the store's registry (what jobs
+** made, and output folders adopted at start-up), without the store's row ids. */
+static json_t *registry_entry(json_t *o) {
+  json_object_del(o, "id");
+  return o;
+}
+
+static void registry_list(App *a, HttpRes *rs, int datasets) {
+  Store *s = app_store(a, rs);
+  if (!s) return;
+  Err e = {0};
+  json_t *l = datasets ? store_datasets_list(s, &e) : store_tokenizers_list(s, &e);
+  if (!l) { http_error_from(rs, &e, datasets ? "cannot list datasets" : "cannot list tokenizers", json_string(e.msg)); return; }
+  size_t i;
+  json_t *x;
+  json_array_foreach(l, i, x) registry_entry(x);
+  http_json(rs, 200, l);
+}
+
+static void registry_one(App *a, HttpReq *rq, HttpRes *rs, int datasets) {
+  Store *s = app_store(a, rs);
+  if (!s) return;
+  Err e = {0};
+  const char *name = rq->params[0];
+  json_t *o = datasets ? store_dataset_get(s, name, &e) : store_tokenizer_info(s, name, &e);
+  if (!o) {
+    http_error_from(rs, &e, datasets ? "no such dataset" : "no such tokenizer", json_pack("{s:s}", "why", e.msg));
+    return;
+  }
+  http_json(rs, 200, registry_entry(o));
+}
+
+void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; registry_list(app, rs, 0); }
+void route_datasets(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; registry_list(app, rs, 1); }
+void route_tokenizer(void *app, HttpReq *rq, HttpRes *rs) { registry_one(app, rq, rs, 0); }
+void route_dataset(void *app, HttpReq *rq, HttpRes *rs) { registry_one(app, rq, rs, 1); }
 
 /* ---- reading and cancelling ---- */
 
@@ -545,8 +583,11 @@ static void args_free(Argv *a) { for (int i = 0; i < a->n; i++) free(a->v[i]); a
 
 /* What a tokenizer or prepare job makes: its output folder, removed again when the job
 ** fails so that the name is free for another try. */
+_Static_assert(sizeof ((RegistryPlan *)0)->corpora / sizeof ((RegistryPlan *)0)->corpora[0] == APP_JOB_MAX_INPUTS,
+               "a registry plan holds every input a job may name");
 typedef struct JobPlan {
   char out_dir[WORKSPACE_PATH_MAX];
+  RegistryPlan *reg;   /* what it reads, hashed before it runs; registered when it succeeds */
 } JobPlan;
 
 /* Every value on a job's command line is a resolved absolute path, a number, or a
@@ -616,6 +657,11 @@ static int job_argv(Worker *w, int64_t job, const char *kind, const char *params
     /* maskd train and maskd prepare log no progress line; the tokenizer trainer's goes to the job's log. */
     if (!tokenizer) arg(av, "--quiet");
     if (!train) rc = output_dir(w, params, tokenizer ? "tokenizers" : "datasets", plan, e);
+    if (!train && rc == 0) {
+      plan->reg = malloc(sizeof *plan->reg);
+      rc = !plan->reg ? err_setk(e, ERR_NOMEM, "out of memory")
+                      : registry_plan(&w->app->ws, kind, params, plan->reg, e) < 0 ? -1 : 0;
+    }
   }
   av->v[av->n] = NULL;
   return rc;
@@ -664,7 +710,9 @@ static int name_running(json_t *running, const char *name, size_t n) {
 
 /* At start-up this worker runs no job yet: what a server that died left in the work
 ** folder's output folders goes (temporaries, and output folders with no finished output
-** in them), except the names of jobs another live server's worker is running. */
+** in them), except the names of jobs another live server's worker is running. A finished
+** folder the store does not know (an older server's, or one the command line made) is
+** registered with source null (registry_adopt). */
 static void sweep_outputs(const Workspace *ws, Store *s) {
   Err e = {0};
   json_t *jobs = store_jobs_list(s, &e), *running = json_array();
@@ -698,7 +746,11 @@ static void sweep_outputs(const Workspace *ws, Store *s) {
       }
       if (!S_ISDIR(st.st_mode) || !workspace_name_ok(ent->d_name)) continue;
       snprintf(f, sizeof f, "%s/%s", p, done_file[k]);
-      if (lstat(f, &st) == 0) continue;   /* finished: kept */
+      if (lstat(f, &st) == 0) {   /* finished: kept, and registered when the store does not know it */
+        if (registry_adopt(s, kinds[k], ent->d_name, p, &e))
+          fprintf(stderr, "maskd serve: %s/%s is not registered: %s\n", kinds[k], ent->d_name, e.msg);
+        continue;
+      }
       files_remove_flat_dir(p);
     }
     if (d) closedir(d);
@@ -718,6 +770,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     store_job_finish(s, job, STORE_STATUS_FAILED, e.msg, &e);
     args_free(&av);
     remove_output(plan.out_dir);
+    free(plan.reg);
     return;
   }
   posix_spawn_file_actions_t fa;
@@ -740,6 +793,7 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   if (err) {
     store_job_finish(s, job, STORE_STATUS_FAILED, strerror(err), &e);
     remove_output(plan.out_dir);
+    free(plan.reg);
     return;
   }
   int train = !strcmp(kind, "train"), cancelled = 0, killed = 0, status = 0, polls = 0;
@@ -789,12 +843,19 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     store_job_finish(s, job, STORE_STATUS_INTERRUPTED,
                      killed ? "the server stopped (the job was killed after the grace period)" : "the server stopped", &e);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);
-    plan.out_dir[0] = '\0';  /* kept: the job made it */
+    /* What a tokenizer or prepare job made is registered, or the job fails with why. */
+    Err re = {0};
+    if (plan.reg && registry_register(s, plan.reg, plan.out_dir, job, &re)) {
+      store_job_finish(s, job, STORE_STATUS_FAILED, re.msg, &e);
+    } else {
+      store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);
+      plan.out_dir[0] = '\0';  /* kept: the job made it */
+    }
   } else {
     store_job_finish(s, job, STORE_STATUS_FAILED, why[0] ? why : "the job's process failed", &e);
   }
   remove_output(plan.out_dir);
+  free(plan.reg);
 }
 
 static void *worker_main(void *arg) {

@@ -15,6 +15,7 @@
 #include "engine/data/shards.h"
 #include "engine/tok/tokenizer.h"
 #include "server/cli/commands.h"
+#include "server/cli/job_progress.h"
 #include "server/cli/job_read.h"
 #include "store/store.h"
 
@@ -132,9 +133,10 @@ static const char *const job_options[] = {"--job", "--db", "--work-dir", "--data
 
 /* --job: the tokenizer, input, split, sequence length and output come from the queued
 ** job; p keeps the paths. */
-static int from_job(PrepareArgs *a, JobReadPrepare *p, Err *e) {
+static int from_job(PrepareArgs *a, JobReadPrepare *p, int64_t *job_id, Err *e) {
   int64_t id;
   if (job_read_id(a->job, a->work_dir, &id, e)) return -1;
+  *job_id = id;
   Store *db = store_open(cli_db_path(a->db_path), e);
   if (!db) return -1;
   int r = job_read_prepare(db, id, a->data_dir, a->work_dir, p, e);
@@ -164,7 +166,8 @@ int cmd_prepare(int argc, char **argv) {
   }
   JobReadPrepare job;
   Err je = {0};
-  if (args.job && from_job(&args, &job, &je)) { fprintf(stderr, "maskd prepare: %s\n", je.msg); return 1; }
+  int64_t job_id = 0;
+  if (args.job && from_job(&args, &job, &job_id, &je)) { fprintf(stderr, "maskd prepare: %s\n", je.msg); return 1; }
   const char *input = args.input, *out = args.out, *split = args.split, *hash = args.hash, *tokenizer = args.tokenizer;
   long seq_len = args.seq_len, vocab = args.vocab;
   int ids_mode = args.ids_mode;
@@ -215,9 +218,18 @@ int cmd_prepare(int argc, char **argv) {
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   o.stop = &stop_signal;
+  /* A job's progress goes to its record in the store (GET /jobs/ID). */
+  JobProgress jp;
+  memset(&jp, 0, sizeof jp);
+  if (job_id > 0) {
+    job_progress_open(&jp, cli_db_path(args.db_path), job_id);
+    o.report = job_progress_report;
+    o.report_ctx = &jp;
+  }
   PrepareStats s;
   int rc = tokenizer ? prepare_run(in, total, out, &o, tok_encode, &tc, &s, &err)
                      : prepare_run(in, total, out, &o, ids_encode, NULL, &s, &err);
+  job_progress_close(&jp);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   if (in != stdin) fclose(in);

@@ -15,6 +15,7 @@
 #include "engine/tok/tokenizer.h"
 #include "engine/tok/unigram_trainer.h"
 #include "server/cli/commands.h"
+#include "server/cli/job_progress.h"
 #include "server/cli/job_read.h"
 #include "store/store.h"
 
@@ -105,9 +106,10 @@ const CliSpec cli_spec_tokenizer_train = {
 static const char *const job_options[] = {"--job", "--db", "--work-dir", "--data-dir", "--quiet", NULL};
 
 /* --job: the corpora, vocabulary size and output come from the queued job; t keeps the paths. */
-static int from_job(TokTrainArgs *a, JobReadTokenizer *t, Err *e) {
+static int from_job(TokTrainArgs *a, JobReadTokenizer *t, int64_t *job_id, Err *e) {
   int64_t id;
   if (job_read_id(a->job, a->work_dir, &id, e)) return -1;
+  *job_id = id;
   Store *db = store_open(cli_db_path(a->db_path), e);
   if (!db) return -1;
   int r = job_read_tokenizer(db, id, a->data_dir, a->work_dir, t, e);
@@ -139,8 +141,12 @@ int cmd_tokenizer_train(int argc, char **argv) {
   }
   JobReadTokenizer *job = calloc(1, sizeof *job);
   Err je = {0};
+  int64_t job_id = 0;
+  /* A job's progress goes to its record in the store (GET /jobs/ID). */
+  JobProgress jp;
+  memset(&jp, 0, sizeof jp);
   if (!job) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); free(args); return 1; }
-  if (args->job && from_job(args, job, &je)) {
+  if (args->job && from_job(args, job, &job_id, &je)) {
     fprintf(stderr, "maskd tokenizer train: %s\n", je.msg);
     job_read_tokenizer_free(job);
     free(job);
@@ -162,6 +168,11 @@ int cmd_tokenizer_train(int argc, char **argv) {
   o.n_sub_iterations = args->sub_iterations;
   o.shrinking_factor = args->shrinking_factor;
   if (args->threads) o.threads = args->threads;
+  if (job_id > 0) {
+    job_progress_open(&jp, cli_db_path(args->db_path), job_id);
+    o.report = job_progress_report;
+    o.report_ctx = &jp;
+  }
   int rc = 2;
   if (args->special) {
     special_buf = strdup(args->special);
@@ -195,8 +206,11 @@ int cmd_tokenizer_train(int argc, char **argv) {
   UtResult r = {0};
   Tokenizer *tok = NULL;
   if (!w) { fprintf(stderr, "maskd tokenizer train: out of memory\n"); goto done_dir; }
-  double bytes = 0;
+  double bytes = 0, total_bytes = 0;
+  for (int i = 0; i < n_inputs; i++)
+    if (!stat(inputs[i], &st)) total_bytes += (double)st.st_size;
   for (int i = 0; i < n_inputs; i++) {
+    if (o.report) ut_words_set_report(w, o.report, o.report_ctx, bytes, total_bytes);
     if (ut_words_add_file(w, inputs[i], o.threads, &err)) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
     if (!stat(inputs[i], &st)) bytes += (double)st.st_size;
   }
@@ -209,6 +223,7 @@ int cmd_tokenizer_train(int argc, char **argv) {
   for (int i = 0; i < n_special; i++) if (o.unk_token && !strcmp(special[i], o.unk_token)) added_unk = 0;
   tok = tokenizer_new_seed(r.n, (const char *const *)r.pieces, r.scores, r.unk_id, n_special + added_unk, &err);
   if (!tok) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
+  if (o.report) o.report(o.report_ctx, "writing", r.n, r.n, "pieces");
   const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
   /* Written atomically; a stop signal waits until the files are in place (or not). */
   sigset_t old_mask;
@@ -224,6 +239,7 @@ done_dir:
   ut_words_free(w);
   free(outdup);
 done:
+  job_progress_close(&jp);
   free(special_buf);
   free(args);
   job_read_tokenizer_free(job);

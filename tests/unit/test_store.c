@@ -139,7 +139,9 @@ static void open_tests(void) {
   ** columns (epoch F1 scores and confusions, run results, a model's best revision), none of
   ** version 5's (an imported revision's tokenizer side files), and a run with an epoch
   ** record that must come through. */
-  int v1rc = rawexec(empty, "ALTER TABLE revisions DROP COLUMN tokenizer_config; ALTER TABLE revisions DROP COLUMN special_tokens_map;"
+  int v1rc = rawexec(empty, "ALTER TABLE tokenizers DROP COLUMN source; ALTER TABLE tokenizers DROP COLUMN job_id;"
+                 "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
+                 "ALTER TABLE revisions DROP COLUMN tokenizer_config; ALTER TABLE revisions DROP COLUMN special_tokens_map;"
                  "ALTER TABLE runs DROP COLUMN dist; DROP TABLE jobs;"
                  "ALTER TABLE runs DROP COLUMN results; ALTER TABLE epoch_metrics DROP COLUMN macro_f1;"
                  "ALTER TABLE epoch_metrics DROP COLUMN weighted_f1; ALTER TABLE epoch_metrics DROP COLUMN confusion;"
@@ -178,6 +180,34 @@ static void open_tests(void) {
             q1(empty, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'dist'") == 1,
         "store_migrates_v1_jobs", "%s", e.msg);
   json_decref(v1job);
+  /* A version-5 file (no registry columns, no job progress) with a tokenizer, a dataset and a
+  ** job: they come through with source, job and progress null. */
+  char v5[400];
+  snprintf(v5, sizeof v5, "%s", make_db_path("v5.db"));
+  s = store_open(v5, &e);
+  store_close(s);
+  int v5rc = rawexec(v5, "ALTER TABLE tokenizers DROP COLUMN source; ALTER TABLE tokenizers DROP COLUMN job_id;"
+                         "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
+                         "ALTER TABLE jobs DROP COLUMN progress;"
+                         "INSERT INTO blobs(sha256, size, created) VALUES ('" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" "', 0, 1);"
+                         "INSERT INTO tokenizers(name, vocab_size, blob, created) VALUES ('old-tok', 100,"
+                         " 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 1);"
+                         "INSERT INTO datasets(name, tokenizer_id, seq_len, created) VALUES ('old-ds', 1, 64, 1);"
+                         "INSERT INTO dataset_shards VALUES (1, 'train', 'train-0.shard', 10), (1, 'valid', 'valid-0.shard', 2);"
+                         "INSERT INTO jobs(kind, status, params, created) VALUES ('prepare', 'done', '{}', 1);"
+                         "PRAGMA user_version = 5;");
+  s = store_open(v5, &e);
+  json_t *v5t = s ? store_tokenizer_info(s, "old-tok", &e) : NULL, *v5d = s ? store_dataset_get(s, "old-ds", &e) : NULL;
+  json_t *v5j = s ? store_job_get(s, 1, &e) : NULL;
+  check(v5rc == SQLITE_OK && s && store_schema_version(s) == 6 && v5t && json_is_null(json_object_get(v5t, "source")) &&
+            json_is_null(json_object_get(v5t, "job")) && v5d && json_is_null(json_object_get(v5d, "source")) &&
+            json_is_null(json_object_get(v5d, "split")) && json_integer_value(json_object_get(v5d, "shards")) == 2 &&
+            json_integer_value(json_object_get(v5d, "samples")) == 12 && v5j && json_is_null(json_object_get(v5j, "progress")),
+        "store_migrates_v5_registry", "%s", e.msg);
+  json_decref(v5t);
+  json_decref(v5d);
+  json_decref(v5j);
+  store_close(s);
   snprintf(junk, sizeof junk, "%s", make_db_path("junk.db"));
   FILE *f = fopen(junk, "wb");
   for (int i = 0; i < 100; i++) fputs("this is not a database at all\n", f);
@@ -302,48 +332,77 @@ static void api_tests(void) {
 
   /* Tokenizers. */
   const char *tj = "{\"version\": \"1.0\", \"model\": {\"type\": \"Unigram\", \"vocab\": [[\"<unk>\", 0.0]]}}";
-  int64_t tid = store_tokenizer_add(s, "wiki-8k", tj, 8000, &e);
+  int64_t tid = store_tokenizer_add(s, "wiki-8k", tj, 8000, "{\"corpora\": [{\"name\": \"c.txt\", \"bytes\": 5, \"sha256\": \"ab\"}]}", 0, &e);
   char *text = NULL;
   int64_t tid2 = 0;
   rc = store_tokenizer_get(s, "wiki-8k", &text, &tid2, &e);
   check(tid > 0 && rc == 0 && tid2 == tid && text && !strcmp(text, tj), "store_tokenizer_round_trip", "%s", e.msg);
   free(text);
-  check(store_tokenizer_add(s, "wiki-8k", tj, 8000, &e) == -1 && strstr(e.msg, "already exists"), "store_tokenizer_refuses_duplicate", "%s", e.msg);
+  check(store_tokenizer_add(s, "wiki-8k", tj, 8000, NULL, 0, &e) == -1 && strstr(e.msg, "already exists"), "store_tokenizer_refuses_duplicate", "%s", e.msg);
   check(e.kind == ERR_CONFLICT, "store_kind_name_taken_is_conflict", "%s: %s", err_kind_name(e.kind), e.msg);
-  check(store_tokenizer_add(s, "t2", "{\"a\":", 10, &e) == -1 && strstr(e.msg, "malformed"), "store_tokenizer_refuses_bad_json", "%s", e.msg);
-  check(store_tokenizer_add(s, "bad name", tj, 10, &e) == -1 && strstr(e.msg, "name"), "store_tokenizer_refuses_bad_name", "%s", e.msg);
-  check(store_tokenizer_add(s, "t3", tj, 0, &e) == -1 && strstr(e.msg, "vocab_size"), "store_tokenizer_refuses_zero_vocab", "%s", e.msg);
+  check(store_tokenizer_add(s, "t2", "{\"a\":", 10, NULL, 0, &e) == -1 && strstr(e.msg, "malformed"), "store_tokenizer_refuses_bad_json", "%s", e.msg);
+  check(store_tokenizer_add(s, "bad name", tj, 10, NULL, 0, &e) == -1 && strstr(e.msg, "name"), "store_tokenizer_refuses_bad_name", "%s", e.msg);
+  check(store_tokenizer_add(s, "t3", tj, 0, NULL, 0, &e) == -1 && strstr(e.msg, "vocab_size"), "store_tokenizer_refuses_zero_vocab", "%s", e.msg);
   check(store_tokenizer_get(s, "nope", &text, NULL, &e) == -1 && strstr(e.msg, "nope"), "store_tokenizer_missing", "%s", e.msg);
+  check(store_tokenizer_add(s, "t4", tj, 10, "[1]", 0, &e) == -1 && strstr(e.msg, "object") && e.kind == ERR_INVALID &&
+            store_tokenizer_add(s, "t4", tj, 10, "{", 0, &e) == -1 && store_tokenizer_add(s, "t4", tj, 10, NULL, -3, &e) == -1,
+        "store_tokenizer_refuses_bad_source", "%s", e.msg);
+  int64_t tid5 = store_tokenizer_add(s, "t5", tj, 10, NULL, 42, &e);
   json_t *list = store_tokenizers_list(s, &e);
-  check(list && json_array_size(list) == 1 && json_integer_value(json_object_get(json_array_get(list, 0), "vocab_size")) == 8000,
+  json_t *t0 = json_array_get(list, 0), *t1 = json_array_get(list, 1);
+  check(tid5 > tid && list && json_array_size(list) == 2 && json_integer_value(json_object_get(t0, "vocab_size")) == 8000 &&
+            !strcmp(json_string_value(json_object_get(t0, "name")), "wiki-8k") &&
+            json_string_length(json_object_get(t0, "sha256")) == 64 && json_is_null(json_object_get(t0, "job")) &&
+            json_integer_value(json_object_get(json_array_get(json_object_get(json_object_get(t0, "source"), "corpora"), 0), "bytes")) == 5 &&
+            json_integer_value(json_object_get(t1, "job")) == 42 && json_is_null(json_object_get(t1, "source")),
         "store_tokenizers_list", "%s", e.msg);
   json_decref(list);
+  json_t *ti = store_tokenizer_info(s, "t5", &e);
+  check(ti && json_integer_value(json_object_get(ti, "job")) == 42 && json_integer_value(json_object_get(ti, "vocab_size")) == 10,
+        "store_tokenizer_info", "%s", e.msg);
+  json_decref(ti);
+  ti = store_tokenizer_info(s, "nope", &e);
+  check(!ti && e.kind == ERR_NOT_FOUND && strstr(e.msg, "nope"), "store_tokenizer_info_missing", "%s", e.msg);
 
   /* Datasets. */
   StoreShard shards[] = {{"train", "/d/train-00000-5000.shard", 5000}, {"train", "/d/train-00001-1234.shard", 1234},
                          {"validation", "/d/validation-00000-600.shard", 600}};
-  int64_t did = store_dataset_add(s, "wikitext-128", "wiki-8k", 128, shards, 3, &e);
+  int64_t did = store_dataset_add(s, "wikitext-128", "wiki-8k", 128, shards, 3,
+                                  "{\"corpora\": [], \"tokenizer\": {\"name\": \"wiki-8k\", \"sha256\": \"ab\"}}", 7, &e);
   json_t *ds = store_dataset_get(s, "wikitext-128", &e);
   json_t *tr = ds ? json_object_get(json_object_get(ds, "splits"), "train") : NULL;
   check(did > 0 && ds && json_integer_value(json_object_get(tr, "samples")) == 6234 &&
             json_integer_value(json_object_get(tr, "shards")) == 2 &&
             !strcmp(json_string_value(json_object_get(ds, "tokenizer")), "wiki-8k") &&
-            json_array_size(json_object_get(ds, "shards")) == 3,
+            json_array_size(json_object_get(ds, "files")) == 3 && json_integer_value(json_object_get(ds, "shards")) == 3 &&
+            json_is_null(json_object_get(ds, "split")) && json_integer_value(json_object_get(ds, "job")) == 7 &&
+            !strcmp(json_string_value(json_object_get(json_object_get(json_object_get(ds, "source"), "tokenizer"), "name")) ?: "", "wiki-8k"),
         "store_dataset_round_trip", "%s", e.msg);
   json_decref(ds);
   StoreShard dup[] = {{"train", "/x", 1}, {"train", "/x", 2}};
   long long before = q1(db, "SELECT COUNT(*) FROM datasets");
-  check(store_dataset_add(s, "d2", NULL, 128, dup, 2, &e) == -1 && strstr(e.msg, "twice") &&
+  check(store_dataset_add(s, "d2", NULL, 128, dup, 2, NULL, 0, &e) == -1 && strstr(e.msg, "twice") &&
             q1(db, "SELECT COUNT(*) FROM datasets") == before,
         "store_dataset_refuses_duplicate_shard_atomically", "%s", e.msg);
-  check(store_dataset_add(s, "d3", "nope", 128, shards, 1, &e) == -1 && strstr(e.msg, "nope"), "store_dataset_refuses_unknown_tokenizer", "%s", e.msg);
+  check(store_dataset_add(s, "d3", "nope", 128, shards, 1, NULL, 0, &e) == -1 && strstr(e.msg, "nope"), "store_dataset_refuses_unknown_tokenizer", "%s", e.msg);
   StoreShard neg[] = {{"train", "/x", -1}};
-  check(store_dataset_add(s, "d4", NULL, 128, neg, 1, &e) == -1, "store_dataset_refuses_negative_count", "accepted");
-  check(store_dataset_add(s, "d5", NULL, 0, shards, 1, &e) == -1 && strstr(e.msg, "seq_len"), "store_dataset_refuses_zero_seq", "%s", e.msg);
+  check(store_dataset_add(s, "d4", NULL, 128, neg, 1, NULL, 0, &e) == -1, "store_dataset_refuses_negative_count", "accepted");
+  check(store_dataset_add(s, "d5", NULL, 0, shards, 1, NULL, 0, &e) == -1 && strstr(e.msg, "seq_len"), "store_dataset_refuses_zero_seq", "%s", e.msg);
+  check(store_dataset_add(s, "d6", NULL, 128, shards, 1, "\"x\"", 0, &e) == -1 && strstr(e.msg, "dataset source"),
+        "store_dataset_refuses_bad_source", "%s", e.msg);
+  int64_t did7 = store_dataset_add(s, "d7", NULL, 64, shards, 2, NULL, 0, &e);
   list = store_datasets_list(s, &e);
-  check(list && json_array_size(list) == 1 && json_integer_value(json_object_get(json_array_get(list, 0), "samples")) == 6834,
+  json_t *dl0 = json_array_get(list, 0), *dl1 = json_array_get(list, 1);
+  check(did7 > did && list && json_array_size(list) == 2 && json_integer_value(json_object_get(dl0, "samples")) == 6834 &&
+            json_integer_value(json_object_get(dl0, "shards")) == 3 && json_is_null(json_object_get(dl0, "split")) &&
+            json_is_object(json_object_get(dl0, "source")) &&
+            !strcmp(json_string_value(json_object_get(dl1, "split")) ?: "", "train") &&
+            json_integer_value(json_object_get(dl1, "shards")) == 2 && json_is_null(json_object_get(dl1, "tokenizer")) &&
+            json_is_null(json_object_get(dl1, "source")) && json_is_null(json_object_get(dl1, "job")),
         "store_datasets_list", "%s", e.msg);
   json_decref(list);
+  ds = store_dataset_get(s, "nope", &e);
+  check(!ds && e.kind == ERR_NOT_FOUND, "store_dataset_get_missing", "%s", e.msg);
 
   /* Runs and metrics. */
   int64_t run = store_run_create(s, "small-wiki", "{\"epochs\": 3, \"lr\": 0.0001}", &e);
@@ -649,6 +708,21 @@ static void api_tests(void) {
         "store_job_run_create_links", "before %lld, made %lld, linked %lld, refused %lld (%s)", (long long)jr0,
         (long long)jrun, (long long)jr1, (long long)jrefused, e.msg);
   check(store_job_finish(s, j2, STORE_STATUS_DONE, NULL, &e) == -1 && strstr(e.msg, "not running"), "store_job_finish_refuses_not_running", "%s", e.msg);
+  /* Progress: a running job's, kept after it ends; refused for a job not running. */
+  int p1 = store_job_progress(s, j3, "{\"phase\": \"reading\", \"done\": 5, \"total\": 10, \"unit\": \"bytes\"}", &e);
+  int p2 = store_job_progress(s, j3, "{\"phase\": \"encoding\", \"done\": 7, \"total\": null}", &e);
+  jj = store_job_get(s, j3, &e);
+  check(p1 == 0 && p2 == 0 && jj && !strcmp(json_string_value(json_object_get(json_object_get(jj, "progress"), "phase")) ?: "", "encoding"),
+        "store_job_progress", "%s", e.msg);
+  json_decref(jj);
+  check(store_job_progress(s, j2, "{}", &e) == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "not running") &&
+            store_job_progress(s, 777, "{}", &e) == -1 && e.kind == ERR_NOT_FOUND &&
+            store_job_progress(s, j3, "[]", &e) == -1 && e.kind == ERR_INVALID,
+        "store_job_progress_refusals", "%s", e.msg);
+  list = store_jobs_list(s, &e);
+  check(list && json_is_null(json_object_get(json_array_get(list, 2), "progress")) && json_is_object(json_object_get(json_array_get(list, 0), "progress")),
+        "store_jobs_list_progress", "%s", e.msg);
+  json_decref(list);
   check(store_status_parse("sideways", &parsed) == -1 && store_job_finish(s, j3, (StoreStatus)-1, NULL, &e) == -1 &&
             store_job_finish(s, j3, STORE_STATUS_RUNNING, NULL, &e) == -1,
         "store_job_finish_refuses_bad_status", "accepted");
@@ -680,7 +754,7 @@ static void api_tests(void) {
     junk[39] = '\0';
     refused_all &= store_run_create(s, junk, "{}", &e) == -1;
     refused_all &= store_run_create(s, "ok", junk, &e) == -1;
-    refused_all &= store_tokenizer_add(s, junk, "{}", 5, &e) == -1;
+    refused_all &= store_tokenizer_add(s, junk, "{}", 5, NULL, 0, &e) == -1;
     refused_all &= store_resolve(s, junk, &got, &e) == -1;
     refused_all &= store_job_submit(s, junk, "{}", &e) == -1;
   }
