@@ -27,6 +27,7 @@ typedef struct App {
   FillCache *fill;
   Worker *worker;
   const char *exe;          /* this maskd binary, which the worker runs for jobs */
+  unsigned long long max_upload;  /* bytes of one corpus upload (for /healthz) */
   double request_timeout;   /* seconds a fill-mask request may wait for its model (0: no limit) */
   double job_stop_grace;    /* seconds a running job gets to stop after SIGTERM when the server stops */
   int on_restart_resume;    /* a training job found running at start-up is queued again as a resume
@@ -132,6 +133,13 @@ void route_tokenizers(void *app, HttpReq *rq, HttpRes *rs);
 void route_datasets(void *app, HttpReq *rq, HttpRes *rs);
 void route_tokenizer(void *app, HttpReq *rq, HttpRes *rs);
 void route_dataset(void *app, HttpReq *rq, HttpRes *rs);
+
+/* routes_corpora.c: POST /corpora?name=NAME (HTTP_UPLOAD): the body, UTF-8 text, stored as the
+** uploaded corpus NAME (work root corpora/NAME): 201 {name, bytes, sha256, uploaded}. */
+void route_upload_corpus(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /corpora/{name}: an uploaded corpus or a file at the top of the data folder, {name,
+** bytes, uploaded} and for an upload its sha256 (null if it was not kept); 404 otherwise. */
+void route_corpus(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_core.c: health, metrics, the page. */
 double now_wall(void);  /* unix seconds */

@@ -12,8 +12,9 @@ void route_healthz(void *app, HttpReq *rq, HttpRes *rs) {
   (void)rq;
   App *a = app;
   json_t *h = json_pack("{s:s, s:f}", "status", "ok", "uptime_s", now_wall() - a->started);
-  if (h) json_object_set_new(h, "limits", json_pack("{s:o, s:o}", "fill_mask", fill_limits_json(a->fill), "text_classification",
-                                                    textclass_limits_json(a->fill)));
+  if (h) json_object_set_new(h, "limits", json_pack("{s:o, s:o, s:{s:I}}", "fill_mask", fill_limits_json(a->fill),
+                                                    "text_classification", textclass_limits_json(a->fill), "upload",
+                                                    "max_bytes", (json_int_t)a->max_upload));
   if (h) json_object_set_new(h, "precision", json_pack("{s:o}", "fill_mask", fill_precision_json(a->fill)));
   http_json(rs, 200, h);
 }

@@ -11,7 +11,7 @@
 
 #include "engine/core/files.h"
 
-static const char *const work_folders[] = {"tokenizers", "datasets", "jobs"};
+static const char *const work_folders[] = {"tokenizers", "datasets", "jobs", "corpora", "uploads"};
 
 int workspace_open(Workspace *w, const char *data_dir, const char *work_dir, Err *err) {
   memset(w, 0, sizeof *w);
@@ -115,12 +115,17 @@ static int not_found(const Workspace *w, const char *field, const char *what, co
 
 int workspace_corpus(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err) {
   if (!relative_path_ok(name)) {
-    err_setk(err, ERR_INVALID, "%s: \"%.64s\" is not a path inside the data folder (relative, not starting with '-', no '.' or '..' segments)",
-            field, name);
+    err_setk(err, ERR_INVALID, "%s: \"%.64s\" is neither an uploaded corpus's name nor a path inside the data folder "
+             "(relative, not starting with '-', no '.' or '..' segments)", field, name);
     return WORKSPACE_BAD_NAME;
   }
+  if (workspace_name_ok(name)) {
+    char rel[WORKSPACE_PATH_MAX];
+    snprintf(rel, sizeof rel, "corpora/%s", name);
+    if (inside(w->work_root, rel, S_IFREG, path, cap) == WORKSPACE_OK) return WORKSPACE_OK;
+  }
   if (!w->data_root) {
-    err_setk(err, ERR_INVALID, "%s: this server has no --data-dir, so it has no corpora to read", field);
+    err_setk(err, ERR_INVALID, "%s: no uploaded corpus named \"%.64s\" (this server has no --data-dir)", field, name);
     return WORKSPACE_NOT_FOUND;
   }
   if (inside(w->data_root, name, S_IFREG, path, cap) == WORKSPACE_OK) return WORKSPACE_OK;
@@ -201,6 +206,23 @@ int workspace_job_output(const Workspace *w, const char *kind, const char *name,
   return WORKSPACE_OK;
 }
 
+int workspace_corpus_upload(const Workspace *w, const char *name, char *path, size_t cap, Err *err) {
+  int r = output_path(w, "corpora", name, path, cap, err);
+  if (r) return r;
+  struct stat st;
+  char real[WORKSPACE_PATH_MAX];
+  if (lstat(path, &st) == 0 || inside(w->data_root, name, S_IFREG, real, sizeof real) == WORKSPACE_OK) {
+    err_setk(err, ERR_CONFLICT, "name: a corpus named \"%s\" already exists", name);
+    return WORKSPACE_EXISTS;
+  }
+  return WORKSPACE_OK;
+}
+
+int workspace_upload_dir(const Workspace *w, char *path, size_t cap, Err *err) {
+  if ((size_t)snprintf(path, cap, "%s/uploads", w->work_root) >= cap) return err_set(err, "upload folder path too long");
+  return 0;
+}
+
 int workspace_job_file(const Workspace *w, const char *file, char *path, size_t cap, Err *err) {
   if ((size_t)snprintf(path, cap, "%s/jobs/%s", w->work_root, file) >= cap) return err_set(err, "job file path too long");
   return 0;
@@ -211,8 +233,15 @@ static long long file_bytes(const char *path) {
   return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
-/* Regular files under dir (relative names prefixed by rel), depth levels down. */
-static void list_files(const char *root, const char *dir, const char *rel, int depth, json_t *out, int limit) {
+/* An entry of GET /corpora. */
+static json_t *corpus_entry(const char *name, long long bytes, int uploaded) {
+  return json_pack("{s:s, s:I, s:b}", "name", name, "bytes", (json_int_t)bytes, "uploaded", uploaded);
+}
+
+/* Regular files under dir (relative names prefixed by rel), depth levels down; a name
+** skip holds (an uploaded corpus's) is left out. */
+static void list_files(const char *root, const char *dir, const char *rel, int depth, json_t *out, int limit,
+                       const json_t *skip) {
   DIR *d = opendir(dir);
   if (!d) return;
   struct dirent *e;
@@ -224,9 +253,9 @@ static void list_files(const char *root, const char *dir, const char *rel, int d
     if (!relative_path_ok(name)) continue;
     /* The same rule as a request's: what resolves outside the root is not listed. */
     if (inside(root, name, S_IFREG, real, sizeof real) == WORKSPACE_OK) {
-      json_array_append_new(out, json_pack("{s:s, s:I}", "name", name, "bytes", (json_int_t)file_bytes(real)));
+      if (!json_object_get(skip, name)) json_array_append_new(out, corpus_entry(name, file_bytes(real), 0));
     } else if (depth > 1 && inside(root, name, S_IFDIR, real, sizeof real) == WORKSPACE_OK) {
-      list_files(root, full, name, depth - 1, out, limit);
+      list_files(root, full, name, depth - 1, out, limit, skip);
     }
   }
   closedir(d);
@@ -241,7 +270,23 @@ json_t *workspace_list(const Workspace *w, const char *kind, int limit) {
   json_t *out = json_array();
   if (!out) return NULL;
   if (!strcmp(kind, "corpora")) {
-    if (w->data_root) list_files(w->data_root, w->data_root, "", 3, out, limit);
+    /* The uploads first, by the resolver's rule, then the data root's files. */
+    json_t *uploaded = json_object();
+    char dir[WORKSPACE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/corpora", w->work_root);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (uploaded && d && (e = readdir(d)) && (int)json_array_size(out) < limit) {
+      char p[WORKSPACE_PATH_MAX], rel[WORKSPACE_PATH_MAX];
+      if (!workspace_name_ok(e->d_name)) continue;
+      snprintf(rel, sizeof rel, "corpora/%s", e->d_name);
+      if (inside(w->work_root, rel, S_IFREG, p, sizeof p) != WORKSPACE_OK) continue;
+      json_array_append_new(out, corpus_entry(e->d_name, file_bytes(p), 1));
+      json_object_set_new(uploaded, e->d_name, json_true());
+    }
+    if (d) closedir(d);
+    if (w->data_root && uploaded) list_files(w->data_root, w->data_root, "", 3, out, limit, uploaded);
+    json_decref(uploaded);
   } else {
     char dir[WORKSPACE_PATH_MAX];
     snprintf(dir, sizeof dir, "%s/%s", w->work_root, kind);

@@ -6,7 +6,11 @@
 **              path relative to the root ("wikitext-2/train.txt");
 **   work root  (--work-dir, default <db>.work): what the server's jobs make, named
 **              by the job's "name": tokenizers/NAME/tokenizer.json, datasets/NAME/,
-**              and the jobs' logs in jobs/.
+**              and the jobs' logs in jobs/; the corpora uploaded (POST /corpora),
+**              corpora/NAME, and their temporary files while they arrive, uploads/.
+**
+** A corpus is named either way: an uploaded one by its NAME (found first), a file of the
+** data root by its path there. An upload may not take a name that either already has.
 **
 ** Every name is checked as text first (no absolute paths, no "." or ".." segment,
 ** nothing starting with '-', no control characters, no NUL), then resolved with realpath(), and the result must
@@ -48,7 +52,7 @@ int workspace_name_ok(const char *name);
 /* Each resolver writes the absolute path into path[cap] and returns WORKSPACE_OK,
 ** or a WorkspaceStatus with the reason in err (naming the field, never a host path). */
 
-/* A corpus: a regular file under the data root. */
+/* A corpus: an uploaded one (work root corpora/NAME), else a regular file under the data root. */
 int workspace_corpus(const Workspace *w, const char *field, const char *name, char *path, size_t cap, Err *err);
 /* A tokenizer: a registered one (tokenizers/NAME/tokenizer.json in the work root), else a
 ** tokenizer.json file, or a folder holding one, under the data root. */
@@ -64,12 +68,20 @@ int workspace_output(const Workspace *w, const char *kind, const char *name, cha
 ** its worker made before starting it (workspace_output, then mkdir), read again by the
 ** job's process; ERR_NOT_FOUND when it is not a folder there (a link counts as none). */
 int workspace_job_output(const Workspace *w, const char *kind, const char *name, char *path, size_t cap, Err *err);
+/* Where an upload named name goes (work root corpora/NAME): WORKSPACE_BAD_NAME (ERR_INVALID)
+** for a name that is not a registered name, WORKSPACE_EXISTS (ERR_CONFLICT) when an uploaded
+** corpus or a data-root file has that name. Does not create it. */
+int workspace_corpus_upload(const Workspace *w, const char *name, char *path, size_t cap, Err *err);
+/* work_root/uploads, where uploads arrive, into path[cap]. */
+int workspace_upload_dir(const Workspace *w, char *path, size_t cap, Err *err);
 /* work_root/jobs/file into path[cap]. */
 int workspace_job_file(const Workspace *w, const char *file, char *path, size_t cap, Err *err);
 
-/* What can be named, for the page's suggestions: kind "corpora" lists regular files
-** under the data root (three levels, at most limit), "tokenizers" and "datasets" the
-** registered ones; each entry {"name", "bytes"}. NULL when out of memory. */
+/* What can be named, for the page's suggestions: kind "corpora" lists the uploaded
+** corpora and the regular files under the data root (three levels), each entry {"name",
+** "bytes", "uploaded": true|false} (a data-root file of an uploaded corpus's name is
+** left out: the name resolves to the upload); "tokenizers" and "datasets" the registered
+** ones, each entry {"name", "bytes"}. At most limit entries; NULL when out of memory. */
 json_t *workspace_list(const Workspace *w, const char *kind, int limit);
 
 #endif

@@ -30,7 +30,7 @@ typedef struct ServeArgs {
   const char *precision_for[MAX_PRECISION_FOR];    /* "NAME=fp32|bf16" */
   int n_precision_for;
   long port, max_body, max_conns, max_conns_per_ip, max_streams, max_streams_per_ip, handler_threads;
-  long header_timeout, body_timeout, timeout;
+  long header_timeout, body_timeout, timeout, max_upload;
   double request_timeout, stop_grace;
   int cache, fill_threads, window_ms, on_restart, auth_reads, quiet, no_worker, no_batch;
   FillMaskLimits limits;
@@ -44,6 +44,7 @@ static void serve_defaults(void *p) {
   a->host = hc.host;
   a->port = hc.port;
   a->max_body = (long)hc.max_body;
+  a->max_upload = (long)hc.max_upload;
   a->max_conns = hc.max_conns;
   a->max_conns_per_ip = hc.max_conns_per_ip;
   a->max_streams = hc.max_streams;
@@ -96,6 +97,10 @@ static const CliOpt serve_opts[] = {
    .def = "./static, else next to the binary", .help = "the web page's files"},
   {.name = "--max-body", .kind = CLI_LONG, .off = OFF(max_body), .lo = 1, .hi = 1L << 30, .arg = "BYTES",
    .def = CLI_DEFAULT, .help = "largest request body"},
+  {.name = "--max-upload", .kind = CLI_LONG, .off = OFF(max_upload), .lo = 1, .hi = 1L << 40, .arg = "BYTES",
+   .def = CLI_DEFAULT,
+   .help = "largest corpus upload (POST /corpora), streamed to the work folder;\n"
+           "it may pause up to 30 s between bytes, however long it takes in all"},
   {.name = "--max-conns", .kind = CLI_LONG, .off = OFF(max_conns), .lo = 1, .hi = 100000, .arg = "N", .def = CLI_DEFAULT,
    .help = "simultaneous connections (more wait to be accepted)"},
   {.name = "--max-conns-per-ip", .kind = CLI_LONG, .off = OFF(max_conns_per_ip), .lo = 1, .hi = 100000, .arg = "N",
@@ -216,6 +221,8 @@ static const HttpRoute routes[] = {
   {"POST", "/tokenizers", route_submit_tokenizer, HTTP_WRITE},
   {"POST", "/datasets", route_submit_dataset, HTTP_WRITE},
   {"GET", "/corpora", route_corpora, 0},
+  {"POST", "/corpora", route_upload_corpus, HTTP_WRITE | HTTP_UPLOAD},
+  {"GET", "/corpora/{name}", route_corpus, 0},
   {"GET", "/tokenizers", route_tokenizers, 0},
   {"GET", "/tokenizers/{name}", route_tokenizer, 0},
   {"GET", "/datasets", route_datasets, 0},
@@ -298,6 +305,7 @@ static int serve(const ServeArgs *a) {
   hc.allowed_origins = a->origins;
   hc.n_allowed_origins = a->n_origins;
   hc.max_body = (size_t)a->max_body;
+  hc.max_upload = (unsigned long long)a->max_upload;
   hc.max_conns = (unsigned)a->max_conns;
   hc.max_conns_per_ip = (unsigned)a->max_conns_per_ip;
   hc.max_streams = (unsigned)a->max_streams;
@@ -349,6 +357,15 @@ static int serve(const ServeArgs *a) {
     fprintf(stderr, "maskd serve: %s\n", err.msg);
     return 1;
   }
+  char upload_dir[WORKSPACE_PATH_MAX];
+  if (workspace_upload_dir(&app.ws, upload_dir, sizeof upload_dir, &err)) {
+    free(app.static_root);
+    workspace_close(&app.ws);
+    fprintf(stderr, "maskd serve: %s\n", err.msg);
+    return 1;
+  }
+  hc.upload_dir = upload_dir;
+  app.max_upload = hc.max_upload;
   app.metrics = metrics_new();
   app.fill = fill_cache_new(cache, batch, window_ms * 1000, fill_threads, &limits, app.metrics);
   if (app.fill) fill_cache_set_textclass_limits(app.fill, &a->tc_limits);

@@ -25,7 +25,14 @@
 ** Streams: the reader (loop) hands out what the last fill produced; when it has
 ** nothing it suspends the connection and queues a fill for the pool, which calls the
 ** handler's HttpStreamFn and resumes the connection, or, when the function had
-** nothing, parks the stream; the loop's tick queues parked streams again when due. */
+** nothing, parks the stream; the loop's tick queues parked streams again when due.
+**
+** Uploads: begin opens the temporary file, the loop appends each piece of the body to
+** it (its Conn in C_UPLOAD, whose deadline each piece moves on), dispatch closes it and
+** queues the request; the file is unlinked after the handler (run_request) and again,
+** for every other end, in req_free, each time only while the name still holds the
+** file this request made (a handler that renamed it away leaves the name free, and
+** another upload's mkstemp may take it). */
 #include "server/http/http.h"
 #include "engine/core/buf.h"
 #include "engine/core/now.h"
@@ -43,7 +50,13 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,11 +78,12 @@ struct Job {
 #define CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 /* A connection, from accept to close (the loop only): what its deadline counts from. */
-enum { C_HEADERS, C_BODY, C_BUSY };
+enum { C_HEADERS, C_BODY, C_BUSY, C_UPLOAD };
 typedef struct Conn {
   struct Conn *prev, *next;
   int fd;
-  int state;                /* C_HEADERS: waiting for a request's headers; C_BODY: for its body */
+  int state;                /* C_HEADERS: waiting for a request's headers; C_BODY: for its body;
+                            ** C_UPLOAD: for an upload's next bytes */
   int closing;              /* shut down for missing a deadline */
   double since;             /* when the current state began */
   unsigned char ip[16];
@@ -105,6 +119,15 @@ typedef struct ReqState {
   HttpRes res;              /* the handler's answer */
   int status;
   double t0;
+  /* HTTP_UPLOAD: the temporary file, while this request has one */
+  int upload_fd;            /* -1 once closed */
+  char *upload_path;        /* NULL once unlinked (or never made) */
+  dev_t upload_dev;
+  ino_t upload_ino;
+  unsigned long long upload_bytes;
+  int upload_counted;       /* counted in n_uploads */
+  int upload_refused;       /* 413 or 507/500: the file is gone, the rest of the body is dropped */
+  int upload_errno;         /* why the write failed */
 } ReqState;
 
 typedef struct Stream {
@@ -160,6 +183,7 @@ struct HttpServer {
   Stream *parked;
   IpCount *stream_ips;      /* max_streams entries */
   unsigned n_streams;
+  atomic_uint n_uploads;    /* uploads with a temporary file */
   Conn *conns;              /* the loop only */
   pthread_mutex_t log_mu;
   double log_second;
@@ -181,6 +205,9 @@ HttpConfig http_default_config(void) {
   c.header_timeout_s = 10;
   c.body_timeout_s = 30;
   c.stream_poll_s = 1;
+  c.max_upload = 1ull << 30;
+  c.max_uploads = 8;
+  c.upload_idle_s = 30;
   return c;
 }
 
@@ -432,11 +459,29 @@ static ReqState *req_new(HttpServer *s, const char *raw_uri) {
   st->s = s;
   st->t0 = now_monotonic();
   st->label = "unmatched";
+  st->upload_fd = -1;
   atomic_init(&st->phase, R_NEW);
   return st;
 }
 
+/* Removes the upload's temporary file, if its name still holds the file this request
+** made, and closes it; idempotent. */
+static void upload_discard(ReqState *st) {
+  if (st->upload_fd >= 0) close(st->upload_fd);
+  st->upload_fd = -1;
+  if (st->upload_path) {
+    struct stat sb;
+    if (lstat(st->upload_path, &sb) == 0 && sb.st_dev == st->upload_dev && sb.st_ino == st->upload_ino)
+      unlink(st->upload_path);
+    free(st->upload_path);
+    st->upload_path = NULL;
+  }
+  if (st->upload_counted) atomic_fetch_sub(&st->s->n_uploads, 1);
+  st->upload_counted = 0;
+}
+
 static void req_free(ReqState *st) {
+  upload_discard(st);
   free(st->raw_uri);
   buf_free(&st->body);
   free(st->path);
@@ -478,6 +523,8 @@ static void handle(HttpServer *s, ReqState *st) {
   rq.n_params = st->n_params;
   rq.body = st->body.p ? st->body.p : "";
   rq.body_len = st->body.len;
+  rq.upload_path = st->upload_path;
+  rq.upload_bytes = st->upload_bytes;
   rq.conn = st;
   HttpRes *rs = &st->res;
   if (st->route) {
@@ -493,6 +540,7 @@ static void handle(HttpServer *s, ReqState *st) {
 static void run_request(HttpServer *s, Job *j) {
   ReqState *st = CONTAINER(j, ReqState, job);
   handle(s, st);
+  upload_discard(st);  /* what the handler left: not kept while the answer goes out */
   atomic_store(&st->phase, R_READY);
   resume(s, st->c);  /* the last touch: the loop may answer and free st from here on */
 }
@@ -731,12 +779,14 @@ static int is_body_method(const char *m) {
   return !strcmp(m, "POST") || !strcmp(m, "PUT") || !strcmp(m, "PATCH") || !strcmp(m, "DELETE");
 }
 
-/* "application/json", any case, optionally followed by parameters (charset). */
-static int is_json_type(const char *ct) {
+/* The media type ct names is type ("application/json"), any case, optionally followed by
+** parameters (charset). */
+static int is_type(const char *ct, const char *type) {
   if (!ct) return 0;
+  size_t n = strlen(type);
   while (*ct == ' ') ct++;
-  if (strncasecmp(ct, "application/json", 16)) return 0;
-  ct += 16;
+  if (strncasecmp(ct, type, n)) return 0;
+  ct += n;
   while (*ct == ' ' || *ct == '\t') ct++;
   return *ct == '\0' || *ct == ';';
 }
@@ -750,6 +800,85 @@ static int has_encoded_nul(const char *raw) {
 
 static const char *hdr(struct MHD_Connection *c, const char *name) {
   return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/* An upload's headers are in and its token checked: its type and declared size, then
+** its temporary file. */
+static enum MHD_Result upload_begin(HttpServer *s, struct MHD_Connection *c, ReqState *st, const char *ctype) {
+  if (!is_type(ctype, "application/octet-stream"))
+    return refuse(s, c, st, 415, "Content-Type must be application/octet-stream (the file's raw bytes as the body)",
+                  json_pack("{s:o}", "content_type", http_json_text(ctype)));
+  const char *cl = hdr(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (cl) {
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(cl, &end, 10);
+    if (*end || errno || n > s->cfg.max_upload)
+      return refuse(s, c, st, 413, "upload too large", json_pack("{s:I}", "max_bytes", (json_int_t)s->cfg.max_upload));
+  }
+  if (!s->cfg.upload_dir) return refuse(s, c, st, 500, "this server has no folder for uploads", NULL);
+  if (atomic_fetch_add(&s->n_uploads, 1) >= s->cfg.max_uploads) {
+    atomic_fetch_sub(&s->n_uploads, 1);
+    return refuse(s, c, st, 503, "too many uploads in progress; try again later",
+                  json_pack("{s:I}", "limit", (json_int_t)s->cfg.max_uploads));
+  }
+  st->upload_counted = 1;
+  size_t len = strlen(s->cfg.upload_dir) + sizeof "/upload-XXXXXX";
+  st->upload_path = malloc(len);
+  if (!st->upload_path) return MHD_NO;
+  snprintf(st->upload_path, len, "%s/upload-XXXXXX", s->cfg.upload_dir);
+  /* O_CLOEXEC: the jobs the app starts must not inherit it. mkostemp makes it 0600. */
+  st->upload_fd = mkostemp(st->upload_path, O_CLOEXEC);
+  struct stat sb;
+  if (st->upload_fd < 0 || fstat(st->upload_fd, &sb)) {
+    int e = errno;
+    if (st->upload_fd >= 0) unlink(st->upload_path);
+    free(st->upload_path);
+    st->upload_path = NULL;
+    upload_discard(st);
+    return refuse(s, c, st, e == ENOSPC || e == EDQUOT ? 507 : 500,
+                  e == ENOSPC || e == EDQUOT ? "the server's disk is full: the upload cannot be stored"
+                                             : "cannot create the upload's temporary file",
+                  json_pack("{s:s}", "why", strerror(e)));
+  }
+  st->upload_dev = sb.st_dev;
+  st->upload_ino = sb.st_ino;
+  atomic_store(&st->phase, R_BODY);
+  conn_state(st->conn, C_UPLOAD);
+  return MHD_YES;
+}
+
+/* The upload is refused mid-body (413, or a write that failed with errno e): its file
+** goes now, and the rest of the body is dropped within the ordinary body deadline. */
+static void upload_refuse(ReqState *st, int status, int e) {
+  st->upload_refused = status;
+  st->upload_errno = e;
+  upload_discard(st);
+  conn_state(st->conn, C_BODY);
+}
+
+/* Appends a piece of an upload's body to its file. */
+static void upload_piece(HttpServer *s, ReqState *st, const char *data, size_t n) {
+  if (st->upload_refused) return;
+  if (n > s->cfg.max_upload - st->upload_bytes) { upload_refuse(st, 413, 0); return; }
+  for (size_t done = 0; done < n;) {
+    ssize_t w = write(st->upload_fd, data + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) { upload_refuse(st, 500, w < 0 ? errno : EIO); return; }
+    done += (size_t)w;
+  }
+  st->upload_bytes += n;
+  conn_state(st->conn, C_UPLOAD);  /* the next bytes are due within upload_idle_s of these */
+}
+
+/* The answer to an upload refused mid-body, or whose file cannot be closed. */
+static enum MHD_Result upload_failed(HttpServer *s, struct MHD_Connection *c, ReqState *st) {
+  int e = st->upload_errno;
+  if (st->upload_refused == 413)
+    return refuse(s, c, st, 413, "upload too large", json_pack("{s:I}", "max_bytes", (json_int_t)s->cfg.max_upload));
+  if (e == ENOSPC || e == EDQUOT)
+    return refuse(s, c, st, 507, "the server's disk is full: the upload was not stored", NULL);
+  return refuse(s, c, st, 500, "cannot write the upload", json_pack("{s:s}", "why", strerror(e)));
 }
 
 /* First call for a request (headers complete): path checks, route, guards, token,
@@ -833,9 +962,10 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
   }
   /* A form is what a page may post anywhere without asking: only routes that change nothing take one. */
   const char *ctype = hdr(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+  if (st->route && (st->route->flags & HTTP_UPLOAD)) return upload_begin(s, c, st, ctype);
   int form_ok = st->route && (st->route->flags & HTTP_FORM) && ctype &&
                 !strncasecmp(ctype, "application/x-www-form-urlencoded", 33);
-  if (is_body_method(method) && !form_ok && !is_json_type(ctype))
+  if (is_body_method(method) && !form_ok && !is_type(ctype, "application/json"))
     return refuse(s, c, st, 415, "Content-Type must be application/json",
                   json_pack("{s:o}", "content_type", http_json_text(hdr(c, MHD_HTTP_HEADER_CONTENT_TYPE))));
   const char *cl = hdr(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -861,6 +991,12 @@ static enum MHD_Result dispatch(HttpServer *s, struct MHD_Connection *c, ReqStat
   if (st->too_big)
     return refuse(s, c, st, 413, "request body too large", json_pack("{s:I}", "max_bytes",
                                                                      (json_int_t)s->cfg.max_body));
+  if (st->upload_refused) return upload_failed(s, c, st);
+  if (st->upload_fd >= 0) {
+    int fd = st->upload_fd;
+    st->upload_fd = -1;
+    if (close(fd)) { upload_refuse(st, 500, errno); return upload_failed(s, c, st); }
+  }
   if (MHD_get_connection_values(c, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND, copy_value, st) < 0) return MHD_NO;
   if (st->route && (st->route->flags & HTTP_INLINE)) {
     handle(s, st);
@@ -888,6 +1024,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       return begin(s, c, url, method, st);
     case R_BODY:
       if (!*upload_size) return dispatch(s, c, st);
+      if (st->upload_path || st->upload_refused) {
+        upload_piece(s, st, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+      }
       {
         size_t n = *upload_size;
         *upload_size = 0;
@@ -985,6 +1126,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 ** is still open (libmicrohttpd closes sockets only on this thread, after telling
 ** on_connection), the client sees the end of the stream, and libmicrohttpd's next
 ** read of it returns end-of-file, so it closes and frees the connection itself. */
+/* 1 when an upload's client has gone: it closed its side, nothing it sent is left unread
+** and no bytes came for a second. libmicrohttpd (0.9.75, edge-triggered epoll) can miss
+** an end of stream that arrives with the last bytes, which would keep the connection and
+** its temporary file until the idle rule; this notices it within a tick or so. */
+static int upload_client_gone(const Conn *k, double now) {
+  if (now - k->since < 1.0) return 0;
+  struct pollfd p = {.fd = k->fd, .events = POLLRDHUP};
+  int unread = 0;
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) && ioctl(k->fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
 static void loop_tick(HttpServer *s, double now) {
   pthread_mutex_lock(&s->mu);
   for (Stream **pp = &s->parked; *pp;) {
@@ -996,8 +1148,11 @@ static void loop_tick(HttpServer *s, double now) {
   pthread_mutex_unlock(&s->mu);
   for (Conn *k = s->conns; k; k = k->next) {
     if (k->closing || k->fd < 0) continue;
-    double limit = k->state == C_HEADERS ? s->cfg.header_timeout_s : k->state == C_BODY ? s->cfg.body_timeout_s : 0;
-    if (limit > 0 && now - k->since > limit) {
+    double limit = k->state == C_HEADERS ? s->cfg.header_timeout_s
+                   : k->state == C_BODY  ? s->cfg.body_timeout_s
+                   : k->state == C_UPLOAD ? s->cfg.upload_idle_s
+                                          : 0;
+    if ((limit > 0 && now - k->since > limit) || (k->state == C_UPLOAD && upload_client_gone(k, now))) {
       shutdown(k->fd, SHUT_RDWR);
       k->closing = 1;
     }
@@ -1059,8 +1214,33 @@ static void server_free(HttpServer *s) {
   free(s);
 }
 
+/* Removes the temporary files a crashed server left in the upload folder: named as
+** upload_begin names them and untouched for an hour (a live upload writes at least
+** every upload_idle_s, and another server may share the folder). */
+static void sweep_uploads(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  time_t old = time(NULL) - 3600;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, "upload-", 7) || strlen(e->d_name) != 13) continue;
+    struct stat sb;
+    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) && sb.st_mtime < old)
+      unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
+}
+
 HttpServer *http_start(const HttpConfig *cfg, Err *err) {
   if (cfg->port < 0 || cfg->port > 65535) { err_set(err, "port %d out of range", cfg->port); return NULL; }
+  if (cfg->upload_dir) {
+    struct stat sb;
+    if (stat(cfg->upload_dir, &sb) || !S_ISDIR(sb.st_mode)) {
+      err_setk(err, ERR_IO, "upload folder %s: not a folder", cfg->upload_dir);
+      return NULL;
+    }
+    sweep_uploads(cfg->upload_dir);
+  }
   HttpServer *s = calloc(1, sizeof *s);
   if (!s) { err_set(err, "out of memory"); return NULL; }
   s->wake_fd = s->poll_fd = -1;
@@ -1069,6 +1249,7 @@ HttpServer *http_start(const HttpConfig *cfg, Err *err) {
   if (s->cfg.token && !*s->cfg.token) s->cfg.token = NULL;
   if (!s->cfg.handler_threads) s->cfg.handler_threads = 1;
   if (!s->cfg.max_streams) s->cfg.max_streams = 1;
+  if (!s->cfg.max_uploads) s->cfg.max_uploads = 1;
   if (!(s->cfg.stream_poll_s > 0)) s->cfg.stream_poll_s = 1;
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->log_mu, NULL);

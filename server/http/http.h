@@ -18,7 +18,7 @@
 ** Limits. Bodies (413); connections in total (beyond, new ones wait in the kernel's
 ** backlog) and per client address (beyond, closed at once); a connection must send
 ** a request's complete headers within header_timeout of its opening or of its
-** previous answer, and its body within body_timeout of its headers, however slowly
+** previous answer, and its body (uploads aside, see below) within body_timeout of its headers, however slowly
 ** it keeps sending bytes (it is closed otherwise); a connection with nothing to send
 ** or read is closed after timeout_s; event streams are counted apart, in total (503)
 ** and per client address (429).
@@ -46,6 +46,26 @@
 **   posts as a form) also take application/x-www-form-urlencoded.
 ** HTTP_OPEN routes (health checks) skip the Host and Origin rules and the token.
 **
+** Uploads (routes flagged HTTP_UPLOAD). The body must say Content-Type:
+** application/octet-stream (415 otherwise; as safe as JSON against cross-site posts,
+** since a page cannot send it to another origin without a preflight either). It is
+** never held in memory: the loop writes it, as it arrives, to a temporary file
+** (mkstemp, mode 0600) in upload_dir, and the handler gets the file's path and size
+** (HttpReq.upload_path, upload_bytes). The handler may link or rename the file away;
+** whatever is left under the temporary name is unlinked when the handler returns and
+** on every other end (the client gone mid-body, a deadline, a refusal, the server
+** stopping). Limits: a Content-Length above max_upload answers 413 at once; a chunked
+** body that passes it answers 413 at its end, its file removed at once and the rest
+** read and dropped (for at most body_timeout_s, then the connection is closed); at most
+** max_uploads uploads at once (503 beyond). A write that fails answers 507 when the
+** disk is full, else 500, the file removed. Since an upload of hundreds of megabytes
+** cannot arrive within body_timeout_s, an upload's body has no overall deadline: it may
+** pause at most upload_idle_s between bytes (closed otherwise); a client that closed its
+** side mid-body is noticed within about a second. Disk writes happen on
+** the loop thread (page-cache writes of at most one read buffer each). Temporary files
+** named upload-* that a crashed server left in upload_dir, untouched for an hour, are
+** removed by http_start.
+**
 ** The token (notebook-server style). When set, a request is authenticated by
 ** "Authorization: Bearer TOKEN" or by the cookie maskd_token_PORT. A GET (or HEAD) of
 ** any page with ?token=TOKEN sets that cookie (HttpOnly, SameSite=Strict, Path=/)
@@ -67,8 +87,10 @@ typedef struct HttpReq {
   const char *pattern;      /* the matched route's pattern, e.g. "/runs/{id}" */
   const char *params[HTTP_MAX_PARAMS];  /* the {name} segments of the pattern, in order */
   int n_params;
-  const char *body;         /* NUL-terminated copy of the body ("" when none) */
+  const char *body;         /* NUL-terminated copy of the body ("" when none; always so for HTTP_UPLOAD) */
   size_t body_len;
+  const char *upload_path;  /* HTTP_UPLOAD: the temporary file holding the body; NULL otherwise */
+  unsigned long long upload_bytes;  /* HTTP_UPLOAD: its size */
   void *conn;               /* the layer's request state (for http_query/http_header); opaque */
 } HttpReq;
 
@@ -104,7 +126,8 @@ enum {
   HTTP_WRITE = 1,           /* changes state: needs the token when one is set */
   HTTP_OPEN = 2,            /* never needs a token, even with auth_reads; any Host or Origin */
   HTTP_INLINE = 4,          /* cheap and never blocking: answered on the event loop */
-  HTTP_FORM = 8             /* a POST that changes nothing may also come as a form (x-www-form-urlencoded) */
+  HTTP_FORM = 8,            /* a POST that changes nothing may also come as a form (x-www-form-urlencoded) */
+  HTTP_UPLOAD = 16          /* the body is application/octet-stream, streamed to a file (see Uploads above) */
 };
 
 typedef struct HttpRoute {
@@ -134,6 +157,10 @@ typedef struct HttpConfig {
   double header_timeout_s;  /* complete headers within this of the connection's start or last answer */
   double body_timeout_s;    /* the complete body within this of the headers */
   double stream_poll_s;     /* a stream that had nothing is asked again after this */
+  const char *upload_dir;   /* HTTP_UPLOAD bodies are written here (NULL: such routes answer 500) */
+  unsigned long long max_upload;  /* bytes of one upload (413 beyond) */
+  unsigned max_uploads;     /* uploads receiving at once (503 beyond) */
+  double upload_idle_s;     /* an upload's body may pause this long between bytes */
   const char *const *allowed_hosts;    /* more Host values to answer (see above) */
   int n_allowed_hosts;
   const char *const *allowed_origins;  /* more Origin values to accept, exactly */
@@ -151,7 +178,8 @@ typedef struct HttpServer HttpServer;
 
 /* Defaults: 127.0.0.1:8080, no token, 1 MiB bodies, 1024 connections and 64 per
 ** address, 64 streams and 16 per address, 16 handler threads, 60 s idle, headers
-** within 10 s, bodies within 30 s, streams polled every second. */
+** within 10 s, bodies within 30 s, streams polled every second; uploads: no folder,
+** 1 GiB each, 8 at once, 30 s between bytes. */
 HttpConfig http_default_config(void);
 /* Binds and starts serving on background threads (the loop and the handler pool). */
 HttpServer *http_start(const HttpConfig *cfg, Err *err);

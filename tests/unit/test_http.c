@@ -8,6 +8,7 @@
 ** others wait their turn in arrival order), clients that leave while queued, and
 ** stopping under all of it at once. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -138,6 +140,28 @@ static const HttpRoute routes[] = {
   {"GET", "/silent", h_silent, 0},
   {"GET", "/stream", h_stream, 0},
   {"GET", "/forever", h_stream, 0},
+  {"GET", "/healthz", h_health, HTTP_OPEN | HTTP_INLINE},
+};
+
+/* POST /upload (HTTP_UPLOAD): what the handler saw of the temporary file; ?keep=1
+** renames it to "kept" beside it (a handler may move the file away). */
+static char upload_dir[256];
+static void h_upload(void *app, HttpReq *rq, HttpRes *rs) {
+  struct stat sb;
+  char text[64] = "";
+  int ok = rq->upload_path && stat(rq->upload_path, &sb) == 0 && (sb.st_mode & 0777) == 0600 &&
+           (unsigned long long)sb.st_size == rq->upload_bytes && rq->body_len == 0;
+  FILE *f = rq->upload_path ? fopen(rq->upload_path, "rb") : NULL;
+  if (f) { text[fread(text, 1, sizeof text - 1, f)] = '\0'; fclose(f); }
+  if (http_query(rq, "keep")) {
+    char to[300];
+    snprintf(to, sizeof to, "%s/kept", upload_dir);
+    ok = ok && rename(rq->upload_path, to) == 0;
+  }
+  http_json(rs, 200, json_pack("{s:b, s:I, s:s}", "ok", ok, "bytes", (json_int_t)rq->upload_bytes, "text", text));
+}
+static const HttpRoute upload_routes[] = {
+  {"POST", "/upload", h_upload, HTTP_WRITE | HTTP_UPLOAD},
   {"GET", "/healthz", h_health, HTTP_OPEN | HTTP_INLINE},
 };
 
@@ -843,6 +867,91 @@ static void test_deadlines(void) {
   check(healthy(), "up_after_slow_clients", "server stopped answering");
 }
 
+/* The files in upload_dir but "kept", counted. */
+static int upload_files(void) {
+  DIR *d = opendir(upload_dir);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.' && strcmp(e->d_name, "kept")) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+/* HTTP_UPLOAD (a server of its own: max_upload 5000, upload_idle_s 1): the body in a
+** 0600 file the handler reads or moves, gone after; 415, 413 by Content-Length and
+** chunked, 401; an upload that stalls is closed by the idle rule; nothing left behind. */
+static void test_upload(void) {
+  Resp r;
+  json_t *j;
+  const char *oct = "Authorization: Bearer sekrit\r\nContent-Type: application/octet-stream\r\n";
+  get("POST", "/upload", oct, "hello upload", &r);
+  j = body_json(&r);
+  check(r.status == 200 && json_is_true(json_object_get(j, "ok")) && json_integer_value(json_object_get(j, "bytes")) == 12 &&
+            !strcmp(json_string_value(json_object_get(j, "text")) ? json_string_value(json_object_get(j, "text")) : "", "hello upload"),
+        "upload_handler_gets_file", "%d %s", r.status, r.body);
+  json_decref(j);
+  check(upload_files() == 0, "upload_file_removed_after", "%d files left", upload_files());
+  get("POST", "/upload?keep=1", oct, "kept body", &r);
+  char kept[300];
+  snprintf(kept, sizeof kept, "%s/kept", upload_dir);
+  struct stat sb;
+  check(r.status == 200 && stat(kept, &sb) == 0 && sb.st_size == 9 && upload_files() == 0, "upload_handler_may_move_it",
+        "%d %s", r.status, r.body);
+  unlink(kept);
+  get("POST", "/upload", "Authorization: Bearer sekrit\r\n", "{\"n\":1}", &r);
+  check(is_error(&r, 415, "application/octet-stream"), "upload_415_json", "%d %s", r.status, r.body);
+  get("POST", "/upload", "Content-Type: application/octet-stream\r\n", "text", &r);
+  check(is_error(&r, 401, NULL), "upload_401_without_token", "%d %s", r.status, r.body);
+  static char big[6001];
+  memset(big, 'a', 6000);
+  get("POST", "/upload", oct, big, &r);
+  check(is_error(&r, 413, "too large") && r.seconds < 2, "upload_413_content_length", "%d %s", r.status, r.body);
+  char raw[8192];
+  int n = snprintf(raw, sizeof raw, "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s"
+                   "Transfer-Encoding: chunked\r\n\r\n", port, oct);
+  for (int i = 0; i < 3; i++) n += snprintf(raw + n, sizeof raw - (size_t)n, "7d0\r\n%.2000s\r\n", big);
+  n += snprintf(raw + n, sizeof raw - (size_t)n, "0\r\n\r\n");
+  request(raw, (size_t)n, &r);
+  check(is_error(&r, 413, "too large"), "upload_413_chunked", "%d %s", r.status, r.body);
+  check(upload_files() == 0, "upload_413_leaves_nothing", "%d files left", upload_files());
+  /* A stalled upload: closed by the idle rule (1 s here), its file removed. */
+  int fd = dial();
+  n = snprintf(raw, sizeof raw, "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Length: 100\r\n\r\nabc", port, oct);
+  send_all(fd, raw, (size_t)n);
+  double kept_s = until_closed(fd, 6);
+  close(fd);
+  check(kept_s > 0.8 && kept_s < 2.5, "upload_idle_rule", "a stalled upload was kept %.2fs (idle rule 1s)", kept_s);
+  double t0 = now_monotonic();
+  while (upload_files() && now_monotonic() - t0 < 2) sleep_s(0.05);
+  check(upload_files() == 0, "upload_stalled_leaves_nothing", "%d files left", upload_files());
+  /* max_uploads (2 here) receiving at once: a third answers 503; once they go, one passes. */
+  int held[2];
+  n = snprintf(raw, sizeof raw, "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Length: 100\r\n\r\nabc", port, oct);
+  for (int i = 0; i < 2; i++) { held[i] = dial(); send_all(held[i], raw, (size_t)n); }
+  t0 = now_monotonic();
+  while (upload_files() < 2 && now_monotonic() - t0 < 2) sleep_s(0.02);
+  get("POST", "/upload", oct, "third", &r);
+  check(is_error(&r, 503, "too many uploads"), "upload_503_past_max_uploads", "%d %s", r.status, r.body);
+  for (int i = 0; i < 2; i++) close(held[i]);
+  t0 = now_monotonic();
+  while (upload_files() && now_monotonic() - t0 < 4) sleep_s(0.05);
+  check(upload_files() == 0, "upload_gone_clients_leave_nothing", "%d files left", upload_files());
+  get("POST", "/upload", oct, "fourth", &r);
+  check(r.status == 200, "upload_after_gone_clients", "%d %s", r.status, r.body);
+  /* A slow upload that keeps sending outlives the body deadline (1 s). */
+  fd = dial();
+  n = snprintf(raw, sizeof raw, "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%sContent-Length: 8\r\n\r\n",
+               port, oct);
+  send_all(fd, raw, (size_t)n);
+  for (int i = 0; i < 8; i++) { send_all(fd, "x", 1); sleep_s(0.3); }
+  slurp(fd, &r);
+  close(fd);
+  check(r.status == 200, "upload_slow_but_steady_kept", "%d %s", r.status, r.body);
+  get("GET", "/healthz", NULL, NULL, &r);
+  check(r.status == 200, "up_after_uploads", "%d %s", r.status, r.body);
+}
+
 /* One address's clients cannot take every connection or stream. */
 static void test_per_address(void) {
   enum { PER_IP = 16 };
@@ -1002,6 +1111,38 @@ int main(void) {
     port = server ? http_port(server) : 0;
     if (server) test_fifo();
     http_stop(server);
+  }
+  /* Uploads, on a server of their own. */
+  {
+    HttpConfig cu = c;
+    snprintf(upload_dir, sizeof upload_dir, "%s", "/tmp/test_http_upload.XXXXXX");
+    check(mkdtemp(upload_dir) != NULL, "upload_dir", "%s", strerror(errno));
+    cu.routes = upload_routes;
+    cu.n_routes = (int)(sizeof upload_routes / sizeof upload_routes[0]);
+    cu.upload_dir = upload_dir;
+    cu.max_upload = 5000;
+    cu.upload_idle_s = 1;
+    cu.max_uploads = 2;
+    /* What a crashed server left: swept at start when untouched for an hour, else kept. */
+    char old[300], fresh[300], other[300];
+    snprintf(old, sizeof old, "%s/upload-AAAAAA", upload_dir);
+    snprintf(fresh, sizeof fresh, "%s/upload-BBBBBB", upload_dir);
+    snprintf(other, sizeof other, "%s/notes.txt", upload_dir);
+    const char *made[] = {old, fresh, other};
+    for (int i = 0; i < 3; i++) { FILE *f = fopen(made[i], "w"); if (f) fclose(f); }
+    struct timeval two_hours_ago[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    utimes(old, two_hours_ago);
+    utimes(other, two_hours_ago);
+    server = http_start(&cu, &err);
+    check(server != NULL, "upload_start", "%s", err.msg);
+    check(access(old, F_OK) != 0 && access(fresh, F_OK) == 0 && access(other, F_OK) == 0, "upload_stale_swept_at_start",
+          "old %d fresh %d other %d", access(old, F_OK), access(fresh, F_OK), access(other, F_OK));
+    unlink(fresh);
+    unlink(other);
+    port = server ? http_port(server) : 0;
+    if (server) test_upload();
+    http_stop(server);
+    rmdir(upload_dir);
   }
   /* Connection limit, on a server of its own: with 4 connections open a 5th gets no
   ** answer (it waits to be accepted); the server answers again once they go. */
