@@ -1,5 +1,6 @@
-// maskd's page: run history, a run's curves, a form to start a run, a fill-mask
-// playground and a text-classification one. Plain DOM over the HTTP API; text always goes in with textContent.
+// maskd's page: run history, a run's curves, the data pipeline (upload a corpus, train a
+// tokenizer, prepare datasets), a form to start a run, a fill-mask playground and a
+// text-classification one. Plain DOM over the HTTP API; text always goes in with textContent.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -28,7 +29,9 @@ async function api(method, path, body) {
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = { error: text }; }
   if (!r.ok) {
-    const d = data && data.detail != null ? ": " + (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : "";
+    // (A detail that only names the field adds nothing: the form marks that field.)
+    const onlyField = data && data.detail && typeof data.detail === "object" && Object.keys(data.detail).join() === "field";
+    const d = data && data.detail != null && !onlyField ? ": " + (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : "";
     // The detail stays on the error too: a form marks the field a 422 names.
     throw Object.assign(new Error(`${r.status} ${(data && data.error) || r.statusText}${d}`), { detail: data && data.detail });
   }
@@ -94,7 +97,8 @@ function route() {
   let m;
   if ((m = h.match(/^\/runs\/([^/]+)$/))) return showRun(decodeURIComponent(m[1]));
   if (h === "/new") return showNew();
-  if (h === "/playground") return showPlayground();
+  if (h === "/data") return showData();
+  if ((m = h.match(/^\/playground(?:\/(.+))?$/))) return showPlayground(m[1] && decodeURIComponent(m[1]));
   if ((m = h.match(/^\/classify(?:\/(.+))?$/))) return showClassify(m[1] && decodeURIComponent(m[1]));
   return showRuns();
 }
@@ -120,13 +124,302 @@ function showRuns() {
         return tr;
       }));
       status.textContent = runs.length ? `${runs.length} run${runs.length > 1 ? "s" : ""} · updates live` :
-        "No runs yet: start one from “New run”.";
+        "No runs yet: prepare a dataset in “Data”, then start one from “New run”.";
     } catch (e) { status.textContent = "Cannot load runs: " + e.message; }
   }
   refresh();
   const t = setInterval(refresh, 2000);
   cleanup.push(() => clearInterval(t));
 }
+
+// ---- the data pipeline: corpus, tokenizer, dataset ----
+// Names the server takes for what it stores: letters, digits, - _ . (not first), at most 64.
+const cleanName = (s) => String(s).replace(/[^A-Za-z0-9._-]+/g, "-").replace(/\.{2,}/g, ".").replace(/^[.-]+/, "").slice(0, 64);
+// A corpus's name as a stem for the names made from it: wikitext-2/train.txt -> wikitext-2-train.
+const corpusStem = (name) => cleanName(String(name).replace(/\.(txt|text|raw|tokens|csv|jsonl?)$/i, "").replace(/\//g, "-")).slice(0, 50) || "corpus";
+function fmtBytes(n) {
+  if (n == null || !isFinite(n)) return "–";
+  const u = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (Math.abs(n) >= 1000 && i < u.length - 1) { n /= 1000; i++; }
+  return (i ? n.toFixed(n < 10 ? 2 : n < 100 ? 1 : 0) : String(Math.round(n))) + " " + u[i];
+}
+const fmtAmount = (n, unit) => (n == null || !isFinite(n) ? "–" : unit === "bytes" ? fmtBytes(n) : Math.round(n).toLocaleString() + (unit ? " " + unit : ""));
+// A hash shortened, the whole of it in the tooltip.
+const shortHash = (h) => (h ? el("code", { class: "hash", title: h, text: String(h).slice(0, 12) }) : document.createTextNode("–"));
+const cellOf = (x) => (x instanceof Node ? x : document.createTextNode(x == null || x === "" ? "–" : String(x)));
+function setMsg(m, text, kind) { m.className = "msg" + (kind ? " " + kind : ""); m.textContent = text; }
+function setBar(box, frac) {
+  box.hidden = false;
+  const pct = frac == null ? 0 : Math.max(0, Math.min(100, 100 * frac));
+  box.querySelector(".bar").style.width = pct.toFixed(1) + "%";
+  if (frac == null) box.removeAttribute("aria-valuenow"); else box.setAttribute("aria-valuenow", pct.toFixed(0));
+}
+
+// What the Data view made this session, so the next step (and the run form) picks it.
+const made = { corpus: null, tokenizer: null, train: null, validation: null };
+const lists = { corpora: [], tokenizers: [], datasets: [] };
+const pending = { corpus: null, tokenizer: null };  // picked once by the next render of the lists
+const jobWatch = {};  // form id -> the job it watches
+const df = () => $("#ds-form");
+
+// A job's row: status, phase, done / total with a bar, rate and ETA; polled about once a
+// second until it ends (even while another view is shown), then onEnd(job), which puts
+// what became of it (the job's error when it failed) in its step's status line.
+function watchJob(box, id, onEnd) {
+  const key = box.id;
+  jobWatch[key] = id;
+  const status = el("span"), text = el("span", { class: "job-text" }), err = el("p", { class: "msg error" });
+  const bar = el("div", { class: "progress", role: "progressbar", "aria-label": `Job ${id} progress`, "aria-valuemin": "0", "aria-valuemax": "100" },
+                 el("div", { class: "bar" }));
+  const cancel = el("button", { type: "button", class: "danger small", text: "Cancel" });
+  box.replaceChildren(el("div", { class: "job-head" }, el("b", { text: `Job ${id}` }), " ", status, " ", text, " ", cancel), bar, err);
+  box.hidden = false;
+  box.dataset.job = id;
+  delete box.dataset.status;
+  delete box.dataset.progressSeen;
+  cancel.onclick = async () => {
+    cancel.disabled = true;
+    try { await api("POST", `/jobs/${id}/cancel`); } catch (e) { err.textContent = e.message; }
+  };
+  let fails = 0, polls = 0;
+  async function poll() {
+    if (jobWatch[key] !== id) return;  // a newer job took the row
+    let j;
+    try { j = await api("GET", "/jobs/" + id); fails = 0; } catch (e) {
+      err.textContent = "Cannot read the job: " + e.message;
+      if (++fails < 30) setTimeout(poll, 2000);
+      return;
+    }
+    err.textContent = "";
+    box.dataset.status = j.status;
+    status.replaceChildren(statusBadge(j.status));
+    const p = j.progress;
+    const parts = [];
+    if (p) {
+      if (p.phase) parts.push(p.phase);
+      // "3.2 MB / 10.8 MB", "400 / 1,000 pieces"
+      if (p.done != null) parts.push(p.total ? `${p.unit === "bytes" ? fmtBytes(p.done) : fmtAmount(p.done)} / ${fmtAmount(p.total, p.unit)} (${Math.min(100, 100 * p.done / p.total).toFixed(0)}%)`
+                                             : fmtAmount(p.done, p.unit));
+      if (p.rate) parts.push((p.unit === "bytes" ? fmtBytes(p.rate) : fmtAmount(p.rate, p.unit)) + "/s");
+      if (p.eta_s != null && j.status === "running") parts.push("ETA " + fmtDuration(p.eta_s));
+      box.dataset.progressSeen = "1";
+    }
+    if (j.status === "done" && j.started && j.finished) {
+      const d = j.finished - j.started;
+      parts.push("took " + (d < 10 ? d.toFixed(1) + "s" : fmtDuration(d)));
+    }
+    text.textContent = parts.join(" · ");
+    const live = j.status === "queued" || j.status === "running";
+    setBar(bar, j.status === "done" ? 1 : p && p.total ? p.done / p.total : live ? null : 0);
+    cancel.hidden = !live;
+    // Quicker at first: a small job ends within a second or two.
+    if (live) setTimeout(poll, ++polls < 5 ? 400 : 1000);
+    else if (onEnd) onEnd(j);
+  }
+  poll();
+}
+
+function fillSelect(sel, items, { empty, none, keep, prefer } = {}) {
+  const opts = items.map((x) => el("option", { value: x.value, text: x.text || x.value }));
+  if (none) opts.unshift(el("option", { value: "", text: none }));
+  if (!opts.length) opts.push(el("option", { value: "", text: empty || "none yet" }));
+  const want = [prefer, keep].find((v) => v != null && opts.some((o) => o.value === v));
+  sel.replaceChildren(...opts);
+  if (want != null) sel.value = want;
+}
+
+function renderCorpora() {
+  $("#corpora-table tbody").replaceChildren(...(lists.corpora.length ? lists.corpora.map((c) => el("tr", {},
+    el("td", { text: c.name }), el("td", { text: fmtBytes(c.bytes), title: c.bytes != null ? c.bytes + " bytes" : "" }),
+    el("td", { text: c.uploaded ? "uploaded" : c.uploaded === false ? "data folder" : "–" })))
+    : [el("tr", {}, el("td", { colspan: 3, class: "muted", text: "No corpus yet: upload one." }))]));
+  // Checkboxes keep what was ticked; the corpus just uploaded is ticked.
+  const list = $("#tok-corpora .check-list");
+  // (An upload ticks its corpus alone, and picks it for a dataset: once, pending.corpus.)
+  const fresh = pending.corpus;
+  pending.corpus = null;
+  const ticked = fresh ? new Set([fresh]) : new Set([...list.querySelectorAll("input:checked")].map((i) => i.value));
+  list.replaceChildren(...(lists.corpora.length ? lists.corpora.map((c) => {
+    const box = el("input", { type: "checkbox", name: "input", value: c.name });
+    box.checked = ticked.has(c.name);
+    return el("label", { class: "choice" }, box, ` ${c.name} `, el("span", { class: "muted", text: fmtBytes(c.bytes) }));
+  }) : [el("p", { class: "muted", text: "No corpus yet: upload one above." })]));
+  const ds = $("#ds-form");
+  fillSelect(ds.input, lists.corpora.map((c) => ({ value: c.name })), { empty: "no corpus yet", keep: ds.input.value, prefer: fresh });
+}
+function renderTokenizers() {
+  $("#tokenizers-table tbody").replaceChildren(...(lists.tokenizers.length ? lists.tokenizers.map((t) => {
+    const src = t.source && Array.isArray(t.source.corpora) ? t.source.corpora : null;
+    const from = el("td");
+    if (src && src.length) src.forEach((c, i) => from.append(...(i ? [", "] : []), `${c.name} `, shortHash(c.sha256)));
+    else from.textContent = "–";
+    return el("tr", { "data-name": t.name }, el("td", { text: t.name }), el("td", { text: t.vocab_size != null ? Number(t.vocab_size).toLocaleString() : "–" }),
+              from, el("td", {}, shortHash(t.sha256)), el("td", { text: fmtTime(t.created) }));
+  }) : [el("tr", {}, el("td", { colspan: 5, class: "muted", text: "No tokenizer yet: train one." }))]));
+  const ds = $("#ds-form");
+  fillSelect(ds.tokenizer, lists.tokenizers.map((t) => ({ value: t.name, text: t.vocab_size ? `${t.name} (${t.vocab_size})` : t.name })),
+             { empty: "no tokenizer yet: train one", keep: ds.tokenizer.value, prefer: pending.tokenizer });
+  pending.tokenizer = null;
+}
+function renderDatasets() {
+  $("#datasets-table tbody").replaceChildren(...(lists.datasets.length ? lists.datasets.map((d) => el("tr", { "data-name": d.name },
+    el("td", { text: d.name }), el("td", {}, cellOf(d.tokenizer || (d.source && d.source.tokenizer && d.source.tokenizer.name))),
+    el("td", {}, cellOf(d.split)), el("td", {}, cellOf(d.seq_len)),
+    el("td", { text: d.samples != null ? Number(d.samples).toLocaleString() : "–" }), el("td", { text: fmtTime(d.created) })))
+    : [el("tr", {}, el("td", { colspan: 6, class: "muted", text: "No dataset yet: prepare one." }))]));
+}
+async function loadData(which = ["corpora", "tokenizers", "datasets"]) {
+  const st = $("#data-status");
+  try {
+    const got = await Promise.all(which.map((k) => api("GET", "/" + k)));
+    which.forEach((k, i) => (lists[k] = Array.isArray(got[i]) ? got[i] : []));
+    if (which.includes("corpora")) renderCorpora();
+    if (which.includes("tokenizers")) renderTokenizers();
+    if (which.includes("datasets")) renderDatasets();
+    st.textContent = "";
+  } catch (e) { setMsg(st, "Cannot load the lists: " + e.message, "error"); }
+  suggestNames();
+}
+
+// Suggested names, until the field is typed into: "<corpus>-tok", "<corpus>-<split>".
+function suggest(input, value) {
+  if (!input.value || input.value === input.dataset.suggested) { input.value = value; input.dataset.suggested = value; }
+}
+function suggestNames() {
+  const tf = $("#tok-form"), dsf = $("#ds-form");
+  const first = tf.querySelector("#tok-corpora input:checked");
+  if (first) suggest(tf.name, corpusStem(first.value) + "-tok");
+  if (dsf.input.value) suggest(dsf.name, corpusStem(dsf.input.value) + "-" + (cleanName(dsf.split.value) || "data"));
+}
+$("#tok-form").addEventListener("change", suggestNames);
+$("#ds-form").addEventListener("change", (ev) => {
+  // A corpus named like a validation or test file suggests that split.
+  if (ev.target.name === "input" && (!df().split.value || df().split.value === df().split.dataset.suggested)) {
+    const v = /valid|dev/i.test(ev.target.value) ? "validation" : /test/i.test(ev.target.value) ? "test" : "train";
+    df().split.value = v; df().split.dataset.suggested = v;
+  }
+  suggestNames();
+});
+$("#ds-form").split.addEventListener("input", suggestNames);
+$("#ds-form").split.dataset.suggested = $("#ds-form").split.value;  // the page's "train" gives way to a guess
+
+function showData() {
+  show("data");
+  loadData();
+  // A tokenizer or prepare job still going (started before a reload) gets its row back.
+  api("GET", "/jobs").then((jobs) => {
+    for (const [kind, box, done] of [["tokenizer", "#tok-job", tokenizerDone], ["prepare", "#ds-job", datasetDone]]) {
+      const j = (jobs || []).find((x) => x.kind === kind);
+      if (j && (j.status === "queued" || j.status === "running") && jobWatch[$(box).id] == null) watchJob($(box), j.id, done);
+    }
+  }).catch(() => { /* the forms work without it */ });
+}
+
+// 1. Upload: XMLHttpRequest, whose upload events give the bar (fetch has none).
+$("#upload-form").file.addEventListener("change", (ev) => {
+  const f = ev.target.files[0], name = $("#upload-form").name;
+  if (f) suggest(name, cleanName(f.name) || "corpus");
+});
+$("#upload-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const f = ev.target, file = f.file.files[0], msg = $("#upload-msg"), bar = $("#upload-progress"), out = $("#upload-result");
+  const btn = f.querySelector("button[type=submit]");
+  if (!file) { setMsg(msg, "Choose a file first.", "error"); return; }
+  const name = f.name.value.trim() || cleanName(file.name);
+  if (!name) { setMsg(msg, "Give the corpus a name (letters, digits, - _ .).", "error"); f.name.focus(); return; }
+  out.hidden = true;
+  btn.disabled = true;
+  setBar(bar, 0);
+  setMsg(msg, `Uploading ${fmtBytes(file.size)}…`);
+  const xhr = new XMLHttpRequest();
+  xhr.open("POST", "/corpora?name=" + encodeURIComponent(name));
+  xhr.setRequestHeader("Content-Type", "application/octet-stream");
+  xhr.upload.onprogress = (e) => {
+    const total = e.lengthComputable ? e.total : file.size;
+    setBar(bar, total ? e.loaded / total : null);
+    setMsg(msg, `Uploading: ${fmtBytes(e.loaded)} of ${fmtBytes(total)} (${total ? Math.floor(100 * e.loaded / total) : 0}%)`);
+  };
+  // The body sent: the server checks it (UTF-8 text, sha256) before it answers.
+  xhr.upload.onload = () => { setBar(bar, 1); setMsg(msg, `Sent ${fmtBytes(file.size)}; the server is checking it…`); };
+  xhr.onerror = () => {
+    btn.disabled = false;
+    setMsg(msg, "Upload failed: the connection closed (is the file larger than the server takes?)", "error");
+  };
+  xhr.onload = () => {
+    btn.disabled = false;
+    let d = null;
+    try { d = xhr.responseText ? JSON.parse(xhr.responseText) : null; } catch (_) { d = { error: xhr.responseText }; }
+    if (xhr.status === 401) showLogin();
+    if (xhr.status !== 201 && xhr.status !== 200) {
+      const detail = !d || d.detail == null ? "" : typeof d.detail === "string" ? ": " + d.detail
+        : d.detail.max_bytes != null ? `: this server takes at most ${fmtBytes(d.detail.max_bytes)}` : ": " + JSON.stringify(d.detail);
+      setMsg(msg, `${xhr.status} ${(d && d.error) || xhr.statusText}${detail}`, "error");
+      return;
+    }
+    setBar(bar, 1);
+    setMsg(msg, `Uploaded ${d.name}.`, "ok");
+    out.replaceChildren(...[["Name", document.createTextNode(d.name)], ["Size", document.createTextNode(`${fmtBytes(d.bytes)} (${Number(d.bytes).toLocaleString()} bytes)`)],
+                            ["sha256", shortHash(d.sha256)]].map(([k, v]) => el("div", {}, el("b", { text: k }), el("span", {}, v))));
+    out.hidden = false;
+    made.corpus = pending.corpus = d.name;
+    f.name.value = ""; delete f.name.dataset.suggested;
+    loadData(["corpora"]).then(() => { const c = df().input; c.dispatchEvent(new Event("change", { bubbles: true })); });
+  };
+  xhr.send(file);
+});
+
+// 2. A tokenizer job.
+// A job that did not end well says why in its step's status line.
+const jobFailed = (j) => `Job ${j.id} ${j.status}${j.error ? ": " + j.error : ""}`;
+function tokenizerDone(j) {
+  if (j.status === "done") {
+    made.tokenizer = pending.tokenizer = j.params && j.params.name;
+    setMsg($("#tok-msg"), `Tokenizer ${made.tokenizer || ""} is ready: prepare a dataset with it below.`, "ok");
+  } else setMsg($("#tok-msg"), jobFailed(j), "error");
+  loadData(["tokenizers"]);
+}
+$("#tok-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target, msg = $("#tok-msg"), btn = f.querySelector("button[type=submit]");
+  const input = [...f.querySelectorAll("#tok-corpora input:checked")].map((i) => i.value);
+  if (!input.length) { setMsg(msg, "Tick at least one corpus.", "error"); return; }
+  btn.disabled = true;
+  setMsg(msg, "Submitting…");
+  try {
+    const job = await api("POST", "/tokenizers", { name: f.name.value.trim(), input: input.length > 1 ? input : input[0],
+                                                   vocab_size: parseInt(f.vocab_size.value, 10) });
+    setMsg(msg, `Training tokenizer ${f.name.value.trim()} (job ${job.id})…`);
+    watchJob($("#tok-job"), job.id, tokenizerDone);
+  } catch (e) { setMsg(msg, e.message, "error"); }
+  btn.disabled = false;
+});
+
+// 3. A prepare job.
+function datasetDone(j) {
+  const p = j.params || {};
+  if (j.status === "done") {
+    const split = p.split || "train";
+    if (split === "train" || split === "validation") made[split] = p.name;
+    setMsg($("#ds-msg"), `Dataset ${p.name || ""} is ready` + (split === "train" || split === "validation" ? `: start a run with it from “New run”.` : "."), "ok");
+  } else setMsg($("#ds-msg"), jobFailed(j), "error");
+  loadData(["datasets"]);
+}
+$("#ds-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target, msg = $("#ds-msg"), btn = f.querySelector("button[type=submit]");
+  const body = { name: f.name.value.trim(), tokenizer: f.tokenizer.value, input: f.input.value };
+  if (f.split.value.trim()) body.split = f.split.value.trim();
+  if (f.seq_len.value !== "") body.seq_len = parseInt(f.seq_len.value, 10);
+  btn.disabled = true;
+  setMsg(msg, "Submitting…");
+  try {
+    const job = await api("POST", "/datasets", body);
+    setMsg(msg, `Preparing dataset ${body.name} (job ${job.id})…`);
+    watchJob($("#ds-job"), job.id, datasetDone);
+  } catch (e) { setMsg(msg, e.message, "error"); }
+  btn.disabled = false;
+});
 
 // ---- charts: plain SVG line charts ----
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -231,6 +524,7 @@ function showRun(id) {
   const summary = $("#run-summary");
   const cancelBtn = $("#run-cancel"), cancelMsg = $("#run-cancel-msg");
   cancelMsg.textContent = "";
+  $("#run-try").hidden = true;
   summary.replaceChildren();
   $("#run-title").textContent = "Run " + id;
   $("#confusion-epoch").replaceChildren();
@@ -278,6 +572,15 @@ function showRun(id) {
     if (run.error) summary.append(el("div", {}, el("b", { text: "Error" }), el("span", { text: run.error })));
     $("#run-bar").style.width = run.total_steps ? (100 * run.step / run.total_steps).toFixed(1) + "%" : "0";
     cancelBtn.hidden = run.status !== "running";
+  }
+  // A masked-LM run's model answers in the fill-mask playground once a revision is pushed.
+  function renderTry() {
+    const revs = (full && full.revisions) || [];
+    const on = !!full && !isClassification(full) && revs.length > 0;
+    $("#run-try").hidden = !on;
+    if (!on) return;
+    $("#run-try-link").href = "#/playground/" + encodeURIComponent(full.name);
+    $("#run-try-note").textContent = run.status === "running" ? `its newest revision (${revs.length} so far)` : "";
   }
   function renderCharts() {
     const perEpoch = (k) => epochs.map((e) => ({ x: e.epoch + 1, y: e[k] }));
@@ -401,6 +704,7 @@ function showRun(id) {
       }
       renderSummary();
       renderDetails();
+      renderTry();
       renderCharts();
     } catch (e) { $("#run-title").textContent = "Run " + id + ": " + e.message; }
   }
@@ -453,6 +757,39 @@ function applyFormTask() {
 }
 $("#new-form").addEventListener("change", (ev) => { if (ev.target.name === "task") applyFormTask(); });
 
+// The masked-LM fields pick a registered tokenizer and datasets (GET /tokenizers,
+// /datasets, refreshed when the view opens); "a path…" shows a text field for one
+// inside the server's data folder instead.
+const PATH_PICK = "\u2026path";
+const madeSeen = {};
+function pickChanged(sel) {
+  const path = sel.closest(".pick").querySelector("input");
+  const on = sel.selectedOptions[0] && sel.selectedOptions[0].dataset.path === "1";
+  path.closest("label").hidden = !on;
+  path.disabled = !on;
+}
+// The value a pick stands for: the option's, or the path typed.
+function pickValue(sel) {
+  const o = sel.selectedOptions[0];
+  return o && o.dataset.path === "1" ? sel.closest(".pick").querySelector("input").value.trim() : sel.value;
+}
+// Selects want: the first of wants that it has; a name it does not list (a path in the
+// data folder, from the last job) becomes an option of its own.
+function fillPick(sel, items, { none, empty, wants = [] }) {
+  const names = items.map((x) => x.value);
+  const opts = items.map((x) => el("option", { value: x.value, text: x.text || x.value }));
+  if (none) opts.unshift(el("option", { value: "", text: none }));
+  else if (!names.length) opts.unshift(el("option", { value: "", text: empty }));
+  opts.push(el("option", { value: PATH_PICK, text: "a path inside the data folder…", "data-path": "1" }));
+  const want = wants.find((w) => w != null && (w !== "" || none));
+  if (want && !names.includes(want) && want !== PATH_PICK)
+    opts.splice(opts.length - 1, 0, el("option", { value: want, text: `${want} (in the data folder)` }));
+  sel.replaceChildren(...opts);
+  if (want != null) sel.value = want;
+  pickChanged(sel);
+}
+$("#mlm-fields").addEventListener("change", (ev) => { if (ev.target.closest(".pick") && ev.target.tagName === "SELECT") pickChanged(ev.target); });
+
 async function showNew() {
   show("new");
   const f = $("#new-form"), msg = $("#new-msg");
@@ -461,26 +798,38 @@ async function showNew() {
   if (!f.name.value) f.name.value = "run-" + new Date().toISOString().slice(0, 16).replace(/[-:T]/g, "");
   const m = $("#mlm-fields").elements, c = $("#cls-fields").elements;
   try {
-    const [toks, sets, files, models] = await Promise.all(["/tokenizers", "/datasets", "/corpora", "/models"].map((p) => api("GET", p)));
-    $("#known-tokenizers").replaceChildren(...toks.map((t) => el("option", { value: t.name })));
-    $("#known-datasets").replaceChildren(...sets.map((d) => el("option", { value: d.name })));
+    const [toks, sets, files, models, jobs] = await Promise.all(["/tokenizers", "/datasets", "/corpora", "/models", "/jobs"].map((p) => api("GET", p)));
     $("#known-files").replaceChildren(...files.map((d) => el("option", { value: d.name })));
+    // What was picked stays picked; else what the Data view just made; else the newest job's.
+    const last = jobs.find((j) => j.kind === "train" && j.params && j.params.tokenizer);
+    const lp = (last && last.params) || {};
+    // (Validation's "" is its "none"; the others' "" says there was nothing to pick.)
+    const kept = (k) => (m[k].options.length && m[k].value !== PATH_PICK && (m[k].value || k === "validation") ? m[k].value : null);
+    // Options say what is known of each: a vocabulary, a split, a length, a sample count.
+    const tokItems = toks.map((t) => ({ value: t.name, text: t.vocab_size ? `${t.name} (vocabulary ${t.vocab_size})` : t.name }));
+    const setItems = sets.map((d) => {
+      const what = [d.split, d.seq_len && `${d.seq_len} tokens`, d.samples != null && `${Number(d.samples).toLocaleString()} samples`,
+                    d.tokenizer && `tokenizer ${d.tokenizer}`].filter(Boolean);
+      return { value: d.name, text: what.length ? `${d.name} (${what.join(", ")})` : d.name };
+    });
+    // Something the Data view made since the form was last filled comes first.
+    const fresh = (k) => (made[k] && made[k] !== madeSeen[k] ? made[k] : null);
+    fillPick(m.tokenizer, tokItems, { empty: "no tokenizer yet: train one in Data", wants: [fresh("tokenizer"), kept("tokenizer"), lp.tokenizer] });
+    fillPick(m.train, setItems, { empty: "no dataset yet: prepare one in Data", wants: [fresh("train"), kept("train"), lp.train] });
+    fillPick(m.validation, setItems, { none: "none", wants: [fresh("validation"), kept("validation"), lp.validation] });
+    Object.assign(madeSeen, made);
     const keep = c.model.value;
     c.model.replaceChildren(...(models.length ? models.map((x) => el("option", { value: x.name,
       text: `${x.name} (${x.revisions} revision${x.revisions === 1 ? "" : "s"}${x.best != null ? ", a classifier" : ""})` }))
       : [el("option", { value: "", text: "no model in the store yet: train one first" })]));
     if (keep && models.some((x) => x.name === keep)) c.model.value = keep;
-    const jobs = await api("GET", "/jobs");
-    const last = jobs.find((j) => j.kind === "train" && j.params && j.params.tokenizer);
-    if (last && !m.tokenizer.value)
-      for (const k of ["tokenizer", "train", "validation"]) if (last.params[k]) m[k].value = last.params[k];
     const lastFt = jobs.find((j) => j.kind === "train" && j.params && j.params.task === "text-classification");
     if (lastFt && !c.train.value) {
       for (const k of ["train", "validation", "test", "text_column", "label_column", "labels", "max_length"])
         if (lastFt.params[k] != null) c[k].value = lastFt.params[k];
       if (models.some((x) => x.name === lastFt.params.model)) c.model.value = lastFt.params.model;
     }
-  } catch (_) { /* the form works without suggestions */ }
+  } catch (e) { setMsg(msg, "Cannot list tokenizers and datasets: " + e.message, "error"); }
 }
 
 // The description of the chosen task's run, as POST /runs takes it.
@@ -495,9 +844,11 @@ function runBody(f) {
     return body;
   }
   const m = $("#mlm-fields").elements;
-  Object.assign(body, { tokenizer: m.tokenizer.value, train: m.train.value, config: m.config.value });
-  if (m.validation.value) body.validation = m.validation.value;
+  Object.assign(body, { tokenizer: pickValue(m.tokenizer), train: pickValue(m.train), config: m.config.value });
+  if (pickValue(m.validation)) body.validation = pickValue(m.validation);
   for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads"]) body[k] = parseInt(m[k].value, 10);
+  const ck = parseInt(m.checkpoint_steps.value, 10);
+  if (ck > 0) body.checkpoint_steps = ck;
   body.lr = parseFloat(m.lr.value);
   body.precision = m.precision.value;
   return body;
@@ -532,7 +883,8 @@ $("#new-form").addEventListener("submit", async (ev) => {
 });
 
 // The playground: every revision of every model, top-k predictions as bars.
-async function showPlayground() {
+// #/playground/NAME picks that model (a run page's "Try this model" links it).
+async function showPlayground(want) {
   show("playground");
   const sel = $("#fill-model");
   try {
@@ -544,9 +896,10 @@ async function showPlayground() {
       for (const r of full.revisions || [])
         opts.push(el("option", { value: `${m.name}@${r.commit}`, text: `${m.name}@${r.commit.slice(0, 8)} · ${r.message}` }));
     }
-    const keep = sel.value;
+    const keep = want || sel.value;
     sel.replaceChildren(...opts);
-    if (keep) sel.value = keep;
+    if (keep && opts.some((o) => o.value === keep)) sel.value = keep;
+    else if (want) $("#fill-msg").textContent = `No model ${want} in the store.`;
     if (!opts.length) $("#fill-msg").textContent = "No model in the store yet: train one first.";
   } catch (e) { $("#fill-msg").textContent = "Cannot list models: " + e.message; }
 }
