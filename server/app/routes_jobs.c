@@ -480,7 +480,7 @@ void route_jobs(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   json_t *j = store_jobs_list(s, &e);
   if (!j) { http_error(rs, 500, "cannot list jobs", json_string(e.msg)); return; }
-  http_json(rs, 200, j);
+  http_json(rs, 200, workspace_scrub_json(&((App *)app)->ws, j));
 }
 
 static int64_t parse_id(const char *s) {
@@ -497,7 +497,7 @@ void route_job(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   json_t *j = store_job_get(s, id, &e);
   if (!j) { http_error_from(rs, &e, "no such job", json_pack("{s:s, s:s}", "job", rq->params[0], "why", e.msg)); return; }
-  http_json(rs, 200, j);
+  http_json(rs, 200, workspace_scrub_json(&((App *)app)->ws, j));
 }
 
 static void cancel_job(Store *s, HttpRes *rs, int64_t job) {

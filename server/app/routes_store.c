@@ -114,7 +114,7 @@ void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
     run_summary(s, r, id, now);
     json_object_del(r, "config");
   }
-  http_json(rs, 200, runs);
+  http_json(rs, 200, workspace_scrub_json(&((App *)app)->ws, runs));
 }
 
 /* The revisions a run pushed, newest first. */
@@ -141,7 +141,7 @@ void route_run(void *app, HttpReq *rq, HttpRes *rs) {
   run_summary(s, run, id, now_wall());
   const char *name = json_string_value(json_object_get(run, "name"));
   json_object_set_new(run, "revisions", run_revisions(s, name ? name : "", id));
-  http_json(rs, 200, run);
+  http_json(rs, 200, workspace_scrub_json(&((App *)app)->ws, run));
 }
 
 void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs) {
@@ -208,6 +208,7 @@ static void events_poll(Events *ev) {
   int working = store_run_has_running_job(s, ev->run, &e) == 1;
   json_object_del(run, "config");
   json_object_del(run, "duration_s");  /* changes every second; the page computes it */
+  workspace_scrub_json(&ev->app->ws, run);
   char *prog = json_dumps(run, JSON_COMPACT | JSON_SORT_KEYS);
   if (prog && (!ev->last_progress || strcmp(prog, ev->last_progress))) {
     append(ev, "progress", prog);

@@ -321,3 +321,47 @@ json_t *workspace_list(const Workspace *w, const char *kind, int limit) {
   free(items);
   return out;
 }
+
+/* ---- answers without host paths ---- */
+
+static void scrub_root(char *text, const char *root) {
+  size_t n = root ? strlen(root) : 0;
+  if (!n) return;
+  char *p = text;
+  while ((p = strstr(p, root))) {
+    if (p[n] != '/') { p += n; continue; }   /* "/data/x" is not inside root "/dat" */
+    memmove(p, p + n + 1, strlen(p + n + 1) + 1);
+  }
+}
+
+void workspace_scrub(const Workspace *w, char *text) {
+  if (!text) return;
+  /* The work root may lie inside the data root (or the other way): the longer goes first. */
+  const char *a = w->work_root, *b = w->data_root;
+  if (a && b && strlen(b) > strlen(a)) { const char *t = a; a = b; b = t; }
+  scrub_root(text, a);
+  scrub_root(text, b);
+}
+
+json_t *workspace_scrub_json(const Workspace *w, json_t *v) {
+  if (json_is_string(v)) {
+    const char *s = json_string_value(v);
+    if ((w->work_root && strstr(s, w->work_root)) || (w->data_root && strstr(s, w->data_root))) {
+      char *copy = strdup(s);
+      if (copy) {
+        workspace_scrub(w, copy);
+        json_string_set(v, copy);
+        free(copy);
+      }
+    }
+  } else if (json_is_object(v)) {
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) workspace_scrub_json(w, x);
+  } else if (json_is_array(v)) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) workspace_scrub_json(w, x);
+  }
+  return v;
+}

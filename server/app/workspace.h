@@ -84,4 +84,11 @@ int workspace_job_file(const Workspace *w, const char *file, char *path, size_t 
 ** ones, each entry {"name", "bytes"}. At most limit entries; NULL when out of memory. */
 json_t *workspace_list(const Workspace *w, const char *kind, int limit);
 
+/* What the API answers never holds a host path. Removes every "ROOT/" (work root, then
+** data root) from text in place, so a path inside them reads as the name inside. */
+void workspace_scrub(const Workspace *w, char *text);
+/* The same over every string in v (objects and arrays, recursively), replacing those that
+** change; v is changed in place and returned. */
+json_t *workspace_scrub_json(const Workspace *w, json_t *v);
+
 #endif

@@ -107,6 +107,13 @@ post /runs '{"name": "reg-run", "tokenizer": "wiki-tok", "train": "wiki-train", 
 ok run_names_registry status_is 202
 ok run_done wait_for 120 /runs/reg-run 'b["status"] in ("done", "failed")'
 ok run_succeeded test "$(jget 'b["status"]')" = "done"
+# The run's description holds the resolved files; its answers name them inside the roots.
+ok run_no_host_path no_host_path
+ok run_config_names_inside_roots $PY -c "
+import json; c = json.load(open('$T/body'))['config']
+assert c['tokenizer'] == 'tokenizers/wiki-tok/tokenizer.json' and c['config'] == 'tiny.json', c"
+call GET /runs;        ok runs_no_host_path no_host_path
+call GET /jobs;        ok jobs_no_host_path no_host_path
 
 # ---- a job whose output cannot be registered fails and leaves nothing ----
 # The store knows wiki-tok; its folder goes, so the job is accepted and runs, and the
