@@ -251,10 +251,12 @@ static int no_model_yet(Store *s, Err *err) {
     rc = err_setk(err, ERR_NOT_FOUND, "the store holds no model yet: train one (POST /runs) or import one");
   } else {
     json_t *r = run > 0 ? store_run_get(s, run, err) : NULL;
-    if (r)
+    long long total = r ? (long long)json_integer_value(json_object_get(r, "total_steps")) : 0;
+    if (total > 0)
       err_setk(err, ERR_CONFLICT, "the first model is still training (run %lld, step %lld of %lld): fill-mask answers from its first revision",
-               (long long)run, (long long)json_integer_value(json_object_get(r, "step")),
-               (long long)json_integer_value(json_object_get(r, "total_steps")));
+               (long long)run, (long long)json_integer_value(json_object_get(r, "step")), total);
+    else if (r)
+      err_setk(err, ERR_CONFLICT, "the first model's run %lld is starting: fill-mask answers from its first revision", (long long)run);
     else
       err_setk(err, ERR_CONFLICT, "the first model's training job is %s: fill-mask answers from its first revision", why);
     json_decref(r);
