@@ -381,8 +381,21 @@ static int output_free(App *a, HttpRes *rs, json_t *o, const char *kind) {
   int st = strlen(name) != json_string_length(json_object_get(o, "name"))
                ? (err_setk(&e, ERR_INVALID, "name: cannot hold a NUL character"), WORKSPACE_BAD_NAME)
                : workspace_output(&a->ws, kind, name, path, sizeof path, &e);
-  if (st) workspace_refusal(rs, &e, "name");
-  return !st;
+  if (st) { workspace_refusal(rs, &e, "name"); return 0; }
+  /* The store may know the name though its folder is gone (removed by hand): the job
+  ** would run and then fail to register; refused now, as a taken folder is. */
+  Store *s = app_store(a, rs);
+  if (!s) return 0;
+  int tok = !strcmp(kind, "tokenizers");
+  json_t *known = tok ? store_tokenizer_info(s, name, &e) : store_dataset_get(s, name, &e);
+  if (known) {
+    json_decref(known);
+    http_error(rs, 409, tok ? "a tokenizer of this name is registered" : "a dataset of this name is registered",
+               json_pack("{s:s, s:s}", "field", "name", "name", name));
+    return 0;
+  }
+  if (e.kind != ERR_NOT_FOUND) { http_error_from(rs, &e, "cannot read the store", NULL); return 0; }
+  return 1;
 }
 
 void route_submit_tokenizer(void *app, HttpReq *rq, HttpRes *rs) {

@@ -115,19 +115,20 @@ assert c['tokenizer'] == 'tokenizers/wiki-tok/tokenizer.json' and c['config'] ==
 call GET /runs;        ok runs_no_host_path no_host_path
 call GET /jobs;        ok jobs_no_host_path no_host_path
 
-# ---- a job whose output cannot be registered fails and leaves nothing ----
-# The store knows wiki-tok; its folder goes, so the job is accepted and runs, and the
-# store refuses the name when the worker registers what it made.
+# ---- a name the store has is refused at submission, even when its folder is gone ----
+# (A job that gets as far as registering a taken name fails and leaves nothing:
+# tests/unit/test_registry.c.)
 mv "$W/tokenizers/wiki-tok" "$T/wiki-tok.kept"
 post /tokenizers '{"name": "wiki-tok", "input": "wiki/valid.txt", "vocab_size": 300}'
-ok dup_job_accepted status_is 202
-dup=$(jget 'b["id"]')
-ok dup_job_failed wait_for 120 "/jobs/$dup" 'b["status"] == "failed" and "already exists" in (b["error"] or "")'
+ok dup_name_refused_409 status_is 409
+ok dup_name_says_registered test "$(jget 'b["error"]')" = "a tokenizer of this name is registered"
 ok dup_job_no_host_path no_host_path
-ok dup_job_output_removed test ! -e "$W/tokenizers/wiki-tok"
+ok dup_job_made_nothing test ! -e "$W/tokenizers/wiki-tok"
 call GET /tokenizers
 ok dup_job_registers_nothing test "$(jget '[(t["name"], t["job"]) for t in b]')" = "[('wiki-tok', $tjob)]"
 mv "$T/wiki-tok.kept" "$W/tokenizers/wiki-tok"
+post /datasets '{"name": "wiki-train", "tokenizer": "wiki-tok", "input": "wiki/train.txt"}'
+ok dup_dataset_name_409 status_is 409
 
 # A corpus that changes while the job reads it fails the job. The worker hashes it before
 # it starts the job's process: once that process exists, it is held (SIGSTOP) while a
