@@ -14,51 +14,30 @@
 #include <unistd.h>
 
 #include "engine/core/files.h"
+#include "engine/tok/tokenizer.h"
 #include "server/app/app.h"
 #include "store/sha256.h"
 
 #define READ_CHUNK (1 << 20)
 
-/* A UTF-8 check fed in pieces: the state carried between them is how many
-** continuation bytes are still due and the range the next one must lie in (which
-** rules out overlong forms, surrogates and code points past U+10FFFF). */
-typedef struct Utf8Scan {
-  int need;                   /* continuation bytes still due */
-  unsigned char lo, hi;       /* the range of the next continuation byte */
-  unsigned long long offset;  /* bytes scanned */
-  unsigned long long start;   /* where the sequence being read began */
-} Utf8Scan;
-
-/* Scans n bytes; 0, or -1 with *bad the offset of the offending sequence's first
-** byte and *nul set when it is a NUL. */
-static int utf8_scan(Utf8Scan *u, const unsigned char *p, size_t n, unsigned long long *bad, int *nul) {
-  for (size_t i = 0; i < n; i++, u->offset++) {
-    unsigned char c = p[i];
-    if (u->need) {
-      if (c < u->lo || c > u->hi) { *bad = u->start; *nul = 0; return -1; }
-      u->lo = 0x80;
-      u->hi = 0xbf;
-      u->need--;
-      continue;
-    }
-    u->start = u->offset;
-    if (c == 0) { *bad = u->offset; *nul = 1; return -1; }
-    if (c < 0x80) continue;
-    u->lo = 0x80;
-    u->hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) u->need = 1;
-    else if (c >= 0xe0 && c <= 0xef) { u->need = 2; if (c == 0xe0) u->lo = 0xa0; if (c == 0xed) u->hi = 0x9f; }
-    else if (c >= 0xf0 && c <= 0xf4) { u->need = 3; if (c == 0xf0) u->lo = 0x90; if (c == 0xf4) u->hi = 0x8f; }
-    else { *bad = u->offset; *nul = 0; return -1; }
-  }
-  return 0;
+/* How many of the n bytes at p end on a whole character: a read that splits one leaves
+** its 1-3 bytes for the next piece. Only the lead byte is looked at; whether the bytes
+** make a valid character is tokenizer_utf8_valid's business. */
+static size_t whole_characters(const unsigned char *p, size_t n) {
+  size_t i = n, tail = 0;
+  while (i > 0 && tail < 3 && (p[i - 1] & 0xC0) == 0x80) { i--; tail++; }
+  if (i == 0 || p[i - 1] < 0xC0) return n;   /* ends on ASCII or stray continuations: checked as they are */
+  unsigned lead = p[i - 1];
+  size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+  return n - (i - 1) < need ? i - 1 : n;
 }
 
-/* Reads the file once: its sha256 into hex, checked as UTF-8 text of the expected size.
-** 0, or -1 having answered (422 naming the offset, or 500). */
+/* Reads the file once: its sha256 into hex, checked as UTF-8 text without NUL bytes
+** (tokenizer_utf8_valid, what the tokenizers accept) of the expected size. 0, or -1
+** having answered (422 naming the offset, or 500). */
 static int check_text(const char *path, unsigned long long bytes, char hex[65], HttpRes *rs) {
   int fd = open(path, O_RDONLY | O_CLOEXEC), open_errno = errno;
-  unsigned char *buf = fd >= 0 ? malloc(READ_CHUNK) : NULL;
+  unsigned char *buf = fd >= 0 ? malloc(READ_CHUNK + 4) : NULL;
   if (!buf) {
     if (fd >= 0) close(fd);
     http_error(rs, 500, "cannot read the upload back", json_pack("{s:s}", "why", fd >= 0 ? "out of memory" : strerror(open_errno)));
@@ -66,27 +45,35 @@ static int check_text(const char *path, unsigned long long bytes, char hex[65], 
   }
   StoreSha256 h;
   store_sha256_init(&h);
-  Utf8Scan u = {0};
-  unsigned long long total = 0, bad = 0;
-  int nul = 0, r = 0;
+  unsigned long long total = 0, at = 0;   /* bytes read; the file offset of buf[0] */
+  size_t carry = 0;                       /* a split character's bytes, kept at buf[0] */
+  int r = 0;
   for (;;) {
-    ssize_t n = read(fd, buf, READ_CHUNK);
+    ssize_t n = read(fd, buf + carry, READ_CHUNK);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) { http_error(rs, 500, "cannot read the upload back", json_pack("{s:s}", "why", strerror(errno))); r = -1; break; }
-    if (n == 0) break;
+    if (n == 0) {
+      if (carry)
+        r = (http_error(rs, 422, "the body is not UTF-8 text: it ends inside a character", json_pack("{s:I}", "offset", (json_int_t)at)), -1);
+      break;
+    }
+    store_sha256_update(&h, buf + carry, (size_t)n);
     total += (unsigned long long)n;
-    if (utf8_scan(&u, buf, (size_t)n, &bad, &nul)) {
-      http_error(rs, 422, nul ? "the body is not text: it holds a NUL byte" : "the body is not UTF-8 text",
-                 json_pack("{s:I}", "offset", (json_int_t)bad));
+    size_t have = carry + (size_t)n, whole = whole_characters(buf, have), bad = 0;
+    const unsigned char *nul = memchr(buf, 0, have);
+    if (nul) {
+      http_error(rs, 422, "the body is not text: it holds a NUL byte", json_pack("{s:I}", "offset", (json_int_t)(at + (size_t)(nul - buf))));
       r = -1;
       break;
     }
-    store_sha256_update(&h, buf, (size_t)n);
-  }
-  /* A file that ends inside a sequence. */
-  if (!r && u.need) {
-    http_error(rs, 422, "the body is not UTF-8 text: it ends inside a character", json_pack("{s:I}", "offset", (json_int_t)u.start));
-    r = -1;
+    if (!tokenizer_utf8_valid((const char *)buf, whole, &bad)) {
+      http_error(rs, 422, "the body is not UTF-8 text", json_pack("{s:I}", "offset", (json_int_t)(at + bad)));
+      r = -1;
+      break;
+    }
+    carry = have - whole;
+    memmove(buf, buf + whole, carry);
+    at += whole;
   }
   if (!r && total != bytes) { http_error(rs, 500, "the upload changed while it was read back", NULL); r = -1; }
   /* Durable before it is named: a crash after the 201 must not leave an empty corpus. */

@@ -126,6 +126,10 @@ ok past_max_code_point_422 error_is 422 '"offset": 14'
 up straddle -H "$bin" --data-binary @"$T/straddle.txt"
 ok utf8_across_read_pieces_201 status_is 201
 rm -f "$W/corpora/straddle" "$W/corpora/.straddle.sha256"
+# An invalid sequence across the boundary is found at its first byte.
+{ head -c 1048575 /dev/zero | tr '\0' a; printf '\xe2\x28\xa1 end\n'; } > "$T/straddle-bad.txt"
+up straddle -H "$bin" --data-binary @"$T/straddle-bad.txt"
+ok invalid_utf8_across_read_pieces_422 error_is 422 '"offset": 1048575'
 curl -s -o "$T/body" -w '%{http_code}' -X POST -H "$bin" --data-binary 'text' "$base/corpora?name=fresh" >"$T/status"
 ok no_token_401 error_is 401 token
 curl -s -o "$T/body" -w '%{http_code}' -X POST -H 'Authorization: Bearer wrong' -H "$bin" --data-binary 'text' \
