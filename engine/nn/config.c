@@ -597,9 +597,9 @@ int config_save(const ModelConfig *c, const char *path, Err *err) {
   return rc;
 }
 
-int config_max_tokens(const ModelConfig *c) {
-  return c->model_type == MODEL_ROBERTA ? c->max_position_embeddings - c->pad_token_id - 1 : c->max_position_embeddings;
-}
+int config_position_offset(const ModelConfig *c) { return c->model_type == MODEL_ROBERTA ? c->pad_token_id + 1 : 0; }
+
+int config_max_tokens(const ModelConfig *c) { return c->max_position_embeddings - config_position_offset(c); }
 
 int config_head_dim(const ModelConfig *c) {
   return c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;

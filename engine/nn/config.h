@@ -97,8 +97,10 @@ void config_label_list(const ModelConfig *c, const char **names);
 /* The HF architecture name: "RobertaForMaskedLM", "BertForSequenceClassification", "BertModel", ... */
 const char *config_architecture(const ModelConfig *c);
 
-/* Tokens a sequence may hold: max_position_embeddings, less RoBERTa's pad_token_id + 1
-** (its position ids start after the padding index). */
+/* Positions before a sequence's first token's: RoBERTa's pad_token_id + 1 (its position
+** ids start after the padding index), BERT's 0. */
+int config_position_offset(const ModelConfig *c);
+/* Tokens a sequence may hold: max_position_embeddings less config_position_offset. */
 int config_max_tokens(const ModelConfig *c);
 /* Size of each attention head: hidden_size / num_attention_heads. */
 int config_head_dim(const ModelConfig *c);

@@ -296,9 +296,6 @@ static void trainer_options(const RunConfig *rc, RunPlan *plan, int mask, int pa
   run_config_model_precision(rc, &o->precision, NULL);   /* checked by run_config_check */
 }
 
-/* Positions before the first token's: RoBERTa numbers tokens from pad_token_id + 1. */
-static int position_offset(const ModelConfig *c) { return c->model_type == MODEL_ROBERTA ? c->pad_token_id + 1 : 0; }
-
 /* The model config's vocab_size, pad_token_id, bos_token_id and eos_token_id from the
 ** tokenizer: its size, its padding token, and its family's sequence-start and separator
 ** tokens ([CLS] / [SEP], <s> / </s>), as transformers' configs hold them. A field that
@@ -370,7 +367,7 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
     if (config_load_stated(rc->config, &mc, &stated, err)) return err_prefix(err, "config");
     if (tokenizer_ids(tok, rc->config, stated, &mc, err)) return -1;
     /* Positions wait for the shards' sequence length: until then, the fewest that hold one token. */
-    if (!(stated & CONFIG_STATED_MAX_POS)) mc.max_position_embeddings = position_offset(&mc) + 1;
+    if (!(stated & CONFIG_STATED_MAX_POS)) mc.max_position_embeddings = config_position_offset(&mc) + 1;
     if (config_validate(&mc, err)) { err_prefix(err, rc->config); return err_prefix(err, "config"); }
   }
 
@@ -394,7 +391,7 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
   /* Left out, the positions are the shards' length (the tokenizer.json states no
   ** maximum: maskd reads only "truncation": null), past RoBERTa's padding index. */
   if (!(stated & CONFIG_STATED_MAX_POS)) {
-    mc.max_position_embeddings = position_offset(&mc) + (int)seq;
+    mc.max_position_embeddings = config_position_offset(&mc) + (int)seq;
     if (config_validate(&mc, err)) { err_prefix(err, rc->config); return err_prefix(err, "config"); }
   }
   int maxpos = config_max_tokens(&mc);
