@@ -440,13 +440,13 @@ void route_submit_dataset(void *app, HttpReq *rq, HttpRes *rs) {
   json_decref(b);
 }
 
-/* GET /corpora: what a job may name. */
-static void list_route(App *a, HttpRes *rs, const char *kind) {
-  json_t *l = workspace_list(&a->ws, kind, 1000);
+/* GET /corpora: the corpora a job may name. */
+void route_corpora(void *app, HttpReq *rq, HttpRes *rs) {
+  (void)rq;
+  json_t *l = workspace_corpora(&((App *)app)->ws, 1000);
   if (!l) { http_error(rs, 500, "out of memory", NULL); return; }
   http_json(rs, 200, l);
 }
-void route_corpora(void *app, HttpReq *rq, HttpRes *rs) { (void)rq; list_route(app, rs, "corpora"); }
 
 /* GET /tokenizers, /datasets and one of them by name: the store's registry (what jobs
 ** made, and output folders adopted at start-up), without the store's row ids. */

@@ -266,50 +266,26 @@ static int by_name(const void *a, const void *b) {
   return strcmp(json_string_value(json_object_get(x, "name")), json_string_value(json_object_get(y, "name")));
 }
 
-json_t *workspace_list(const Workspace *w, const char *kind, int limit) {
+json_t *workspace_corpora(const Workspace *w, int limit) {
   json_t *out = json_array();
   if (!out) return NULL;
-  if (!strcmp(kind, "corpora")) {
-    /* The uploads first, by the resolver's rule, then the data root's files. */
-    json_t *uploaded = json_object();
-    char dir[WORKSPACE_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/corpora", w->work_root);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (uploaded && d && (e = readdir(d)) && (int)json_array_size(out) < limit) {
-      char p[WORKSPACE_PATH_MAX], rel[WORKSPACE_PATH_MAX];
-      if (!workspace_name_ok(e->d_name)) continue;
-      snprintf(rel, sizeof rel, "corpora/%s", e->d_name);
-      if (inside(w->work_root, rel, S_IFREG, p, sizeof p) != WORKSPACE_OK) continue;
-      json_array_append_new(out, corpus_entry(e->d_name, file_bytes(p), 1));
-      json_object_set_new(uploaded, e->d_name, json_true());
-    }
-    if (d) closedir(d);
-    if (w->data_root && uploaded) list_files(w->data_root, w->data_root, "", 3, out, limit, uploaded);
-    json_decref(uploaded);
-  } else {
-    char dir[WORKSPACE_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/%s", w->work_root, kind);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) && (int)json_array_size(out) < limit) {
-      if (!workspace_name_ok(e->d_name)) continue;
-      char p[WORKSPACE_PATH_MAX];
-      Err ignored;
-      int rc = !strcmp(kind, "tokenizers") ? workspace_tokenizer(w, "name", e->d_name, p, sizeof p, &ignored)
-                                           : workspace_dataset(w, "name", e->d_name, p, sizeof p, &ignored);
-      if (rc != WORKSPACE_OK || strncmp(p, w->work_root, strlen(w->work_root))) continue;
-      /* Only finished outputs: a running job has written no tokenizer.json or manifest yet. */
-      char manifest[WORKSPACE_PATH_MAX + 16];
-      snprintf(manifest, sizeof manifest, "%s/manifest.json", p);
-      long long bytes = file_bytes(!strcmp(kind, "tokenizers") ? p : manifest);
-      if (bytes < 0) continue;
-      json_array_append_new(out, !strcmp(kind, "tokenizers")
-                                     ? json_pack("{s:s, s:I}", "name", e->d_name, "bytes", (json_int_t)bytes)
-                                     : json_pack("{s:s}", "name", e->d_name));
-    }
-    if (d) closedir(d);
+  /* The uploads first, by the resolver's rule, then the data root's files. */
+  json_t *uploaded = json_object();
+  char dir[WORKSPACE_PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/corpora", w->work_root);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (uploaded && d && (e = readdir(d)) && (int)json_array_size(out) < limit) {
+    char p[WORKSPACE_PATH_MAX], rel[WORKSPACE_PATH_MAX];
+    if (!workspace_name_ok(e->d_name)) continue;
+    snprintf(rel, sizeof rel, "corpora/%s", e->d_name);
+    if (inside(w->work_root, rel, S_IFREG, p, sizeof p) != WORKSPACE_OK) continue;
+    json_array_append_new(out, corpus_entry(e->d_name, file_bytes(p), 1));
+    json_object_set_new(uploaded, e->d_name, json_true());
   }
+  if (d) closedir(d);
+  if (w->data_root && uploaded) list_files(w->data_root, w->data_root, "", 3, out, limit, uploaded);
+  json_decref(uploaded);
   /* Sorted, so the page and tests see a stable order. */
   size_t n = json_array_size(out);
   json_t **items = malloc(sizeof *items * (n ? n : 1));

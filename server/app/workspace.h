@@ -77,12 +77,12 @@ int workspace_upload_dir(const Workspace *w, char *path, size_t cap, Err *err);
 /* work_root/jobs/file into path[cap]. */
 int workspace_job_file(const Workspace *w, const char *file, char *path, size_t cap, Err *err);
 
-/* What can be named, for the page's suggestions: kind "corpora" lists the uploaded
-** corpora and the regular files under the data root (three levels), each entry {"name",
-** "bytes", "uploaded": true|false} (a data-root file of an uploaded corpus's name is
-** left out: the name resolves to the upload); "tokenizers" and "datasets" the registered
-** ones, each entry {"name", "bytes"}. At most limit entries; NULL when out of memory. */
-json_t *workspace_list(const Workspace *w, const char *kind, int limit);
+/* The corpora a job may name, for GET /corpora: the uploaded ones and the regular files
+** under the data root (three levels), each {"name", "bytes", "uploaded": true|false} (a
+** data-root file of an uploaded corpus's name is left out: the name resolves to the
+** upload), sorted by name. At most limit entries; NULL when out of memory. (Tokenizers
+** and datasets are listed from the store's registry: server/app/registry.h.) */
+json_t *workspace_corpora(const Workspace *w, int limit);
 
 /* What the API answers never holds a host path. Removes every "ROOT/" (work root, then
 ** data root) from text in place, so a path inside them reads as the name inside. */
