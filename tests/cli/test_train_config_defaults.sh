@@ -86,7 +86,7 @@ refuse train_config_refuses_stated_eos "$T/roberta-pad3.json" "config: eos_token
 # (d) Positions too few for the shards: refused naming both.
 echo "{\"model_type\": \"roberta\", $SIZES, \"max_position_embeddings\": 20}" > "$T/short.json"
 refuse train_config_refuses_short_positions "$T/short.json" "config: max_position_embeddings 20 holds 16 tokens, the shards have 32"
-n=$(sqlite3 "$T/refused.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+n=$("$M" runs --db "$T/refused.db" --json | jq length)
 [ "$n" = 0 ] && pass train_config_refusals_record_nothing || fail train_config_refusals_record_nothing "$n runs recorded"
 
 # (c) HF's own tokenizer families (trained by HF tokenizers on the same lines).

@@ -117,9 +117,9 @@ async function main() {
     // The same tokenizer name again: refused, and the refusal is the step's status line.
     await page.fill("#tok-form input[name=name]", "wiki-tok");
     await page.click("#tok-form button[type=submit]");
-    await page.waitForFunction(() => /^4\d\d .*already exists/.test(document.querySelector("#tok-msg").textContent) &&
-                                     /error/.test(document.querySelector("#tok-msg").className));
-    check(true, "pipeline_error_in_status", "");
+    const refusedShown = await page.waitForFunction(() => /^4\d\d .*already exists|^4\d\d .*registered/.test(document.querySelector("#tok-msg").textContent) &&
+                                     /error/.test(document.querySelector("#tok-msg").className), null, { timeout: 10000 }).then(() => true, () => false);
+    check(refusedShown, "pipeline_error_in_status", await page.$eval("#tok-msg", (e) => e.className + ": " + e.textContent));
 
     // 3. The training dataset: tokenizer and corpus preselected, a name suggested.
     const dsPre = await page.evaluate(() => { const f = document.querySelector("#ds-form");
@@ -203,7 +203,7 @@ async function main() {
       loss: +document.querySelector("#chart-loss").dataset.points, revisions: document.querySelectorAll("#rev-table tbody tr td:nth-child(2)").length,
       summary: Object.fromEntries([...document.querySelectorAll("#run-summary div")].map((d) => [d.querySelector("b").textContent, d.querySelector("span").textContent])),
       cfg: Object.fromEntries([...document.querySelectorAll("#config-table tr")].map((t) => [t.cells[0].textContent, t.cells[1].textContent])) }));
-    check(/^pipe-run done/.test(run.title) && run.summary.Step === "40 / 40" && run.loss === 40 && run.revisions >= 1 && /(^|\/)wiki-tok(\/|$)/.test(run.cfg.tokenizer) &&
+    check(/^pipe-run done/.test(run.title) && run.summary.Step === "40 / 40" && run.loss === 40 && run.revisions === 2 && /(^|\/)wiki-tok(\/|$)/.test(run.cfg.tokenizer) &&
           /(^|\/)wiki-train$/.test(run.cfg.train) && /(^|\/)wiki-valid-validation$/.test(run.cfg.validation), "pipeline_run", JSON.stringify(run).slice(0, 600));
     console.log(`# run done at ${secs()}`);
 
