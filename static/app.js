@@ -311,7 +311,9 @@ function showData() {
   api("GET", "/jobs").then((jobs) => {
     for (const [kind, box, done] of [["tokenizer", "#tok-job", tokenizerDone], ["prepare", "#ds-job", datasetDone]]) {
       const j = (jobs || []).find((x) => x.kind === kind);
-      if (j && (j.status === "queued" || j.status === "running") && jobWatch[$(box).id] == null) watchJob($(box), j.id, done);
+      // Unless the row already follows a job still going (a row whose job ended takes the new one).
+      const going = (s) => s === "queued" || s === "running";
+      if (j && going(j.status) && jobWatch[$(box).id] !== j.id && !going($(box).dataset.status)) watchJob($(box), j.id, done);
     }
   }).catch(() => { /* the forms work without it */ });
 }
