@@ -32,6 +32,8 @@ typedef struct App {
   double job_stop_grace;    /* seconds a running job gets to stop after SIGTERM when the server stops */
   int on_restart_resume;    /* a training job found running at start-up is queued again as a resume
                             ** of its run (else it stays "interrupted"); a job's "on_restart" wins */
+  const char *job_hosts;    /* the hosts a training job may start ranks on, comma-separated
+                            ** (--job-hosts, server/app/job_hosts.h); NULL: this machine only */
 } App;
 
 /* The calling thread's store connection (a Store is single-threaded): opened on

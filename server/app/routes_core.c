@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "server/app/app.h"
+#include "server/app/job_hosts.h"
 #include "engine/core/now.h"
 #include "server/http/static_files.h"
 
@@ -16,6 +17,8 @@ void route_healthz(void *app, HttpReq *rq, HttpRes *rs) {
                                                     "text_classification", textclass_limits_json(a->fill), "upload",
                                                     "max_bytes", (json_int_t)a->max_upload));
   if (h) json_object_set_new(h, "precision", json_pack("{s:o}", "fill_mask", fill_precision_json(a->fill)));
+  /* How many other machines a training job may use; /healthz is open, so never their names. */
+  if (h) json_object_set_new(h, "job_hosts", json_integer(job_hosts_count(a->job_hosts)));
   http_json(rs, 200, h);
 }
 

@@ -35,6 +35,7 @@
 #include "engine/core/now.h"
 #include "engine/train/run_config.h"
 #include "server/app/app.h"
+#include "server/app/job_hosts.h"
 #include "server/app/registry.h"
 #include "server/app/workspace.h"
 
@@ -83,6 +84,36 @@ static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_tex
   if (run < 1) { http_error(rs, 422, "no such run to resume", json_pack("{s:s, s:s}", "field", "resume", "run", v)); return -1; }
   snprintf(id_text, cap, "%lld", (long long)run);
   return 0;
+}
+
+/* A run's hosts must be ones the operator allows (server/app/job_hosts.h): else 403 naming
+** the first host refused and, to this client that may post runs, the allowed list. what
+** prefixes the message ("resume: the run's description" for a stored one), or is NULL. */
+static int hosts_allowed(App *a, HttpRes *rs, const char *hosts, const char *what) {
+  Err e = {0};
+  char refused[JOB_HOSTS_NAME_MAX + 1];
+  if (job_hosts_allow(hosts, a->job_hosts, refused, sizeof refused, &e) == 0) return 0;
+  if (what) err_prefix(&e, what);
+  char msg[sizeof e.msg + 64];
+  if (a->job_hosts) snprintf(msg, sizeof msg, "%s; allowed: %s", e.msg, a->job_hosts);
+  else snprintf(msg, sizeof msg, "%s", e.msg);
+  http_error(rs, 403, msg, json_pack("{s:s, s:s, s:s}", "field", what ? "resume" : "hosts", "host", refused, "allowed",
+                                     a->job_hosts ? a->job_hosts : ""));
+  return -1;
+}
+
+/* A resumed run launches with its stored description: its hosts are checked against
+** today's list, which may be narrower than the one it was posted under. */
+static int stored_hosts_allowed(App *a, HttpRes *rs, const char *run_id) {
+  Store *s = app_store(a, rs);
+  if (!s) return -1;
+  Err e = {0};
+  json_t *r = store_run_get(s, strtoll(run_id, NULL, 10), &e);
+  if (!r) { http_error_from(rs, &e, "cannot read the run to resume", json_string(e.msg)); return -1; }
+  const char *hosts = json_string_value(json_object_get(json_object_get(r, "config"), "hosts"));
+  int rc = hosts_allowed(a, rs, hosts ? hosts : "", "resume: the run's description");
+  json_decref(r);
+  return rc;
 }
 
 static const char out_hint_runs[] = "unknown field: runs submitted over HTTP are kept in the store (export them with maskd export)";
@@ -285,7 +316,7 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
   }
   if (resume) {  /* {"resume": RUN}: continue a stopped run from its newest checkpoint */
     char id[32];
-    if (resume_target(a, rs, resume, id, sizeof id)) goto done;
+    if (resume_target(a, rs, resume, id, sizeof id) || stored_hosts_allowed(a, rs, id)) goto done;
     queued = json_pack("{s:s}", "resume", id);
   } else {
     run_config_defaults(&rc);
@@ -294,6 +325,7 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
       goto done;
     }
     if (store_check_name("run", rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
+    if (hosts_allowed(a, rs, rc.hosts, NULL)) goto done;
     if (run_names_resolve(a, rs, &rc)) goto done;
     /* The whole description, defaults filled in, is what the job runs. */
     if (!(queued = run_config_to_object(&rc))) { http_error(rs, 500, "out of memory", NULL); goto done; }
@@ -660,7 +692,8 @@ static int job_argv(Worker *w, int64_t job, const char *kind, const char *params
   int train = !strcmp(kind, "train"), tokenizer = !strcmp(kind, "tokenizer"), prepare = !strcmp(kind, "prepare");
   int rc = 0;
   arg(av, w->app->exe);
-  if (train && job_is_finetune(params)) arg(av, "finetune");
+  int finetune = train && job_is_finetune(params);
+  if (finetune) arg(av, "finetune");
   else if (train) arg(av, "train");
   else if (tokenizer) { arg(av, "tokenizer"); arg(av, "train"); }
   else if (prepare) arg(av, "prepare");
@@ -669,6 +702,9 @@ static int job_argv(Worker *w, int64_t job, const char *kind, const char *params
     job_id_args(w, job, av);
     /* maskd train and maskd prepare log no progress line; the tokenizer trainer's goes to the job's log. */
     if (!tokenizer) arg(av, "--quiet");
+    /* maskd train --job refuses hosts outside this list (none without it), whatever the
+    ** job was queued under: a job queued before a restart is checked against today's. */
+    if (train && !finetune && w->app->job_hosts) arg_pair(av, "--job-hosts", w->app->job_hosts);
     if (!train) rc = output_dir(w, params, tokenizer ? "tokenizers" : "datasets", plan, e);
     if (!train && rc == 0) {
       plan->reg = malloc(sizeof *plan->reg);

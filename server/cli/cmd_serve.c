@@ -15,6 +15,7 @@
 #include "engine/core/now.h"
 #include "engine/nn/kernels_info.h"
 #include "server/app/app.h"
+#include "server/app/job_hosts.h"
 #include "server/http/static_files.h"
 
 #define MAX_ALLOWED 32
@@ -24,6 +25,7 @@
 /* The command line, before it is spread over HttpConfig and App. */
 typedef struct ServeArgs {
   const char *host, *db, *token, *static_dir, *data_dir, *work_dir, *model;
+  const char *job_hosts;                           /* --job-hosts: "name,name" (job_hosts.h) */
   const char *hosts[MAX_ALLOWED], *origins[MAX_ALLOWED];
   int n_hosts, n_origins;
   int precision;                                   /* CLI_CHOICE: 0 fp32, 1 bf16 (ModelPrecision's values) */
@@ -91,6 +93,11 @@ static const CliOpt serve_opts[] = {
    .help = "the folder whose files jobs may read: corpora, and tokenizers, shard\n"
            "folders or config.json files, named by their path inside it\n"
            "(default: none; jobs then use only what the server made)"},
+  {.name = "--job-hosts", .kind = CLI_STRING, .off = OFF(job_hosts), .arg = "NAME,NAME",
+   .def = "none (jobs run on this machine only)",
+   .help = "the other machines a training job may start ranks on (a run's\n"
+           "\"hosts\", which mpirun reaches with ssh); a run naming any other host\n"
+           "is refused (403), and a queued job whose hosts are no longer listed fails"},
   {.name = "--work-dir", .kind = CLI_STRING, .off = OFF(work_dir), .arg = "DIR",
    .def = "the store's path with .work appended", .help = "where jobs write tokenizers/NAME, datasets/NAME and their logs"},
   {.name = "--static", .kind = CLI_STRING, .off = OFF(static_dir), .arg = "DIR",
@@ -319,6 +326,7 @@ static int serve(const ServeArgs *a) {
   app.request_timeout = a->request_timeout;
   app.job_stop_grace = a->stop_grace;
   app.on_restart_resume = a->on_restart == 1;
+  app.job_hosts = a->job_hosts;
   const char *db = a->db, *static_dir = a->static_dir, *data_dir = a->data_dir, *work_dir = a->work_dir;
   int no_worker = a->no_worker, cache = a->cache, batch = !a->no_batch, fill_threads = a->fill_threads;
   int window_ms = a->window_ms;
@@ -335,10 +343,14 @@ static int serve(const ServeArgs *a) {
   const char *pf_names[MAX_PRECISION_FOR];
   ModelPrecision pf_per[MAX_PRECISION_FOR];
   if (parse_precision_for(a, pf_buf, pf_names, pf_per)) return 2;
+  Err err = {0};
+  if (a->job_hosts && job_hosts_check_list(a->job_hosts, &err)) {
+    fprintf(stderr, "maskd serve: --job-hosts: %s\n", err.msg);
+    return 2;
+  }
   ModelPrecision precision = a->precision ? MODEL_BF16 : MODEL_FP32;
   app.db_path = cli_db_path(db);
   app.started = now_wall();
-  Err err = {0};
   app.static_root = find_static(static_dir, &err);
   if (!app.static_root) { fprintf(stderr, "maskd serve: %s\n", err.msg); return 1; }
   char exe[PATH_MAX];
@@ -412,6 +424,9 @@ static int serve(const ServeArgs *a) {
   for (int i = 0; i < a->n_precision_for; i++)
     printf("%s%s %s", i ? ", " : " (", pf_names[i], model_precision_name(pf_per[i]));
   printf("%s\n", a->n_precision_for ? ")" : "");
+  /* The operator's console may name the hosts; the open routes only count them (/healthz). */
+  if (a->job_hosts) printf("maskd serve: training jobs may start ranks on this machine and %s\n", a->job_hosts);
+  else printf("maskd serve: training jobs start ranks on this machine only (--job-hosts allows others)\n");
   printf("maskd serve: listening on http://%s%s%s:%d/\n", strchr(hc.host, ':') ? "[" : "", hc.host,
          strchr(hc.host, ':') ? "]" : "", http_port(app.http));
   fflush(stdout);

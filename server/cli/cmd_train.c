@@ -30,6 +30,7 @@
 #include "server/cli/commands.h"
 #include "server/cli/progress.h"
 #include "server/cli/job_read.h"
+#include "server/app/job_hosts.h"
 #include "store/store.h"
 #include "store/sha256.h"
 #include "engine/dist/dist.h"
@@ -45,6 +46,7 @@ typedef struct TrainArgs {
   int quiet;
   CliPairs run;        /* the run options given, in order */
   const char *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
+  const char *job_hosts;                   /* --job: the hosts its ranks may start on (job_hosts.h) */
   const char *hostfile;                    /* mpirun's --hostfile, for --ranks */
 } TrainArgs;
 
@@ -77,6 +79,10 @@ static const CliOpt train_opts[] = {
            "--work-dir and --data-dir, the server's folders) and its run is\n"
            "linked to the job when it is made; no other run options"},
   CLI_JOB_DIR_OPTS(TrainArgs),
+  {.name = "--job-hosts", .kind = CLI_STRING, .off = offsetof(TrainArgs, job_hosts), .arg = "NAME,NAME",
+   .def = "none (this machine only)",
+   .help = "with --job: the other machines its ranks may start on (maskd serve\n"
+           "--job-hosts); a job whose \"hosts\" names another fails before mpirun"},
   RUN_OPT("--name", "NAME", NULL, "run and model repository name"),
   RUN_OPT("--tokenizer", "T", NULL, "tokenizer.json (vocab_size, [MASK], <pad> come from it)"),
   RUN_OPT("--train", "DIR", NULL, "training shards"),
@@ -697,11 +703,15 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "maskd train: --job runs the training job as it was queued; it takes no other run options\n");
     return 2;
   }
-  if (!args.job && (args.data_dir || args.work_dir)) {
-    fprintf(stderr, "maskd train: --data-dir and --work-dir go with --job\n");
+  if (!args.job && (args.data_dir || args.work_dir || args.job_hosts)) {
+    fprintf(stderr, "maskd train: --data-dir, --work-dir and --job-hosts go with --job\n");
     return 2;
   }
   Err e = {0};
+  if (args.job_hosts && job_hosts_check_list(args.job_hosts, &e)) {
+    fprintf(stderr, "maskd train: --job-hosts: %s\n", e.msg);
+    return 2;
+  }
   Dist *d = NULL;
   if (dist_launched() && !(d = dist_open(&e))) { fprintf(stderr, "maskd train: %s\n", e.msg); return 1; }
   int rank = dist_rank(d), world = dist_world(d);
@@ -736,6 +746,9 @@ int cmd_train(int argc, char **argv) {
     }
     /* What needs no file is checked before anything starts, mpirun's ranks included. */
     if (!failed) failed = run_config_check(&rc, &e) != 0;
+    /* A job's hosts are the operator's choice, checked against the server's list as it is
+    ** now (a resumed run's stored hosts included), before mpirun could reach any. */
+    if (!failed && args.job) failed = job_hosts_allow(rc.hosts, args.job_hosts, NULL, 0, &e) != 0;
     if (!failed && d && rc.ranks != 1 && rc.ranks != world)
       failed = err_set(&e, "--ranks %ld, but mpirun started %d processes", rc.ranks, world);
     if (d) rc.ranks = world;
