@@ -4,6 +4,8 @@
 ** folder, holding a tiny model and a run), a data root with a corpus, a tokenizer, a
 ** dataset and a config, and a work root with a registered tokenizer and dataset.
 ** The first byte picks the route, the rest is the body.
+** The operator allows the job hosts h1 and h2 (maskd serve --job-hosts), so a run's
+** "hosts" is queued or refused (403) by the list.
 ** Checks: the answer is one of the statuses a bad request may get (never 500: bad input
 ** is the client's error), its body is JSON and an error is {"error": str, ...}; a 202
 ** queued a job whose stored description parses (and for a run applies as a run
@@ -119,6 +121,7 @@ static void setup(void) {
   fillmask_options_default(&fill_defaults);
   app.fill = fill_cache_new(2, 0, 0, 1, &fill_defaults.limits, app.metrics);
   app.quiet = 1;
+  app.job_hosts = "h1,h2";
   FUZZ_CHECK(app.metrics && app.fill, "oom");
 }
 
@@ -183,7 +186,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   routes[r](&app, &rq, &rs);
 
   int st = rs.status;
-  FUZZ_CHECK(st == 200 || st == 202 || st == 400 || st == 404 || st == 409 || st == 413 || st == 422 || st == 503,
+  FUZZ_CHECK(st == 200 || st == 202 || st == 400 || st == 403 || st == 404 || st == 409 || st == 413 || st == 422 ||
+                 st == 503,
              "%s answered %d: %.*s", patterns[r], st, (int)rs.len, rs.body ? rs.body : "");
   FUZZ_CHECK(rs.body && rs.len == strlen(rs.body), "%s answered %d without a body", patterns[r], st);
   json_error_t je;
