@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/core/err.h"
+#include "engine/core/files.h"
 #include "engine/nn/model.h"
 #include "engine/nn/optim.h"
 #include "engine/core/rng.h"
@@ -51,6 +52,8 @@ typedef struct CkptMemorySink {
 } CkptMemorySink;
 /* A sink appending to m (which must outlive it). */
 CkptSink ckpt_memory_sink(CkptMemorySink *m);
+/* A sink appending to an open atomic file (files_atomic_write; f must outlive it). */
+CkptSink ckpt_atomic_sink(FilesAtomic *f);
 
 /* The exact byte length of ckpt_weights_bytes(m, bf16); 0 when out of memory. */
 size_t ckpt_weights_size(Model *m, int bf16);
