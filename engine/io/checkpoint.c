@@ -182,22 +182,16 @@ CkptSink ckpt_atomic_sink(FilesAtomic *f) { return (CkptSink){atomic_write, f}; 
 
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
   if (files_make_dirs(dir, err)) return -1;
-  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE), *cfg_text = NULL;
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
   FilesAtomic f = {.fd = -1};
   int rc = -1;
   if (!cfg || !w) { err_set(err, "out of memory"); goto done; }
   CkptSink sink = ckpt_atomic_sink(&f);
   if (files_atomic_open(&f, w, err) || ckpt_weights_stream(m, bf16, &sink, err) || files_atomic_commit(&f, err)) goto done;
-  if (config_validate(model_config(m), err)) goto done;
-  if (!(cfg_text = config_to_json_dtype(model_config(m), bf16 ? "bfloat16" : "float32"))) {
-    err_set(err, "out of memory");
-    goto done;
-  }
-  if (files_write_atomic(cfg, cfg_text, strlen(cfg_text), err)) goto done;
+  if (config_save_dtype(model_config(m), bf16 ? "bfloat16" : "float32", cfg, err)) goto done;
   rc = 0;
 done:
   files_atomic_abort(&f);
-  free(cfg_text);
   free(cfg);
   free(w);
   return rc;
