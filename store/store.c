@@ -574,59 +574,6 @@ static int is_hex(const char *h, size_t min, size_t max) {
   return 1;
 }
 
-/* Reads a blob inside the caller's read snapshot. */
-static int blob_get_tx(Store *s, const char *hex, void **data, size_t *len, Err *err) {
-  *data = NULL;
-  *len = 0;
-  if (!is_hex(hex, 64, 64)) return err_set(err, "store: blob \"%.70s\": not a sha256", hex ? hex : "");
-  sqlite3_stmt *st = prep(s, "SELECT size FROM blobs WHERE sha256 = ?", err);
-  if (!st) return -1;
-  sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  if (rc != SQLITE_ROW) {
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? err_set(err, "store: blob %.12s is missing", hex) : db_err(s, err, "blob");
-  }
-  sqlite3_int64 size = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  if (size < 0 || (uint64_t)size > STORE_MAX_BLOB)
-    return err_set(err, "store: blob %.12s is damaged (its size %lld is out of range)", hex, (long long)size);
-  unsigned char *buf = malloc(size ? (size_t)size + 1 : 1);
-  if (!buf) return err_setk(err, ERR_NOMEM, "store: out of memory for a blob of %lld bytes", (long long)size);
-  st = prep(s, "SELECT idx, data FROM blob_chunks WHERE sha256 = ? ORDER BY idx", err);
-  if (!st) { free(buf); return -1; }
-  sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
-  size_t off = 0;
-  sqlite3_int64 want_idx = 0;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    size_t n = (size_t)sqlite3_column_bytes(st, 1);
-    if (sqlite3_column_int64(st, 0) != want_idx++ || off + n > (size_t)size) break;
-    if (n) memcpy(buf + off, sqlite3_column_blob(st, 1), n);
-    off += n;
-  }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE || off != (size_t)size) {
-    free(buf);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? err_set(err, "store: blob %.12s is damaged (chunks do not add up)", hex)
-                                                 : db_err(s, err, "blob");
-  }
-  char got[65];
-  store_sha256_hex(buf, off, got);
-  if (strcmp(got, hex) != 0) { free(buf); return err_set(err, "store: blob %.12s is damaged (sha256 differs)", hex); }
-  buf[off] = '\0';   /* text blobs (tokenizer.json) can be used as C strings */
-  *data = buf;
-  *len = off;
-  return 0;
-}
-
-int store_blob_get(Store *s, const char *hex, void **data, size_t *len, Err *err) {
-  /* A read transaction: the chunks come from one snapshot even if a writer runs. */
-  if (exec(s, "BEGIN", err)) return -1;
-  int rc = blob_get_tx(s, hex, data, len, err);
-  exec(s, "COMMIT", NULL);
-  return rc;
-}
-
 /* ---- a blob read in place ---- */
 
 struct StoreBlobReader {
@@ -640,23 +587,27 @@ struct StoreBlobReader {
   int cur;
   StoreSha256 sha;        /* the bytes [0, hashed) so far, hashed as they were read in order */
   uint64_t hashed;
+  int own_snapshot;       /* the reader began the read snapshot, and close ends it */
 };
 
 void store_blob_close(StoreBlobReader *r) {
   if (!r) return;
   if (r->blob) sqlite3_blob_close(r->blob);
-  exec(r->s, "COMMIT", NULL);   /* ends the read snapshot */
+  if (r->own_snapshot) exec(r->s, "COMMIT", NULL);   /* ends the read snapshot */
   free(r->rowid);
   free(r->start);
   free(r);
 }
 
-StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *err) {
+/* store_blob_open(), which begins its own read snapshot when own_snapshot is set;
+** else the reader reads inside the caller's transaction and leaves it open. */
+static StoreBlobReader *reader_open(Store *s, const char *hex, int own_snapshot, uint64_t *len, Err *err) {
   if (!is_hex(hex, 64, 64)) { err_set(err, "store: blob \"%.70s\": not a sha256", hex ? hex : ""); return NULL; }
   StoreBlobReader *r = calloc(1, sizeof *r);
   if (!r) { err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
   /* One read snapshot for every read: a writer running meanwhile changes nothing we see. */
-  if (exec(s, "BEGIN", err)) { free(r); return NULL; }
+  if (own_snapshot && exec(s, "BEGIN", err)) { free(r); return NULL; }
+  r->own_snapshot = own_snapshot;
   r->s = s;
   r->cur = -1;
   snprintf(r->hex, sizeof r->hex, "%s", hex);
@@ -709,6 +660,8 @@ fail:
   return NULL;
 }
 
+StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *err) { return reader_open(s, hex, 1, len, err); }
+
 int store_blob_read(StoreBlobReader *r, uint64_t offset, void *dst, size_t n, Err *err) {
   if (offset > r->len || n > r->len - offset)
     return err_setk(err, ERR_INVALID, "store: blob %.12s: bytes [%llu, +%zu) past its %llu", r->hex, (unsigned long long)offset, n,
@@ -759,6 +712,33 @@ int store_blob_verify(StoreBlobReader *r, Err *err) {
   store_sha256_final(&sha, digest, got);
   if (strcmp(got, r->hex) != 0) return err_set(err, "store: blob %.12s is damaged (sha256 differs)", r->hex);
   return 0;
+}
+
+/* Reads a blob inside the caller's read snapshot: a reader's checks, read whole. */
+static int blob_get_tx(Store *s, const char *hex, void **data, size_t *len, Err *err) {
+  *data = NULL;
+  *len = 0;
+  uint64_t size;
+  StoreBlobReader *r = reader_open(s, hex, 0, &size, err);
+  if (!r) return -1;
+  unsigned char *buf = malloc((size_t)size + 1);
+  int rc = -1;
+  if (!buf) err_setk(err, ERR_NOMEM, "store: out of memory for a blob of %lld bytes", (long long)size);
+  else if (store_blob_read(r, 0, buf, (size_t)size, err) == 0 && store_blob_verify(r, err) == 0) rc = 0;
+  store_blob_close(r);
+  if (rc) { free(buf); return -1; }
+  buf[size] = '\0';   /* text blobs (tokenizer.json) can be used as C strings */
+  *data = buf;
+  *len = (size_t)size;
+  return 0;
+}
+
+int store_blob_get(Store *s, const char *hex, void **data, size_t *len, Err *err) {
+  /* A read transaction: the chunks come from one snapshot even if a writer runs. */
+  if (exec(s, "BEGIN", err)) return -1;
+  int rc = blob_get_tx(s, hex, data, len, err);
+  exec(s, "COMMIT", NULL);
+  return rc;
 }
 
 int store_gc(Store *s, int64_t *removed, Err *err) {

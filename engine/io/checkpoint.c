@@ -48,33 +48,29 @@ static int weight_entries(Model *m, int bf16, StWriteTensor **ts_out, Err *err) 
   return 0;
 }
 
-/* A memory sink: bytes appended at *at inside a buffer the size of the file. */
-typedef struct {
-  unsigned char *p;
-  size_t at, len;
-} MemorySink;
-
 static int memory_write(void *ctx, const void *data, size_t n, Err *err) {
-  MemorySink *o = ctx;
-  if (n > o->len - o->at) return err_setk(err, ERR_INTERNAL, "weights: more bytes than the file's size");
-  memcpy(o->p + o->at, data, n);
-  o->at += n;
+  CkptMemorySink *m = ctx;
+  if (n > m->cap - m->len) return err_setk(err, ERR_INTERNAL, "%s", m->overflow);
+  memcpy(m->p + m->len, data, n);
+  m->len += n;
   return 0;
 }
+
+CkptSink ckpt_memory_sink(CkptMemorySink *m) { return (CkptSink){memory_write, m}; }
 
 int ckpt_weights_bytes(Model *m, int bf16, unsigned char **out, size_t *len, Err *err) {
   *out = NULL;
   *len = 0;
   size_t size = ckpt_weights_size(m, bf16);
   if (!size) return err_setk(err, ERR_NOMEM, "weights: out of memory for the file's layout");
-  MemorySink o = {malloc(size), 0, size};
+  CkptMemorySink o = {malloc(size), 0, size, "weights: more bytes than the file's size"};
   if (!o.p) return err_setk(err, ERR_NOMEM, "out of memory for %zu bytes of weights", size);
   /* The stream's bytes, so the two can never differ (and BF16 needs no second copy). */
-  CkptSink sink = {memory_write, &o};
+  CkptSink sink = ckpt_memory_sink(&o);
   if (ckpt_weights_stream(m, bf16, &sink, err)) { free(o.p); return -1; }
-  if (o.at != size) {   /* a short stream would leave garbage at the end */
+  if (o.len != size) {   /* a short stream would leave garbage at the end */
     free(o.p);
-    return err_setk(err, ERR_INTERNAL, "weights: %zu bytes streamed, the file's size is %zu", o.at, size);
+    return err_setk(err, ERR_INTERNAL, "weights: %zu bytes streamed, the file's size is %zu", o.len, size);
   }
   *out = o.p;
   *len = size;
@@ -182,24 +178,20 @@ done:
 
 static int atomic_write(void *ctx, const void *data, size_t n, Err *err) { return files_atomic_write(ctx, data, n, err); }
 
+CkptSink ckpt_atomic_sink(FilesAtomic *f) { return (CkptSink){atomic_write, f}; }
+
 int ckpt_save_model(Model *m, const char *dir, int bf16, Err *err) {
   if (files_make_dirs(dir, err)) return -1;
-  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE), *cfg_text = NULL;
+  char *cfg = files_join(dir, CKPT_CONFIG_FILE), *w = files_join(dir, CKPT_WEIGHTS_FILE);
   FilesAtomic f = {.fd = -1};
   int rc = -1;
   if (!cfg || !w) { err_set(err, "out of memory"); goto done; }
-  CkptSink sink = {atomic_write, &f};
+  CkptSink sink = ckpt_atomic_sink(&f);
   if (files_atomic_open(&f, w, err) || ckpt_weights_stream(m, bf16, &sink, err) || files_atomic_commit(&f, err)) goto done;
-  if (config_validate(model_config(m), err)) goto done;
-  if (!(cfg_text = config_to_json_dtype(model_config(m), bf16 ? "bfloat16" : "float32"))) {
-    err_set(err, "out of memory");
-    goto done;
-  }
-  if (files_write_atomic(cfg, cfg_text, strlen(cfg_text), err)) goto done;
+  if (config_save_dtype(model_config(m), bf16 ? "bfloat16" : "float32", cfg, err)) goto done;
   rc = 0;
 done:
   files_atomic_abort(&f);
-  free(cfg_text);
   free(cfg);
   free(w);
   return rc;

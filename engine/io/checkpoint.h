@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/core/err.h"
+#include "engine/core/files.h"
 #include "engine/nn/model.h"
 #include "engine/nn/optim.h"
 #include "engine/core/rng.h"
@@ -42,6 +43,17 @@ typedef struct CkptSink {
   int (*write)(void *ctx, const void *data, size_t n, Err *err);
   void *ctx;
 } CkptSink;
+/* A buffer of cap bytes that a stream fills from p + len on; a write past cap is an
+** ERR_INTERNAL failure with the caller's message overflow (the stream's size was wrong). */
+typedef struct CkptMemorySink {
+  unsigned char *p;
+  size_t len, cap;
+  const char *overflow;
+} CkptMemorySink;
+/* A sink appending to m (which must outlive it). */
+CkptSink ckpt_memory_sink(CkptMemorySink *m);
+/* A sink appending to an open atomic file (files_atomic_write; f must outlive it). */
+CkptSink ckpt_atomic_sink(FilesAtomic *f);
 
 /* The exact byte length of ckpt_weights_bytes(m, bf16); 0 when out of memory. */
 size_t ckpt_weights_size(Model *m, int bf16);

@@ -404,47 +404,53 @@ float st_f16_to_f32(uint16_t h) {
   return x;
 }
 
-int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err) {
-  if (!t->data && t->nbytes) return err_set(err, "tensor \"%s\": a streamed file's tensor (read it by ranges)", t->name);
-  if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
-  const unsigned char *p = t->data;
-  switch (t->dtype) {
-    case ST_F32: memcpy(out, p, (size_t)numel * 4); return 0;
-    case ST_BF16: case ST_F16:
-      for (int64_t i = 0; i < numel; i++) {
-        uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-        out[i] = t->dtype == ST_BF16 ? bf16_to_f32(h) : st_f16_to_f32(h);
-      }
-      return 0;
-    case ST_F64:
-      for (int64_t i = 0; i < numel; i++) { double d; memcpy(&d, p + 8 * i, 8); out[i] = (float)d; }
-      return 0;
-    default:
-      return err_set(err, "tensor \"%s\": dtype %s is not a float type F32/F16/BF16/F64", t->name, st_dtype_name(t->dtype));
-  }
+/* 0 for the float dtypes the readers convert (F32, F16, BF16, F64), else -1 with err set. */
+static int check_float_dtype(const StTensor *t, Err *err) {
+  if (t->dtype == ST_F32 || t->dtype == ST_BF16 || t->dtype == ST_F16 || t->dtype == ST_F64) return 0;
+  return err_set(err, "tensor \"%s\": dtype %s is not a float type F32/F16/BF16/F64", t->name, st_dtype_name(t->dtype));
 }
 
-int st_read_bf16(const StTensor *t, uint16_t *out, int64_t numel, Err *err) {
+/* Little-endian 16 bits at p. */
+static inline uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* Writes x as element i of out: a float (out_dtype ST_F32) or a bfloat16 (ST_BF16). */
+static inline void put_float(void *out, StDtype out_dtype, int64_t i, float x) {
+  if (out_dtype == ST_F32) ((float *)out)[i] = x;
+  else ((uint16_t *)out)[i] = bf16_from_f32(x);
+}
+
+/* st_read_f32 (out_dtype ST_F32) and st_read_bf16 (ST_BF16). A tensor stored in
+** the output's dtype is a straight copy (a big model's load is that copy); the others
+** go through float, so F16 and F64 reach bfloat16 by way of their float value. One
+** loop per stored dtype, so each stays a tight (vectorisable) loop. */
+static int read_floats(const StTensor *t, void *out, StDtype out_dtype, int64_t numel, Err *err) {
   if (!t->data && t->nbytes) return err_set(err, "tensor \"%s\": a streamed file's tensor (read it by ranges)", t->name);
   if (numel != t->numel) return err_set(err, "tensor \"%s\": has %lld elements, expected %lld", t->name, (long long)t->numel, (long long)numel);
+  if (check_float_dtype(t, err)) return -1;
   const unsigned char *p = t->data;
-  switch (t->dtype) {
-    case ST_BF16:
-      for (int64_t i = 0; i < numel; i++) out[i] = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-      return 0;
-    case ST_F32:
-      for (int64_t i = 0; i < numel; i++) { float x; memcpy(&x, p + 4 * i, 4); out[i] = bf16_from_f32(x); }
-      return 0;
-    case ST_F16:
-      for (int64_t i = 0; i < numel; i++) out[i] = bf16_from_f32(st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)));
-      return 0;
-    case ST_F64:
-      for (int64_t i = 0; i < numel; i++) { double d; memcpy(&d, p + 8 * i, 8); out[i] = bf16_from_f32((float)d); }
-      return 0;
-    default:
-      return err_set(err, "tensor \"%s\": dtype %s is not a float type F32/F16/BF16/F64", t->name, st_dtype_name(t->dtype));
+  if (t->dtype == out_dtype) {
+    if (numel) memcpy(out, p, (size_t)numel * (size_t)(st_dtype_bits(out_dtype) / 8));
+    return 0;
   }
+  switch (t->dtype) {
+    case ST_F32:
+      for (int64_t i = 0; i < numel; i++) { float x; memcpy(&x, p + 4 * i, 4); put_float(out, out_dtype, i, x); }
+      break;
+    case ST_BF16:
+      for (int64_t i = 0; i < numel; i++) put_float(out, out_dtype, i, bf16_to_f32(le16(p + 2 * i)));
+      break;
+    case ST_F16:
+      for (int64_t i = 0; i < numel; i++) put_float(out, out_dtype, i, st_f16_to_f32(le16(p + 2 * i)));
+      break;
+    default:
+      for (int64_t i = 0; i < numel; i++) { double x; memcpy(&x, p + 8 * i, 8); put_float(out, out_dtype, i, (float)x); }
+  }
+  return 0;
 }
+
+int st_read_f32(const StTensor *t, float *out, int64_t numel, Err *err) { return read_floats(t, out, ST_F32, numel, err); }
+
+int st_read_bf16(const StTensor *t, uint16_t *out, int64_t numel, Err *err) { return read_floats(t, out, ST_BF16, numel, err); }
 
 /* Shared by the range readers: the elements [first, first + count) of t as a
 ** tensor of their own (a view of f's buffer, or read into f's scratch piece by
@@ -454,8 +460,7 @@ typedef int (*StConvert)(const StTensor *t, void *out, int64_t numel, Err *err);
 static int read_range(const StFile *f, const StTensor *t, int64_t first, int64_t count, void *out, size_t out_size,
                       StConvert convert, Err *err) {
   int bytes = st_dtype_bits(t->dtype) / 8;
-  if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
-    return err_set(err, "tensor \"%s\": dtype %s is not a float type F32/F16/BF16/F64", t->name, st_dtype_name(t->dtype));
+  if (check_float_dtype(t, err)) return -1;
   if (first < 0 || count < 0 || first > t->numel || count > t->numel - first)
     return err_set(err, "tensor \"%s\": elements [%lld, +%lld) outside its %lld", t->name, (long long)first, (long long)count,
                    (long long)t->numel);

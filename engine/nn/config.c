@@ -588,9 +588,11 @@ char *config_to_json_dtype(const ModelConfig *c, const char *torch_dtype) {
   return b.p;
 }
 
-int config_save(const ModelConfig *c, const char *path, Err *err) {
+int config_save(const ModelConfig *c, const char *path, Err *err) { return config_save_dtype(c, "float32", path, err); }
+
+int config_save_dtype(const ModelConfig *c, const char *torch_dtype, const char *path, Err *err) {
   if (config_validate(c, err)) return -1;
-  char *s = config_to_json(c);
+  char *s = config_to_json_dtype(c, torch_dtype);
   if (!s) return err_set(err, "%s: out of memory", path);
   int rc = files_write_atomic(path, s, strlen(s), err);
   free(s);

@@ -86,6 +86,8 @@ char *config_to_json(const ModelConfig *c);
 char *config_to_json_dtype(const ModelConfig *c, const char *torch_dtype);
 /* Writes config_to_json() to path, atomically (a temporary beside it, then a rename). */
 int config_save(const ModelConfig *c, const char *path, Err *err);
+/* config_save() of config_to_json_dtype(c, torch_dtype). */
+int config_save_dtype(const ModelConfig *c, const char *torch_dtype, const char *path, Err *err);
 /* Makes c a classifier of n classes named names[0..n) (id order): task, num_labels,
 ** label_names (single-label problem). ERR_INVALID for n outside [2, CONFIG_MAX_LABELS],
 ** an empty, duplicate or non-UTF-8 name, or names longer than CONFIG_LABEL_BYTES in all. */

@@ -281,24 +281,14 @@ static void current_state(const Trainer *t, CkptState *s) {
   s->extra[X_ACCUM] = (uint64_t)t->opt.grad_accum;
 }
 
-/* A sink into a buffer of known size (trainer_checkpoint_bytes). */
-typedef struct MemSink { unsigned char *p; size_t len, cap; } MemSink;
-static int mem_write(void *ctx, const void *data, size_t n, Err *err) {
-  MemSink *m = ctx;
-  if (n > m->cap - m->len) return err_set(err, "checkpoint: the state is longer than its size said");
-  memcpy(m->p + m->len, data, n);
-  m->len += n;
-  return 0;
-}
-
 int trainer_checkpoint_bytes(const TrainerCheckpoint *c, unsigned char **weights, size_t *wlen,
                              unsigned char **state, size_t *slen, Err *err) {
   *weights = *state = NULL;
   if (ckpt_weights_bytes(c->model, 0, weights, wlen, err)) return -1;
   /* The state through the same stream a store push uses, with the moments wherever they are. */
   CkptMoments src = c->optim ? ckpt_moments_of(c->optim) : (CkptMoments){c->read_moments, c->moments_ctx};
-  MemSink m = {NULL, 0, ckpt_state_size(c->model, c->state)};
-  CkptSink sink = {mem_write, &m};
+  CkptMemorySink m = {NULL, 0, ckpt_state_size(c->model, c->state), "checkpoint: the state is longer than its size said"};
+  CkptSink sink = ckpt_memory_sink(&m);
   int rc = m.cap && (m.p = malloc(m.cap)) ? ckpt_state_stream(c->model, &src, c->state, &sink, err)
                                           : err_setk(err, ERR_NOMEM, "checkpoint: out of memory");
   if (rc == 0 && m.len != m.cap) rc = err_set(err, "checkpoint: the state is shorter than its size said");

@@ -62,8 +62,6 @@ static int check_weights(const ModelConfig *c, const StFile *f, Err *err) {
 
 /* ---- export ---- */
 
-static int atomic_sink(void *ctx, const void *data, size_t n, Err *err) { return files_atomic_write(ctx, data, n, err); }
-
 /* bf16 != 0: model.safetensors in BF16 and config.json's torch_dtype "bfloat16". */
 static int do_export(Store *s, const char *spec, const char *dir, int force, int bf16, Err *err) {
   StoreRevision r;
@@ -132,7 +130,7 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   for (size_t i = 0; i < N_FOLDER_FILES; i++) {
     free(path);
     if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
-    CkptSink sink = {atomic_sink, &f[i]};
+    CkptSink sink = ckpt_atomic_sink(&f[i]);
     if (files_atomic_open(&f[i], path, err) ||
         (text[i] ? files_atomic_write(&f[i], text[i], len[i], err) : ckpt_file_stream(wf, bf16, &sink, err)) ||
         files_atomic_finish(&f[i], err))
