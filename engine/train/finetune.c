@@ -271,7 +271,8 @@ static int train_step(Finetune *f, int epoch, FinetuneStep *st, Err *err) {
   for (size_t i = 0; i < (size_t)rows * (size_t)seq; i++) tokens += f->mask[i] != 0;
   long step = f->opt->step;
   /* Dropout from the seed and the update's number: a run's masks never depend on what ran before. */
-  model_set_dropout(f->m, 1, mix64(f->o.seed ^ mix64((uint64_t)step + 0x66696e65ULL)));
+  uint64_t dseed = f->o.has_dropout_seed ? f->o.dropout_seed : f->o.seed;
+  model_set_dropout(f->m, 1, mix64(dseed ^ mix64((uint64_t)step + 0x66696e65ULL)));
   model_zero_grad(f->m);
   ModelBatch mb = {rows, seq, f->ids, f->mask, NULL, f->labels};
   ModelLoss ml;

@@ -36,6 +36,8 @@ typedef struct FinetuneOptions {
   long warmup_steps;             /* >= 0 overrides the ratio; -1 = use the ratio */
   int length_grouped;            /* LengthGroupedSampler order for training batches (0) */
   uint64_t seed;                 /* order, dropout (42) */
+  uint64_t dropout_seed;         /* dropout alone when has_dropout_seed (seed noise apart from the plan) */
+  int has_dropout_seed;          /* 0: dropout from seed */
   int threads;                   /* >= 1 */
   int32_t pad_id;                /* the tokenizer's (and the config's) padding id */
   ModelPrecision precision;      /* MODEL_FP32 or MODEL_BF16 (autocast, as training) */

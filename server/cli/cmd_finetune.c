@@ -42,6 +42,7 @@ typedef struct FtArgs {
   double lr, weight_decay, warmup_ratio, clip_norm, validation_fraction;
   long warmup_steps, max_steps;
   long long seed;
+  long long dropout_seed;   /* -1: the seed's */
   const char *precision, *export_plan;
   int json, quiet;
   const char *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
@@ -62,6 +63,7 @@ static void ft_defaults(void *p) {
   a->warmup_steps = -1;
   a->clip_norm = 1.0;
   a->seed = 42;
+  a->dropout_seed = -1;
   a->precision = "fp32";
   a->validation_fraction = 0.1;
 }
@@ -107,6 +109,8 @@ static const CliOpt ft_opts[] = {
    .def = CLI_DEFAULT, .help = "gradient clipping norm (0: none)"},
   {.name = "--seed", .kind = CLI_I64, .off = OFF(seed), .lo = 0, .hi = INT64_MAX, .arg = "N", .def = CLI_DEFAULT,
    .help = "seed of the head's weights, the order, the dropout and the held-out split"},
+  {.name = "--dropout-seed", .kind = CLI_I64, .off = OFF(dropout_seed), .lo = 0, .hi = INT64_MAX, .arg = "N",
+   .def = "--seed", .help = "seed of the dropout masks alone (same plan, other masks: to measure seed noise)"},
   {.name = "--length-grouped", .kind = CLI_FLAG, .off = OFF(length_grouped),
    .help = "batches of examples of similar length (HF's group_by_length)"},
   {.name = "--precision", .kind = CLI_STRING, .off = OFF(precision), .arg = "P", .def = CLI_DEFAULT,
@@ -364,6 +368,7 @@ static char *run_config_text(const FtArgs *a, const FtModel *fm, const FtData *d
   json_object_set_new(o, "warmup_steps", json_integer(finetune_warmup_steps(f)));
   json_object_set_new(o, "clip_norm", json_real(a->clip_norm));
   json_object_set_new(o, "seed", json_integer(a->seed));
+  json_object_set_new(o, "dropout_seed", json_integer(a->dropout_seed >= 0 ? a->dropout_seed : a->seed));
   json_object_set_new(o, "length_grouped", json_boolean(a->length_grouped));
   json_object_set_new(o, "precision", json_string(a->precision));
   json_object_set_new(o, "threads", json_integer(threads));
@@ -872,7 +877,8 @@ int cmd_finetune(int argc, char **argv) {
   o.batch = a.batch; o.eval_batch = a.eval_batch; o.epochs = a.epochs; o.max_steps = a.max_steps;
   o.lr = a.lr; o.weight_decay = a.weight_decay; o.clip_norm = a.clip_norm;
   o.warmup_ratio = a.warmup_ratio; o.warmup_steps = a.warmup_steps; o.length_grouped = a.length_grouped;
-  o.seed = (uint64_t)a.seed; o.threads = threads; o.pad_id = fm.cfg.pad_token_id; o.precision = prec;
+  o.seed = (uint64_t)a.seed; o.has_dropout_seed = a.dropout_seed >= 0; o.dropout_seed = (uint64_t)a.dropout_seed;
+  o.threads = threads; o.pad_id = fm.cfg.pad_token_id; o.precision = prec;
   o.max_seq = d.have[S_TEST] ? d.set[S_TEST].max_len : 0;
   if (!(f = finetune_new(fm.m, &d.set[S_TRAIN], &d.set[S_VALID], &o, &e))) goto fail;
   if (threads == platform_cpu_count()) platform_pin_threads(threads);

@@ -51,7 +51,7 @@ sqlite3 "$T/a.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8
 refuse finetune_cli_job_not_finetune "job 8 is a training job, not a fine-tuning job" --db "$T/a.db" --job 8 --work-dir "$T/w" --data-dir "$T"
 refuse finetune_cli_job_command_field "export_plan is not a job's field" --db "$T/a.db" --job 9 --work-dir "$T/w" --data-dir "$T"
 refuse finetune_cli_job_not_claimed "job 10 is queued" --db "$T/a.db" --job 10 --work-dir "$T/w" --data-dir "$T"
-n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")
+n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")   # cls, cls2, cls3, cls5, cls6
 [ "$n" = 0 ] && pass finetune_cli_refusals_record_nothing || fail finetune_cli_refusals_record_nothing "$n runs recorded"
 
 # A run: 2 epochs, held-out validation, a test set, a JSON summary.
@@ -125,6 +125,14 @@ EOF
 w2=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls2'")
 w3=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls3'")
 [ -n "$w2" ] && [ "$w2" = "$w3" ] && pass finetune_cli_same_seed_same_weights || fail finetune_cli_same_seed_same_weights "$w2 / $w3"
+# --dropout-seed: the seed's value gives the seed's weights; another gives others, and the run records it.
+"$M" finetune "${base[@]}" --name cls5 --epochs 1 --max-steps 4 --dropout-seed 3 --quiet 2>/dev/null &&
+  "$M" finetune "${base[@]}" --name cls6 --epochs 1 --max-steps 4 --dropout-seed 4 --quiet 2>/dev/null
+w5=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls5'")
+w6=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls6'")
+ds=$(sqlite3 "$T/a.db" "SELECT json_extract(config, '$.dropout_seed') || ',' || json_extract(config, '$.seed') FROM runs WHERE name = 'cls6'")
+[ -n "$w5" ] && [ "$w5" = "$w2" ] && [ -n "$w6" ] && [ "$w6" != "$w2" ] && [ "$ds" = "4,3" ] &&
+  pass finetune_cli_dropout_seed || fail finetune_cli_dropout_seed "weights $w5 / $w6 against $w2; recorded dropout_seed,seed: $ds"
 "$M" finetune "${base[@]}" --test "$T/te.csv" --export-plan "$T/plan" --epochs 2 --quiet 2>"$T/plan.err"; rc=$?
 $PY - "$T/plan" "$ntest" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_export_plan || fail finetune_cli_export_plan "rc $rc $(cat "$T/plan.err")"
 import json, os, sys
@@ -141,8 +149,8 @@ EOF
 "$M" finetune "${base[@]}" --export-plan "$T/plan2" --epochs 3 --max-steps 30 --quiet 2>/dev/null
 $PY -c 'import json, sys; o = json.load(open(sys.argv[1]))["order"]; assert [len(e) for e in o] == [23, 7], [len(e) for e in o]' "$T/plan2/plan.json" &&
   pass finetune_cli_export_plan_max_steps || fail finetune_cli_export_plan_max_steps "order not cut at max_steps"
-n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")
-[ "$n" = 3 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
+n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")   # cls, cls2, cls3, cls5, cls6
+[ "$n" = 5 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
 
 # Ctrl-C stops at a step boundary: the run is interrupted, exit 130.
 "$M" finetune "${base[@]}" --name cls4 --epochs 200 --quiet 2>"$T/int.err" & fp=$!

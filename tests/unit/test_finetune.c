@@ -194,6 +194,36 @@ int main(void) {
   rb = run(&c, &o2, &tr, &va, &b, &pb, &np, &e);
   check(rb == FINETUNE_DONE && memcmp(pa, pb, np * sizeof(float)), "finetune_other_seed_other_bits", "runs equal");
   free(pb);
+  /* A dropout seed of its own: equal to the seed, the seed's bits; another, other masks
+  ** only (without dropout, another dropout seed changes nothing: the plan is the seed's). */
+  o2 = o;
+  o2.has_dropout_seed = 1;
+  o2.dropout_seed = o.seed;
+  memset(&b, 0, sizeof b);
+  rb = run(&c, &o2, &tr, &va, &b, &pb, &np, &e);
+  check(rb == FINETUNE_DONE && !memcmp(pa, pb, np * sizeof(float)), "finetune_dropout_seed_default_bits", "runs differ");
+  free(pb);
+  o2.dropout_seed = o.seed + 1;
+  memset(&b, 0, sizeof b);
+  rb = run(&c, &o2, &tr, &va, &b, &pb, &np, &e);
+  check(rb == FINETUNE_DONE && memcmp(pa, pb, np * sizeof(float)), "finetune_dropout_seed_other_masks", "runs equal");
+  free(pb);
+  {
+    ModelConfig c0 = cls_config(0.0);
+    FinetuneOptions n0 = opts(&c0), n1 = n0;
+    n1.has_dropout_seed = 1;
+    n1.dropout_seed = n0.seed + 1;
+    float *q0 = NULL, *q1 = NULL;
+    size_t nq = 0;
+    Rec r0, r1;
+    memset(&r0, 0, sizeof r0);
+    memset(&r1, 0, sizeof r1);
+    int a0 = run(&c0, &n0, &tr, &va, &r0, &q0, &nq, &e), a1 = run(&c0, &n1, &tr, &va, &r1, &q1, &nq, &e);
+    check(a0 == FINETUNE_DONE && a1 == FINETUNE_DONE && q0 && q1 && !memcmp(q0, q1, nq * sizeof(float)),
+          "finetune_dropout_seed_only_dropout", "without dropout, another dropout seed changed the run");
+    free(q0);
+    free(q1);
+  }
   free(pa);
 
   /* LengthGroupedSampler's order: learns too, same bits again. Sixty examples are one
