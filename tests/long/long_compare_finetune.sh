@@ -17,7 +17,7 @@
 # tolerance, so this check fails or passes by chance at this size; with dropout 0 (the base
 # revision's config edited in a copy of the store) the two sides' losses agree to 1e-4 over
 # 114 steps and their test F1 exactly (the loops are the same). SEEDS=K adds K torch runs
-# with other dropout seeds (compare-finetune --torch-seeds) to show the spread.
+# with other dropout seeds (compare-finetune --dropout-seeds; maskd with --dropout-seed) to show the spread.
 # Speed: in that loaded run torch/maskd was 2.09x (maskd 25.8 s, torch 54.1 s per epoch),
 # but alternated repeats on a quieter host (load ~2.5) gave 1.35x (tiny: maskd 14.5/14.0 s,
 # torch 19.6/18.7 s for the full epoch) and 1.22-2.2x (small, 3000 rows: maskd 24.4/24.6 s,
@@ -37,7 +37,7 @@ need long_compare_finetune_setup "no BANKING77 at $DATA_ROOT/banking77" -f "$DAT
 need long_compare_finetune_setup "$M is not built" -x "$M"
 $PY "$ROOT/scripts/compare-finetune" --maskd "$M" --data "$DATA" --banking77 "$DATA_ROOT/banking77" \
   --preset "${PRESET:-tiny}" --pretrain-steps "${PRETRAIN_STEPS:-1000}" --epochs "${EPOCHS:-8}" --lr "${LR:-1e-3}" \
-  --threads "${THREADS:-2}" --repeats "${REPEATS:-1}" --torch-seeds "${SEEDS:-0}" --work "$T/work" --json "$T/out.json" --quiet \
+  --threads "${THREADS:-2}" --repeats "${REPEATS:-1}" --dropout-seeds "${SEEDS:-0}" --work "$T/work" --json "$T/out.json" --quiet \
   > "$T/table" 2> "$T/err"
 rc=$?
 sed 's/^/# /' "$T/table"
