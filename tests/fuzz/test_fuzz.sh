@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The libFuzzer harnesses (tests/fuzz/, one per parser of outside input): built with
 # clang under ASan+UBSan (make fuzz-build), every regression input in tests/fuzz/regress
-# replayed, then each harness fuzzed from its seeds for FUZZ_TEST_SECONDS (default 1: every
-# seed and regression input still runs; `make fuzz` and tests/long/long_fuzz.sh fuzz longer).
+# replayed, then each harness fuzzed from its seeds for FUZZ_TEST_SECONDS (default 1; every
+# seed still runs first).
 # Prints PASS/FAIL fuzz_NAME; a missing clang, libFuzzer or OpenMP for clang is a
 # failure that names the package (scripts/setup --tests installs them). `make fuzz`
 # runs each for FUZZ_SECONDS, tests/long/long_fuzz.sh longer.
