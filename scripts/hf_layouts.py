@@ -29,7 +29,14 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
         rules (the tied decoder weight dropped, the pooler and NSP head kept), or SRC's
         rounded to bfloat16 (torch's rounding) with bf16; exit 1 and one line on the
         first difference.
+  hf_layouts.py batch
+        runs the commands above, one a line on stdin (its arguments split on blanks), in
+        one process (importing torch is most of one command's time); prints one line a
+        command, in order: "ok OUTPUT" or "error WHY" (what the command alone would have
+        printed, or exited with).
 """
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -267,8 +274,7 @@ def round_dir(d):
     write_st(p, [(k, v.to(torch.bfloat16).float().to(torch.float16).float()) for k, v in sd.items()])
 
 
-def main():
-    a = sys.argv[1:]
+def command(a):
     if a[:1] == ["round"] and len(a) == 2:
         round_dir(a[1])
     elif a[:1] == ["make"] and len(a) == 4:
@@ -277,6 +283,31 @@ def main():
         compare(a[1], a[2], a[3:] == ["bf16"])
     else:
         sys.exit(__doc__)
+
+
+def batch():
+    for line in sys.stdin:
+        a = line.split()
+        if not a:
+            continue
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                command(a)
+            result = "ok " + out.getvalue()
+        except SystemExit as e:   # a difference, an unknown layout: sys.exit(message)
+            result = "ok " + out.getvalue() if e.code in (None, 0) else f"error {e.code}"
+        except Exception as e:    # a broken folder: the command alone would have died with it
+            result = f"error {type(e).__name__}: {e}"
+        print(" ".join(result.split()), flush=True)
+
+
+def main():
+    a = sys.argv[1:]
+    if a == ["batch"]:
+        batch()
+    else:
+        command(a)
 
 
 if __name__ == "__main__":

@@ -21,19 +21,17 @@ head -2000 "$DATA/train.txt" > "$T/train.txt"
 node tests/hf_tokenize.js train "$T/raw.json" "$T/train.txt" 2>/dev/null &&
   node tests/hf_tokenize.js seed "$T/raw.json" "$T/tok.json" || { fail import_hf_setup "HF tokenizer training failed"; exit 1; }
 mkdir -p "$T/m"
-$PY $R make-models --tokenizer "$T/tok.json" "$T/m/bert,bert,2,true" "$T/m/roberta,roberta,1,true" &&
-  $PY $L round "$T/m/bert" && $PY $L round "$T/m/roberta" || { fail import_hf_setup "make-models failed"; exit 1; }
+$PY $R make-models --tokenizer "$T/tok.json" "$T/m/bert,bert,2,true" "$T/m/roberta,roberta,1,true" ||
+  { fail import_hf_setup "make-models failed"; exit 1; }
 
-cat > "$T/cases.json" <<'EOF'
-[
- {"name": "single", "inputs": "The capital of France is [MASK] ."},
- {"name": "multi", "inputs": "The [MASK] of France is [MASK] ."},
- {"name": "list", "inputs": ["Paris is the [MASK] of France .", "[MASK] [MASK] and [MASK] ."]},
- {"name": "targets", "inputs": "He said [MASK] it , didn't he ?", "targets": ["▁the", "the", "▁of"], "top_k": 3}
-]
-EOF
-$PY $R run --job "$T/m/bert" "$T/cases.json" "$T/exp-bert.jsonl" --job "$T/m/roberta" "$T/cases.json" "$T/exp-roberta.jsonl" \
-  2> "$T/ref.err" || { fail import_hf_reference "reference failed: $(tail -2 "$T/ref.err")"; exit 1; }
+# hf_layouts.py runs its commands in batches, one python each (torch's import is most of
+# a command's time): batch_run NAME runs $T/NAME.cmds (one command a line), and
+# batch_result NAME COMMAND says what COMMAND gave, "ok ..." or "error ..." (nothing if
+# the batch died before it).
+batch_run() { $PY $L batch < "$T/$1.cmds" > "$T/$1.out" 2> "$T/$1.err"; paste "$T/$1.cmds" "$T/$1.out" > "$T/$1.res"; }
+batch_result() { awk -F'\t' -v c="$2" '$1 == c { print $2; exit }' "$T/$1.res"; }
+batch_ok() { [[ $(batch_result "$1" "$2") == ok* ]]; }
+batch_why() { local r; r=$(batch_result "$1" "$2"); echo "${r:-no answer: $(tail -c 200 "$T/$1.err")}"; }
 
 # The reference's check runs `MASKD fill-mask --model-dir DIR ...`: this one answers from
 # the store instead, the revision named after DIR.
@@ -53,18 +51,50 @@ if [ "${IMPORT_HF_LONG:-0}" = 1 ]; then
   layouts_bert="f16 bf16 sharded legacy pretraining bin bin_f16 bin_sharded"
   layouts_roberta="f16 bf16 sharded legacy bin bin_sharded"
 fi
+# Every folder the test imports, made in one batch: the layouts, the base models, the
+# hostile folders (refuse, below).
+base_specs="bert,nohead bert,noprefix roberta,noprefix"
+hostile="shard_escape shard_wrong shard_symlink missing unknown bin_evil bin_legacy bin_deflate"
+mkdir -p "$T/h"
+{
+  echo "round $T/m/bert"; echo "round $T/m/roberta"
+  for fam in bert roberta; do
+    eval "layouts=\$layouts_$fam"
+    for k in $layouts; do echo "make $T/m/$fam $T/$fam-$k $k"; done
+  done
+  for spec in $base_specs; do echo "make $T/m/${spec%,*} $T/${spec%,*}-${spec#*,} ${spec#*,}"; done
+  for k in $hostile; do echo "make $T/m/bert $T/h/$k $k"; done
+} > "$T/make.cmds"
+batch_run make
+batch_ok make "round $T/m/bert" && batch_ok make "round $T/m/roberta" ||
+  { fail import_hf_setup "rounding failed: $(batch_why make "round $T/m/bert")"; exit 1; }
+
+cat > "$T/cases.json" <<'EOF'
+[
+ {"name": "single", "inputs": "The capital of France is [MASK] ."},
+ {"name": "multi", "inputs": "The [MASK] of France is [MASK] ."},
+ {"name": "list", "inputs": ["Paris is the [MASK] of France .", "[MASK] [MASK] and [MASK] ."]},
+ {"name": "targets", "inputs": "He said [MASK] it , didn't he ?", "targets": ["▁the", "the", "▁of"], "top_k": 3}
+]
+EOF
+$PY $R run --job "$T/m/bert" "$T/cases.json" "$T/exp-bert.jsonl" --job "$T/m/roberta" "$T/cases.json" "$T/exp-roberta.jsonl" \
+  2> "$T/ref.err" || { fail import_hf_reference "reference failed: $(tail -2 "$T/ref.err")"; exit 1; }
+
+# Each layout imported, answering as the reference, exported; the exports compared in one batch.
+: > "$T/compare.cmds"
 for fam in bert roberta; do
   eval "layouts=\$layouts_$fam"
   for k in $layouts; do
     d="$T/$fam-$k"
-    $PY $L make "$T/m/$fam" "$d" "$k" || { fail "import_hf_${fam}_${k}_make" "hf_layouts.py failed"; continue; }
+    batch_ok make "make $T/m/$fam $d $k" ||
+      { fail "import_hf_${fam}_${k}_make" "hf_layouts.py failed: $(batch_why make "make $T/m/$fam $d $k")"; continue; }
     if "$M" import --db "$T/s.db" "$d" "$fam-$k" > "$T/imp.out" 2> "$T/imp.err"; then pass "import_hf_${fam}_${k}"
     else fail "import_hf_${fam}_${k}" "$(head -c 300 "$T/imp.err")"; continue; fi
     $PY $R check --model-dir "$d" --cases "$T/cases.json" --expected "$T/exp-$fam.jsonl" --maskd "$T/maskd-store" \
       --prefix "import_hf_${fam}_${k}_fill_"
-    if "$M" export --db "$T/s.db" "$fam-$k" "$T/out-$fam-$k" >/dev/null 2>"$T/exp.err" &&
-       got=$($PY $L compare "$d" "$T/out-$fam-$k" 2>&1); then pass "import_hf_${fam}_${k}_export_equal ($got)"
-    else fail "import_hf_${fam}_${k}_export_equal" "$(head -c 200 "$T/exp.err") $got"; fi
+    if "$M" export --db "$T/s.db" "$fam-$k" "$T/out-$fam-$k" >/dev/null 2>"$T/exp-$fam-$k.err"; then
+      echo "compare $d $T/out-$fam-$k" >> "$T/compare.cmds"
+    else fail "import_hf_${fam}_${k}_export_equal" "$(head -c 200 "$T/exp-$fam-$k.err")"; fi
   done
 done
 
@@ -76,25 +106,42 @@ then pass import_hf_lists_kept; else fail import_hf_lists_kept "$(cat "$T/list.o
 if grep -q "ignored: lm_head.decoder.weight (tied to roberta.embeddings.word_embeddings.weight)" "$T/list.out"
 then pass import_hf_lists_ignored; else fail import_hf_lists_ignored "$(cat "$T/list.out")"; fi
 # BF16 export: every tensor is the source's rounded as torch rounds it.
-if "$M" export --db "$T/s.db" --dtype bf16 bert-pretraining "$T/out-bf16" >/dev/null 2>"$T/exp.err" &&
-   got=$($PY $L compare "$T/bert-pretraining" "$T/out-bf16" bf16 2>&1); then pass "import_hf_export_bf16 ($got)"
-else fail import_hf_export_bf16 "$(head -c 200 "$T/exp.err") $got"; fi
+if "$M" export --db "$T/s.db" --dtype bf16 bert-pretraining "$T/out-bf16" >/dev/null 2>"$T/exp-bf16.err"; then
+  echo "compare $T/bert-pretraining $T/out-bf16 bf16" >> "$T/compare.cmds"
+else fail import_hf_export_bf16 "$(head -c 200 "$T/exp-bf16.err")"; fi
 
 # ---- base models: no MLM head ----
 msg="has no masked-LM head (a BertModel checkpoint): fine-tune it with maskd finetune; fill-mask needs a *ForMaskedLM model"
-for spec in bert,nohead bert,noprefix roberta,noprefix; do
+for spec in $base_specs; do
   fam=${spec%,*} k=${spec#*,} d="$T/$fam-$k"
-  $PY $L make "$T/m/$fam" "$d" "$k" || { fail "import_hf_${fam}_${k}_make" "hf_layouts.py failed"; continue; }
+  batch_ok make "make $T/m/$fam $d $k" ||
+    { fail "import_hf_${fam}_${k}_make" "hf_layouts.py failed: $(batch_why make "make $T/m/$fam $d $k")"; continue; }
   if "$M" import --db "$T/s.db" "$d" "$fam-$k" > "$T/imp.out" 2>"$T/imp.err" && grep -q "no masked-LM head" "$T/imp.out"
   then pass "import_hf_${fam}_${k}"; else fail "import_hf_${fam}_${k}" "$(cat "$T/imp.out" "$T/imp.err" | head -c 300)"; fi
   out=$("$M" fill-mask --db "$T/s.db" --model "$fam-$k" "a [MASK] ." 2>&1); rc=$?
   want=${msg/BertModel/$([ "$fam" = bert ] && echo BertModel || echo RobertaModel)}
   if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF "$fam-$k@1 $want" <<<"$out"; then pass "import_hf_${fam}_${k}_fillmask_refused"
   else fail "import_hf_${fam}_${k}_fillmask_refused" "exit $rc: $out"; fi
-  if "$M" export --db "$T/s.db" "$fam-$k" "$T/out-$fam-$k" >/dev/null 2>"$T/exp.err" &&
-     got=$($PY $L compare "$d" "$T/out-$fam-$k" 2>&1) && grep -q '"'"$([ "$fam" = bert ] && echo BertModel || echo RobertaModel)"'"' "$T/out-$fam-$k/config.json"
-  then pass "import_hf_${fam}_${k}_export_equal ($got)"; else fail "import_hf_${fam}_${k}_export_equal" "$(head -c 200 "$T/exp.err") $got"; fi
+  if "$M" export --db "$T/s.db" "$fam-$k" "$T/out-$fam-$k" >/dev/null 2>"$T/exp-$fam-$k.err"; then
+    echo "compare $d $T/out-$fam-$k" >> "$T/compare.cmds"
+  else fail "import_hf_${fam}_${k}_export_equal" "$(head -c 200 "$T/exp-$fam-$k.err")"; fi
 done
+
+# The exports against their sources, in one batch; a base model's export is a *Model.
+batch_run compare
+while read -r _ d out bf16; do
+  name=import_hf_${d##*/}_export_equal
+  name=${name/-/_}
+  [ -n "$bf16" ] && name=import_hf_export_bf16
+  r=$(batch_why compare "compare $d $out${bf16:+ $bf16}")
+  arch_ok=1
+  case $d in
+    */bert-nohead|*/bert-noprefix) grep -q '"BertModel"' "$out/config.json" || arch_ok=0 ;;
+    */roberta-noprefix) grep -q '"RobertaModel"' "$out/config.json" || arch_ok=0 ;;
+  esac
+  if [[ $r == ok* ]] && [ "$arch_ok" = 1 ]; then pass "$name (${r#ok })"
+  else fail "$name" "$r$([ "$arch_ok" = 1 ] || echo "; config.json's architectures: $(grep -o '"architectures"[^]]*]' "$out/config.json")")"; fi
+done < "$T/compare.cmds"
 B=$DATA_ROOT/banking77
 if [ -f "$B/train.csv" ]; then
   awk 'NR == 1 || NR % 50 == 0' "$B/train.csv" > "$T/tr.csv"
@@ -121,8 +168,7 @@ fi
 # ---- hostile folders: one line, non-zero exit, nothing stored ----
 refuse() {  # layout, needle
   local k=$1 needle=$2 d="$T/h/$1" out rc
-  mkdir -p "$T/h"
-  $PY $L make "$T/m/bert" "$d" "$k" || { fail "import_hf_refuses_$k" "hf_layouts.py failed"; return; }
+  batch_ok make "make $T/m/bert $d $k" || { fail "import_hf_refuses_$k" "hf_layouts.py failed: $(batch_why make "make $T/m/bert $d $k")"; return; }
   out=$("$M" import --db "$T/s.db" "$d" "h-$k" 2>&1); rc=$?
   if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF -- "$needle" <<<"$out" &&
      ! "$M" models --db "$T/s.db" 2>/dev/null | grep -q "^h-$k "

@@ -44,6 +44,18 @@ size() { stat -c %s "$1"; }
 files="config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json"
 
 # ---- every file, both URL shapes, resolve and raw, by main / number / commit ----
+# 126 requests: each file's digest is taken once, and each answer's headers are read
+# with bash's builtins (hdr's three processes a header were most of the loop's time).
+declare -A digest H
+for dir in exp1 exp2 expu; do for f in $files; do digest[$dir/$f]=$(sha "$T/$dir/$f"); done; done
+headers_read() {  # the last answer's headers into H, names lower-cased, the last of a name kept (as hdr)
+  local line name
+  H=()
+  while IFS= read -r line; do
+    line=${line%$'\r'}; name=${line%%:*}
+    [ "$name" != "$line" ] && H[${name,,}]=${line#*: }
+  done < "$T/hdr"
+}
 bad=
 for spec in "tiny $c1 exp1" "tiny 1 exp1" "tiny main exp2" "tiny 2 exp2" "tiny $c2 exp2" "user/tiny main expu" \
             "user/tiny 1 expu" "user/tiny $cu expu"; do
@@ -54,9 +66,10 @@ for spec in "tiny $c1 exp1" "tiny 1 exp1" "tiny main exp2" "tiny 2 exp2" "tiny $
       for f in $files; do
         [ "$kind" = raw ] && [ "$f" = model.safetensors ] && continue
         get "$prefix/$repo/$kind/$rev/$f"
-        status_is 200 && cmp -s "$T/body" "$T/$dir/$f" && [ "$(hdr X-Repo-Commit)" = "$want" ] &&
-          [ "$(hdr ETag)" = "\"$(sha "$T/$dir/$f")\"" ] && [ "$(hdr Accept-Ranges)" = bytes ] ||
-          bad+=" $prefix/$repo/$kind/$rev/$f($(cat "$T/status"))"
+        read -r st < "$T/status"; headers_read
+        [ "$st" = 200 ] && cmp -s "$T/body" "$T/$dir/$f" && [ "${H[x-repo-commit]:-}" = "$want" ] &&
+          [ "${H[etag]:-}" = "\"${digest[$dir/$f]}\"" ] && [ "${H[accept-ranges]:-}" = bytes ] ||
+          bad+=" $prefix/$repo/$kind/$rev/$f($st)"
       done
     done
   done
