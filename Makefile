@@ -41,7 +41,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(B)/%.o)
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 LIBS       := $(B)/libmaskd-server.a $(B)/libmaskd-store.a $(B)/libmaskd-engine.a
 
-.PHONY: all asan setup setup-tests run test test-unit test-long clean fuzz fuzz-build fuzz-bins
+.PHONY: all asan setup setup-tests run test test-unit test-long clean fuzz fuzz-build fuzz-bins fuzz-replay
 # Keep object files between builds (they would otherwise be removed as intermediates).
 .SECONDARY:
 all: $(B)/maskd $(TEST_BIN)
@@ -81,9 +81,11 @@ setup-tests:
 	bash scripts/setup --tests
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer, in their own tree.
+# With them, the fuzz harnesses linked to a replaying main (tests/fuzz/replay_main.c):
+# tests/fuzz/test_fuzz.sh runs every seed and regression input through them.
 asan:
 	$(MAKE) B=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-	        LDFLAGS="-fopenmp -fsanitize=address,undefined" all
+	        LDFLAGS="-fopenmp -fsanitize=address,undefined" all fuzz-replay
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c), one per parser of outside input, built
 # with clang under ASan+UBSan into their own tree; `make fuzz` runs each for
@@ -92,6 +94,11 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+FUZZ_REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz-replay/%)
+fuzz-replay: $(FUZZ_REPLAY_BIN)
+$(B)/fuzz-replay/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz/replay_main.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 fuzz-build:
 	$(MAKE) B=build-fuzz CC=$(FUZZ_CC) \
 	        OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Wno-pass-failed" \
