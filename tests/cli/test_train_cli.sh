@@ -53,7 +53,8 @@ refuse train_cli_equals_form "lr: -0.001 must be >= 0" "${base[@]}" --lr=-1e-3
 refuse train_cli_resume_equals_empty "--resume= needs a run id or name" --resume=
 # --job is maskd serve's hand-off: the job's description, nothing else; a job must be a queued training job the worker claimed.
 refuse train_cli_job_takes_no_run_options "--job runs the training job as it was queued" --job 1 --work-dir "$T" "${base[@]}"
-refuse train_cli_job_folders_need_job "--data-dir and --work-dir go with --job" --work-dir "$T" "${base[@]}"
+refuse train_cli_job_folders_need_job "--data-dir, --work-dir and --job-hosts go with --job" --work-dir "$T" "${base[@]}"
+refuse train_cli_job_hosts_needs_job "--data-dir, --work-dir and --job-hosts go with --job" --job-hosts h1 "${base[@]}"
 refuse train_cli_job_not_an_id '--job: "x" is not a job id' --job x --work-dir "$T"
 refuse train_cli_job_unknown "job 7 does not exist" --job 7 --work-dir "$T"
 sqlite3 "$T/r.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8, 'train', 'queued', '{\"name\": \"q\"}', 0), (9, 'prepare', 'running', '{}', 0)"
