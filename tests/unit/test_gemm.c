@@ -65,17 +65,7 @@ static int row_checked(int i, int M, int N, int K) {
   return (double)M * N * K < 3e7 || i < 8 || i >= M - 8 || i % 53 == 0;
 }
 
-/* Under the sanitizers (MASKD_ASAN) every product still runs, and its margins are
-** still compared, but in products of a million multiply-adds or more only the
-** elements in the 8 edge rows and columns and in every 7th row and column are
-** compared with the reference: ASan finds the memory errors while the product runs,
-** and the double reference, instrumented too, took most of the run (every element
-** is compared in the plain build). */
-static int sanitized;
-static int element_checked(int i, int j, int M, int N, int K) {
-  return !sanitized || (double)M * N * K < 1e6 ||
-         ((i < 8 || i >= M - 8 || i % 7 == 0) && (j < 8 || j >= N - 8 || j % 7 == 0));
-}
+static int sanitized;   /* MASKD_ASAN: a smaller batch (check.h's check_element_sampled samples the reference) */
 
 static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad, int threads, double *worst) {
   int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
@@ -95,7 +85,7 @@ static int one(int ta, int tb, int M, int N, int K, float alpha, float beta, int
         if (memcmp(&C[at], &C0[at], sizeof(float))) { ok = 0; break; }
         continue;
       }
-      if (!row_checked(i, M, N, K) || !element_checked(i, j, M, N, K)) continue;
+      if (!row_checked(i, M, N, K) || !check_element_sampled(i, j, M, N, K)) continue;
       double mag, s = dot(ta, tb, K, A, lda, B, ldb, i, j, &mag);
       double want = alpha * s + (beta == 0.0f ? 0.0 : (double)beta * C0[at]);
       double err = fabs(C[at] - want) / (fabs(alpha) * mag + fabs(beta) + 1.0);
@@ -121,7 +111,7 @@ static int with_bias(int ta, int tb, int M, int N, int K, int in_place, int thre
   int ok = 1;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
-      if (!element_checked(i, j, M, N, K)) continue;
+      if (!check_element_sampled(i, j, M, N, K)) continue;
       double mag, s = dot(ta, tb, K, A, lda, B, ldb, i, j, &mag) + bias[j];
       mag += fabs(bias[j]);
       double gelu = 0.5 * s * (1 + erf(s / sqrt(2.0)));
@@ -151,7 +141,7 @@ static int with_gelu_grad(int ta, int tb, int M, int N, int K, int threads, doub
   int ok = 1;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
-      if (!element_checked(i, j, M, N, K)) continue;
+      if (!check_element_sampled(i, j, M, N, K)) continue;
       double mag, s = dot(ta, tb, K, A, lda, B, ldb, i, j, &mag), p = P[(size_t)i * ldc + j];
       double grad = 0.5 * (1 + erf(p / sqrt(2.0))) + p * exp(-0.5 * p * p) / sqrt(2 * M_PI);
       double err = fabs(C[(size_t)i * ldc + j] - s * grad) / (mag + 1.0);

@@ -133,17 +133,7 @@ static void run(const Case *c, Data *d) {
   }
 }
 
-/* Under the sanitizers (MASKD_ASAN) every product still runs and its margins are
-** still checked, but in products of a million multiply-adds or more only the
-** elements in the 8 edge rows and columns and in every 7th row and column are
-** compared with the reference: ASan finds the memory errors while the product runs,
-** and the double reference, instrumented too, took a third of the run (every element
-** is compared in the plain build). */
-static int sanitized;
-static int element_checked(int i, int j, const Case *c) {
-  return !sanitized || (double)c->M * c->N * c->K < 1e6 ||
-         ((i < 8 || i >= c->M - 8 || i % 7 == 0) && (j < 8 || j >= c->N - 8 || j % 7 == 0));
-}
+static int sanitized;   /* MASKD_ASAN: smaller base shapes (check.h's check_element_sampled samples the reference) */
 
 /* The largest error of C (and G) against the double product of the rounded
 ** operands, in units of the float accumulation's bound; NaN-free margins checked. */
@@ -152,7 +142,7 @@ static double worst_error(const Case *c, const Data *d, int *margin_bad) {
   *margin_bad = 0;
   for (int i = 0; i < c->M; i++) {
     for (int j = 0; j < c->N; j++) {
-      if (!element_checked(i, j, c)) continue;
+      if (!check_element_sampled(i, j, c->M, c->N, c->K)) continue;
       double s = 0, mag = 0;
       for (int k = 0; k < c->K; k++) {
         double a = bf16_round(c->ta ? d->A[(size_t)k * d->lda + i] : d->A[(size_t)i * d->lda + k]);
