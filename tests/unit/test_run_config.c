@@ -202,6 +202,10 @@ int main(void) {
   b = good(); b.lr = -1e-4; refused("run_config_refuses_negative_lr", &b, "lr");
   b = good(); b.weight_decay = -1; refused("run_config_refuses_negative_weight_decay", &b, "weight_decay");
   b = good(); b.epochs = 0; refused("run_config_refuses_zero_epochs", &b, "epochs");
+  b = good(); snprintf(b.hosts, sizeof b.hosts, "-oProxyCommand=x"); refused("run_config_refuses_host_option", &b, "starts with '-'");
+  b = good(); snprintf(b.hosts, sizeof b.hosts, "h1:1,:2"); refused("run_config_refuses_host_without_name", &b, "names no host");
+  b = good(); snprintf(b.hosts, sizeof b.hosts, "h1,,h2"); refused("run_config_refuses_empty_host_entry", &b, "names no host");
+  b = good(); snprintf(b.hosts, sizeof b.hosts, ":1"); refused("run_config_refuses_leading_slots", &b, "names no host");
   b = good(); b.batch = 0; refused("run_config_refuses_zero_batch", &b, "batch");
   b = good(); b.warmup_steps = -2; refused("run_config_refuses_bad_warmup", &b, "warmup_steps");
   b = good(); b.adam_beta2 = 1; refused("run_config_refuses_beta2_one", &b, "adam_beta2");
