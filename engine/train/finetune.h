@@ -35,7 +35,7 @@ typedef struct FinetuneOptions {
   double warmup_ratio;           /* warm-up steps = ceil(ratio x total) when warmup_steps < 0 (0) */
   long warmup_steps;             /* >= 0 overrides the ratio; -1 = use the ratio */
   int length_grouped;            /* LengthGroupedSampler order for training batches (0) */
-  uint64_t seed;                 /* order, dropout (42) */
+  uint64_t seed;                 /* the order, and the dropout unless has_dropout_seed (42) */
   uint64_t dropout_seed;         /* dropout alone when has_dropout_seed (seed noise apart from the plan) */
   int has_dropout_seed;          /* 0: dropout from seed */
   int threads;                   /* >= 1 */

@@ -44,7 +44,7 @@ for src in tests/fuzz/fuzz_*.c; do
     why=$(grep -m1 -E 'fuzz invariant failed|ERROR: (AddressSanitizer|LeakSanitizer)|runtime error' "$log")
     detail=$(grep -m1 -A1 'fuzz invariant failed' "$log" | tail -1 | sed 's/^ *//')
     input=$(grep '^replay: ' "$log" | tail -1 | sed 's/^replay: //')
-    [ -s "$crash" ] || [ -e "$crash" ] && input=$crash
+    [ -e "$crash" ] && input=$crash
     fail "fuzz_$name" "${why:-exit status $rc}${detail:+ ($detail)} on ${input:-?}; reproduce: $bin $input"
   fi
 done
