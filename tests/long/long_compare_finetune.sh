@@ -54,10 +54,10 @@ if [ "$rc" -ge 2 ] || [ ! -s "$T/out.json" ]; then
   fail long_compare_finetune_runs "rc $rc: $(tail -2 "$T/err" | tr '\n' ' ')"
   exit 1
 fi
-$PY - "$T/out.json" "${MIN_F1:-0.2}" <<'EOF'
+$PY - "$T/out.json" "${MIN_F1:-0.2}" "${SEEDS:-2}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-min_f1 = float(sys.argv[2])
+min_f1, seeds = float(sys.argv[2]), int(sys.argv[3])
 f1 = r["test_macro_f1"]
 def line(ok, name, why):
     print(f"PASS {name}" if ok else f"FAIL {name}: {why}")
@@ -66,13 +66,11 @@ line(r["f1_ok"], "long_compare_finetune_f1",
 line(r["speed_ok"], "long_compare_finetune_speed", f"torch/maskd seconds per epoch {r['speedup']:.2f}x, not >= 2")
 line(min(f1.values()) > min_f1, "long_compare_finetune_learns",
      f"test macro-F1 maskd {f1['maskd']:.3f}, torch {f1['torch']:.3f}: not both above {min_f1}")
-seeds = r.get("dropout_seeds") or []
-if seeds:
-    import math, statistics
-    sides = {"maskd": [f1["maskd"]] + [x["maskd_test_macro_f1"] for x in seeds],
-             "torch": [f1["torch"]] + [x["test_macro_f1"] for x in seeds]}
-    dm = 100 * (statistics.mean(sides["maskd"]) - statistics.mean(sides["torch"]))
-    se = 100 * math.sqrt(sum(statistics.variance(v) / len(v) for v in sides.values()))
+means = r.get("dropout_means")
+if seeds > 0 and not means:
+    line(False, "long_compare_finetune_f1_means", f"compare-finetune --dropout-seeds {seeds} wrote no dropout_means")
+elif means:   # compare-finetune --dropout-seeds: each side's mean over the seeds, the difference and its standard error
+    dm, se = means["difference_points"], means["standard_error_points"]
     line(abs(dm) <= 0.5 + 2 * se, "long_compare_finetune_f1_means",
-         f"mean test macro-F1 over {len(seeds) + 1} dropout seeds: maskd - torch {dm:+.2f} points, beyond 0.5 + 2 x its standard error {se:.2f}")
+         f"mean test macro-F1 over {means['seeds']} dropout seeds: maskd - torch {dm:+.2f} points, beyond 0.5 + 2 x its standard error {se:.2f}")
 EOF
