@@ -1037,6 +1037,17 @@ int store_run_set_results(Store *s, int64_t run, const char *results_json, Err *
   return update_one(s, st, "run", run, err);
 }
 
+int store_run_set_config(Store *s, int64_t run, const char *config_json, Err *err) {
+  if (check_json_object("config", config_json, err)) return -1;
+  if (begin(s, err)) return -1;
+  sqlite3_stmt *st = prep(s, "UPDATE runs SET config = ? WHERE id = ?", err);
+  if (st) {
+    sqlite3_bind_text(st, 1, config_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, run);
+  }
+  return update_one(s, st, "run", run, err);
+}
+
 int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err) {
   if (check_json_object("dist", dist_json, err)) return -1;
   if (begin(s, err)) return -1;

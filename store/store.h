@@ -137,6 +137,9 @@ int64_t store_run_create(Store *s, const char *name, const char *config_json, Er
 int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *error, Err *err);
 /* Records progress: step of total_steps, in epoch. */
 int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err);
+/* Replaces a run's description: a resumed run that moved to other ranks, hosts or
+** grad_accum (the global batch unchanged) is described as it now runs. */
+int store_run_set_config(Store *s, int64_t run, const char *config_json, Err *err);
 /* A data-parallel run's ranks, hosts, per-rank and global tokens/s and communication
 ** times, as a JSON object (store_run_get returns it as "dist"); replaces the last one. */
 int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err);

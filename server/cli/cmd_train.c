@@ -785,6 +785,16 @@ int cmd_train(int argc, char **argv) {
     if (rank == 0) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     goto fail_early;
   }
+  /* A run resumed on other ranks, hosts or grad_accum (trainer_restore has checked that
+  ** the global batch stays) is described from now on as it runs: GET /runs/{id}, and
+  ** the next --resume, which continues where this one is. */
+  if (rank == 0 && have_resume && moved.n) {
+    char *json = run_config_to_json(&rc);
+    failed = json ? store_run_set_config(db, run, json, &e) != 0 : err_setk(&e, ERR_NOMEM, "out of memory") != 0;
+    free(json);
+    if (failed) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
+  }
+  if (dist_agree(d, failed, &e)) goto fail_early;
   /* Where the ranks run, for the run's first lines and its record. */
   char (*hosts)[64] = calloc((size_t)world, 64), me[64];
   json_t *hostlist = json_array();

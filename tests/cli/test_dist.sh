@@ -95,6 +95,9 @@ kill_after_checkpoint "$T/m.db" mpirun $! || fail dist_killed_mpirun "the run en
 dump "$T/m.db" > "$T/m.txt"
 cmp -s "$T/one.txt" "$T/m.txt" && pass dist_resume_with_one_rank_bit_identical ||
   fail dist_resume_with_one_rank_bit_identical "$(diff "$T/one.txt" "$T/m.txt" | head -3 | tr '\n' ' ')"
+desc=$(sqlite3 "$T/m.db" "SELECT json_extract(config, '$.ranks') || ' ' || json_extract(config, '$.grad_accum') FROM runs")
+[ "$desc" = "1 2" ] && pass dist_resume_describes_the_run_as_it_now_runs ||
+  fail dist_resume_describes_the_run_as_it_now_runs "stored ranks and grad_accum: $desc (want 1 2)"
 out=$("$M" train --db "$T/m.db" --resume d --ranks 1 --grad-accum 3 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "ranks x grad_accum\|already done" <<<"$out" && pass dist_resume_refuses_other_global_batch ||
   fail dist_resume_refuses_other_global_batch "rc $rc: $out"

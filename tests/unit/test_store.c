@@ -474,6 +474,20 @@ static void api_tests(void) {
             json_integer_value(json_object_get(rj, "pid")) == getpid() && json_is_real(json_object_get(rj, "started")),
         "store_run_get", "%s", e.msg);
   json_decref(rj);
+  /* A resumed run's new description replaces the old one; only an object is taken, and
+  ** only for a run that exists (ERR_NOT_FOUND). */
+  int crc = store_run_set_config(s, run, "{\"epochs\": 3, \"ranks\": 1, \"grad_accum\": 2}", &e);
+  int cbad1 = store_run_set_config(s, run, "[]", &e), cbad2 = store_run_set_config(s, run, "{\"a\":", &e);
+  int cbad3 = store_run_set_config(s, run + 1000, "{}", &e);
+  ErrKind cbad3_kind = e.kind;
+  rj = store_run_get(s, run, &e);
+  json_t *cj = json_object_get(rj, "config");
+  check(crc == 0 && cbad1 == -1 && cbad2 == -1 && cbad3 == -1 && cbad3_kind == ERR_NOT_FOUND &&
+            json_integer_value(json_object_get(cj, "grad_accum")) == 2 &&
+            json_integer_value(json_object_get(cj, "epochs")) == 3 &&
+            !strcmp(json_string_value(json_object_get(rj, "status")), "running"),
+        "store_run_set_config", "%s", e.msg);
+  json_decref(rj);
   int64_t run2 = store_run_create(s, "small-wiki", "{}", &e);
   check(store_run_find(s, "small-wiki", &e) == run2 && store_run_find(s, "1", &e) == run &&
             store_run_find(s, "nope", &e) == -1 && strstr(e.msg, "nope") && store_run_find(s, "999", &e) == -1,
