@@ -713,20 +713,6 @@ static int ensure_plan(FillMask *fm, int b, int t, int m, Err *err) {
   return 0;
 }
 
-/* An input of one of the requests being answered. */
-typedef struct Slot { const Item *it; int req, index; } Slot;
-
-/* The length of slot i of a Slot array (pipeline_pass_size's view). */
-static int slot_len(const void *slots, int i) { return ((const Slot *)slots)[i].it->n; }
-
-/* Shortest first; equal lengths in arrival order (qsort is not stable). */
-static int cmp_slot(const void *a, const void *b) {
-  const Slot *x = a, *y = b;
-  if (x->it->n != y->it->n) return x->it->n < y->it->n ? -1 : 1;
-  if (x->req != y->req) return x->req < y->req ? -1 : 1;
-  return (x->index > y->index) - (x->index < y->index);
-}
-
 void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t **results, FillMaskError *errors) {
   json_t **parts = calloc((size_t)(n > 0 ? n : 1), sizeof *parts);   /* each request's results, by input */
   long long *bytes = calloc((size_t)(n > 0 ? n : 1), sizeof *bytes);
@@ -737,7 +723,7 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     total += reqs[i]->n;
     for (int j = 0; j < reqs[i]->n; j++) if (reqs[i]->items[j].n > maxlen) maxlen = reqs[i]->items[j].n;
   }
-  Slot *slots = malloc(sizeof *slots * (size_t)(total > 0 ? total : 1));
+  PipelineSlot *slots = malloc(sizeof *slots * (size_t)(total > 0 ? total : 1));
   Cand *cand = malloc(sizeof(Cand) * (size_t)fm->V);
   int32_t *seqbuf = malloc(sizeof(int32_t) * (size_t)maxlen);
   int32_t *ids = NULL, *att = NULL, *pos = NULL;
@@ -751,17 +737,17 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     bytes[i] = r->frame;
     if (!(parts[i] = json_array())) { pipeline_fail(&errors[i], ERR_NOMEM, "out of memory"); continue; }
     for (int j = 0; j < r->n; j++) {
-      slots[k++] = (Slot){&r->items[j], i, j};
+      const Item *it = &r->items[j];
+      slots[k++] = (PipelineSlot){it->ids, it->n, i, j, it};
       if (json_array_append_new(parts[i], json_null())) pipeline_fail(&errors[i], ERR_NOMEM, "out of memory");
     }
   }
-  /* Inputs of similar lengths share a forward pass, padded to its longest: sorted by
-  ** length, a pass takes the next input while padding stays under half its work. */
-  qsort(slots, (size_t)total, sizeof *slots, cmp_slot);
+  /* Inputs of similar lengths share a forward pass, padded to its longest. */
+  pipeline_sort(slots, total);
   for (int s = 0; s < total;) {
-    Slot *batch = slots + s;
-    int b = pipeline_pass_size(total - s, fm->max_batch, slot_len, batch), T = batch[b - 1].it->n, M = 0;
-    for (int r = 0; r < b; r++) M += batch[r].it->n_masks;
+    PipelineSlot *batch = slots + s;
+    int b = pipeline_pass_size(batch, total - s, fm->max_batch), T = batch[b - 1].n, M = 0;
+    for (int r = 0; r < b; r++) M += ((const Item *)batch[r].item)->n_masks;
     s += b;
     int live = 0;
     for (int r = 0; r < b; r++) live += errors[batch[r].req].err.kind == ERR_NONE;
@@ -774,12 +760,9 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     Err e = {0};
     if (!ids || !att || !pos || !logits) err_setk(&e, ERR_NOMEM, "out of memory for %d mask positions", M);
     int k = 0;
-    for (int r = 0; logits && r < b; r++) {
-      const Item *it = batch[r].it;
-      for (int t = 0; t < T; t++) {
-        ids[r * T + t] = t < it->n ? it->ids[t] : model_config(fm->model)->pad_token_id;
-        att[r * T + t] = t < it->n;
-      }
+    if (!e.msg[0]) pipeline_pad(batch, b, T, model_config(fm->model)->pad_token_id, ids, att);
+    for (int r = 0; !e.msg[0] && r < b; r++) {
+      const Item *it = batch[r].item;
       for (int q = 0; q < it->n_masks; q++) pos[k++] = r * T + it->masks[q];
     }
     ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att};
@@ -790,13 +773,14 @@ void fillmask_answer(FillMask *fm, FillMaskRequest *const *reqs, int n, json_t *
     }
     k = 0;
     for (int r = 0; r < b; r++) {
-      const Slot *sl = &batch[r];
+      const PipelineSlot *sl = &batch[r];
+      const Item *it = sl->item;
       FillMaskError *fe = &errors[sl->req];
       if (fe->err.kind == ERR_NONE) {
-        json_t *one = item_result(fm, reqs[sl->req], sl->it, logits + (size_t)k * fm->V, cand, seqbuf, &bytes[sl->req], fe);
+        json_t *one = item_result(fm, reqs[sl->req], it, logits + (size_t)k * fm->V, cand, seqbuf, &bytes[sl->req], fe);
         if (one && json_array_set_new(parts[sl->req], (size_t)sl->index, one)) pipeline_fail(fe, ERR_NOMEM, "out of memory");
       }
-      k += sl->it->n_masks;
+      k += it->n_masks;
     }
   }
   for (int i = 0; i < n; i++) {

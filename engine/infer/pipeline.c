@@ -23,16 +23,36 @@ void *pipeline_limit_hit(FillMaskError *fe, const char *limit, long long max, lo
   return NULL;
 }
 
-int pipeline_pass_size(int remaining, int max_batch, int (*len)(const void *ctx, int i), const void *ctx) {
+/* Shortest first; equal lengths in arrival order (qsort is not stable). */
+static int cmp_slot(const void *a, const void *b) {
+  const PipelineSlot *x = a, *y = b;
+  if (x->n != y->n) return x->n < y->n ? -1 : 1;
+  if (x->req != y->req) return x->req < y->req ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+void pipeline_sort(PipelineSlot *s, int n) {
+  if (n > 1) qsort(s, (size_t)n, sizeof *s, cmp_slot);
+}
+
+int pipeline_pass_size(const PipelineSlot *s, int remaining, int max_batch) {
   int b = 0;
   long long real = 0;
   while (b < remaining && b < max_batch) {
-    int n = len(ctx, b);
+    int n = s[b].n;
     if (b > 0 && (long long)(b + 1) * n > 2 * (real + n)) break;
     real += n;
     b++;
   }
   return b;
+}
+
+void pipeline_pad(const PipelineSlot *s, int b, int T, int32_t pad_id, int32_t *ids, int32_t *att) {
+  for (int r = 0; r < b; r++)
+    for (int t = 0; t < T; t++) {
+      ids[(size_t)r * T + t] = t < s[r].n ? s[r].ids[t] : pad_id;
+      att[(size_t)r * T + t] = t < s[r].n;
+    }
 }
 
 int pipeline_inputs(const json_t *inputs, const char ***texts, const char **one, int *n, int *is_list, FillMaskError *fe) {

@@ -460,20 +460,6 @@ static json_t *item_result(const TextClass *tc, const TextClassRequest *r, const
   return list;
 }
 
-/* An input of one of the requests being answered. */
-typedef struct Slot { const TcItem *it; int req, index; } Slot;
-
-/* The length of slot i of a Slot array (pipeline_pass_size's view). */
-static int slot_len(const void *slots, int i) { return ((const Slot *)slots)[i].it->n; }
-
-/* Shortest first; equal lengths in arrival order (qsort is not stable). */
-static int cmp_slot(const void *a, const void *b) {
-  const Slot *x = a, *y = b;
-  if (x->it->n != y->it->n) return x->it->n < y->it->n ? -1 : 1;
-  if (x->req != y->req) return x->req < y->req ? -1 : 1;
-  return (x->index > y->index) - (x->index < y->index);
-}
-
 void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_t **results, FillMaskError *errors) {
   const int L = tc->num_labels;
   json_t **parts = calloc((size_t)(n > 0 ? n : 1), sizeof *parts);
@@ -483,7 +469,7 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
     memset(&errors[i], 0, sizeof errors[i]);
     total += reqs[i]->n;
   }
-  Slot *slots = malloc(sizeof *slots * (size_t)(total > 0 ? total : 1));
+  PipelineSlot *slots = malloc(sizeof *slots * (size_t)(total > 0 ? total : 1));
   Cand *cand = malloc(sizeof *cand * (size_t)L);
   float *scores = malloc(sizeof(float) * (size_t)L);
   int32_t *ids = NULL, *att = NULL;
@@ -496,17 +482,16 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
     const TextClassRequest *r = reqs[i];
     if (!(parts[i] = json_array())) { pipeline_fail(&errors[i], ERR_NOMEM, "out of memory"); continue; }
     for (int j = 0; j < r->n; j++) {
-      slots[k++] = (Slot){&r->items[j], i, j};
+      slots[k++] = (PipelineSlot){r->items[j].ids, r->items[j].n, i, j, &r->items[j]};
       if (json_array_append_new(parts[i], json_null())) pipeline_fail(&errors[i], ERR_NOMEM, "out of memory");
     }
   }
-  /* Inputs of similar lengths share a forward pass, padded to its longest: sorted by
-  ** length, a pass takes the next input while padding stays under half its work. */
-  qsort(slots, (size_t)total, sizeof *slots, cmp_slot);
+  /* Inputs of similar lengths share a forward pass, padded to its longest. */
+  pipeline_sort(slots, total);
   const int32_t pad = model_config(tc->model)->pad_token_id;
   for (int s = 0; s < total;) {
-    Slot *batch = slots + s;
-    int b = pipeline_pass_size(total - s, tc->max_batch, slot_len, batch), T = batch[b - 1].it->n;
+    PipelineSlot *batch = slots + s;
+    int b = pipeline_pass_size(batch, total - s, tc->max_batch), T = batch[b - 1].n;
     s += b;
     int live = 0;
     for (int r = 0; r < b; r++) live += errors[batch[r].req].err.kind == ERR_NONE;
@@ -517,13 +502,7 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
     logits = malloc(sizeof(float) * (size_t)b * L);
     Err e = {0};
     if (!ids || !att || !logits) err_setk(&e, ERR_NOMEM, "out of memory for a batch of %d x %d tokens", b, T);
-    for (int r = 0; logits && ids && att && r < b; r++) {
-      const TcItem *it = batch[r].it;
-      for (int t = 0; t < T; t++) {
-        ids[r * T + t] = t < it->n ? it->ids[t] : pad;
-        att[r * T + t] = t < it->n;
-      }
-    }
+    if (!e.msg[0]) pipeline_pad(batch, b, T, pad, ids, att);
     ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att};
     if (e.msg[0] || ensure_plan(tc, b, T, &e) || model_classify(tc->model, &mb, logits, &e)) {
       for (int i = 0; i < n; i++)
@@ -531,7 +510,7 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
       goto done;
     }
     for (int r = 0; r < b; r++) {
-      const Slot *sl = &batch[r];
+      const PipelineSlot *sl = &batch[r];
       FillMaskError *fe = &errors[sl->req];
       if (fe->err.kind != ERR_NONE) continue;
       textclass_scores(logits + (size_t)r * L, L, reqs[sl->req]->fn, scores);
