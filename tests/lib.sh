@@ -24,6 +24,16 @@
 #                              "listening on" line or its exit; sets pid, base
 #                              (http://127.0.0.1:PORT) and port; status 1 if none came
 #   serve_stop                 SIGTERM to the server, waits; its exit status
+# and for the server's answers (a test may define its own call() after sourcing):
+#   call METHOD PATH [CURL-ARGS...]
+#                              a request to $base, JSON content type: the status code
+#                              into $T/status, the body into $T/body
+#   status_is CODE             the last answer's status is CODE
+#   error_is CODE [TEXT]       ... and its body the documented error, {"error": str,
+#                              "detail": ...}, whose JSON holds TEXT
+#   jget EXPR                  prints the Python expression EXPR over the body `b`
+#   body_holds PATH EXPR       GET PATH, and EXPR over its body is true
+#   wait_for SECONDS PATH EXPR polls body_holds every 0.2 s, at most SECONDS
 #   at_exit COMMAND            eval'd on exit, before the rest of the clean-up
 # On exit (the trap is lib.sh's: add to it with at_exit, never replace it): the at_exit
 # commands in order, then a server still in $pid is sent $serve_kill (TERM unless the
@@ -77,6 +87,23 @@ serve_start() {
   [ -n "$base" ]
 }
 serve_stop() { kill -TERM "$pid" 2>/dev/null; wait "$pid"; local rc=$?; pid=; return $rc; }
+
+call() {
+  local m=$1 p=$2; shift 2
+  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
+}
+status_is() { [ "$(cat "$T/status")" = "$1" ]; }
+error_is() {
+  status_is "$1" && $PY - "$T/body" "${2:-}" <<'EOF'
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert isinstance(b, dict) and isinstance(b.get("error"), str) and "detail" in b, b
+assert sys.argv[2] in json.dumps(b, ensure_ascii=False), (sys.argv[2], b)
+EOF
+}
+jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
+body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
+wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
 
 # A small training setup in $T from WikiText-2's first BYTES bytes (train; valid: its first
 # 30000): a 300-piece tokenizer ($T/tok.json), seq-32 shards ($T/train, $T/valid) and a

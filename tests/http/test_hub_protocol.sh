@@ -37,8 +37,6 @@ get() {
   curl -s --path-as-is --max-time 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' "${@:1:$#-1}" "$base$p" >"$T/status" 2>/dev/null
 }
 hdr() { tr -d '\r' <"$T/hdr" | sed -n "s|^$1: ||Ip" | tail -1; }
-status_is() { [ "$(cat "$T/status")" = "$1" ]; }
-jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 size() { stat -c %s "$1"; }
 files="config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json"

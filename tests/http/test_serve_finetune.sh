@@ -20,23 +20,7 @@ awk 'NR == 1 || NR % 25 == 0' "$B/train.csv" > "$T/data/banking77/train.csv"
 awk 'NR == 1 || NR % 20 == 0' "$B/test.csv" > "$T/data/banking77/test.csv"
 cp "$B/categories.json" "$T/data/banking77/"
 
-call() {
-  local m=$1 p=$2; shift 2
-  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
-}
 post() { call POST "$1" -H 'Authorization: Bearer tk' --data-binary "$2"; }
-status_is() { [ "$(cat "$T/status")" = "$1" ]; }
-error_is() {
-  status_is "$1" && $PY - "$T/body" "${2:-}" <<'EOF'
-import json, sys
-b = json.load(open(sys.argv[1]))
-assert isinstance(b, dict) and isinstance(b.get("error"), str) and "detail" in b, b
-assert sys.argv[2] in json.dumps(b), (sys.argv[2], b)
-EOF
-}
-jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
-wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
-body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
 
 serve_start --db "$T/hub.db" --data-dir "$T/data" --token tk --quiet || { fail serve_finetune_start "$(cat "$T/err")"; exit 1; }
 pass serve_finetune_start

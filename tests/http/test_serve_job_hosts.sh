@@ -39,7 +39,6 @@ sys.exit(0 if eval(sys.argv[3]) else 1)
 EOF
 }
 check() { local name=$1; shift; if holds "$1"; then pass "$name"; else fail "$name" "status $(cat "$T/status"): $(head -c 400 "$T/body")"; fi; }
-jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
 job_params() { $PY -c "import json; b=json.load(open('$T/body')); p=b['params']; p=json.loads(p) if isinstance(p,str) else p; print(p.get('$1'))"; }
 job_ended() { call GET "/jobs/$1" && [ "$(jget 'b["status"] not in ("queued", "running")')" = True ]; }
 

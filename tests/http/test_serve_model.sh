@@ -27,25 +27,7 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
 
 start() { serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet "$@"; }
 stop() { serve_stop; }
-call() {
-  local m=$1 p=$2; shift 2
-  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
-}
 post() { local p=$1 d=$2; shift 2; call POST "$p" -H 'Authorization: Bearer tk' --data-binary "$d" "$@"; }
-status_is() { [ "$(cat "$T/status")" = "$1" ]; }
-error_is() {
-  status_is "$1" && $PY - "$T/body" "${2:-}" <<'EOF'
-import json, sys
-b = json.load(open(sys.argv[1]))
-assert isinstance(b, dict) and isinstance(b.get("error"), str) and "detail" in b, b
-assert sys.argv[2] in json.dumps(b), (sys.argv[2], b)
-EOF
-}
-# jq-like: jget EXPR prints a Python expression over the body `b`.
-jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
-# wait_for SECONDS PATH EXPR: polls GET PATH until the Python expression over b is true.
-wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
-body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
 
 # A batching window makes concurrent requests share passes even with this tiny model.
 start --batch-window-ms 20 || { fail serve_model_start "$(cat "$T/err")"; exit 1; }

@@ -16,15 +16,7 @@ head -3000 "$DATA/train.txt" > "$T/data/wiki/train.txt"
 head -400 "$DATA/valid.txt" > "$T/data/wiki/valid.txt"
 W="$T/hub.db.work"
 
-call() {
-  local m=$1 p=$2; shift 2
-  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
-}
 post() { call POST "$1" --data-binary "$2"; }
-status_is() { [ "$(cat "$T/status")" = "$1" ]; }
-jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
-body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
-wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
 # no_host_path: the last answer names no folder of this machine's ($T).
 no_host_path() { ! grep -q "$T" "$T/body" && ! grep -q "$(dirname "$T")/" "$T/body"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }

@@ -43,10 +43,6 @@ start() {
   spid=$(pgrep -P "$pid")
   [ -n "$base" ] && [ -n "$spid" ]
 }
-call() { local m=$1 p=$2; shift 2; curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null; }
-jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
-wait_for() { wait_until $(($1 * 5)) 0.2 body_holds "$2" "$3"; }
-body_holds() { call GET "$1"; [ "$(jget "bool($2)" 2>/dev/null)" = True ]; }
 # Checkpoints every 5 steps, so a kill after step 12 leaves one to resume from.
 runjson() { printf '{"name":"%s","tokenizer":"%s","train":"%s","validation":"%s","config":"tiny","max_steps":%d,"batch":16,"eval_batches":2,"checkpoint_steps":5,"threads":1%s}' \
   "$1" tok.json shards vshards "$2" "${3:-}"; }

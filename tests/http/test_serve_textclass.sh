@@ -95,21 +95,7 @@ EOF
   { fail serve_textclass_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 pass serve_textclass_setup
 
-call() {
-  local m=$1 p=$2; shift 2
-  curl -s --max-time 60 -X "$m" -H 'Content-Type: application/json' -o "$T/body" -w '%{http_code}' "$@" "$base$p" >"$T/status" 2>/dev/null
-}
 tc() { call POST /text-classification --data-binary "$1"; }
-status_is() { [ "$(cat "$T/status")" = "$1" ]; }
-# error_is STATUS NEEDLE: an {"error", "detail"} answer of that status whose JSON holds NEEDLE.
-error_is() {
-  status_is "$1" && $PY - "$T/body" "${2:-}" <<'EOF'
-import json, sys
-b = json.load(open(sys.argv[1]))
-assert isinstance(b, dict) and isinstance(b.get("error"), str) and "detail" in b, b
-assert sys.argv[2] in json.dumps(b, ensure_ascii=False), (sys.argv[2], b)
-EOF
-}
 # shape_is SPEC: the 200 answer's shape: "legacy1" ([ {label, score} ]), "legacyN:n"
 # (n dicts), "sorted:k" (a sorted list of k), "lists:n:k" (n sorted lists of k).
 shape_is() {

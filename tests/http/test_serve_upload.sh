@@ -23,16 +23,6 @@ up() {
     "$base/corpora?name=$name" >"$T/status" 2>/dev/null
 }
 bin='Content-Type: application/octet-stream'
-status_is() { [ "$(cat "$T/status")" = "$1" ]; }
-error_is() {  # STATUS [TEXT]: that status and a JSON error holding TEXT
-  status_is "$1" && $PY - "$T/body" "${2:-}" <<'EOF'
-import json, sys
-b = json.load(open(sys.argv[1]))
-assert isinstance(b, dict) and isinstance(b.get("error"), str) and "detail" in b, b
-assert sys.argv[2] in json.dumps(b), (sys.argv[2], b)
-EOF
-}
-jget() { $PY -c "import json,sys; b=json.load(open('$T/body')); print($1)"; }
 # Nothing but the given corpora in corpora/ (and their .NAME.sha256), nothing in uploads/.
 clean() {
   [ "$(ls "$W/corpora" | tr '\n' ' ')" = "${1:-}" ] && [ -z "$(ls -A "$W/uploads")" ] &&
