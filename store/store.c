@@ -1026,37 +1026,31 @@ int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps,
   return update_one(s, st, "run", run, err);
 }
 
-int store_run_set_results(Store *s, int64_t run, const char *results_json, Err *err) {
-  if (check_json_object("results", results_json, err)) return -1;
+/* Replaces one of a run's JSON columns (its name from a fixed list, never from input)
+** with an object. */
+static int run_set_json(Store *s, int64_t run, const char *column, const char *json, Err *err) {
+  if (check_json_object(column, json, err)) return -1;
   if (begin(s, err)) return -1;
-  sqlite3_stmt *st = prep(s, "UPDATE runs SET results = ? WHERE id = ?", err);
+  char sql[64];
+  snprintf(sql, sizeof sql, "UPDATE runs SET %s = ? WHERE id = ?", column);
+  sqlite3_stmt *st = prep(s, sql, err);
   if (st) {
-    sqlite3_bind_text(st, 1, results_json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, run);
   }
   return update_one(s, st, "run", run, err);
+}
+
+int store_run_set_results(Store *s, int64_t run, const char *results_json, Err *err) {
+  return run_set_json(s, run, "results", results_json, err);
 }
 
 int store_run_set_config(Store *s, int64_t run, const char *config_json, Err *err) {
-  if (check_json_object("config", config_json, err)) return -1;
-  if (begin(s, err)) return -1;
-  sqlite3_stmt *st = prep(s, "UPDATE runs SET config = ? WHERE id = ?", err);
-  if (st) {
-    sqlite3_bind_text(st, 1, config_json, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, run);
-  }
-  return update_one(s, st, "run", run, err);
+  return run_set_json(s, run, "config", config_json, err);
 }
 
 int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err) {
-  if (check_json_object("dist", dist_json, err)) return -1;
-  if (begin(s, err)) return -1;
-  sqlite3_stmt *st = prep(s, "UPDATE runs SET dist = ? WHERE id = ?", err);
-  if (st) {
-    sqlite3_bind_text(st, 1, dist_json, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, run);
-  }
-  return update_one(s, st, "run", run, err);
+  return run_set_json(s, run, "dist", dist_json, err);
 }
 
 static int pid_gone(sqlite3_int64 pid) {
