@@ -120,8 +120,10 @@ static const CliOpt ft_opts[] = {
   {.name = "--max-steps", .kind = CLI_LONG, .off = OFF(max_steps), .lo = 0, .hi = 1L << 40, .arg = "N",
    .def = "0: epochs x steps per epoch", .help = "steps in all (the schedule ends there)"},
   {.name = "--validation-fraction", .kind = CLI_DOUBLE, .off = OFF(validation_fraction), .flo = 0, .fhi = 1,
-   .open = CLI_OPEN_LO | CLI_OPEN_HI, .arg = "X", .def = CLI_DEFAULT,
-   .help = "the share of --train held out when no --validation is given"},
+   .open = CLI_OPEN_HI, .arg = "X", .def = CLI_DEFAULT,
+   .help = "the share of --train held out when no --validation is given; 0: none,\n"
+           "every example trains and the last epoch is NEW@best (to retrain\n"
+           "on all of train once the split has chosen the hyper-parameters)"},
   {.name = "--export-plan", .kind = CLI_STRING, .off = OFF(export_plan), .arg = "DIR",
    .help = "write DIR/plan.json (labels, token ids, every step's rows,\n"
            "hyper-parameters) and DIR/init (the classifier before any step),\n"
@@ -174,6 +176,9 @@ typedef struct FtData {
 } FtData;
 
 enum { S_TRAIN = 0, S_VALID = 1, S_TEST = 2 };
+
+/* Whether the run is evaluated each epoch: a --validation file, or a share of train held out. */
+static int has_validation(const FtArgs *a, const FtData *d) { return d->have[S_VALID] || a->validation_fraction > 0; }
 static const char *const set_names[3] = {"train", "validation", "test"};
 
 static void data_free(FtData *d) {
@@ -260,7 +265,7 @@ static int read_data(const FtArgs *a, FtData *d, Err *e) {
       return err_setk(e, ERR_NOMEM, "out of memory");
     if (textcls_map_labels(&d->raw[i], &d->labels, d->label_ids[i], e)) return err_prefix(e, set_names[i]);
   }
-  if (!d->have[S_VALID]) {
+  if (!d->have[S_VALID] && a->validation_fraction > 0) {
     if (textcls_split(d->raw[S_TRAIN].n, a->validation_fraction, (uint64_t)a->seed, &d->split_train, &d->n_split_train,
                       &d->split_valid, &d->n_split_valid, e))
       return err_prefix(e, "train: the held-out split");
@@ -380,7 +385,8 @@ static char *run_config_text(const FtArgs *a, const FtModel *fm, const FtData *d
   json_t *sizes = json_pack("{s:I, s:I, s:I}", "train", (json_int_t)d->set[S_TRAIN].n, "validation",
                             (json_int_t)d->set[S_VALID].n, "test", (json_int_t)(d->have[S_TEST] ? d->set[S_TEST].n : 0));
   json_object_set_new(o, "examples", sizes);
-  if (!d->have[S_VALID])
+  if (!has_validation(a, d)) json_object_set_new(o, "split", json_null());
+  else if (!d->have[S_VALID])
     json_object_set_new(o, "split", json_pack("{s:I, s:f, s:I, s:I, s:s}", "seed", (json_int_t)a->seed, "fraction",
                                               a->validation_fraction, "train", (json_int_t)d->n_split_train,
                                               "validation", (json_int_t)d->n_split_valid, "validation_indices_sha256",
@@ -536,9 +542,13 @@ static int cb_epoch(void *ctx, Model *m, int epoch, const FinetuneEval *e, Err *
   num(ea, sizeof ea, e->metrics.accuracy);
   num(mf, sizeof mf, e->metrics.macro_f1);
   num(wf, sizeof wf, e->metrics.weighted_f1);
-  progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_macro_f1 %.4f - "
-                "val_weighted_f1 %.4f (eval %.1fs)", epoch + 1, c->epochs, e->train_loss, e->loss, e->metrics.accuracy,
-                e->metrics.macro_f1, e->metrics.weighted_f1, e->seconds);
+  int evaluated = has_validation(c->a, c->d);
+  if (evaluated)
+    progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_macro_f1 %.4f - "
+                  "val_weighted_f1 %.4f (eval %.1fs)", epoch + 1, c->epochs, e->train_loss, e->loss, e->metrics.accuracy,
+                  e->metrics.macro_f1, e->metrics.weighted_f1, e->seconds);
+  else
+    progress_line(&c->prog, "epoch %d/%d: loss %.4f (no validation)", epoch + 1, c->epochs, e->train_loss);
   char *conf = confusions_text(e, model_config(m));
   StoreEpochMetric em = {.epoch = epoch, .train_loss = e->train_loss, .eval_loss = e->loss,
                          .eval_accuracy = e->metrics.accuracy, .perplexity = NAN, .eval_runtime = e->seconds,
@@ -563,9 +573,10 @@ static int cb_epoch(void *ctx, Model *m, int epoch, const FinetuneEval *e, Err *
   free(cfg);
   if (r == 0) r = store_run_progress(c->db, c->run, e->step, finetune_total_steps(c->f), epoch + 1, err);
   if (r) return -1;
-  /* Trainer's metric_for_best_model "eval_macro_f1", greater is better: the first epoch, then any strictly better. */
+  /* Trainer's metric_for_best_model "eval_macro_f1", greater is better: the first epoch, then any strictly better.
+  ** Without validation there is nothing to choose by: the last epoch is the model (Trainer without an eval set). */
   double f1 = e->metrics.macro_f1;
-  if (c->best_epoch < 0 || (isfinite(f1) && (!isfinite(c->best_f1) || f1 > c->best_f1))) {
+  if (!evaluated || c->best_epoch < 0 || (isfinite(f1) && (!isfinite(c->best_f1) || f1 > c->best_f1))) {
     memcpy(c->best_params, model_params(m), model_num_params(m) * sizeof(float));
     c->best_f1 = f1;
     c->best_epoch = epoch;
@@ -862,7 +873,7 @@ int cmd_finetune(int argc, char **argv) {
     size_t nidx[2] = {d.n_split_train, d.n_split_valid};
     TextClsSet *out[2] = {&d.set[S_TRAIN], &d.set[S_VALID]};
     if (tokenize(fm.tok, &d.raw[S_TRAIN], d.label_ids[S_TRAIN], threads, a.max_length, idx, nidx, out,
-                 d.have[S_VALID] ? 1 : 2, &e))
+                 d.have[S_VALID] || !has_validation(&a, &d) ? 1 : 2, &e))
       goto fail;
     for (int i = S_VALID; i <= S_TEST; i++) {
       if (!d.have[i]) continue;
@@ -880,7 +891,7 @@ int cmd_finetune(int argc, char **argv) {
   o.seed = (uint64_t)a.seed; o.has_dropout_seed = a.dropout_seed >= 0; o.dropout_seed = (uint64_t)a.dropout_seed;
   o.threads = threads; o.pad_id = fm.cfg.pad_token_id; o.precision = prec;
   o.max_seq = d.have[S_TEST] ? d.set[S_TEST].max_len : 0;
-  if (!(f = finetune_new(fm.m, &d.set[S_TRAIN], &d.set[S_VALID], &o, &e))) goto fail;
+  if (!(f = finetune_new(fm.m, &d.set[S_TRAIN], has_validation(&a, &d) ? &d.set[S_VALID] : NULL, &o, &e))) goto fail;
   if (threads == platform_cpu_count()) platform_pin_threads(threads);
 
   if (a.export_plan) {
@@ -906,9 +917,14 @@ int cmd_finetune(int argc, char **argv) {
   c->epochs = (int)((total + spe - 1) / spe);
   c->last_flush = now_monotonic();
   progress_init(&c->prog, stderr, a.quiet, 0);
-  progress_line(&c->prog, "run %lld \"%s\": %s (%s@%lld) -> %d labels; %zu train, %zu validation%s, %zu test examples",
+  char valid_text[64];
+  if (has_validation(&a, &d))
+    snprintf(valid_text, sizeof valid_text, "%zu validation%s", d.set[S_VALID].n, d.have[S_VALID] ? "" : " (held out)");
+  else
+    snprintf(valid_text, sizeof valid_text, "no validation");
+  progress_line(&c->prog, "run %lld \"%s\": %s (%s@%lld) -> %d labels; %zu train, %s, %zu test examples",
                 (long long)run, a.name, a.model, fm.base.model, (long long)fm.base.seq, d.labels.n, d.set[S_TRAIN].n,
-                d.set[S_VALID].n, d.have[S_VALID] ? "" : " (held out)", d.have[S_TEST] ? d.set[S_TEST].n : 0);
+                valid_text, d.have[S_TEST] ? d.set[S_TEST].n : 0);
   progress_line(&c->prog, "%ld steps (%ld per epoch, warm-up %ld), batch %d, up to %d tokens, %zu parameters%s", total, spe,
                 finetune_warmup_steps(f), a.batch, d.set[S_TRAIN].max_len, model_num_params(fm.m),
                 prec == MODEL_BF16 ? ", bf16 products" : "");

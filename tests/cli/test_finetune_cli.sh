@@ -152,6 +152,24 @@ $PY -c 'import json, sys; o = json.load(open(sys.argv[1]))["order"]; assert [len
 n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")   # cls, cls2, cls3, cls5, cls6
 [ "$n" = 5 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
 
+# --validation-fraction 0: no validation, every example trains, the last epoch is NAME@best and scores the test set.
+"$M" finetune "${base[@]}" --test "$T/te.csv" --name cls7 --epochs 2 --validation-fraction 0 --json >"$T/all.json" 2>"$T/all.err"; rc=$?
+$PY - "$T/a.db" "$T/all.json" "$T/all.err" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_no_validation || fail finetune_cli_no_validation "rc $rc: $(tail -3 "$T/all.err")"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); summary = json.load(open(sys.argv[2])); err = open(sys.argv[3]).read()
+assert "400 train, no validation" in err and "(no validation)" in err and "val_loss" not in err, err
+cfg, res = db.execute("SELECT config, results FROM runs WHERE name = 'cls7'").fetchone()
+cfg, res = json.loads(cfg), json.loads(res)
+assert cfg["split"] is None and cfg["examples"]["train"] == 400 and cfg["examples"]["validation"] == 0, cfg
+assert res["best_epoch"] == 2 and res["best_revision"] == 2 and res["test"]["macro_f1"] is not None, res
+assert summary["best"]["epoch"] == 2 and summary["best"]["eval_macro_f1"] is None, summary
+best = db.execute("SELECT r.seq FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'cls7' AND m.best_revision = r.id").fetchall()
+assert best == [(2,)], best
+ev = db.execute("SELECT eval_loss, macro_f1 FROM epoch_metrics WHERE run_id = (SELECT id FROM runs WHERE name = 'cls7')").fetchall()
+assert len(ev) == 2 and all(v == (None, None) for v in ev), ev
+EOF
+refuse finetune_cli_refuses_fraction_one "--validation-fraction" "${base[@]}" --name x --validation-fraction 1
+
 # Ctrl-C stops at a step boundary: the run is interrupted, exit 130.
 "$M" finetune "${base[@]}" --name cls4 --epochs 200 --quiet 2>"$T/int.err" & fp=$!
 sleep 1.5; kill -INT $fp; wait $fp; rc=$?
