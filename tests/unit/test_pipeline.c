@@ -34,9 +34,13 @@ static void sort_brute(PipelineSlot *s, int n) {
   }
 }
 
+static unsigned rnd_state = 12345;
+static unsigned rnd(void) {
+  rnd_state = rnd_state * 1103515245u + 12345u;
+  return (rnd_state >> 8) & 0xffffff;
+}
+
 int main(void) {
-  unsigned seed = 12345;
-#define RND() (seed = seed * 1103515245u + 12345u, (seed >> 8) & 0xffffff)
   enum { N = 64 };
   static int32_t tokens[N][40];
   for (int i = 0; i < N; i++)
@@ -46,9 +50,9 @@ int main(void) {
   int sort_ok = 1, pass_ok = 1, cover_ok = 1;
   for (int round = 0; round < 200; round++) {
     PipelineSlot s[N], ref[N];
-    int n = 1 + (int)(RND() % N), distinct = 1 + (int)(RND() % 6);
+    int n = 1 + (int)(rnd() % N), distinct = 1 + (int)(rnd() % 6);
     for (int i = 0; i < n; i++) {
-      int len = 1 + (int)(RND() % distinct) * (1 + (int)(RND() % 7));
+      int len = 1 + (int)(rnd() % distinct) * (1 + (int)(rnd() % 7));
       if (len > 40) len = 40;
       s[i] = (PipelineSlot){tokens[i], len, i / 4, i % 4, NULL};   /* arrival order: request i/4, index i%4 */
     }
@@ -58,7 +62,7 @@ int main(void) {
     for (int i = 0; i < n; i++)
       sort_ok &= s[i].n == ref[i].n && s[i].req == ref[i].req && s[i].index == ref[i].index && s[i].ids == ref[i].ids;
     /* Passes: each size as the rule gives it, every input in exactly one pass. */
-    int len[N], max_batch = 1 + (int)(RND() % 16), covered = 0;
+    int len[N], max_batch = 1 + (int)(rnd() % 16), covered = 0;
     for (int i = 0; i < n; i++) len[i] = s[i].n;
     for (int at = 0; at < n;) {
       int b = pipeline_pass_size(s + at, n - at, max_batch);
