@@ -61,7 +61,8 @@ What this script does with it (the same as maskd's loop, engine/train/finetune.h
     the last epoch's weights, or with --test-weights best those of the best epoch by
     validation macro-F1 as maskd picks NAME@best (Trainer's load_best_model_at_end with
     metric_for_best_model eval_macro_f1: the first epoch, then any strictly better finite
-    one; a copy of the weights is kept outside the timed training).
+    one; without a valid set the last epoch; a copy of the weights is kept outside the
+    timed training).
 
 results.json: {"framework": "torch", "torch_version", "threads", "model_type",
 "num_labels", "parameters", "steps", "epochs": [{"epoch", "steps", "train_loss" (mean of
@@ -261,7 +262,8 @@ def run(plan_dir, threads, quiet, test_weights="last"):
         results["epochs"].append(ep)
         if test_weights == "best":
             f1 = ev["macro_f1"] if ev else float("nan")
-            if best_epoch < 0 or (math.isfinite(f1) and (not math.isfinite(best_f1) or f1 > best_f1)):
+            # Without a valid set every epoch is the best so far: the last one scores test, as maskd's NAME@best.
+            if ev is None or best_epoch < 0 or (math.isfinite(f1) and (not math.isfinite(best_f1) or f1 > best_f1)):
                 best_epoch, best_f1 = e, f1
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         print(f"epoch {e}: train loss {ep['train_loss']:.4f} ({train_s:.1f} s, {ep['examples_per_s']:.1f} examples/s)"

@@ -421,7 +421,7 @@ static int export_plan(const char *dir, const FtArgs *a, FtModel *fm, const FtDa
   json_object_set_new(o, "pad_id", json_integer(fm->cfg.pad_token_id));
   json_t *sets = json_object();
   json_object_set_new(sets, "train", set_json(&d->set[S_TRAIN]));
-  json_object_set_new(sets, "valid", set_json(&d->set[S_VALID]));
+  json_object_set_new(sets, "valid", has_validation(a, d) ? set_json(&d->set[S_VALID]) : json_null());
   json_object_set_new(sets, "test", d->have[S_TEST] ? set_json(&d->set[S_TEST]) : json_null());
   json_object_set_new(o, "sets", sets);
   long spe = finetune_steps_per_epoch(f), total = finetune_total_steps(f);

@@ -169,6 +169,16 @@ ev = db.execute("SELECT eval_loss, macro_f1 FROM epoch_metrics WHERE run_id = (S
 assert len(ev) == 2 and all(v == (None, None) for v in ev), ev
 EOF
 refuse finetune_cli_refuses_fraction_one "--validation-fraction" "${base[@]}" --name x --validation-fraction 1
+# ... and its plan: no valid set (null), which the PyTorch reference reads as "test with the last epoch".
+"$M" finetune "${base[@]}" --test "$T/te.csv" --export-plan "$T/plan0" --epochs 2 --max-steps 30 --validation-fraction 0 \
+  --quiet 2>"$T/plan0.err" && $PY scripts/torch_finetune.py "$T/plan0" --out "$T/plan0.json" --threads 1 --quiet \
+  --test-weights best >"$T/torch0.out" 2>&1; rc=$?
+$PY - "$T/plan0" "$T/plan0.json" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_no_validation_plan || fail finetune_cli_no_validation_plan "rc $rc $(tail -2 "$T/plan0.err" "$T/torch0.out")"
+import json, os, sys
+p = json.load(open(os.path.join(sys.argv[1], "plan.json"))); r = json.load(open(sys.argv[2]))
+assert p["sets"]["valid"] is None and len(p["sets"]["train"]["ids"]) == 400, p["sets"].keys()
+assert r["valid"] is None and len(r["epochs"]) == 2 and r["test_epoch"] == 1, (r["valid"], r.get("test_epoch"))
+EOF
 
 # Ctrl-C stops at a step boundary: the run is interrupted, exit 130.
 "$M" finetune "${base[@]}" --name cls4 --epochs 200 --quiet 2>"$T/int.err" & fp=$!
