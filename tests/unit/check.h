@@ -40,7 +40,6 @@ static inline double check_max_abs(const float *a, size_t n) {
   return m;
 }
 
-/* Exit status for main(): 0 when every check passed. */
 /* Under the sanitizers (MASKD_ASAN set by tests/run) a product's check against its
 ** double reference may sample: in products of a million multiply-adds or more, only the
 ** elements in the 8 edge rows and columns and in every 7th row and column. ASan finds
@@ -53,6 +52,7 @@ static inline int check_element_sampled(int i, int j, int M, int N, int K) {
   return !sanitized || (double)M * N * K < 1e6 || ((i < 8 || i >= M - 8 || i % 7 == 0) && (j < 8 || j >= N - 8 || j % 7 == 0));
 }
 
+/* Exit status for main(): 0 when every check passed. */
 static inline int check_exit(void) { return check_failures ? 1 : 0; }
 
 #endif
