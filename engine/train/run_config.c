@@ -245,7 +245,7 @@ int run_config_check(const RunConfig *rc, Err *err) {
     /* A host name never starts with '-': such an entry could read as an mpirun option. */
     if (*h == '-' && (h == rc->hosts || h[-1] == ','))
       return err_set(err, "hosts: an entry starts with '-': not a host name");
-    if ((*h == ':' || *h == ',') && (h == rc->hosts || h[-1] == ','))
+    if (((*h == ':' || *h == ',') && (h == rc->hosts || h[-1] == ',')) || (*h == ',' && !h[1]))
       return err_set(err, "hosts: an entry names no host (name:slots,name:slots)");
   }
   if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))

@@ -206,6 +206,7 @@ int main(void) {
   b = good(); snprintf(b.hosts, sizeof b.hosts, "h1:1,:2"); refused("run_config_refuses_host_without_name", &b, "names no host");
   b = good(); snprintf(b.hosts, sizeof b.hosts, "h1,,h2"); refused("run_config_refuses_empty_host_entry", &b, "names no host");
   b = good(); snprintf(b.hosts, sizeof b.hosts, ":1"); refused("run_config_refuses_leading_slots", &b, "names no host");
+  b = good(); snprintf(b.hosts, sizeof b.hosts, "h1:2,"); refused("run_config_refuses_trailing_empty_host", &b, "names no host");
   b = good(); b.batch = 0; refused("run_config_refuses_zero_batch", &b, "batch");
   b = good(); b.warmup_steps = -2; refused("run_config_refuses_bad_warmup", &b, "warmup_steps");
   b = good(); b.adam_beta2 = 1; refused("run_config_refuses_beta2_one", &b, "adam_beta2");
