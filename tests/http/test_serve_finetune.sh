@@ -71,6 +71,10 @@ ok finetune_best_config test "$(jget 'b["architectures"] == ["RobertaForSequence
 post /runs "$(job cls2 ',"text_column": "nope"')"
 jobid=$(jget 'b["id"]')
 ok finetune_job_fails_cleanly wait_for 60 "/jobs/$jobid" 'b["status"] == "failed" and "nope" in b["error"] and "banking77/train.csv:" in b["error"] and "'"$T"'" not in b["error"]'
+# "validation_fraction": 0 trains on all of train, with no validation; its last epoch is the best.
+post /runs "$(job all ',"validation_fraction": 0' | sed 's/"epochs": 2/"epochs": 1/')"
+ok finetune_no_validation_accepted status_is 202
+ok finetune_no_validation_done wait_for 60 /runs/all 'b["status"] == "done" and b["config"]["split"] is None and b["config"]["examples"]["train"] == 400 and b["config"]["examples"]["validation"] == 0 and b["results"]["best_epoch"] == 1'
 # Cancel stops a running fine-tuning job at a step boundary; its run is "cancelled".
 post /runs "$(job long | sed 's/"epochs": 2/"epochs": 5000/')"
 ok finetune_long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
