@@ -154,7 +154,10 @@ static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
 #ifndef BLK_MC
 #define BLK_MC 96   /* a multiple of BLK_MR */
 #endif
-enum { BLK_MR = 6, BLK_NR = 16, BLK_NC = 2048 };
+#ifndef BLK_NC
+#define BLK_NC 2048
+#endif
+enum { BLK_MR = 6, BLK_NR = 16 };
 
 /* A~ for the mc x kc block of op(A) at (i0, p0): MR-row panels, panel q at
 ** dst + q * MR * kc holding [p * MR + i] = op(A)[i0 + q MR + i][p0 + p], rows

@@ -107,11 +107,14 @@ static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
 ** base forward and a small training step (BENCHMARKS.md, gemm.c's
 ** measurements). Threads split M or N, each packing its own share of
 ** one operand and all of the other, so they never wait for one another
-** inside a product. GEMM_KC and BLK_MC can be set when compiling, to measure. */
+** inside a product. GEMM_KC, BLK_MC and BLK_NC can be set when compiling, to measure. */
 #ifndef BLK_MC
 #define BLK_MC 96   /* a multiple of BLK_MR */
 #endif
-enum { BLK_MR = 12, BLK_NR = 32, BLK_NC = 2048 };
+#ifndef BLK_NC
+#define BLK_NC 2048
+#endif
+enum { BLK_MR = 12, BLK_NR = 32 };
 
 /* A~ for the mc x kc block of op(A) at (i0, p0): MR-row panels, panel q at
 ** dst + q * MR * kc holding [p * MR + i] = op(A)[i0 + q MR + i][p0 + p], rows

@@ -39,9 +39,9 @@ typedef struct LayerKernels {
                                   const float *kv, const float *att, const int32_t *qrows, const int32_t *qstart, int B,
                                   int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads);
   void (*crossentropy_forward)(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
-                               double *loss_sum, int *n_correct, int threads);
-  void (*crossentropy_backward)(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
-                                int threads);
+                               float smoothing, double *loss_sum, int *n_correct, int threads);
+  void (*crossentropy_backward)(float *dlogits, const float *probs, const int32_t *labels, int m, int v,
+                                float smoothing, float scale, int threads);
 } LayerKernels;
 
 extern const LayerKernels layer_kernels_generic, layer_kernels_avx2, layer_kernels_avx512;

@@ -171,12 +171,12 @@ void attention_rows_backward(LayerPrecision prec, float *dq, float *dkv, const f
                                            threads);
 }
 
-void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v, double *loss_sum,
-                          int *n_correct, int threads) {
-  layer_kernels()->crossentropy_forward(probs_out, logits, labels, m, v, loss_sum, n_correct, threads);
+void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v, float smoothing,
+                          double *loss_sum, int *n_correct, int threads) {
+  layer_kernels()->crossentropy_forward(probs_out, logits, labels, m, v, smoothing, loss_sum, n_correct, threads);
 }
 
-void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
-                           int threads) {
-  layer_kernels()->crossentropy_backward(dlogits, probs, labels, m, v, scale, threads);
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float smoothing,
+                           float scale, int threads) {
+  layer_kernels()->crossentropy_backward(dlogits, probs, labels, m, v, smoothing, scale, threads);
 }

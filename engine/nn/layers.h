@@ -128,13 +128,15 @@ void attention_rows_backward(LayerPrecision prec, float *dq, float *dkv, const f
                              const float *kv, const float *att, const int32_t *qrows, const int32_t *qstart, int B,
                              int T, int C, int A, int M, const LayerDropout *d, float *scratch, int threads);
 
-/* Cross-entropy of each row of logits (m, v) against labels: adds the losses to
-** *loss_sum and the argmax hits to *n_correct; when probs_out != NULL the rows'
-** softmax is written there (may equal logits) for crossentropy_backward. */
-void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v,
+/* Cross-entropy of each row of logits (m, v) against labels, smoothed as torch's
+** CrossEntropyLoss(label_smoothing=s) (the target (1-s) onehot + s/v, s in [0, 1);
+** 0: the plain loss, to the bit): adds the losses to *loss_sum and the argmax hits
+** to *n_correct; when probs_out != NULL the rows' softmax is written there (may
+** equal logits) for crossentropy_backward. */
+void crossentropy_forward(float *probs_out, const float *logits, const int32_t *labels, int m, int v, float smoothing,
                           double *loss_sum, int *n_correct, int threads);
-/* dlogits = (probs - onehot(label)) * scale (dlogits may equal probs). */
-void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float scale,
-                           int threads);
+/* dlogits = (probs - (1-s) onehot(label) - s/v) * scale (dlogits may equal probs). */
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *labels, int m, int v, float smoothing,
+                           float scale, int threads);
 
 #endif

@@ -97,6 +97,7 @@ struct Model {
   int threads;
   int drop_on;
   uint64_t drop_seed;
+  float smoothing;               /* label smoothing of the loss (model_set_label_smoothing) */
   int prof_on;
   double prof[MODEL_PHASE_COUNT];
 
@@ -534,6 +535,8 @@ void model_set_dropout(Model *m, int enabled, uint64_t seed) {
   m->drop_seed = seed;
 }
 
+void model_set_label_smoothing(Model *m, float s) { m->smoothing = s > 0 && s < 1 ? s : 0; }
+
 /* The count is the model's alone: its passes give it to every parallel region
 ** (num_threads) and product (gemm_f32) they run, so setting it changes nothing
 ** for another model, whatever thread that one runs on, nor for the caller. */
@@ -759,7 +762,7 @@ static int cls_forward(Model *m, const ModelBatch *b, ModelLoss *res, Err *err) 
     const float *hx = last_layer_rows_forward(m, x, M);
     cls_head_forward(m, hx, M, m->logits);
     PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->C,
-                                                   &res->loss_sum, &res->n_correct, m->threads));
+                                                   m->smoothing, &res->loss_sum, &res->n_correct, m->threads));
     m->scores_valid = 1;
   }
   res->n_labels = M;
@@ -800,7 +803,7 @@ int model_forward(Model *m, const ModelBatch *b, ModelLoss *out, Err *err) {
     head_forward(m, hx, M, 1, m->logits);
     /* Training keeps the softmax in the logits buffer for backward. */
     PROF(m, MODEL_PHASE_LOSS, crossentropy_forward(m->training ? m->logits : NULL, m->logits, m->hlabels, M, m->V,
-                                                   &res.loss_sum, &res.n_correct, nt));
+                                                   m->smoothing, &res.loss_sum, &res.n_correct, nt));
   }
   res.n_labels = M;
   m->fM = M;
@@ -906,7 +909,7 @@ static void cls_head_backward(Model *m, float loss_scale, int acc) {
   size_t MH = (size_t)M * H;
   Tensors *p = &m->p, *g = &m->g;
   LayerDropout d_in = cls_dropout_site(m, 0), d_out = cls_dropout_site(m, 1);
-  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, C, loss_scale, nt));
+  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, C, m->smoothing, loss_scale, nt));
   PROF(m, MODEL_PHASE_MATMUL,
        matmul_backward(m->prec, m->dh1, g->co_w, g->co_b, m->logits, m->cls_t, p->co_w, M, H, C, 0, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
@@ -938,7 +941,7 @@ void model_backward(Model *m, float loss_scale) {
   if (m->C) {
     cls_head_backward(m, loss_scale, acc);
   } else {
-    PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, loss_scale, nt));
+    PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, m->smoothing, loss_scale, nt));
     /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
     PROF(m, MODEL_PHASE_MATMUL,
          matmul_backward(m->prec, m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));

@@ -116,6 +116,10 @@ void model_activation_arenas(const Model *m, const void **floats, size_t *float_
                              size_t *int_bytes);
 /* Dropout: enabled only when training and the config's probabilities are > 0; seeded per step. */
 void model_set_dropout(Model *m, int enabled, uint64_t seed);
+/* Label smoothing s in [0, 1) of model_forward's loss and its gradient, as torch's
+** CrossEntropyLoss(label_smoothing=s) and HF Trainer's label_smoothing_factor
+** (0 at model_new: the plain cross-entropy). Values outside are clamped to 0. */
+void model_set_label_smoothing(Model *m, float s);
 /* Threads this model's passes use (at least 1; default omp_get_max_threads() at
 ** model_new): a property of this model alone, no process-wide setting changes. */
 void model_set_threads(Model *m, int threads);

@@ -298,7 +298,9 @@ static void test_attention(CpuIsa isa) {
   free(q); free(kv); free(qkv); free(dctx); free(scratch);
 }
 
-static void test_crossentropy(CpuIsa isa) {
+/* Smoothing s as torch's CrossEntropyLoss(label_smoothing=s): every level against
+** the generic one and against the same loss in double precision. */
+static void test_crossentropy(CpuIsa isa, float smoothing) {
   enum { m = 7, v = 1003 };
   const LayerKernels *K = tables[isa], *G = tables[CPU_ISA_GENERIC];
   int32_t labels[m] = {3, 0, 1002, 500, 17, 999, 64};
@@ -307,27 +309,33 @@ static void test_crossentropy(CpuIsa isa) {
   float *kp = malloc(sizeof(float) * m * v), *gp = malloc(sizeof(float) * m * v);
   double kl = 0, gl = 0, rl = 0;
   int kn = 0, gn = 0, rn = 0;
-  K->crossentropy_forward(kp, logits, labels, m, v, &kl, &kn, THREADS);
-  G->crossentropy_forward(gp, logits, labels, m, v, &gl, &gn, THREADS);
+  K->crossentropy_forward(kp, logits, labels, m, v, smoothing, &kl, &kn, THREADS);
+  G->crossentropy_forward(gp, logits, labels, m, v, smoothing, &gl, &gn, THREADS);
   double *rp = malloc(sizeof(double) * m * v);
   for (int r = 0; r < m; r++) {
     const float *l = logits + r * v;
     int am = 0;
     for (int j = 1; j < v; j++) if (l[j] > l[am]) am = j;
-    double s = 0;
+    double s = 0, all = 0;
     for (int j = 0; j < v; j++) s += exp((double)l[j] - l[am]);
     for (int j = 0; j < v; j++) rp[r * v + j] = exp((double)l[j] - l[am]) / s;
-    rl += log(s) + l[am] - l[labels[r]];
+    double lse = log(s) + l[am];
+    for (int j = 0; j < v; j++) all += lse - l[j];
+    rl += (1 - (double)smoothing) * (lse - l[labels[r]]) + (double)smoothing / v * all;
     rn += am == labels[r];
   }
+  const char *sfx = smoothing > 0 ? "_smoothed" : "";
+  char fw[64], bw[64];
+  snprintf(fw, sizeof fw, "crossentropy_forward%s", sfx);
+  snprintf(bw, sizeof bw, "crossentropy_backward%s", sfx);
   double vg = fmax(rel_f(kp, gp, m * v), fabs(kl - gl) / fabs(gl)), vr = fmax(rel_d(kp, rp, m * v), fabs(kl - rl) / fabs(rl));
-  report("crossentropy_forward", isa, kn == gn ? vg : INFINITY, kn == rn ? vr : INFINITY, 1e-5);
+  report(fw, isa, kn == gn ? vg : INFINITY, kn == rn ? vr : INFINITY, 1e-5);
   float *kd = malloc(sizeof(float) * m * v), *gd = malloc(sizeof(float) * m * v);
-  K->crossentropy_backward(kd, gp, labels, m, v, 0.25f, THREADS);
-  G->crossentropy_backward(gd, gp, labels, m, v, 0.25f, THREADS);
-  for (int i = 0; i < m * v; i++) rp[i] = gp[i] * 0.25;
-  for (int r = 0; r < m; r++) rp[r * v + labels[r]] -= 0.25;
-  report("crossentropy_backward", isa, rel_f(kd, gd, m * v), rel_d(kd, rp, m * v), 1e-6);
+  K->crossentropy_backward(kd, gp, labels, m, v, smoothing, 0.25f, THREADS);
+  G->crossentropy_backward(gd, gp, labels, m, v, smoothing, 0.25f, THREADS);
+  for (int i = 0; i < m * v; i++) rp[i] = (gp[i] - (double)smoothing / v) * 0.25;
+  for (int r = 0; r < m; r++) rp[r * v + labels[r]] -= (1 - (double)smoothing) * 0.25;
+  report(bw, isa, rel_f(kd, gd, m * v), rel_d(kd, rp, m * v), 1e-6);
   free(logits); free(kp); free(gp); free(rp); free(kd); free(gd);
 }
 
@@ -444,7 +452,8 @@ int main(void) {
     test_dropout(isa);
     test_embeddings(isa);
     test_attention(isa);
-    test_crossentropy(isa);
+    test_crossentropy(isa, 0);
+    test_crossentropy(isa, 0.1f);
     test_adam(isa);
   }
   return check_exit();

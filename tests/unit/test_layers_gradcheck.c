@@ -410,28 +410,36 @@ static void test_embeddings(void) {
 }
 
 /* ------------------------------------------------------ cross-entropy */
-typedef struct { int m, v; double *logits; const int32_t *labels; } CE;
+/* torch's CrossEntropyLoss(label_smoothing=s), summed over rows: (1-s) times the
+** label's -log p plus s/v times the sum of every class's -log p, from log-softmax. */
+typedef struct { int m, v; double *logits; const int32_t *labels; double smoothing; } CE;
 static double ce_ref(void *ctx) {
   CE *c = ctx;
   double L = 0;
   for (int r = 0; r < c->m; r++) {
-    double mx = -INFINITY, s = 0;
-    for (int j = 0; j < c->v; j++) mx = fmax(mx, c->logits[r * c->v + j]);
-    for (int j = 0; j < c->v; j++) s += exp(c->logits[r * c->v + j] - mx);
-    L += log(s) + mx - c->logits[r * c->v + c->labels[r]];
+    const double *l = c->logits + (size_t)r * c->v;
+    double mx = -INFINITY, s = 0, all = 0;
+    for (int j = 0; j < c->v; j++) mx = fmax(mx, l[j]);
+    for (int j = 0; j < c->v; j++) s += exp(l[j] - mx);
+    double lse = log(s) + mx;
+    for (int j = 0; j < c->v; j++) all += lse - l[j];
+    L += (1 - c->smoothing) * (lse - l[c->labels[r]]) + c->smoothing / c->v * all;
   }
   return L;
 }
-static void test_crossentropy(void) {
+static void test_crossentropy(float smoothing) {
   enum { m = 4, v = 33 };
   int32_t labels[m] = {3, 0, 32, 7};
-  CE c = {m, v, rnd(m * v, 3), labels};
+  CE c = {m, v, rnd(m * v, 3), labels, smoothing};
   round_to_float(c.logits, m * v);
   c.logits[1 * v + 0] = 50;   /* row 1 predicts its label: one correct */
   float *lg = tof(c.logits, m * v), probs[m * v];
   double loss = 0;
   int correct = 0;
-  crossentropy_forward(probs, lg, labels, m, v, &loss, &correct, LAYER_THREADS);
+  char fw[64], bw[64];
+  snprintf(fw, sizeof fw, "layer_crossentropy_forward%s", smoothing > 0 ? "_smoothed" : "");
+  snprintf(bw, sizeof bw, "layer_crossentropy_backward%s", smoothing > 0 ? "_smoothed" : "");
+  crossentropy_forward(probs, lg, labels, m, v, smoothing, &loss, &correct, LAYER_THREADS);
   double want = ce_ref(&c);
   int want_correct = 0;
   for (int r = 0; r < m; r++) {
@@ -439,13 +447,23 @@ static void test_crossentropy(void) {
     for (int j = 1; j < v; j++) if (c.logits[r * v + j] > c.logits[r * v + am]) am = j;
     want_correct += am == labels[r];
   }
-  check(fabs(loss - want) < 1e-5 * fabs(want) && correct == want_correct, N("layer_crossentropy_forward"),
+  check(fabs(loss - want) < 1e-5 * fabs(want) && correct == want_correct, N(fw),
         "loss %.8g want %.8g, correct %d want %d", loss, want, correct, want_correct);
+  /* In place (probs_out == logits, as training runs it): the same loss, the same softmax. */
+  float inplace[m * v];
+  memcpy(inplace, lg, sizeof inplace);
+  double loss2 = 0;
+  int correct2 = 0;
+  crossentropy_forward(inplace, inplace, labels, m, v, smoothing, &loss2, &correct2, LAYER_THREADS);
+  char ip[80];
+  snprintf(ip, sizeof ip, "%s_in_place", fw);
+  check(loss2 == loss && correct2 == correct && memcmp(inplace, probs, sizeof inplace) == 0, N(ip),
+        "loss %.8g against %.8g", loss2, loss);
   float dl[m * v];
-  crossentropy_backward(dl, probs, labels, m, v, 0.5f, LAYER_THREADS);
+  crossentropy_backward(dl, probs, labels, m, v, smoothing, 0.5f, LAYER_THREADS);
   for (int i = 0; i < m * v; i++) dl[i] *= 2;
   double e = fd_compare(ce_ref, &c, c.logits, dl, m * v);
-  check(e < 1e-5, N("layer_crossentropy_backward"), "%.3g", e);
+  check(e < 1e-5, N(bw), "%.3g", e);
   free(c.logits); free(lg);
 }
 
@@ -467,7 +485,8 @@ int main(void) {
     test_dropout();
     test_residual_layernorm();
     test_embeddings();
-    test_crossentropy();
+    test_crossentropy(0);
+    test_crossentropy(0.1f);
   }
   return check_exit();
 }

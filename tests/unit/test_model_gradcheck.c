@@ -33,7 +33,19 @@ typedef struct Ref {
   const int32_t *ids, *mask, *types, *labels;
   int drop;               /* dropout on, with the model's site convention */
   uint64_t seed;
+  double smoothing;       /* label smoothing of the loss (torch's CrossEntropyLoss(label_smoothing=)) */
 } Ref;
+
+/* One row's loss as torch's CrossEntropyLoss(label_smoothing=s) defines it: (1-s) times
+** the label's -log p plus s/v times the sum over the v classes of -log p. */
+static double row_loss(const double *lg, int v, int lab, double smoothing) {
+  double mx = lg[0], s = 0, all = 0;
+  for (int j = 1; j < v; j++) mx = lg[j] > mx ? lg[j] : mx;
+  for (int j = 0; j < v; j++) s += exp(lg[j] - mx);
+  double lse = log(s) + mx;
+  for (int j = 0; j < v; j++) all += lse - lg[j];
+  return (1 - smoothing) * (lse - lg[lab]) + smoothing / v * all;
+}
 
 static const double *P(const Ref *r, const char *fmt, int layer, const double *base) {
   char name[128], full[160];
@@ -96,10 +108,7 @@ static double cls_ref_head(const Ref *r, const double *x, double *logits_all) {
     linear(lg, hh, ow, ob, 1, H, C);
     if (logits_all) memcpy(logits_all + (size_t)b * C, lg, (size_t)C * sizeof(double));
     if (lab == MODEL_IGNORE_LABEL) continue;
-    double mx = lg[0], s = 0;
-    for (int j = 1; j < C; j++) mx = lg[j] > mx ? lg[j] : mx;
-    for (int j = 0; j < C; j++) s += exp(lg[j] - mx);
-    loss += log(s) + mx - lg[lab];
+    loss += row_loss(lg, C, lab, r->smoothing);
     mi++;
   }
   return loss;
@@ -199,17 +208,14 @@ static double ref_forward(const Ref *r, double *logits_all) {
     linear(lg, hh, wte, hp[4], 1, H, V);   /* the tied decoder reads the live table */
     if (logits_all) memcpy(logits_all + (size_t)i * V, lg, (size_t)V * sizeof(double));
     if (lab == MODEL_IGNORE_LABEL) continue;
-    double mx = lg[0], s = 0;
-    for (int j = 1; j < V; j++) mx = lg[j] > mx ? lg[j] : mx;
-    for (int j = 0; j < V; j++) s += exp(lg[j] - mx);
-    loss += log(s) + mx - lg[lab];
+    loss += row_loss(lg, V, lab, r->smoothing);
   }
   (void)h2;
   free(x); free(q); free(k); free(v); free(ctx); free(t1); free(f); free(hh); free(h2); free(lg);
   return loss;
 }
 
-static void run_case(ModelType type, int dropout, int layers, int classes, const char *tag) {
+static void run_case(ModelType type, int dropout, int layers, int classes, double smoothing, const char *tag) {
   ModelConfig c = fixture_config(type, 11, 8, layers, 2, 12, type == MODEL_ROBERTA ? T + 3 : T);
   c.hidden_dropout_prob = dropout ? 0.2 : 0; c.attention_probs_dropout_prob = dropout ? 0.3 : 0;
   Err err = {0};
@@ -251,10 +257,11 @@ static void run_case(ModelType type, int dropout, int layers, int classes, const
   snprintf(name, sizeof name, "gradcheck_%s_plan", tag);
   check(model_plan(m, B, T, B * T, 1, &err) == 0, name, "%s", err.msg);
   model_set_dropout(m, dropout, 1234);
+  model_set_label_smoothing(m, (float)smoothing);
 
   double *pd = malloc(n * sizeof(double)), *frozen = malloc(n * sizeof(double));
   for (size_t i = 0; i < n; i++) pd[i] = frozen[i] = pf[i];
-  Ref ref = {m, &c, pd, frozen, ids, mask, types, batch.labels, dropout, 1234};
+  Ref ref = {m, &c, pd, frozen, ids, mask, types, batch.labels, dropout, 1234, (float)smoothing};
 
   ModelLoss ml;
   int rc = model_forward(m, &batch, &ml, &err);
@@ -362,16 +369,19 @@ static void run_case(ModelType type, int dropout, int layers, int classes, const
 }
 
 int main(void) {
-  run_case(MODEL_ROBERTA, 0, 2, 0, "roberta");
-  run_case(MODEL_BERT, 0, 2, 0, "bert");
-  run_case(MODEL_ROBERTA, 1, 2, 0, "roberta_dropout");
-  run_case(MODEL_BERT, 1, 2, 0, "bert_dropout");
+  run_case(MODEL_ROBERTA, 0, 2, 0, 0, "roberta");
+  run_case(MODEL_BERT, 0, 2, 0, 0, "bert");
+  run_case(MODEL_ROBERTA, 1, 2, 0, 0, "roberta_dropout");
+  run_case(MODEL_BERT, 1, 2, 0, 0, "bert_dropout");
   /* One layer: the last layer (computed at the labelled rows only) reads the embeddings. */
-  run_case(MODEL_BERT, 1, 1, 0, "bert_1layer_dropout");
+  run_case(MODEL_BERT, 1, 1, 0, 0, "bert_1layer_dropout");
   /* Sequence classifiers (issue 16): the head at each labelled row's first token. */
-  run_case(MODEL_ROBERTA, 0, 2, 5, "roberta_cls");
-  run_case(MODEL_BERT, 0, 2, 5, "bert_cls");
-  run_case(MODEL_ROBERTA, 1, 2, 5, "roberta_cls_dropout");
-  run_case(MODEL_BERT, 1, 1, 5, "bert_cls_1layer_dropout");
+  run_case(MODEL_ROBERTA, 0, 2, 5, 0, "roberta_cls");
+  run_case(MODEL_BERT, 0, 2, 5, 0, "bert_cls");
+  run_case(MODEL_ROBERTA, 1, 2, 5, 0, "roberta_cls_dropout");
+  run_case(MODEL_BERT, 1, 1, 5, 0, "bert_cls_1layer_dropout");
+  /* Label smoothing (HF Trainer's label_smoothing_factor), a masked LM and a classifier. */
+  run_case(MODEL_ROBERTA, 0, 2, 0, 0.1, "roberta_smoothed");
+  run_case(MODEL_BERT, 1, 2, 5, 0.2, "bert_cls_dropout_smoothed");
   return check_exit();
 }
