@@ -27,6 +27,7 @@ PLAN_DIR is what `maskd finetune --export-plan PLAN_DIR` writes:
         "lr": 2e-5, "weight_decay": 0.01,          # decay on all but biases and LayerNorm
         "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
         "clip_norm": 1.0,                          # 0 = no clipping
+        "label_smoothing": 0.0,                    # optional (0): torch's CrossEntropyLoss(label_smoothing=)
         "warmup_steps": 0,                         # resolved (warmup_ratio already applied)
         "total_steps": 1200,                       # the schedule's length (linear decay to 0 here)
         "batch": 32, "eval_batch": 64,             # rows per training step / per evaluation forward
@@ -46,7 +47,9 @@ PLAN_DIR is what `maskd finetune --export-plan PLAN_DIR` writes:
 What this script does with it (the same as maskd's loop, engine/train/finetune.h):
   - loads init/ into TorchCls (strict HF names and shapes);
   - each step: the listed rows padded to the longest of them (pad_id, attention mask 0),
-    cross-entropy averaged over the batch's rows, backward, clip_grad_norm_(clip_norm),
+    cross-entropy averaged over the batch's rows (smoothed by hyper.label_smoothing as HF
+    Trainer's label_smoothing_factor, which is torch's label_smoothing), backward,
+    clip_grad_norm_(clip_norm),
     torch.optim.AdamW (two groups: weight_decay, and 0 for biases and LayerNorm),
     LambdaLR = transformers.get_linear_schedule_with_warmup(warmup_steps, total_steps)
     (the first update at lr 0 when warmup_steps > 0);
@@ -55,7 +58,8 @@ What this script does with it (the same as maskd's loop, engine/train/finetune.h
     between GELU and the output dense is replaced by the identity; torch's generator is
     seeded with hyper.seed (its draws are not maskd's);
   - after each epoch, the valid set in order, in batches of eval_batch padded to their
-    longest, dropout off: loss (mean cross-entropy over the rows), accuracy, macro-F1,
+    longest, dropout off: loss (mean cross-entropy over the rows, smoothed as in training,
+    as Trainer's evaluation loss is), accuracy, macro-F1,
     weighted-F1, macro precision/recall (scikit-learn, zero_division=0, averages over the
     labels present in y_true or y_pred as sklearn does); at the end the same on test, with
     the last epoch's weights, or with --test-weights best those of the best epoch by
@@ -165,7 +169,7 @@ def metrics(y_true, y_pred):
                 macro_recall=float(recall_score(y_true, y_pred, average="macro", zero_division=0)))
 
 
-def evaluate(torch, model, s, eval_batch, pad_id):
+def evaluate(torch, model, s, eval_batch, pad_id, smoothing=0.0):
     """Loss, metrics and predictions on set s in order, dropout off."""
     import torch.nn.functional as F
     t0 = time.perf_counter()
@@ -177,7 +181,8 @@ def evaluate(torch, model, s, eval_batch, pad_id):
             y = torch.tensor(s["labels"][a:a + eval_batch], dtype=torch.long)
             _, logits = model(ids, am)
             keep = y != -100
-            loss_sum += F.cross_entropy(logits[keep], y[keep], reduction="sum").item() if keep.any() else 0.0
+            loss_sum += F.cross_entropy(logits[keep], y[keep], reduction="sum",
+                                        label_smoothing=smoothing).item() if keep.any() else 0.0
             n_lab += int(keep.sum())
             preds += logits.argmax(-1).tolist()
     model.train()
@@ -223,6 +228,7 @@ def run(plan_dir, threads, quiet, test_weights="last"):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, linear_schedule(int(hp["warmup_steps"]), int(hp["total_steps"])))
     train, valid, test = plan["sets"]["train"], plan["sets"].get("valid"), plan["sets"].get("test")
     pad, clip = int(plan["pad_id"]), float(hp["clip_norm"])
+    smoothing = float(hp.get("label_smoothing", 0.0))
     n_steps = sum(len(b) for b in plan["order"])
     if n_steps != int(hp["total_steps"]):
         print(f"torch_finetune: note: the plan lists {n_steps} steps, the schedule is {hp['total_steps']} long",
@@ -240,7 +246,8 @@ def run(plan_dir, threads, quiet, test_weights="last"):
             ids, am = pad_batch(torch, [train["ids"][i] for i in b], pad)
             y = torch.tensor([train["labels"][i] for i in b], dtype=torch.long)
             opt.zero_grad(set_to_none=True)
-            loss, _ = model(ids, am, labels=y)
+            _, logits = model(ids, am)
+            loss = torch.nn.functional.cross_entropy(logits, y, label_smoothing=smoothing)
             loss.backward()
             gn = torch.nn.utils.clip_grad_norm_(params, clip) if clip > 0 else None
             lr = opt.param_groups[0]["lr"]
@@ -254,7 +261,7 @@ def run(plan_dir, threads, quiet, test_weights="last"):
                 print(f"step {step}/{n_steps} epoch {e} loss {losses[-1]:.4f} lr {lr:.3g}"
                       + (f" grad_norm {gn.item():.3f}" if gn is not None else ""), flush=True)
         train_s = time.perf_counter() - t0
-        ev = evaluate(torch, model, valid, int(hp["eval_batch"]), pad)[0] if valid else None
+        ev = evaluate(torch, model, valid, int(hp["eval_batch"]), pad, smoothing)[0] if valid else None
         ep = dict(epoch=e, steps=len(batches), train_loss=sum(losses) / max(1, len(losses)), train_seconds=train_s,
                   eval_seconds=ev["seconds"] if ev else 0.0, wall_seconds=time.perf_counter() - t0,
                   examples_per_s=rows / train_s if train_s > 0 else 0.0,
@@ -276,7 +283,7 @@ def run(plan_dir, threads, quiet, test_weights="last"):
         model.load_state_dict(best_state)
         results["test_epoch"] = best_epoch
     if test:
-        ev, preds = evaluate(torch, model, test, int(hp["eval_batch"]), pad)
+        ev, preds = evaluate(torch, model, test, int(hp["eval_batch"]), pad, smoothing)
         ev["predictions"] = preds
         results["test"] = ev
         print(f"test (epoch {results['test_epoch']}'s weights): loss {ev['loss']:.4f} accuracy {ev['accuracy']:.4f} macro-F1 {ev['macro_f1']:.4f} "

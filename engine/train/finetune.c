@@ -94,8 +94,10 @@ Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *vali
     return NULL;
   }
   if (!(o->lr >= 0) || !(o->weight_decay >= 0) || !(o->clip_norm >= 0) || !(o->eps > 0) || !(o->beta1 >= 0 && o->beta1 < 1) ||
-      !(o->beta2 >= 0 && o->beta2 < 1) || !(o->warmup_ratio >= 0 && o->warmup_ratio <= 1) || o->warmup_steps < -1) {
-    err_setk(err, ERR_INVALID, "finetune: lr, weight_decay, clip_norm >= 0, eps > 0, betas and warmup_ratio in [0, 1), warmup_steps >= -1");
+      !(o->beta2 >= 0 && o->beta2 < 1) || !(o->warmup_ratio >= 0 && o->warmup_ratio <= 1) || o->warmup_steps < -1 ||
+      !(o->label_smoothing >= 0 && o->label_smoothing < 1)) {
+    err_setk(err, ERR_INVALID, "finetune: lr, weight_decay, clip_norm >= 0, eps > 0, betas, warmup_ratio and "
+                               "label_smoothing in [0, 1), warmup_steps >= -1");
     return NULL;
   }
   if (o->pad_id < 0 || o->pad_id >= c->vocab_size) {
@@ -142,6 +144,7 @@ Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *vali
   f->warmup = o->warmup_steps >= 0 ? o->warmup_steps : (long)ceil(o->warmup_ratio * (double)f->total);
 
   model_set_threads(m, o->threads);
+  model_set_label_smoothing(m, (float)o->label_smoothing);
   model_set_precision(m, o->precision);
   /* One plan for training and evaluation: evaluation forwards its batches in pieces of plan_rows. */
   if (model_plan(m, f->plan_rows, seq, f->plan_rows, 1, err)) goto fail;

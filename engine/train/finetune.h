@@ -32,6 +32,8 @@ typedef struct FinetuneOptions {
   double weight_decay;           /* decoupled, not on biases and LayerNorm (0.01, torch's AdamW default) */
   double beta1, beta2, eps;      /* 0.9, 0.999, 1e-8 */
   double clip_norm;              /* 1.0 (Trainer's max_grad_norm); 0 = none */
+  double label_smoothing;        /* in [0, 1): Trainer's label_smoothing_factor, in the training and
+                                 ** the evaluation loss alike, as Trainer's (0) */
   double warmup_ratio;           /* warm-up steps = ceil(ratio x total) when warmup_steps < 0 (0) */
   long warmup_steps;             /* >= 0 overrides the ratio; -1 = use the ratio */
   int length_grouped;            /* LengthGroupedSampler order for training batches (0) */

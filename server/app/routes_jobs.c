@@ -170,6 +170,7 @@ static const FtField ft_fields[] = {
   {"warmup_ratio", FT_NUM, 0, 1, 0, 0},
   {"warmup_steps", FT_INT, -1, 1099511627776.0, 0, 0},
   {"clip_norm", FT_NUM, 0, 1e9, 0, 0},
+  {"label_smoothing", FT_NUM, 0, 1, 2, 0},
   {"seed", FT_INT, 0, 9007199254740992.0, 0, 0},
   {"length_grouped", FT_BOOL, 0, 0, 0, 0},
   {"precision", FT_PRECISION, 0, 0, 0, 0},

@@ -39,7 +39,7 @@
 typedef struct FtArgs {
   const char *db_path, *model, *train, *validation, *test, *text_column, *label_column, *labels, *name;
   int epochs, batch, eval_batch, max_length, length_grouped, threads;
-  double lr, weight_decay, warmup_ratio, clip_norm, validation_fraction;
+  double lr, weight_decay, warmup_ratio, clip_norm, label_smoothing, validation_fraction;
   long warmup_steps, max_steps;
   long long seed;
   long long dropout_seed;   /* -1: the seed's */
@@ -107,6 +107,10 @@ static const CliOpt ft_opts[] = {
    .def = "-1: from --warmup-ratio", .help = "warm-up steps"},
   {.name = "--clip-norm", .kind = CLI_DOUBLE, .off = OFF(clip_norm), .flo = 0, .fhi = 1e9, .arg = "X",
    .def = CLI_DEFAULT, .help = "gradient clipping norm (0: none)"},
+  {.name = "--label-smoothing", .kind = CLI_DOUBLE, .off = OFF(label_smoothing), .flo = 0, .fhi = 1,
+   .open = CLI_OPEN_HI, .arg = "X", .def = CLI_DEFAULT,
+   .help = "label smoothing of the loss, in training and evaluation (HF Trainer's\n"
+           "label_smoothing_factor: the target (1-X) one-hot + X/labels)"},
   {.name = "--seed", .kind = CLI_I64, .off = OFF(seed), .lo = 0, .hi = INT64_MAX, .arg = "N", .def = CLI_DEFAULT,
    .help = "seed of the head's weights, the order, the dropout and the held-out split"},
   {.name = "--dropout-seed", .kind = CLI_I64, .off = OFF(dropout_seed), .lo = 0, .hi = INT64_MAX, .arg = "N",
@@ -372,6 +376,7 @@ static char *run_config_text(const FtArgs *a, const FtModel *fm, const FtData *d
   json_object_set_new(o, "warmup_ratio", json_real(a->warmup_ratio));
   json_object_set_new(o, "warmup_steps", json_integer(finetune_warmup_steps(f)));
   json_object_set_new(o, "clip_norm", json_real(a->clip_norm));
+  json_object_set_new(o, "label_smoothing", json_real(a->label_smoothing));
   json_object_set_new(o, "seed", json_integer(a->seed));
   json_object_set_new(o, "dropout_seed", json_integer(a->dropout_seed >= 0 ? a->dropout_seed : a->seed));
   json_object_set_new(o, "length_grouped", json_boolean(a->length_grouped));
@@ -443,9 +448,9 @@ static int export_plan(const char *dir, const FtArgs *a, FtModel *fm, const FtDa
   }
   free(order);
   json_object_set_new(o, "order", orders);
-  json_t *h = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s}", "lr", a->lr,
-                        "weight_decay", a->weight_decay, "beta1", 0.9, "beta2", 0.999, "eps", 1e-8, "clip_norm",
-                        a->clip_norm, "warmup_steps", (json_int_t)finetune_warmup_steps(f), "total_steps",
+  json_t *h = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s}",
+                        "lr", a->lr, "weight_decay", a->weight_decay, "beta1", 0.9, "beta2", 0.999, "eps", 1e-8,
+                        "clip_norm", a->clip_norm, "label_smoothing", a->label_smoothing, "warmup_steps", (json_int_t)finetune_warmup_steps(f), "total_steps",
                         (json_int_t)total, "steps_per_epoch", (json_int_t)spe, "batch", (json_int_t)a->batch,
                         "eval_batch", (json_int_t)a->eval_batch, "epochs", (json_int_t)epochs, "seed",
                         (json_int_t)a->seed, "max_length", (json_int_t)a->max_length, "length_grouped",
@@ -886,7 +891,7 @@ int cmd_finetune(int argc, char **argv) {
 
   FinetuneOptions o = finetune_default_options();
   o.batch = a.batch; o.eval_batch = a.eval_batch; o.epochs = a.epochs; o.max_steps = a.max_steps;
-  o.lr = a.lr; o.weight_decay = a.weight_decay; o.clip_norm = a.clip_norm;
+  o.lr = a.lr; o.weight_decay = a.weight_decay; o.clip_norm = a.clip_norm; o.label_smoothing = a.label_smoothing;
   o.warmup_ratio = a.warmup_ratio; o.warmup_steps = a.warmup_steps; o.length_grouped = a.length_grouped;
   o.seed = (uint64_t)a.seed; o.has_dropout_seed = a.dropout_seed >= 0; o.dropout_seed = (uint64_t)a.dropout_seed;
   o.threads = threads; o.pad_id = fm.cfg.pad_token_id; o.precision = prec;

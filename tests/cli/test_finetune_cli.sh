@@ -180,6 +180,46 @@ assert p["sets"]["valid"] is None and len(p["sets"]["train"]["ids"]) == 400, p["
 assert r["valid"] is None and len(r["epochs"]) == 2 and r["test_epoch"] == 1, (r["valid"], r.get("test_epoch"))
 EOF
 
+# --label-smoothing (HF Trainer's label_smoothing_factor): recorded in the run and the plan, and
+# the run's losses are PyTorch's with cross_entropy(label_smoothing=0.2) on the same plan. With
+# dropout 0 (a base model whose config has none) both sides take the same steps from the same
+# weights, so each epoch's training and validation loss and the best epoch's test loss agree
+# (the issue's 1e-4 + 1e-3 relative). The same run without smoothing must give other losses.
+sed 's/"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1/"hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0/' \
+  "$T/cfg.json" > "$T/cfg0.json"
+# Three intents of the 77 (their rows of train and test): enough for the tiny encoder to move its
+# logits far from uniform, where smoothing changes the loss.
+for f in tr te; do awk -F, '{ c = $NF; sub(/\r$/, "", c) } NR == 1 || c == "card_arrival" || c == "exchange_rate" || c == "pin_blocked"' \
+  "$B/$([ $f = tr ] && echo train || echo test).csv" > "$T/${f}3.csv"; done
+ls=(--model base0 --train "$T/tr3.csv" --test "$T/te3.csv" --epochs 2 --lr 3e-3)
+"$M" train --db "$T/a.db" --name base0 --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg0.json" \
+  --batch 8 --max-steps 6 --threads 1 --quiet >/dev/null 2>"$T/ls.err" &&
+  "$M" finetune "${base[@]}" "${ls[@]}" --name cls8 --label-smoothing 0.2 --json >"$T/ls.json" 2>>"$T/ls.err" &&
+  "$M" finetune "${base[@]}" "${ls[@]}" --name cls9 --json >"$T/ls0.json" 2>>"$T/ls.err" &&
+  "$M" finetune "${base[@]}" "${ls[@]}" --label-smoothing 0.2 --export-plan "$T/planls" --quiet 2>>"$T/ls.err" &&
+  $PY scripts/torch_finetune.py "$T/planls" --out "$T/planls.json" --threads 1 --quiet --test-weights best \
+    >"$T/torchls.out" 2>&1; rc=$?
+$PY - "$T/a.db" "$T/ls.json" "$T/ls0.json" "$T/planls" "$T/planls.json" <<'EOF' && [ $rc = 0 ] &&
+import json, os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); m, m0 = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+plan = json.load(open(os.path.join(sys.argv[4], "plan.json"))); t = json.load(open(sys.argv[5]))
+cfg = json.loads(db.execute("SELECT config FROM runs WHERE name = 'cls8'").fetchone()[0])
+assert cfg["label_smoothing"] == 0.2 and plan["hyper"]["label_smoothing"] == 0.2, (cfg.get("label_smoothing"), plan["hyper"])
+close = lambda a, b: abs(a - b) <= 1e-4 + 1e-3 * abs(b)
+assert len(m["epochs"]) == len(t["epochs"]) == 2 and m["best"]["epoch"] == t["test_epoch"] + 1, (m["best"], t["test_epoch"])
+pairs = {f"{k} {e + 1}": (mk(m["epochs"][e]), tk(t["epochs"][e]), mk(m0["epochs"][e])) for e in range(2)
+         for k, mk, tk in (("train", lambda x: x["train_loss"], lambda x: x["train_loss"]),
+                           ("validation", lambda x: x["eval_loss"], lambda x: x["valid"]["loss"]))}
+pairs["test"] = (m["test"]["loss"], t["test"]["loss"], m0["test"]["loss"])
+for k, (a, b, plain) in pairs.items():
+    assert close(a, b), f"{k} loss maskd {a} torch {b}"
+    assert abs(a - plain) > 0.01 * a, f"{k} loss smoothed {a} unsmoothed {plain}"
+print("# label smoothing 0.2, maskd / torch / maskd unsmoothed: " +
+      ", ".join(f"{k} {a:.6f} / {b:.6f} / {p:.6f}" for k, (a, b, p) in pairs.items()))
+EOF
+  pass finetune_cli_label_smoothing_as_torch || fail finetune_cli_label_smoothing_as_torch "rc $rc $(tail -n 2 "$T/ls.err" "$T/torchls.out")"
+refuse finetune_cli_refuses_label_smoothing_one "--label-smoothing" "${base[@]}" --name x --label-smoothing 1
+
 # Ctrl-C stops at a step boundary: the run is interrupted, exit 130.
 "$M" finetune "${base[@]}" --name cls4 --epochs 200 --quiet 2>"$T/int.err" & fp=$!
 sleep 1.5; kill -INT $fp; wait $fp; rc=$?

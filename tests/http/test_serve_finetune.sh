@@ -41,6 +41,8 @@ post /runs "$(job cls ',"weight_decay": -1')"
 ok finetune_out_of_range error_is 422 weight_decay
 post /runs "$(job cls ',"validation_fraction": 1')"
 ok finetune_fraction_open error_is 422 validation_fraction
+post /runs "$(job cls ',"label_smoothing": 1')"
+ok finetune_label_smoothing_open error_is 422 label_smoothing
 post /runs "$(job cls | sed 's/"model": "base"/"model": "nosuch"/')"
 ok finetune_unknown_model error_is 422 nosuch
 post /runs "$(job cls | sed 's|banking77/train.csv|../etc/passwd|')"
@@ -75,6 +77,10 @@ ok finetune_job_fails_cleanly wait_for 60 "/jobs/$jobid" 'b["status"] == "failed
 post /runs "$(job all ',"validation_fraction": 0' | sed 's/"epochs": 2/"epochs": 1/')"
 ok finetune_no_validation_accepted status_is 202
 ok finetune_no_validation_done wait_for 60 /runs/all 'b["status"] == "done" and b["config"]["split"] is None and b["config"]["examples"]["train"] == 400 and b["config"]["examples"]["validation"] == 0 and b["results"]["best_epoch"] == 1'
+# "label_smoothing" reaches the job (the CLI's test holds its losses against PyTorch).
+post /runs "$(job smooth ',"label_smoothing": 0.1' | sed 's/"epochs": 2/"epochs": 1/')"
+ok finetune_label_smoothing_accepted status_is 202
+ok finetune_label_smoothing_done wait_for 60 /runs/smooth 'b["status"] == "done" and b["config"]["label_smoothing"] == 0.1'
 # Cancel stops a running fine-tuning job at a step boundary; its run is "cancelled".
 post /runs "$(job long | sed 's/"epochs": 2/"epochs": 5000/')"
 ok finetune_long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
