@@ -450,11 +450,11 @@ static int export_plan(const char *dir, const FtArgs *a, FtModel *fm, const FtDa
   json_object_set_new(o, "order", orders);
   json_t *h = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s}",
                         "lr", a->lr, "weight_decay", a->weight_decay, "beta1", 0.9, "beta2", 0.999, "eps", 1e-8,
-                        "clip_norm", a->clip_norm, "label_smoothing", a->label_smoothing, "warmup_steps", (json_int_t)finetune_warmup_steps(f), "total_steps",
-                        (json_int_t)total, "steps_per_epoch", (json_int_t)spe, "batch", (json_int_t)a->batch,
-                        "eval_batch", (json_int_t)a->eval_batch, "epochs", (json_int_t)epochs, "seed",
-                        (json_int_t)a->seed, "max_length", (json_int_t)a->max_length, "length_grouped",
-                        a->length_grouped, "precision", a->precision);
+                        "clip_norm", a->clip_norm, "label_smoothing", a->label_smoothing, "warmup_steps",
+                        (json_int_t)finetune_warmup_steps(f), "total_steps", (json_int_t)total, "steps_per_epoch",
+                        (json_int_t)spe, "batch", (json_int_t)a->batch, "eval_batch", (json_int_t)a->eval_batch,
+                        "epochs", (json_int_t)epochs, "seed", (json_int_t)a->seed, "max_length",
+                        (json_int_t)a->max_length, "length_grouped", a->length_grouped, "precision", a->precision);
   json_object_set_new(o, "hyper", h);
   char *text = json_dumps(o, JSON_COMPACT);
   json_decref(o);
