@@ -909,7 +909,8 @@ static void cls_head_backward(Model *m, float loss_scale, int acc) {
   size_t MH = (size_t)M * H;
   Tensors *p = &m->p, *g = &m->g;
   LayerDropout d_in = cls_dropout_site(m, 0), d_out = cls_dropout_site(m, 1);
-  PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, C, m->smoothing, loss_scale, nt));
+  PROF(m, MODEL_PHASE_LOSS,
+       crossentropy_backward(m->logits, m->logits, m->hlabels, M, C, m->smoothing, loss_scale, nt));
   PROF(m, MODEL_PHASE_MATMUL,
        matmul_backward(m->prec, m->dh1, g->co_w, g->co_b, m->logits, m->cls_t, p->co_w, M, H, C, 0, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
@@ -941,7 +942,8 @@ void model_backward(Model *m, float loss_scale) {
   if (m->C) {
     cls_head_backward(m, loss_scale, acc);
   } else {
-    PROF(m, MODEL_PHASE_LOSS, crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, m->smoothing, loss_scale, nt));
+    PROF(m, MODEL_PHASE_LOSS,
+         crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, m->smoothing, loss_scale, nt));
     /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
     PROF(m, MODEL_PHASE_MATMUL,
          matmul_backward(m->prec, m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
