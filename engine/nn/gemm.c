@@ -134,25 +134,46 @@ static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M,
                           const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
                           float *G, const float *P, int ldc) {
   int MR = k->mr, NR = k->nr, MC = k->mc, NC = k->nc, ncmax = N < NC ? N : NC;
-  float *pa = gemm_thread_buffer(GEMM_BUF_A, (size_t)(MC + MR - 1) / MR * MR * GEMM_KC);
+  int tiles = (MC + MR - 1) / MR;
+  float *pa = gemm_thread_buffer(GEMM_BUF_A, (size_t)tiles * MR * GEMM_KC);
   float *pb = gemm_thread_buffer(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + NR - 1) / NR) * NR);
-  if (!pa || !pb) return 0;
+  float *acc = k->tile_part ? gemm_thread_buffer(GEMM_BUF_ACC, (size_t)tiles * MR * NR) : NULL;
+  if (!pa || !pb || (k->tile_part && !acc)) return 0;
   int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
   if (step > GEMM_KC) step = GEMM_KC;
   for (int jc = 0; jc < N; jc += NC) {
     int nc = N - jc < NC ? N - jc : NC;
     for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
       int kc = K - pc < step ? K - pc : step;
+      /* The slice's parts, of equal depth (see gemm_kernels.h's kc_part). */
+      int parts = k->tile_part && k->kc_part > 0 ? (kc + k->kc_part - 1) / k->kc_part : 1;
+      int kp = parts > 1 ? (kc + parts - 1) / parts : kc;
       k->pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
       for (int ic = 0; ic < M; ic += MC) {
         int mc = M - ic < MC ? M - ic : MC;
-        k->pack_a(pa, A, lda, trans_a, ic, mc, pc, kc);
+        /* A part by part, each part's panels one after another, so that the
+        ** tiles of a part read A in one stream: the part from step q at pa + mcp q. */
+        size_t mcp = (size_t)(mc + MR - 1) / MR * MR;
+        for (int q = 0; q < kc || q == 0; q += kp) {
+          k->pack_a(pa + mcp * q, A, lda, trans_a, ic, mc, pc + q, kc - q < kp ? kc - q : kp);
+          if (kc == 0) break;
+        }
         for (int jr = 0; jr < nc; jr += NR)
-          for (int ir = 0; ir < mc; ir += MR) {
-            size_t at = (size_t)(ic + ir) * ldc + jc + jr;
-            k->tile(kc, pa + (size_t)ir * kc, pb + (size_t)jr * kc, C + at, ldc, alpha, beta,
-                    bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
-                    mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR);
+          for (int q = 0; q < kc || q == 0; q += kp) {
+            int kq = kc - q < kp ? kc - q : kp;
+            for (int ir = 0; ir < mc; ir += MR) {
+              size_t at = (size_t)(ic + ir) * ldc + jc + jr;
+              const float *a = pa + mcp * q + (size_t)ir * kq, *b = pb + (size_t)jr * kc + (size_t)q * NR;
+              int mr = mc - ir < MR ? mc - ir : MR, nr = nc - jr < NR ? nc - jr : NR;
+              if (parts == 1)
+                k->tile(kc, a, b, C + at, ldc, alpha, beta, bias ? bias + jc + jr : NULL, G ? G + at : NULL,
+                        P ? P + at : NULL, pc == 0, pc + kc >= K, mr, nr);
+              else
+                k->tile_part(kq, a, b, acc + (size_t)ir * NR, q == 0, q + kq >= kc, C + at, ldc, alpha, beta,
+                             bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
+                             mr, nr);
+            }
+            if (kc == 0) break;
           }
       }
       if (K == 0) break;

@@ -158,6 +158,13 @@ static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
 #define BLK_NC 2048
 #endif
 enum { BLK_MR = 6, BLK_NR = 16 };
+/* A slice's B panel is GEMM_KC x 16 floats, 48 KB at 768: more than Zen 3's
+** 32 KB of L1, so each tile read it again from L2. Parts of 256 steps (16 KB)
+** stay in L1 across the block's tiles (gemm_kernels.h's kc_part): on a Zen 3,
+** one thread, the base shapes' medians rose 4-14% (BENCHMARKS.md, issue 14). */
+#ifndef BLK_KC_PART
+#define BLK_KC_PART 256
+#endif
 
 /* A~ for the mc x kc block of op(A) at (i0, p0): MR-row panels, panel q at
 ** dst + q * MR * kc holding [p * MR + i] = op(A)[i0 + q MR + i][p0 + p], rows
@@ -278,31 +285,49 @@ static inline void gelu_grad_mul(__m256 *v0, __m256 *v1, const float *p, int nr)
   *v1 = _mm256_mul_ps(*v1, _mm256_load_ps(y + 8));
 }
 
-/* The mr x nr tile of C at c from kc steps of packed panels a and b, with
-** gemm_avx512.c's blk_kernel's epilogue, operation for operation. first:
-** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
-** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
-** stored at all when g == c; with gp: C is multiplied by GELU'(gp) (same ldc). */
-static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc, float alpha,
-                       float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
-  __m256 acc[BLK_MR][2];
+/* The mr x nr tile of C at c from kp steps of packed panels a and b, with
+** gemm_avx512.c's blk_kernel's epilogue, operation for operation. Accumulators
+** from zero when start, else from acc (row i's 16 floats at acc + 16 i); when
+** finish, the epilogue, else the accumulators back to acc (gemm_kernels.h's
+** tile_part). The epilogue: first: C = alpha acc + beta C + bias (C not read
+** when beta == 0; bias NULL = none); otherwise C += alpha acc. last, with g: g
+** (same ldc) = GELU(C), and C is not stored at all when g == c; with gp: C is
+** multiplied by GELU'(gp) (same ldc). */
+static inline __attribute__((always_inline)) void
+blk_tile(int kp, const float *a, const float *b, float *acc, int start, int finish, float *c, int ldc, float alpha,
+         float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
+  __m256 r[BLK_MR][2];
 #pragma GCC unroll 6
-  for (int i = 0; i < BLK_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  /* C's lines are needed only after the kc steps: asking for them now hides the wait. */
-  for (int i = 0; i < mr; i++) {
-    _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
-    _mm_prefetch((const char *)(c + (size_t)i * ldc + 15), _MM_HINT_T0);
-  }
-  for (int p = 0; p < kc; p++) {
+  for (int i = 0; i < BLK_MR; i++)
+    if (start) r[i][0] = r[i][1] = _mm256_setzero_ps();
+    else {
+      r[i][0] = _mm256_load_ps(acc + i * BLK_NR);
+      r[i][1] = _mm256_load_ps(acc + i * BLK_NR + 8);
+    }
+  /* C's lines are needed only after the kp steps: asking for them now hides the wait. */
+  if (finish)
+    for (int i = 0; i < mr; i++) {
+      _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+      _mm_prefetch((const char *)(c + (size_t)i * ldc + 15), _MM_HINT_T0);
+    }
+  for (int p = 0; p < kp; p++) {
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < BLK_MR; i++) {
       __m256 ai = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+      r[i][0] = _mm256_fmadd_ps(ai, b0, r[i][0]);
+      r[i][1] = _mm256_fmadd_ps(ai, b1, r[i][1]);
     }
     a += BLK_MR;
     b += BLK_NR;
+  }
+  if (!finish) {
+#pragma GCC unroll 6
+    for (int i = 0; i < BLK_MR; i++) {
+      _mm256_store_ps(acc + i * BLK_NR, r[i][0]);
+      _mm256_store_ps(acc + i * BLK_NR + 8, r[i][1]);
+    }
+    return;
   }
   __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(first ? beta : 1.0f);
   __m256 bias0 = _mm256_setzero_ps(), bias1 = _mm256_setzero_ps();
@@ -312,7 +337,7 @@ static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc
   for (int i = 0; i < BLK_MR; i++) {
     if (i >= mr) break;
     float *ci = c + (size_t)i * ldc;
-    __m256 r0 = _mm256_fmadd_ps(va, acc[i][0], bias0), r1 = _mm256_fmadd_ps(va, acc[i][1], bias1);
+    __m256 r0 = _mm256_fmadd_ps(va, r[i][0], bias0), r1 = _mm256_fmadd_ps(va, r[i][1], bias1);
     if (read_c) {
       __m256 c0, c1;
       load_row(ci, &c0, &c1, nr);
@@ -323,6 +348,19 @@ static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc
     if (keep_c) store_row(ci, r0, r1, nr);
     if (act) gelu_store(g + (size_t)i * ldc, r0, r1, nr);
   }
+}
+
+/* The whole slice at once (gemm_kernels.h's tile). */
+static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta,
+                       const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
+  blk_tile(kc, a, b, NULL, 1, 1, c, ldc, alpha, beta, bias, g, gp, first, last, mr, nr);
+}
+
+/* A part of a slice (gemm_kernels.h's tile_part). */
+static void blk_kernel_part(int kp, const float *a, const float *b, float *acc, int start, int finish, float *c,
+                            int ldc, float alpha, float beta, const float *bias, float *g, const float *gp, int first,
+                            int last, int mr, int nr) {
+  blk_tile(kp, a, b, acc, start, finish, c, ldc, alpha, beta, bias, g, gp, first, last, mr, nr);
 }
 
 /* The FMA peak's loop: 12 chains, more than the FMA units' latency times their
@@ -347,6 +385,7 @@ const GemmKernels gemm_kernels_avx2 = {
   .backend = "avx2-blocked", .backend_openblas = "openblas+avx2-few-rows",
   .mr = BLK_MR, .nr = BLK_NR, .mc = BLK_MC, .nc = BLK_NC,
   .pack_a = pack_a, .pack_b = pack_b, .tile = blk_kernel,
+  .kc_part = BLK_KC_PART, .tile_part = blk_kernel_part,
   .few_rows_packed_size = few_rows_packed_size, .few_rows_pack = few_rows_pack, .few_rows_range = few_rows_range,
   .fma_loop = fma_loop,
 };

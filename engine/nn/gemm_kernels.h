@@ -42,6 +42,19 @@ typedef struct GemmKernels {
   ** with gp: C times GELU'(gp). */
   void (*tile)(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta, const float *bias,
                float *g, const float *gp, int first, int last, int mr, int nr);
+  /* Where a B panel of a whole slice (kc x nr floats) does not fit in L1, gemm.c
+  ** walks the slice in parts of at most kc_part steps, each part over all the
+  ** block's tiles, so that the part of the B panel stays in L1 while they read it;
+  ** 0 (or tile_part NULL): the whole slice at once. Each element's multiply-adds
+  ** stay one sequence: a tile's accumulators wait in acc between parts, stored
+  ** and loaded as the floats they are, so the bits do not change. */
+  int kc_part;
+  /* tile over kp steps of the panels a and b (a part of a slice): accumulators
+  ** from zero when start, else from acc (mr x nr floats, as the tile's vectors
+  ** lie); when finish, tile's epilogue, else the accumulators stored to acc. */
+  void (*tile_part)(int kp, const float *a, const float *b, float *acc, int start, int finish, float *c, int ldc,
+                    float alpha, float beta, const float *bias, float *g, const float *gp, int first, int last, int mr,
+                    int nr);
   /* The few-row product's packed A: floats needed for M x K. */
   size_t (*few_rows_packed_size)(int M, int K);
   /* Packs A[M, K] (M <= GEMM_FEW_ROWS_MAX) into xt, the layout few_rows_range reads. */
@@ -75,7 +88,7 @@ static inline void gemm_few_rows_store(const float (*tile)[GEMM_FEW_ROWS_MAX], i
 
 /* The calling thread's packing buffer `slot` of at least n floats (64-byte aligned),
 ** grown on first need and kept (freed when the thread ends); NULL when it cannot be had. */
-enum { GEMM_BUF_XT, GEMM_BUF_A, GEMM_BUF_B, GEMM_BUF_COUNT };
+enum { GEMM_BUF_XT, GEMM_BUF_A, GEMM_BUF_B, GEMM_BUF_ACC, GEMM_BUF_COUNT };
 float *gemm_thread_buffer(int slot, size_t n);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "engine/core/cpu.h"
 #include "engine/nn/gemm.h"
+#include "engine/nn/gemm_kernels.h"
 #include "tests/unit/check.h"
 
 static uint64_t state = 88172645463325252ull;
@@ -289,28 +290,115 @@ static void level_checks_run(CpuIsa isa) {
         C[0], C[3], D[0], D[3]);
 }
 
+/* The inputs of one product of bits_product's kinds, made from `seed`: A, B,
+** bias and P (GELU' at P), and C (NaN where beta is 0 and it must not be read)
+** with G after it in out (2 M ldc floats: G NaN). */
+typedef struct Inputs { float *A, *B, *bias, *P; int lda, ldb, ldc; } Inputs;
+static Inputs inputs_make(int kind, int ta, int tb, int M, int N, int K, float beta, int pad, uint64_t seed,
+                          float *out) {
+  Inputs in = {NULL, NULL, NULL, NULL, (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad};
+  size_t na = (size_t)(ta ? K : M) * in.lda + 1, nb = (size_t)(tb ? N : K) * in.ldb + 1, nc = (size_t)M * in.ldc;
+  in.A = malloc(sizeof(float) * na), in.B = malloc(sizeof(float) * nb), in.bias = malloc(sizeof(float) * (N + 1));
+  in.P = malloc(sizeof(float) * (nc + 1));
+  state = seed;
+  for (size_t i = 0; i < na; i++) in.A[i] = uniform();
+  for (size_t i = 0; i < nb; i++) in.B[i] = uniform();
+  for (int j = 0; j < N; j++) in.bias[j] = uniform();
+  for (size_t i = 0; i < nc; i++) {
+    in.P[i] = 4 * uniform();
+    out[i] = beta == 0.0f && kind == 0 ? NAN : uniform();
+    out[nc + i] = NAN;
+  }
+  return in;
+}
+static void inputs_free(Inputs *in) { free(in->A); free(in->B); free(in->bias); free(in->P); }
+
 /* One product of each kind (0 gemm_f32, 1 bias and G apart, 2 bias and G in
 ** place, 3 times GELU'), its outputs (C, then G) into out (2 M ldc floats), at
 ** the level cpu_isa() runs now, from inputs made from `seed`. */
 static void bits_product(int kind, int ta, int tb, int M, int N, int K, float alpha, float beta, int pad, int threads,
                          uint64_t seed, float *out) {
-  int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-  size_t na = (size_t)(ta ? K : M) * lda + 1, nb = (size_t)(tb ? N : K) * ldb + 1, nc = (size_t)M * ldc;
-  float *A = malloc(sizeof(float) * na), *B = malloc(sizeof(float) * nb), *bias = malloc(sizeof(float) * (N + 1));
-  float *P = malloc(sizeof(float) * (nc + 1)), *C = out, *G = kind == 2 ? out : out + nc;
-  state = seed;
-  for (size_t i = 0; i < na; i++) A[i] = uniform();
-  for (size_t i = 0; i < nb; i++) B[i] = uniform();
-  for (int j = 0; j < N; j++) bias[j] = uniform();
-  for (size_t i = 0; i < nc; i++) {
-    P[i] = 4 * uniform();
-    C[i] = beta == 0.0f && kind == 0 ? NAN : uniform();
-    out[nc + i] = NAN;
+  Inputs in = inputs_make(kind, ta, tb, M, N, K, beta, pad, seed, out);
+  float *C = out, *G = kind == 2 ? out : out + (size_t)M * in.ldc;
+  if (kind == 0) gemm_f32(ta, tb, M, N, K, alpha, in.A, in.lda, in.B, in.ldb, beta, C, in.ldc, threads);
+  else if (kind == 3) gemm_f32_gelu_grad(ta, tb, M, N, K, in.A, in.lda, in.B, in.ldb, in.P, C, in.ldc, threads);
+  else gemm_f32_bias(ta, tb, M, N, K, in.A, in.lda, in.B, in.ldb, in.bias, C, G, in.ldc, threads);
+  inputs_free(&in);
+}
+
+/* The blocked product's arithmetic, written out one element at a time in
+** scalar fmaf (correctly rounded, as the vector instructions are): K cut into
+** gemm.c's equal slices of at most GEMM_KC (rounded up to 16); in each slice one
+** chain of fused multiply-adds from zero; the slice's epilogue on it (the first:
+** alpha acc + bias, then + beta C where C is read; the others: C + alpha acc);
+** after the last, G = GELU(C) or C times GELU'(P). kind and the outputs as
+** bits_product's. */
+static void sequence_reference(int kind, int ta, int tb, int M, int N, int K, float alpha, float beta, int pad,
+                               uint64_t seed, float *out) {
+  Inputs in = inputs_make(kind, ta, tb, M, N, K, beta, pad, seed, out);
+  const float *A = in.A, *B = in.B;
+  int lda = in.lda, ldb = in.ldb, ldc = in.ldc;
+  float *C = out, *G = kind == 2 ? out : out + (size_t)M * ldc;
+  if (kind) alpha = 1.0f, beta = 0.0f;
+  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
+  if (step > GEMM_KC) step = GEMM_KC;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      size_t at = (size_t)i * ldc + j;
+      float c = C[at];
+      for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+        float acc = 0.0f;
+        for (int p = pc; p < K && p < pc + step; p++) {
+          float a = ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
+          acc = fmaf(a, tb ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j], acc);
+        }
+        if (pc == 0) {
+          float r = fmaf(alpha, acc, kind == 1 || kind == 2 ? in.bias[j] : 0.0f);
+          c = beta != 0.0f ? fmaf(beta, c, r) : r;
+        } else
+          c = fmaf(1.0f, c, fmaf(alpha, acc, 0.0f));
+        if (K == 0) break;
+      }
+      if (kind == 3) c *= fast_gelu_grad(in.P[at]);
+      if (kind == 1 || kind == 2) G[at] = fast_gelu(c);
+      if (kind != 2) C[at] = c;
+    }
+  inputs_free(&in);
+}
+
+/* Each level's blocked product is that one sequence to the bit, whatever its
+** tile, its blocks and the parts it walks a slice in (gemm_kernels.h): shapes
+** past the few-row path's reach (M > 32, or A transposed, or B not). */
+static void sequence_checks_run(CpuIsa isa) {
+  if (strstr(gemm_backend(), "openblas")) {
+    check_skip(level_name(isa, "is_one_fma_sequence"), "MASKD_GEMM=openblas: OpenBLAS's order, not the blocked one");
+    return;
   }
-  if (kind == 0) gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads);
-  else if (kind == 3) gemm_f32_gelu_grad(ta, tb, M, N, K, A, lda, B, ldb, P, C, ldc, threads);
-  else gemm_f32_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, G, ldc, threads);
-  free(A); free(B); free(bias); free(P);
+  static const int shapes[][3] = {{40, 33, 257}, {6, 16, 768},  {47, 17, 769},  {121, 96, 600}, {37, 5, 900},
+                                  {95, 47, 2000}, {300, 40, 17}, {33, 19, 0},   {40, 4200, 30}, {193, 40, 513},
+                                  {45, 64, 1001}, {64, 90, 1536}, {97, 100, 255}, {250, 250, 250}};
+  int bad = 0, runs = 0;
+  uint64_t seed = 1000;
+  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int kind = 0; kind < 4; kind++) {
+        int M = shapes[d][0], N = shapes[d][1], K = shapes[d][2], ta = t & 1, tb = t >> 1;
+        float alpha = kind ? 1.0f : (d & 1) ? -0.375f : 1.0f, beta = kind ? 0.0f : (d & 2) ? 0.5f : 0.0f;
+        int pad = (int)(d % 3), threads = 1 + (int)(d & 1);
+        size_t n = 2 * (size_t)M * (N + pad) + 1;
+        float *got = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
+        seed++;
+        bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, got);
+        sequence_reference(kind, ta, tb, M, N, K, alpha, beta, pad, seed, want);
+        runs++;
+        if (memcmp(got, want, sizeof(float) * (n - 1))) {
+          if (!bad) printf("# first difference: kind=%d ta=%d tb=%d M=%d N=%d K=%d\n", kind, ta, tb, M, N, K);
+          bad++;
+        }
+        free(got); free(want);
+      }
+  check(bad == 0, level_name(isa, "is_one_fma_sequence"), "%d of %d products differ in some bit from the sequence",
+        bad, runs);
 }
 
 /* The AVX2 and the AVX-512 kernels give the same bits (gemm_kernels.h): the
@@ -354,9 +442,11 @@ int main(void) {
     if (cpu_isa_select(levels[l], &err) != 0) {
       for (size_t c = 0; c < sizeof level_checks / sizeof level_checks[0]; c++)
         check_skip(level_name(levels[l], level_checks[c]), err.msg);
+      check_skip(level_name(levels[l], "is_one_fma_sequence"), err.msg);
       continue;
     }
     level_checks_run(levels[l]);
+    if (levels[l] != CPU_ISA_GENERIC) sequence_checks_run(levels[l]);
   }
   if (cpu_isa_best() >= CPU_ISA_AVX512) levels_agree();
   else check_skip("gemm_avx2_matches_avx512_bits", "this CPU lacks AVX-512: one kernel level, nothing to compare");
