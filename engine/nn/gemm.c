@@ -102,34 +102,47 @@ float *gemm_thread_buffer(int slot, size_t n) {
 }
 
 /* The few-row product (see the opening comment) with threads splitting N; 1 when
-** done, 0 when the packed A cannot be had. */
+** done, 0 when the packed A cannot be had. K goes in the blocked product's slices,
+** each a call of the kernel that adds its chain to C (beta 1 after the first; the
+** bias in the first, GELU in the last), so that a Linear layer (alpha 1, beta 0)
+** gets the blocked product's bits: a text's answer does not change with how many
+** rows share its pass (tests/unit/test_gemm.c, is_one_fma_sequence). */
 static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, const float *bias, float *C, float *G, int ldc, int nt) {
-  float *xt = gemm_thread_buffer(GEMM_BUF_XT, k->few_rows_packed_size(M, K));
+  int step = gemm_slice_step(K);
+  size_t need = 0;
+  for (int pc = 0; pc < K; pc += step) need += k->few_rows_packed_size(M, K - pc < step ? K - pc : step);
+  float *xt = gemm_thread_buffer(GEMM_BUF_XT, need);
   if (!xt) return 0;
-  k->few_rows_pack(xt, A, lda, M, K);
+  size_t at = 0;
+  for (int pc = 0; pc < K; pc += step) {
+    int kc = K - pc < step ? K - pc : step;
+    k->few_rows_pack(xt + at, A + pc, lda, M, kc);
+    at += k->few_rows_packed_size(M, kc);
+  }
   int units = (N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT;
   if (nt > units) nt = units;
-  if (nt <= 1) {
-    k->few_rows_range(M, K, xt, B, ldb, 0, N, alpha, beta, bias, C, G, ldc);
-    return 1;
-  }
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (nt > 1)   /* one thread: no team to start */
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
     int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
     int j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
-    k->few_rows_range(M, K, xt, B, ldb, j0, j1 < N ? j1 : N, alpha, beta, bias, C, G, ldc);
+    if (j1 > N) j1 = N;
+    size_t off = 0;
+    for (int pc = 0; pc < K; pc += step) {
+      int kc = K - pc < step ? K - pc : step, first = pc == 0, last = pc + kc >= K;
+      k->few_rows_range(M, kc, xt + off, B + pc, ldb, j0, j1, alpha, first ? beta : 1.0f, first ? bias : NULL, C,
+                        last ? G : NULL, ldc);
+      off += k->few_rows_packed_size(M, kc);
+    }
   }
   return 1;
 }
 
 /* The blocked product on the calling thread with the level's packing and tile
 ** (gemm_kernels.h); 0, having written nothing, when its buffers cannot be had. K
-** goes in equal slices of at most GEMM_KC (1024 = 512 + 512, not 768 + 256):
-** each slice costs a pass over C, and a short last one would cost it for little
-** work. The slices decide where C is rounded between passes, so this one
-** definition for every level keeps their bits the same. */
+** goes in gemm_slice_step's slices, one definition for every level and path, so that
+** their bits are the same. */
 static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
                           const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
                           float *G, const float *P, int ldc) {
@@ -139,8 +152,7 @@ static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M,
   float *pb = gemm_thread_buffer(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + NR - 1) / NR) * NR);
   float *acc = k->tile_part ? gemm_thread_buffer(GEMM_BUF_ACC, (size_t)tiles * MR * NR) : NULL;
   if (!pa || !pb || (k->tile_part && !acc)) return 0;
-  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
-  if (step > GEMM_KC) step = GEMM_KC;
+  int step = gemm_slice_step(K);
   for (int jc = 0; jc < N; jc += NC) {
     int nc = N - jc < NC ? N - jc : NC;
     for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {

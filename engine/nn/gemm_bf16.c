@@ -39,11 +39,22 @@ typedef struct Operands {
   float *C, *G;
 } Operands;
 
-/* The few-row product on nt threads splitting N (B16 in place); 0 when its buffer cannot be had. */
+/* The few-row product on nt threads splitting N (B16 in place); 0 when its buffer
+** cannot be had. K goes in the blocked product's slices, as gemm.c's few-row
+** product does and for the same reason: a Linear layer's rows get the same bits
+** in a pass of few rows and of many. */
 static int few_rows(const GemmBf16Kernels *k, const Operands *o, int nt) {
-  uint16_t *xt = buffer16(GEMM_BUF_XT, k->few_rows_packed_size(o->M, o->K));
+  int K = o->K, step = gemm_slice_step(K);
+  size_t need = 0;
+  for (int pc = 0; pc < K; pc += step) need += k->few_rows_packed_size(o->M, K - pc < step ? K - pc : step);
+  uint16_t *xt = buffer16(GEMM_BUF_XT, need);
   if (!xt) return 0;
-  k->few_rows_pack(xt, o->A, o->lda, o->M, o->K);
+  size_t at = 0;
+  for (int pc = 0; pc < K; pc += step) {
+    int kc = K - pc < step ? K - pc : step;
+    k->few_rows_pack(xt + at, o->A + pc, o->lda, o->M, kc);
+    at += k->few_rows_packed_size(o->M, kc);
+  }
   int units = (o->N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT;
   if (nt > units) nt = units;
 #pragma omp parallel num_threads(nt) if (nt > 1)   /* one thread: no team to start */
@@ -51,8 +62,14 @@ static int few_rows(const GemmBf16Kernels *k, const Operands *o, int nt) {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
     int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
     int j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
-    k->few_rows_range(o->M, o->K, xt, o->B16, o->ldb, j0, j1 < o->N ? j1 : o->N, o->alpha, o->beta, o->bias, o->C,
-                      o->G, o->ldc);
+    if (j1 > o->N) j1 = o->N;
+    size_t off = 0;
+    for (int pc = 0; pc < K; pc += step) {
+      int kc = K - pc < step ? K - pc : step, first = pc == 0, last = pc + kc >= K;
+      k->few_rows_range(o->M, kc, xt + off, o->B16 + pc, o->ldb, j0, j1, o->alpha, first ? o->beta : 1.0f,
+                        first ? o->bias : NULL, o->C, last ? o->G : NULL, o->ldc);
+      off += k->few_rows_packed_size(o->M, kc);
+    }
   }
   return 1;
 }
@@ -71,8 +88,7 @@ static void blocked_serial(const GemmBf16Kernels *k, const Operands *o, int i0, 
   int MR = k->mr, NR = k->nr, MC = k->mc, NC = k->nc, K = o->K;
   uint16_t *pa, *pb;
   panels(k, j1 - j0, &pa, &pb);
-  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
-  if (step > GEMM_KC) step = GEMM_KC;
+  int step = gemm_slice_step(K);
   for (int jc = j0; jc < j1; jc += NC) {
     int nc = j1 - jc < NC ? j1 - jc : NC;
     for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {

@@ -20,6 +20,15 @@
 #ifndef GEMM_KC
 #define GEMM_KC 768
 #endif
+/* The slices of K every product cuts, at every level and on every path (blocked
+** or few-row, float or bf16): equal, at most GEMM_KC, rounded up to 16 (so even, and
+** a short last slice does not cost a pass over C for little work: 1024 = 512 + 512,
+** not 768 + 256); the step between them. Where C is rounded between slices decides
+** the bits, so this one definition keeps them the same everywhere. */
+static inline int gemm_slice_step(int K) {
+  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
+  return step > GEMM_KC ? GEMM_KC : step;
+}
 /* The few-row product takes M <= GEMM_FEW_ROWS_MAX rows of A against B^T; its
 ** threads split N in units of GEMM_FEW_ROWS_UNIT rows of B. */
 enum { GEMM_FEW_ROWS_MAX = 32, GEMM_FEW_ROWS_UNIT = 12 };

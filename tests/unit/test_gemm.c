@@ -328,7 +328,7 @@ static void bits_product(int kind, int ta, int tb, int M, int N, int K, float al
 
 /* The blocked product's arithmetic, written out one element at a time in
 ** scalar fmaf (correctly rounded, as the vector instructions are): K cut into
-** gemm.c's equal slices of at most GEMM_KC (rounded up to 16); in each slice one
+** gemm_slice_step's slices (gemm_kernels.h); in each slice one
 ** chain of fused multiply-adds from zero; the slice's epilogue on it (the first:
 ** alpha acc + bias, then + beta C where C is read; the others: C + alpha acc);
 ** after the last, G = GELU(C) or C times GELU'(P). kind and the outputs as
@@ -340,8 +340,7 @@ static void sequence_reference(int kind, int ta, int tb, int M, int N, int K, fl
   int lda = in.lda, ldb = in.ldb, ldc = in.ldc;
   float *C = out, *G = kind == 2 ? out : out + (size_t)M * ldc;
   if (kind) alpha = 1.0f, beta = 0.0f;
-  int slices = (K + GEMM_KC - 1) / GEMM_KC, step = slices ? ((K + slices - 1) / slices + 15) & ~15 : GEMM_KC;
-  if (step > GEMM_KC) step = GEMM_KC;
+  int step = gemm_slice_step(K);
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
       size_t at = (size_t)i * ldc + j;
@@ -367,8 +366,9 @@ static void sequence_reference(int kind, int ta, int tb, int M, int N, int K, fl
 }
 
 /* Each level's blocked product is that one sequence to the bit, whatever its
-** tile, its blocks and the parts it walks a slice in (gemm_kernels.h): shapes
-** past the few-row path's reach (M > 32, or A transposed, or B not). */
+** tile, its blocks and the parts it walks a slice in (gemm_kernels.h), and so is
+** the few-row product where a Linear layer calls it (alpha 1, beta 0): the same
+** text gives the same bits in a pass of few rows and of many. */
 static void sequence_checks_run(CpuIsa isa) {
   if (strstr(gemm_backend(), "openblas")) {
     check_skip(level_name(isa, "is_one_fma_sequence"), "MASKD_GEMM=openblas: OpenBLAS's order, not the blocked one");
@@ -397,6 +397,25 @@ static void sequence_checks_run(CpuIsa isa) {
         }
         free(got); free(want);
       }
+  /* The few-row path (M <= 32 against B^T) too, as a Linear layer calls it (alpha
+  ** 1, beta 0, with and without bias and GELU): K past one slice and not. */
+  static const int few[][3] = {{16, 100, 3072}, {5, 64, 1537}, {32, 200, 800}, {9, 50, 769}, {1, 40, 300},
+                               {24, 130, 2304}};
+  for (size_t d = 0; d < sizeof few / sizeof few[0]; d++)
+    for (int kind = 0; kind < 3; kind++) {
+      int M = few[d][0], N = few[d][1], K = few[d][2], pad = (int)(d % 2), threads = 1 + (int)(d & 1);
+      size_t n = 2 * (size_t)M * (N + pad) + 1;
+      float *got = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
+      seed++;
+      bits_product(kind, 0, 1, M, N, K, 1.0f, 0.0f, pad, threads, seed, got);
+      sequence_reference(kind, 0, 1, M, N, K, 1.0f, 0.0f, pad, seed, want);
+      runs++;
+      if (memcmp(got, want, sizeof(float) * (n - 1))) {
+        if (!bad) printf("# first difference (few rows): kind=%d M=%d N=%d K=%d\n", kind, M, N, K);
+        bad++;
+      }
+      free(got); free(want);
+    }
   check(bad == 0, level_name(isa, "is_one_fma_sequence"), "%d of %d products differ in some bit from the sequence",
         bad, runs);
 }
