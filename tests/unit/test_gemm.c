@@ -365,6 +365,45 @@ static void sequence_reference(int kind, int ta, int tb, int M, int N, int K, fl
   inputs_free(&in);
 }
 
+/* Two ways of computing one product: bits_product's arguments, outputs into a and b. */
+typedef void ProductPair(int kind, int ta, int tb, int M, int N, int K, float alpha, float beta, int pad, int threads,
+                         uint64_t seed, float *a, float *b);
+
+/* How many of the products over shapes (M, N, K) come out with other bits the two
+** ways of pair: all four transposes and bits_product's four kinds, alpha, beta, the
+** padding and the threads varied by shape; with linear, only a Linear layer's calls
+** (A as it is, B transposed, alpha 1, beta 0, kinds 0-2: the few-row path's). *runs
+** counts the products. */
+static int products_differ(const int (*shapes)[3], size_t n_shapes, int linear, uint64_t seed, ProductPair *pair,
+                           int *runs) {
+  int bad = 0;
+  for (size_t d = 0; d < n_shapes; d++)
+    for (int t = 0; t < (linear ? 1 : 4); t++)
+      for (int kind = 0; kind < (linear ? 3 : 4); kind++) {
+        int M = shapes[d][0], N = shapes[d][1], K = shapes[d][2], ta = linear ? 0 : t & 1, tb = linear ? 1 : t >> 1;
+        float alpha = kind || linear ? 1.0f : (d & 1) ? -0.375f : 1.0f;
+        float beta = kind || linear ? 0.0f : (d & 2) ? 0.5f : 0.0f;
+        int pad = (int)(d % 3), threads = 1 + (int)(d & 1);
+        size_t n = 2 * (size_t)M * (N + pad) + 1;
+        float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+        pair(kind, ta, tb, M, N, K, alpha, beta, pad, threads, ++seed, a, b);
+        ++*runs;
+        if (memcmp(a, b, sizeof(float) * (n - 1))) {
+          if (!bad) printf("# first difference: kind=%d ta=%d tb=%d M=%d N=%d K=%d\n", kind, ta, tb, M, N, K);
+          bad++;
+        }
+        free(a); free(b);
+      }
+  return bad;
+}
+
+/* The product at the level in use, and the sequence it should be. */
+static void product_and_sequence(int kind, int ta, int tb, int M, int N, int K, float alpha, float beta, int pad,
+                                 int threads, uint64_t seed, float *a, float *b) {
+  bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, a);
+  sequence_reference(kind, ta, tb, M, N, K, alpha, beta, pad, seed, b);
+}
+
 /* Each level's blocked product is that one sequence to the bit, whatever its
 ** tile, its blocks and the parts it walks a slice in (gemm_kernels.h), and so is
 ** the few-row product where a Linear layer calls it (alpha 1, beta 0): the same
@@ -377,47 +416,24 @@ static void sequence_checks_run(CpuIsa isa) {
   static const int shapes[][3] = {{40, 33, 257}, {6, 16, 768},  {47, 17, 769},  {121, 96, 600}, {37, 5, 900},
                                   {95, 47, 2000}, {300, 40, 17}, {33, 19, 0},   {40, 4200, 30}, {193, 40, 513},
                                   {45, 64, 1001}, {64, 90, 1536}, {97, 100, 255}, {250, 250, 250}};
-  int bad = 0, runs = 0;
-  uint64_t seed = 1000;
-  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
-    for (int t = 0; t < 4; t++)
-      for (int kind = 0; kind < 4; kind++) {
-        int M = shapes[d][0], N = shapes[d][1], K = shapes[d][2], ta = t & 1, tb = t >> 1;
-        float alpha = kind ? 1.0f : (d & 1) ? -0.375f : 1.0f, beta = kind ? 0.0f : (d & 2) ? 0.5f : 0.0f;
-        int pad = (int)(d % 3), threads = 1 + (int)(d & 1);
-        size_t n = 2 * (size_t)M * (N + pad) + 1;
-        float *got = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
-        seed++;
-        bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, got);
-        sequence_reference(kind, ta, tb, M, N, K, alpha, beta, pad, seed, want);
-        runs++;
-        if (memcmp(got, want, sizeof(float) * (n - 1))) {
-          if (!bad) printf("# first difference: kind=%d ta=%d tb=%d M=%d N=%d K=%d\n", kind, ta, tb, M, N, K);
-          bad++;
-        }
-        free(got); free(want);
-      }
-  /* The few-row path (M <= 32 against B^T) too, as a Linear layer calls it (alpha
-  ** 1, beta 0, with and without bias and GELU): K past one slice and not. */
+  /* The few-row path (M <= 32 against B^T): K past one slice and not. */
   static const int few[][3] = {{16, 100, 3072}, {5, 64, 1537}, {32, 200, 800}, {9, 50, 769}, {1, 40, 300},
                                {24, 130, 2304}};
-  for (size_t d = 0; d < sizeof few / sizeof few[0]; d++)
-    for (int kind = 0; kind < 3; kind++) {
-      int M = few[d][0], N = few[d][1], K = few[d][2], pad = (int)(d % 2), threads = 1 + (int)(d & 1);
-      size_t n = 2 * (size_t)M * (N + pad) + 1;
-      float *got = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
-      seed++;
-      bits_product(kind, 0, 1, M, N, K, 1.0f, 0.0f, pad, threads, seed, got);
-      sequence_reference(kind, 0, 1, M, N, K, 1.0f, 0.0f, pad, seed, want);
-      runs++;
-      if (memcmp(got, want, sizeof(float) * (n - 1))) {
-        if (!bad) printf("# first difference (few rows): kind=%d M=%d N=%d K=%d\n", kind, M, N, K);
-        bad++;
-      }
-      free(got); free(want);
-    }
+  int runs = 0;
+  int bad = products_differ(shapes, sizeof shapes / sizeof shapes[0], 0, 1000, product_and_sequence, &runs) +
+            products_differ(few, sizeof few / sizeof few[0], 1, 2000, product_and_sequence, &runs);
   check(bad == 0, level_name(isa, "is_one_fma_sequence"), "%d of %d products differ in some bit from the sequence",
         bad, runs);
+}
+
+/* The product at avx2, and at avx512. */
+static void avx2_and_avx512(int kind, int ta, int tb, int M, int N, int K, float alpha, float beta, int pad,
+                            int threads, uint64_t seed, float *a, float *b) {
+  Err err;
+  cpu_isa_select(CPU_ISA_AVX2, &err);
+  bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, a);
+  cpu_isa_select(CPU_ISA_AVX512, &err);
+  bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, b);
 }
 
 /* The AVX2 and the AVX-512 kernels give the same bits (gemm_kernels.h): the
@@ -427,29 +443,7 @@ static void levels_agree(void) {
                                   {37, 5, 900},  {95, 47, 2000}, {300, 40, 17}, {7, 19, 0},    {40, 4200, 30},
                                   {1, 40, 300},  {5, 64, 77},    {9, 50, 1001}, {17, 90, 64},  {24, 100, 31},
                                   {31, 140, 800}, {32, 200, 1600}, {250, 250, 250}};
-  int bad = 0, runs = 0;
-  uint64_t seed = 1;
-  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
-    for (int t = 0; t < 4; t++)
-      for (int kind = 0; kind < 4; kind++) {
-        int M = shapes[d][0], N = shapes[d][1], K = shapes[d][2], ta = t & 1, tb = t >> 1;
-        float alpha = kind ? 1.0f : (d & 1) ? -0.375f : 1.0f, beta = kind ? 0.0f : (d & 2) ? 0.5f : 0.0f;
-        int pad = (int)(d % 3), threads = 1 + (int)(d & 1);
-        size_t n = 2 * (size_t)M * (N + pad) + 1;
-        float *x2 = malloc(sizeof(float) * n), *x512 = malloc(sizeof(float) * n);
-        Err err;
-        seed++;
-        cpu_isa_select(CPU_ISA_AVX2, &err);
-        bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, x2);
-        cpu_isa_select(CPU_ISA_AVX512, &err);
-        bits_product(kind, ta, tb, M, N, K, alpha, beta, pad, threads, seed, x512);
-        runs++;
-        if (memcmp(x2, x512, sizeof(float) * (n - 1))) {
-          if (!bad) printf("# first difference: kind=%d ta=%d tb=%d M=%d N=%d K=%d\n", kind, ta, tb, M, N, K);
-          bad++;
-        }
-        free(x2); free(x512);
-      }
+  int runs = 0, bad = products_differ(shapes, sizeof shapes / sizeof shapes[0], 0, 1, avx2_and_avx512, &runs);
   check(bad == 0, "gemm_avx2_matches_avx512_bits", "%d of %d products differ in some bit", bad, runs);
 }
 
