@@ -413,9 +413,11 @@ static void sequence_checks_run(CpuIsa isa) {
     check_skip(level_name(isa, "is_one_fma_sequence"), "MASKD_GEMM=openblas: OpenBLAS's order, not the blocked one");
     return;
   }
-  static const int shapes[][3] = {{40, 33, 257}, {6, 16, 768},  {47, 17, 769},  {121, 96, 600}, {37, 5, 900},
-                                  {95, 47, 2000}, {300, 40, 17}, {33, 19, 0},   {40, 4200, 30}, {193, 40, 513},
-                                  {45, 64, 1001}, {64, 90, 1536}, {97, 100, 255}, {250, 250, 250}};
+  /* Small widths: the scalar reference is the cost (past the A block in M, past
+  ** each thread's B block in N, K in one slice, several, and parts of both). */
+  static const int shapes[][3] = {{40, 33, 257}, {6, 16, 768},  {47, 17, 769},  {100, 20, 600}, {37, 5, 900},
+                                  {13, 17, 2000}, {300, 40, 17}, {33, 19, 0},   {34, 4100, 20}, {193, 20, 513},
+                                  {45, 24, 1001}, {20, 30, 1536}, {97, 20, 255}, {100, 100, 100}};
   /* The few-row path (M <= 32 against B^T): K past one slice and not. */
   static const int few[][3] = {{16, 100, 3072}, {5, 64, 1537}, {32, 200, 800}, {9, 50, 769}, {1, 40, 300},
                                {24, 130, 2304}};
