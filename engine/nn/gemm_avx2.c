@@ -9,52 +9,10 @@
 #include "engine/nn/gemm_kernels.h"
 
 #include "engine/nn/fastmath.h"
+#include "engine/nn/gemm_avx2_common.h"
 
 #include <immintrin.h>
 #include <stdint.h>
-
-/* Integer lane masks for _mm256_maskload_ps / _mm256_maskstore_ps (AVX2 has no
-** mask registers): lanes(n) enables the first n of 8 lanes, n clamped to 0..8. */
-static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-static inline __m256i lanes(int n) {
-  n = n < 0 ? 0 : n > 8 ? 8 : n;
-  return _mm256_loadu_si256((const __m256i *)(lane_table + 8 - n));
-}
-
-/* Transposes the 8x8 block held in r (r[i] = row i) in place. */
-static inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  /* u[4g + c], 128-bit lane L, holds column 4L + c of rows 4g..4g+3. */
-  for (int c = 0; c < 4; c++) {
-    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
-  }
-}
-
-/* The 8x8 block at src (lds apart) with rows past `rows` and columns past
-** `cols` (both <= 8) read as zero, transposed into r. Callers walk along the
-** rows, up to 8 streams at once: each row's line 48 floats ahead is asked for
-** here, as gemm_avx512.c's transpose_block does, and for the same reason. */
-static inline void load_transposed(__m256 r[8], const float *src, int lds, int rows, int cols) {
-  for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(src + (size_t)i * lds + 48), _MM_HINT_T0);
-  if (cols == 8)
-    for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(src + (size_t)i * lds) : _mm256_setzero_ps();
-  else {
-    __m256i cm = lanes(cols);
-    for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + (size_t)i * lds, cm) : _mm256_setzero_ps();
-  }
-  transpose8(r);
-}
 
 /* dst[c * ldd + i] = src[i * lds + c] for i < 8, c < cols, rows past `rows` zero. */
 static inline void transpose_block8(float *dst, int ldd, const float *src, int lds, int rows, int cols) {
@@ -116,7 +74,7 @@ static inline void skinny_unit(int NV, int K, const float *xt, const float *B, i
         for (int v = 0; v < NV; v++) _mm256_store_ps(tile[s + i] + 8 * v, acc[i][v]);
     }
   }
-  gemm_few_rows_store((const float (*)[GEMM_FEW_ROWS_MAX])tile, M, nr, j0, alpha, beta, bias, C, G, ldc);
+  few_rows_store_avx2((const float (*)[GEMM_FEW_ROWS_MAX])tile, M, nr, j0, alpha, beta, bias, C, G, ldc);
 }
 
 static inline int few_rows_vectors(int M) { return (M + 7) / 8; }

@@ -7,6 +7,8 @@
 #define EMU_MR 6
 #define EMU_NR 16
 
+#include "engine/nn/gemm_avx2_common.h"
+
 #include <immintrin.h>
 
 /* 16 registers (measured, 1 to 32 rows of A): 8 rows of A take a unit's 12 rows
@@ -33,6 +35,7 @@ static inline __m256 fr_fma_mem(__m256 a, const float *b, __m256 c) {
   __asm__("vfmadd231ps %2, %1, %0" : "+x"(c) : "x"(a), "m"(*(const float(*)[8])b));
   return c;
 }
+#define FR_STORE_TILE few_rows_store_avx2
 #define FR_PAIR(u) _mm256_set1_epi32((int)(u))
 #define FR_EVEN(v) _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
 #define FR_ODD(v, m) _mm256_castsi256_ps(_mm256_and_si256(v, m))
