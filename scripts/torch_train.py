@@ -25,7 +25,12 @@ What is the same as maskd, and what is the run's own:
     the run's own torch Generator;
   - an epoch = floor(N / batch) batches of a fresh random permutation (drop_last);
     grad_accum (times ranks, for a data-parallel run) micro-batches per step, the loss being the mean over all the step's
-    labelled tokens (as maskd: each micro-batch's summed loss / the step's label count);
+    labelled tokens (as maskd: each micro-batch's summed loss / the step's label count),
+    smoothed by label_smoothing as torch's CrossEntropyLoss(label_smoothing=), in training
+    and evaluation (HF Trainer's label_smoothing_factor, maskd's --label-smoothing);
+  - precision: fp32 only. A bf16 run is refused: PyTorch 1.13's CPU autocast fails in
+    LayerNorm on this model ("expected scalar type BFloat16 but found Float"); maskd's bf16
+    is checked against scripts/torch_bf16_reference.py's rounding reference instead;
   - AdamW (torch.optim.AdamW) with no decay on LayerNorm weights and biases; learning
     rate warm-up from 0 over warmup_steps (-1: total // 20) then linear decay to
     min_lr_ratio * lr (create_optimizer's schedule, first update at lr 0); clipping of
@@ -69,7 +74,7 @@ def fast_env(threads):
 DEFAULTS = dict(tokenizer=None, train=None, validation="", config="small", epochs=1, max_steps=0, batch=8,
                 grad_accum=1, lr=1e-4, weight_decay=1e-3, warmup_steps=-1, clip_norm=0.0, min_lr_ratio=0.0,
                 adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, seed=42, eval_seed=1234, threads=2,
-                eval_batches=0, mlm_probability=0.15, ranks=1)
+                eval_batches=0, mlm_probability=0.15, label_smoothing=0.0, ranks=1, precision="fp32")
 IGNORED = {"name", "out", "checkpoint_steps", "checkpoint_epochs", "keep_last", "hosts"}
 
 
@@ -96,6 +101,9 @@ def parse_args(argv):
     for k in DEFAULTS:
         if getattr(a, k) is not None:
             rc[k] = getattr(a, k)
+    if rc["precision"] != "fp32":
+        sys.exit(f"torch_train: precision {rc['precision']!r}: only fp32 runs here (PyTorch 1.13's CPU autocast "
+                 "fails in LayerNorm on this model)")
     for k in ("tokenizer", "train"):
         if not rc[k]:
             sys.exit(f"torch_train: {k}: missing")
@@ -272,13 +280,17 @@ def main():
     print(f"torch run: {total} steps ({spe} per epoch, warm-up {warmup}), batch {B} x {accum} x {T} tokens, "
           f"{nparams} parameters, {threads} threads", file=sys.stderr, flush=True)
 
+    # label_smoothing: HF Trainer's label_smoothing_factor, in training and evaluation (maskd's
+    # --label-smoothing).
+    smoothing = float(rc["label_smoothing"])
+
     def loss_sum(inputs, labels, attn):
         h = model.encode(inputs, attn)
         flat = labels.reshape(-1)
         pos = (flat != IGNORE).nonzero().reshape(-1)
         logits = model.head(h.reshape(-1, H).index_select(0, pos))
         lab = flat.index_select(0, pos)
-        return torch.nn.functional.cross_entropy(logits, lab, reduction="sum"), logits, lab
+        return torch.nn.functional.cross_entropy(logits, lab, reduction="sum", label_smoothing=smoothing), logits, lab
 
     def evaluate():
         t0 = time.perf_counter()

@@ -27,7 +27,7 @@ static const Field fields[] = {
   S(name), S(tokenizer), S(train), S(validation), S(config), S(out),
   L(epochs), L(max_steps), L(batch), L(grad_accum), D(lr), D(weight_decay), L(warmup_steps), D(clip_norm),
   D(min_lr_ratio), D(adam_beta1), D(adam_beta2), D(adam_epsilon), U(seed), U(eval_seed), L(threads),
-  L(eval_batches), L(checkpoint_steps), L(checkpoint_epochs), L(keep_last), D(mlm_probability), L(ranks), S(hosts),
+  L(eval_batches), L(checkpoint_steps), L(checkpoint_epochs), L(keep_last), D(mlm_probability), D(label_smoothing), L(ranks), S(hosts),
   S(precision),
 };
 #undef S
@@ -250,6 +250,8 @@ int run_config_check(const RunConfig *rc, Err *err) {
   }
   if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
     return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
+  if (!(rc->label_smoothing >= 0 && rc->label_smoothing < 1))
+    return err_set(err, "label_smoothing: %g must be in [0, 1)", rc->label_smoothing);
   ModelPrecision p;
   return run_config_model_precision(rc, &p, err);
 }
@@ -291,6 +293,7 @@ static void trainer_options(const RunConfig *rc, RunPlan *plan, int mask, int pa
   o->checkpoint_steps = rc->checkpoint_steps;
   o->checkpoint_epochs = (int)rc->checkpoint_epochs;
   o->mlm_prob = rc->mlm_probability;
+  o->label_smoothing = rc->label_smoothing;
   o->mask_id = mask;
   o->pad_id = pad;
   o->special_ids = plan->special_ids;

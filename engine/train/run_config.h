@@ -9,7 +9,8 @@
 **   out (run directory when no store is used), epochs, max_steps, batch, grad_accum,
 **   lr, weight_decay, warmup_steps (-1: total // 20), clip_norm, min_lr_ratio,
 **   adam_beta1, adam_beta2, adam_epsilon, seed, eval_seed, threads, eval_batches,
-**   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability, ranks (processes
+**   checkpoint_steps, checkpoint_epochs, keep_last, mlm_probability, label_smoothing
+**   (in [0, 1): HF Trainer's label_smoothing_factor, on the training and evaluation loss), ranks (processes
 **   of a data-parallel run, each with batch x grad_accum of the step), hosts,
 **   precision ("fp32", or "bf16": the Linear layers' products in bfloat16).
 **
@@ -50,6 +51,7 @@ typedef struct RunConfig {
   uint64_t seed, eval_seed;
   long threads, eval_batches, checkpoint_steps, checkpoint_epochs, keep_last;
   double mlm_probability;
+  double label_smoothing;          /* in [0, 1); 0: the plain cross-entropy */
   long ranks;                      /* processes of a data-parallel run (1: this process alone) */
   char hosts[RUN_PATH_MAX];        /* "" = this machine; else mpirun's "host:slots,host:slots" */
   char precision[16];              /* "fp32" or "bf16" (run_config_model_precision) */
@@ -77,8 +79,8 @@ typedef struct RunPlan {
 
 /* Defaults: epochs 1, batch 8, grad_accum 1, lr 1e-4, weight decay 1e-3, warm-up -1
 ** (total // 20), no clipping, betas 0.9/0.999, eps 1e-8, seed 42, eval seed 1234,
-** threads 0 (all CPUs), checkpoint every epoch, keep_last 2, mlm 0.15, config "small",
-** precision "fp32". */
+** threads 0 (all CPUs), checkpoint every epoch, keep_last 2, mlm 0.15, no label
+** smoothing, config "small", precision "fp32". */
 void run_config_defaults(RunConfig *rc);
 /* Applies a JSON object's keys over rc; unknown keys and wrong types are refused by name. */
 int run_config_apply_json(RunConfig *rc, const char *json_text, Err *err);

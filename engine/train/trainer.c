@@ -195,6 +195,7 @@ static Trainer *build(const ModelConfig *cfg, const TrainerOptions *opt, Loader 
   model_init_weights(t->m, opt->seed);
   model_set_threads(t->m, opt->threads);
   model_set_precision(t->m, opt->precision);
+  model_set_label_smoothing(t->m, (float)opt->label_smoothing);
   /* Ranks sharing a machine would pin their threads to the same cores; leave them to the OS. */
   if (t->W == 1) platform_pin_threads(model_threads(t->m));
   t->n = (size_t)opt->batch * (size_t)t->seq;

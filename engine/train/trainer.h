@@ -64,6 +64,7 @@ typedef struct TrainerOptions {
   long checkpoint_steps;         /* > 0: also checkpoint every this many steps; 0: at epoch ends only */
   int checkpoint_epochs;         /* checkpoint every this many epochs (>= 1); the last epoch always */
   double mlm_prob;               /* 0.15 */
+  double label_smoothing;        /* in [0, 1): the loss's, in training and evaluation (model_set_label_smoothing) */
   int32_t mask_id;               /* [MASK] */
   int32_t pad_id;                /* padding id of the shards and the model */
   const int32_t *special_ids;    /* never masked */
@@ -74,7 +75,8 @@ typedef struct TrainerOptions {
 
 /* Defaults: batch 8, accumulation 1, 1 epoch, lr 1e-4, weight decay 1e-3, betas
 ** 0.9/0.999, eps 1e-8, no clipping, warm-up total//20, seed 42, eval seed 1234,
-** 1 thread, checkpoints every epoch, mlm 0.15, fp32. Paths and ids must still be set. */
+** 1 thread, checkpoints every epoch, mlm 0.15, no label smoothing, fp32. Paths and ids
+** must still be set. */
 TrainerOptions trainer_default_options(void);
 
 typedef struct TrainerStep {

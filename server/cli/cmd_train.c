@@ -115,6 +115,10 @@ static const CliOpt train_opts[] = {
   RUN_OPT("--checkpoint-epochs", "N", "1", "a checkpoint every N epochs"),
   RUN_OPT("--keep-last", "N", "2", "checkpoints that keep optimizer state"),
   RUN_OPT("--mlm-probability", "X", "0.15", "share of the tokens masked"),
+  RUN_OPT("--label-smoothing", "X", "0: off",
+          "in [0, 1): the loss against (1-X) one-hot + X/vocab, in training and\n"
+          "evaluation, as HF Trainer's label_smoothing_factor (torch's\n"
+          "CrossEntropyLoss(label_smoothing=X))"),
   RUN_OPT("--precision", "P", "fp32",
           "fp32, or bf16: every Linear layer's products (forward, dW, dX)\n"
           "from bfloat16 inputs with float sums; weights, optimizer and\n"

@@ -15,7 +15,7 @@
 #define NUM_FIELDS(X)                                                                                          \
   X(epochs) X(max_steps) X(batch) X(grad_accum) X(lr) X(weight_decay) X(warmup_steps) X(clip_norm)             \
   X(min_lr_ratio) X(adam_beta1) X(adam_beta2) X(adam_epsilon) X(seed) X(eval_seed) X(threads) X(eval_batches) \
-  X(checkpoint_steps) X(checkpoint_epochs) X(keep_last) X(mlm_probability)
+  X(checkpoint_steps) X(checkpoint_epochs) X(keep_last) X(mlm_probability) X(label_smoothing)
 
 /* Field by field: strings up to their NUL (bytes after it are leftovers), numbers bit for bit. */
 static const char *differs(const RunConfig *a, const RunConfig *b) {

@@ -131,6 +131,7 @@ int main(void) {
   /* to_json -> apply gives the same description, every field. */
   rc = good();
   rc.clip_norm = 1.5; rc.max_steps = 77; rc.eval_seed = 5; rc.mlm_probability = 0.2; rc.adam_epsilon = 1e-6;
+  rc.label_smoothing = 0.1;
   char *js = run_config_to_json(&rc);
   RunConfig back;
   run_config_defaults(&back);
@@ -233,6 +234,18 @@ int main(void) {
   b = good(); snprintf(b.precision, sizeof b.precision, "fp16");
   refused("run_config_refuses_unknown_precision", &b, "precision: \"fp16\" must be fp32 or bf16");
   json_refused("run_config_refuses_precision_number", "{\"precision\": 16}", "precision");
+
+  /* Label smoothing: off unless asked, in [0, 1) reaches the trainer, else refused by name. */
+  rc = good();
+  r = run_config_validate(&rc, &p, &e);
+  check(r == 0 && rc.label_smoothing == 0 && p.train.label_smoothing == 0, "run_config_label_smoothing_defaults_to_0",
+        "rc %d: %g", r, rc.label_smoothing);
+  r = run_config_set(&rc, "--label-smoothing", "0.1", &e);
+  if (r == 0) r = run_config_validate(&rc, &p, &e);
+  check(r == 0 && p.train.label_smoothing == 0.1, "run_config_label_smoothing_reaches_trainer", "rc %d: %s", r, e.msg);
+  b = good(); b.label_smoothing = 1; refused("run_config_refuses_label_smoothing_1", &b, "label_smoothing: 1 must be in [0, 1)");
+  b = good(); b.label_smoothing = -0.1; refused("run_config_refuses_negative_label_smoothing", &b, "label_smoothing");
+  json_refused("run_config_refuses_label_smoothing_text", "{\"label_smoothing\": \"0.1\"}", "label_smoothing");
 
   /* A config.json whose vocab_size or pad id disagree with the tokenizer; too few positions. */
   ModelConfig mc;
