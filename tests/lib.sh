@@ -37,7 +37,8 @@
 #   at_exit COMMAND            eval'd on exit, before the rest of the clean-up
 # On exit (the trap is lib.sh's: add to it with at_exit, never replace it): the at_exit
 # commands in order, then a server still in $pid is sent $serve_kill (TERM unless the
-# test sets it) and every background job waited for, then $T is removed.
+# test sets it) and every background job waited for, then (under MASKD_SANITIZER_LOGS)
+# a FAIL for each sanitizer report, then $T is removed.
 # shellcheck disable=SC2034  # the variables set here are the tests' to use
 set -u
 lib_data=${2:-}   # a data folder given on the command line is the caller's, relative to where it ran
@@ -54,6 +55,14 @@ else
 fi
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 export OMP_WAIT_POLICY=PASSIVE
+# Under the sanitizer build (MASKD_SANITIZER_LOGS=1: tests/run --asan runs some script tests
+# with it) every process's ASan, LeakSanitizer and UBSan report goes to a file in
+# $T/sanitizer, whatever the test does with its stderr, and any report fails the test at exit.
+if [ -n "${MASKD_SANITIZER_LOGS:-}" ]; then
+  mkdir -p "$T/sanitizer"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:log_path=$T/sanitizer/asan"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}:log_path=$T/sanitizer/ubsan"
+fi
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
@@ -143,6 +152,11 @@ lib_cleanup() {
   for c in "${lib_exit[@]}"; do eval "$c"; done
   [ -n "$pid" ] && kill "-$serve_kill" "$pid" 2>/dev/null
   wait 2>/dev/null
+  if [ -n "${MASKD_SANITIZER_LOGS:-}" ]; then
+    for c in "$T"/sanitizer/*; do
+      [ -f "$c" ] && fail sanitizer_report "${c##*/}: $(grep -m4 -E 'ERROR|runtime error|SUMMARY|#[0-9] ' "$c" | tr '\n' ' ')"
+    done
+  fi
   [ -n "${lib_keep:-}" ] || rm -rf "$T"
 }
 trap lib_cleanup EXIT
