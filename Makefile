@@ -120,6 +120,7 @@ test-unit: all
 
 test-long: setup-tests
 	$(MAKE) all
+	$(MAKE) asan
 	bash tests/run --build $(B) --long
 
 run: setup all
