@@ -42,8 +42,13 @@ static inline void skinny_unit(int NV, int K, const float *xt, const float *B, i
   const float *w[SKINNY_ROWS];
   /* Rows past the edge repeat row 0; discarded. */
   for (int i = 0; i < SKINNY_ROWS; i++) w[i] = B + (size_t)(j0 + (i < nr ? i : 0)) * ldb;
-  /* The next unit's rows, asked for into L2 as this unit reads its own (as gemm_avx512.c's skinny_tile). */
+  /* The next unit's rows, asked for into L2 as this unit reads its own (as gemm_avx512.c's
+  ** skinny_tile); not when the rows lie a multiple of 4 KB apart (base's FFN down, 3072
+  ** floats): every row's line at k then falls in one L1 set, and AMD's prefetcht1 fills L1
+  ** too, so the next unit's lines evicted this unit's (16x768x3072 with B in L3, 2 threads:
+  ** medians 0.68-0.97 ms without them, 0.82-0.97 with; BENCHMARKS.md, issue 14). */
   const float *next[SKINNY_ROWS];
+  const int ask_next = ((size_t)ldb * sizeof(float)) % 4096 != 0;
   for (int i = 0; i < SKINNY_ROWS; i++)
     next[i] = B + (size_t)(j0 + SKINNY_ROWS + i < n_total ? j0 + SKINNY_ROWS + i : j0) * ldb;
   for (int k0 = 0; k0 < K; k0 += SKINNY_KB) {
@@ -59,7 +64,8 @@ static inline void skinny_unit(int NV, int K, const float *xt, const float *B, i
         const float *x = xt + (size_t)k * 8 * NV;
         if ((k & 15) == 0) {
           for (int i = 0; i < R; i++) _mm_prefetch((const char *)(ws[i] + k + SKINNY_KB), _MM_HINT_T0);
-          for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next[s + i] + k), _MM_HINT_T1);
+          if (ask_next)
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next[s + i] + k), _MM_HINT_T1);
         }
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
