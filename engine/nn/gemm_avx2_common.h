@@ -40,11 +40,8 @@ static inline void transpose8(__m256 r[8]) {
 }
 
 /* The 8x8 block at src (lds apart) with rows past `rows` and columns past
-** `cols` (both <= 8) read as zero, transposed into r. Callers walk along the
-** rows, up to 8 streams at once: each row's line 48 floats ahead is asked for
-** here, as gemm_avx512.c's transpose_block does, and for the same reason. */
-static inline void load_transposed(__m256 r[8], const float *src, int lds, int rows, int cols) {
-  for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(src + (size_t)i * lds + 48), _MM_HINT_T0);
+** `cols` (both <= 8) read as zero, transposed into r. */
+static inline void block_transposed(__m256 r[8], const float *src, int lds, int rows, int cols) {
   if (cols == 8)
     for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(src + (size_t)i * lds) : _mm256_setzero_ps();
   else {
@@ -52,6 +49,14 @@ static inline void load_transposed(__m256 r[8], const float *src, int lds, int r
     for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + (size_t)i * lds, cm) : _mm256_setzero_ps();
   }
   transpose8(r);
+}
+
+/* block_transposed for callers that walk along the rows, up to 8 streams at once
+** (the packings): each row's line 48 floats ahead is asked for here, as
+** gemm_avx512.c's transpose_block does, and for the same reason. */
+static inline void load_transposed(__m256 r[8], const float *src, int lds, int rows, int cols) {
+  for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(src + (size_t)i * lds + 48), _MM_HINT_T0);
+  block_transposed(r, src, lds, rows, cols);
 }
 
 /* gemm_few_rows_store (gemm_kernels.h), operation for operation and so bit for
@@ -68,7 +73,7 @@ static inline void few_rows_store_avx2(const float (*tile)[GEMM_FEW_ROWS_MAX], i
     __m256 vbias = bias ? _mm256_maskload_ps(bias + j0 + i0, m) : zero;
     for (int t0 = 0; t0 < M; t0 += 8) {
       __m256 r[8];   /* r[c]: row t0 + c of C at columns j0 + i0 .. */
-      load_transposed(r, tile[i0] + t0, GEMM_FEW_ROWS_MAX, ni, M - t0 < 8 ? M - t0 : 8);
+      block_transposed(r, tile[i0] + t0, GEMM_FEW_ROWS_MAX, ni, M - t0 < 8 ? M - t0 : 8);   /* in L1: no prefetch */
       for (int c = 0; c < 8 && t0 + c < M; c++) {
         float *ct = C + (size_t)(t0 + c) * ldc + j0 + i0;
         __m256 v = _mm256_mul_ps(va, r[c]);
