@@ -5,11 +5,14 @@
 ** AdamW setup of its "steps_config", and generating the dumps when missing. */
 #ifndef MASKD_TESTS_PARITY_COMMON_H
 #define MASKD_TESTS_PARITY_COMMON_H
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/io/safetensors.h"
 #include "engine/nn/model.h"
@@ -94,20 +97,33 @@ static inline int parity_exists(const char *p) { struct stat st; return stat(p, 
 
 /* Runs script into dir when DIR/<a>.safetensors or DIR/<b>.safetensors is missing; 0 when
 ** both are there after it. The generator needs Debian's python3-torch: its absence is a
-** failure (check_name FAILs), never a skip. */
+** failure (check_name FAILs), never a skip. The optimised and the sanitizer build's tests
+** share the dumps and may run at once (tests/run's lanes): the check and the generation
+** hold an exclusive lock on DIR.lock, so no test reads a dump half written. */
 static inline int parity_generate(const char *dir, const char *script, const char *a_name, const char *b_name,
                                   const char *check_name) {
-  char a[1000], b[1000];
+  char a[1000], b[1000], lock[1000];
   snprintf(a, sizeof a, "%s/%s.safetensors", dir, a_name);
   snprintf(b, sizeof b, "%s/%s.safetensors", dir, b_name);
-  if (parity_exists(a) && parity_exists(b)) return 0;
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s '%s' >/dev/null", script, dir);
-  int rc = system(cmd);
-  check(rc == 0 && parity_exists(a) && parity_exists(b), check_name,
-        "'%s' failed (status %d): is python3-torch installed (scripts/setup) and is the test run from the "
-        "repository root?", cmd, rc);
-  return rc == 0 && parity_exists(a) && parity_exists(b) ? 0 : -1;
+  snprintf(lock, sizeof lock, "%s.lock", dir);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+    check(0, check_name, "cannot lock %s", lock);
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  int rc = 0;
+  char cmd[2048] = "";
+  if (!parity_exists(a) || !parity_exists(b)) {
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s '%s' >/dev/null", script, dir);
+    rc = system(cmd);
+    check(rc == 0 && parity_exists(a) && parity_exists(b), check_name,
+          "'%s' failed (status %d): is python3-torch installed (scripts/setup) and is the test run from the "
+          "repository root?", cmd, rc);
+  }
+  int ok = rc == 0 && parity_exists(a) && parity_exists(b);
+  close(fd);   /* releases the lock */
+  return ok ? 0 : -1;
 }
 
 /* The dumps' folder: argv[1] when given, else $MASKD_TMP/parity (/tmp/parity). */
