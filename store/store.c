@@ -507,6 +507,8 @@ int store_blob_write(StoreBlobWriter *w, const void *data, size_t n, Err *err) {
   return 0;
 }
 
+int store_blob_sink(void *w, const void *data, size_t n, Err *err) { return store_blob_write(w, data, n, err); }
+
 /* Writes a streamed blob inside the caller's transaction; hex receives its sha256.
 ** Content already stored is kept once: the temporary rows are dropped. */
 static int stream_blob_tx(Store *s, const StoreStream *in, char hex[65], Err *err) {

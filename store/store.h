@@ -200,6 +200,9 @@ typedef struct StoreStream {
 /* Appends n bytes to the blob being produced; more than its len, or a write after
 ** a failed one, is an error (and the push then fails and rolls back). */
 int store_blob_write(StoreBlobWriter *w, const void *data, size_t n, Err *err);
+/* store_blob_write with the writer as a void *: the write function of a CkptSink
+** (engine/io/checkpoint.h), for a checkpoint streamed into a blob as it is serialised. */
+int store_blob_sink(void *w, const void *data, size_t n, Err *err);
 
 /* What a push carries; weights and config are required, the rest may be NULL / 0.
 ** Weights come as bytes or as a stream (exactly one), the optimizer state as at

@@ -529,11 +529,9 @@ static void num(char *buf, size_t cap, double v) {
   else snprintf(buf, cap, "null");
 }
 
-static int blob_sink(void *w, const void *data, size_t n, Err *err) { return store_blob_write(w, data, n, err); }
-
 /* model.safetensors into a push's blob (ctx: the model). */
 static int weights_produce(void *ctx, StoreBlobWriter *w, Err *err) {
-  CkptSink sink = {blob_sink, w};
+  CkptSink sink = {store_blob_sink, w};
   return ckpt_weights_stream(ctx, 0, &sink, err);
 }
 

@@ -300,11 +300,9 @@ static int prune(TrainCtx *c, Err *err) {
 ** optimizer != 0 the optimizer state), so a push holds a chunk, not copies of the model. */
 typedef struct { const TrainerCheckpoint *k; int optimizer; } CkptBlob;
 
-static int ckpt_blob_sink(void *w, const void *data, size_t n, Err *err) { return store_blob_write(w, data, n, err); }
-
 static int ckpt_blob_produce(void *ctx, StoreBlobWriter *w, Err *err) {
   const CkptBlob *b = ctx;
-  CkptSink sink = {ckpt_blob_sink, w};
+  CkptSink sink = {store_blob_sink, w};
   if (!b->optimizer) return ckpt_weights_stream(b->k->model, 0, &sink, err);
   /* The trainer's reader: with several ranks it asks them for their shares as the file needs them. */
   CkptMoments src = {b->k->read_moments, b->k->moments_ctx};
