@@ -53,6 +53,11 @@ if [ -n "${lib_keep:-}" ]; then
 else
   T=$(mktemp -d "${MASKD_TMP:-/tmp}/$1.XXXXXX")
 fi
+# Without its folder a test would write its files relative to / (every path is "$T/...").
+if [ -z "$T" ] || [ ! -d "$T" ]; then
+  echo "FAIL ${1}_setup: no temporary folder under ${MASKD_TMP:-/tmp} (does it exist?)"
+  exit 1
+fi
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 export OMP_WAIT_POLICY=PASSIVE
 # Under the sanitizer build (MASKD_SANITIZER_LOGS=1: tests/run --asan runs some script tests
