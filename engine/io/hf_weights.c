@@ -90,6 +90,19 @@ int hfw_add_raw(HfWeights *w, const char *name, int ndim, const int64_t *shape, 
 /* Buffers transformers registers (not parameters): never loaded, whatever their dtype. */
 int hfw_is_buffer_name(const char *name) { return has_suffix(name, ".position_ids") || has_suffix(name, ".token_type_ids"); }
 
+static int torch_tensor(void *w, const char *name, int ndim, const int64_t *shape, float *data, Err *err) {
+  return hfw_add_raw(w, name, ndim, shape, data, err);
+}
+
+/* Integer storages hold buffers; nothing else may use one. */
+static int torch_int64_tensor(void *w, const char *name, Err *err) {
+  if (!hfw_is_buffer_name(name)) return err_setk(err, ERR_BAD_INPUT, "tensor \"%.100s\": int64, not a weight", name);
+  hfw_note_ignored(w, name, "a buffer");
+  return 0;
+}
+
+TpSink hfw_torch_sink(HfWeights *w) { return (TpSink){torch_tensor, torch_int64_tensor, w}; }
+
 static int find(const HfWeights *w, const char *name);
 
 /* ---- safetensors layouts ---- */
@@ -166,7 +179,8 @@ static int check_inside(const char *dir, const char *path, Err *err) {
 static int read_bin_shard(HfWeights *w, const char *path, json_t *index, const char *shard, size_t *seen, Err *err) {
   HfWeights *part = hfw_new();
   if (!part) return err_setk(err, ERR_NOMEM, "out of memory");
-  int rc = tp_read_state_dict(path, part, err);
+  TpSink sink = hfw_torch_sink(part);
+  int rc = tp_read_state_dict(path, &sink, err);
   for (int i = 0; rc == 0 && i < part->n; i++) {
     HfTensor *t = &part->t[i];
     json_t *where = json_object_get(index, t->name);
@@ -407,7 +421,8 @@ HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err) {
   } else if (lstat(idx, &sb) == 0) {
     if (check_inside(dir, idx, err) || read_sharded(w, dir, idx, 0, err)) goto done;
   } else if (lstat(bin, &sb) == 0) {
-    if (check_inside(dir, bin, err) || tp_read_state_dict(bin, w, err)) goto done;
+    TpSink sink = hfw_torch_sink(w);
+    if (check_inside(dir, bin, err) || tp_read_state_dict(bin, &sink, err)) goto done;
     snprintf(w->source, sizeof w->source, "pytorch_model.bin");
   } else if (lstat(binx, &sb) == 0) {
     if (check_inside(dir, binx, err) || read_sharded(w, dir, binx, 1, err)) goto done;

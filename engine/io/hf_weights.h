@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 #include "engine/io/safetensors.h"
+#include "engine/io/torch_pickle.h"
 #include "engine/nn/config.h"
 
 /* The largest index.json read (bert-large's is 30 KB). */
@@ -77,5 +78,9 @@ int hfw_is_buffer_name(const char *name);
 int hfw_add_raw(HfWeights *w, const char *name, int ndim, const int64_t *shape, float *data, Err *err);
 /* Lists a raw name as ignored with why (a buffer, say); for the readers of a layout. */
 void hfw_note_ignored(HfWeights *w, const char *name, const char *why);
+/* The sink that reads a pytorch_model.bin's state dict into w (tp_read_state_dict): its
+** float tensors added raw, its int64 ones listed as ignored buffers when their names are
+** (hfw_is_buffer_name) and refused otherwise (ERR_BAD_INPUT). */
+TpSink hfw_torch_sink(HfWeights *w);
 
 #endif

@@ -5,7 +5,6 @@
 #include "engine/io/torch_pickle.h"
 
 #include "engine/core/files.h"
-#include "engine/io/hf_weights.h"
 #include "engine/io/safetensors.h"
 
 #include <stdio.h>
@@ -508,17 +507,16 @@ static void pk_free(Pk *k) {
   free(k->memo);
 }
 
-/* The dict's tensors into w, converted to float32. */
-static int take_tensors(Pk *k, const V *d, HfWeights *w) {
+/* The dict's tensors into sink, converted to float32. */
+static int take_tensors(Pk *k, const V *d, const TpSink *sink) {
   for (size_t i = 0; i + 1 < d->n; i += 2) {
     const V *key = d->items[i], *t = d->items[i + 1];
     if (key->kind != V_STR) return err_setk(k->err, ERR_BAD_INPUT, "a state-dict key is not a string");
     if (t->kind != V_TENSOR) return err_setk(k->err, ERR_BAD_INPUT, "state-dict entry \"%.100s\" is not a tensor", key->s);
     const V *s = t->storage;
-    /* Integer storages hold buffers, which are never loaded; nothing else may use one. */
+    /* Integer storages hold buffers, which are never loaded. */
     if (s->dtype == ST_I64) {
-      if (!hfw_is_buffer_name(key->s)) return err_setk(k->err, ERR_BAD_INPUT, "tensor \"%.100s\": int64, not a weight", key->s);
-      hfw_note_ignored(w, key->s, "a buffer");
+      if (sink->int64_tensor(sink->ctx, key->s, k->err)) return -1;
       continue;
     }
     float *out = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *out);
@@ -528,12 +526,12 @@ static int take_tensors(Pk *k, const V *d, HfWeights *w) {
     StTensor view = {.name = key->s, .dtype = s->dtype, .ndim = 1, .shape = {t->numel}, .numel = t->numel,
                      .data = s->data.p + t->offset * es, .nbytes = (size_t)(t->numel * es)};
     if (st_read_f32(&view, out, t->numel, k->err)) { free(out); return -1; }
-    if (hfw_add_raw(w, key->s, t->ndim, t->shape, out, k->err)) return -1;
+    if (sink->tensor(sink->ctx, key->s, t->ndim, t->shape, out, k->err)) return -1;
   }
   return 0;
 }
 
-int tp_read_state_dict_memory(const void *buf, size_t len, HfWeights *w, Err *err) {
+int tp_read_state_dict_memory(const void *buf, size_t len, const TpSink *sink, Err *err) {
   Zip z;
   Bytes pkl, bo;
   char prefix[128], name[160];
@@ -548,12 +546,12 @@ int tp_read_state_dict_memory(const void *buf, size_t len, HfWeights *w, Err *er
   if (pkl.len > TP_MAX_PICKLE) return err_setk(err, ERR_TOO_LARGE, "%s: %zu bytes, more than a state dict's pickle", name, pkl.len);
   Pk k = {.p = pkl.p, .end = pkl.p + pkl.len, .zip = &z, .prefix = prefix, .err = err};
   V *d = NULL;
-  int rc = run(&k, &d) || take_tensors(&k, d, w) ? -1 : 0;
+  int rc = run(&k, &d) || take_tensors(&k, d, sink) ? -1 : 0;
   pk_free(&k);
   return rc;
 }
 
-int tp_read_state_dict(const char *path, HfWeights *w, Err *err) {
+int tp_read_state_dict(const char *path, const TpSink *sink, Err *err) {
   uint64_t size;
   int fd = files_open_regular(path, &size, err);
   if (fd < 0) return -1;
@@ -564,7 +562,7 @@ int tp_read_state_dict(const char *path, HfWeights *w, Err *err) {
   void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return err_setk(err, ERR_IO, "%s: cannot map the file", path);
-  int rc = tp_read_state_dict_memory(p, (size_t)size, w, err);
+  int rc = tp_read_state_dict_memory(p, (size_t)size, sink, err);
   munmap(p, (size_t)size);
   if (rc) err_prefix(err, path);
   return rc;

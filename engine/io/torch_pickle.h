@@ -14,16 +14,25 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-typedef struct HfWeights HfWeights;
+/* Where a reader hands the state dict's entries, in the pickle's order. tensor: a
+** floating-point tensor converted to float32 (data: numel floats, malloc'd, the callee's
+** from the call on, whatever it returns). int64_tensor: an integer tensor's name, never
+** loaded (older files carry position_ids buffers in one; the callee says whether the
+** name may be such a buffer). Each returns 0, or -1 with err set, which stops the read. */
+typedef struct TpSink {
+  int (*tensor)(void *ctx, const char *name, int ndim, const int64_t *shape, float *data, Err *err);
+  int (*int64_tensor)(void *ctx, const char *name, Err *err);
+  void *ctx;
+} TpSink;
 
 /* The largest pytorch_model.bin opened, and the largest data.pkl parsed. */
 #define TP_MAX_FILE ((uint64_t)64 << 30)
 #define TP_MAX_PICKLE ((size_t)64 << 20)
 
-/* Reads the state dict of the torch.save zip at path into w (hfw_add_raw, names as
-** saved, float32); -1 with err naming path and what was refused (ERR_BAD_INPUT). */
-int tp_read_state_dict(const char *path, HfWeights *w, Err *err);
+/* Reads the state dict of the torch.save zip at path into sink (names as saved);
+** -1 with err naming path and what was refused (ERR_BAD_INPUT), or the sink's error. */
+int tp_read_state_dict(const char *path, const TpSink *sink, Err *err);
 /* The same over bytes in memory (len bytes at buf; not copied). */
-int tp_read_state_dict_memory(const void *buf, size_t len, HfWeights *w, Err *err);
+int tp_read_state_dict_memory(const void *buf, size_t len, const TpSink *sink, Err *err);
 
 #endif

@@ -68,7 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   HfWeights *w = hfw_new();
   Err err = {0};
   if (!w) return 0;
-  int rc = tp_read_state_dict_memory(data, size, w, &err);
+  TpSink sink = hfw_torch_sink(w);
+  int rc = tp_read_state_dict_memory(data, size, &sink, &err);
   if (rc == 0) {
     FUZZ_CHECK(hfw_count(w) >= 0, "negative count");
     for (int i = 0; i < hfw_count(w); i++) {

@@ -98,7 +98,8 @@ static Buf make_archive(const Buf *p, const void *data, size_t len, const char *
 /* Reads an archive: 0 and the one tensor's values checked, or -1 with e set. */
 static int read_archive(const Buf *z, Err *e, float *first) {
   HfWeights *w = hfw_new();
-  int rc = tp_read_state_dict_memory(z->p, z->len, w, e);
+  TpSink sink = hfw_torch_sink(w);
+  int rc = tp_read_state_dict_memory(z->p, z->len, &sink, e);
   if (rc == 0 && first) {
     const HfTensor *t = hfw_count(w) == 1 ? hfw_tensor(w, 0) : NULL;
     *first = t && !strcmp(t->name, "w") && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 ? t->data[0] : NAN;
@@ -134,7 +135,8 @@ static void test_pickle(void) {
   Buf p = make_pickle(&GOOD);
   Buf z = make_archive(&p, STORAGE, sizeof STORAGE, "little", 0);
   HfWeights *w = hfw_new();
-  int rc = tp_read_state_dict_memory(z.p, z.len, w, &e);
+  TpSink sink = hfw_torch_sink(w);
+  int rc = tp_read_state_dict_memory(z.p, z.len, &sink, &e);
   const HfTensor *t = rc == 0 && hfw_count(w) == 1 ? hfw_tensor(w, 0) : NULL;
   check(t && !strcmp(t->name, "w") && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && !memcmp(t->data, STORAGE, sizeof STORAGE),
         "pickle_state_dict_read", "rc %d %s", rc, e.msg);
@@ -144,7 +146,8 @@ static void test_pickle(void) {
   for (size_t n = 0; n < z.len; n++) {
     Err te = {0};
     HfWeights *tw = hfw_new();
-    if (tp_read_state_dict_memory(z.p, n, tw, &te) == 0) all = 0;
+    TpSink tsink = hfw_torch_sink(tw);
+    if (tp_read_state_dict_memory(z.p, n, &tsink, &te) == 0) all = 0;
     hfw_free(tw);
   }
   check(all, "zip_truncated_everywhere_refused", "a prefix was accepted");
@@ -226,7 +229,10 @@ static void test_pickle(void) {
   static const char nostop[] = "\x80\x02}";
   refuse_raw_pickle("pickle_refuses_no_stop", nostop, sizeof nostop - 1, "without STOP");
   static const char legacy[] = "\x80\x02\x8a\x0alo\x1b";
-  rc = tp_read_state_dict_memory(legacy, sizeof legacy - 1, NULL, &e);
+  w = hfw_new();
+  sink = hfw_torch_sink(w);
+  rc = tp_read_state_dict_memory(legacy, sizeof legacy - 1, &sink, &e);
+  hfw_free(w);
   check(rc == -1 && strstr(e.msg, "legacy (pre-1.6) format"), "pickle_refuses_legacy_format", "%s", e.msg);
 }
 
