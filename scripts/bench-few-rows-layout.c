@@ -41,6 +41,20 @@ static double now(void) {
     acc[i][1] = _mm256_fmadd_ps(wi, _mm256_load_ps((x) + 8), acc[i][1]);          \
   }
 
+/* The 6-row tile's accumulators into the unit's rows s.. of tile. */
+static inline void save_tile(float tile[UNIT][M], int s, __m256 acc[R][2]) {
+  for (int i = 0; i < R; i++) {
+    _mm256_store_ps(tile[s + i], acc[i][0]);
+    _mm256_store_ps(tile[s + i] + 8, acc[i][1]);
+  }
+}
+
+/* The unit's outputs (rows j0.. of W) into C's columns. */
+static void store_unit(float *out, int j0, float tile[UNIT][M]) {
+  for (int i = 0; i < UNIT && j0 + i < N; i++)
+    for (int r = 0; r < M; r++) out[(size_t)r * N + j0 + i] = tile[i][r];
+}
+
 /* Row-major W; prefetch 0: none, 1: the kernel's, 2: the next unit in address order. */
 static void product_rows(const float *W, const float *xt, float *out, int prefetch) {
 #pragma omp parallel for schedule(static)
@@ -71,13 +85,9 @@ static void product_rows(const float *W, const float *xt, float *out, int prefet
           const float *x = xt + (size_t)k * M;
           TILE_STEP(acc, w6, x)
         }
-        for (int i = 0; i < R; i++) {
-          _mm256_store_ps(tile[s + i], acc[i][0]);
-          _mm256_store_ps(tile[s + i] + 8, acc[i][1]);
-        }
+        save_tile(tile, s, acc);
       }
-    for (int i = 0; i < UNIT && j0 + i < N; i++)
-      for (int r = 0; r < M; r++) out[(size_t)r * N + j0 + i] = tile[i][r];
+    store_unit(out, j0, tile);
   }
 }
 
@@ -97,13 +107,9 @@ static void product_packed(const float *P, const float *xt, float *out) {
         const float *x = xt + (size_t)k * M;
         TILE_STEP(acc, w6, x)
       }
-      for (int i = 0; i < R; i++) {
-        _mm256_store_ps(tile[s + i], acc[i][0]);
-        _mm256_store_ps(tile[s + i] + 8, acc[i][1]);
-      }
+      save_tile(tile, s, acc);
     }
-    for (int i = 0; i < UNIT && j0 + i < N; i++)
-      for (int r = 0; r < M; r++) out[(size_t)r * N + j0 + i] = tile[i][r];
+    store_unit(out, j0, tile);
   }
 }
 
