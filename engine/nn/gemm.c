@@ -120,14 +120,11 @@ static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, cons
     k->few_rows_pack(xt + at, A + pc, lda, M, kc);
     at += k->few_rows_packed_size(M, kc);
   }
-  int units = (N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT;
-  if (nt > units) nt = units;
+  if (nt > gemm_few_rows_units(N)) nt = gemm_few_rows_units(N);
 #pragma omp parallel num_threads(nt) if (nt > 1)   /* one thread: no team to start */
   {
-    int t = omp_get_thread_num(), n = omp_get_num_threads();
-    int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
-    int j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
-    if (j1 > N) j1 = N;
+    int j0, j1;
+    gemm_few_rows_share(N, omp_get_thread_num(), omp_get_num_threads(), &j0, &j1);
     size_t off = 0;
     for (int pc = 0; pc < K; pc += step) {
       int kc = K - pc < step ? K - pc : step, first = pc == 0, last = pc + kc >= K;

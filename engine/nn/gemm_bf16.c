@@ -55,14 +55,11 @@ static int few_rows(const GemmBf16Kernels *k, const Operands *o, int nt) {
     k->few_rows_pack(xt + at, o->A + pc, o->lda, o->M, kc);
     at += k->few_rows_packed_size(o->M, kc);
   }
-  int units = (o->N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT;
-  if (nt > units) nt = units;
+  if (nt > gemm_few_rows_units(o->N)) nt = gemm_few_rows_units(o->N);
 #pragma omp parallel num_threads(nt) if (nt > 1)   /* one thread: no team to start */
   {
-    int t = omp_get_thread_num(), n = omp_get_num_threads();
-    int j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
-    int j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
-    if (j1 > o->N) j1 = o->N;
+    int j0, j1;
+    gemm_few_rows_share(o->N, omp_get_thread_num(), omp_get_num_threads(), &j0, &j1);
     size_t off = 0;
     for (int pc = 0; pc < K; pc += step) {
       int kc = K - pc < step ? K - pc : step, first = pc == 0, last = pc + kc >= K;

@@ -32,6 +32,15 @@ static inline int gemm_slice_step(int K) {
 /* The few-row product takes M <= GEMM_FEW_ROWS_MAX rows of A against B^T; its
 ** threads split N in units of GEMM_FEW_ROWS_UNIT rows of B. */
 enum { GEMM_FEW_ROWS_MAX = 32, GEMM_FEW_ROWS_UNIT = 12 };
+/* The units of N. */
+static inline int gemm_few_rows_units(int N) { return (N + GEMM_FEW_ROWS_UNIT - 1) / GEMM_FEW_ROWS_UNIT; }
+/* Thread t of n's share [*j0, *j1) of N's columns, in whole units (the last ends at N). */
+static inline void gemm_few_rows_share(int N, int t, int n, int *j0, int *j1) {
+  int units = gemm_few_rows_units(N);
+  *j0 = (int)((long)units * t / n) * GEMM_FEW_ROWS_UNIT;
+  *j1 = (int)((long)units * (t + 1) / n) * GEMM_FEW_ROWS_UNIT;
+  if (*j1 > N) *j1 = N;
+}
 
 typedef struct GemmKernels {
   const char *backend;            /* gemm_backend()'s name for this level: "avx512-blocked" */
