@@ -120,7 +120,8 @@ static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, cons
     k->few_rows_pack(xt + at, A + pc, lda, M, kc);
     at += k->few_rows_packed_size(M, kc);
   }
-  if (nt > gemm_few_rows_units(N)) nt = gemm_few_rows_units(N);
+  int units = gemm_few_rows_units(N);
+  if (nt > units) nt = units;
 #pragma omp parallel num_threads(nt) if (nt > 1)   /* one thread: no team to start */
   {
     int j0, j1;

@@ -55,7 +55,8 @@ static int few_rows(const GemmBf16Kernels *k, const Operands *o, int nt) {
     k->few_rows_pack(xt + at, o->A + pc, o->lda, o->M, kc);
     at += k->few_rows_packed_size(o->M, kc);
   }
-  if (nt > gemm_few_rows_units(o->N)) nt = gemm_few_rows_units(o->N);
+  int units = gemm_few_rows_units(o->N);
+  if (nt > units) nt = units;
 #pragma omp parallel num_threads(nt) if (nt > 1)   /* one thread: no team to start */
   {
     int j0, j1;
