@@ -838,12 +838,23 @@ int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int
   if (n_positions < 0 || n_positions > m->pM)
     return err_set(err, "logits: %d positions, the plan has room for %d", n_positions, m->pM);
   if (batch_forward(m, b, err)) return -1;
-  int N = b->batch * b->seq;
+  int N = b->batch * b->seq, increasing = 1;
   for (int i = 0; i < n_positions; i++) {
     if (positions[i] < 0 || positions[i] >= N) return err_set(err, "logits: position %d outside 0..%d", positions[i], N - 1);
     m->hrows[i] = positions[i];
+    increasing &= i == 0 || positions[i] > positions[i - 1];
   }
-  m->pruned = 0;
+  /* No other row reaches the head: with the positions in increasing order (the
+  ** order the rows path groups them by batch row), the last layer is computed at
+  ** them only, with the same bits at those rows as the whole layer gives. */
+  m->pruned = increasing && n_positions > 0 && n_positions < N;
+  if (m->pruned) {
+    head_row_starts(m, b->batch, b->seq, n_positions);
+    const float *x = encoder_layers_forward(m, m->L - 1);
+    const float *hx = last_layer_rows_forward(m, x, n_positions);
+    head_forward(m, hx, n_positions, 1, logits_out);
+    return 0;
+  }
   const float *x = encoder_layers_forward(m, m->L);
   if (n_positions > 0) head_forward(m, x, n_positions, 0, logits_out);
   return 0;

@@ -154,7 +154,9 @@ const float *model_class_scores(const Model *m);
 /* Inference on a classifier: logits (batch x num_labels) of every row into logits_out. */
 int model_classify(Model *m, const ModelBatch *b, float *logits_out, Err *err);
 
-/* Inference: logits (n_positions x vocab) at the given flat positions (b*seq+t) of the batch. */
+/* Inference: logits (n_positions x vocab) at the given flat positions (b*seq+t) of the batch.
+** Positions in increasing order (fill-mask's) have the last layer computed at them only:
+** the same bits as the whole layer gives there, for less work. */
 int model_logits_at(Model *m, const ModelBatch *b, const int32_t *positions, int n_positions,
                     float *logits_out, Err *err);
 
