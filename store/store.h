@@ -1,5 +1,7 @@
-/* Layer: store/ (this folder: store.c, load.c, sha256.c) uses the engine's public headers,
-** never server/. (ARCHITECTURE.md)
+/* Layer: store/ (this folder: store.c, the connection and schema, and a file per
+** concept: blobs.c, tokenizers.c, datasets.c, runs.c, models.c, jobs.c, sharing
+** store_db.h; load.c, sha256.c) uses the engine's public headers, never server/.
+** (ARCHITECTURE.md)
 **
 ** The store: one SQLite database (WAL, foreign keys on) that plays the part of
 ** the Hugging Face Hub and of the run tracker. It holds training runs with their

@@ -1010,7 +1010,7 @@ static void cli_test(void) {
 
 /* ---- streamed blobs ---- */
 
-#define TEST_CHUNK ((size_t)16 << 20)   /* store.c's CHUNK_BYTES: the layout a reader sees */
+#define TEST_CHUNK ((size_t)16 << 20)   /* store_db.h's CHUNK_BYTES: the layout a reader sees */
 
 /* Writes data in uneven pieces (crossing chunk borders mid-piece); mode 1 fails
 ** halfway, 2 writes one byte short, 3 one byte long, 4 one byte long but returns 0. */

@@ -1,0 +1,83 @@
+/* Layer: store/ (ARCHITECTURE.md). Not for callers outside store/: store.h is the API.
+**
+** What the store's own files share: the connection, its transactions, statements
+** and rows as JSON (store.c), and the few pieces one concept's file lends another
+** (a blob written or read inside the caller's transaction, a run's existence, a
+** registered thing's provenance). Every function here runs inside whatever
+** transaction its caller holds; none begins or ends one unless its name says so. */
+#ifndef MASKD_STORE_DB_H
+#define MASKD_STORE_DB_H
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/err.h"
+#include "store/store.h"
+
+struct Store {
+  sqlite3 *db;
+  char path[512];
+  uint64_t streams;   /* streamed blobs written on this connection: names their temporary keys */
+};
+
+/* Blobs are stored in chunks: SQLite caps one value at 1e9 bytes, and a base
+** model's optimizer state comes close to that. */
+#define CHUNK_BYTES (16 << 20)
+
+/* ---- the connection (store.c) ---- */
+
+/* Fills err (ERR_IO) with "store: WHAT: " and the database's message; returns -1. */
+int sdb_fail(Store *s, Err *err, const char *what);
+/* Runs SQL text that returns no rows; 0, or -1 with err filled (ERR_IO). */
+int sdb_exec(Store *s, const char *sql, Err *err);
+/* A prepared statement, or NULL with err filled. */
+sqlite3_stmt *sdb_prep(Store *s, const char *sql, Err *err);
+/* BEGIN IMMEDIATE: takes the write lock up front (a busy database waits, up to the busy timeout). */
+int sdb_begin(Store *s, Err *err);
+/* COMMIT; on failure rolls back and returns -1. */
+int sdb_commit(Store *s, Err *err);
+/* Rolls back the open transaction, if any; always returns -1, for `return sdb_rollback(s);`. */
+int sdb_rollback(Store *s);
+/* Runs a statement that returns no rows and finalizes it; -1 with the database's message on error. */
+int sdb_step_done(Store *s, sqlite3_stmt *st, Err *err, const char *what);
+/* Binds text, or NULL for a NULL v. */
+void sdb_bind_text(sqlite3_stmt *st, int i, const char *v);
+/* Binds a finite double; NaN and infinities become NULL (JSON cannot carry them). */
+void sdb_bind_real(sqlite3_stmt *st, int i, double v);
+/* 0 when text is a JSON object, else -1 with err (ERR_INVALID) naming what. */
+int sdb_check_json_object(const char *what, const char *text, Err *err);
+/* 0 when text is a JSON array, else -1 with err (ERR_INVALID) naming what. */
+int sdb_check_json_array(const char *what, const char *text, Err *err);
+/* 1 when v is one of the NULL-terminated set's strings. */
+int sdb_one_of(const char *v, const char *const *set);
+/* All rows of a prepared, bound statement as an array (finalizes it); JSON-text columns parsed. */
+json_t *sdb_rows_json(Store *s, sqlite3_stmt *st, Err *err);
+
+/* ---- lent by one concept's file to another ---- */
+
+/* blobs.c: inserts a blob under its sha256 hex (no-op when present). */
+int sdb_blob_put_tx(Store *s, const void *data, size_t len, const char *hex, Err *err);
+/* blobs.c: writes a streamed blob; hex receives its sha256. Content already stored
+** is kept once: the temporary rows are dropped. */
+int sdb_stream_blob_tx(Store *s, const StoreStream *in, char hex[65], Err *err);
+/* blobs.c: 1 when h is min..max lower-case hex digits. */
+int sdb_is_hex(const char *h, size_t min, size_t max);
+/* blobs.c: reads a blob inside the caller's read snapshot, with a reader's checks, whole. */
+int sdb_blob_get_tx(Store *s, const char *hex, void **data, size_t *len, Err *err);
+/* tokenizers.c: a registered thing's provenance: NULL, or a JSON object; job 0 (none) or an id. */
+int sdb_check_source(const char *what, const char *source_json, int64_t job, Err *err);
+/* tokenizers.c: binds a job id, or NULL for 0. */
+void sdb_bind_job(sqlite3_stmt *st, int i, int64_t job);
+/* tokenizers.c: the one row of a query by name, or NULL with "<what> "NAME" does not exist". */
+json_t *sdb_one_named(Store *s, sqlite3_stmt *st, const char *what, const char *name, Err *err);
+/* runs.c: runs one UPDATE on a single row in its own transaction; "what N does not exist" when no row changed. */
+int sdb_update_one(Store *s, sqlite3_stmt *st, const char *what, int64_t id, Err *err);
+/* runs.c: marks rows of table still "running" whose pid is gone as "interrupted"; *n counts them. */
+int sdb_recover(Store *s, const char *table, int *n, Err *err);
+/* runs.c: 0 when run exists, else -1 with ERR_NOT_FOUND (foreign-key failures name what was missing). */
+int sdb_run_exists(Store *s, int64_t run, Err *err);
+/* runs.c: the first row of a one-row query as an object, or NULL with "<what> N does not exist". */
+json_t *sdb_one_row(Store *s, sqlite3_stmt *st, const char *what, int64_t id, Err *err);
+
+#endif
