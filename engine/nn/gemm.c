@@ -137,6 +137,50 @@ static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, cons
   return 1;
 }
 
+/* One block of rows of C in one step of the blocked product: rows [ic, ic + mc)
+** against the packed B panel pb (nc columns from jc, kc steps of K from pc).
+** A's block is packed part by part into pa, each part's panels one after another,
+** so that the tiles of a part read A in one stream (the part from step q at
+** pa + mcp q); acc holds a tile's accumulators between parts (k->tile_part). */
+static void block_rows(const GemmKernels *k, int trans_a, int K, float alpha, const float *A, int lda, float beta,
+                       const float *bias, float *C, float *G, const float *P, int ldc, int ic, int mc, int jc, int nc,
+                       int pc, int kc, const float *pb, float *pa, float *acc) {
+  int MR = k->mr, NR = k->nr;
+  /* The slice's parts, of equal depth (see gemm_kernels.h's kc_part). */
+  int parts = k->tile_part && k->kc_part > 0 ? (kc + k->kc_part - 1) / k->kc_part : 1;
+  int kp = parts > 1 ? (kc + parts - 1) / parts : kc;
+  size_t mcp = (size_t)(mc + MR - 1) / MR * MR;
+  for (int q = 0; q < kc || q == 0; q += kp) {
+    k->pack_a(pa + mcp * q, A, lda, trans_a, ic, mc, pc + q, kc - q < kp ? kc - q : kp);
+    if (kc == 0) break;
+  }
+  for (int jr = 0; jr < nc; jr += NR)
+    for (int q = 0; q < kc || q == 0; q += kp) {
+      int kq = kc - q < kp ? kc - q : kp;
+      for (int ir = 0; ir < mc; ir += MR) {
+        size_t at = (size_t)(ic + ir) * ldc + jc + jr;
+        const float *a = pa + mcp * q + (size_t)ir * kq, *b = pb + (size_t)jr * kc + (size_t)q * NR;
+        int mr = mc - ir < MR ? mc - ir : MR, nr = nc - jr < NR ? nc - jr : NR;
+        if (parts == 1)
+          k->tile(kc, a, b, C + at, ldc, alpha, beta, bias ? bias + jc + jr : NULL, G ? G + at : NULL,
+                  P ? P + at : NULL, pc == 0, pc + kc >= K, mr, nr);
+        else
+          k->tile_part(kq, a, b, acc + (size_t)ir * NR, q == 0, q + kq >= kc, C + at, ldc, alpha, beta,
+                       bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
+                       mr, nr);
+      }
+      if (kc == 0) break;
+    }
+}
+
+/* The floats of the three packing buffers: A's block, B's panel, a block's accumulators. */
+static size_t pack_a_floats(const GemmKernels *k) { return (size_t)(k->mc + k->mr - 1) / k->mr * k->mr * GEMM_KC; }
+static size_t pack_b_floats(const GemmKernels *k, int N) {
+  int ncmax = N < k->nc ? N : k->nc;
+  return (size_t)GEMM_KC * ((ncmax + k->nr - 1) / k->nr) * k->nr;
+}
+static size_t acc_floats(const GemmKernels *k) { return (size_t)(k->mc + k->mr - 1) / k->mr * k->mr * k->nr; }
+
 /* The blocked product on the calling thread with the level's packing and tile
 ** (gemm_kernels.h); 0, having written nothing, when its buffers cannot be had. K
 ** goes in gemm_slice_step's slices, one definition for every level and path, so that
@@ -144,52 +188,74 @@ static int few_rows(const GemmKernels *k, int M, int N, int K, float alpha, cons
 static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
                           const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
                           float *G, const float *P, int ldc) {
-  int MR = k->mr, NR = k->nr, MC = k->mc, NC = k->nc, ncmax = N < NC ? N : NC;
-  int tiles = (MC + MR - 1) / MR;
-  float *pa = gemm_thread_buffer(GEMM_BUF_A, (size_t)tiles * MR * GEMM_KC);
-  float *pb = gemm_thread_buffer(GEMM_BUF_B, (size_t)GEMM_KC * ((ncmax + NR - 1) / NR) * NR);
-  float *acc = k->tile_part ? gemm_thread_buffer(GEMM_BUF_ACC, (size_t)tiles * MR * NR) : NULL;
+  float *pa = gemm_thread_buffer(GEMM_BUF_A, pack_a_floats(k));
+  float *pb = gemm_thread_buffer(GEMM_BUF_B, pack_b_floats(k, N));
+  float *acc = k->tile_part ? gemm_thread_buffer(GEMM_BUF_ACC, acc_floats(k)) : NULL;
   if (!pa || !pb || (k->tile_part && !acc)) return 0;
   int step = gemm_slice_step(K);
-  for (int jc = 0; jc < N; jc += NC) {
-    int nc = N - jc < NC ? N - jc : NC;
+  for (int jc = 0; jc < N; jc += k->nc) {
+    int nc = N - jc < k->nc ? N - jc : k->nc;
     for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
       int kc = K - pc < step ? K - pc : step;
-      /* The slice's parts, of equal depth (see gemm_kernels.h's kc_part). */
-      int parts = k->tile_part && k->kc_part > 0 ? (kc + k->kc_part - 1) / k->kc_part : 1;
-      int kp = parts > 1 ? (kc + parts - 1) / parts : kc;
       k->pack_b(pb, B, ldb, trans_b, jc, nc, pc, kc);
-      for (int ic = 0; ic < M; ic += MC) {
-        int mc = M - ic < MC ? M - ic : MC;
-        /* A part by part, each part's panels one after another, so that the
-        ** tiles of a part read A in one stream: the part from step q at pa + mcp q. */
-        size_t mcp = (size_t)(mc + MR - 1) / MR * MR;
-        for (int q = 0; q < kc || q == 0; q += kp) {
-          k->pack_a(pa + mcp * q, A, lda, trans_a, ic, mc, pc + q, kc - q < kp ? kc - q : kp);
-          if (kc == 0) break;
-        }
-        for (int jr = 0; jr < nc; jr += NR)
-          for (int q = 0; q < kc || q == 0; q += kp) {
-            int kq = kc - q < kp ? kc - q : kp;
-            for (int ir = 0; ir < mc; ir += MR) {
-              size_t at = (size_t)(ic + ir) * ldc + jc + jr;
-              const float *a = pa + mcp * q + (size_t)ir * kq, *b = pb + (size_t)jr * kc + (size_t)q * NR;
-              int mr = mc - ir < MR ? mc - ir : MR, nr = nc - jr < NR ? nc - jr : NR;
-              if (parts == 1)
-                k->tile(kc, a, b, C + at, ldc, alpha, beta, bias ? bias + jc + jr : NULL, G ? G + at : NULL,
-                        P ? P + at : NULL, pc == 0, pc + kc >= K, mr, nr);
-              else
-                k->tile_part(kq, a, b, acc + (size_t)ir * NR, q == 0, q + kq >= kc, C + at, ldc, alpha, beta,
-                             bias ? bias + jc + jr : NULL, G ? G + at : NULL, P ? P + at : NULL, pc == 0, pc + kc >= K,
-                             mr, nr);
-            }
-            if (kc == 0) break;
-          }
-      }
+      for (int ic = 0; ic < M; ic += k->mc)
+        block_rows(k, trans_a, K, alpha, A, lda, beta, bias, C, G, P, ldc, ic, M - ic < k->mc ? M - ic : k->mc, jc,
+                   nc, pc, kc, pb, pa, acc);
       if (K == 0) break;
     }
   }
   return 1;
+}
+
+/* The blocked product on nt threads that share its steps: each B panel is packed
+** once, its column panels divided among the threads, and then the blocks of rows
+** are handed out one at a time as threads come free. A fixed half each made the
+** faster thread wait for the slower at the end of every product, and a shared
+** host slows one core and not the other by up to a third (BENCHMARKS.md, issue 14);
+** it also packed every panel twice. Each element of C gets the same multiply-adds
+** in the same order as on one thread, so the bits do not change. 0, having written
+** nothing, when a thread's buffers cannot be had. */
+static int blocked_shared(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                          const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
+                          float *G, const float *P, int ldc, int nt) {
+  int NR = k->nr, blocks = (M + k->mc - 1) / k->mc, step = gemm_slice_step(K);
+  float *pb = NULL;
+  int failed = 0;
+#pragma omp parallel num_threads(nt)
+  {
+    float *pa = gemm_thread_buffer(GEMM_BUF_A, pack_a_floats(k));
+    float *acc = k->tile_part ? gemm_thread_buffer(GEMM_BUF_ACC, acc_floats(k)) : NULL;
+#pragma omp single
+    pb = gemm_thread_buffer(GEMM_BUF_B, pack_b_floats(k, N));   /* one thread's buffer, read by all */
+    if (!pa || !pb || (k->tile_part && !acc)) {
+#pragma omp atomic write
+      failed = 1;
+    }
+#pragma omp barrier
+    int give_up;
+#pragma omp atomic read
+    give_up = failed;
+    for (int jc = 0; !give_up && jc < N; jc += k->nc) {
+      int nc = N - jc < k->nc ? N - jc : k->nc, panels = (nc + NR - 1) / NR;
+      for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+        int kc = K - pc < step ? K - pc : step;
+#pragma omp for schedule(static)
+        for (int q = 0; q < panels; q++)
+          k->pack_b(pb + (size_t)q * NR * kc, B, ldb, trans_b, jc + q * NR, nc - q * NR < NR ? nc - q * NR : NR, pc,
+                    kc);
+        /* (the loop's barrier: the panel is whole before any block reads it, and
+        ** every block has read it before the next step packs over it) */
+#pragma omp for schedule(dynamic, 1)
+        for (int blk = 0; blk < blocks; blk++) {
+          int ic = blk * k->mc;
+          block_rows(k, trans_a, K, alpha, A, lda, beta, bias, C, G, P, ldc, ic, M - ic < k->mc ? M - ic : k->mc, jc,
+                     nc, pc, kc, pb, pa, acc);
+        }
+        if (K == 0) break;
+      }
+    }
+  }
+  return !failed;
 }
 
 /* One thread's share: blocked, or OpenBLAS on this thread alone when its
@@ -199,6 +265,18 @@ static void blk_share(const GemmKernels *k, int trans_a, int trans_b, int M, int
                       const float *P, int ldc) {
   if (!blocked_serial(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc))
     blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, 1);
+}
+
+/* MASKD_GEMM_SHARE=fixed keeps the fixed share per thread (for measuring). */
+static int shared_off;
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+static void shared_read(void) {
+  const char *v = getenv("MASKD_GEMM_SHARE");
+  shared_off = v && strcmp(v, "fixed") == 0;
+}
+static int shared_wanted(void) {
+  pthread_once(&shared_once, shared_read);
+  return !shared_off;
 }
 
 static void gemm_blocked(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -216,6 +294,11 @@ static void gemm_blocked(const GemmKernels *k, int trans_a, int trans_b, int M, 
     blk_share(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc);
     return;
   }
+  /* Rows in blocks handed out as threads come free, where there are enough blocks
+  ** to even out; else (and when buffers fail) a fixed share each. */
+  if (!split_n && (M + k->mc - 1) / k->mc >= 4 * nt && shared_wanted() &&
+      blocked_shared(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt))
+    return;
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();

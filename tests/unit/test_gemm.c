@@ -414,10 +414,15 @@ static void sequence_checks_run(CpuIsa isa) {
     return;
   }
   /* Small widths: the scalar reference is the cost (past the A block in M, past
-  ** each thread's B block in N, K in one slice, several, and parts of both). */
+  ** each thread's B block in N, K in one slice, several, and parts of both; the
+  ** shapes at odd places run on two threads). */
   static const int shapes[][3] = {{40, 33, 257}, {6, 16, 768},  {47, 17, 769},  {100, 20, 600}, {37, 5, 900},
                                   {13, 17, 2000}, {300, 40, 17}, {33, 19, 0},   {34, 4100, 20}, {193, 20, 513},
-                                  {45, 24, 1001}, {20, 30, 1536}, {97, 20, 255}, {100, 100, 100}};
+                                  {45, 24, 1001}, {20, 30, 1536}, {97, 20, 255}, {100, 100, 100},
+                                  /* enough blocks of rows for threads to share the steps (gemm.c's
+                                  ** blocked_shared), each on one thread and on two */
+                                  {700, 20, 300}, {700, 20, 300}, {700, 16, 1000}, {700, 16, 1000},
+                                  {690, 30, 0}, {690, 30, 0}};
   /* The few-row path (M <= 32 against B^T): K past one slice and not. */
   static const int few[][3] = {{16, 100, 3072}, {5, 64, 1537}, {32, 200, 800}, {9, 50, 769}, {1, 40, 300},
                                {24, 130, 2304}};
