@@ -267,15 +267,25 @@ static void blk_share(const GemmKernels *k, int trans_a, int trans_b, int M, int
     blas_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, 1);
 }
 
-/* MASKD_GEMM_SHARE=fixed keeps the fixed share per thread (for measuring). */
-static int shared_off;
-static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
-static void shared_read(void) {
-  const char *v = getenv("MASKD_GEMM_SHARE");
-  shared_off = v && strcmp(v, "fixed") == 0;
+/* Two switches for measuring one way against another, read once: MASKD_GEMM=openblas
+** sends the products the blocked kernel would take to OpenBLAS, and
+** MASKD_GEMM_SHARE=fixed gives each thread a fixed share of a product (no shared steps). */
+static int openblas_wanted, shared_off;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static int env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && strcmp(v, value) == 0;
+}
+static void env_read(void) {
+  openblas_wanted = env_is("MASKD_GEMM", "openblas");
+  shared_off = env_is("MASKD_GEMM_SHARE", "fixed");
+}
+static int use_openblas(void) {
+  pthread_once(&env_once, env_read);
+  return openblas_wanted;
 }
 static int shared_wanted(void) {
-  pthread_once(&shared_once, shared_read);
+  pthread_once(&env_once, env_read);
   return !shared_off;
 }
 
@@ -311,19 +321,6 @@ static void gemm_blocked(const GemmKernels *k, int trans_a, int trans_b, int M, 
       blk_share(k, trans_a, trans_b, d1 - d0, N, K, alpha, trans_a ? A + d0 : A + (size_t)d0 * lda, lda, B, ldb, beta,
                 bias, C + (size_t)d0 * ldc, G ? G + (size_t)d0 * ldc : NULL, P ? P + (size_t)d0 * ldc : NULL, ldc);
   }
-}
-
-/* MASKD_GEMM=openblas sends the products the blocked kernel would take to
-** OpenBLAS instead: the same program, for measuring one against the other. */
-static int openblas_wanted;
-static pthread_once_t openblas_once = PTHREAD_ONCE_INIT;
-static void openblas_read(void) {
-  const char *v = getenv("MASKD_GEMM");
-  openblas_wanted = v && strcmp(v, "openblas") == 0;
-}
-static int use_openblas(void) {
-  pthread_once(&openblas_once, openblas_read);
-  return openblas_wanted;
 }
 
 /* The kernels of a level; NULL at the generic level, which has none. */
