@@ -284,7 +284,7 @@ static int use_openblas(void) {
   pthread_once(&env_once, env_read);
   return openblas_wanted;
 }
-static int shared_wanted(void) {
+int gemm_shared_steps(void) {
   pthread_once(&env_once, env_read);
   return !shared_off;
 }
@@ -306,7 +306,7 @@ static void gemm_blocked(const GemmKernels *k, int trans_a, int trans_b, int M, 
   }
   /* Rows in blocks handed out as threads come free, where there are enough blocks
   ** to even out; else (and when buffers fail) a fixed share each. */
-  if (!split_n && (M + k->mc - 1) / k->mc >= 4 * nt && shared_wanted() &&
+  if (!split_n && gemm_share_rows(M, k->mc, nt) &&
       blocked_shared(k, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, G, P, ldc, nt))
     return;
 #pragma omp parallel num_threads(nt)

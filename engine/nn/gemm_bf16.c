@@ -81,36 +81,88 @@ static int panels(const GemmBf16Kernels *k, int n, uint16_t **pa, uint16_t **pb)
   return *pa && *pb;
 }
 
+/* Rows [ic, ic + mc) of C in one step of the blocked product: against the packed
+** B panel pb (nc columns from jc, kc steps of K from pc), A's block packed into pa. */
+static void block_rows(const GemmBf16Kernels *k, const Operands *o, int ic, int mc, int jc, int nc, int pc, int kc,
+                       uint16_t *pa, const uint16_t *pb) {
+  int MR = k->mr, NR = k->nr, kp = (kc + 1) / 2;
+  size_t per = k->wide_panels ? 2 : 1;
+  k->pack_a(pa, o->A, o->lda, o->trans_a, ic, mc, pc, kc);
+  for (int jr = 0; jr < nc; jr += NR)
+    for (int ir = 0; ir < mc; ir += MR) {
+      size_t at = (size_t)(ic + ir) * o->ldc + jc + jr;
+      k->tile(kp, pa + per * (size_t)ir * 2 * kp, pb + per * (size_t)jr * 2 * kp, o->C + at, o->ldc, o->alpha, o->beta,
+              o->bias ? o->bias + jc + jr : NULL, o->G ? o->G + at : NULL, o->P ? o->P + at : NULL, pc == 0,
+              pc + kc >= o->K, mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR);
+    }
+}
+
 /* Rows [i0, i1) x columns [j0, j1) of C on the calling thread, whose panels() succeeded. */
 static void blocked_serial(const GemmBf16Kernels *k, const Operands *o, int i0, int i1, int j0, int j1) {
-  int MR = k->mr, NR = k->nr, MC = k->mc, NC = k->nc, K = o->K;
+  int MC = k->mc, NC = k->nc, K = o->K;
   uint16_t *pa, *pb;
   panels(k, j1 - j0, &pa, &pb);
   int step = gemm_slice_step(K);
   for (int jc = j0; jc < j1; jc += NC) {
     int nc = j1 - jc < NC ? j1 - jc : NC;
     for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
-      int kc = K - pc < step ? K - pc : step, kp = (kc + 1) / 2;
+      int kc = K - pc < step ? K - pc : step;
       k->pack_b(pb, o->B, o->B16, o->ldb, o->trans_b, jc, nc, pc, kc);
-      for (int ic = i0; ic < i1; ic += MC) {
-        int mc = i1 - ic < MC ? i1 - ic : MC;
-        k->pack_a(pa, o->A, o->lda, o->trans_a, ic, mc, pc, kc);
-        for (int jr = 0; jr < nc; jr += NR)
-          for (int ir = 0; ir < mc; ir += MR) {
-            size_t at = (size_t)(ic + ir) * o->ldc + jc + jr;
-            size_t per = k->wide_panels ? 2 : 1;
-            k->tile(kp, pa + per * (size_t)ir * 2 * kp, pb + per * (size_t)jr * 2 * kp, o->C + at, o->ldc, o->alpha, o->beta,
-                    o->bias ? o->bias + jc + jr : NULL, o->G ? o->G + at : NULL, o->P ? o->P + at : NULL, pc == 0,
-                    pc + kc >= K, mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR);
-          }
-      }
+      for (int ic = i0; ic < i1; ic += MC) block_rows(k, o, ic, i1 - ic < MC ? i1 - ic : MC, jc, nc, pc, kc, pa, pb);
       if (K == 0) break;
     }
   }
 }
 
-/* Threads split the longer of M and N, as gemm.c's blocked product does. Every
-** thread has its buffers before any writes C; 0 (C untouched) when one cannot. */
+/* All of C on nt threads sharing each step, as gemm.c's blocked_shared: every B
+** panel packed once, its column panels divided among the threads (one thread's
+** buffer, read by all), then the blocks of rows taken one at a time as threads
+** come free. The same tiles over the same panels: the bits of one thread. 0 (C
+** untouched) when a thread's buffers cannot be had. */
+static int blocked_shared(const GemmBf16Kernels *k, const Operands *o, int nt) {
+  int MC = k->mc, NC = k->nc, NR = k->nr, K = o->K, step = gemm_slice_step(K), blocks = (o->M + MC - 1) / MC;
+  size_t per = k->wide_panels ? 2 : 1;
+  uint16_t *pb = NULL;
+  int failed = 0;
+#pragma omp parallel num_threads(nt)
+  {
+    uint16_t *pa, *own_pb;
+    int ok = panels(k, o->N, &pa, &own_pb);
+#pragma omp single
+    pb = own_pb;
+    if (!ok || !pb) {
+#pragma omp atomic write
+      failed = 1;
+    }
+#pragma omp barrier
+    int stop;
+#pragma omp atomic read
+    stop = failed;
+    for (int jc = 0; !stop && jc < o->N; jc += NC) {
+      int nc = o->N - jc < NC ? o->N - jc : NC, n_panels = (nc + NR - 1) / NR;
+      for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+        int kc = K - pc < step ? K - pc : step, kp = (kc + 1) / 2;
+#pragma omp for schedule(static)
+        for (int q = 0; q < n_panels; q++)
+          k->pack_b(pb + per * (size_t)q * NR * 2 * kp, o->B, o->B16, o->ldb, o->trans_b, jc + q * NR,
+                    nc - q * NR < NR ? nc - q * NR : NR, pc, kc);
+        /* (the loop's barrier: the panel is whole before a block reads it, and read
+        ** by every block before the next step packs over it) */
+#pragma omp for schedule(dynamic, 1)
+        for (int blk = 0; blk < blocks; blk++) {
+          int ic = blk * MC;
+          block_rows(k, o, ic, o->M - ic < MC ? o->M - ic : MC, jc, nc, pc, kc, pa, pb);
+        }
+        if (K == 0) break;
+      }
+    }
+  }
+  return !failed;
+}
+
+/* Threads split the longer of M and N, as gemm.c's blocked product does (rows
+** shared step by step where they make enough blocks). Every thread has its
+** buffers before any writes C; 0 (C untouched) when one cannot. */
 static int blocked(const GemmBf16Kernels *k, const Operands *o, int nt) {
   int split_n = o->N > o->M && o->N >= 4 * k->nr * nt;
   int unit = split_n ? k->nr : k->mr, dim = split_n ? o->N : o->M, units = (dim + unit - 1) / unit;
@@ -122,6 +174,7 @@ static int blocked(const GemmBf16Kernels *k, const Operands *o, int nt) {
     blocked_serial(k, o, 0, o->M, 0, o->N);
     return 1;
   }
+  if (!split_n && gemm_share_rows(o->M, k->mc, nt) && blocked_shared(k, o, nt)) return 1;
   int failed = 0;
 #pragma omp parallel num_threads(nt) shared(failed) private(pa, pb)
   {

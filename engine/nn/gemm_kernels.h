@@ -106,6 +106,13 @@ static inline void gemm_few_rows_store(const float (*tile)[GEMM_FEW_ROWS_MAX], i
     }
 }
 
+/* 1 when a blocked product's threads share its steps (gemm.c's blocked_shared, and
+** gemm_bf16.c's), 0 under MASKD_GEMM_SHARE=fixed: a fixed share of C each, to measure. */
+int gemm_shared_steps(void);
+/* Whether nt threads share the steps of a product whose split falls on M rows in
+** blocks of mc: where the rows make at least 4 blocks a thread, enough to even out. */
+static inline int gemm_share_rows(int M, int mc, int nt) { return (M + mc - 1) / mc >= 4 * nt && gemm_shared_steps(); }
+
 /* The calling thread's packing buffer `slot` of at least n floats (64-byte aligned),
 ** grown on first need and kept (freed when the thread ends); NULL when it cannot be had. */
 enum { GEMM_BUF_XT, GEMM_BUF_A, GEMM_BUF_B, GEMM_BUF_ACC, GEMM_BUF_COUNT };

@@ -342,6 +342,39 @@ static void few_rows_as_many(CpuIsa isa) {
         (int)(sizeof dims / sizeof dims[0]), MANY);
 }
 
+/* Products with rows enough for two threads to share their steps (gemm_bf16.c's
+** blocked_shared: 8 blocks and more) give the bits of one thread, at each kind of
+** product and transpose, with K in one slice and several. */
+static void threads_share_steps(CpuIsa isa) {
+  static const int dims[][3] = {{700, 40, 300}, {800, 33, 1000}, {690, 24, 0}};
+  int bad = 0, runs = 0;
+  char where[160] = "";
+  for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int kind = 0; kind < 6; kind++) {
+        if ((is_w(kind) && t) || (dims[d][2] == 0 && kind >= 4)) continue;
+        Case one = {kind, t & 1, t >> 1, dims[d][0], dims[d][1], dims[d][2], (int)d, 1, kind ? 1.0f : -0.5f,
+                    kind == 0 && (d & 1) ? 0.5f : 0.0f};
+        if (is_w(kind)) one.ta = 0, one.tb = 1;
+        Case two = one;
+        two.threads = 2;
+        size_t n = out_len(&one);
+        float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+        outputs(&one, 3000 + (uint64_t)runs, x, n);
+        outputs(&two, 3000 + (uint64_t)runs, y, n);
+        runs++;
+        if (memcmp(x, y, (n - 1) * sizeof(float))) {
+          if (!bad) snprintf(where, sizeof where, "kind %d ta %d tb %d %dx%dx%d", kind, one.ta, one.tb, one.M, one.N,
+                             one.K);
+          bad++;
+        }
+        free(x); free(y);
+      }
+  char name[96];
+  snprintf(name, sizeof name, "gemm_bf16_%s_threads_share_steps_same_bits", cpu_isa_name(isa));
+  check(bad == 0, name, "%d of %d products on two threads differ from one thread's (first: %s)", bad, runs, where);
+}
+
 int main(void) {
   sanitized = getenv("MASKD_ASAN") != NULL;
   premises();
@@ -353,10 +386,13 @@ int main(void) {
       check_skip(name, err.msg);
       snprintf(name, sizeof name, "gemm_bf16_%s_few_rows_as_many", cpu_isa_name((CpuIsa)lv));
       check_skip(name, err.msg);
+      snprintf(name, sizeof name, "gemm_bf16_%s_threads_share_steps_same_bits", cpu_isa_name((CpuIsa)lv));
+      check_skip(name, err.msg);
       continue;
     }
     against_reference((CpuIsa)lv);
     few_rows_as_many((CpuIsa)lv);
+    if (lv != CPU_ISA_GENERIC) threads_share_steps((CpuIsa)lv);   /* generic: libm's fmaf, too slow at these sizes */
   }
   levels_agree();
   return check_exit();
