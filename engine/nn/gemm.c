@@ -214,7 +214,8 @@ static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M,
 ** host slows one core and not the other by up to a third (BENCHMARKS.md, issue 14);
 ** it also packed every panel twice. Each element of C gets the same multiply-adds
 ** in the same order as on one thread, so the bits do not change. 0, having written
-** nothing, when a thread's buffers cannot be had. */
+** nothing, when a thread's buffers cannot be had. K > 0: a team runs only past a
+** million multiply-adds (gemm_blocked). */
 static int blocked_shared(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
                           const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
                           float *G, const float *P, int ldc, int nt) {
@@ -237,7 +238,7 @@ static int blocked_shared(const GemmKernels *k, int trans_a, int trans_b, int M,
     give_up = failed;
     for (int jc = 0; !give_up && jc < N; jc += k->nc) {
       int nc = N - jc < k->nc ? N - jc : k->nc, panels = (nc + NR - 1) / NR;
-      for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+      for (int pc = 0; pc < K; pc += step) {
         int kc = K - pc < step ? K - pc : step;
 #pragma omp for schedule(static)
         for (int q = 0; q < panels; q++)
@@ -251,7 +252,6 @@ static int blocked_shared(const GemmKernels *k, int trans_a, int trans_b, int M,
           block_rows(k, trans_a, K, alpha, A, lda, beta, bias, C, G, P, ldc, ic, M - ic < k->mc ? M - ic : k->mc, jc,
                      nc, pc, kc, pb, pa, acc);
         }
-        if (K == 0) break;
       }
     }
   }

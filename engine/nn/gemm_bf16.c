@@ -118,7 +118,8 @@ static void blocked_serial(const GemmBf16Kernels *k, const Operands *o, int i0, 
 ** panel packed once, its column panels divided among the threads (one thread's
 ** buffer, read by all), then the blocks of rows taken one at a time as threads
 ** come free. The same tiles over the same panels: the bits of one thread. 0 (C
-** untouched) when a thread's buffers cannot be had. */
+** untouched) when a thread's buffers cannot be had. K > 0: a team runs only past a
+** million multiply-adds (blocked). */
 static int blocked_shared(const GemmBf16Kernels *k, const Operands *o, int nt) {
   int MC = k->mc, NC = k->nc, NR = k->nr, K = o->K, step = gemm_slice_step(K), blocks = (o->M + MC - 1) / MC;
   size_t per = k->wide_panels ? 2 : 1;
@@ -140,7 +141,7 @@ static int blocked_shared(const GemmBf16Kernels *k, const Operands *o, int nt) {
     stop = failed;
     for (int jc = 0; !stop && jc < o->N; jc += NC) {
       int nc = o->N - jc < NC ? o->N - jc : NC, n_panels = (nc + NR - 1) / NR;
-      for (int pc = 0; pc < K || (pc == 0 && K == 0); pc += step) {
+      for (int pc = 0; pc < K; pc += step) {
         int kc = K - pc < step ? K - pc : step, kp = (kc + 1) / 2;
 #pragma omp for schedule(static)
         for (int q = 0; q < n_panels; q++)
@@ -153,7 +154,6 @@ static int blocked_shared(const GemmBf16Kernels *k, const Operands *o, int nt) {
           int ic = blk * MC;
           block_rows(k, o, ic, o->M - ic < MC ? o->M - ic : MC, jc, nc, pc, kc, pa, pb);
         }
-        if (K == 0) break;
       }
     }
   }

@@ -346,13 +346,13 @@ static void few_rows_as_many(CpuIsa isa) {
 ** blocked_shared: 8 blocks and more) give the bits of one thread, at each kind of
 ** product and transpose, with K in one slice and several. */
 static void threads_share_steps(CpuIsa isa) {
-  static const int dims[][3] = {{700, 40, 300}, {800, 33, 1000}, {690, 24, 0}};
+  static const int dims[][3] = {{700, 40, 300}, {800, 33, 1000}};
   int bad = 0, runs = 0;
   char where[160] = "";
   for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
     for (int t = 0; t < 4; t++)
       for (int kind = 0; kind < 6; kind++) {
-        if ((is_w(kind) && t) || (dims[d][2] == 0 && kind >= 4)) continue;
+        if (is_w(kind) && t) continue;
         Case one = {kind, t & 1, t >> 1, dims[d][0], dims[d][1], dims[d][2], (int)d, 1, kind ? 1.0f : -0.5f,
                     kind == 0 && (d & 1) ? 0.5f : 0.0f};
         if (is_w(kind)) one.ta = 0, one.tb = 1;
@@ -392,7 +392,12 @@ int main(void) {
     }
     against_reference((CpuIsa)lv);
     few_rows_as_many((CpuIsa)lv);
-    if (lv != CPU_ISA_GENERIC) threads_share_steps((CpuIsa)lv);   /* generic: libm's fmaf, too slow at these sizes */
+    if (lv != CPU_ISA_GENERIC) {
+      threads_share_steps((CpuIsa)lv);
+    } else {
+      snprintf(name, sizeof name, "gemm_bf16_%s_threads_share_steps_same_bits", cpu_isa_name((CpuIsa)lv));
+      check_skip(name, "libm's fmaf makes products of 700 rows too slow here; the other levels share the schedule");
+    }
   }
   levels_agree();
   return check_exit();
