@@ -3,8 +3,8 @@
 ** What the store's own files share: the connection, its transactions, statements
 ** and rows as JSON (store.c), and the few pieces one concept's file lends another
 ** (a blob written or read inside the caller's transaction, a run's existence, a
-** registered thing's provenance). Every function here runs inside whatever
-** transaction its caller holds; none begins or ends one unless its name says so. */
+** registered thing's provenance). Each runs inside whatever transaction its
+** caller holds, except where its contract below says it begins or ends one. */
 #ifndef MASKD_STORE_DB_H
 #define MASKD_STORE_DB_H
 #include <jansson.h>
@@ -71,9 +71,11 @@ int sdb_check_source(const char *what, const char *source_json, int64_t job, Err
 void sdb_bind_job(sqlite3_stmt *st, int i, int64_t job);
 /* tokenizers.c: the one row of a query by name, or NULL with "<what> "NAME" does not exist". */
 json_t *sdb_one_named(Store *s, sqlite3_stmt *st, const char *what, const char *name, Err *err);
-/* runs.c: runs one UPDATE on a single row in its own transaction; "what N does not exist" when no row changed. */
+/* runs.c: runs the prepared one-row UPDATE st (NULL: its prepare failed, err filled) and ends the
+** transaction the caller began: COMMIT, or ROLLBACK with "what N does not exist" when no row changed. */
 int sdb_update_one(Store *s, sqlite3_stmt *st, const char *what, int64_t id, Err *err);
-/* runs.c: marks rows of table still "running" whose pid is gone as "interrupted"; *n counts them. */
+/* runs.c: in a transaction of its own, marks rows of table still "running" whose pid is gone as
+** "interrupted"; *n counts them. */
 int sdb_recover(Store *s, const char *table, int *n, Err *err);
 /* runs.c: 0 when run exists, else -1 with ERR_NOT_FOUND (foreign-key failures name what was missing). */
 int sdb_run_exists(Store *s, int64_t run, Err *err);
