@@ -23,7 +23,7 @@ typedef struct App {
   Workspace ws;             /* what jobs may read (--data-dir) and where they write (--work-dir) */
   double started;           /* unix seconds */
   int quiet;                /* no access log */
-  const char *default_model;  /* fill-mask without "model": this, else the newest revision of any model */
+  const char *default_model;  /* a request naming no model: this where it serves the route's task, else the newest model that does */
   FillCache *fill;
   Worker *worker;
   const char *exe;          /* this maskd binary, which the worker runs for jobs */
@@ -99,7 +99,7 @@ typedef enum AppPipeline { APP_PIPELINE_ANY = -1, APP_FILL_MASK = 0, APP_TEXT_CL
 const char *app_pipeline_name(AppPipeline kind);
 /* Answers a pipeline request ({"inputs", "parameters", "model"?, "options"?}) with the
 ** model the path names (path_model, "name[@revision]"; the body may then not name one)
-** or the body's, or the default: resolved, loaded into the cache for kind, checked in
+** or the body's, or the default of kind's task: resolved, loaded into the cache for kind, checked in
 ** this thread, then queued on the model and answered in a shared pass (routes_fill.c).
 ** A revision of another task than kind gets 400, naming the route that answers it. */
 void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpReq *rq, HttpRes *rs);

@@ -229,10 +229,12 @@ static Entry *cache_add(FillCache *c, const char *key, ModelPrecision weights, A
   return e;
 }
 
-/* Why there is no model to answer with: none at all (-1, ERR_NOT_FOUND), or a
+/* Why there is no model to answer kind with: none at all (-1, ERR_NOT_FOUND), or a
 ** training job queued or running that will push the first one (-2, the message
-** saying where it is): `make run` serves while its demonstration model trains. */
-static int no_model_yet(Store *s, Err *err) {
+** saying where it is): `make run` serves while its demonstration model trains. A
+** fine-tuning job (its params have a "task") makes a text classifier, any other
+** train job a masked LM. */
+static int no_model_yet(Store *s, AppPipeline kind, Err *err) {
   json_t *jobs = store_jobs_list(s, err);
   size_t i;
   json_t *j;
@@ -242,23 +244,26 @@ static int no_model_yet(Store *s, Err *err) {
     const char *st = json_string_value(json_object_get(j, "status"));
     if (strcmp(json_string_value(json_object_get(j, "kind")), "train") || !st || (strcmp(st, "running") && strcmp(st, "queued")))
       continue;
+    int finetune = json_object_get(json_object_get(j, "params"), "task") != NULL;   /* (params: decoded by the store) */
+    if (finetune != (kind == APP_TEXT_CLASSIFICATION)) continue;
     why = st;
     run = json_integer_value(json_object_get(j, "run"));
     break;
   }
   int rc;
+  const char *task = app_pipeline_name(kind == APP_TEXT_CLASSIFICATION ? APP_TEXT_CLASSIFICATION : APP_FILL_MASK);
   if (!why) {
     rc = err_setk(err, ERR_NOT_FOUND, "the store holds no model yet: train one (POST /runs) or import one");
   } else {
     json_t *r = run > 0 ? store_run_get(s, run, err) : NULL;
     long long total = r ? (long long)json_integer_value(json_object_get(r, "total_steps")) : 0;
     if (total > 0)
-      err_setk(err, ERR_CONFLICT, "the first model is still training (run %lld, step %lld of %lld): fill-mask answers from its first revision",
-               (long long)run, (long long)json_integer_value(json_object_get(r, "step")), total);
+      err_setk(err, ERR_CONFLICT, "the first model is still training (run %lld, step %lld of %lld): %s answers from its first revision",
+               (long long)run, (long long)json_integer_value(json_object_get(r, "step")), total, task);
     else if (r)
-      err_setk(err, ERR_CONFLICT, "the first model's run %lld is starting: fill-mask answers from its first revision", (long long)run);
+      err_setk(err, ERR_CONFLICT, "the first model's run %lld is starting: %s answers from its first revision", (long long)run, task);
     else
-      err_setk(err, ERR_CONFLICT, "the first model's training job is %s: fill-mask answers from its first revision", why);
+      err_setk(err, ERR_CONFLICT, "the first model's training job is %s: %s answers from its first revision", why, task);
     json_decref(r);
     rc = -2;
   }
@@ -266,34 +271,65 @@ static int no_model_yet(Store *s, Err *err) {
   return rc;
 }
 
-/* The spec of the model to use: the request's, the server's default, or the newest
-** revision of the most recently pushed model. */
-static int pick_model(App *a, Store *s, const char *given, char *spec, size_t cap, Err *err) {
+/* The pipeline a revision serves, as its config says (engine/nn/config.c's rule,
+** the one loading applies): APP_PIPELINE_ANY for a bare encoder, which serves
+** neither, or a spec that does not resolve or whose config does not parse. */
+static AppPipeline spec_pipeline(Store *s, const char *spec) {
+  StoreRevision r;
+  ModelConfig cfg;
+  Err e = {0};
+  if (store_load_config(s, spec, &r, &cfg, &e)) return APP_PIPELINE_ANY;
+  return cfg.task == MODEL_TASK_SEQ_CLS ? APP_TEXT_CLASSIFICATION : cfg.task == MODEL_TASK_MLM ? APP_FILL_MASK
+                                                                                               : APP_PIPELINE_ANY;
+}
+
+/* The spec of the model to use: the request's; else the server's default (--model)
+** when it serves kind; else the newest revision of the most recently pushed model
+** that serves kind. Each route has its own default, as the Inference API has one per
+** task: a fine-tuned classifier pushed after a masked LM does not take fill-mask's
+** requests that name no model. APP_PIPELINE_ANY (POST /models/{name}) always names one. */
+static int pick_model(App *a, Store *s, AppPipeline kind, const char *given, char *spec, size_t cap, Err *err) {
   if (given) { snprintf(spec, cap, "%s", given); return 0; }
-  if (a->default_model) { snprintf(spec, cap, "%s", a->default_model); return 0; }
+  if (a->default_model && (kind == APP_PIPELINE_ANY || spec_pipeline(s, a->default_model) == kind)) {
+    snprintf(spec, cap, "%s", a->default_model);
+    return 0;
+  }
   json_t *models = store_models_list(s, err);
   if (!models) return -1;
-  const char *best = NULL;
-  double best_t = -1;
-  size_t i;
+  /* Newest first; a config is read only until one serves kind. */
+  json_t *newest = json_array();
+  size_t i, j;
   json_t *m;
   json_array_foreach(models, i, m) {
     json_t *t = json_object_get(m, "last_created");
-    if (json_is_number(t) && json_number_value(t) > best_t) {
-      best_t = json_number_value(t);
-      best = json_string_value(json_object_get(m, "name"));
-    }
+    if (!json_is_number(t)) continue;
+    for (j = 0; j < json_array_size(newest); j++)
+      if (json_number_value(json_object_get(json_array_get(newest, j), "last_created")) < json_number_value(t)) break;
+    json_array_insert(newest, j, m);
+  }
+  const char *best = NULL;
+  int others = 0;
+  json_array_foreach(newest, i, m) {
+    const char *name = json_string_value(json_object_get(m, "name"));
+    if (spec_pipeline(s, name) == kind) { best = name; break; }
+    others++;
   }
   if (best) snprintf(spec, cap, "%s", best);
+  json_decref(newest);
   json_decref(models);
-  return best ? 0 : no_model_yet(s, err);
+  if (best) return 0;
+  if (others)
+    return err_setk(err, ERR_NOT_FOUND, "the store holds no %s model (%d other model%s): name one with \"model\", or "
+                    "train one", app_pipeline_name(kind), others, others == 1 ? "" : "s");
+  return no_model_yet(s, kind, err);
 }
 
-/* The cache key "model@commit" of the request's model into key and the precision
+/* The cache key "model@commit" of the request's model (given, else kind's default:
+** pick_model) into key and the precision
 ** its repository is served at into *weights; on failure answers (404 for no such
 ** model, 500 when the store fails) and returns -1. Runs on the cache's own store
 ** connection. */
-static int resolve_model(App *a, const char *given, char *key, size_t cap, ModelPrecision *weights, HttpRes *rs) {
+static int resolve_model(App *a, AppPipeline kind, const char *given, char *key, size_t cap, ModelPrecision *weights, HttpRes *rs) {
   FillCache *c = a->fill;
   Err e = {0};
   char spec[300];
@@ -302,7 +338,7 @@ static int resolve_model(App *a, const char *given, char *key, size_t cap, Model
   pthread_mutex_lock(&c->store_mu);
   if (!c->store && !(c->store = store_open(a->db_path, &e))) {
     http_error_from(rs, &e, "cannot open the store", json_string(e.msg));
-  } else if ((rc = pick_model(a, c->store, given, spec, sizeof spec, &e)) == -2) {
+  } else if ((rc = pick_model(a, c->store, kind, given, spec, sizeof spec, &e)) == -2) {
     /* Not an error of the request: the model is coming. 503 with Retry-After, as a
     ** Hub endpoint answers while its model loads. */
     http_error(rs, 503, "no model to answer with yet", json_string(e.msg));
@@ -446,7 +482,7 @@ void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpRe
   Entry *ent = NULL;
   ModelPrecision weights = MODEL_FP32;
   /* POST /models/{name} answers the pipeline the model is for (kind < 0: ask its config). */
-  if (resolve_model(a, path_model ? path_model : model ? json_string_value(model) : NULL, ckey, sizeof ckey, &weights, rs) ||
+  if (resolve_model(a, kind, path_model ? path_model : model ? json_string_value(model) : NULL, ckey, sizeof ckey, &weights, rs) ||
       (kind == APP_PIPELINE_ANY && model_pipeline(a, ckey, weights, &kind, rs)) || !(ent = load_model(a, ckey, weights, kind, rs))) {
     json_decref(body);
     return;

@@ -134,8 +134,9 @@ static const CliOpt serve_opts[] = {
            "model after S seconds (fractions allowed) answers 503; one already in a\n"
            "forward pass is answered (passes are bounded by the input limits)"},
   {.name = "--model", .kind = CLI_STRING, .off = OFF(model), .arg = "NAME[@REV]",
-   .def = "the newest revision of the most recently pushed model",
-   .help = "the model of a fill-mask or text-classification request that names none"},
+   .def = "per route, the most recently pushed model of its task",
+   .help = "the model of a fill-mask or text-classification request that names\n"
+           "none, on the route whose task it serves (the other route keeps its own)"},
   {.name = "--precision", .kind = CLI_CHOICE, .off = OFF(precision), .arg = "fp32|bf16", .def = "fp32",
    .help = "how served models keep their weights: float, or bfloat16 (the\n"
            "weight matrices only: half the memory, faster short requests; sums\n"

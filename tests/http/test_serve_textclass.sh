@@ -445,3 +445,28 @@ serve_start --db "$T/hub.db" --quiet --precision bf16 || { fail textclass_bf16_s
 tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null}}"
 ok textclass_http_bf16 py "[o['label'] for o in b] == [o['label'] for o in json.load(open('$T/all.json'))] and all(abs(o['score'] - a['score']) < 0.05 for o, a in zip(b, json.load(open('$T/all.json'))))"
 serve_stop
+
+# A request that names no model: each route has its own default, the most recently pushed
+# model of its task (imported in the order tiny-cls, tiny-multi, tiny-mlm, tiny-bert), so a
+# classifier pushed after a masked LM does not take fill-mask's requests, nor the reverse;
+# --model is the default of the route whose task it serves, the other route keeping its own.
+serve_start --db "$T/hub.db" --quiet || { fail default_model_start "$(cat "$T/err")"; exit 1; }
+tc '{"inputs": "a cat", "parameters": {"top_k": null}}'
+ok textclass_http_default_newest_classifier py "sorted(o['label'] for o in b) == ['no', 'yes']"
+call POST /fill-mask --data-binary '{"inputs": "a [MASK]"}'
+ok fillmask_http_default_skips_newer_classifier status_is 200
+serve_stop
+serve_start --db "$T/hub.db" --quiet --model tiny-cls || { fail default_model_flag_start "$(cat "$T/err")"; exit 1; }
+tc '{"inputs": "a cat", "parameters": {"top_k": null}}'
+ok textclass_http_default_model_flag py "sorted(o['label'] for o in b) == sorted(['negative', 'neutral', 'positive', 'café'])"
+call POST /fill-mask --data-binary '{"inputs": "a [MASK]"}'
+ok fillmask_http_default_model_flag_other_task status_is 200
+serve_stop
+# A store with classifiers only: fill-mask's default is a 404 that says so.
+"$M" import --db "$T/cls-only.db" "$T/cls" tiny-cls >>"$T/setup.log" 2>&1 || fail default_model_cls_only_setup "$(tail -2 "$T/setup.log")"
+serve_start --db "$T/cls-only.db" --quiet || { fail default_model_cls_only_start "$(cat "$T/err")"; exit 1; }
+call POST /fill-mask --data-binary '{"inputs": "a [MASK]"}'
+ok fillmask_http_default_none_of_task error_is 404 "holds no fill-mask model"
+tc '{"inputs": "a cat"}'
+ok textclass_http_default_only_classifier py "b[0]['label'] in ['negative', 'neutral', 'positive', 'café']"
+serve_stop
