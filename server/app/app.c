@@ -75,6 +75,17 @@ Store *app_store(App *a, HttpRes *rs) {
   return s;
 }
 
+int app_path_repo(const HttpReq *rq, int trailing, char *out, size_t cap) {
+  out[0] = '\0';
+  size_t used = 0;
+  for (int i = 0; i < rq->n_params - trailing; i++) {
+    int n = snprintf(out + used, cap - used, "%s%s", i ? "/" : "", rq->params[i]);
+    if (n < 0 || (size_t)n >= cap - used) return -1;
+    used += (size_t)n;
+  }
+  return 0;
+}
+
 char *app_jobs_metrics_text(App *a) {
   /* Every status a job can have, in the order /metrics has always listed them. */
   static const StoreStatus states[] = {STORE_STATUS_QUEUED, STORE_STATUS_RUNNING, STORE_STATUS_DONE,

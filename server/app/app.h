@@ -45,6 +45,9 @@ Store *app_thread_store(App *a, Err *err);
 /* app_thread_store for a request: answers 500 "cannot open the store" and returns
 ** NULL when it cannot be opened. */
 Store *app_store(App *a, HttpRes *rs);
+/* The repository a route's path names: its first n_params - trailing parameters joined
+** by '/' ("name" or "owner/name", as the Hub's paths have it) into out; -1 if too long. */
+int app_path_repo(const HttpReq *rq, int trailing, char *out, size_t cap);
 /* The job-state gauges for /metrics (malloc'd text), from the store. */
 char *app_jobs_metrics_text(App *a);
 /* Registers maskd_kernels_info (the kernels' level, the CPU's best, the gemm
@@ -105,7 +108,7 @@ const char *app_pipeline_name(AppPipeline kind);
 void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpReq *rq, HttpRes *rs);
 
 /* routes_textclass.c: POST /text-classification, as HF pipeline("text-classification")
-** answers (engine/infer/textclass.h); POST /models/{name}, the pipeline the model is for. */
+** answers (engine/infer/textclass.h); POST /models/{name} and /models/{owner}/{name}, the pipeline the model is for. */
 void route_text_classification(void *app, HttpReq *rq, HttpRes *rs);
 void route_model_pipeline(void *app, HttpReq *rq, HttpRes *rs);
 

@@ -34,18 +34,6 @@ typedef struct HubEntry {
   int lfs;                  /* stored as LFS on the Hub: model.safetensors */
 } HubEntry;
 
-/* The repo named by the first n_params - trailing parameters, joined by '/'; -1 if too long. */
-static int hub_repo(const HttpReq *rq, int trailing, char *out, size_t cap) {
-  out[0] = '\0';
-  size_t used = 0;
-  for (int i = 0; i < rq->n_params - trailing; i++) {
-    int n = snprintf(out + used, cap - used, "%s%s", i ? "/" : "", rq->params[i]);
-    if (n < 0 || (size_t)n >= cap - used) return -1;
-    used += (size_t)n;
-  }
-  return 0;
-}
-
 /* 404 with the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound), which
 ** the clients read to tell the three apart (a missing file is "no such file", not an error). */
 static void hub_not_found(HttpRes *rs, const char *code, const char *error, json_t *detail) {
@@ -238,7 +226,7 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   char repo[260];
   const char *rev = rq->params[rq->n_params - 2], *file = rq->params[rq->n_params - 1];
   int raw = strstr(rq->pattern, "/raw/") != NULL;
-  if (hub_repo(rq, 2, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  if (app_path_repo(rq, 2, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
   Store *s = app_store(app, rs);
   if (!s) return;
   StoreRevision r;
@@ -362,7 +350,7 @@ static int truthy(const char *v) { return v && (!strcmp(v, "") || !strcmp(v, "1"
 void route_hub_tree(void *app, HttpReq *rq, HttpRes *rs) {
   int with_path = strstr(rq->pattern, "{path}") != NULL;
   char repo[260];
-  if (hub_repo(rq, with_path ? 2 : 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  if (app_path_repo(rq, with_path ? 2 : 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
   const char *rev = rq->params[rq->n_params - (with_path ? 2 : 1)];
   Store *s = app_store(app, rs);
   if (!s) return;
@@ -432,7 +420,7 @@ static json_t *paths_request(const HttpReq *rq, HttpRes *rs, int *expand) {
 /* POST /api/models/{repo}/paths-info/{rev}: the entries of the paths that exist. */
 void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs) {
   char repo[260];
-  if (hub_repo(rq, 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  if (app_path_repo(rq, 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
   int expand = 0;
   json_t *paths = paths_request(rq, rs, &expand);
   if (!paths) return;
@@ -463,7 +451,7 @@ static const char *pipeline_of(json_t *archs) {
 void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs) {
   int with_rev = strstr(rq->pattern, "/revision/") != NULL;
   char repo[260];
-  if (hub_repo(rq, with_rev, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  if (app_path_repo(rq, with_rev, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
   const char *rev = with_rev ? rq->params[rq->n_params - 1] : "main";
   Store *s = app_store(app, rs);
   if (!s) return;

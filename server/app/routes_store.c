@@ -296,7 +296,9 @@ void route_model(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
   Err e = {0};
-  json_t *m = store_model_get(s, rq->params[0], &e);
-  if (!m) { http_error_from(rs, &e, "no such model", json_pack("{s:s, s:s}", "model", rq->params[0], "why", e.msg)); return; }
+  char name[260];
+  if (app_path_repo(rq, 0, name, sizeof name)) { http_error(rs, 404, "no such model (the name is too long)", NULL); return; }
+  json_t *m = store_model_get(s, name, &e);
+  if (!m) { http_error_from(rs, &e, "no such model", json_pack("{s:s, s:s}", "model", name, "why", e.msg)); return; }
   http_json(rs, 200, m);
 }

@@ -15,7 +15,11 @@ void route_text_classification(void *app, HttpReq *rq, HttpRes *rs) {
 }
 
 void route_model_pipeline(void *app, HttpReq *rq, HttpRes *rs) {
-  const char *name = rq->n_params > 0 ? rq->params[0] : "";
+  char name[260];
+  if (app_path_repo(rq, 0, name, sizeof name)) {
+    http_error(rs, 404, "no such model (the name is too long)", NULL);
+    return;
+  }
   const char *rev = http_query(rq, "revision");
   char spec[300];
   /* The Hub's form names the revision apart (?revision=); "name@rev" in the path works too. */

@@ -240,7 +240,9 @@ static const HttpRoute routes[] = {
   {"POST", "/jobs/{id}/cancel", route_cancel_job, HTTP_WRITE},
   {"GET", "/models", route_models, 0},
   {"GET", "/models/{name}", route_model, 0},
+  {"GET", "/models/{owner}/{name}", route_model, 0},
   {"POST", "/models/{name}", route_model_pipeline, 0},
+  {"POST", "/models/{owner}/{name}", route_model_pipeline, 0},
   /* The Hub's protocol (routes_hub.c), after maskd's own routes so that a repo named like
   ** one of them never shadows it; each for "name" and "owner/name" repos. */
   {"GET", "/models/{name}/resolve/{revision}/{file}", route_hub_file, 0},

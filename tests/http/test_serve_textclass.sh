@@ -470,3 +470,20 @@ ok fillmask_http_default_none_of_task error_is 404 "holds no fill-mask model"
 tc '{"inputs": "a cat"}'
 ok textclass_http_default_only_classifier py "b[0]['label'] in ['negative', 'neutral', 'positive', 'café']"
 serve_stop
+
+# A repository named owner/name, as the Hub names them, under /models/ as under the Hub's
+# routes: GET /models/{owner}/{name} (the page lists its revisions: it asks for
+# encodeURIComponent(name), the slash as %2F) and POST /models/{owner}/{name}.
+"$M" import --db "$T/cls-only.db" "$T/cls" acme/tiny-cls >>"$T/setup.log" 2>&1 || fail owner_repo_setup "$(tail -2 "$T/setup.log")"
+serve_start --db "$T/cls-only.db" --quiet || { fail owner_repo_start "$(cat "$T/err")"; exit 1; }
+call GET /models/acme/tiny-cls
+ok models_owner_name_get py "b['name'] == 'acme/tiny-cls' and len(b['revisions']) == 1"
+call GET /models/acme%2Ftiny-cls
+ok models_owner_name_get_encoded py "b['name'] == 'acme/tiny-cls'"
+call POST /models/acme/tiny-cls --data-binary '{"inputs": "a cat", "parameters": {"top_k": null}}'
+ok models_owner_name_post py "sorted(o['label'] for o in b) == sorted(['negative', 'neutral', 'positive', 'café'])"
+call POST "/models/acme/tiny-cls?revision=main" --data-binary '{"inputs": "a cat"}'
+ok models_owner_name_post_revision status_is 200
+call GET /models/acme/nosuch
+ok models_owner_name_unknown error_is 404 acme/nosuch
+serve_stop
