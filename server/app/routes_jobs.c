@@ -82,6 +82,18 @@ static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_tex
   if (!s) return -1;
   int64_t run = store_run_find(s, v, &e);
   if (run < 1) { http_error(rs, 422, "no such run to resume", json_pack("{s:s, s:s}", "field", "resume", "run", v)); return -1; }
+  /* What maskd train --resume refuses, refused here, before a job is queued to fail. */
+  json_t *rj = store_run_get(s, run, &e);
+  if (!rj) { http_error_from(rs, &e, "cannot read the run", json_string(e.msg)); return -1; }
+  StoreStatus st = STORE_STATUS_CREATED;
+  store_status_parse(json_string_value(json_object_get(rj, "status")), &st);
+  json_decref(rj);
+  if (st == STORE_STATUS_RUNNING || st == STORE_STATUS_DONE) {
+    http_error(rs, 409, st == STORE_STATUS_DONE ? "the run is already done; only a stopped run can be resumed"
+                                                : "the run is still running; only a stopped run can be resumed",
+               json_pack("{s:s, s:s, s:s}", "field", "resume", "run", v, "status", store_status_name(st)));
+    return -1;
+  }
   snprintf(id_text, cap, "%lld", (long long)run);
   return 0;
 }

@@ -125,6 +125,9 @@ check local_run_stores_hosts 's == 200 and b["config"]["hosts"] == "localhost:1"
 serve_stop
 
 # ---- resume: the run's stored hosts against today's list ----
+# Only a stopped run resumes (a done one answers 409, below): "local" is marked interrupted,
+# as a server killed during its run leaves it.
+$PY -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE runs SET status='interrupted' WHERE name='local'\"); c.commit()" "$T/hub.db"
 start --no-worker --job-hosts h1,h2 || { fail resume_start "$(cat "$T/err")"; exit 1; }
 call POST /runs --data-binary '{"resume":"local"}'
 check resume_unlisted_stored_hosts_refused 's == 403 and "\"localhost\" is not one of the hosts" in b["error"] \
@@ -141,4 +144,8 @@ start --no-worker --job-hosts LOCALHOST || { fail resume_listed_start "$(cat "$T
 call POST /runs --data-binary '{"resume":"local"}'
 check resume_listed_queued 's == 202'
 call POST "/jobs/$(jget 'b["id"]' 2>/dev/null)/cancel"
+# A done run is refused at once, not queued to fail in its job.
+$PY -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE runs SET status='done' WHERE name='local'\"); c.commit()" "$T/hub.db"
+call POST /runs --data-binary '{"resume":"local"}'
+check resume_done_run_refused 's == 409 and "already done" in b["error"] and b["detail"]["status"] == "done" and b["detail"]["field"] == "resume"'
 serve_stop
