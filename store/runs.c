@@ -16,7 +16,7 @@
 
 /* A new run; with job > 0 that job, which must be running, is linked to it in the same transaction. */
 static int64_t run_create(Store *s, int64_t job, const char *name, const char *config_json, Err *err) {
-  if (store_check_name("run", name, err) || sdb_check_json_object("run config", config_json, err)) return -1;
+  if (store_check_run_name(name, err) || sdb_check_json_object("run config", config_json, err)) return -1;
   if (sdb_begin(s, err)) return -1;
   sqlite3_stmt *st = sdb_prep(s, "INSERT INTO runs(name, config, status, created) VALUES (?, ?, 'created', ?)", err);
   if (!st) return sdb_rollback(s);

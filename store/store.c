@@ -225,6 +225,13 @@ int store_check_name(const char *what, const char *name, Err *err) {
   return 0;
 }
 
+int store_check_run_name(const char *name, Err *err) {
+  if (store_check_name("run", name, err)) return -1;
+  for (const char *p = name; *p; p++)
+    if (!isdigit((unsigned char)*p)) return 0;
+  return err_setk(err, ERR_INVALID, "run name \"%.64s\": all digits, which reads as a run's id; add a letter", name);
+}
+
 /* A JSON text that must hold an object. */
 int sdb_check_json_object(const char *what, const char *text, Err *err) {
   if (!text) return err_setk(err, ERR_INVALID, "%s: missing", what);

@@ -219,7 +219,7 @@ static int ft_field(App *a, HttpRes *rs, const FtField *f, json_t *v) {
       return 0;
     }
     case FT_NAME:
-      if (!is_name || store_check_name("model", str, &e)) {
+      if (!is_name || store_check_run_name(str, &e)) {   /* the run's name and its model's */
         http_error(rs, 422, "invalid fine-tuning job", json_pack("{s:s, s:s}", "field", f->key, "why", is_name ? e.msg : "not a name"));
         return -1;
       }
@@ -337,7 +337,7 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
       http_error(rs, 422, "invalid run description", json_string(e.msg));
       goto done;
     }
-    if (store_check_name("run", rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
+    if (store_check_run_name(rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
     if (hosts_allowed(a, rs, rc.hosts, NULL)) goto done;
     if (run_names_resolve(a, rs, &rc)) goto done;
     /* The whole description, defaults filled in, is what the job runs. */

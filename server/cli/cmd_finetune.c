@@ -837,7 +837,7 @@ int cmd_finetune(int argc, char **argv) {
     fprintf(stderr, "maskd finetune: --precision: expected fp32 or bf16, got '%s'\n", a.precision);
     return 2;
   }
-  if (a.name && store_check_name("model", a.name, &e)) { fprintf(stderr, "maskd finetune: --name: %s\n", e.msg); return 2; }
+  if (a.name && store_check_run_name(a.name, &e)) { fprintf(stderr, "maskd finetune: --name: %s\n", e.msg); return 2; }
 
   int status = 1;
   FtData d;

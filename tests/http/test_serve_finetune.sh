@@ -51,6 +51,8 @@ post /runs "$(job cls | sed 's|banking77/train.csv|banking77/none.csv|')"
 ok finetune_missing_file error_is 422 train
 post /runs "$(job 'bad name!')"
 ok finetune_bad_name error_is 422 name
+post /runs "$(job 2024)"
+ok finetune_all_digit_name error_is 422 "all digits"
 post /runs '{"task": "text-classification", "model": "base", "name": "x"}'
 ok finetune_needs_train error_is 422 train
 post /runs "$(job cls ',"on_restart": "resume"')"

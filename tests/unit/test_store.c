@@ -522,6 +522,12 @@ static void api_tests(void) {
   check(store_run_create(s, "r", "[1]", &e) == -1 && strstr(e.msg, "object"), "store_run_refuses_non_object_config", "%s", e.msg);
   check(store_run_create(s, "r", "{\"a\":1,\"a\":2}", &e) == -1, "store_run_refuses_duplicate_keys", "accepted");
   check(store_run_create(s, "../etc", "{}", &e) == -1, "store_run_refuses_path_name", "accepted");
+  /* A number is a run's id where runs are looked up (GET /runs/{id}, cancel, resume). */
+  check(store_run_create(s, "2024", "{}", &e) == -1 && e.kind == ERR_INVALID && strstr(e.msg, "all digits"),
+        "store_run_refuses_all_digit_name", "%s", e.msg);
+  check(store_check_run_name("v2024", &e) == 0 && store_check_run_name("2024.1", &e) == 0 &&
+            store_check_run_name("acme/7", &e) == 0 && store_check_run_name("0", &e) == -1,
+        "store_check_run_name_digits_only", "%s", e.msg);
 
   /* A run left "running" by a dead process is recovered as interrupted; a live one is not. */
   pid_t child = fork();
