@@ -10,6 +10,7 @@
 ** step boundary (the run is "interrupted"; fine-tuning runs are not resumed).
 ** --job runs a text-classification job that maskd serve queued (server/cli/job_read.h);
 ** --export-plan writes what the PyTorch comparison needs and trains nothing. */
+#include <assert.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -290,6 +291,10 @@ static int read_data(const FtArgs *a, FtData *d, Err *e) {
 
 /* The base revision's config, tokenizer and the classifier built on them (head
 ** initialised from the seed, encoder loaded from the revision). */
+/* A classifier base's labels against the new ones: the same in the same order, the
+** same in another order, or others (a base that is no classifier: others). */
+typedef enum { HEAD_LABELS_OTHER = 0, HEAD_LABELS_SAME, HEAD_LABELS_REORDERED } HeadLabels;
+
 typedef struct FtModel {
   StoreRevision base;
   ModelConfig base_cfg, cfg;
@@ -297,7 +302,8 @@ typedef struct FtModel {
   size_t tokenizer_len;
   Tokenizer *tok;
   Model *m;
-  int head_loaded;     /* head tensors the base revision had (a classifier of the same labels) */
+  int head_loaded;     /* head tensors taken from the base revision (classifier.*, BERT's pooler) */
+  HeadLabels labels_vs_base;   /* how the new labels stand to a classifier base's */
 } FtModel;
 
 static void model_part_free(FtModel *fm) {
@@ -322,14 +328,81 @@ static int load_base(Store *db, const char *spec, FtModel *fm, Err *e) {
 
 /* The classifier: the base config with the labels, weights from the seed (HF's
 ** _init_weights, the head's), then the encoder from the base revision. */
+/* base_id[i]: the base classifier's id of the new label i, where the base has exactly
+** the new labels; the relation of the two lists. */
+static HeadLabels labels_vs_base(const ModelConfig *base, const TextClsLabels *labels, int *base_id) {
+  if (base->task != MODEL_TASK_SEQ_CLS || base->num_labels != labels->n) return HEAD_LABELS_OTHER;
+  int same = 1;
+  for (int i = 0; i < labels->n; i++) {
+    base_id[i] = -1;
+    for (int j = 0; j < base->num_labels && base_id[i] < 0; j++)
+      if (!strcmp(config_label(base, j), labels->names[i])) base_id[i] = j;
+    if (base_id[i] < 0) return HEAD_LABELS_OTHER;
+    same &= base_id[i] == i;
+  }
+  return same ? HEAD_LABELS_SAME : HEAD_LABELS_REORDERED;   /* (names are unique: base_id is a permutation) */
+}
+
+/* The classifier, its encoder (and every head tensor of a matching shape) from the
+** base revision, the rest as HF initialises it. The output layer (a row per label)
+** is kept only where its rows mean the new labels: a classifier base of the same
+** labels gives its rows, reordered to the new ids where its order differs; for other
+** labels (of the same count, which the shapes cannot tell) the layer starts new. */
 static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels, uint64_t seed, Err *e) {
   fm->cfg = fm->base_cfg;
   if (config_set_labels(&fm->cfg, labels->n, (const char *const *)labels->names, e)) return err_prefix(e, "labels");
   if (!(fm->m = model_new(&fm->cfg, e))) return -1;
   model_init_weights(fm->m, seed);
+  int rob = fm->cfg.model_type == MODEL_ROBERTA;
+  const ModelTensor *out[2] = {model_tensor_by_name(fm->m, rob ? "classifier.out_proj.weight" : "classifier.weight"),
+                               model_tensor_by_name(fm->m, rob ? "classifier.out_proj.bias" : "classifier.bias")};
+  assert(out[0] && out[1] && out[0]->shape[0] == labels->n && out[1]->numel == (size_t)labels->n);
+  float *params = model_params(fm->m);
+  size_t row = (size_t)out[0]->shape[1], n_out = out[0]->numel + out[1]->numel;
+  float *kept = malloc(n_out * sizeof *kept);
+  int *base_id = malloc((size_t)labels->n * sizeof *base_id);
+  if (!kept || !base_id) { free(kept); free(base_id); return err_setk(e, ERR_NOMEM, "out of memory"); }
+  /* The output layer as initialised, for labels the base's rows do not mean. */
+  memcpy(kept, params + out[0]->offset, out[0]->numel * sizeof *kept);
+  memcpy(kept + out[0]->numel, params + out[1]->offset, out[1]->numel * sizeof *kept);
+  fm->labels_vs_base = labels_vs_base(&fm->base_cfg, labels, base_id);
   /* Read in place from the store, tensor by tensor; the bytes hashed on the way. */
-  if (store_load_encoder(db, &fm->base, fm->m, &fm->head_loaded, e)) return err_prefix(e, "--model: model.safetensors");
-  return 0;
+  int rc = store_load_encoder(db, &fm->base, fm->m, &fm->head_loaded, e);
+  if (rc) {
+    err_prefix(e, "--model: model.safetensors");
+  } else if (fm->labels_vs_base == HEAD_LABELS_REORDERED) {
+    /* Row i of the new layer is the base's row of the same label. */
+    memcpy(kept, params + out[0]->offset, out[0]->numel * sizeof *kept);
+    memcpy(kept + out[0]->numel, params + out[1]->offset, out[1]->numel * sizeof *kept);
+    for (int i = 0; i < labels->n; i++) {
+      memcpy(params + out[0]->offset + (size_t)i * row, kept + (size_t)base_id[i] * row, row * sizeof *kept);
+      params[out[1]->offset + (size_t)i] = kept[out[0]->numel + (size_t)base_id[i]];
+    }
+  } else if (fm->labels_vs_base == HEAD_LABELS_OTHER) {
+    memcpy(params + out[0]->offset, kept, out[0]->numel * sizeof *kept);
+    memcpy(params + out[1]->offset, kept + out[0]->numel, out[1]->numel * sizeof *kept);
+  }
+  free(kept);
+  free(base_id);
+  return rc;
+}
+
+/* The line that says which head tensors came from the base revision, if any did. */
+static void head_origin_line(Progress *p, const FtModel *fm) {
+  const char *base = fm->base.model;
+  long long seq = (long long)fm->base.seq;
+  if (!fm->head_loaded) return;
+  if (fm->base_cfg.task != MODEL_TASK_SEQ_CLS)
+    progress_line(p, "the pooler (%d tensors) comes from %s@%lld; the classifier is new", fm->head_loaded, base, seq);
+  else if (fm->labels_vs_base == HEAD_LABELS_SAME)
+    progress_line(p, "the classifier head (%d tensors) comes from %s@%lld, which has the same labels", fm->head_loaded, base,
+                  seq);
+  else if (fm->labels_vs_base == HEAD_LABELS_REORDERED)
+    progress_line(p, "the classifier head (%d tensors) comes from %s@%lld, which has the same labels in another order: "
+                  "its output rows follow the new ids", fm->head_loaded, base, seq);
+  else
+    progress_line(p, "the classifier head comes from %s@%lld but for its output layer, which is new: %s has other "
+                  "labels (%d of them)", base, seq, base, fm->base_cfg.num_labels);
 }
 
 /* ---- the run description ---- */
@@ -931,9 +1004,7 @@ int cmd_finetune(int argc, char **argv) {
   progress_line(&c->prog, "%ld steps (%ld per epoch, warm-up %ld), batch %d, up to %d tokens, %zu parameters%s", total, spe,
                 finetune_warmup_steps(f), a.batch, d.set[S_TRAIN].max_len, model_num_params(fm.m),
                 prec == MODEL_BF16 ? ", bf16 products" : "");
-  if (fm.head_loaded)
-    progress_line(&c->prog, "the classifier head (%d tensors) comes from %s@%lld, which has the same labels", fm.head_loaded,
-                  fm.base.model, (long long)fm.base.seq);
+  head_origin_line(&c->prog, &fm);
   status = run_loop(c, t0);
   goto done;
 

@@ -225,3 +225,52 @@ refuse finetune_cli_refuses_label_smoothing_one "--label-smoothing" "${base[@]}"
 sleep 1.5; kill -INT $fp; wait $fp; rc=$?
 st=$(sqlite3 "$T/a.db" "SELECT status FROM runs WHERE name = 'cls4'")
 [ $rc = 130 ] && [ "$st" = interrupted ] && pass finetune_cli_sigint || fail finetune_cli_sigint "rc $rc status $st: $(tail -2 "$T/int.err")"
+
+
+# Fine-tuning a classifier again: its output layer (a row per label) is kept only where the
+# rows mean the new labels. The same labels in the same order (categories.json): kept as it
+# is; the same labels sorted by name (no --labels): each row follows its label to the new
+# id; 77 other names (the same shape, which cannot tell): the layer starts as a new one, the
+# one fine-tuning the masked LM with the same seed gets. The initial weights from
+# --export-plan; the line saying so from a one-step run.
+sed '1!s/,\([^,]*\)$/,x_\1/' "$T/tr.csv" > "$T/tr-renamed.csv"
+opts=(--db "$T/a.db" --label-column category --max-length 32 --batch 16 --threads 1 --seed 3)
+again=("${opts[@]}" --model cls@best --train "$T/tr.csv")
+"$M" finetune "${again[@]}" --labels "$B/categories.json" --export-plan "$T/h-same" --quiet 2>"$T/h.err" &&
+  "$M" finetune "${again[@]}" --export-plan "$T/h-sorted" --quiet 2>>"$T/h.err" &&
+  "$M" finetune "${again[@]}" --train "$T/tr-renamed.csv" --export-plan "$T/h-other" --quiet 2>>"$T/h.err" &&
+  "$M" finetune "${opts[@]}" --model base --train "$T/tr-renamed.csv" --export-plan "$T/h-new" --quiet 2>>"$T/h.err" &&
+  "$M" export --db "$T/a.db" cls@best "$T/h-base" >/dev/null 2>>"$T/h.err"
+PYTHONPATH="$PWD/scripts" $PY - "$T" <<'EOF' && pass finetune_cli_head_rows_follow_labels || fail finetune_cli_head_rows_follow_labels "$(tail -3 "$T/h.err")"
+import json, os, sys
+import numpy as np
+from torch_reference import read_safetensors
+T = sys.argv[1]
+def load(d):
+    _, sd = read_safetensors(os.path.join(d, "model.safetensors"))
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    return [cfg["id2label"][str(i)] for i in range(len(cfg["id2label"]))], sd
+base_labels, base = load(T + "/h-base")
+W, b = "classifier.out_proj.weight", "classifier.out_proj.bias"
+labels, same = load(T + "/h-same/init")
+assert labels == base_labels and np.array_equal(same[W], base[W]) and np.array_equal(same[b], base[b]), "same labels: rows kept"
+labels, srt = load(T + "/h-sorted/init")
+assert labels == sorted(base_labels) and labels != base_labels
+for i, name in enumerate(labels):
+    j = base_labels.index(name)
+    assert np.array_equal(srt[W][i], base[W][j]) and srt[b][i] == base[b][j], f"row of {name}"
+labels, other = load(T + "/h-other/init")
+_, new = load(T + "/h-new/init")
+assert all(l.startswith("x_") for l in labels) and len(labels) == 77
+assert np.array_equal(other[W], new[W]) and np.array_equal(other[b], new[b]), "other labels: a new layer"
+assert not np.array_equal(other[W], base[W])
+# The rest of the head (classifier.dense) and the encoder come from the base either way.
+for k in ("classifier.dense.weight", "roberta.encoder.layer.0.attention.self.query.weight"):
+    assert np.array_equal(other[k], base[k]) and np.array_equal(srt[k], base[k]), k
+EOF
+"$M" finetune "${again[@]}" --name again-sorted --epochs 1 --max-steps 1 2>"$T/h1.err" >/dev/null &&
+  "$M" finetune "${again[@]}" --train "$T/tr-renamed.csv" --name again-other --epochs 1 --max-steps 1 2>"$T/h2.err" >/dev/null
+grep -q "which has the same labels in another order: its output rows follow the new ids" "$T/h1.err" &&
+  grep -q "comes from cls@[0-9]* but for its output layer, which is new: cls has other labels (77 of them)" "$T/h2.err" &&
+  ! grep -q "which has the same labels" "$T/h2.err" && pass finetune_cli_head_origin_lines ||
+  fail finetune_cli_head_origin_lines "$(grep -h 'head\|classifier' "$T/h1.err" "$T/h2.err")"
