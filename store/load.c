@@ -58,6 +58,20 @@ int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig 
   return 0;
 }
 
+int store_check_repo_task(Store *s, const char *name, ModelTask task, Err *err) {
+  StoreRevision r;
+  ModelConfig c;
+  Err e = {0};
+  if (store_load_config(s, name, &r, &c, &e)) {
+    if (e.kind == ERR_NOT_FOUND) return 0;
+    if (err) *err = e;
+    return -1;
+  }
+  if (c.task == task) return 0;
+  return err_setk(err, ERR_CONFLICT, "model repository \"%s\" holds a %s (%s@%lld); name another", name,
+                  config_architecture(&c), name, (long long)r.seq);
+}
+
 /* The model and tokenizer of a store revision ("NAME", "NAME@main", "NAME@N",
 ** "NAME@<commit>"): its config.json, model.safetensors and tokenizer.json, for a
 ** pipeline of the task want. A base model's revision (no head) is refused with

@@ -936,6 +936,7 @@ int cmd_finetune(int argc, char **argv) {
     err_setk(&e, ERR_INVALID, "--name %s is the repository of the base model; name the classifier's own", a.name);
     goto fail;
   }
+  if (a.name && store_check_repo_task(db, a.name, MODEL_TASK_SEQ_CLS, &e)) { err_prefix(&e, "--name"); goto fail; }
   {
     int positions = config_max_tokens(&fm.base_cfg);
     if (a.max_length > positions) {

@@ -31,6 +31,7 @@
 #include "server/cli/progress.h"
 #include "server/cli/job_read.h"
 #include "server/app/job_hosts.h"
+#include "store/load.h"
 #include "store/store.h"
 #include "store/sha256.h"
 #include "engine/dist/dist.h"
@@ -748,6 +749,10 @@ int cmd_train(int argc, char **argv) {
     }
     /* What needs no file is checked before anything starts, mpirun's ranks included. */
     if (!failed) failed = run_config_check(&rc, &e) != 0;
+    /* A new run's revisions go to the repository of its name: not one of a classifier. */
+    if (!failed && !resume && store_check_repo_task(db, rc.name, MODEL_TASK_MLM, &e)) failed = err_prefix(&e, "--name") != 0;
+    /* --out is written when the run ends: a place it cannot be is refused now, not then. */
+    if (!failed && args.out) failed = files_make_dirs(args.out, &e) != 0 && err_prefix(&e, "--out") != 0;
     /* A job's hosts are the operator's choice, checked against the server's list as it is
     ** now (a resumed run's stored hosts included), before mpirun could reach any. */
     if (!failed && args.job) failed = job_hosts_allow(rc.hosts, args.job_hosts, NULL, 0, &e) != 0;

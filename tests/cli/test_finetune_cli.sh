@@ -274,3 +274,12 @@ grep -q "which has the same labels in another order: its output rows follow the 
   grep -q "comes from cls@[0-9]* but for its output layer, which is new: cls has other labels (77 of them)" "$T/h2.err" &&
   ! grep -q "which has the same labels" "$T/h2.err" && pass finetune_cli_head_origin_lines ||
   fail finetune_cli_head_origin_lines "$(grep -h 'head\|classifier' "$T/h1.err" "$T/h2.err")"
+
+# One repository, one pipeline: a classifier is not pushed over a masked LM's revisions, nor
+# a masked LM over a classifier's (re-fine-tuning into a classifier's own repository is fine).
+refuse finetune_cli_refuses_mlm_repository "--name: model repository \"base0\" holds a RobertaForMaskedLM" "${base[@]}" --name base0
+out=$("$M" train --db "$T/a.db" --name cls --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" --max-steps 1 \
+  --threads 1 --quiet 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -qF -- '--name: model repository "cls" holds a RobertaForSequenceClassification' <<<"$out" &&
+  [ "$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE name = 'cls'")" = 1 ] && pass finetune_cli_train_refuses_classifier_repository ||
+  fail finetune_cli_train_refuses_classifier_repository "rc $rc: $out"

@@ -60,6 +60,9 @@ refuse train_cli_job_unknown "job 7 does not exist" --job 7 --work-dir "$T"
 sqlite3 "$T/r.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8, 'train', 'queued', '{\"name\": \"q\"}', 0), (9, 'prepare', 'running', '{}', 0)"
 refuse train_cli_job_not_claimed "job 8 is queued" --job 8 --work-dir "$T"
 refuse train_cli_job_not_training "job 9 is a prepare job" --job 9 --work-dir "$T"
+# --out is written when the run ends: a file in its place is refused before the first step.
+touch "$T/a-file"
+refuse train_cli_refuses_out_not_a_directory "--out: $T/a-file: not a directory" "${base[@]}" --out "$T/a-file"
 n=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
 [ "$n" = 0 ] && pass train_cli_refusals_record_nothing || fail train_cli_refusals_record_nothing "$n runs recorded"
 
