@@ -433,13 +433,37 @@ int textcls_labels_load(const char *path, TextClsLabels *out, Err *err) {
   return rc;
 }
 
+/* 1 when s is an integer as a data set's integer column writes it ("0", "12", "-3": no
+** sign but '-', no leading zero, at most 18 digits), its value in *v. */
+static int int_label(const char *s, long long *v) {
+  const char *d = s + (*s == '-');
+  size_t n = strlen(d);
+  if (n == 0 || n > 18 || (d[0] == '0' && n > 1) || (*s == '-' && !strcmp(d, "0"))) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (d[i] < '0' || d[i] > '9') return 0;
+  *v = strtoll(s, NULL, 10);
+  return 1;
+}
+
+static int cmp_int_str(const void *a, const void *b) {
+  long long x = 0, y = 0;
+  int_label(*(const char *const *)a, &x);
+  int_label(*(const char *const *)b, &y);
+  return (x > y) - (x < y);
+}
+
 int textcls_labels_sorted(const TextClsRaw *r, TextClsLabels *out, Err *err) {
   memset(out, 0, sizeof *out);
   if (r->n == 0) return err_setk(err, ERR_BAD_INPUT, "no examples, so no labels");
   char **sorted = malloc(r->n * sizeof *sorted);
   if (!sorted) return oom(err);
   memcpy(sorted, r->labels, r->n * sizeof *sorted);
-  qsort(sorted, r->n, sizeof *sorted, cmp_str);
+  /* Integer labels in numeric order, as datasets' class_encode_column orders an integer
+  ** column (labels 0..n-1 keep their values as ids); names bytewise, as it orders strings. */
+  int integers = 1;
+  long long v;
+  for (size_t i = 0; i < r->n && integers; i++) integers = int_label(r->labels[i], &v);
+  qsort(sorted, r->n, sizeof *sorted, integers ? cmp_int_str : cmp_str);
   size_t distinct = 1;
   for (size_t i = 1; i < r->n; i++) distinct += strcmp(sorted[i - 1], sorted[i]) != 0;
   int rc = 0;

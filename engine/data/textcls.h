@@ -53,7 +53,8 @@ typedef struct TextClsLabels {
 ** names (["activate_my_card", ...]) or an object {"names": [...]} (dataset_info's
 ** features.label). ERR_BAD_INPUT for duplicates, non-strings or fewer than 2. */
 int textcls_labels_load(const char *path, TextClsLabels *out, Err *err);
-/* The sorted (bytewise) distinct label names of r. ERR_BAD_INPUT when fewer than 2. */
+/* The distinct label names of r, sorted: by value when every one is an integer ("0".."11"
+** give ids 0..11), else bytewise. ERR_BAD_INPUT when fewer than 2. */
 int textcls_labels_sorted(const TextClsRaw *r, TextClsLabels *out, Err *err);
 /* Id of name, or -1. */
 int textcls_label_id(const TextClsLabels *l, const char *name);

@@ -200,6 +200,28 @@ static void test_labels(void) {
   check(rc == 0 && ids[0] == 2 && ids[1] == 3 && ids[2] == 0 && ids[3] == 2 && ids[4] == 1 && ids[5] == 0, "map_labels", "rc %d: %s", rc,
         e.msg);
   textcls_labels_free(&l);
+  /* Integer labels by value (an integer column's order: 0..n-1 keep their values as ids);
+  ** one name among them, or a leading zero, and all are names, bytewise. */
+  char *nums[] = {"10", "2", "0", "1", "-3", "2"};
+  TextClsRaw rn = {6, texts, nums};
+  rc = textcls_labels_sorted(&rn, &l, &e);
+  check(rc == 0 && l.n == 5 && !strcmp(l.names[0], "-3") && !strcmp(l.names[1], "0") && !strcmp(l.names[2], "1") &&
+            !strcmp(l.names[3], "2") && !strcmp(l.names[4], "10"),
+        "labels_sorted_integers_by_value", "rc %d n %d", rc, l.n);
+  textcls_labels_free(&l);
+  char *mixed[] = {"10", "2", "02", "1", "x1", "2"};
+  char *mixed_want[][2] = {{"02", "1"}, {"x1", "x1"}};
+  for (int k = 0; k < 2; k++) {
+    char *lab[6];
+    memcpy(lab, mixed, sizeof lab);
+    if (k == 1) lab[2] = "0";
+    TextClsRaw rm = {6, texts, lab};
+    rc = textcls_labels_sorted(&rm, &l, &e);
+    check(rc == 0 && l.n == 5 && !strcmp(l.names[0], k ? "0" : mixed_want[0][0]) && !strcmp(l.names[1], "1") &&
+              !strcmp(l.names[2], "10") && !strcmp(l.names[3], "2") && !strcmp(l.names[4], mixed_want[1][1]),
+          k ? "labels_sorted_a_name_among_integers_bytewise" : "labels_sorted_leading_zero_bytewise", "rc %d n %d", rc, l.n);
+    textcls_labels_free(&l);
+  }
   char *one[] = {"x", "x"};
   TextClsRaw r1 = {2, texts, one};
   Err oe = {0};
