@@ -58,7 +58,7 @@ static void ft_defaults(void *p) {
   a->lr = 2e-5;
   a->batch = 32;
   a->eval_batch = 64;
-  a->max_length = 128;
+  a->max_length = 0;   /* unset: 128, or the model's positions where it has fewer */
   a->weight_decay = 0.01;
   a->warmup_ratio = 0;
   a->warmup_steps = -1;
@@ -99,7 +99,8 @@ static const CliOpt ft_opts[] = {
   {.name = "--eval-batch", .kind = CLI_INT, .off = OFF(eval_batch), .lo = 1, .hi = 65536, .arg = "B",
    .def = CLI_DEFAULT, .help = "evaluation examples padded together"},
   {.name = "--max-length", .kind = CLI_INT, .off = OFF(max_length), .lo = 2, .hi = 1 << 20, .arg = "N",
-   .def = CLI_DEFAULT, .help = "tokens per example, [CLS] and [SEP] included (longer texts are cut)"},
+   .def = "128, or the model's positions where it has fewer",
+   .help = "tokens per example, [CLS] and [SEP] included (longer texts are cut)"},
   {.name = "--weight-decay", .kind = CLI_DOUBLE, .off = OFF(weight_decay), .flo = 0, .fhi = 10, .arg = "X",
    .def = CLI_DEFAULT, .help = "AdamW weight decay (not on biases and LayerNorm)"},
   {.name = "--warmup-ratio", .kind = CLI_DOUBLE, .off = OFF(warmup_ratio), .flo = 0, .fhi = 1, .arg = "X",
@@ -939,6 +940,7 @@ int cmd_finetune(int argc, char **argv) {
   if (a.name && store_check_repo_task(db, a.name, MODEL_TASK_SEQ_CLS, &e)) { err_prefix(&e, "--name"); goto fail; }
   {
     int positions = config_max_tokens(&fm.base_cfg);
+    if (a.max_length == 0) a.max_length = positions < 128 ? positions : 128;
     if (a.max_length > positions) {
       err_setk(&e, ERR_INVALID, "--max-length %d is more than the %d positions of %s", a.max_length, positions, a.model);
       goto fail;

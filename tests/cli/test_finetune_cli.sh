@@ -283,3 +283,8 @@ out=$("$M" train --db "$T/a.db" --name cls --tokenizer "$T/tok.json" --train "$T
 [ $rc != 0 ] && grep -qF -- '--name: model repository "cls" holds a RobertaForSequenceClassification' <<<"$out" &&
   [ "$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE name = 'cls'")" = 1 ] && pass finetune_cli_train_refuses_classifier_repository ||
   fail finetune_cli_train_refuses_classifier_repository "rc $rc: $out"
+# Without --max-length: 128, or the model's positions where it has fewer (cfg.json's 40, less
+# RoBERTa's offset of pad + 1: 36), not a refusal of a value the user never gave.
+"$M" finetune --db "$T/a.db" --model base --train "$T/tr.csv" --label-column category --threads 1 --export-plan "$T/h-len" --quiet 2>"$T/len.err" &&
+  $PY -c 'import json, sys; h = json.load(open(sys.argv[1]))["hyper"]; assert h["max_length"] == 36, h' "$T/h-len/plan.json" &&
+  pass finetune_cli_default_max_length_fits_model || fail finetune_cli_default_max_length_fits_model "$(cat "$T/len.err")"
