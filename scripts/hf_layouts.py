@@ -23,7 +23,8 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
         ../x.safetensors), shard_wrong (a tensor in another shard than the index says),
         shard_symlink (a shard that is a symlink leaving the folder), bin_evil (a pickle
         calling os.system), bin_legacy (torch.save's pre-1.6 format), bin_deflate (a
-        compressed zip entry), missing (a model tensor left out), unknown (an extra tensor)
+        compressed zip entry), bin_views (200 entries viewing the word embeddings' storage),
+        missing (a model tensor left out), unknown (an extra tensor)
   hf_layouts.py compare SRC EXPORTED [bf16]
         every tensor of EXPORTED/model.safetensors equals SRC's after transformers' name
         rules (the tied decoder weight dropped, the pooler and NSP head kept), or SRC's
@@ -208,6 +209,12 @@ def make(src, out, kind):
             wmap.update({k: nm for k in part})
         json.dump({"metadata": {"total_size": 0}, "weight_map": wmap},
                   open(os.path.join(out, "pytorch_model.bin.index.json"), "w"), indent=2)
+    elif kind == "bin_views":
+        # A small file asking for much memory: many entries viewing one storage.
+        state = OrderedDict(sd)
+        for i in range(200):
+            state[f"{pre}x{i}"] = word
+        torch.save(state, os.path.join(out, "pytorch_model.bin"))
     elif kind == "bin_evil":
         torch.save(OrderedDict(sd), os.path.join(out, "pytorch_model.bin"))
         evil = b"\x80\x02cos\nsystem\nq\x00X\x0b\x00\x00\x00touch /tmp/pwnedq\x01\x85q\x02Rq\x03."

@@ -507,8 +507,20 @@ static void pk_free(Pk *k) {
   free(k->memo);
 }
 
-/* The dict's tensors into sink, converted to float32. */
-static int take_tensors(Pk *k, const V *d, const TpSink *sink) {
+/* The dict's tensors into sink, converted to float32. Each entry gets a copy of its
+** own, and entries may view one storage (tied weights do): their elements together are
+** held to the archive's len bytes, which every real state dict keeps (its elements take
+** 2 bytes or more each, and its tied copies are fewer than the rest), so that a small
+** file repeating a view of one storage cannot ask for memory without end. */
+static int take_tensors(Pk *k, const V *d, const TpSink *sink, size_t len) {
+  unsigned long long elements = 0;
+  for (size_t i = 0; i + 1 < d->n && elements <= len; i += 2) {   /* (each numel <= 2^40: no overflow) */
+    const V *t = d->items[i + 1];
+    if (t->kind == V_TENSOR && t->storage->dtype != ST_I64) elements += (unsigned long long)t->numel;
+  }
+  if (elements > len)
+    return err_setk(k->err, ERR_BAD_INPUT, "the state dict's tensors hold %llu elements, more than an archive of %zu bytes "
+                    "can (entries repeating views of one storage?)", elements, len);
   for (size_t i = 0; i + 1 < d->n; i += 2) {
     const V *key = d->items[i], *t = d->items[i + 1];
     if (key->kind != V_STR) return err_setk(k->err, ERR_BAD_INPUT, "a state-dict key is not a string");
@@ -546,7 +558,7 @@ int tp_read_state_dict_memory(const void *buf, size_t len, const TpSink *sink, E
   if (pkl.len > TP_MAX_PICKLE) return err_setk(err, ERR_TOO_LARGE, "%s: %zu bytes, more than a state dict's pickle", name, pkl.len);
   Pk k = {.p = pkl.p, .end = pkl.p + pkl.len, .zip = &z, .prefix = prefix, .err = err};
   V *d = NULL;
-  int rc = run(&k, &d) || take_tensors(&k, d, sink) ? -1 : 0;
+  int rc = run(&k, &d) || take_tensors(&k, d, sink, len) ? -1 : 0;
   pk_free(&k);
   return rc;
 }

@@ -54,7 +54,7 @@ fi
 # Every folder the test imports, made in one batch: the layouts, the base models, the
 # hostile folders (refuse, below).
 base_specs="bert,nohead bert,noprefix roberta,noprefix"
-hostile="shard_escape shard_wrong shard_symlink missing unknown bin_evil bin_legacy bin_deflate"
+hostile="shard_escape shard_wrong shard_symlink missing unknown bin_evil bin_legacy bin_deflate bin_views"
 mkdir -p "$T/h"
 {
   echo "round $T/m/bert"; echo "round $T/m/roberta"
@@ -182,6 +182,7 @@ refuse unknown 'tensor "bert.encoder.layer.9.extra.weight" is not part of a Bert
 refuse bin_evil 'global os.system is not allowed: only a state dict of tensors is read'
 refuse bin_legacy "torch.save's legacy (pre-1.6) format"
 refuse bin_deflate 'compressed'
+refuse bin_views 'entries repeating views of one storage?'
 if [ -e /tmp/pwned ] && [ /tmp/pwned -nt "$T/tok.json" ]; then fail import_hf_evil_not_run "/tmp/pwned was created"
 else pass import_hf_evil_not_run; fi
 cp -r "$T/m/bert" "$T/h/untied"
