@@ -200,6 +200,8 @@ static int read_bin_shard(HfWeights *w, const char *path, json_t *index, const c
   return rc;
 }
 
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 /* A sharded folder: index_path's weight_map names each tensor's shard (bin: pickle
 ** shards, else safetensors). */
 static int read_sharded(HfWeights *w, const char *dir, const char *index_path, int bin, Err *err) {
@@ -218,7 +220,8 @@ static int read_sharded(HfWeights *w, const char *dir, const char *index_path, i
     err_setk(err, ERR_BAD_INPUT, "%s: no weight_map object naming the shards", index_path);
     goto done;
   }
-  /* The distinct shard names, each checked before any file is opened. */
+  /* The distinct shard names, each checked before any file is opened: sorted, then
+  ** one of each (a scan per entry made an index of many names take minutes). */
   size_t ns = 0;
   if (!(shards = calloc(json_object_size(map), sizeof *shards))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
   const char *key;
@@ -227,9 +230,16 @@ static int read_sharded(HfWeights *w, const char *dir, const char *index_path, i
     if (!json_is_string(v)) { err_setk(err, ERR_BAD_INPUT, "%s: weight_map \"%s\" is not a file name", index_path, key); goto done; }
     const char *s = json_string_value(v);
     if (check_shard_name(index_path, s, err)) goto done;
-    size_t k = 0;
-    while (k < ns && strcmp(shards[k], s)) k++;
-    if (k == ns) shards[ns++] = s;
+    shards[ns++] = s;
+  }
+  qsort(shards, ns, sizeof *shards, cmp_cstr);
+  size_t distinct = 0;
+  for (size_t k = 0; k < ns; k++)
+    if (k == 0 || strcmp(shards[k - 1], shards[k])) shards[distinct++] = shards[k];
+  ns = distinct;
+  if (ns > HFW_MAX_SHARDS) {
+    err_setk(err, ERR_BAD_INPUT, "%s: %zu shards, more than the %d a model's index names here", index_path, ns, HFW_MAX_SHARDS);
+    goto done;
   }
   unsigned dtypes = 0;
   size_t seen = 0;

@@ -30,6 +30,8 @@
 
 /* The largest index.json read (bert-large's is 30 KB). */
 #define HFW_MAX_INDEX ((size_t)16 << 20)
+/* The most shards a sharded folder's index may name (the largest Hub checkpoints have a few hundred). */
+#define HFW_MAX_SHARDS 4096
 
 typedef struct HfTensor {
   char *name;                     /* canonical HF state-dict name */

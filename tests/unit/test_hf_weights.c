@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/core/buf.h"
+#include "engine/core/now.h"
 #include "engine/io/hf_weights.h"
 #include "engine/io/torch_pickle.h"
 #include "engine/nn/model.h"
@@ -366,6 +367,21 @@ static void test_folders(void) {
   refuse_dir("hfw_shard_file_missing", dir, "nothere.safetensors");
   write_text(dir, "model.safetensors.index.json", "{\"weight_map\": []}");
   refuse_dir("hfw_shard_bad_map", dir, "no weight_map");
+  /* Many shard names: over the limit refused, under it the first missing one named, both
+  ** at once (a scan per entry took 115 s for 100000 names). */
+  for (int many = 0; many < 2; many++) {
+    int names = many ? 200000 : HFW_MAX_SHARDS;
+    Buf idx = {0};
+    buf_puts(&idx, "{\"weight_map\": {");
+    for (int i = 0; i < names; i++) buf_printf(&idx, "%s\"t%d\": \"m-%07d.safetensors\"", i ? ", " : "", i, names - 1 - i);
+    buf_puts(&idx, "}}");
+    if (!idx.oom) write_text(dir, "model.safetensors.index.json", idx.p);
+    buf_free(&idx);
+    double t0 = now_monotonic();
+    refuse_dir(many ? "hfw_shard_too_many_refused" : "hfw_shard_many_names_first_missing", dir,
+               many ? "200000 shards, more than the 4096" : "m-0000000.safetensors");
+    check(now_monotonic() - t0 < 5, many ? "hfw_shard_too_many_fast" : "hfw_shard_many_names_fast", "%.1f s", now_monotonic() - t0);
+  }
   write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": ");
   refuse_dir("hfw_shard_malformed_json", dir, "malformed JSON");
   char outside[400], link[400];
