@@ -221,8 +221,9 @@ int run_config_check(const RunConfig *rc, Err *err) {
   if (!rc->tokenizer[0]) return err_set(err, "tokenizer: missing (a tokenizer.json)");
   if (!rc->train[0]) return err_set(err, "train: missing (a shard directory)");
   if (!rc->config[0]) return err_set(err, "config: missing (a config.json or tiny/small/base)");
-  if (rc->epochs < 1 || rc->epochs > 1000000) return err_set(err, "epochs: %ld must be >= 1", rc->epochs);
-  if (rc->max_steps < 0) return err_set(err, "max_steps: %ld must be >= 0", rc->max_steps);
+  if (rc->epochs < 1 || rc->epochs > 1000000) return err_set(err, "epochs: %ld must be in [1, 1000000]", rc->epochs);
+  /* (a billion steps is years here; more would overflow the epochs a run shows) */
+  if (rc->max_steps < 0 || rc->max_steps > 1000000000) return err_set(err, "max_steps: %ld must be in [0, 1000000000]", rc->max_steps);
   if (rc->batch < 1 || rc->batch > 65536) return err_set(err, "batch: %ld must be in [1, 65536]", rc->batch);
   if (rc->grad_accum < 1 || rc->grad_accum > 65535) return err_set(err, "grad_accum: %ld must be in [1, 65535]", rc->grad_accum);
   if (!(rc->lr >= 0)) return err_set(err, "lr: %g must be >= 0", rc->lr);

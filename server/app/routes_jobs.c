@@ -187,7 +187,7 @@ static const FtField ft_fields[] = {
   {"length_grouped", FT_BOOL, 0, 0, 0, 0},
   {"precision", FT_PRECISION, 0, 0, 0, 0},
   {"threads", FT_INT, 0, 1024, 0, 0},
-  {"max_steps", FT_INT, 0, 1099511627776.0, 0, 0},
+  {"max_steps", FT_INT, 0, 1000000000, 0, 0},
   {"validation_fraction", FT_NUM, 0, 1, 2, 0},   /* 0: no validation, train on all */
 };
 

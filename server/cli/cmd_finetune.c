@@ -123,7 +123,7 @@ static const CliOpt ft_opts[] = {
    .help = "fp32, or bf16 (the Linear layers' products from bfloat16 inputs)"},
   {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 0, .hi = 1024, .arg = "N", .def = "0: all CPUs",
    .help = "threads"},
-  {.name = "--max-steps", .kind = CLI_LONG, .off = OFF(max_steps), .lo = 0, .hi = 1L << 40, .arg = "N",
+  {.name = "--max-steps", .kind = CLI_LONG, .off = OFF(max_steps), .lo = 0, .hi = 1000000000, .arg = "N",
    .def = "0: epochs x steps per epoch", .help = "steps in all (the schedule ends there)"},
   {.name = "--validation-fraction", .kind = CLI_DOUBLE, .off = OFF(validation_fraction), .flo = 0, .fhi = 1,
    .open = CLI_OPEN_HI, .arg = "X", .def = CLI_DEFAULT,

@@ -401,6 +401,10 @@ static int train_stored(Store *db, int64_t run, const char *resume, int resume_f
     json_decref(rj);
     return err_set(e, "run %s is %s; only a stopped run can be resumed", resume, running ? "still running" : "already done");
   }
+  if (json_object_get(stored, "task")) {
+    json_decref(rj);
+    return err_set(e, "run %s is a fine-tuning run, which is not resumed: run maskd finetune again", resume);
+  }
   int r = json_is_object(stored) ? run_config_apply_object(rc, stored, e)
                                  : err_set(e, "run %s has no stored description", resume);
   json_decref(rj);

@@ -288,3 +288,7 @@ out=$("$M" train --db "$T/a.db" --name cls --tokenizer "$T/tok.json" --train "$T
 "$M" finetune --db "$T/a.db" --model base --train "$T/tr.csv" --label-column category --threads 1 --export-plan "$T/h-len" --quiet 2>"$T/len.err" &&
   $PY -c 'import json, sys; h = json.load(open(sys.argv[1]))["hyper"]; assert h["max_length"] == 36, h' "$T/h-len/plan.json" &&
   pass finetune_cli_default_max_length_fits_model || fail finetune_cli_default_max_length_fits_model "$(cat "$T/len.err")"
+# maskd train --resume of a fine-tuning run (cls4, interrupted above) says what it is.
+out=$("$M" train --db "$T/a.db" --resume cls4 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -qF "run cls4 is a fine-tuning run, which is not resumed: run maskd finetune again" <<<"$out" &&
+  pass finetune_cli_train_resume_refused || fail finetune_cli_train_resume_refused "rc $rc: $out"

@@ -45,7 +45,7 @@ refuse train_cli_refuses_positions "max_position_embeddings" "${base[@]}" --conf
 echo '{"name": "x", "learning_rate": 0.1}' > "$T/bad.json"
 refuse train_cli_refuses_unknown_key 'unknown key "learning_rate"' --run "$T/bad.json"
 echo '{"name": "x", "epochs": -2}' > "$T/neg.json"
-refuse train_cli_refuses_json_epochs "epochs: -2 must be >= 1" --run "$T/neg.json" "${base[@]:2}"
+refuse train_cli_refuses_json_epochs "epochs: -2 must be in [1, 1000000]" --run "$T/neg.json" "${base[@]:2}"
 refuse train_cli_refuses_resume_unknown "run" --resume nosuchrun
 # A value is never taken for an option nor an option for a value; --key=VALUE takes any value.
 refuse train_cli_option_not_a_value "--tokenizer needs a value, not the option --quiet" "${base[@]}" --tokenizer --quiet
@@ -60,6 +60,8 @@ refuse train_cli_job_unknown "job 7 does not exist" --job 7 --work-dir "$T"
 sqlite3 "$T/r.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8, 'train', 'queued', '{\"name\": \"q\"}', 0), (9, 'prepare', 'running', '{}', 0)"
 refuse train_cli_job_not_claimed "job 8 is queued" --job 8 --work-dir "$T"
 refuse train_cli_job_not_training "job 9 is a prepare job" --job 9 --work-dir "$T"
+refuse train_cli_refuses_huge_epochs "epochs: 1000000000 must be in [1, 1000000]" "${base[@]}" --epochs 1000000000
+refuse train_cli_refuses_huge_max_steps "max_steps: 1000000000000000 must be in [0, 1000000000]" "${base[@]}" --max-steps 1000000000000000
 # --out is written when the run ends: a file in its place is refused before the first step.
 touch "$T/a-file"
 refuse train_cli_refuses_out_not_a_directory "--out: $T/a-file: not a directory" "${base[@]}" --out "$T/a-file"
