@@ -203,8 +203,40 @@ d = load("bpe"); d["model"]["merges"] = [" ".join(m) for m in d["model"]["merges
 d = load("bpe"); d["pre_tokenizer"]["add_prefix_space"] = True; d["post_processor"]["add_prefix_space"] = True; write("var_bpe_prefix", d)
 d = load("wpc"); d["normalizer"].update(handle_chinese_chars=False, strip_accents=True, lowercase=False); write("var_wp_norm", d)
 d = load("wpu"); d["normalizer"]["clean_text"] = False; write("var_wp_noclean", d)
+# Many added tokens (as transformers' add_tokens makes them), overlapping each other and the
+# text: whole vocabulary words and their beginnings (so a word's first letters, the word and
+# a longer one share a start: leftmost-longest decides), invented words, normalized or not,
+# a few with lstrip or rstrip (maskd refuses single_word). Ids as HF's AddedVocabulary gives them: the
+# vocabulary's for a piece, else the next free one.
+import random
+rnd = random.Random(5)
+for name, src in (("var_wp_added", "wpu"), ("var_bpe_added", "bpe")):
+    d = load(src)
+    vocab = d["model"]["vocab"]
+    words = sorted(w for w in vocab if w.isalpha() and w.isascii() and len(w) >= 4)
+    rnd.shuffle(words)
+    contents = []
+    for w in words[:600]:
+        contents += [w, w[:3], w + "zq"]
+    contents += [w.upper() for w in words[600:650]]
+    nxt = max(vocab.values()) + 1 if isinstance(vocab, dict) else len(vocab)
+    seen = {a["content"] for a in d["added_tokens"]}
+    for i, c in enumerate(contents):
+        if c in seen:
+            continue
+        seen.add(c)
+        tid = vocab.get(c) if isinstance(vocab, dict) else None
+        if tid is None:
+            tid, nxt = nxt, nxt + 1
+        d["added_tokens"].append({"id": tid, "content": c, "single_word": False, "lstrip": i % 31 == 0,
+                                  "rstrip": i % 37 == 0, "normalized": i % 3 != 1, "special": False})
+    write(name, d)
 PYEOF2
-for v in var_bpe_strmerges var_bpe_prefix var_wp_norm var_wp_noclean; do
+for v in var_wp_added var_bpe_added; do
+  enc "tokfam_${v}_ids_wikitext_valid" "${v}_ids_valid" "$T/$v.json" "$T/$v.json" "$T/valid.txt"
+  enc "tokfam_${v}_offsets_banking" "${v}_off_banking" "$T/$v.json" "$T/$v.json" "$T/banking.jsonl" --jsonl --offsets
+done
+for v in var_bpe_strmerges var_bpe_prefix var_wp_norm var_wp_noclean var_wp_added var_bpe_added; do
   enc "tokfam_${v}_ids_edge" "${v}_ids" "$T/$v.json" "$T/$v.json" "$T/edge.jsonl" --jsonl
   enc "tokfam_${v}_offsets_edge" "${v}_off" "$T/$v.json" "$T/$v.json" "$T/edge.jsonl" --jsonl --offsets
   dec "tokfam_${v}_decode_edge" "${v}_dec" "$T/$v.json" "$T/$v.json" "$T/m.${v}_ids"
