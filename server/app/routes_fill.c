@@ -284,13 +284,16 @@ static AppPipeline spec_pipeline(Store *s, const char *spec) {
 }
 
 /* The spec of the model to use: the request's; else the server's default (--model)
-** when it serves kind; else the newest revision of the most recently pushed model
+** unless it serves the other task; else the newest revision of the most recently pushed model
 ** that serves kind. Each route has its own default, as the Inference API has one per
 ** task: a fine-tuned classifier pushed after a masked LM does not take fill-mask's
 ** requests that name no model. APP_PIPELINE_ANY (POST /models/{name}) always names one. */
 static int pick_model(App *a, Store *s, AppPipeline kind, const char *given, char *spec, size_t cap, Err *err) {
   if (given) { snprintf(spec, cap, "%s", given); return 0; }
-  if (a->default_model && (kind == APP_PIPELINE_ANY || spec_pipeline(s, a->default_model) == kind)) {
+  /* A default that does not resolve (or serves nothing) is used anyway: its 404 or
+  ** refusal tells the operator, where skipping it would hide the mistake. */
+  AppPipeline dp = a->default_model ? spec_pipeline(s, a->default_model) : APP_PIPELINE_ANY;
+  if (a->default_model && (kind == APP_PIPELINE_ANY || dp == kind || dp == APP_PIPELINE_ANY)) {
     snprintf(spec, cap, "%s", a->default_model);
     return 0;
   }
@@ -318,10 +321,11 @@ static int pick_model(App *a, Store *s, AppPipeline kind, const char *given, cha
   json_decref(newest);
   json_decref(models);
   if (best) return 0;
-  if (others)
-    return err_setk(err, ERR_NOT_FOUND, "the store holds no %s model (%d other model%s): name one with \"model\", or "
-                    "train one", app_pipeline_name(kind), others, others == 1 ? "" : "s");
-  return no_model_yet(s, kind, err);
+  /* A job of kind's task coming (503), else none (404, saying what the store holds). */
+  int rc = no_model_yet(s, kind, err);
+  if (rc == -2 || !others) return rc;
+  return err_setk(err, ERR_NOT_FOUND, "the store holds no %s model (%d other model%s): name one with \"model\", or "
+                  "train one", app_pipeline_name(kind), others, others == 1 ? "" : "s");
 }
 
 /* The cache key "model@commit" of the request's model (given, else kind's default:

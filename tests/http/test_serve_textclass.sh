@@ -462,6 +462,11 @@ ok textclass_http_default_model_flag py "sorted(o['label'] for o in b) == sorted
 call POST /fill-mask --data-binary '{"inputs": "a [MASK]"}'
 ok fillmask_http_default_model_flag_other_task status_is 200
 serve_stop
+# A --model that names nothing is not skipped: its 404 tells the operator.
+serve_start --db "$T/hub.db" --quiet --model nosuch || { fail default_model_typo_start "$(cat "$T/err")"; exit 1; }
+call POST /fill-mask --data-binary '{"inputs": "a [MASK]"}'
+ok fillmask_http_default_model_unknown error_is 404 nosuch
+serve_stop
 # A store with classifiers only: fill-mask's default is a 404 that says so.
 "$M" import --db "$T/cls-only.db" "$T/cls" tiny-cls >>"$T/setup.log" 2>&1 || fail default_model_cls_only_setup "$(tail -2 "$T/setup.log")"
 serve_start --db "$T/cls-only.db" --quiet || { fail default_model_cls_only_start "$(cat "$T/err")"; exit 1; }
