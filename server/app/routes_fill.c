@@ -71,6 +71,11 @@ struct FillCache {
   char **models;                 /* repository names with a precision of their own, at per[i] */
   ModelPrecision *per;
   int n_models;
+  /* The pipeline of recently asked commits (a commit's config never changes), for the
+  ** default of a request that names no model: reading each config per request cost
+  ** 1.5-2 ms (guarded by store_mu, as the store). */
+  struct { char commit[41]; AppPipeline pipeline; } memo[64];
+  int n_memo, next_memo;
 };
 
 FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, const FillMaskLimits *limits,
@@ -274,13 +279,23 @@ static int no_model_yet(Store *s, AppPipeline kind, Err *err) {
 /* The pipeline a revision serves, as its config says (engine/nn/config.c's rule,
 ** the one loading applies): APP_PIPELINE_ANY for a bare encoder, which serves
 ** neither, or a spec that does not resolve or whose config does not parse. */
-static AppPipeline spec_pipeline(Store *s, const char *spec) {
+static AppPipeline spec_pipeline(FillCache *c, Store *s, const char *spec) {
   StoreRevision r;
   ModelConfig cfg;
   Err e = {0};
-  if (store_load_config(s, spec, &r, &cfg, &e)) return APP_PIPELINE_ANY;
-  return cfg.task == MODEL_TASK_SEQ_CLS ? APP_TEXT_CLASSIFICATION : cfg.task == MODEL_TASK_MLM ? APP_FILL_MASK
-                                                                                               : APP_PIPELINE_ANY;
+  if (store_resolve(s, spec, &r, &e)) return APP_PIPELINE_ANY;
+  for (int i = 0; i < c->n_memo; i++)
+    if (!strcmp(c->memo[i].commit, r.commit)) return c->memo[i].pipeline;
+  char at[200];
+  snprintf(at, sizeof at, "%s@%s", r.model, r.commit);
+  if (store_load_config(s, at, &r, &cfg, &e)) return APP_PIPELINE_ANY;   /* (not remembered: a store error may pass) */
+  AppPipeline p = cfg.task == MODEL_TASK_SEQ_CLS ? APP_TEXT_CLASSIFICATION
+                  : cfg.task == MODEL_TASK_MLM   ? APP_FILL_MASK
+                                                 : APP_PIPELINE_ANY;
+  int slot = c->n_memo < 64 ? c->n_memo++ : (c->next_memo++ % 64);
+  snprintf(c->memo[slot].commit, sizeof c->memo[slot].commit, "%s", r.commit);
+  c->memo[slot].pipeline = p;
+  return p;
 }
 
 /* The spec of the model to use: the request's; else the server's default (--model)
@@ -292,7 +307,7 @@ static int pick_model(App *a, Store *s, AppPipeline kind, const char *given, cha
   if (given) { snprintf(spec, cap, "%s", given); return 0; }
   /* A default that does not resolve (or serves nothing) is used anyway: its 404 or
   ** refusal tells the operator, where skipping it would hide the mistake. */
-  AppPipeline dp = a->default_model ? spec_pipeline(s, a->default_model) : APP_PIPELINE_ANY;
+  AppPipeline dp = a->default_model ? spec_pipeline(a->fill, s, a->default_model) : APP_PIPELINE_ANY;
   if (a->default_model && (kind == APP_PIPELINE_ANY || dp == kind || dp == APP_PIPELINE_ANY)) {
     snprintf(spec, cap, "%s", a->default_model);
     return 0;
@@ -314,7 +329,7 @@ static int pick_model(App *a, Store *s, AppPipeline kind, const char *given, cha
   int others = 0;
   json_array_foreach(newest, i, m) {
     const char *name = json_string_value(json_object_get(m, "name"));
-    if (spec_pipeline(s, name) == kind) { best = name; break; }
+    if (spec_pipeline(a->fill, s, name) == kind) { best = name; break; }
     others++;
   }
   if (best) snprintf(spec, cap, "%s", best);
