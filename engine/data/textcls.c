@@ -500,8 +500,27 @@ int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, int32_t *ids
   if (!index) return oom(err);
   for (int i = 0; i < l->n; i++) index[i] = (NameId){l->names[i], i};
   qsort(index, (size_t)l->n, sizeof *index, cmp_name_id);
-  int rc = 0;
+  int rc = 0, ids_given = 0;
+  long long v;
   for (size_t i = 0; i < r->n; i++) {
+    NameId key = {r->labels[i], 0};
+    if (!bsearch(&key, index, (size_t)l->n, sizeof *index, cmp_name_id)) ids_given = 1;
+  }
+  for (size_t i = 0; ids_given && i < r->n; i++) ids_given = int_label(r->labels[i], &v);
+  for (size_t i = 0; ids_given && i < r->n; i++) {   /* integers all: ids, each in range */
+    int_label(r->labels[i], &v);
+    if (v < 0 || v >= l->n) {
+      free(index);
+      return err_setk(err, ERR_BAD_INPUT, "row %zu: label %lld is no id of the %d labels (integer labels are ids 0..%d)", i + 1,
+                      v, l->n, l->n - 1);
+    }
+  }
+  for (size_t i = 0; i < r->n; i++) {
+    if (ids_given) {
+      int_label(r->labels[i], &v);
+      ids[i] = (int32_t)v;
+      continue;
+    }
     NameId key = {r->labels[i], 0};
     const NameId *hit = bsearch(&key, index, (size_t)l->n, sizeof *index, cmp_name_id);
     if (!hit) {

@@ -60,8 +60,10 @@ int textcls_labels_sorted(const TextClsRaw *r, TextClsLabels *out, Err *err);
 int textcls_label_id(const TextClsLabels *l, const char *name);
 /* Frees the names (not the struct). */
 void textcls_labels_free(TextClsLabels *l);
-/* Label ids of every example of r into ids[r->n]; ERR_BAD_INPUT naming the first
-** label not in l (and its row). */
+/* Label ids of every example of r into ids[r->n]: each label's name in l; or, where
+** some label is no name of l but every one is an integer in [0, l->n) (an integer
+** column beside its ClassLabel names, as HF datasets export it), the integer itself.
+** ERR_BAD_INPUT naming the first label that is neither (and its row). */
 int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, int32_t *ids, Err *err);
 
 /* A seeded held-out split of n examples: the first n_valid = round(n x fraction),

@@ -292,3 +292,21 @@ out=$("$M" train --db "$T/a.db" --name cls --tokenizer "$T/tok.json" --train "$T
 out=$("$M" train --db "$T/a.db" --resume cls4 2>&1 >/dev/null); rc=$?
 [ $rc != 0 ] && grep -qF "run cls4 is a fine-tuning run, which is not resumed: run maskd finetune again" <<<"$out" &&
   pass finetune_cli_train_resume_refused || fail finetune_cli_train_resume_refused "rc $rc: $out"
+# Integer labels beside the names file (HF datasets' CSV export of a ClassLabel column): the
+# integer is the id, so the plan's examples carry the ids the names give.
+$PY - "$T/tr.csv" "$B/categories.json" "$T/tr-ids.csv" <<'EOF'
+import csv, json, sys
+names = json.load(open(sys.argv[2])); rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+with open(sys.argv[3], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=["text", "label"]); w.writeheader()
+    for r in rows: w.writerow({"text": r["text"], "label": names.index(r["category"])})
+EOF
+ids_opts=(--db "$T/a.db" --model base --labels "$B/categories.json" --max-length 32 --threads 1 --seed 3 --quiet)
+"$M" finetune "${ids_opts[@]}" --train "$T/tr.csv" --label-column category --export-plan "$T/p-names" 2>"$T/ids.err" &&
+  "$M" finetune "${ids_opts[@]}" --train "$T/tr-ids.csv" --label-column label --export-plan "$T/p-ids" 2>>"$T/ids.err" &&
+  $PY -c '
+import json, sys
+a, b = (json.load(open(p))["sets"] for p in sys.argv[1:3])
+assert a["train"]["labels"] == b["train"]["labels"] and a["valid"]["labels"] == b["valid"]["labels"], "ids differ"
+assert len(set(a["train"]["labels"])) > 50' "$T/p-names/plan.json" "$T/p-ids/plan.json" &&
+  pass finetune_cli_integer_labels_with_names || fail finetune_cli_integer_labels_with_names "$(cat "$T/ids.err")"

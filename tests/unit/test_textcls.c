@@ -228,6 +228,27 @@ static void test_labels(void) {
   rc = textcls_labels_sorted(&r1, &l, &oe);
   check(rc == -1 && oe.kind == ERR_BAD_INPUT && strstr(oe.msg, "1 label ('x')"), "labels_sorted_one", "rc %d [%s]", rc, oe.msg);
 
+  /* Integer labels beside a names file (an integer column and its ClassLabel names): the
+  ** integer is the id; one out of range, or names mixed with integers, is refused. */
+  {
+    char *abc[] = {"a", "b", "c"};
+    TextClsLabels l3 = {3, abc};
+    char *as_ids[] = {"2", "0", "1", "0"};
+    TextClsRaw ri = {4, texts, as_ids};
+    int32_t got[4];
+    Err ie = {0};
+    rc = textcls_map_labels(&ri, &l3, got, &ie);
+    check(rc == 0 && got[0] == 2 && got[1] == 0 && got[2] == 1 && got[3] == 0, "map_labels_integer_ids", "rc %d: %s", rc, ie.msg);
+    char *past[] = {"2", "0", "3"};
+    TextClsRaw rp = {3, texts, past};
+    rc = textcls_map_labels(&rp, &l3, got, &ie);
+    check(rc == -1 && strstr(ie.msg, "row 3: label 3 is no id of the 3 labels"), "map_labels_integer_past_names_refused", "rc %d: %s", rc, ie.msg);
+    char *mixed2[] = {"a", "1"};
+    TextClsRaw rx = {2, texts, mixed2};
+    rc = textcls_map_labels(&rx, &l3, got, &ie);
+    check(rc == -1 && strstr(ie.msg, "row 2: label '1'"), "map_labels_names_and_integers_refused", "rc %d: %s", rc, ie.msg);
+  }
+
   /* A label the set does not have: named, with its row. */
   char *names2[] = {"a", "b"};
   TextClsLabels l2 = {2, names2};
