@@ -205,6 +205,9 @@ typedef struct Work {
   size_t toks_cap;
   int32_t *spans;             /* BPE: each token's [start, end) in its word */
   size_t spans_cap;
+  char *strs;                 /* the strings of the encoding's normalized added tokens (their
+                              ** normalized text, as HF reports them), back to back */
+  size_t strs_len, strs_cap;
 } Work;
 
 /* Makes *p hold at least need elements of elem bytes (growing by doubling); -1 when out of memory. */
@@ -239,7 +242,7 @@ static void work_free(Work *w) {
   free(w->nb); free(w->tb); free(w->na0); free(w->na1); free(w->ta0); free(w->ta1);
   free(w->wids); free(w->wst);
   free(w->cache);
-  free(w->from); free(w->scratch); free(w->bounds); free(w->toks); free(w->spans);
+  free(w->from); free(w->scratch); free(w->bounds); free(w->toks); free(w->spans); free(w->strs);
   free(w);
 }
 
@@ -672,6 +675,14 @@ static int encode_segment(const Tokenizer *t, Work *w, const char *text, size_t 
     if (ad->rstrip) stop = ws_right(w->nb, stop, w->nlen);
     if (start > from && encode_normalized(t, w, from, start, type_id, al, e, err) < 0) return -1;
     if (push_token(e, ad->id, type_id, al ? w->na0[start] : 0, al ? w->na1[stop - 1] : 0, 0) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
+    /* Its string is the normalized text it was cut from (HF's), kept in the work's
+    ** strings: cut holds -2 - where, and the length. */
+    if (grow((void **)&w->strs, &w->strs_cap, w->strs_len + (stop - start) + 1, 1) < 0 || w->strs_len > INT32_MAX / 2)
+      return err_setk(err, ERR_NOMEM, "out of memory");
+    memcpy(w->strs + w->strs_len, w->nb + start, stop - start);
+    e->cut[2 * (e->n - 1)] = -2 - (int32_t)w->strs_len;
+    e->cut[2 * (e->n - 1) + 1] = (int32_t)(stop - start);
+    w->strs_len += stop - start;
     from = stop;
   }
   if (from < w->nlen) return encode_normalized(t, w, from, w->nlen, type_id, al, e, err);
@@ -684,6 +695,7 @@ static int encode_seq(const Tokenizer *t, const char *text, size_t len, int type
   if (!tokenizer_utf8_valid(text, len, &bad)) return err_set(err, "invalid UTF-8 at byte %zu", bad);
   if (!e->work && !(e->work = calloc(1, sizeof(Work)))) return err_setk(err, ERR_NOMEM, "out of memory");
   Work *w = e->work;
+  if (e->n == 0) w->strs_len = 0;   /* a new encoding (a pair's second sequence adds to the first's) */
   size_t from = 0, pos = 0, at;
   int k;
   while (t->n_raw > 0 && (k = find_added(t, 0, text, pos, len, &at)) >= 0) {
@@ -757,6 +769,10 @@ static int apply_template(const Tokenizer *t, const TItem *items, int n_items, E
 
 const char *tokenizer_token_string(const Tokenizer *t, const Encoding *e, int i, const char *text, size_t *len) {
   if (i < 0 || i >= e->n) { *len = 0; return ""; }
+  if (e->cut[2 * i] <= -2 && e->work) {   /* a normalized added token: its normalized text */
+    *len = (size_t)e->cut[2 * i + 1];
+    return ((const Work *)e->work)->strs + (-2 - e->cut[2 * i]);
+  }
   if (text && e->cut[2 * i] >= 0 && e->cut[2 * i + 1] > e->cut[2 * i]) {
     *len = (size_t)(e->cut[2 * i + 1] - e->cut[2 * i]);
     return text + e->cut[2 * i];
@@ -1050,7 +1066,12 @@ int tokenizer_token_to_id(const Tokenizer *t, const char *token) {
 
 const char *tokenizer_id_to_token(const Tokenizer *t, int id) {
   if (id < 0 || id >= t->vocab_size) return NULL;
-  if (t->added_of_id[id] >= 0) return t->added[t->added_of_id[id]].content;
+  if (t->added_of_id[id] >= 0) {
+    /* HF's id-to-token map holds a normalized added token as normalized ("CAFE" under
+    ** lowercasing decodes to "cafe"; its content stays "CAFE" in the file). */
+    const Added *a = &t->added[t->added_of_id[id]];
+    return a->normalized && a->mlen > 0 ? a->match : a->content;
+  }
   return model_token(t, id);
 }
 

@@ -36,7 +36,9 @@ typedef struct Encoding {
   int32_t *type_ids;
   int32_t *offsets;      /* 2 per token: byte start, end in the original text ((0,0) for template tokens) */
   int32_t *cut;          /* 2 per token: an added token's span of the text it was matched in, its stripped
-                         ** whitespace included (trim_offsets may narrow offsets); -1, -1 for other tokens */
+                         ** whitespace included (trim_offsets may narrow offsets); for a normalized one
+                         ** -2 - k and a length: its normalized text, at k of the private strings;
+                         ** -1, -1 for other tokens */
   uint8_t *special;      /* 1 for tokens the post-processor added */
   int cap;
   void *work;            /* private scratch */
@@ -90,7 +92,8 @@ const char *tokenizer_sep_token(const Tokenizer *t);
 int tokenizer_vocab_size(const Tokenizer *t);
 /* Id of a token (added tokens first, then model pieces), or -1. */
 int tokenizer_token_to_id(const Tokenizer *t, const char *token);
-/* Text of an id (added tokens first), or NULL when out of range. */
+/* Text of an id (added tokens first; a normalized one's normalized, as HF's map holds
+** it), or NULL when out of range. */
 const char *tokenizer_id_to_token(const Tokenizer *t, int id);
 /* 1 when id is a special added token. */
 int tokenizer_is_special(const Tokenizer *t, int id);
@@ -102,7 +105,8 @@ int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const 
                           int add_special, Encoding *enc, Err *err);
 /* Encoding.getTokens()'s string of token i of e (encoded from text, one sequence):
 ** the vocabulary's, except that an added token's is the text it was cut from (the
-** whitespace lstrip / rstrip took included), as HF reports it. *len gets its length
+** whitespace lstrip / rstrip took included; for a normalized one, that text
+** normalized), as HF reports it. *len gets its length
 ** (the string is not NUL-terminated in the text's case). */
 const char *tokenizer_token_string(const Tokenizer *t, const Encoding *e, int i, const char *text, size_t *len);
 /* Frees an Encoding's arrays (not the struct). */

@@ -231,7 +231,30 @@ for name, src in (("var_wp_added", "wpu"), ("var_bpe_added", "bpe")):
         d["added_tokens"].append({"id": tid, "content": c, "single_word": False, "lstrip": i % 31 == 0,
                                   "rstrip": i % 37 == 0, "normalized": i % 3 != 1, "special": False})
     write(name, d)
+# Normalized added tokens whose normalized text differs from the original: their strings
+# (pieces) are the normalized text, and RoBERTa's trim_offsets trims by it.
+def added(tid, content, **kw):
+    a = {"id": tid, "content": content, "single_word": False, "lstrip": False, "rstrip": False, "normalized": True, "special": False}
+    a.update(kw)
+    return a
+d = load("bpe"); n = max(d["model"]["vocab"].values()) + 1
+d["normalizer"] = {"type": "Replace", "pattern": {"String": "_"}, "content": " "}
+d["added_tokens"] += [added(n, " x"), added(n + 1, "y_z", lstrip=True)]
+write("var_bpe_normadded", d)
+d = load("wpu"); n = max(d["model"]["vocab"].values()) + 1
+d["added_tokens"] += [added(n, "Wor", lstrip=True, rstrip=True), added(n + 1, "\u00e9"), added(n + 2, "ZQ")]
+write("var_wp_normadded", d)
+with open(f"{t}/normadded.jsonl", "w", encoding="utf-8") as out:
+    for s in ["a_x b", "_x", "x_x_x", " x", "a y_z", "a y z", "__y_z_", "HELLO [MASK] World", "the WORLD wor x",
+              "\u00e9\u00e9 \u00c9", "zq ZQ zQ", "a   Wor   b", "nothing here"]:
+        out.write(json.dumps(s, ensure_ascii=False) + "\n")
 PYEOF2
+for v in var_bpe_normadded var_wp_normadded; do
+  enc "tokfam_${v}_offsets" "${v}_off" "$T/$v.json" "$T/$v.json" "$T/normadded.jsonl" --jsonl --offsets
+  enc "tokfam_${v}_pieces" "${v}_pcs" "$T/$v.json" "$T/$v.json" "$T/normadded.jsonl" --jsonl --pieces
+  enc "tokfam_${v}_ids" "${v}_ids" "$T/$v.json" "$T/$v.json" "$T/normadded.jsonl" --jsonl
+  dec "tokfam_${v}_decode" "${v}_dec" "$T/$v.json" "$T/$v.json" "$T/m.${v}_ids"   # HF decodes ZQ as zq
+done
 for v in var_wp_added var_bpe_added; do
   enc "tokfam_${v}_ids_wikitext_valid" "${v}_ids_valid" "$T/$v.json" "$T/$v.json" "$T/valid.txt"
   enc "tokfam_${v}_offsets_banking" "${v}_off_banking" "$T/$v.json" "$T/$v.json" "$T/banking.jsonl" --jsonl --offsets
