@@ -47,6 +47,8 @@ typedef struct FillMaskLimits {
 typedef struct FillMaskError {
   const char *limit;            /* ERR_TOO_LARGE: the FillMaskLimits field's name, "max_masks", ... */
   long long max, got;           /* ERR_TOO_LARGE: its value and what the request asked (at least) */
+  int truncation_helps;         /* a text longer than the model: truncation would have cut it (each
+                                ** front end names its own way to ask: parameters or a flag) */
   Err err;                      /* the kind and the message; HF's exact wording where HF refuses too */
 } FillMaskError;
 

@@ -9,6 +9,7 @@ void *pipeline_fail(FillMaskError *fe, ErrKind kind, const char *fmt, ...) {
   fe->err.kind = kind;
   fe->limit = NULL;
   fe->max = fe->got = 0;
+  fe->truncation_helps = 0;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(fe->err.msg, sizeof fe->err.msg, fmt, ap);

@@ -295,8 +295,9 @@ TextClassRequest *textclass_prepare_texts(const TextClass *tc, const char *const
     TcItem *it = &r->items[i];
     if (!truncation && len > tc->max_tokens) {
       pipeline_fail(fe, ERR_BAD_INPUT,
-                    "%sinput of %d tokens is longer than the model's maximum of %d positions (parameters.truncation: true "
-                    "cuts it)", where(w, sizeof w, is_list, i), len, tc->max_tokens);
+                    "%sinput of %d tokens is longer than the model's maximum of %d positions", where(w, sizeof w, is_list, i),
+                    len, tc->max_tokens);
+      fe->truncation_helps = 1;
       goto refused;
     }
     /* truncation=True: the text's tokens are cut so that the template's own tokens

@@ -467,9 +467,11 @@ static void fill_refusal(HttpRes *rs, const FillMaskError *fe, const char *model
     json_object_set_new(detail, "max", json_integer((json_int_t)fe->max));
     json_object_set_new(detail, "got", json_integer((json_int_t)fe->got));
   }
-  char failed[64];
+  char failed[64], msg[sizeof fe->err.msg + 48];
   snprintf(failed, sizeof failed, "%s failed", app_pipeline_name(kind));
-  http_error_from(rs, &fe->err, fe->err.msg[0] ? fe->err.msg : failed, detail);
+  snprintf(msg, sizeof msg, "%s%s", fe->err.msg[0] ? fe->err.msg : failed,
+           fe->truncation_helps ? " (parameters.truncation: true cuts it)" : "");
+  http_error_from(rs, &fe->err, msg, detail);
 }
 
 void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpReq *rq, HttpRes *rs) {

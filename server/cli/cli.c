@@ -9,6 +9,19 @@
 
 #include "server/cli/commands.h"
 
+void cli_pipeline_refusal(const char *cmd, const FillMaskError *fe) {
+  if (fe->truncation_helps) {
+    fprintf(stderr, "maskd %s: %s (--truncation cuts it)\n", cmd, fe->err.msg);
+  } else if (fe->err.kind == ERR_TOO_LARGE && fe->limit) {
+    char flag[64];
+    int n = snprintf(flag, sizeof flag, "--%s", fe->limit);
+    for (int i = 2; i < n && i < (int)sizeof flag && flag[i]; i++) if (flag[i] == '_') flag[i] = '-';
+    fprintf(stderr, "maskd %s: %s (%s raises it from %lld)\n", cmd, fe->err.msg, flag, fe->max);
+  } else {
+    fprintf(stderr, "maskd %s: %s\n", cmd, fe->err.msg);
+  }
+}
+
 const char *cli_db_path(const char *flag) {
   if (flag) return flag;
   const char *e = getenv("MASKD_DB");

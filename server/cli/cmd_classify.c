@@ -134,7 +134,7 @@ int cmd_classify(int argc, char **argv) {
   if (args.threads) model_set_threads(textclass_model(tc), args.threads);
   platform_pin_threads(model_threads(textclass_model(tc)));
   res = textclass_run(tc, texts, n, n > 1 || args.force_list, args.top_k, (TextClassFunction)args.fn, args.truncation, &fe);
-  if (!res) { fprintf(stderr, "maskd classify: %s\n", fe.err.msg); goto done; }
+  if (!res) { cli_pipeline_refusal("classify", &fe); goto done; }
   if (!(out = fillmask_dumps(res, args.indent, args.ascii))) {
     fprintf(stderr, "maskd classify: cannot write the JSON\n");
     goto done;

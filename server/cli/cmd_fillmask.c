@@ -130,7 +130,7 @@ int cmd_fillmask(int argc, char **argv) {
   if (threads) model_set_threads(fillmask_model(fm), threads);
   platform_pin_threads(model_threads(fillmask_model(fm)));
   res = fillmask_run(fm, texts, n, n > 1 || force_list, top_k, targets, n_targets, &fe);
-  if (!res) { fprintf(stderr, "maskd fill-mask: %s\n", fe.err.msg); goto done; }
+  if (!res) { cli_pipeline_refusal("fill-mask", &fe); goto done; }
   if (!(out = fillmask_dumps(res, indent, ascii))) { fprintf(stderr, "maskd fill-mask: cannot write the JSON\n"); goto done; }
   printf("%s\n", out);
   status = 0;

@@ -33,6 +33,9 @@ int cmd_models(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+/* A pipeline's refusal on stderr, "maskd CMD: message", with the flag that would have let
+** the call through: --truncation, or the limit's --max-... flag and its value. */
+void cli_pipeline_refusal(const char *cmd, const FillMaskError *fe);
 /* The store path: the --db flag when given (non-NULL), else $MASKD_DB, else ./maskd.db. */
 const char *cli_db_path(const char *flag);
 /* Parses a whole decimal number in [lo, hi] into *out; -1 (and *out untouched) otherwise. */

@@ -352,7 +352,7 @@ tc "{$M1, \"inputs\": \"a"
 ok textclass_http_bad_json status_is 400
 long=$(printf 'cat %.0s' $(seq 60))
 tc "{$M1, \"inputs\": \"$long\"}"
-ok textclass_http_too_long error_is 400 "tokens is longer"
+ok textclass_http_too_long error_is 400 "positions (parameters.truncation: true cuts it)"
 tc "{$M1, \"inputs\": \"$long\", \"parameters\": {\"truncation\": true, \"top_k\": 1}}"
 ok textclass_http_truncation shape_is sorted:1
 many=$($PY -c 'import json; print(json.dumps(["a"] * 65))')
@@ -492,3 +492,11 @@ ok models_owner_name_post_revision status_is 200
 call GET /models/acme/nosuch
 ok models_owner_name_unknown error_is 404 acme/nosuch
 serve_stop
+
+# The command line names its own way past a refusal: --truncation, a limit's flag.
+out=$("$M" classify --db "$T/hub.db" --model tiny-cls "$long" 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -q "positions (--truncation cuts it)$" <<<"$out" && pass textclass_cli_too_long_names_flag ||
+  fail textclass_cli_too_long_names_flag "rc $rc: $out"
+out=$("$M" fill-mask --db "$T/hub.db" --model tiny-mlm --top-k 9 --max-top-k 5 "a [MASK]" 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -q "(--max-top-k raises it from 5)$" <<<"$out" && pass fillmask_cli_limit_names_flag ||
+  fail fillmask_cli_limit_names_flag "rc $rc: $out"
