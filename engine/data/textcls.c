@@ -502,7 +502,7 @@ int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, int32_t *ids
   qsort(index, (size_t)l->n, sizeof *index, cmp_name_id);
   int rc = 0, ids_given = 0;
   long long v;
-  for (size_t i = 0; i < r->n; i++) {
+  for (size_t i = 0; i < r->n && !ids_given; i++) {   /* some label no name: ids, maybe */
     NameId key = {r->labels[i], 0};
     if (!bsearch(&key, index, (size_t)l->n, sizeof *index, cmp_name_id)) ids_given = 1;
   }

@@ -290,12 +290,12 @@ static int read_data(const FtArgs *a, FtData *d, Err *e) {
 
 /* ---- the base model ---- */
 
-/* The base revision's config, tokenizer and the classifier built on them (head
-** initialised from the seed, encoder loaded from the revision). */
 /* A classifier base's labels against the new ones: the same in the same order, the
 ** same in another order, or others (a base that is no classifier: others). */
 typedef enum { HEAD_LABELS_OTHER = 0, HEAD_LABELS_SAME, HEAD_LABELS_REORDERED } HeadLabels;
 
+/* The base revision's config, tokenizer and the classifier built on them (head
+** initialised from the seed, encoder loaded from the revision). */
 typedef struct FtModel {
   StoreRevision base;
   ModelConfig base_cfg, cfg;
@@ -327,25 +327,34 @@ static int load_base(Store *db, const char *spec, FtModel *fm, Err *e) {
   return 0;
 }
 
-/* The classifier: the base config with the labels, weights from the seed (HF's
-** _init_weights, the head's), then the encoder from the base revision. */
 /* base_id[i]: the base classifier's id of the new label i, where the base has exactly
-** the new labels; the relation of the two lists. */
+** the new labels; the relation of the two lists (at most CONFIG_MAX_LABELS each). */
 static HeadLabels labels_vs_base(const ModelConfig *base, const TextClsLabels *labels, int *base_id) {
   if (base->task != MODEL_TASK_SEQ_CLS || base->num_labels != labels->n) return HEAD_LABELS_OTHER;
+  const char *names[CONFIG_MAX_LABELS];
+  config_label_list(base, names);
   int same = 1;
   for (int i = 0; i < labels->n; i++) {
     base_id[i] = -1;
     for (int j = 0; j < base->num_labels && base_id[i] < 0; j++)
-      if (!strcmp(config_label(base, j), labels->names[i])) base_id[i] = j;
+      if (!strcmp(names[j], labels->names[i])) base_id[i] = j;
     if (base_id[i] < 0) return HEAD_LABELS_OTHER;
     same &= base_id[i] == i;
   }
   return same ? HEAD_LABELS_SAME : HEAD_LABELS_REORDERED;   /* (names are unique: base_id is a permutation) */
 }
 
-/* The classifier, its encoder (and every head tensor of a matching shape) from the
-** base revision, the rest as HF initialises it. The output layer (a row per label)
+/* The output layer's weight then bias, out of params into buf (back 0) or back in (1). */
+static void out_layer_copy(float *buf, float *params, const ModelTensor *const out[2], int back) {
+  for (int t = 0, at = 0; t < 2; at += (int)out[t]->numel, t++) {
+    float *p = params + out[t]->offset;
+    memcpy(back ? p : buf + at, back ? buf + at : p, out[t]->numel * sizeof *buf);
+  }
+}
+
+/* The classifier: the base config with the labels, weights from the seed (HF's
+** _init_weights, the head's), then the encoder (and every head tensor of a matching
+** shape) from the base revision. The output layer (a row per label)
 ** is kept only where its rows mean the new labels: a classifier base of the same
 ** labels gives its rows, reordered to the new ids where its order differs; for other
 ** labels (of the same count, which the shapes cannot tell) the layer starts new. */
@@ -364,8 +373,7 @@ static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels,
   int *base_id = malloc((size_t)labels->n * sizeof *base_id);
   if (!kept || !base_id) { free(kept); free(base_id); return err_setk(e, ERR_NOMEM, "out of memory"); }
   /* The output layer as initialised, for labels the base's rows do not mean. */
-  memcpy(kept, params + out[0]->offset, out[0]->numel * sizeof *kept);
-  memcpy(kept + out[0]->numel, params + out[1]->offset, out[1]->numel * sizeof *kept);
+  out_layer_copy(kept, params, out, 0);
   fm->labels_vs_base = labels_vs_base(&fm->base_cfg, labels, base_id);
   /* Read in place from the store, tensor by tensor; the bytes hashed on the way. */
   int rc = store_load_encoder(db, &fm->base, fm->m, &fm->head_loaded, e);
@@ -373,15 +381,13 @@ static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels,
     err_prefix(e, "--model: model.safetensors");
   } else if (fm->labels_vs_base == HEAD_LABELS_REORDERED) {
     /* Row i of the new layer is the base's row of the same label. */
-    memcpy(kept, params + out[0]->offset, out[0]->numel * sizeof *kept);
-    memcpy(kept + out[0]->numel, params + out[1]->offset, out[1]->numel * sizeof *kept);
+    out_layer_copy(kept, params, out, 0);
     for (int i = 0; i < labels->n; i++) {
       memcpy(params + out[0]->offset + (size_t)i * row, kept + (size_t)base_id[i] * row, row * sizeof *kept);
       params[out[1]->offset + (size_t)i] = kept[out[0]->numel + (size_t)base_id[i]];
     }
   } else if (fm->labels_vs_base == HEAD_LABELS_OTHER) {
-    memcpy(params + out[0]->offset, kept, out[0]->numel * sizeof *kept);
-    memcpy(params + out[1]->offset, kept + out[0]->numel, out[1]->numel * sizeof *kept);
+    out_layer_copy(kept, params, out, 1);
   }
   free(kept);
   free(base_id);
