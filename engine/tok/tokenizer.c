@@ -3,7 +3,8 @@
 ** One text is encoded in a single pass over a few byte buffers that live in the
 ** Encoding's scratch, so steady-state encoding allocates nothing:
 **   1. added tokens with normalized=false are matched in the raw text
-**      (leftmost-longest, lstrip/rstrip swallowing whitespace), which cuts it
+**      (leftmost-longest, lstrip/rstrip swallowing whitespace; a single_word
+**      token's match next to a word character is passed over), which cuts it
 **      into segments;
 **   2. each segment is copied and normalised (string Replaces); added tokens with
 **      normalized=true are matched in the normalised text;
@@ -22,6 +23,7 @@
 #include "engine/tok/bert_text.h"
 #include "engine/tok/bpe.h"
 #include "engine/tok/bytelevel.h"
+#include "engine/tok/unicode.h"
 #include "engine/tok/wordpiece.h"
 
 #include <errno.h>
@@ -446,6 +448,18 @@ static size_t ws_right(const char *s, size_t from, size_t n) {
   return i;
 }
 
+/* Whether the match s[start..stop) of a single_word token stands alone: no word
+** character (\w) just before or just after it within s[0..n). HF's find_matches
+** passes over a match that does not, and goes on searching after its end. */
+static int alone_as_word(const char *s, size_t start, size_t stop, size_t n) {
+  size_t l;
+  if (stop < n && uni_is_word(decode_at(s, stop, &l))) return 0;
+  if (start == 0) return 1;
+  size_t j = start - 1;
+  while (j > 0 && ((unsigned char)s[j] & 0xC0) == 0x80) j--;
+  return !uni_is_word(decode_at(s, j, &l));
+}
+
 /* ---- the model over one word ------------------------------------------------------- */
 
 /* The model on s[0..n) into w->wids / w->wst (room for n + 1 tokens): the count, or
@@ -666,11 +680,13 @@ static int encode_segment(const Tokenizer *t, Work *w, const char *text, size_t 
   int al = align || t->pre.prepend == PREPEND_FIRST;
   if (load_segment(t, w, text, a, b, al) < 0) return err_setk(err, ERR_NOMEM, "out of memory");
   if (t->n_norm == 0) return encode_normalized(t, w, 0, w->nlen, type_id, al, e, err);
-  size_t from = 0, at;
+  size_t from = 0, pos = 0, at;
   int k;
-  while ((k = find_added(t, 1, w->nb, from, w->nlen, &at)) >= 0) {
+  while ((k = find_added(t, 1, w->nb, pos, w->nlen, &at)) >= 0) {
     const Added *ad = &t->added[k];
     size_t start = at, stop = at + ad->mlen;
+    pos = stop;
+    if (ad->single_word && !alone_as_word(w->nb, start, stop, w->nlen)) continue;
     if (ad->lstrip) { size_t s = ws_left(w->nb, start); start = s > from ? s : from; }
     if (ad->rstrip) stop = ws_right(w->nb, stop, w->nlen);
     if (start > from && encode_normalized(t, w, from, start, type_id, al, e, err) < 0) return -1;
@@ -683,7 +699,7 @@ static int encode_segment(const Tokenizer *t, Work *w, const char *text, size_t 
     e->cut[2 * (e->n - 1)] = -2 - (int32_t)w->strs_len;
     e->cut[2 * (e->n - 1) + 1] = (int32_t)(stop - start);
     w->strs_len += stop - start;
-    from = stop;
+    from = pos = stop;
   }
   if (from < w->nlen) return encode_normalized(t, w, from, w->nlen, type_id, al, e, err);
   return 0;
@@ -702,6 +718,7 @@ static int encode_seq(const Tokenizer *t, const char *text, size_t len, int type
     const Added *ad = &t->added[k];
     size_t start = at, stop = at + ad->mlen;
     pos = stop;  /* matching resumes after the match itself, whatever rstrip takes */
+    if (ad->single_word && !alone_as_word(text, start, stop, len)) continue;
     if (ad->lstrip) { size_t s = ws_left(text, start); start = s > from ? s : from; }
     if (ad->rstrip) stop = ws_right(text, stop, len);
     if (start > from && encode_segment(t, w, text, from, start, type_id, align, e, err) < 0) return -1;
@@ -1589,15 +1606,14 @@ static Tokenizer *from_root(json_t *root, Err *err) {
       if (get_bool(a, "single_word", 0, &sw, "added_tokens", err) < 0 || get_bool(a, "lstrip", 0, &ls, "added_tokens", err) < 0 ||
           get_bool(a, "rstrip", 0, &rs, "added_tokens", err) < 0 || get_bool(a, "special", 0, &sp, "added_tokens", err) < 0 ||
           get_bool(a, "normalized", !sp, &no, "added_tokens", err) < 0) goto fail;
-      if (sw) { err_set(err, "added token %s: single_word true is not supported", json_string_value(c)); goto fail; }
       /* A repeated content is one token, as in HF's AddedVocabulary: the last
-      ** definition's strip flags and what it writes back, special if any said so,
-      ** matched where the first definition put it. */
+      ** definition's single_word and strip flags and what it writes back, special if
+      ** any said so, matched where the first definition put it. */
       int dup = -1;
       for (int j = 0; j < t->n_added; j++) if (!strcmp(t->added[j].content, json_string_value(c))) dup = j;
       if (dup >= 0) {
         Added *d = &t->added[dup];
-        d->lstrip = (unsigned char)ls; d->rstrip = (unsigned char)rs;
+        d->single_word = (unsigned char)sw; d->lstrip = (unsigned char)ls; d->rstrip = (unsigned char)rs;
         d->special |= (unsigned char)sp;
         d->special_json = (unsigned char)sp; d->normalized_json = (unsigned char)no;
         continue;
@@ -1605,7 +1621,7 @@ static Tokenizer *from_root(json_t *root, Err *err) {
       ad->special_json = (unsigned char)sp; ad->normalized_json = (unsigned char)no;
       ad->content = strdup(json_string_value(c));
       if (!ad->content) { err_set(err, "out of memory"); goto fail; }
-      ad->single_word = 0; ad->lstrip = (unsigned char)ls; ad->rstrip = (unsigned char)rs;
+      ad->single_word = (unsigned char)sw; ad->lstrip = (unsigned char)ls; ad->rstrip = (unsigned char)rs;
       ad->normalized = (unsigned char)no; ad->special = (unsigned char)sp;
       t->n_added++;
     }

@@ -33,6 +33,7 @@ int uni_is_number(uint32_t c) {
 int uni_is_punctuation(uint32_t c) { return in_ranges(uni_punctuation_ranges, uni_punctuation_count, c); }
 int uni_is_mark_nonspacing(uint32_t c) { return c >= 0x300 && in_ranges(uni_mark_nonspacing_ranges, uni_mark_nonspacing_count, c); }
 int uni_is_other(uint32_t c) { return in_ranges(uni_other_ranges, uni_other_count, c); }
+int uni_is_word(uint32_t c) { return in_ranges(uni_word_ranges, uni_word_count, c); }
 
 int uni_combining_class(uint32_t c) {
   if (c < 0x300) return 0;

@@ -26,6 +26,9 @@ int uni_is_mark_nonspacing(uint32_t c);
 /* Categories Cc, Cf, Co, Cs, not Cn (unicode_categories' is_other: BertNormalizer's
 ** clean_text removes these, except \t \n \r; unassigned code points stay). */
 int uni_is_other(uint32_t c);
+/* The regex crate's \w, Unicode 16 (Alphabetic, Mark, Nd, Pc, Join_Control): the
+** characters next to which a single_word added token does not match. */
+int uni_is_word(uint32_t c);
 /* The full canonical decomposition (NFD of one character, Hangul included) into
 ** out[0..4); returns its length (1 and out[0] = c when c does not decompose).
 ** The result is in canonical order for one character. */

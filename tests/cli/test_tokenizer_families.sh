@@ -206,7 +206,7 @@ d = load("wpu"); d["normalizer"]["clean_text"] = False; write("var_wp_noclean", 
 # Many added tokens (as transformers' add_tokens makes them), overlapping each other and the
 # text: whole vocabulary words and their beginnings (so a word's first letters, the word and
 # a longer one share a start: leftmost-longest decides), invented words, normalized or not,
-# a few with lstrip or rstrip (maskd refuses single_word). Ids as HF's AddedVocabulary gives them: the
+# a few with lstrip, rstrip or single_word. Ids as HF's AddedVocabulary gives them: the
 # vocabulary's for a piece, else the next free one.
 import random
 rnd = random.Random(5)
@@ -228,8 +228,9 @@ for name, src in (("var_wp_added", "wpu"), ("var_bpe_added", "bpe")):
         tid = vocab.get(c) if isinstance(vocab, dict) else None
         if tid is None:
             tid, nxt = nxt, nxt + 1
-        d["added_tokens"].append({"id": tid, "content": c, "single_word": False, "lstrip": i % 31 == 0,
-                                  "rstrip": i % 37 == 0, "normalized": i % 3 != 1, "special": False})
+        d["added_tokens"].append({"id": tid, "content": c, "lstrip": i % 31 == 0,
+                                  "rstrip": i % 37 == 0, "normalized": i % 3 != 1, "special": False,
+                                  "single_word": i % 5 == 2})
     write(name, d)
 # Normalized added tokens whose normalized text differs from the original: their strings
 # (pieces) are the normalized text, and RoBERTa's trim_offsets trims by it.
@@ -244,6 +245,27 @@ write("var_bpe_normadded", d)
 d = load("wpu"); n = max(d["model"]["vocab"].values()) + 1
 d["added_tokens"] += [added(n, "Wor", lstrip=True, rstrip=True), added(n + 1, "\u00e9"), added(n + 2, "ZQ")]
 write("var_wp_normadded", d)
+# single_word tokens match only where no word character (the regex crate's \w: letters,
+# marks, digits, _, ZWJ, circled letters) touches them, in the raw text or the
+# normalized one; a refused match still takes its text (a shorter token at its place
+# does not match), and the search goes on after it.
+d = load("wpu"); n = max(d["model"]["vocab"].values()) + 1
+d["added_tokens"] += [added(n, "cat", single_word=True), added(n + 1, "ca"), added(n + 2, "Dog", single_word=True, normalized=False),
+                      added(n + 3, "+", single_word=True, normalized=False), added(n + 4, "ZZ", single_word=True, lstrip=True, rstrip=True),
+                      added(n + 5, "\u4e2d", single_word=True)]
+write("var_wp_sw", d)
+d = load("bpe"); n = max(d["model"]["vocab"].values()) + 1
+d["normalizer"] = {"type": "Replace", "pattern": {"String": "_"}, "content": " "}
+d["added_tokens"] += [added(n, " cat", single_word=True), added(n + 1, "Dog", single_word=True, normalized=False),
+                      added(n + 2, "ca", normalized=False), added(n + 3, "x", single_word=True, lstrip=True, rstrip=True)]
+write("var_bpe_sw", d)
+with open(f"{t}/sw.jsonl", "w", encoding="utf-8") as out:
+    for s in ["cat", "cats", "a cat.", "_cat", "cat_", "9cat", "cat9", "\u00e9cat", "cat\u0301", "cat\u200d", "\u24b6cat",
+              "cat\u2167", "cat-dog", "cat's", "cat cat  cat", "catcat", "cat\u00a0x", "\u0301cat", "cat\U0001F600",
+              "\u4e2dcat", "cat\u4e2d", "a\u4e2db", "[MASK]cat", "CAT Cat", "Dog dog Dogs xDog Dog!", "a+b a + b +",
+              "ZZ zz xZZ  zz  y", "the cats sat", "ca cat", "_cat_", "x_x", "a x b", "ax", "DogDog Dog", "\u0660cat",
+              "cat\u203f", "cat\u2160x", ""]:
+        out.write(json.dumps(s, ensure_ascii=False) + "\n")
 with open(f"{t}/normadded.jsonl", "w", encoding="utf-8") as out:
     for s in ["a_x b", "_x", "x_x_x", " x", "a y_z", "a y z", "__y_z_", "HELLO [MASK] World", "the WORLD wor x",
               "\u00e9\u00e9 \u00c9", "zq ZQ zQ", "a   Wor   b", "nothing here"]:
@@ -254,6 +276,10 @@ for v in var_bpe_normadded var_wp_normadded; do
   enc "tokfam_${v}_pieces" "${v}_pcs" "$T/$v.json" "$T/$v.json" "$T/normadded.jsonl" --jsonl --pieces
   enc "tokfam_${v}_ids" "${v}_ids" "$T/$v.json" "$T/$v.json" "$T/normadded.jsonl" --jsonl
   dec "tokfam_${v}_decode" "${v}_dec" "$T/$v.json" "$T/$v.json" "$T/m.${v}_ids"   # HF decodes ZQ as zq
+done
+for v in var_wp_sw var_bpe_sw; do
+  enc "tokfam_${v}_offsets" "${v}_off" "$T/$v.json" "$T/$v.json" "$T/sw.jsonl" --jsonl --offsets
+  enc "tokfam_${v}_pieces" "${v}_pcs" "$T/$v.json" "$T/$v.json" "$T/sw.jsonl" --jsonl --pieces
 done
 for v in var_wp_added var_bpe_added; do
   enc "tokfam_${v}_ids_wikitext_valid" "${v}_ids_valid" "$T/$v.json" "$T/$v.json" "$T/valid.txt"
@@ -316,6 +342,15 @@ for x in wpu wpc bpe dir_bpe tiny_wp tiny_bpe; do
   hfq "exp_src_dec_$x" decode "$href" "$T/h.exp_src_ids_$x"
   hfq "exp_dec_$x" decode "$T/exp_$x/tokenizer.json" "$T/h.exp_src_ids_$x"
   later "tokfam_export_${x}_hf_decode_wikitext_valid" "exp_src_dec_$x" "$T/h.exp_dec_$x"
+done
+# The export keeps each added token's flags: single_word tokens match where they did.
+for x in var_wp_sw var_bpe_sw; do
+  rm -rf "$T/exp_$x"
+  if ! M_ export --tokenizer "$T/$x.json" --out "$T/exp_$x" > "$T/exp_$x.log" 2>&1 || [ ! -s "$T/exp_$x/tokenizer.json" ]; then
+    fail "tokfam_export_${x}" "export failed: $(tail -c 300 "$T/exp_$x.log")"; continue
+  fi
+  hfq "exp_off_$x" encode "$T/exp_$x/tokenizer.json" "$T/sw.jsonl" --jsonl --offsets
+  later "tokfam_export_${x}_hf_offsets_single_word" "${x}_off" "$T/h.exp_off_$x"
 done
 
 # The queued HF side, then every comparison (a job's input may be an earlier job's output).

@@ -3,7 +3,8 @@
 # tokenizers@0.23.2) over every code point but the surrogates: for each, what
 # BertNormalizer's clean_text, handle_chinese_chars, lowercase and strip_accents
 # make of it alone, its NFD, whether BertPreTokenizer splits on it or isolates it,
-# whether the ByteLevel regex counts it as a letter, a number or a space, and its
+# whether the ByteLevel regex counts it as a letter, a number or a space, whether a
+# single_word added token may match beside it (\w), and its
 # NFD beside U+0345 (class 240) and U+0334 (class 1), which tells the non-starters
 # apart; then the NFD of every non-starter beside one mark of each combining class,
 # in both orders, which checks the canonical order itself; then 1500 random texts
@@ -50,7 +51,7 @@ function where(pt, sep, list) {
   return out;
 }
 const joined = x => x && x[0] < 0 && x[1] > 1;
-function all(outPath) {
+async function all(outPath) {
   const cps = [];
   for (let c = 0; c < 0x110000; c++) if (c < 0xD800 || c > 0xDFFF) cps.push(c);
   const N = o => hf.bertNormalizer(Object.assign({ cleanText: false, handleChineseChars: false, stripAccents: false, lowercase: false }, o));
@@ -79,8 +80,17 @@ function all(outPath) {
   }
   for (const j of rest) cls[j] = 'S';
   const a = normAll(nfd, cps, '\u0345', ''), b = normAll(nfd, cps, '', '\u0334');
+  // \w: a single_word added token # matches in #c only where c is not a word character.
+  const sw = hf.Tokenizer.fromString(JSON.stringify({ version: '1.0', truncation: null, padding: null,
+    added_tokens: [{ id: 1, content: '#', single_word: true, lstrip: false, rstrip: false, normalized: false, special: false }],
+    normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null,
+    model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: { '[UNK]': 0 } } }));
+  const word = [];
+  for (let i = 0; i < cps.length; i += B)
+    for (const e of await sw.encodeBatch(cps.slice(i, i + B).map(c => '#' + String.fromCodePoint(c)), false))
+      word.push(e.getIds()[0] === 1 ? '-' : 'W');
   const lines = cps.map((c, j) => [c.toString(16).toUpperCase(), cols[0][j], cols[1][j], cols[2][j], cols[3][j], cols[4][j],
-    pre[j], cls[j], a[j], b[j]].join('\t'));
+    pre[j], cls[j], a[j], b[j], word[j]].join('\t'));
   fs.writeFileSync(outPath, lines.join('\n') + '\n');
 }
 function pairs(inPath, outPath) {
@@ -130,7 +140,7 @@ function texts(inPath, outPath) {
   const words = strs.map(t => { const r = bp.preTokenizeString(t); return r.length ? r.map(([w]) => hex(w)).join(' ') : '-'; });
   fs.writeFileSync(outPath, strs.map((_, i) => cols.map(c => c[i]).join('\t') + '\t' + words[i]).join('\n') + '\n');
 }
-if (process.argv[2] === 'all') all(process.argv[3]);
+if (process.argv[2] === 'all') all(process.argv[3]).catch(e => { console.error(e); process.exit(1); });
 else if (process.argv[2] === 'texts') texts(process.argv[3], process.argv[4]);
 else pairs(process.argv[3], process.argv[4]);
 EOF

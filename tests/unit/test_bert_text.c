@@ -4,8 +4,9 @@
 ** reordering across characters and over long runs, and the bounds.
 **
 **   test_bert_text --dump all FILE     one line per code point: what maskd's tables and
-**                                      pipeline give (tests/cli/test_unicode_hf.sh
-**                                      compares it with HF over all of Unicode)
+**                                      pipeline give, and whether it is a word character
+**                                      (\w); tests/cli/test_unicode_hf.sh compares it
+**                                      with HF over all of Unicode
 **   test_bert_text --dump pairs FILE   NFD of every non-starter next to one mark of each
 **                                      combining class, both orders (same script)
 **   test_bert_text --texts IN OUT      for each line of IN (dot-joined hex code points):
@@ -231,7 +232,7 @@ static int dump_all(const char *path) {
     in[0] = c; in[1] = 0x334;
     fputc('\t', f);
     put_hex_cps(f, d, ref_nfd(in, 2, d));
-    fputc('\n', f);
+    fprintf(f, "\t%c\n", uni_is_word(c) ? 'W' : '-');
   }
   return fclose(f) ? 1 : 0;
 }

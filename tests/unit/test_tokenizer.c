@@ -275,11 +275,10 @@ int main(void) {
       tokenizer_free(x);
     }
     check(ok, "tokenizer_refuses_unsupported", "%s", failed);
-    /* truncation / padding objects, single_word tokens, corrupt JSON */
+    /* truncation / padding objects, corrupt JSON */
     const char *more[][2] = {
       {"{\"truncation\":{\"max_length\":8},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "truncation"},
       {"{\"padding\":{},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "padding"},
-      {"{\"added_tokens\":[{\"id\":0,\"content\":\"x\",\"single_word\":true}],\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "single_word"},
       {"{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1", "invalid JSON"},
       {"[1,2]", "not a JSON object"},
       {"{}", "model: missing"},
