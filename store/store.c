@@ -222,6 +222,13 @@ int store_check_name(const char *what, const char *name, Err *err) {
   if (slashes > 1 || name[0] == '/' || name[n - 1] == '/' || name[0] == '.' || name[0] == '-' || strstr(name, "..") ||
       strstr(name, "/."))
     return err_setk(err, ERR_INVALID, "%s name \"%.64s\": not a valid repository-style name", what, name);
+  /* The Hub's URLs put a repository type before a repo (/models/x/..., /datasets/x/...):
+  ** an owner named like one would make /models/{name}/... ambiguous, and the Hub refuses it. */
+  static const char *const types[] = {"models/", "datasets/", "spaces/"};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (!strncmp(name, types[i], strlen(types[i])))
+      return err_setk(err, ERR_INVALID, "%s name \"%.64s\": the owner %.*s is a Hub repository type, not a namespace", what,
+                      name, (int)strlen(types[i]) - 1, types[i]);
   return 0;
 }
 

@@ -65,7 +65,8 @@ int store_schema_version(Store *s);
 int store_integrity_check(Store *s, Err *err);
 
 /* 0 when name is what a Hub repository name allows (letters, digits, - _ . and one
-** namespace '/', not starting with . or -, no "..", at most 128); else -1 naming what. */
+** namespace '/', not starting with . or -, no "..", at most 128, no owner named models,
+** datasets or spaces); else -1 naming what. */
 int store_check_name(const char *what, const char *name, Err *err);
 /* store_check_name for a run's name (a run's model takes the same name), which also may
 ** not be all digits: GET /runs/{id}, cancel and resume read a number as a run's id. */

@@ -13,7 +13,9 @@
 ** state, not part of a model repository on the Hub, and doubles a download: not listed
 ** nor served. metrics.json is maskd's own: served as before, not listed. The store keeps
 ** no git objects, so every "oid" is the sha256 of the file's bytes (the ETag too), and
-** model.safetensors is the one LFS file (its pointer is what raw/ serves, as on the Hub). */
+** model.safetensors is the one LFS file (its pointer is what raw/ serves, as on the Hub;
+** resolve/ by a branch or number redirects it to its commit, as the Hub redirects LFS
+** files to content-addressed storage). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +46,14 @@ static void hub_not_found(HttpRes *rs, const char *code, const char *error, json
 /* Resolves repo at rev into r; answers the 404 (with its code) or error and returns -1 if it cannot. */
 static int hub_revision(Store *s, HttpRes *rs, const char *repo, const char *rev, StoreRevision *r) {
   char spec[512];
-  /* The Hub's "HEAD" (modelInfo's default) is its default branch, maskd's "main": the newest. */
-  if ((size_t)snprintf(spec, sizeof spec, "%s@%s", repo, strcmp(rev, "HEAD") ? rev : "main") >= sizeof spec) {
-    hub_not_found(rs, "RepoNotFound", "model name or revision too long", NULL);
-    return -1;
-  }
   Err e = {0};
-  if (store_resolve(s, spec, r, &e) == 0) return 0;
+  /* The Hub's "HEAD" (modelInfo's default) is its default branch, maskd's "main": the newest.
+  ** A revision too long to be one is not found, in a repo that may well exist (the repo
+  ** part always fits: app_path_repo bounds it). */
+  if ((size_t)snprintf(spec, sizeof spec, "%s@%s", repo, strcmp(rev, "HEAD") ? rev : "main") >= sizeof spec)
+    err_setk(&e, ERR_NOT_FOUND, "a revision of %zu bytes names none", strlen(rev));
+  else if (store_resolve(s, spec, r, &e) == 0)
+    return 0;
   if (e.kind != ERR_NOT_FOUND) {
     http_error_from(rs, &e, "cannot resolve the revision", json_pack("{s:s, s:s}", "revision", spec, "why", e.msg));
     return -1;
@@ -250,6 +253,19 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
     char etag[70];
     snprintf(etag, sizeof etag, "\"%s\"", h.sha);
     http_res_header(rs, "X-Linked-Etag", etag);
+    /* The weights by a name that moves (main, a number) are a redirect to the commit, as
+    ** the Hub redirects an LFS file to its content: a client that reads the headers first
+    ** and the bytes after (huggingface_hub's HEAD, then GET of where it led; a resumed
+    ** download) gets one revision's, even while a training run pushes new ones. */
+    if (!raw && strcmp(rev, r.commit)) {
+      http_bytes(rs, 302, "text/plain; charset=utf-8", "", 0);
+      snprintf(rs->location, sizeof rs->location, "%s/%s/resolve/%s/%s", strncmp(rq->pattern, "/models/", 8) ? "" : "/models",
+               repo, r.commit, file);
+      http_res_header(rs, "ETag", etag);
+      http_res_header(rs, "X-Repo-Commit", r.commit);
+      rs->cache = "no-cache";
+      return;
+    }
   }
   const char *ctype = strstr(file, ".json") ? "application/json" : raw ? "text/plain; charset=utf-8"
                                                                        : "application/octet-stream";
@@ -311,7 +327,11 @@ static json_t *tree_entry(const StoreRevision *r, const char *file, const HubEnt
     iso_date(r->created, date);
     json_object_set_new(o, "lastCommit", json_pack("{s:s, s:s, s:s}", "id", r->commit, "title",
                                                    r->message[0] ? r->message : "maskd revision", "date", date));
-    json_object_set_new(o, "securityFileStatus", json_pack("{s:s}", "status", "safe"));
+    /* The Hub's keys, all of them: huggingface_hub's RepoFile reads avScan and
+    ** pickleImportScan without a default. */
+    json_object_set_new(o, "securityFileStatus",
+                        json_pack("{s:s, s:{s:b, s:n}, s:n}", "status", "safe", "avScan", "virusFound", 0, "virusNames",
+                                  "pickleImportScan"));
   }
   return o;
 }
@@ -346,9 +366,9 @@ static json_t *entries(Store *s, const StoreRevision *r, json_t *names, int expa
 
 static int truthy(const char *v) { return v && (!strcmp(v, "") || !strcmp(v, "1") || !strcasecmp(v, "true")); }
 
-/* GET /api/models/{repo}/tree/{rev}[/{path}]: the files (no folders in a revision). */
+/* GET /api/models/{repo}/tree/{rev}[/{path+}]: the files (no folders in a revision). */
 void route_hub_tree(void *app, HttpReq *rq, HttpRes *rs) {
-  int with_path = strstr(rq->pattern, "{path}") != NULL;
+  int with_path = strstr(rq->pattern, "{path+}") != NULL;
   char repo[260];
   if (app_path_repo(rq, with_path ? 2 : 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
   const char *rev = rq->params[rq->n_params - (with_path ? 2 : 1)];

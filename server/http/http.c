@@ -357,19 +357,27 @@ const char *http_header(const HttpReq *rq, const char *key) { return kv_find(rq,
 
 /* ---- routing ---- */
 
-/* Matches path against pattern segment by segment; {x} takes one non-empty segment.
+/* Matches path against pattern segment by segment; {x} takes one non-empty segment,
+** and a last {x+} the rest of the path, slashes included (one or more segments).
 ** On a match, params point into segs (a writable copy of path split at '/'). */
 static int route_match(const char *pattern, const char *path, char *segs, const char **params, int *n_params) {
   strcpy(segs, path);
   const char *p = pattern;
   char *s = segs;
-  int np = 0;
+  int np = 0, rest = 0;
   while (*p == '/' && *s == '/') {
     p++; s++;
     size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
     if (plen >= 2 && p[0] == '{' && p[plen - 1] == '}') {
       if (slen == 0 || np >= HTTP_MAX_PARAMS) return 0;
       params[np++] = s;
+      if (p[plen - 2] == '+' && !p[plen]) {   /* the rest: no empty segment in it, no trailing '/' */
+        if (strstr(s, "//") || s[strlen(s) - 1] == '/') return 0;
+        rest = 1;
+        p += plen;
+        s += strlen(s);
+        break;
+      }
     } else if (plen != slen || strncmp(p, s, plen) != 0) {
       return 0;
     }
@@ -378,7 +386,7 @@ static int route_match(const char *pattern, const char *path, char *segs, const 
   }
   if (*p || *s) return 0;
   /* Cut the captured segments apart only now: the walk above needs the slashes. */
-  for (int i = 0; i < np; i++) ((char *)params[i])[strcspn(params[i], "/")] = '\0';
+  for (int i = 0; i < np - rest; i++) ((char *)params[i])[strcspn(params[i], "/")] = '\0';
   *n_params = np;
   return 1;
 }

@@ -113,7 +113,7 @@ typedef struct HttpRes {
   char *body;               /* malloc'd, owned by the response */
   size_t len;
   char allow[64];           /* Allow header, for 405 */
-  char location[256];       /* Location header, for 202 */
+  char location[384];       /* Location header, for 202 and redirects */
   const char *cache;        /* Cache-Control; "no-store" unless a handler says otherwise */
   HttpStreamFn stream;      /* set to stream instead of body */
   void *stream_ctx;
@@ -140,7 +140,8 @@ enum {
 
 typedef struct HttpRoute {
   const char *method;       /* "GET" or "POST" */
-  const char *pattern;      /* "/runs/{id}/metrics": literal segments and {name} captures */
+  const char *pattern;      /* "/runs/{id}/metrics": literal segments and {name} captures of one
+                            ** segment; a last {name+} captures the rest of the path, '/' and all */
   HttpHandler fn;
   int flags;
 } HttpRoute;

@@ -30,10 +30,17 @@ pass hub_setup
 
 serve_start --db "$T/hub.db" --token tk --quiet || { fail hub_start "$(cat "$T/err")"; exit 1; }
 
-# get [curl args] PATH: status to $T/status, headers to $T/hdr, body to $T/body.
+# get [curl args] PATH: status to $T/status, headers to $T/hdr, body to $T/body. Redirects
+# are followed, as the clients follow them (the weights by main or a number redirect to
+# their commit); hdr reads the last answer's headers. get1 does not follow them.
 get() {
   local p=${*: -1}
   rm -f "$T/body"  # curl leaves the file alone when there is no body (HEAD, 304)
+  curl -s -L --path-as-is --max-time 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' "${@:1:$#-1}" "$base$p" >"$T/status" 2>/dev/null
+}
+get1() {
+  local p=${*: -1}
+  rm -f "$T/body"
   curl -s --path-as-is --max-time 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' "${@:1:$#-1}" "$base$p" >"$T/status" 2>/dev/null
 }
 hdr() { tr -d '\r' <"$T/hdr" | sed -n "s|^$1: ||Ip" | tail -1; }
@@ -88,10 +95,10 @@ get -I /user/tiny/resolve/main/model.safetensors
 ok head_weights test "$(cat "$T/status")" = 200 -a "$(hdr Content-Length)" = "$(size "$T/expu/model.safetensors")" \
   -a "$(hdr ETag)" = "\"$(sha "$T/expu/model.safetensors")\"" -a "$(hdr X-Repo-Commit)" = "$cu" -a -n "$(hdr X-Linked-Size)"
 # No body bytes follow a HEAD: the next request on the same connection gets its own answer.
-ok head_no_body $PY - "$port" <<'EOF'
+ok head_no_body $PY - "$port" "$c2" <<'EOF'
 import http.client, sys
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
-c.request("HEAD", "/tiny/resolve/main/model.safetensors")
+c.request("HEAD", "/tiny/resolve/%s/model.safetensors" % sys.argv[2])
 r = c.getresponse()
 assert r.status == 200 and r.read() == b"" and int(r.getheader("Content-Length")) > 1000, r.status
 c.request("GET", "/tiny/resolve/main/config.json")
@@ -134,6 +141,27 @@ ok etag_304_list status_is 304
 get -H 'If-None-Match: "other"' /tiny/resolve/main/model.safetensors
 ok etag_other_200 status_is 200
 
+# ---- the weights by a name that moves redirect to their commit (as the Hub's LFS files do) ----
+# huggingface_hub reads the headers (HEAD, following a relative redirect) and then GETs where
+# it led: both are one revision's, even while training pushes new ones.
+redirect_ok() {  # LOCATION FILE: a 302 there with FILE's headers and its commit's, no bytes
+  local commit=${1%/*}; commit=${commit##*/}
+  [ "$(cat "$T/status")" = 302 ] && [ "$(hdr Location)" = "$1" ] && [ "$(hdr X-Repo-Commit)" = "$commit" ] &&
+    [ "$(hdr X-Linked-Size)" = "$(size "$2")" ] && [ "$(hdr X-Linked-Etag)" = "\"$(sha "$2")\"" ] &&
+    [ "$(hdr ETag)" = "\"$(sha "$2")\"" ] && [ "$(size "$T/body")" -lt 1000 ]   # curl -I writes the headers there
+}
+get1 /tiny/resolve/main/model.safetensors
+ok resolve_main_weights_redirect redirect_ok "/tiny/resolve/$c2/model.safetensors" "$w"
+get1 -I /models/user/tiny/resolve/1/model.safetensors
+ok resolve_number_weights_redirect_head redirect_ok "/models/user/tiny/resolve/$cu/model.safetensors" "$T/expu/model.safetensors"
+get1 /tiny/resolve/HEAD/model.safetensors
+ok resolve_hub_head_redirect redirect_ok "/tiny/resolve/$c2/model.safetensors" "$w"
+get1 /tiny/resolve/main/config.json;           ok resolve_small_file_no_redirect status_is 200
+get1 /tiny/resolve/$c1/model.safetensors;      ok resolve_commit_weights_no_redirect status_is 200
+get1 /tiny/raw/main/model.safetensors;         ok raw_pointer_no_redirect status_is 200
+get1 -H 'Range: bytes=100-199' /tiny/resolve/main/model.safetensors
+ok resolve_redirect_before_range test "$(cat "$T/status")" = 302
+
 # ---- 404s the clients tell apart ----
 code_is() { status_is 404 && [ "$(hdr X-Error-Code)" = "$1" ] && [ -n "$(jget 'b["error"]')" ]; }
 get /nosuch/resolve/main/config.json;            ok error_repo_not_found code_is RepoNotFound
@@ -146,6 +174,19 @@ get /api/models/tiny/revision/zzz;               ok error_api_revision code_is R
 get /tiny/resolve/main/secrets.txt;              ok error_entry_not_found code_is EntryNotFound
 ok error_entry_keeps_detail test "$(jget '"secrets" in json.dumps(b["detail"])')" = True
 get /tiny/resolve/main/optimizer.safetensors;    ok optimizer_not_served code_is EntryNotFound
+# A path with folders in it, and a revision holding '/' (as the clients encode refs/pr/1),
+# are 404s with their kind too: the clients read a file without a code as an error.
+get /tiny/resolve/main/sub/config.json;          ok error_entry_in_folder code_is EntryNotFound
+get /user/tiny/raw/main/a/b/c.json;              ok error_entry_in_folder_owner code_is EntryNotFound
+get /api/models/tiny/revision/refs%2Fpr%2F1;     ok error_api_revision_with_slash code_is RevisionNotFound
+get /tiny/resolve/refs%2Fpr%2F1/config.json;     ok error_revision_with_slash code_is RevisionNotFound
+get /api/models/tiny/tree/main/sub%2Fdir;        ok error_tree_folders code_is EntryNotFound
+get /tiny/resolve/main/sub//config.json;         ok error_empty_segment_not_a_file status_is 404
+# An owner named like a Hub repository type would make /models/{name}/... mean two repos.
+ok owner_models_refused bash -c "! '$M' import --db '$T/hub.db' '$T/imp' models/tiny 2>'$T/own.err' && grep -q 'repository type' '$T/own.err'"
+# A revision too long to be one is not found in a repo that exists (it said RepoNotFound).
+get "/tiny/resolve/$(printf 'a%.0s' $(seq 600))/config.json"
+ok error_long_revision code_is RevisionNotFound
 
 # ---- /api/models ----
 get /api/models/user/tiny/revision/HEAD
@@ -180,6 +221,9 @@ get /api/models/user/tiny/tree/$cu;      ok tree_owner_commit tree_ok expu
 get /api/models/tiny/tree/1/.;           ok tree_dot tree_ok exp1
 get '/api/models/tiny/tree/1?expand=true'
 ok tree_expand test "$(jget 'all(e["lastCommit"]["id"] == "'"$c1"'" for e in b)')" = True
+# securityFileStatus with every key the Hub sends: huggingface_hub's RepoFile reads them all.
+ok tree_expand_security_status test "$(jget 'all(e["securityFileStatus"] == {"status": "safe", "avScan": {"virusFound": False,
+  "virusNames": None}, "pickleImportScan": None} for e in b)')" = True
 get /api/models/tiny/tree/main/sub;      ok tree_no_folder code_is EntryNotFound
 
 # ---- paths-info (pathsInfo, downloadFileToCacheDir) ----
@@ -229,7 +273,7 @@ if "$M" train --db "$T/hub.db" --name big --tokenizer "$T/tok.json" --train "$T/
   server=$(pgrep -P "$pid" -x maskd || echo "$pid")   # maskd runs under timeout (serve_wrap)
   hwm() { awk '/^VmHWM/ {print $2}' "/proc/$server/status"; }
   before=$(hwm) downloads=()
-  for i in 1 2 3; do curl -s -H 'Authorization: Bearer tk' -o "$T/dl$i" "$base/big/resolve/main/model.safetensors" & downloads+=($!); done
+  for i in 1 2 3; do curl -s -L -H 'Authorization: Bearer tk' -o "$T/dl$i" "$base/big/resolve/main/model.safetensors" & downloads+=($!); done
   wait "${downloads[@]}"
   after=$(hwm)
   ok download_whole_streamed_identical bash -c "cmp -s '$T/dl1' '$T/expbig/model.safetensors' && cmp -s '$T/dl2' '$T/dl1' && cmp -s '$T/dl3' '$T/dl1'"

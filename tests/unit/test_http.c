@@ -132,6 +132,7 @@ static void observe(void *app, const char *route, const char *method, int status
 static const HttpRoute routes[] = {
   {"GET", "/echo/{a}/{b}", h_echo2, 0},
   {"GET", "/echo/{a}", h_echo1, 0},
+  {"GET", "/rest/{a}/{b+}", h_echo2, 0},
   {"POST", "/json", h_json, HTTP_WRITE},
   {"PUT", "/json", h_json, 0},
   {"GET", "/slow", h_slow, 0},
@@ -473,6 +474,25 @@ static void test_routing(void) {
   check(is_error(&r, 404, "not found"), "404_longer_path", "%d %s", r.status, r.body);
   get("GET", "/echo//b", NULL, NULL, &r);
   check(is_error(&r, 404, NULL), "404_empty_segment", "%d %s", r.status, r.body);
+  /* A last {b+} takes the rest of the path, decoded slashes too; never an empty segment. */
+  get("GET", "/rest/x/p/q%2Fr/s", NULL, NULL, &r);
+  j = body_json(&r);
+  check(r.status == 200 && j && !strcmp(json_string_value(json_object_get(j, "a")), "x") &&
+            !strcmp(json_string_value(json_object_get(j, "b")), "p/q/r/s") && json_integer_value(json_object_get(j, "n")) == 2,
+        "route_rest_capture", "%d %s", r.status, r.body);
+  json_decref(j);
+  get("GET", "/rest/x/p", NULL, NULL, &r);
+  j = body_json(&r);
+  check(r.status == 200 && j && !strcmp(json_string_value(json_object_get(j, "b")), "p"), "route_rest_one_segment", "%d %s",
+        r.status, r.body);
+  json_decref(j);
+  int bad = 0;
+  const char *empty[] = {"/rest/x", "/rest/x/", "/rest/x/p/", "/rest/x/p//q", "/rest//p"};
+  for (size_t i = 0; i < sizeof empty / sizeof *empty; i++) {
+    get("GET", empty[i], NULL, NULL, &r);
+    if (r.status != 404) bad = 1;
+  }
+  check(!bad, "route_rest_no_empty_segment", "%d %s", r.status, r.body);
   get("GET", "/nope", NULL, NULL, &r);
   check(is_error(&r, 404, "not found"), "404_unknown", "%d %s", r.status, r.body);
   get("GET", "/jsonx", NULL, NULL, &r);
