@@ -24,6 +24,7 @@
 #include "engine/tok/bpe.h"
 #include "engine/tok/bytelevel.h"
 #include "engine/tok/unicode.h"
+#include "engine/tok/vocab_scores.h"
 #include "engine/tok/wordpiece.h"
 
 #include <errno.h>
@@ -1476,7 +1477,9 @@ static int parse_post(Tokenizer *t, json_t *o, Err *err) {
   return 0;
 }
 
-static int parse_model(Tokenizer *t, json_t *o, Err *err) {
+/* The model; text[0..len) is the JSON o came from, whose scores are read again from
+** their own digits as HF reads them (vocab_scores.h). */
+static int parse_model(Tokenizer *t, json_t *o, const char *text, size_t len, Err *err) {
   if (!json_is_object(o)) return err_set(err, "model: missing");
   const char *ty = type_of(o);
   if (!ty) return err_set(err, "model: missing \"type\"");
@@ -1516,7 +1519,10 @@ static int parse_model(Tokenizer *t, json_t *o, Err *err) {
       return err_set(err, "model: vocab entry %zu is not [piece, score]", i);
     }
     pieces[i] = json_string_value(p);
-    scores[i] = json_number_value(s);
+  }
+  if (vocab_scores_read(text, len, scores, n)) {
+    free(pieces); free(scores);
+    return err_set(err, "model: a vocab score is out of range, or the vocab's text cannot be read");
   }
   if (unk_id >= (int)n || unk_id < -1) { free(pieces); free(scores); return err_set(err, "model: unk_id %d outside the vocab of %zu", unk_id, n); }
   t->model = unigram_new((int)n, pieces, scores, unk_id, err);
@@ -1524,7 +1530,7 @@ static int parse_model(Tokenizer *t, json_t *o, Err *err) {
   return t->model ? 0 : err_prefix(err, "model");
 }
 
-static Tokenizer *from_root(json_t *root, Err *err) {
+static Tokenizer *from_root(json_t *root, const char *text, size_t len, Err *err) {
   Tokenizer *t = calloc(1, sizeof *t);
   if (!t) { err_set(err, "out of memory"); return NULL; }
   if (!json_is_object(root)) { err_set(err, "not a JSON object"); goto fail; }
@@ -1534,7 +1540,7 @@ static Tokenizer *from_root(json_t *root, Err *err) {
   if (v && !json_is_null(v)) { err_set(err, "truncation is not supported (must be null)"); goto fail; }
   v = json_object_get(root, "padding");
   if (v && !json_is_null(v)) { err_set(err, "padding is not supported (must be null)"); goto fail; }
-  if (parse_model(t, json_object_get(root, "model"), err) < 0) goto fail;
+  if (parse_model(t, json_object_get(root, "model"), text, len, err) < 0) goto fail;
   v = json_object_get(root, "normalizer");
   if (v && !json_is_null(v)) {
     t->normalizer = !strcmp(type_of(v) ? type_of(v) : "", "Sequence") ? 2 : 1;
@@ -1649,7 +1655,7 @@ Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err) {
   json_error_t je;
   json_t *root = json_loadb(text, len, 0, &je);
   if (!root) { err_setk(err, ERR_BAD_INPUT, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text); return NULL; }
-  Tokenizer *t = from_root(root, err);
+  Tokenizer *t = from_root(root, text, len, err);
   json_decref(root);
   if (!t) err_kind_default(err, ERR_BAD_INPUT);  /* the text is refused, whatever the check */
   return t;
