@@ -342,6 +342,123 @@ static json_t *roberta_root(const char *vtext, size_t vlen, const char *mtext, s
   return root;
 }
 
+/* ---- what the fast tokenizer classes change in the tokenizer.json they load ---- */
+
+enum { FAST_OTHER, FAST_BERT, FAST_ROBERTA };
+
+/* The class transformers' AutoTokenizer builds for the folder: tokenizer_config.json's
+** tokenizer_class, else the one config.json's model_type maps to. */
+static int fast_class(const json_t *cfg, const char *dir) {
+  const json_t *c = cfg ? json_object_get(cfg, "tokenizer_class") : NULL;
+  if (json_is_string(c)) {
+    const char *v = json_string_value(c);
+    if (!strcmp(v, "BertTokenizer") || !strcmp(v, "BertTokenizerFast")) return FAST_BERT;
+    if (!strcmp(v, "RobertaTokenizer") || !strcmp(v, "RobertaTokenizerFast")) return FAST_ROBERTA;
+    return FAST_OTHER;
+  }
+  char *p = files_join(dir, "config.json"), *text = NULL;
+  size_t len = 0;
+  Err e = {0};
+  int kind = FAST_OTHER;
+  if (p && read_optional(p, TOKENIZER_MAX_SIDE_FILE, &text, &len, &e) == 0 && text) {
+    json_error_t je;
+    json_t *o = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &je);
+    const json_t *mt = json_is_object(o) ? json_object_get(o, "model_type") : NULL;
+    if (json_is_string(mt)) kind = !strcmp(json_string_value(mt), "bert") ? FAST_BERT
+                                 : !strcmp(json_string_value(mt), "roberta") ? FAST_ROBERTA : FAST_OTHER;
+    json_decref(o);
+  }
+  free(p);
+  free(text);
+  return kind;
+}
+
+/* Sets o[key] to v where o has the key with another value (Python's
+** state.get(key, v) != v); 1 when it did. Takes v's reference. */
+static int set_if_differs(json_t *o, const char *key, json_t *v) {
+  const json_t *old = json_object_get(o, key);
+  int differs = old && !json_equal(old, v);
+  if (differs) json_object_set(o, key, v);
+  json_decref(v);
+  return differs;
+}
+
+/* What BertTokenizerFast's and RobertaTokenizerFast's __init__ do to the tokenizer they
+** load (transformers 4.x), from tokenizer_config.json's arguments and their defaults:
+**   Bert: a BertNormalizer whose lowercase, strip_accents or handle_chinese_chars differ
+**     from do_lower_case (True), strip_accents (None), tokenize_chinese_chars (True) is
+**     rebuilt with them;
+**   Roberta: the pre-tokenizer's and the post-processor's add_prefix_space (False) and
+**     the post-processor's trim_offsets (True) are set where they differ.
+** So a cased tokenizer.json beside "do_lower_case": true, or with no tokenizer_config.json
+** at all, lowercases in transformers, and in maskd. Returns 1 when root changed. */
+static int fast_class_init(json_t *root, const json_t *cfg, int kind) {
+  int changed = 0;
+  if (kind == FAST_BERT) {
+    json_t *n = json_object_get(root, "normalizer");
+    const char *ty = json_is_object(n) ? json_string_value(json_object_get(n, "type")) : NULL;
+    if (!ty || strcmp(ty, "BertNormalizer")) return 0;
+    const json_t *sa = cfg ? json_object_get(cfg, "strip_accents") : NULL;
+    json_t *want_l = json_boolean(bool_field(cfg, "do_lower_case", 1)), *want_s = json_is_boolean(sa) ? json_deep_copy(sa) : json_null(),
+           *want_c = json_boolean(bool_field(cfg, "tokenize_chinese_chars", 1));
+    const json_t *l = json_object_get(n, "lowercase"), *s = json_object_get(n, "strip_accents"), *c = json_object_get(n, "handle_chinese_chars");
+    if ((l && !json_equal(l, want_l)) || (s && !json_equal(s, want_s)) || (c && !json_equal(c, want_c))) {
+      json_object_set(n, "lowercase", want_l);
+      json_object_set(n, "strip_accents", want_s);
+      json_object_set(n, "handle_chinese_chars", want_c);
+      changed = 1;
+    }
+    json_decref(want_l);
+    json_decref(want_s);
+    json_decref(want_c);
+  } else if (kind == FAST_ROBERTA) {
+    int aps = bool_field(cfg, "add_prefix_space", 0), trim = bool_field(cfg, "trim_offsets", 1);
+    json_t *pre = json_object_get(root, "pre_tokenizer"), *post = json_object_get(root, "post_processor");
+    if (json_is_object(pre)) changed |= set_if_differs(pre, "add_prefix_space", json_boolean(aps));
+    if (json_is_object(post)) {
+      changed |= set_if_differs(post, "add_prefix_space", json_boolean(aps));
+      changed |= set_if_differs(post, "trim_offsets", json_boolean(trim));
+    }
+  }
+  return changed;
+}
+
+/* DIR/tokenizer.json, with what the folder's fast tokenizer class changes applied. A
+** Unigram model is never a BERT or RoBERTa class's, and its scores must be read from
+** their own digits (vocab_scores.h), so its text is loaded as it is. */
+static Tokenizer *load_tokenizer_json(const char *dir, Err *err) {
+  char *p = files_join(dir, "tokenizer.json"), *text = NULL, *cfg_text = NULL, *map_text = NULL, *dump = NULL;
+  size_t len = 0, cfg_len = 0, map_len = 0;
+  json_t *cfg = NULL, *root = NULL;
+  Tokenizer *t = NULL;
+  if (!p) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  if (!(text = files_read_all(p, TOKENIZER_MAX_FILE, &len, err))) goto done;
+  if (tokenizer_side_read(dir, &cfg_text, &cfg_len, &map_text, &map_len, err)) goto done;
+  if (cfg_text && !(cfg = parse_object(cfg_text, cfg_len, "tokenizer_config.json", err))) { err_prefix(err, dir); goto done; }
+  int kind = fast_class(cfg, dir);
+  if (kind != FAST_OTHER) {
+    json_error_t je;
+    root = json_loadb(text, len, 0, &je);
+    const json_t *model = json_is_object(root) ? json_object_get(root, "model") : NULL;
+    const char *ty = json_is_object(model) ? json_string_value(json_object_get(model, "type")) : NULL;
+    if (ty && strcmp(ty, "Unigram") && fast_class_init(root, cfg, kind)) {
+      if (!(dump = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+      if (!(t = tokenizer_from_json(dump, strlen(dump), err))) err_prefix(err, p);
+      goto done;
+    }
+  }
+  if (!(t = tokenizer_from_json(text, len, err))) err_prefix(err, p);
+done:
+  json_decref(cfg);
+  json_decref(root);
+  free(p);
+  free(text);
+  free(cfg_text);
+  free(map_text);
+  free(dump);
+  return t;
+}
+
 static int is_file(const char *dir, const char *name) {
   char *p = files_join(dir, name);
   struct stat st;
@@ -351,13 +468,7 @@ static int is_file(const char *dir, const char *name) {
 }
 
 Tokenizer *tokenizer_load_dir(const char *dir, Err *err) {
-  if (is_file(dir, "tokenizer.json")) {
-    char *p = files_join(dir, "tokenizer.json");
-    if (!p) { err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
-    Tokenizer *t = tokenizer_load(p, err);
-    free(p);
-    return t;
-  }
+  if (is_file(dir, "tokenizer.json")) return load_tokenizer_json(dir, err);
   int bert = is_file(dir, "vocab.txt"), roberta = !bert && is_file(dir, "vocab.json") && is_file(dir, "merges.txt");
   if (!bert && !roberta) {
     err_setk(err, ERR_NOT_FOUND, "%s: no tokenizer.json, vocab.txt, or vocab.json with merges.txt", dir);
@@ -377,6 +488,7 @@ Tokenizer *tokenizer_load_dir(const char *dir, Err *err) {
   if (roberta && !(b_text = files_read_all(b_path, TOKENIZER_MAX_VOCAB_FILE, &b_len, err))) goto done;
   root = bert ? bert_root(a_text, a_len, cfg, map, a_path, err) : roberta_root(a_text, a_len, b_text, b_len, cfg, map, a_path, b_path, err);
   if (!root) goto done;
+  fast_class_init(root, cfg, bert ? FAST_BERT : FAST_ROBERTA);   /* the converter fixed trim_offsets; the class sets it */
   if (!(json = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
   if (!(t = tokenizer_from_json(json, strlen(json), err))) err_prefix(err, bert ? a_path : b_path);
 done:

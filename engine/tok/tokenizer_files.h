@@ -2,7 +2,8 @@
 ** one, else the files of the slow tokenizers it converts (transformers'
 ** convert_slow_tokenizer: BertConverter from vocab.txt, RobertaConverter from
 ** vocab.json + merges.txt), with tokenizer_config.json and special_tokens_map.json
-** beside them. The side files also carry what transformers, not the tokenizer,
+** beside them; then what the fast class's __init__ changes (BertTokenizerFast: the
+** BertNormalizer's options; RobertaTokenizerFast: add_prefix_space, trim_offsets). The side files also carry what transformers, not the tokenizer,
 ** decides: the mask and pad tokens' names and clean_up_tokenization_spaces. */
 #ifndef MASKD_TOKENIZER_FILES_H
 #define MASKD_TOKENIZER_FILES_H

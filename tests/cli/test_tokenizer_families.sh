@@ -314,7 +314,63 @@ for x in wpu wpc bpe; do
   hfq "fref_${x}" encode "$T/ref_$x.json" "$T/edge.jsonl" --jsonl --offsets
   later "tokfam_reference_folder_${x}_as_trained" "fsrc_${x}" "$T/h.fref_${x}"
 done
-enc tokfam_folder_both_reads_tokenizer_json both_ids_edge "$T/wpc.json" "$T/dir_both" "$T/edge.jsonl" --jsonl --offsets
+# Its tokenizer_config.json (the uncased one's: do_lower_case true) then lowercases the
+# cased tokenizer.json, as BertTokenizerFast's __init__ does (see 2b).
+python3 - "$T/wpc.json" "$T/ref_both.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+d["normalizer"].update(lowercase=True, strip_accents=None, handle_chinese_chars=True)
+json.dump(d, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+EOF
+enc tokfam_folder_both_reads_tokenizer_json both_ids_edge "$T/ref_both.json" "$T/dir_both" "$T/edge.jsonl" --jsonl --offsets
+
+# 2b. What the fast tokenizer classes' __init__ (transformers 4.x) change in the tokenizer.json
+# they load, from tokenizer_config.json's arguments and their defaults: BertTokenizerFast
+# rebuilds a BertNormalizer whose lowercase / strip_accents / handle_chinese_chars differ from
+# do_lower_case (True) / strip_accents (None) / tokenize_chinese_chars (True);
+# RobertaTokenizerFast sets add_prefix_space (False) and trim_offsets (True) where they differ.
+# The class is tokenizer_class, else config.json's model_type's. maskd reads each folder; HF
+# encodes the tokenizer.json edited here by those rules.
+python3 - "$T" <<'EOF'
+import json, os, sys
+t = sys.argv[1]
+cases = {  # name: (source, tokenizer_config.json or None, config.json model_type or None)
+    "fc_bert_lower": ("wpc", {"tokenizer_class": "BertTokenizer", "do_lower_case": True}, None),
+    "fc_bert_no_config": ("wpc", None, "bert"),
+    "fc_bert_other_class": ("wpc", {"tokenizer_class": "PreTrainedTokenizerFast", "do_lower_case": True}, "bert"),
+    "fc_bert_accents_chinese": ("wpu", {"tokenizer_class": "BertTokenizerFast", "do_lower_case": True, "strip_accents": False,
+                                        "tokenize_chinese_chars": False}, None),
+    "fc_bert_cased_kept": ("wpc", {"tokenizer_class": "BertTokenizer", "do_lower_case": False}, None),
+    "fc_roberta_prefix": ("bpe", {"tokenizer_class": "RobertaTokenizer", "add_prefix_space": True}, None),
+    "fc_roberta_no_trim": ("bpe", {"trim_offsets": False}, "roberta"),
+}
+for name, (src, tc, mt) in cases.items():
+    d = json.load(open(f"{t}/{src}.json", encoding="utf-8"))
+    os.makedirs(f"{t}/{name}", exist_ok=True)
+    json.dump(d, open(f"{t}/{name}/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
+    if tc is not None:
+        json.dump(tc, open(f"{t}/{name}/tokenizer_config.json", "w"))
+    if mt is not None:
+        json.dump({"model_type": mt}, open(f"{t}/{name}/config.json", "w"))
+    c = tc or {}
+    cls = c.get("tokenizer_class", {"bert": "BertTokenizer", "roberta": "RobertaTokenizer"}.get(mt))
+    if cls in ("BertTokenizer", "BertTokenizerFast") and d["normalizer"]["type"] == "BertNormalizer":
+        want = {"lowercase": c.get("do_lower_case", True), "strip_accents": c.get("strip_accents"),
+                "handle_chinese_chars": c.get("tokenize_chinese_chars", True)}
+        if any(d["normalizer"].get(k, v) != v for k, v in want.items()):
+            d["normalizer"].update(want)
+    if cls in ("RobertaTokenizer", "RobertaTokenizerFast"):
+        aps, trim = c.get("add_prefix_space", False), c.get("trim_offsets", True)
+        for part, keys in (("pre_tokenizer", {"add_prefix_space": aps}), ("post_processor", {"add_prefix_space": aps, "trim_offsets": trim})):
+            for k, v in keys.items():
+                if d.get(part) and k in d[part]:
+                    d[part][k] = v
+    json.dump(d, open(f"{t}/ref_{name}.json", "w", encoding="utf-8"), ensure_ascii=False)
+EOF
+for x in fc_bert_lower fc_bert_no_config fc_bert_other_class fc_bert_accents_chinese fc_bert_cased_kept fc_roberta_prefix fc_roberta_no_trim; do
+  enc "tokfam_${x}_offsets_edge" "${x}_off" "$T/ref_$x.json" "$T/$x" "$T/edge.jsonl" --jsonl --offsets
+  enc "tokfam_${x}_ids_banking" "${x}_ids" "$T/ref_$x.json" "$T/$x" "$T/banking.jsonl" --jsonl
+done
 
 # 3. Export: HF loads maskd's tokenizer.json and encodes (and decodes) as on the source.
 for x in wpu wpc bpe dir_bpe tiny_wp tiny_bpe; do
