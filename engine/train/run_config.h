@@ -67,6 +67,10 @@ typedef struct RunPlan {
   int vocab_size;
   int seq_len;
   uint64_t train_samples, valid_samples;
+  /* Each shard set's identity: FNV-1a 64 over its shards' token checksums and sample
+  ** counts, in the order the loader reads them (0: no validation set). Ranks compare
+  ** it, since sets of the same size may hold other tokens. */
+  uint64_t train_id, valid_id;
   /* What run_config_open read, for the run to use as it is (run_plan_close frees what
   ** is still here): the tokenizer file's bytes (read once: parsed, hashed, and pushed
   ** with every checkpoint), the tokenizer made from them, and the shard sets, opened

@@ -628,39 +628,101 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   return code;
 }
 
-/* What every rank must agree on: the same program, kernels and data. The kernels'
-** level decides the bits of the layers' sums and the products (vector widths add
-** in other orders), so ranks at different levels would hold replicas that drift
-** apart; the host is carried only to name it in the message. */
+/* What every rank must agree on: the same program, kernels, data, model and training
+** options. The kernels' level decides the bits of the layers' sums and the products
+** (vector widths add in other orders), so ranks at different levels would hold replicas
+** that drift apart; so would ranks reading other tokens (the same counts are not the same
+** shards) or building another model from their own config.json (another width breaks
+** the gradient exchange, another dropout trains silently wrong). The host is carried
+** only to name it in the message. */
 typedef struct Fingerprint {
   char exe[65], tokenizer[65], host[64];
-  uint64_t train_samples, valid_samples;
+  uint64_t train_samples, valid_samples, train_id, valid_id;
   int seq_len, vocab, isa;
+  char model[65];         /* sha256 of the model config as rank 0 would push it */
+  char model_diff[200];   /* the first config key where this rank's differs from rank 0's */
+  char options[65];       /* sha256 of the trainer options the ranks must share */
 } Fingerprint;
 
-static void fingerprint(const Dist *d, const RunPlan *plan, Fingerprint *f) {
+/* The first key where config b differs from config a (both config_to_json's text), as
+** "key B (rank 0: A)"; "" when none is found. */
+static void config_diff(const char *a, const char *b, char *out, size_t cap) {
+  json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
+  out[0] = '\0';
+  for (int pass = 0; pass < 2 && !out[0] && ja && jb; pass++) {   /* rank 0's keys, then those only b has */
+    const char *k;
+    json_t *v;
+    json_object_foreach(pass ? jb : ja, k, v) {
+      json_t *va = pass ? json_object_get(ja, k) : v, *vb = pass ? v : json_object_get(jb, k);
+      if (va && vb && json_equal(va, vb)) continue;
+      char *ta = va ? json_dumps(va, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+      char *tb = vb ? json_dumps(vb, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+      snprintf(out, cap, "%s is %.60s (rank 0: %.60s)", k, tb ? tb : "absent", ta ? ta : "absent");
+      free(ta);
+      free(tb);
+      break;
+    }
+  }
+  json_decref(ja);
+  json_decref(jb);
+}
+
+/* The trainer options that decide every step's numbers: rank 0 broadcast the run's
+** description, but the ids come from each rank's own tokenizer file. (Not the threads:
+** each rank's own, its sums reach the others the same way.) */
+static void options_hash(const TrainerOptions *o, char out[65]) {
+  char text[2048];
+  int n = snprintf(text, sizeof text, "%d %d %d %ld %.17g %.17g %.17g %.17g %.17g %.17g %.17g %ld %llu %llu %ld %ld %d %.17g %.17g %d %d %d %d",
+                   o->batch, o->grad_accum, o->epochs, o->max_steps, o->lr, o->weight_decay, o->beta1, o->beta2, o->eps,
+                   o->clip_norm, o->min_lr_ratio, o->warmup_steps, (unsigned long long)o->seed,
+                   (unsigned long long)o->eval_seed, o->eval_batches, o->checkpoint_steps, o->checkpoint_epochs, o->mlm_prob,
+                   o->label_smoothing, o->mask_id, o->pad_id, (int)o->precision, o->n_special);
+  for (int i = 0; i < o->n_special && n > 0 && n < (int)sizeof text - 16; i++)
+    n += snprintf(text + n, sizeof text - (size_t)n, " %d", o->special_ids[i]);
+  store_sha256_hex(text, n > 0 ? (size_t)n : 0, out);
+}
+
+/* Collective (rank 0 broadcasts its model config for the others to compare). */
+static int fingerprint(Dist *d, const RunPlan *plan, Fingerprint *f, Err *e) {
   memset(f, 0, sizeof *f);
   snprintf(f->host, sizeof f->host, "%s", dist_host(d));
   f->isa = (int)cpu_isa();
-  Err e = {0};
+  Err re = {0};
   size_t len = 0;
-  void *bin = files_read_all("/proc/self/exe", (size_t)1 << 30, &len, &e);
+  void *bin = files_read_all("/proc/self/exe", (size_t)1 << 30, &len, &re);
   store_sha256_hex(bin ? bin : "", bin ? len : 0, f->exe);
   free(bin);
   store_sha256_hex(plan->tokenizer_json, plan->tokenizer_json_len, f->tokenizer);
   f->train_samples = plan->train_samples;
   f->valid_samples = plan->valid_samples;
+  f->train_id = plan->train_id;
+  f->valid_id = plan->valid_id;
   f->seq_len = plan->seq_len;
   f->vocab = plan->vocab_size;
+  options_hash(&plan->train, f->options);
+  /* Rank 0's config text, for the others to name the key they differ in (a masked LM's
+  ** config is about 1 KB; a longer one is compared by its hash alone past this). */
+  char *cfg = config_to_json(&plan->model), zero[8192] = "";
+  if (dist_rank(d) == 0 && cfg) snprintf(zero, sizeof zero, "%s", cfg);
+  int r = dist_bcast(d, zero, sizeof zero, 0, e);
+  if (r == 0 && !cfg) r = err_setk(e, ERR_NOMEM, "out of memory");
+  if (r == 0) {
+    store_sha256_hex(cfg, strlen(cfg), f->model);
+    if (dist_rank(d) != 0 && strcmp(cfg, zero)) config_diff(zero, cfg, f->model_diff, sizeof f->model_diff);
+  }
+  free(cfg);
+  return r;
 }
 
-/* Collective: refuses a run whose ranks run different maskd binaries or read different data. */
+/* Collective: refuses a run whose ranks run different maskd binaries, read different
+** data or build different models, naming the first rank that differs and how. */
 static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
   int W = dist_world(d);
   if (W == 1) return 0;
   Fingerprint mine, *all = calloc((size_t)W, sizeof *all);
-  if (!all) return dist_agree(d, 1, e), err_setk(e, ERR_NOMEM, "out of memory");
-  fingerprint(d, plan, &mine);
+  int failed = !all || fingerprint(d, plan, &mine, e) != 0;
+  if (!all) err_setk(e, ERR_NOMEM, "out of memory");
+  if (dist_agree(d, failed, e)) { free(all); return -1; }
   dist_allgather(d, &mine, sizeof mine, all, e);
   int bad = 0, lowest = all[0].isa;
   for (int q = 1; q < W; q++) if (all[q].isa < lowest) lowest = all[q].isa;
@@ -676,9 +738,20 @@ static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
     else if (strcmp(f->tokenizer, z->tokenizer)) bad = err_set(e, "rank %d reads another tokenizer than rank 0", q);
     else if (f->train_samples != z->train_samples || f->valid_samples != z->valid_samples || f->seq_len != z->seq_len ||
              f->vocab != z->vocab)
-      bad = err_set(e, "rank %d reads other shards than rank 0 (%llu/%llu samples of %d tokens, rank 0 %llu/%llu of %d)", q,
-                    (unsigned long long)f->train_samples, (unsigned long long)f->valid_samples, f->seq_len,
+      bad = err_set(e, "rank %d on %s reads other shards than rank 0 (%llu/%llu samples of %d tokens, rank 0 %llu/%llu of %d)", q,
+                    f->host, (unsigned long long)f->train_samples, (unsigned long long)f->valid_samples, f->seq_len,
                     (unsigned long long)z->train_samples, (unsigned long long)z->valid_samples, z->seq_len);
+    else if (f->train_id != z->train_id || f->valid_id != z->valid_id)
+      bad = err_set(e, "rank %d on %s reads other shards than rank 0 (the %s set: as many samples, other tokens; shard "
+                       "checksums %016llx, rank 0 %016llx)", q, f->host, f->train_id != z->train_id ? "train" : "validation",
+                    (unsigned long long)(f->train_id != z->train_id ? f->train_id : f->valid_id),
+                    (unsigned long long)(f->train_id != z->train_id ? z->train_id : z->valid_id));
+    else if (strcmp(f->model, z->model))
+      bad = err_set(e, "rank %d on %s builds another model than rank 0: its config's %s", q, f->host,
+                    f->model_diff[0] ? f->model_diff : "text differs");
+    else if (strcmp(f->options, z->options))
+      bad = err_set(e, "rank %d on %s trains with other options than rank 0 (batch, schedule, seeds or token ids)", q,
+                    f->host);
   }
   free(all);
   return bad ? -1 : 0;

@@ -4,8 +4,9 @@
 # --grad-accum 2 (every step's loss, lr and grad norm, the evaluations, the final
 # weights and optimizer state); 1 rank of batch 16 agrees within 1e-5 relative; a run
 # killed with SIGKILL (one rank) resumes to the same bits, and so does one resumed with
-# 1 rank and --grad-accum 2; a rank that cannot read its shards, reads other ones, or
-# runs other kernels (MASKD_ISA), stops the run with a message naming it and nothing in the store.
+# 1 rank and --grad-accum 2; a rank that cannot read its shards, reads other ones (other
+# counts, or as many samples of other tokens), builds another model from its config.json,
+# or runs other kernels (MASKD_ISA), stops the run with a message naming it and nothing in the store.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" dist "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail dist_setup "no WikiText-2 at $DATA"; exit 1; }
@@ -140,8 +141,32 @@ cp -r "$T/valid" "$T/b/"
 out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
       -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
 runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
-[ $rc -ne 0 ] && grep -q "rank 1 reads other shards" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_with_other_shards_fails_clearly ||
+[ $rc -ne 0 ] && grep -q "rank 1 on .* reads other shards" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_with_other_shards_fails_clearly ||
   fail dist_rank_with_other_shards_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+# ... or other shards of as many samples (the lines in reverse order): the counts agree,
+# the tokens do not, and the run trained on two data sets as if one.
+tac "$T/tr.txt" > "$T/tr3.txt"
+rm -rf "$T/b/train"
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/tr3.txt" --split train --seq-len 32 --out "$T/b/train" --quiet >/dev/null 2>&1
+need dist_rank_with_other_tokens_setup "the reversed text should give as many samples" \
+  "$(jq .total_samples "$T/b/train/manifest.json")" = "$(jq .total_samples "$T/a/train/manifest.json")"
+out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
+      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
+runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+[ $rc -ne 0 ] && grep -q "rank 1 on .* reads other shards than rank 0 (the train set: as many samples, other tokens" <<<"$out" &&
+  [ "$runs" = 0 ] && pass dist_rank_with_other_tokens_fails_clearly ||
+  fail dist_rank_with_other_tokens_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+# ... or builds another model from its own config.json (only the dropout differs: it
+# trained silently; another width broke the gradient exchange).
+rm -rf "$T/b/train"; cp -r "$T/train" "$T/b/"
+sed 's/"hidden_dropout_prob": 0.1/"hidden_dropout_prob": 0.3/' "$T/cfg.json" > "$T/b/cfg.json"
+out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
+      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
+runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+[ $rc -ne 0 ] && grep -q "rank 1 on .* builds another model than rank 0: its config's hidden_dropout_prob is 0.3 (rank 0: 0.1)" <<<"$out" &&
+  [ "$runs" = 0 ] && pass dist_rank_with_other_model_config_fails_clearly ||
+  fail dist_rank_with_other_model_config_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+cp "$T/cfg.json" "$T/b/"
 # ... or runs other kernels than rank 0 (MASKD_ISA per rank): replicas summing at other
 # vector widths would drift apart, so the run stops naming the rank, host and levels.
 best=$("$M" version | sed -n 's/.*(best \([a-z0-9]*\),.*/\1/p')
