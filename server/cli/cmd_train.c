@@ -11,6 +11,7 @@
 #include <math.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -581,10 +582,17 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   fflush(NULL);
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) { free(v); fprintf(stderr, "maskd train: pipe: %s\n", strerror(errno)); return 1; }
+  pid_t launcher = getpid();
   pid_t pid = fork();
   if (pid == 0) {
     /* Its own process group: a terminal's Ctrl-C reaches this launcher alone, which relays it. */
     setpgid(0, 0);
+    /* A launcher killed outright (SIGKILL, the OOM killer) relays nothing: mpirun and the
+    ** ranks would go on as orphans, writing to the store, and a --resume would be refused
+    ** "still running". Its death reaches mpirun as the relay's first signal, SIGUSR1,
+    ** which it passes on: the ranks stop at a step boundary with a checkpoint, the run
+    ** "interrupted". The launcher may already be gone before this was set: then no mpirun. */
+    if (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != launcher) _exit(1);
     execvp("mpirun", (char *const *)v);
     int e = errno;
     if (write(pipefd[1], &e, sizeof e) < 0) _exit(127);

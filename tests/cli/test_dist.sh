@@ -122,6 +122,27 @@ dump "$T/s.db" > "$T/s.txt"
 cmp -s "$T/one.txt" "$T/s.txt" && pass dist_resume_after_sigterm_bit_identical ||
   fail dist_resume_after_sigterm_bit_identical "$(diff "$T/one.txt" "$T/s.txt" | head -3 | tr '\n' ' ')"
 
+# SIGKILL to the launcher itself (nothing relays a stop): mpirun and the ranks do not live
+# on as orphans writing to the store; they stop as on SIGTERM, with a checkpoint, within
+# seconds, and the run resumes (here on 1 rank) to the uninterrupted run's bits.
+"$M" train --db "$T/p.db" "${args[@]}" --ranks 2 2>"$T/p.err" &
+pid=$!
+for _ in $(seq 1500); do
+  s=$(sqlite3 "$T/p.db" "SELECT COALESCE(MAX(step), 0) FROM step_metrics" 2>/dev/null || echo 0)
+  [ "${s:-0}" -ge 5 ] && break
+  sleep 0.02
+done
+kill -9 "$pid"; wait "$pid" 2>/dev/null
+wait_until 100 0.1 eval '! pgrep -f "maskd train --db $T/p.db" >/dev/null'; left=$(pgrep -f "maskd train --db $T/p.db" | wc -l)
+pkill -9 -f "maskd train --db $T/p.db" 2>/dev/null
+st=$(sqlite3 "$T/p.db" "SELECT status FROM runs")
+[ "$left" = 0 ] && [ "$st" = interrupted ] && pass dist_killed_launcher_leaves_no_ranks ||
+  fail dist_killed_launcher_leaves_no_ranks "$left processes left after 10 s, status $st"
+"$M" train --db "$T/p.db" --resume d --ranks 1 --grad-accum 2 --quiet 2>>"$T/p.err" || fail dist_resume_after_killed_launcher "$(tail -2 "$T/p.err")"
+dump "$T/p.db" > "$T/p.txt"
+cmp -s "$T/one.txt" "$T/p.txt" && pass dist_resume_after_killed_launcher_bit_identical ||
+  fail dist_resume_after_killed_launcher_bit_identical "$(diff "$T/one.txt" "$T/p.txt" | head -3 | tr '\n' ' ')"
+
 # A rank that cannot read its shards: rank 1 runs in a folder without them (mpirun's
 # MPMD form, relative paths). Clear error naming the rank; nothing in the store.
 mkdir -p "$T/a" "$T/b"
