@@ -821,6 +821,13 @@ static void sweep_outputs(const Workspace *ws, Store *s) {
 }
 
 /* Runs one claimed job to its end. */
+/* The status in a job's or run's JSON; STORE_STATUS_COUNT when absent or unknown. */
+static StoreStatus status_of(const json_t *o) {
+  StoreStatus st = STORE_STATUS_COUNT;
+  store_status_parse(json_string_value(json_object_get(o, "status")), &st);
+  return st;
+}
+
 static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const char *params) {
   Err e = {0};
   Argv av = {{0}, 0};
@@ -898,7 +905,20 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
   metrics_training(w->app->metrics, 0);
   char why[512];
   last_line(log, why, sizeof why);
-  if (cancelled == 1) {
+  /* A cancel that reached a run after its last step changed nothing: the run is done (its
+  ** last revision pushed) and stays so, and so does the job; one that failed stays failed. */
+  StoreStatus run_status = STORE_STATUS_COUNT;
+  if (cancelled == 1 && run > 0) {
+    Err e2 = {0};
+    json_t *rj = store_run_get(s, run, &e2);
+    run_status = status_of(rj);
+    json_decref(rj);
+  }
+  if (cancelled == 1 && run_status == STORE_STATUS_DONE) {
+    store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);
+  } else if (cancelled == 1 && run_status == STORE_STATUS_FAILED) {
+    store_job_finish(s, job, STORE_STATUS_FAILED, why[0] ? why : "the job's process failed", &e);
+  } else if (cancelled == 1) {
     if (run > 0) store_run_set_status(s, run, STORE_STATUS_CANCELLED, "cancelled over HTTP", &e);
     store_job_finish(s, job, STORE_STATUS_CANCELLED, NULL, &e);
   } else if (cancelled == 2) {
@@ -944,12 +964,6 @@ static void *worker_main(void *arg) {
 ** "interrupted", whose policy is resume, are queued again as a resume of their run.
 ** A run whose process still lives (status still "running": the server died, its
 ** maskd train did not) is left to finish on its own; a run already ended needs nothing. */
-/* The status in a job's or run's JSON; STORE_STATUS_COUNT when absent or unknown. */
-static StoreStatus status_of(const json_t *o) {
-  StoreStatus st = STORE_STATUS_COUNT;
-  store_status_parse(json_string_value(json_object_get(o, "status")), &st);
-  return st;
-}
 
 static void requeue_interrupted(App *a, Store *s, json_t *before) {
   size_t i;

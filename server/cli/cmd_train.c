@@ -480,7 +480,6 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   Err fe = {0};
   if (r >= 0 && (flush_steps(c, &fe) || record_dist(c, &fe))) { e = fe; r = -1; }
   if (r >= 0 && c->failed) { e = c->err; r = -1; }
-  for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &old[i], NULL);
   char el[32];
   progress_format_duration(el, sizeof el, now_monotonic() - t0);
   if (r == TRAINER_DONE) {
@@ -505,6 +504,9 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
     fprintf(stderr, "maskd train: %s\n", e.msg);
     status = 1;
   }
+  /* Only now: a stop that comes after the last step (a cancel racing the end) must not
+  ** kill the process before the run is marked done. */
+  for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &old[i], NULL);
   free(c);
   return status;
 }

@@ -9,7 +9,8 @@
 # before mpirun starts, while a listed host (localhost, which mpirun starts without ssh)
 # trains. Bad --job-hosts values stop maskd serve with one line. /healthz counts the hosts
 # and names none. Fake hosts are never reached: their jobs are queued by a server
-# without a worker and cancelled, or refused by maskd train --job before mpirun.
+# without a worker and cancelled, or refused by maskd train --job before mpirun. A cancel
+# of a 2-rank job that lands after its last step leaves the run and the job done.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" serve_job_hosts
 export OMP_NUM_THREADS=1
@@ -148,4 +149,43 @@ call POST "/jobs/$(jget 'b["id"]' 2>/dev/null)/cancel"
 $PY -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE runs SET status='done' WHERE name='local'\"); c.commit()" "$T/hub.db"
 call POST /runs --data-binary '{"resume":"local"}'
 check resume_done_run_refused 's == 409 and "already done" in b["error"] and b["detail"]["status"] == "done" and b["detail"]["field"] == "resume"'
+serve_stop
+
+# ---- a cancel that lands after the last step: the run is done and stays done ----
+# As soon as the store has the last step's checkpoint, the job's maskd train (the
+# worker's child, the ranks' launcher) is held with SIGSTOP, so it is still ending when
+# the cancel comes and the worker sends its SIGTERM; then it goes on. (On 1 rank the
+# worker's code is the same, but the process ends too soon after its last step to hold.) That used to mark the finished run and its job
+# "cancelled", and the run could then be "resumed". A job that ended before it could be
+# held is tried again with another run.
+start || { fail late_cancel_start "$(cat "$T/err")"; exit 1; }
+late_cancel() {  # PREFIX RANKS: 0 once a cancel reached the job after its run (named in $name) was done
+  local tries job child
+  for tries in 1 2 3; do
+    name=$1$tries
+    call POST /runs --data-binary "$(run_body "$name" '' ",\"ranks\":$2")"
+    job=$(jget 'b["id"]' 2>/dev/null)
+    wait_until 1500 0.01 eval '[ "$(sqlite3 "$T/hub.db" "SELECT total_steps > 0 AND step = total_steps FROM runs WHERE name = '"'$name'"'" 2>/dev/null)" = 1 ]'
+    child=$(pgrep -P "$pid" -f "maskd train")
+    if [ -z "$child" ] || ! kill -STOP "$child" 2>/dev/null; then wait_until 150 0.2 job_ended "$job"; continue; fi
+    call POST "/runs/$name/cancel"
+    sleep 0.5   # the worker's poll: its SIGTERM waits in the held process
+    kill -CONT "$child"
+    wait_until 150 0.2 job_ended "$job"
+    return 0
+  done
+  return 1
+}
+name=
+for ranks in 2; do
+  if late_cancel "late$ranks-" "$ranks"; then
+    check "late_cancel_job_done[ranks $ranks]" 'b["status"] == "done" and b.get("error") is None'
+    call GET "/runs/$name"
+    check "late_cancel_run_stays_done[ranks $ranks]" 's == 200 and b["status"] == "done" and b["step"] == b["total_steps"]'
+    call POST /runs --data-binary "{\"resume\":\"$name\"}"
+    check "late_cancel_run_not_resumed[ranks $ranks]" 's == 409 and "already done" in b["error"]'
+  else
+    fail "late_cancel_job_done[ranks $ranks]" "no job could be held after its run was done in 3 tries"
+  fi
+done
 serve_stop
