@@ -313,6 +313,25 @@ typedef struct Resumed {
   double loss_sum;
 } Resumed;
 
+/* A checkpoint whose step shape (shape_word) is not this run's: names what the run's
+** global batch was and what this resume gives, and the --grad-accum (or --ranks) that
+** keeps it. saved_ranks: the checkpoint's (0 when an older one does not say). */
+static int shape_refusal(const Trainer *t, uint64_t saved, long saved_ranks, Err *err) {
+  long seq = (long)(saved & 0xffff), per = (long)((saved >> 16) & 0xffff), batch = (long)((saved >> 32) & 0xffffff);
+  if (seq != t->seq)
+    return err_set(err, "resume: the checkpoint was trained on samples of %ld tokens, these shards have %d", seq, t->seq);
+  long global = batch * per, b = t->opt.batch, r = t->W, a = t->opt.grad_accum, mine = r * b * a;
+  char was[96], hint[64] = "";
+  if (saved_ranks > 0 && per % saved_ranks == 0)
+    snprintf(was, sizeof was, "%ld ranks x %ld batch x %ld grad_accum", saved_ranks, batch, per / saved_ranks);
+  else snprintf(was, sizeof was, "%ld batch x %ld (ranks x grad_accum)", batch, per);
+  if (global % (r * b) == 0) snprintf(hint, sizeof hint, ": give --grad-accum %ld", global / (r * b));
+  else if (global % (b * a) == 0) snprintf(hint, sizeof hint, ": give --ranks %ld", global / (b * a));
+  else if (batch != b) snprintf(hint, sizeof hint, " (its batch was %ld)", batch);
+  return err_set(err, "resume: the run's global batch is %s = %ld sequences; this resume gives %ld x %ld x %ld = %ld%s", was,
+                 global, r, b, a, mine, hint);
+}
+
 /* Rank 0: checks and parses the checkpoint into r, the weights into the model and the
 ** moments into tmp (a whole-parameter AdamW), leaving the trainer as it was on failure. */
 static int restore_parse(Trainer *t, const void *weights, size_t wlen, const void *state, size_t slen, AdamW **tmp,
@@ -329,8 +348,8 @@ static int restore_parse(Trainer *t, const void *weights, size_t wlen, const voi
     return err_set(err, "resume: the checkpoint was trained with precision %s, this run is %s",
                    model_precision_name((s.extra[X_SHAPE] & SHAPE_BF16) ? MODEL_BF16 : MODEL_FP32),
                    model_precision_name(t->opt.precision));
-  if ((s.n_extra != X_WORDS && !v1) || s.extra[X_SHAPE] != want)
-    return err_set(err, "resume: the checkpoint was made with another batch, ranks x grad_accum or sequence length");
+  if (s.n_extra != X_WORDS && !v1) return err_set(err, "resume: the checkpoint's state has %d words, not %d", s.n_extra, X_WORDS);
+  if (s.extra[X_SHAPE] != want) return shape_refusal(t, s.extra[X_SHAPE], v1 ? 0 : (long)s.extra[X_RANKS], err);
   /* A finished run's last epoch may be partial (max_steps), so step == total is always consistent. */
   if (s.step < 0 || s.step > t->total || s.position < 0 || s.position >= t->spe || s.epoch < 0 ||
       (s.step != s.epoch * t->spe + s.position && s.step != t->total))

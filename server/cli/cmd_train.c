@@ -128,8 +128,10 @@ static const CliOpt train_opts[] = {
   RUN_OPT("--ranks", "N", "1",
           "data-parallel processes: maskd starts them with Open MPI's mpirun\n"
           "(each takes batch x grad-accum of every step; the result does not\n"
-          "depend on N). Under mpirun, the processes mpirun started"),
-  RUN_OPT("--hosts", "H", "this machine", "the machines for --ranks, as mpirun's --host: a:2,b:2"),
+          "depend on N). Under mpirun, the processes mpirun started. With\n"
+          "--hosts, their slots are the ranks (--ranks, if given, must agree);\n"
+          "resuming, --ranks alone runs on this machine, whatever hosts the run had"),
+  RUN_OPT("--hosts", "H", "this machine", "the machines and their slots (ranks), as mpirun's --host: a:2,b:2"),
   {.name = "--hostfile", .kind = CLI_STRING, .off = offsetof(TrainArgs, hostfile), .arg = "FILE",
    .help = "the machines for --ranks, as an mpirun hostfile"},
 };
@@ -767,6 +769,26 @@ static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
   return bad ? -1 : 0;
 }
 
+/* The ranks and their hosts as this command gives them. --ranks and --hosts together
+** must agree (the hosts' slots are the ranks: mpirun would run either count); resuming,
+** an explicit --ranks alone runs on this machine (the stored hosts were the old layout's)
+** and --hosts alone runs its slots. given: the run options of the command line. */
+static int rank_layout(RunConfig *rc, const CliPairs *given, int resume, Err *e) {
+  int ranks = 0, hosts = 0;
+  for (int i = 0; i < given->n; i++) {
+    const char *k = given->key[i];
+    while (*k == '-') k++;
+    ranks |= !strcmp(k, "ranks");
+    hosts |= !strcmp(k, "hosts");
+  }
+  if (resume && ranks && !hosts) rc->hosts[0] = '\0';
+  if (resume && hosts && !ranks && rc->hosts[0]) rc->ranks = host_slots(rc->hosts);
+  if (ranks && rc->hosts[0] && rc->ranks != host_slots(rc->hosts))
+    return err_set(e, "--ranks %ld, but --hosts %s has %ld slots: give the hosts alone (their slots are the ranks), or "
+                      "--ranks alone on this machine", rc->ranks, rc->hosts, host_slots(rc->hosts));
+  return 0;
+}
+
 int cmd_train(int argc, char **argv) {
   /* The flags -> a RunConfig -> a run in the store -> the trainer. Under mpirun, rank 0
   ** alone reads and writes the store and hands the description to the other ranks. */
@@ -834,6 +856,7 @@ int cmd_train(int argc, char **argv) {
       if (!failed) failed = train_stored(db, run, resume, args.resume_flag, &rc, &given, &e) != 0;
       for (int i = 0; !failed && i < moved.n; i++) failed = run_config_set(&rc, moved.key[i], moved.val[i], &e) != 0;
     }
+    if (!failed) failed = rank_layout(&rc, resume ? &moved : &args.run, resume != NULL, &e) != 0;
     /* What needs no file is checked before anything starts, mpirun's ranks included. */
     if (!failed) failed = run_config_check(&rc, &e) != 0;
     /* A new run's revisions go to the repository of its name: not one of a classifier. */
@@ -864,6 +887,9 @@ int cmd_train(int argc, char **argv) {
   if (dist_agree(d, failed, &e)) goto fail_early;
   if (dist_agree(d, same_everywhere(d, &plan, &e) != 0, &e)) goto fail_early;
 
+  /* A resume is held to its checkpoint (the global batch, the sequence length) before the
+  ** run is marked running: a refused one leaves the run as it was, interrupted. */
+  if (have_resume && !(t = train_start(d, db, run, &plan, 1, &e))) goto fail_early;
   /* Everything is checked; from here on failures are the run's and are recorded. */
   if (rank == 0) {
     if (run < 0) {
@@ -874,7 +900,7 @@ int cmd_train(int argc, char **argv) {
     failed = run < 0 || store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e) != 0;
   }
   if (dist_agree(d, failed, &e)) goto fail_early;
-  t = train_start(d, db, run, &plan, have_resume, &e);
+  if (!t) t = train_start(d, db, run, &plan, 0, &e);
   if (!t) {
     if (rank == 0) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     goto fail_early;

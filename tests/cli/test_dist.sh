@@ -103,10 +103,11 @@ out=$("$M" train --db "$T/m.db" --resume d --ranks 1 --grad-accum 3 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "ranks x grad_accum\|already done" <<<"$out" && pass dist_resume_refuses_other_global_batch ||
   fail dist_resume_refuses_other_global_batch "rc $rc: $out"
 
-# SIGTERM to `maskd train --ranks 2` (as the server's cancel sends it): the ranks stop at a
-# step boundary with a checkpoint, the run is "interrupted", exit 130; resuming ends with the
+# SIGTERM to `maskd train --hosts localhost:2` (as the server's cancel sends it): the ranks
+# stop at a step boundary with a checkpoint, the run is "interrupted", exit 130; resuming
+# with --ranks 1 (the stored hosts are left: 1 rank on this machine) ends with the
 # uninterrupted run's bits.
-"$M" train --db "$T/s.db" "${args[@]}" --ranks 2 2>"$T/s.err" &
+"$M" train --db "$T/s.db" "${args[@]}" --hosts localhost:2 2>"$T/s.err" &
 pid=$!
 for _ in $(seq 1500); do
   s=$(sqlite3 "$T/s.db" "SELECT COALESCE(MAX(step), 0) FROM step_metrics" 2>/dev/null || echo 0)
@@ -117,10 +118,25 @@ kill -TERM "$pid"; wait "$pid"; rc=$?
 st=$(sqlite3 "$T/s.db" "SELECT status FROM runs"); msg=$(sqlite3 "$T/s.db" "SELECT message FROM revisions ORDER BY seq DESC LIMIT 1")
 [ $rc = 130 ] && [ "$st" = interrupted ] && grep -q "^Interrupted at step" <<<"$msg" && pass dist_sigterm_stops_with_checkpoint ||
   fail dist_sigterm_stops_with_checkpoint "rc $rc, status $st, last revision '$msg': $(grep maskd "$T/s.err" | tail -2)"
-"$M" train --db "$T/s.db" --resume d --quiet 2>>"$T/s.err" || fail dist_resume_after_sigterm "$(tail -2 "$T/s.err")"
+# A resume that changes the global batch is refused naming both products and the fix,
+# and leaves the run interrupted (it was marked failed).
+out=$("$M" train --db "$T/s.db" --resume d --ranks 1 2>&1); rc=$?
+st=$(sqlite3 "$T/s.db" "SELECT status FROM runs")
+[ $rc -ne 0 ] && [ "$st" = interrupted ] && [ "$(grep -c . <<<"$out")" = 1 ] &&
+  grep -q "the run's global batch is 2 ranks x 8 batch x 1 grad_accum = 16 sequences; this resume gives 1 x 8 x 1 = 8: give --grad-accum 2" <<<"$out" &&
+  pass dist_refused_resume_names_the_global_batch_and_stays_interrupted ||
+  fail dist_refused_resume_names_the_global_batch_and_stays_interrupted "rc $rc, status $st: $out"
+"$M" train --db "$T/s.db" --resume d --ranks 1 --grad-accum 2 --quiet 2>>"$T/s.err" || fail dist_resume_after_sigterm "$(tail -2 "$T/s.err")"
 dump "$T/s.db" > "$T/s.txt"
 cmp -s "$T/one.txt" "$T/s.txt" && pass dist_resume_after_sigterm_bit_identical ||
   fail dist_resume_after_sigterm_bit_identical "$(diff "$T/one.txt" "$T/s.txt" | head -3 | tr '\n' ' ')"
+desc=$(sqlite3 "$T/s.db" "SELECT json_extract(config, '$.ranks') || ' ' || json_extract(config, '$.hosts') || ' ' || json_extract(dist, '$.ranks') FROM runs")
+[ "$desc" = "1  1" ] && pass dist_resume_ranks_override_stored_hosts ||
+  fail dist_resume_ranks_override_stored_hosts "stored ranks, hosts, ranks that ran: $desc (want 1, none, 1)"
+# --ranks and --hosts that disagree: refused, not one of them silently.
+out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 1 --hosts localhost:2 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "^maskd train: --ranks 1, but --hosts localhost:2 has 2 slots" <<<"$out" && [ "$(grep -c . <<<"$out")" = 1 ] &&
+  pass dist_ranks_and_hosts_disagreeing_refused || fail dist_ranks_and_hosts_disagreeing_refused "rc $rc: $out"
 
 # SIGKILL to the launcher itself (nothing relays a stop): mpirun and the ranks do not live
 # on as orphans writing to the store; they stop as on SIGTERM, with a checkpoint, within
