@@ -570,6 +570,10 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }
   int k = 0;
   v[k++] = "mpirun";
+  /* Quiet: a rank's failure is maskd's one line; mpirun's blocks after it ("Primary job
+  ** terminated normally, but 1 process returned a non-zero exit code") named another
+  ** rank and buried it. mpirun still exits with the failing rank's status. */
+  v[k++] = "-q";
   /* Root is the user in containers and CI; mpirun refuses it unless told. */
   if (geteuid() == 0) v[k++] = "--allow-run-as-root";
   if (ranks > 1 || !a->hostfile) { v[k++] = "-np"; v[k++] = np; }
@@ -620,7 +624,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (code > 128 && code != 130) {   /* a rank was killed by a signal */
-    /* A rank died or could not start (mpirun's message above names it): the run, left
+    /* A rank died or could not start: the run, left
     ** "running" by a rank 0 that was killed, is marked interrupted now, ready to resume. */
     Err e = {0};
     int recovered = 0;
@@ -632,10 +636,12 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
       nanosleep(&pause, NULL);
     }
     store_close(db);
+    char why[64] = "";
+    if (code - 128 < NSIG) snprintf(why, sizeof why, " (a rank ended on signal %d: %s)", code - 128, strsignal(code - 128));
     if (recovered && rc->name[0])
-      fprintf(stderr, "maskd train: the ranks of run \"%s\" ended with status %d (see mpirun's message above); it is "
-                      "interrupted and continues with: maskd train --resume %s\n", rc->name, code, rc->name);
-    else fprintf(stderr, "maskd train: the ranks ended with status %d (see mpirun's message above)\n", code);
+      fprintf(stderr, "maskd train: the ranks of run \"%s\" ended with status %d%s; it is "
+                      "interrupted and continues with: maskd train --resume %s\n", rc->name, code, why, rc->name);
+    else fprintf(stderr, "maskd train: the ranks ended with status %d%s\n", code, why);
   }
   return code;
 }

@@ -265,3 +265,9 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 64 2>&1); rc=$?
 out=$("$M" train --db "$T/n.db" "${args[@]}" --hosts=-x:1 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "starts with '-'" <<<"$out" && ! grep -q ORTE <<<"$out" && pass dist_host_option_refused ||
   fail dist_host_option_refused "rc $rc: $(head -2 <<<"$out")"
+# A failing or stopped run shows maskd's one line, not mpirun's blocks after it naming another rank.
+out=$("$M" train --db "$T/n.db" "${args[@]}" --batch 4000 --ranks 2 2>&1); rc=$?
+[ $rc = 1 ] && [ "$(grep -c . <<<"$out")" = 1 ] && grep -q "^maskd train: .*make no full batch of 4000 x 2 ranks" <<<"$out" &&
+  pass dist_failure_is_one_line || fail dist_failure_is_one_line "rc $rc: $(head -c 400 <<<"$out")"
+! grep -q "Primary job\|mpirun detected\|Forwarding signal" "$T/s.err" && pass dist_stop_is_one_line ||
+  fail dist_stop_is_one_line "$(grep -v '^-*$' "$T/s.err" | head -3 | tr '\n' ' ')"
