@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/core/files.h"
 #include "engine/data/loader.h"
@@ -330,12 +332,71 @@ int run_config_check(const RunConfig *rc, Err *err) {
     if (((*h == ':' || *h == ',') && (h == rc->hosts || h[-1] == ',')) || (*h == ',' && !h[1]))
       return err_set(err, "hosts: an entry names no host (name:slots,name:slots)");
   }
+  /* Each host's slots are ranks: the same bounds as ranks, for each and for their sum
+  ** (mpirun answered 0, "x" or a count past long with "all nodes are already filled"). */
+  long slots = 0;
+  for (const char *h = rc->hosts; *h;) {
+    const char *end = strchr(h, ','), *colon = strchr(h, ':');
+    if (!end) end = h + strlen(h);
+    int name = (int)((colon && colon < end ? colon : end) - h);
+    long n = 1;
+    if (colon && colon < end) {
+      const char *c = colon + 1;
+      int digits = (int)(end - c);
+      if (digits == 0) return err_set(err, "hosts: %.*s: no slot count after ':' (name:slots, slots in [1, 4096])", name, h);
+      n = 0;
+      for (int i = 0; i < digits; i++) {
+        if (!isdigit((unsigned char)c[i]))
+          return err_set(err, "hosts: %.*s: slots \"%.*s\" is not a whole number in [1, 4096]", name, h, digits, c);
+        if (n <= 4096) n = n * 10 + (c[i] - '0');
+      }
+      if (n < 1 || n > 4096) return err_set(err, "hosts: %.*s: slots %.*s must be in [1, 4096]", name, h, digits, c);
+    }
+    slots += n;
+    h = *end ? end + 1 : end;
+  }
+  if (slots > 4096) return err_set(err, "hosts: %ld slots in all: at most 4096 ranks", slots);
   if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
     return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
   if (!(rc->label_smoothing >= 0 && rc->label_smoothing < 1))
     return err_set(err, "label_smoothing: %g must be in [0, 1)", rc->label_smoothing);
   ModelPrecision p;
   return run_config_model_precision(rc, &p, err);
+}
+
+long run_config_host_slots(const char *hosts) {
+  long n = 0;
+  for (const char *h = hosts; *h;) {
+    const char *end = strchr(h, ','), *colon = strchr(h, ':');
+    if (!end) end = h + strlen(h);
+    n += colon && colon < end ? strtol(colon + 1, NULL, 10) : 1;
+    h = *end ? end + 1 : end;
+  }
+  return n;
+}
+
+/* A host name that is this machine: localhost, a 127.x.y.z address, or its own name. */
+static int host_is_local(const char *h, size_t n) {
+  char me[256] = "";
+  if (gethostname(me, sizeof me - 1) != 0) me[0] = '\0';
+  return (n == 9 && !strncasecmp(h, "localhost", 9)) || (n > 4 && !strncmp(h, "127.", 4)) ||
+         (me[0] && strlen(me) == n && !strncasecmp(h, me, n));
+}
+
+int run_config_check_local_ranks(const RunConfig *rc, Err *err) {
+  long local = rc->hosts[0] ? 0 : rc->ranks, most = 2L * platform_cpu_count();
+  for (const char *h = rc->hosts; *h;) {
+    const char *end = strchr(h, ','), *colon = strchr(h, ':');
+    if (!end) end = h + strlen(h);
+    size_t name = (size_t)((colon && colon < end ? colon : end) - h);
+    if (host_is_local(h, name)) local += colon && colon < end ? strtol(colon + 1, NULL, 10) : 1;
+    h = *end ? end + 1 : end;
+  }
+  if (local <= most) return 0;
+  if (rc->hosts[0])
+    return err_set(err, "hosts: %ld slots on this machine's %d CPUs: at most %ld", local, platform_cpu_count(), most);
+  return err_set(err, "ranks: %ld on this machine's %d CPUs: at most %ld (give hosts for more)", local, platform_cpu_count(),
+                 most);
 }
 
 void run_plan_close(RunPlan *plan) {

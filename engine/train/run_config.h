@@ -110,6 +110,12 @@ int run_config_is_preset(const char *s);
 int run_config_model_precision(const RunConfig *rc, ModelPrecision *out, Err *err);
 /* Checks what needs no file: required fields present and every number in its range. */
 int run_config_check(const RunConfig *rc, Err *err);
+/* The slots of a host list run_config_check accepted ("a:2,b,c:3": 6; a host without a count has one). */
+long run_config_host_slots(const char *hosts);
+/* Refuses more ranks on this machine (--ranks alone, or the slots of hosts that name it:
+** localhost, 127.x, its host name) than twice its CPUs: more only slow the run, and a job
+** posted over HTTP must not start thousands of processes. rc passed run_config_check. */
+int run_config_check_local_ranks(const RunConfig *rc, Err *err);
 /* Checks everything that can be checked before training: ranges, the tokenizer, the
 ** model config, both shard sets (opened and validated) and their agreement. */
 int run_config_validate(const RunConfig *rc, RunPlan *plan, Err *err);

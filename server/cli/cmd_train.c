@@ -527,18 +527,6 @@ static int resume_override(const char *key) {
   return !strcmp(key, "ranks") || !strcmp(key, "hosts") || !strcmp(key, "grad-accum") || !strcmp(key, "grad_accum");
 }
 
-/* The slots of a host list "a:2,b,c:3" (a host without a count has one). */
-static long host_slots(const char *hosts) {
-  long n = 0;
-  for (const char *h = hosts; *h;) {
-    const char *end = strchr(h, ','), *colon = strchr(h, ':');
-    if (!end) end = h + strlen(h);
-    n += colon && colon < end ? strtol(colon + 1, NULL, 10) : 1;
-    h = *end ? end + 1 : end;
-  }
-  return n;
-}
-
 /* The launcher's mpirun, for the stop relay. */
 static volatile pid_t launched_mpirun;
 static volatile sig_atomic_t relayed;   /* stop requests passed on so far */
@@ -557,12 +545,12 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) { fprintf(stderr, "maskd train: cannot find this program's path for mpirun\n"); return 1; }
   exe[n] = '\0';
-  long ranks = rc->ranks > 1 || a->hostfile ? rc->ranks : rc->hosts[0] ? host_slots(rc->hosts) : 1;
-  /* On this machine alone, more ranks than CPUs only slow the run (and a job posted over
-  ** HTTP must not start thousands of processes): twice the CPUs at most. */
-  if (!rc->hosts[0] && !a->hostfile && ranks > 2L * platform_cpu_count()) {
-    fprintf(stderr, "maskd train: --ranks %ld on this machine's %d CPUs: at most %d (give --hosts for more)\n", ranks,
-            platform_cpu_count(), 2 * platform_cpu_count());
+  long ranks = rc->ranks > 1 || a->hostfile ? rc->ranks : rc->hosts[0] ? run_config_host_slots(rc->hosts) : 1;
+  /* On this machine, more ranks than CPUs only slow the run: twice the CPUs at most,
+  ** given as --ranks or as the slots of hosts that are this machine (a hostfile is mpirun's). */
+  Err ce = {0};
+  if (!a->hostfile && run_config_check_local_ranks(rc, &ce)) {
+    fprintf(stderr, "maskd train: %s\n", ce.msg);
     return 2;
   }
   snprintf(np, sizeof np, "%ld", ranks);
@@ -788,10 +776,10 @@ static int rank_layout(RunConfig *rc, const CliPairs *given, int resume, Err *e)
     hosts |= !strcmp(k, "hosts");
   }
   if (resume && ranks && !hosts) rc->hosts[0] = '\0';
-  if (resume && hosts && !ranks && rc->hosts[0]) rc->ranks = host_slots(rc->hosts);
-  if (ranks && rc->hosts[0] && rc->ranks != host_slots(rc->hosts))
+  if (resume && hosts && !ranks && rc->hosts[0]) rc->ranks = run_config_host_slots(rc->hosts);
+  if (ranks && rc->hosts[0] && rc->ranks != run_config_host_slots(rc->hosts))
     return err_set(e, "--ranks %ld, but --hosts %s has %ld slots: give the hosts alone (their slots are the ranks), or "
-                      "--ranks alone on this machine", rc->ranks, rc->hosts, host_slots(rc->hosts));
+                      "--ranks alone on this machine", rc->ranks, rc->hosts, run_config_host_slots(rc->hosts));
   return 0;
 }
 
@@ -862,9 +850,9 @@ int cmd_train(int argc, char **argv) {
       if (!failed) failed = train_stored(db, run, resume, args.resume_flag, &rc, &given, &e) != 0;
       for (int i = 0; !failed && i < moved.n; i++) failed = run_config_set(&rc, moved.key[i], moved.val[i], &e) != 0;
     }
-    if (!failed) failed = rank_layout(&rc, resume ? &moved : &args.run, resume != NULL, &e) != 0;
     /* What needs no file is checked before anything starts, mpirun's ranks included. */
     if (!failed) failed = run_config_check(&rc, &e) != 0;
+    if (!failed) failed = rank_layout(&rc, resume ? &moved : &args.run, resume != NULL, &e) != 0;
     /* A new run's revisions go to the repository of its name: not one of a classifier. */
     if (!failed && !resume && store_check_repo_task(db, rc.name, MODEL_TASK_MLM, &e)) failed = err_prefix(&e, "--name") != 0;
     /* --out is written when the run ends: a place it cannot be is refused now, not then. */

@@ -265,6 +265,12 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 64 2>&1); rc=$?
 out=$("$M" train --db "$T/n.db" "${args[@]}" --hosts=-x:1 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "starts with '-'" <<<"$out" && ! grep -q ORTE <<<"$out" && pass dist_host_option_refused ||
   fail dist_host_option_refused "rc $rc: $(head -2 <<<"$out")"
+# Slot counts are ranks: checked as --ranks is, and capped on this machine as --ranks is.
+for h in localhost:0 localhost:x localhost:-1 localhost:99999999999999999999 localhost:4096; do
+  out=$("$M" train --db "$T/n.db" "${args[@]}" --hosts "$h" 2>&1); rc=$?
+  [ $rc -ne 0 ] && [ "$(grep -c . <<<"$out")" = 1 ] && grep -q "^maskd train: hosts: " <<<"$out" && pass "dist_host_slots_refused[$h]" ||
+    fail "dist_host_slots_refused[$h]" "rc $rc: $(head -c 300 <<<"$out")"
+done
 # A failing or stopped run shows maskd's one line, not mpirun's blocks after it naming another rank.
 out=$("$M" train --db "$T/n.db" "${args[@]}" --batch 4000 --ranks 2 2>&1); rc=$?
 [ $rc = 1 ] && [ "$(grep -c . <<<"$out")" = 1 ] && grep -q "^maskd train: .*make no full batch of 4000 x 2 ranks" <<<"$out" &&

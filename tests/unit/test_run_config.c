@@ -11,6 +11,7 @@
 
 #include "engine/core/files.h"
 #include "engine/train/run_config.h"
+#include "engine/core/platform.h"
 #include "engine/data/shards.h"
 #include "engine/tok/tokenizer.h"
 #include "engine/tok/tokenizer_files.h"
@@ -208,6 +209,40 @@ int main(void) {
   b = good(); snprintf(b.hosts, sizeof b.hosts, "h1,,h2"); refused("run_config_refuses_empty_host_entry", &b, "names no host");
   b = good(); snprintf(b.hosts, sizeof b.hosts, ":1"); refused("run_config_refuses_leading_slots", &b, "names no host");
   b = good(); snprintf(b.hosts, sizeof b.hosts, "h1:2,"); refused("run_config_refuses_trailing_empty_host", &b, "names no host");
+  /* Slots are ranks: a whole number in [1, 4096] each and in all (mpirun said "all nodes
+  ** are already filled" or "negative number of processes"). */
+  {
+    static const struct { const char *hosts, *needle; } slots[] = {
+      {"localhost:0", "localhost: slots 0 must be in [1, 4096]"},
+      {"localhost:", "localhost: no slot count after ':'"},
+      {"localhost:x", "localhost: slots \"x\" is not a whole number"},
+      {"localhost:-1", "localhost: slots \"-1\" is not a whole number"},
+      {"h1:2,localhost:99999999999999999999", "localhost: slots 99999999999999999999 must be in [1, 4096]"},
+      {"h1:4097", "h1: slots 4097 must be in [1, 4096]"},
+      {"h1:4000,h2:97", "4097 slots in all: at most 4096"},
+    };
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+      char name[96];
+      snprintf(name, sizeof name, "run_config_refuses_host_slots[%s]", slots[i].hosts);
+      b = good(); snprintf(b.hosts, sizeof b.hosts, "%s", slots[i].hosts); refused(name, &b, slots[i].needle);
+    }
+    Err e2 = {0};
+    b = good(); snprintf(b.hosts, sizeof b.hosts, "h1:4000,h2,h3:95");
+    check(run_config_check(&b, &e2) == 0 && run_config_host_slots(b.hosts) == 4096, "run_config_host_slots_sum",
+          "%s, %ld slots", e2.msg, run_config_host_slots(b.hosts));
+    /* The slots of hosts that are this machine meet --ranks' cap (twice the CPUs); others do not. */
+    char big[64];
+    snprintf(big, sizeof big, "localhost:%d", 2 * platform_cpu_count() + 1);
+    b = good(); snprintf(b.hosts, sizeof b.hosts, "%s", big);
+    int r1 = run_config_check_local_ranks(&b, &e2);
+    check(r1 == -1 && strstr(e2.msg, "slots on this machine's"), "run_config_caps_local_host_slots", "rc %d: %s", r1, e2.msg);
+    snprintf(big, sizeof big, "127.0.0.1:1,h1:%d", 2 * platform_cpu_count() + 1);
+    b = good(); snprintf(b.hosts, sizeof b.hosts, "%s", big);
+    check(run_config_check_local_ranks(&b, &e2) == 0, "run_config_leaves_other_hosts_uncapped", "%s", e2.msg);
+    b = good(); b.ranks = 2 * platform_cpu_count() + 1;
+    r1 = run_config_check_local_ranks(&b, &e2);
+    check(r1 == -1 && strstr(e2.msg, "ranks: ") && strstr(e2.msg, "at most"), "run_config_caps_local_ranks", "rc %d: %s", r1, e2.msg);
+  }
   b = good(); b.batch = 0; refused("run_config_refuses_zero_batch", &b, "batch");
   b = good(); b.warmup_steps = -2; refused("run_config_refuses_bad_warmup", &b, "warmup_steps");
   b = good(); b.adam_beta2 = 1; refused("run_config_refuses_beta2_one", &b, "adam_beta2");
