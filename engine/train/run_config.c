@@ -527,9 +527,13 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
   if (check_shards("train", &plan->train, vocab, hash, &seq, &plan->train_samples, &batches, &plan->train_loader, err))
     return -1;
   if (shard_set_id(rc->train, &plan->train_id, err)) return err_prefix(err, "train");
-  if ((long)(batches / (uint64_t)rc->grad_accum) < 1)
-    return err_set(err, "train: %llu samples make no step of batch %ld x grad_accum %ld",
-                   (unsigned long long)plan->train_samples, rc->batch, rc->grad_accum);
+  if ((long)(batches / (uint64_t)rc->grad_accum) < 1) {
+    long ranks = dist ? dist_world(dist) : 1;   /* a step is every rank's batch x grad_accum */
+    char of[48] = "";
+    if (ranks > 1) snprintf(of, sizeof of, "%ld ranks x ", ranks);
+    return err_set(err, "train: %llu samples make no step of %sbatch %ld x grad_accum %ld = %ld sequences",
+                   (unsigned long long)plan->train_samples, of, rc->batch, rc->grad_accum, ranks * rc->batch * rc->grad_accum);
+  }
   if (rc->validation[0]) {
     if (check_shards("validation", &plan->train, vocab, hash, &vseq, &plan->valid_samples, &vbatches, &plan->valid_loader,
                      err))

@@ -576,6 +576,13 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   v[k++] = exe;
   for (int i = 0; i < argc; i++) v[k++] = argv[i];   /* argv[0] is "train" */
   fflush(NULL);
+  /* Stopped before any rank exists: nothing to start, nothing recorded. */
+  if (stop_signal) {
+    free(v);
+    fprintf(stderr, "maskd train: stopped by %s before the run began; nothing was recorded\n",
+            stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    return 130;
+  }
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) { free(v); fprintf(stderr, "maskd train: pipe: %s\n", strerror(errno)); return 1; }
   pid_t launcher = getpid();
@@ -609,6 +616,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   }
   launched_mpirun = pid;
   catch_stop_signals(relay_stop, NULL);
+  if (stop_signal) relay_stop(stop_signal);   /* asked before mpirun was there to pass it on */
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (code > 128 && code != 130) {   /* a rank was killed by a signal */
@@ -786,6 +794,10 @@ static int rank_layout(RunConfig *rc, const CliPairs *given, int resume, Err *e)
 int cmd_train(int argc, char **argv) {
   /* The flags -> a RunConfig -> a run in the store -> the trainer. Under mpirun, rank 0
   ** alone reads and writes the store and hands the description to the other ranks. */
+  /* A stop asked for while the run is starting (the ranks opening their data, a cancel
+  ** right after the job began) is kept and acted on at the first step boundary: with the
+  ** default actions, SIGUSR1 from mpirun killed the ranks ("exited on signal 10"). */
+  catch_stop_signals(on_signal, NULL);
   TrainArgs args;
   train_defaults(&args);
   int parsed = cli_parse(&cli_spec_train, "train", -1, argc, argv, 1, &args, NULL, NULL);
@@ -884,6 +896,15 @@ int cmd_train(int argc, char **argv) {
   /* A resume is held to its checkpoint (the global batch, the sequence length) before the
   ** run is marked running: a refused one leaves the run as it was, interrupted. */
   if (have_resume && !(t = train_start(d, db, run, &plan, 1, &e))) goto fail_early;
+  /* A stop that came while the run was starting ends it here, before the store hears of
+  ** it (a resumed run stays as it was); after this, the first step boundary stops it. */
+  int early = rank == 0 && stop_signal != 0;
+  if (early) err_set(&e, "stopped by %s before the run began; nothing was recorded", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  if (dist_agree(d, early, &e)) {
+    if (rank == 0) fprintf(stderr, "maskd train: %s\n", e.msg);
+    status = 130;
+    goto cleanup;
+  }
   /* Everything is checked; from here on failures are the run's and are recorded. */
   if (rank == 0) {
     if (run < 0) {

@@ -159,6 +159,46 @@ dump "$T/p.db" > "$T/p.txt"
 cmp -s "$T/one.txt" "$T/p.txt" && pass dist_resume_after_killed_launcher_bit_identical ||
   fail dist_resume_after_killed_launcher_bit_identical "$(diff "$T/one.txt" "$T/p.txt" | head -3 | tr '\n' ' ')"
 
+# A stop while the ranks are starting (held in cmd_train: rank 0 waits for the store's
+# write lock, which a helper takes as soon as the ranks exist) is an orderly one: the run
+# ends before the store hears of it, exit 130; mpirun's SIGUSR1 killed them (status 138).
+cat > "$T/hold.py" <<'PY'
+# Holds the store's write lock from the moment the ranks of `maskd train --db DB` exist, for SECONDS.
+import os, sqlite3, sys, time
+db, secs = sys.argv[1], float(sys.argv[2])
+def ranks():
+    n = 0
+    for p in os.listdir('/proc'):
+        if not p.isdigit(): continue
+        try:
+            cmd = open(f'/proc/{p}/cmdline', 'rb').read()
+            env = open(f'/proc/{p}/environ', 'rb').read()
+        except OSError: continue
+        if b'train\0--db\0' + db.encode() in cmd and b'OMPI_COMM_WORLD_RANK=' in env: n += 1
+    return n
+end = time.time() + 20
+while ranks() < 2 and time.time() < end: time.sleep(0.005)
+c = sqlite3.connect(db, timeout=30, isolation_level=None)
+c.execute('BEGIN EXCLUSIVE')
+print('held', flush=True)
+time.sleep(secs)
+c.execute('COMMIT')
+PY
+"$M" train --db "$T/e.db" "${args[@]}" --ranks 2 2>"$T/e.err" &
+pid=$!
+$PY "$T/hold.py" "$T/e.db" 2 > "$T/hold.out" &
+wait_until 500 0.01 grep -q held "$T/hold.out"
+sleep 0.5
+kill -TERM "$pid"; wait "$pid"; rc=$?
+runs=$(sqlite3 "$T/e.db" "SELECT COUNT(*) FROM runs" 2>/dev/null)
+[ $rc = 130 ] && [ "$runs" = 0 ] && [ "$(grep -c . "$T/e.err")" = 1 ] && grep -q "stopped by SIGTERM before the run began" "$T/e.err" &&
+  pass dist_stop_while_ranks_start_is_orderly || fail dist_stop_while_ranks_start_is_orderly "rc $rc, $runs runs: $(head -c 300 "$T/e.err")"
+wait
+# A step's sequences are every rank's: the refusal counts them all.
+out=$("$M" train --db "$T/n.db" "${args[@]}" --batch 1000 --grad-accum 2 --ranks 2 2>&1); rc=$?
+grep -q "3406 samples make no step of 2 ranks x batch 1000 x grad_accum 2 = 4000 sequences" <<<"$out" && [ $rc -ne 0 ] &&
+  pass dist_no_step_counts_the_ranks || fail dist_no_step_counts_the_ranks "rc $rc: $out"
+
 # A rank that cannot read its shards: rank 1 runs in a folder without them (mpirun's
 # MPMD form, relative paths). Clear error naming the rank; nothing in the store.
 mkdir -p "$T/a" "$T/b"
