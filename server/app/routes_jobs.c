@@ -333,7 +333,9 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
     queued = json_pack("{s:s}", "resume", id);
   } else {
     run_config_defaults(&rc);
-    if (run_config_apply_object(&rc, body, &e) || run_config_check(&rc, &e)) {
+    /* More ranks on this machine than maskd train would start are refused now, where the
+    ** client can act on it, not as a failed job. */
+    if (run_config_apply_object(&rc, body, &e) || run_config_check(&rc, &e) || run_config_check_local_ranks(&rc, &e)) {
       http_error(rs, 422, "invalid run description", json_string(e.msg));
       goto done;
     }

@@ -70,6 +70,9 @@ check no_list_ranks_alone_queued 's == 202 and b["status"] == "queued"'
 ranks_job=$(jget 'b["id"]' 2>/dev/null)
 call POST "/jobs/$ranks_job/cancel"
 check no_list_ranks_job_cancelled 's == 202 and b["status"] == "cancelled"'
+# More ranks than this machine's cap (twice its CPUs) are refused now, not as a failed job.
+call POST /runs --data-binary "$(run_body r0 '' ',"ranks":4096')"
+check too_many_local_ranks_refused 's == 422 and "ranks: 4096 on this machine" in b["detail"] and "at most" in b["detail"]'
 call GET /jobs
 check no_list_refusals_queue_nothing 's == 200 and len(b) == 1'
 serve_stop
