@@ -25,6 +25,8 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
         calling os.system), bin_legacy (torch.save's pre-1.6 format), bin_deflate (a
         compressed zip entry), bin_views (200 entries viewing the word embeddings' storage),
         missing (a model tensor left out), unknown (an extra tensor)
+        cls_default           a *ForSequenceClassification of 2 labels as save_pretrained
+                              writes transformers' default: no id2label, no num_labels
   hf_layouts.py compare SRC EXPORTED [bf16]
         every tensor of EXPORTED/model.safetensors equals SRC's after transformers' name
         rules (the tied decoder weight dropped, the pooler and NSP head kept), or SRC's
@@ -187,6 +189,22 @@ def make(src, out, kind):
             set_arch(out, Fam + "Model")
             enc = [(k[len(pre):], v) for k, v in enc]
         write_st(W, enc)
+    elif kind == "cls_default":
+        cfg = json.load(open(os.path.join(out, "config.json")))
+        for k in ("id2label", "label2id", "num_labels"):
+            cfg.pop(k, None)
+        cfg["architectures"] = [Fam + "ForSequenceClassification"]
+        json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=2)
+        enc = [(k, v) for k, v in sd.items() if not k.startswith(head_names(mt))]
+        if mt == "roberta":
+            head = [("classifier.dense.weight", torch.randn(H, H, generator=g) * 0.1),
+                    ("classifier.dense.bias", torch.randn(H, generator=g) * 0.1),
+                    ("classifier.out_proj.weight", torch.randn(2, H, generator=g)),
+                    ("classifier.out_proj.bias", torch.tensor([0.5, -0.5]))]
+        else:
+            head = list(pooler.items()) + [("classifier.weight", torch.randn(2, H, generator=g)),
+                                           ("classifier.bias", torch.tensor([0.5, -0.5]))]
+        write_st(W, enc + head)
     elif kind == "missing":
         write_st(W, [(k, v) for k, v in sd.items() if not k.endswith("layer.1.output.dense.bias")])
     elif kind == "unknown":

@@ -134,7 +134,8 @@ static int parse_id2label(json_t *map, ModelConfig *c, Err *err) {
 
 /* architectures, id2label / num_labels, problem_type and classifier_dropout: what makes
 ** a config a sequence classifier (transformers takes num_labels from id2label when
-** both are given, and names the classes LABEL_i when only num_labels is). */
+** both are given, names the classes LABEL_i when only num_labels is, and has 2 of them
+** when neither is). */
 static int parse_task(json_t *root, ModelConfig *c, Err *err) {
   json_t *arch = json_object_get(root, "architectures");
   if (arch && !json_is_null(arch)) {
@@ -154,13 +155,16 @@ static int parse_task(json_t *root, ModelConfig *c, Err *err) {
   }
   if (c->task != MODEL_TASK_SEQ_CLS) return 0;
   json_t *map = json_object_get(root, "id2label");
-  int n = 0;
+  /* PretrainedConfig's default is 2 labels (LABEL_0, LABEL_1), and save_pretrained leaves
+  ** id2label out for exactly that default (num_labels is never written): every binary
+  ** classifier transformers saves with default names has neither field. */
+  int n = 2;
   if (get_int(root, "num_labels", &n, NULL, err)) return -1;
   if (map && !json_is_null(map)) {
     if (parse_id2label(map, c, err)) return -1;
   } else {
     if (n < 2 || n > CONFIG_MAX_LABELS)
-      return err_set(err, "config: a sequence classifier needs id2label (or num_labels from 2 to %d)", CONFIG_MAX_LABELS);
+      return err_set(err, "config: num_labels: %d labels, a classifier needs 2 to %d", n, CONFIG_MAX_LABELS);
     char buf[32];
     const char **names = calloc((size_t)n, sizeof *names);
     char *text = malloc((size_t)n * sizeof buf);

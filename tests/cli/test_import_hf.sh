@@ -7,7 +7,9 @@
 # folder (the original's numbers are rounded first so that F16 and BF16 hold them
 # exactly); export gives back every tensor HF would load (checked in torch). A base
 # model (no MLM head, or no prefix) imports, refuses fill-mask over the CLI and HTTP,
-# and fine-tunes. Hostile folders are refused with one line and store nothing.
+# and fine-tunes. A binary classifier as transformers saves its default (no id2label,
+# no num_labels) imports and classifies as LABEL_0 / LABEL_1. Hostile folders are
+# refused with one line and store nothing.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" importhf
 R=scripts/fillmask_reference.py L=scripts/hf_layouts.py
@@ -64,6 +66,7 @@ mkdir -p "$T/h"
   done
   for spec in $base_specs; do echo "make $T/m/${spec%,*} $T/${spec%,*}-${spec#*,} ${spec#*,}"; done
   for k in $hostile; do echo "make $T/m/bert $T/h/$k $k"; done
+  echo "make $T/m/roberta $T/roberta-cls_default cls_default"
 } > "$T/make.cmds"
 batch_run make
 batch_ok make "round $T/m/bert" && batch_ok make "round $T/m/roberta" ||
@@ -163,6 +166,23 @@ if serve_start --db "$T/s.db" --quiet; then
   serve_stop
 else
   fail import_hf_http_fillmask_refused "serve did not start: $(tail -2 "$T/err")"
+fi
+
+# ---- transformers' default binary classifier: no id2label, no num_labels (2 labels) ----
+d=$T/roberta-cls_default
+if ! batch_ok make "make $T/m/roberta $d cls_default"; then
+  fail import_hf_cls_default "hf_layouts.py failed: $(batch_why make "make $T/m/roberta $d cls_default")"
+else
+  labels='"LABEL_0","LABEL_1"'
+  out=$("$M" classify --model-dir "$d" --top-k all "a b" 2>&1); rc=$?
+  got=$(grep -o '"label": *"[^"]*"' <<<"$out" | sed 's/"label": *//' | sort | paste -sd,)
+  if [ $rc = 0 ] && [ "$got" = "$labels" ]; then pass import_hf_cls_default_model_dir
+  else fail import_hf_cls_default_model_dir "exit $rc: $(head -c 300 <<<"$out")"; fi
+  out=$("$M" import --db "$T/s.db" "$d" cls-default 2>&1 &&
+        "$M" classify --db "$T/s.db" --model cls-default --top-k all "a b" 2>&1); rc=$?
+  got=$(grep -o '"label": *"[^"]*"' <<<"$out" | sed 's/"label": *//' | sort | paste -sd,)
+  if [ $rc = 0 ] && [ "$got" = "$labels" ]; then pass import_hf_cls_default
+  else fail import_hf_cls_default "exit $rc: $(head -c 300 <<<"$out")"; fi
 fi
 
 # ---- hostile folders: one line, non-zero exit, nothing stored ----

@@ -354,6 +354,14 @@ int main(void) {
   /* Reading HF's shapes: num_labels alone names LABEL_i; id2label wins; bad ids refused. */
   rc = config_parse("{\"model_type\": \"bert\", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 3}", &c, &e);
   check(rc == 0 && c.num_labels == 3 && !strcmp(config_label(&c, 2), "LABEL_2"), "config_cls_num_labels_only", "%s", e.msg);
+  /* transformers' default binary classifier: save_pretrained writes neither id2label nor
+  ** num_labels for PretrainedConfig's 2 labels, which are LABEL_0 and LABEL_1. */
+  rc = config_parse("{\"model_type\": \"roberta\", \"architectures\": [\"RobertaForSequenceClassification\"]}", &c, &e);
+  check(rc == 0 && c.task == MODEL_TASK_SEQ_CLS && c.num_labels == 2 && !strcmp(config_label(&c, 0), "LABEL_0") &&
+        !strcmp(config_label(&c, 1), "LABEL_1"), "config_cls_default_two_labels", "%s", rc ? e.msg : "other labels");
+  refuse("config_cls_refuses_one_num_label",
+         "{\"model_type\": \"bert\", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 1}",
+         "num_labels");
   refuse("config_cls_refuses_gap_in_ids",
          "{\"model_type\": \"bert\", \"architectures\": [\"BertForSequenceClassification\"], \"id2label\": {\"0\": \"a\", \"2\": \"b\"}}",
          "id2label");
