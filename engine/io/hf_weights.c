@@ -20,6 +20,9 @@
 struct HfWeights {
   int n, cap;
   HfTensor *t;
+  int sorted;              /* t is in name order (apply_rules sorted it): find() searches by halves */
+  char **buffers;          /* the buffers left out, by name: a sharded index's check looks them up */
+  size_t nbuf, capbuf;
   char source[160];
   Buf unused, ignored;
 };
@@ -40,6 +43,8 @@ void hfw_free(HfWeights *w) {
   if (!w) return;
   for (int i = 0; i < w->n; i++) { free(w->t[i].name); free(w->t[i].data); }
   free(w->t);
+  for (size_t i = 0; i < w->nbuf; i++) free(w->buffers[i]);
+  free(w->buffers);
   buf_free(&w->unused);
   buf_free(&w->ignored);
   free(w);
@@ -67,6 +72,21 @@ void hfw_note_ignored(HfWeights *w, const char *name, const char *why) {
   buf_printf(&w->ignored, " (%s)", why);
 }
 
+/* A buffer left out (never loaded): listed as ignored, and its name kept. */
+static int note_buffer(HfWeights *w, const char *name, Err *err) {
+  if (w->nbuf == w->capbuf) {
+    size_t cap = w->capbuf ? 2 * w->capbuf : 16;
+    char **b = realloc(w->buffers, cap * sizeof *b);
+    if (!b) return err_setk(err, ERR_NOMEM, "out of memory");
+    w->buffers = b;
+    w->capbuf = cap;
+  }
+  if (!(w->buffers[w->nbuf] = strdup(name))) return err_setk(err, ERR_NOMEM, "out of memory");
+  w->nbuf++;
+  hfw_note_ignored(w, name, "a buffer");
+  return 0;
+}
+
 int hfw_add_raw(HfWeights *w, const char *name, int ndim, const int64_t *shape, float *data, Err *err) {
   if (ndim < 0 || ndim > ST_MAX_DIMS) { free(data); return err_setk(err, ERR_BAD_INPUT, "tensor \"%s\": %d dimensions", name, ndim); }
   if (w->n == w->cap) {
@@ -84,6 +104,7 @@ int hfw_add_raw(HfWeights *w, const char *name, int ndim, const int64_t *shape, 
   for (int d = 0; d < ndim; d++) { t->shape[d] = shape[d]; t->numel *= shape[d]; }
   t->data = data;
   w->n++;
+  w->sorted = 0;
   return 0;
 }
 
@@ -97,8 +118,7 @@ static int torch_tensor(void *w, const char *name, int ndim, const int64_t *shap
 /* Integer storages hold buffers; nothing else may use one. */
 static int torch_int64_tensor(void *w, const char *name, Err *err) {
   if (!hfw_is_buffer_name(name)) return err_setk(err, ERR_BAD_INPUT, "tensor \"%.100s\": int64, not a weight", name);
-  hfw_note_ignored(w, name, "a buffer");
-  return 0;
+  return note_buffer(w, name, err);
 }
 
 TpSink hfw_torch_sink(HfWeights *w) { return (TpSink){torch_tensor, torch_int64_tensor, w}; }
@@ -130,7 +150,10 @@ static int read_st_file(HfWeights *w, const char *path, json_t *index, const cha
       }
     }
     (*seen)++;
-    if (hfw_is_buffer_name(t->name)) { hfw_note_ignored(w, t->name, "a buffer"); continue; }
+    if (hfw_is_buffer_name(t->name)) {
+      if (note_buffer(w, t->name, err)) goto done;
+      continue;
+    }
     if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64) {
       err_setk(err, ERR_BAD_INPUT, "%s: tensor \"%s\": dtype %s, expected F32, F16, BF16 or F64", path, t->name, st_dtype_name(t->dtype));
       goto done;
@@ -195,12 +218,24 @@ static int read_bin_shard(HfWeights *w, const char *path, json_t *index, const c
     }
   }
   /* Buffers the pickle reader left out (listed there) are listed here. */
-  if (rc == 0 && part->ignored.len) list_add(&w->ignored, part->ignored.p);
+  for (size_t i = 0; rc == 0 && i < part->nbuf; i++) rc = note_buffer(w, part->buffers[i], err);
   hfw_free(part);
   return rc;
 }
 
 static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+static int cmp_tensor(const void *a, const void *b) { return strcmp(((const HfTensor *)a)->name, ((const HfTensor *)b)->name); }
+
+/* Sorts w's tensors by name, once: find() then searches by halves. */
+static void sort_tensors(HfWeights *w) {
+  if (!w->sorted) qsort(w->t, (size_t)w->n, sizeof *w->t, cmp_tensor);
+  w->sorted = 1;
+}
+
+/* name is one of the buffers left out; w->buffers sorted. */
+static int is_buffer_left_out(const HfWeights *w, const char *name) {
+  return hfw_is_buffer_name(name) && w->nbuf && bsearch(&name, w->buffers, w->nbuf, sizeof *w->buffers, cmp_cstr);
+}
 
 /* A sharded folder: index_path's weight_map names each tensor's shard (bin: pickle
 ** shards, else safetensors). */
@@ -251,9 +286,13 @@ static int read_sharded(HfWeights *w, const char *dir, const char *index_path, i
       goto done;
   }
   /* Each tensor read was mapped to its own shard (so none is in two), and a file's
-  ** names are unique: every mapped one must have been read (or be a buffer left out). */
+  ** names are unique: every mapped one must have been read (or be a buffer left out).
+  ** Both lists sorted, each name is found by halves (a scan per name made an index of
+  ** 80000 tensors take half a minute). */
+  sort_tensors(w);
+  if (w->nbuf) qsort(w->buffers, w->nbuf, sizeof *w->buffers, cmp_cstr);
   json_object_foreach(map, key, v) {
-    if (find(w, key) < 0 && !(hfw_is_buffer_name(key) && strstr(hfw_ignored(w), key))) {
+    if (find(w, key) < 0 && !is_buffer_left_out(w, key)) {
       err_setk(err, ERR_BAD_INPUT, "%s: tensor \"%s\" is not in its shard %s", index_path, key, json_string_value(v));
       goto done;
     }
@@ -272,8 +311,6 @@ done:
 
 /* ---- the name rules ---- */
 
-static int cmp_tensor(const void *a, const void *b) { return strcmp(((const HfTensor *)a)->name, ((const HfTensor *)b)->name); }
-
 static int rename_tensor(HfTensor *t, const char *prefix, const char *old_suffix, const char *new_suffix, Err *err) {
   size_t n = strlen(t->name) - strlen(old_suffix);
   size_t size = strlen(prefix) + n + strlen(new_suffix) + 1;
@@ -289,9 +326,15 @@ static void drop(HfWeights *w, int i) {
   free(w->t[i].name);
   free(w->t[i].data);
   w->t[i] = w->t[--w->n];
+  w->sorted = 0;   /* the last one moved into i */
 }
 
 static int find(const HfWeights *w, const char *name) {
+  if (w->sorted) {
+    HfTensor key = {.name = (char *)name};
+    const HfTensor *t = bsearch(&key, w->t, (size_t)w->n, sizeof *w->t, cmp_tensor);
+    return t ? (int)(t - w->t) : -1;
+  }
   for (int i = 0; i < w->n; i++)
     if (!strcmp(w->t[i].name, name)) return i;
   return -1;
@@ -300,6 +343,7 @@ static int find(const HfWeights *w, const char *name) {
 static int apply_rules(HfWeights *w, const ModelConfig *c, Err *err) {
   int rob = c->model_type == MODEL_ROBERTA;
   const char *pre = rob ? "roberta." : "bert.";
+  w->sorted = 0;   /* the renames below change the order */
   /* Legacy LayerNorm names (TF-era BERT): gamma/beta. */
   for (int i = 0; i < w->n; i++) {
     if (has_suffix(w->t[i].name, ".gamma") && rename_tensor(&w->t[i], "", "gamma", "weight", err)) return -1;
@@ -332,7 +376,7 @@ static int apply_rules(HfWeights *w, const ModelConfig *c, Err *err) {
     drop(w, jb);
   }
   /* One tensor per name once the rules have run. */
-  qsort(w->t, (size_t)w->n, sizeof *w->t, cmp_tensor);
+  sort_tensors(w);
   for (int k = 1; k < w->n; k++)
     if (!strcmp(w->t[k - 1].name, w->t[k].name))
       return err_setk(err, ERR_BAD_INPUT, "tensor \"%s\" is given twice (two files, or two names for it)", w->t[k].name);

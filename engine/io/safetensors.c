@@ -571,6 +571,8 @@ static int cmp_planned(const void *a, const void *b) {
   return strcmp(x->t->name, y->t->name);
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 /* Checks the tensors and metadata, orders the tensors as the HF writer does and
 ** builds the padded header; *plan and h->p are the caller's to free. */
 static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, int n_meta, int need_data, Planned **plan_out,
@@ -600,12 +602,19 @@ static int st_layout(const StWriteTensor *ts, int n, const char *const *meta, in
     if (need_data && plan[i].nbytes > 0 && !t->data) { err_set(err, "safetensors: tensor \"%s\": no data", t->name); goto fail; }
   }
   qsort(plan, (size_t)n, sizeof *plan, cmp_planned);
-  for (int i = 0; i < n; i++)
-    for (int j = i + 1; j < n; j++)
-      if (strcmp(plan[i].t->name, plan[j].t->name) == 0) {
-        err_set(err, "safetensors: tensor \"%s\" given twice", plan[i].t->name);
-        goto fail;
-      }
+  /* A name given twice, found among the names sorted alone (the plan sorts by dtype
+  ** first; a scan per name took 13 s for 50000 tensors). */
+  const char **names = malloc(((size_t)n + 1) * sizeof *names);
+  if (!names) { err_set(err, "safetensors: out of memory"); goto fail; }
+  for (int i = 0; i < n; i++) names[i] = plan[i].t->name;
+  qsort(names, (size_t)n, sizeof *names, cmp_name);
+  for (int i = 1; i < n; i++)
+    if (strcmp(names[i - 1], names[i]) == 0) {
+      err_set(err, "safetensors: tensor \"%s\" given twice", names[i]);
+      free(names);
+      goto fail;
+    }
+  free(names);
   for (int i = 0; i < n_meta; i++) {
     if (!meta[2 * i] || !meta[2 * i + 1]) { err_set(err, "safetensors: metadata pair %d has a NULL", i); goto fail; }
     if (strcmp(meta[2 * i], "format") == 0) caller_format = 1;

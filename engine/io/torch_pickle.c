@@ -28,13 +28,54 @@ typedef struct {
 static uint32_t le16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t le32(const unsigned char *p) { return le16(p) | le16(p + 2) << 16; }
 
+/* A central-directory entry: its name and where the entry starts. */
+typedef struct {
+  const unsigned char *name;
+  uint32_t nl;
+  const unsigned char *e;
+} ZipEntry;
+
 typedef struct {
   const unsigned char *file;
   size_t len;
   const unsigned char *cd;        /* the central directory */
   size_t cd_len;
   int n;
+  ZipEntry *by_name;              /* the n entries sorted by name, then by place: zip_find halves it */
 } Zip;
+
+static int cmp_entry(const void *a, const void *b) {
+  const ZipEntry *x = a, *y = b;
+  int c = memcmp(x->name, y->name, x->nl < y->nl ? x->nl : y->nl);
+  if (c) return c;
+  if (x->nl != y->nl) return x->nl < y->nl ? -1 : 1;
+  return x->e < y->e ? -1 : x->e > y->e;
+}
+
+static void zip_close(Zip *z) {
+  free(z->by_name);
+  z->by_name = NULL;
+}
+
+/* Walks the central directory once, each entry checked to fit, into z->by_name (a
+** damaged entry refuses the archive, wherever it is). */
+static int zip_index(Zip *z, Err *err) {
+  if (!(z->by_name = malloc(((size_t)z->n + 1) * sizeof *z->by_name))) return err_setk(err, ERR_NOMEM, "out of memory");
+  size_t at = 0;
+  for (int i = 0; i < z->n; i++) {
+    const unsigned char *e = z->cd + at;
+    uint32_t n = 0, x = 0, c = 0;
+    if (z->cd_len - at >= 46 && le32(e) == 0x02014b50) n = le16(e + 28), x = le16(e + 30), c = le16(e + 32);
+    if (z->cd_len - at < 46 || le32(e) != 0x02014b50 || z->cd_len - at - 46 < (size_t)n + x + c) {
+      zip_close(z);
+      return err_setk(err, ERR_BAD_INPUT, "zip central directory entry %d is damaged", i);
+    }
+    z->by_name[i] = (ZipEntry){e + 46, n, e};
+    at += 46 + (size_t)n + x + c;
+  }
+  qsort(z->by_name, (size_t)z->n, sizeof *z->by_name, cmp_entry);
+  return 0;
+}
 
 static int zip_open(Zip *z, const unsigned char *p, size_t len, Err *err) {
   memset(z, 0, sizeof *z);
@@ -57,22 +98,26 @@ static int zip_open(Zip *z, const unsigned char *p, size_t len, Err *err) {
     z->cd = p + off;
     z->cd_len = size;
     z->n = (int)n;
-    return 0;
+    return zip_index(z, err);
   }
   return err_setk(err, ERR_BAD_INPUT, "zip end-of-central-directory record not found (file truncated?)");
 }
 
-/* The data of the entry called name: 1 found, 0 absent, -1 refused (compressed, out of bounds). */
+/* The data of the entry called name (the first of that name, as a scan would find it):
+** 1 found, 0 absent, -1 refused (compressed, out of bounds). */
 static int zip_find(const Zip *z, const char *name, Bytes *out, Err *err) {
-  size_t at = 0, nl = strlen(name);
-  for (int i = 0; i < z->n; i++) {
-    if (z->cd_len - at < 46 || le32(z->cd + at) != 0x02014b50) return err_setk(err, ERR_BAD_INPUT, "zip central directory entry %d is damaged", i);
-    const unsigned char *e = z->cd + at;
-    uint32_t method = le16(e + 10), csize = le32(e + 20), usize = le32(e + 24), n = le16(e + 28), x = le16(e + 30),
-             c = le16(e + 32), off = le32(e + 42);
-    if (z->cd_len - at - 46 < (size_t)n + x + c) return err_setk(err, ERR_BAD_INPUT, "zip central directory entry %d is damaged", i);
-    at += 46 + (size_t)n + x + c;
-    if (n != nl || memcmp(e + 46, name, nl)) continue;
+  size_t nl = strlen(name);
+  /* The first entry not before (name, the start of the directory): the lowest bound. */
+  ZipEntry key = {(const unsigned char *)name, (uint32_t)nl, z->cd};
+  size_t lo = 0, hi = (size_t)z->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (cmp_entry(&z->by_name[mid], &key) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < (size_t)z->n && z->by_name[lo].nl == nl && !memcmp(z->by_name[lo].name, name, nl)) {
+    const unsigned char *e = z->by_name[lo].e;
+    uint32_t method = le16(e + 10), csize = le32(e + 20), usize = le32(e + 24), off = le32(e + 42);
     if (method != 0)
       return err_setk(err, ERR_BAD_INPUT, "zip entry %s is compressed (method %u): only stored entries, as torch.save writes them, are read", name, method);
     if (csize != usize || csize == 0xFFFFFFFFu) return err_setk(err, ERR_BAD_INPUT, "zip entry %s: sizes disagree", name);
@@ -543,23 +588,31 @@ static int take_tensors(Pk *k, const V *d, const TpSink *sink, size_t len) {
   return 0;
 }
 
-int tp_read_state_dict_memory(const void *buf, size_t len, const TpSink *sink, Err *err) {
-  Zip z;
+/* The archive's state dict, once z is open (z is the caller's to close). */
+static int read_archive(const Zip *z, size_t len, const TpSink *sink, Err *err) {
   Bytes pkl, bo;
   char prefix[128], name[160];
-  if (zip_open(&z, buf, len, err) || zip_prefix(&z, prefix, sizeof prefix, err)) return -1;
+  if (zip_prefix(z, prefix, sizeof prefix, err)) return -1;
   snprintf(name, sizeof name, "%s/byteorder", prefix);
-  int found = zip_find(&z, name, &bo, err);
+  int found = zip_find(z, name, &bo, err);
   if (found < 0) return -1;
   if (found && (bo.len != 6 || memcmp(bo.p, "little", 6)))
     return err_setk(err, ERR_BAD_INPUT, "byteorder is not \"little\": a big-endian archive is not read");
   snprintf(name, sizeof name, "%s/data.pkl", prefix);
-  if ((found = zip_find(&z, name, &pkl, err)) <= 0) return found < 0 ? -1 : err_setk(err, ERR_BAD_INPUT, "no %s", name);
+  if ((found = zip_find(z, name, &pkl, err)) <= 0) return found < 0 ? -1 : err_setk(err, ERR_BAD_INPUT, "no %s", name);
   if (pkl.len > TP_MAX_PICKLE) return err_setk(err, ERR_TOO_LARGE, "%s: %zu bytes, more than a state dict's pickle", name, pkl.len);
-  Pk k = {.p = pkl.p, .end = pkl.p + pkl.len, .zip = &z, .prefix = prefix, .err = err};
+  Pk k = {.p = pkl.p, .end = pkl.p + pkl.len, .zip = z, .prefix = prefix, .err = err};
   V *d = NULL;
   int rc = run(&k, &d) || take_tensors(&k, d, sink, len) ? -1 : 0;
   pk_free(&k);
+  return rc;
+}
+
+int tp_read_state_dict_memory(const void *buf, size_t len, const TpSink *sink, Err *err) {
+  Zip z;
+  if (zip_open(&z, buf, len, err)) return -1;
+  int rc = read_archive(&z, len, sink, err);
+  zip_close(&z);
   return rc;
 }
 
