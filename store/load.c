@@ -67,7 +67,9 @@ int store_check_repo_task(Store *s, const char *name, ModelTask task, Err *err) 
     if (err) *err = e;
     return -1;
   }
-  if (c.task == task) return 0;
+  /* Classifiers apart from the rest: a base model (no head, so no pipeline) is the
+  ** masked LM's encoder, and may share its repository either way. */
+  if ((c.task == MODEL_TASK_SEQ_CLS) == (task == MODEL_TASK_SEQ_CLS)) return 0;
   return err_setk(err, ERR_CONFLICT, "model repository \"%s\" holds a %s (%s@%lld); name another", name,
                   config_architecture(&c), name, (long long)r.seq);
 }

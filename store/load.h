@@ -32,9 +32,10 @@ TextClass *store_load_textclass(Store *s, const char *spec, const TextClassOptio
 ** config that does not parse. */
 int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig *c, Err *err);
 /* 0 when revisions for task may be pushed to repository name: it has none yet, or its
-** newest is for task too; else -1, ERR_CONFLICT naming what it holds (one repository
-** serves one pipeline: a fine-tuned classifier pushed over a masked LM's revisions
-** would change what its name answers). Other errors as store_load_config's. */
+** newest is of task's group too (sequence classifiers; masked LMs and base models);
+** else -1, ERR_CONFLICT naming what it holds (one repository serves one pipeline: a
+** fine-tuned classifier pushed over a masked LM's revisions would change what its name
+** answers). Other errors as store_load_config's. */
 int store_check_repo_task(Store *s, const char *name, ModelTask task, Err *err);
 
 #endif

@@ -169,6 +169,11 @@ static int do_import(Store *s, const char *dir, const char *name, const char *me
   if (!cp) { err_set(err, "out of memory"); goto done; }
   if (!exists(cp)) { err_set(err, "%s: missing (an HF model folder needs config.json, weights and a tokenizer)", cp); goto done; }
   if (config_load(cp, &c, err)) goto done;   /* its message names the file */
+  /* One repository, one pipeline, as train and finetune push: a classifier imported
+  ** over a masked LM's revisions would take its name (and fill-mask's default) away.
+  ** The config's task is the weights' group already (a masked LM without its head is a
+  ** base model, of the same group). */
+  if (store_check_repo_task(s, name, c.task, err)) goto done;
   /* The tokenizer as transformers reads the folder: tokenizer.json, else the slow
   ** tokenizers' files converted; the side files are kept as they are, and say which
   ** token fill-mask looks for and whether decoding cleans up spaces. */

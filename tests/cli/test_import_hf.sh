@@ -8,7 +8,8 @@
 # exactly); export gives back every tensor HF would load (checked in torch). A base
 # model (no MLM head, or no prefix) imports, refuses fill-mask over the CLI and HTTP,
 # and fine-tunes. A binary classifier as transformers saves its default (no id2label,
-# no num_labels) imports and classifies as LABEL_0 / LABEL_1. Hostile folders are
+# no num_labels) imports and classifies as LABEL_0 / LABEL_1; a classifier is not
+# imported into a masked LM's repository, nor the reverse. Hostile folders are
 # refused with one line and store nothing.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" importhf
@@ -183,6 +184,21 @@ else
   got=$(grep -o '"label": *"[^"]*"' <<<"$out" | sed 's/"label": *//' | sort | paste -sd,)
   if [ $rc = 0 ] && [ "$got" = "$labels" ]; then pass import_hf_cls_default
   else fail import_hf_cls_default "exit $rc: $(head -c 300 <<<"$out")"; fi
+  # One repository, one pipeline: a classifier is not imported over a masked LM's
+  # revisions, nor the reverse (one line, nothing pushed); a base model joins a masked LM's.
+  revs() { "$M" models --db "$T/s.db" "$1" 2>/dev/null | tail -n +2 | wc -l; }
+  repo_refused() {  # name, folder, repository, what it holds
+    local before out rc
+    before=$(revs "$3")
+    out=$("$M" import --db "$T/s.db" "$2" "$3" 2>&1); rc=$?
+    if [ $rc != 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF "model repository \"$3\" holds a $4" <<<"$out" &&
+       [ "$(revs "$3")" = "$before" ] && [ "$before" -ge 1 ]
+    then pass "$1"; else fail "$1" "exit $rc, revisions $before -> $(revs "$3"): $out"; fi
+  }
+  repo_refused import_hf_refuses_classifier_over_mlm "$d" listing2 RobertaForMaskedLM
+  repo_refused import_hf_refuses_mlm_over_classifier "$T/m/roberta" cls-default RobertaForSequenceClassification
+  if "$M" import --db "$T/s.db" "$T/roberta-noprefix" listing2 >/dev/null 2>"$T/imp.err" && [ "$(revs listing2)" = 2 ]
+  then pass import_hf_base_model_over_mlm; else fail import_hf_base_model_over_mlm "$(head -c 300 "$T/imp.err")"; fi
 fi
 
 # ---- hostile folders: one line, non-zero exit, nothing stored ----
