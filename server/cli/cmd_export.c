@@ -106,6 +106,18 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
       if (exists(path)) { err_set(err, "%s exists (use --force to overwrite)", path); goto done; }
     }
   }
+  /* A name that a rename cannot replace (a directory in its place) is refused before
+  ** anything is written: found at its rename, the files renamed before it would have
+  ** stayed, a mixed folder. A symlink is replaced (the link, not its target). */
+  for (size_t i = 0; !created && i < N_FOLDER_FILES; i++) {
+    struct stat st;
+    free(path);
+    if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+      err_set(err, "%s is %s, not a file: nothing was written", path, S_ISDIR(st.st_mode) ? "a directory" : "something else");
+      goto done;
+    }
+  }
   if (files_make_dirs(dir, err)) { created = 0; goto done; }
   /* config.json as maskd writes it (architectures, model_type, every field); the
   ** stored tensors as ckpt writes them: F32 or BF16, HF names, tied decoder left out,

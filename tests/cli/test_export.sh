@@ -6,7 +6,8 @@
 # config files say what AlbertTokenizerFast needs. (transformers itself is not
 # installed here, so from_pretrained is not run.) Refusals: non-Unigram
 # tokenizers, missing files, tokenizer settings the store cannot keep, unknown
-# models and revisions, existing files without --force.
+# models and revisions, existing files without --force; --force that cannot replace
+# them all (a full disk, a directory in a file's place) leaves the folder as it was.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" export
 R=scripts/fillmask_reference.py
@@ -187,6 +188,15 @@ out=$(ulimit -f 64; "$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1); 
   pass export_full_disk_keeps_folder || fail export_full_disk_keeps_folder "exit $rc: $out; $(ls -A "$T/out-rob")"
 out=$(ulimit -f 64; "$M" export --db "$DB" tiny-rob "$T/fresh" 2>&1); rc=$?
 [ $rc = 1 ] && [ ! -e "$T/fresh" ] && pass export_full_disk_no_folder || fail export_full_disk_no_folder "exit $rc: $out; $(ls -A "$T/fresh" 2>&1)"
+# A directory where one of the files goes (which no rename replaces) is refused before
+# anything is written: the other files are not replaced, no temporary is left.
+cp -a "$T/out-rob" "$T/out-dir"; rm "$T/out-dir/tokenizer.json"; mkdir -p "$T/out-dir/tokenizer.json/keep"
+files_sums() { (cd "$1" && find . -type f | sort | xargs cksum); }
+before_dir=$(files_sums "$T/out-dir")
+out=$("$M" export --db "$DB" --force tiny-rob "$T/out-dir" 2>&1); rc=$?
+[ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF "out-dir/tokenizer.json is a directory, not a file: nothing was written" <<<"$out" &&
+  [ "$(files_sums "$T/out-dir")" = "$before_dir" ] && [ -z "$(ls -A "$T/out-dir" | grep tmp-)" ] &&
+  pass export_force_keeps_folder_with_directory || fail export_force_keeps_folder_with_directory "exit $rc: $out; $(ls -A "$T/out-dir")"
 out=$("$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1) || fail export_force_replaces "$out"
 answers "$T/replaced.txt" --model-dir "$T/out-rob"
 [ "$(sums "$T/out-rob")" != "$before" ] && [ -z "$(ls -A "$T/out-rob" | grep tmp-)" ] && same export_force_replaces "$T/bert.dir.txt" "$T/replaced.txt" ||
