@@ -1,6 +1,7 @@
 #include "engine/data/loader.h"
 #include "engine/core/files.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -132,13 +133,24 @@ static int open_manifest(Loader *l, const char *path, Err *err) {
     json_t *s = json_array_get(shards, i);
     const char *file = json_string_value(json_object_get(s, "file"));
     json_t *js = json_object_get(s, "samples");
+    /* Each entry's checksum (FNV-1a 64 of the tokens, 16 hex digits: prepare has always
+    ** written it) is the shard's own: a shard of the same size from another set, copied
+    ** in under this name, is refused rather than trained on. */
+    const char *sum_hex = json_string_value(json_object_get(s, "checksum"));
+    char *end = NULL;
+    uint64_t want = 0;
+    if (sum_hex && strlen(sum_hex) == 16 && isxdigit((unsigned char)sum_hex[0])) want = strtoull(sum_hex, &end, 16);
     if (!file || !json_is_integer(js) || strchr(file, '/')) { rc = err_set(err, "%s: shard entry %zu lacks a plain file name or samples", path, i); break; }
+    if (!end || *end) { rc = err_set(err, "%s: shard entry %zu (%s) lacks its checksum (16 hex digits)", path, i, file); break; }
     char *p = files_join(dir, file);
     if (!p) { rc = err_set(err, "out of memory"); break; }
     rc = add_shard(l, p, err);
     if (rc == 0 && shard_info(l->shards[l->n_shards - 1])->n_samples != (uint64_t)json_integer_value(js))
       rc = err_set(err, "%s: manifest says %" JSON_INTEGER_FORMAT " samples, the shard holds %" PRIu64, p,
                    json_integer_value(js), shard_info(l->shards[l->n_shards - 1])->n_samples);
+    if (rc == 0 && shard_info(l->shards[l->n_shards - 1])->checksum != want)
+      rc = err_set(err, "%s: differs from the manifest (checksum %016" PRIx64 ", the manifest's %s): a shard of another set?", p,
+                   shard_info(l->shards[l->n_shards - 1])->checksum, sum_hex);
     free(p);
     if (rc == 0) sum += (uint64_t)json_integer_value(js);
   }

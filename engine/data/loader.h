@@ -7,8 +7,9 @@
 ** A shard set is a directory (its manifest.json when present, else every *.shard in it,
 ** which must share one split name and number 0..n-1 without gaps), a manifest file, or a
 ** single .shard file. Every shard is read and validated when the set is opened (sizes,
-** checksums, ids, names against headers, manifest against shards, one sequence length and
-** one vocabulary size throughout), so a bad set is refused before any training work.
+** checksums, ids, names against headers, manifest against shards: each entry's samples and
+** checksum; one sequence length and one vocabulary size throughout), so a bad set is
+** refused before any training work.
 **
 ** Order: with shuffle on, epoch e visits the N samples of the set in one uniform random
 ** permutation (Fisher-Yates driven by rng_split(state.rng, e)), which also mixes shard

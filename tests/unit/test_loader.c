@@ -1,6 +1,7 @@
 /* Loader: order (sequential and shuffled), coverage per epoch, uniformity of the shuffle,
 ** padding and drop-last, data-parallel ranks, exact state restore, and refusal of
 ** inconsistent sets. Each sample's first token is its global index, so order is visible. */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,20 @@ static void write_text(const char *dir, const char *file, const char *text) {
   FILE *f = fopen(path, "w");
   fputs(text, f);
   fclose(f);
+}
+
+/* A manifest's entry for dir/file as prepare writes it: the shard's header checksum
+** (zeros when there is no such file). Eight rotating buffers: a manifest's worth. */
+static const char *entry(const char *dir, const char *file, int samples) {
+  static char bufs[8][512];
+  static int k;
+  char *b = bufs[k++ % 8], path[1024];
+  ShardInfo h = {0};
+  Err e = {0};
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  if (shard_read_header(path, &h, &e) != 0) h.checksum = 0;
+  snprintf(b, 512, "{\"file\": \"%s\", \"samples\": %d, \"checksum\": \"%016" PRIx64 "\"}", file, samples, h.checksum);
+  return b;
 }
 
 /* The 103-sample set: shards of 40, 40, 23. */
@@ -225,10 +240,12 @@ int main(void) {
     put_shard(d, "valid", 0, 0, 30, L, V);
     put_shard(d, "valid", 1, 30, 12, L, V);
     put_shard(d, "other", 0, 0, 5, L, V);  /* not listed: ignored */
-    write_text(d, "manifest.json",
-               "{\"format\": \"maskd-shards\", \"version\": 1, \"seq_len\": 8, \"vocab_size\": 5000, \"total_samples\": 42,"
-               " \"tokenizer_hash\": \"fnv1a64:abc\", \"shards\": [{\"file\": \"valid-00000-samples-30.shard\", \"samples\": 30},"
-               " {\"file\": \"valid-00001-samples-12.shard\", \"samples\": 12}]}");
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"format\": \"maskd-shards\", \"version\": 1, \"seq_len\": 8, \"vocab_size\": 5000, \"total_samples\": 42,"
+             " \"tokenizer_hash\": \"fnv1a64:abc\", \"shards\": [%s, %s]}",
+             entry(d, "valid-00000-samples-30.shard", 30), entry(d, "valid-00001-samples-12.shard", 12));
+    write_text(d, "manifest.json", text);
     Loader *m = open_with(d, 4, 0, 1, 0, 1, 1, &e);
     check(m && loader_n_samples(m) == 42 && loader_n_shards(m) == 2 && !strcmp(loader_tokenizer_hash(m), "fnv1a64:abc"),
           "open_manifest_dir", "%s", m ? "wrong counts or hash" : e.msg);
@@ -245,19 +262,39 @@ int main(void) {
 
     char *d2 = mkdir_in("man_count");
     put_shard(d2, "valid", 0, 0, 30, L, V);
-    write_text(d2, "manifest.json", "{\"format\": \"maskd-shards\", \"version\": 1, \"seq_len\": 8, \"vocab_size\": 5000, \"total_samples\": 31,"
-                                    " \"shards\": [{\"file\": \"valid-00000-samples-30.shard\", \"samples\": 31}]}");
+    const char *head = "{\"format\": \"maskd-shards\", \"version\": 1, \"seq_len\": 8, \"vocab_size\": %d, \"total_samples\": %d,"
+                       " \"shards\": [%s%s%s]}";
+#define MANIFEST(vocab, total, e1, e2)                                                   \
+  do {                                                                                   \
+    snprintf(text, sizeof text, head, vocab, total, e1, (e2)[0] ? ", " : "", e2);        \
+    write_text(d2, "manifest.json", text);                                               \
+  } while (0)
+    const char *only = "valid-00000-samples-30.shard";
+    MANIFEST(5000, 31, entry(d2, only, 31), "");
     refused("refuses_manifest_count_mismatch", d2, "manifest says 31", 4);
-    write_text(d2, "manifest.json", "{\"format\": \"maskd-shards\", \"version\": 1, \"seq_len\": 8, \"vocab_size\": 5000, \"total_samples\": 60,"
-                                    " \"shards\": [{\"file\": \"valid-00000-samples-30.shard\", \"samples\": 30}]}");
+    MANIFEST(5000, 60, entry(d2, only, 30), "");
     refused("refuses_manifest_total_mismatch", d2, "total_samples 60", 4);
-    write_text(d2, "manifest.json", "{\"format\": \"maskd-shards\", \"version\": 1, \"seq_len\": 8, \"vocab_size\": 4000, \"total_samples\": 30,"
-                                    " \"shards\": [{\"file\": \"valid-00000-samples-30.shard\", \"samples\": 30}]}");
+    MANIFEST(4000, 30, entry(d2, only, 30), "");
     refused("refuses_manifest_vocab_mismatch", d2, "differ from the shards", 4);
-    write_text(d2, "manifest.json", "{\"format\": \"maskd-shards\", \"version\": 1, \"seq_len\": 8, \"vocab_size\": 5000, \"total_samples\": 60,"
-                                    " \"shards\": [{\"file\": \"valid-00000-samples-30.shard\", \"samples\": 30},"
-                                    " {\"file\": \"valid-00001-samples-30.shard\", \"samples\": 30}]}");
+    MANIFEST(5000, 60, entry(d2, only, 30), entry(d2, "valid-00001-samples-30.shard", 30));
     refused("refuses_manifest_missing_shard", d2, "valid-00001-samples-30.shard: cannot open", 4);
+    /* The manifest's checksums (prepare has always written them): a shard of the same
+    ** size from another set, swapped in under the listed name, is refused by name; an
+    ** entry without its checksum too. */
+    MANIFEST(5000, 30, entry(d2, only, 30), "");
+    Loader *sums = open_with(d2, 4, 0, 1, 0, 1, 1, &e);
+    check(sums && loader_n_samples(sums) == 30, "open_manifest_checksums", "%s", e.msg);
+    loader_close(sums);
+    char *other = mkdir_in("man_other");
+    put_shard(other, "valid", 0, 100, 30, L, V);   /* other ids, the same count */
+    char from[1024], to[1024];
+    snprintf(from, sizeof from, "%s/%s", other, only);
+    snprintf(to, sizeof to, "%s/%s", d2, only);
+    if (rename(from, to) != 0) printf("# rename failed\n");
+    refused("refuses_manifest_swapped_shard", d2, "valid-00000-samples-30.shard: differs from the manifest", 4);
+    MANIFEST(5000, 30, "{\"file\": \"valid-00000-samples-30.shard\", \"samples\": 30}", "");
+    refused("refuses_manifest_without_checksum", d2, "shard entry 0 (valid-00000-samples-30.shard) lacks its checksum", 4);
+#undef MANIFEST
     write_text(d2, "manifest.json", "{\"format\": \"something-else\"}");
     refused("refuses_foreign_manifest", d2, "not a maskd shard manifest", 4);
     write_text(d2, "manifest.json", "{\"format\": ");
