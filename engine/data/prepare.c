@@ -85,6 +85,26 @@ static int existing_set(const char *dir, const char *split, char *what, size_t c
   return found;
 }
 
+/* With overwrite, the manifest in dir must be of this split: another split's set is not
+** this one to replace (removing its manifest orphaned its shards, and the folder then
+** served the new split under the old one's name). 0 when it is, else -1 naming its split. */
+static int manifest_is_split(const char *manifest, const char *split, Err *err) {
+  size_t len;
+  Err e = {0};
+  char *text = files_read_all(manifest, PREPARE_MAX_MANIFEST, &len, &e);
+  json_t *m = text ? json_loadb(text, len, 0, NULL) : NULL;
+  free(text);
+  const char *was = json_string_value(json_object_get(m, "split"));
+  int rc = 0;
+  if (!was) rc = err_set(err, "%s: cannot tell its split (%s); --overwrite replaces a set of split '%s' only", manifest,
+                         e.msg[0] ? e.msg : "not a manifest with a split", split);
+  else if (strcmp(was, split))
+    rc = err_set(err, "%s is the set of split '%s'; --overwrite replaces a set of split '%s' only (choose another --out)",
+                 manifest, was, split);
+  json_decref(m);
+  return rc;
+}
+
 /* Removes the set of this split in dir: the manifest first, so an interrupted removal
 ** never leaves a manifest naming missing shards. */
 static int remove_set(const char *dir, const char *split, Err *err) {
@@ -253,8 +273,10 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   char *dir = target_dir(out_dir, &exists, err);
   if (!dir) return -1;
   int found = exists ? existing_set(dir, opt->split, what, sizeof what, err) : 0;
-  if (found < 0 || (found && !opt->overwrite)) {
-    if (found > 0) err_set(err, "%s already exists (a prepared set; choose another --out or --overwrite)", what);
+  size_t wl = found > 0 ? strlen(what) : 0;
+  int is_manifest = wl >= 14 && !strcmp(what + wl - 14, "/manifest.json");
+  if (found < 0 || (found && !opt->overwrite) || (is_manifest && manifest_is_split(what, opt->split, err))) {
+    if (found > 0 && !opt->overwrite) err_set(err, "%s already exists (a prepared set; choose another --out or --overwrite)", what);
     free(dir);
     return -1;
   }

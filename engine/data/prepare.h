@@ -27,7 +27,8 @@
 ** the shards are moved first and the manifest last. On any error, or when *stop is set,
 ** the temporary folder is removed and out_dir is left as it was. out_dir must not already
 ** hold a manifest.json or .shard files of this split (unless overwrite is set, in which case
-** they are removed when the new set is put in place).
+** they are removed when the new set is put in place; a manifest.json of another split, or
+** one whose split cannot be read, is refused even then).
 **
 ** Limits: an input line of at most PREPARE_MAX_LINE bytes (a longer one is refused after
 ** reading that much of it), shards of at most SHARD_MAX_FILE bytes (shard_size * seq_len

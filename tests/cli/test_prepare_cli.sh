@@ -98,6 +98,12 @@ rc=$?; [ $rc -eq 1 ] && grep -q 'File too large' "$T/err" && [ "$(sums "$T/set")
 "$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --out "$T/set" --overwrite --quiet 2>"$T/err"
 rc=$?; [ $rc -eq 0 ] && [ "$(sums "$T/set")" != "$before" ] && grep -q '"seq_len": 8' "$T/set/manifest.json" && [ -z "$(ls -A "$T" | grep tmp-)" ] &&
   pass prepare_cli_overwrite_replaces_set || fail prepare_cli_overwrite_replaces_set "rc $rc: $(cat "$T/err")"
+# --overwrite replaces a set of its own split only: the folder's train set stays whole, named.
+before=$(sums "$T/set")
+"$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --split valid --out "$T/set" --overwrite --quiet 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -qF "set/manifest.json is the set of split 'train'; --overwrite replaces a set of split 'valid' only" "$T/err" &&
+  [ "$(sums "$T/set")" = "$before" ] && [ -z "$(ls -A "$T" "$T/set" | grep tmp-)" ] &&
+  pass prepare_cli_overwrite_keeps_other_split || fail prepare_cli_overwrite_keeps_other_split "rc $rc: $(cat "$T/err"); $(ls -A "$T/set")"
 { cat "$T/ids.txt"; sleep 3; cat "$T/ids.txt"; } | "$MASKD" prepare --input - --ids --vocab-size 3000 --seq-len 8 --shard-size 50 --out "$T/sig" --quiet 2>"$T/err" &
 pp=$!   # the pipeline's last command: maskd
 sleep 1
