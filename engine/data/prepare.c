@@ -128,6 +128,15 @@ static int remove_set(const char *dir, const char *split, Err *err) {
   return rc;
 }
 
+/* 1 when dir is on another filesystem than its parent (a mount point). */
+static int on_its_own_filesystem(const char *dir) {
+  struct stat a, b;
+  char *parent = files_join(dir, "..");
+  int own = parent && stat(dir, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+  free(parent);
+  return own;
+}
+
 /* 1 when dir holds nothing but "." and "..". */
 static int dir_is_empty(const char *dir) {
   DIR *d = opendir(dir);
@@ -189,7 +198,7 @@ static int commit_set(const char *tmp, const char *dir, const PrepareOptions *o,
     }
   }
   if (files_sync_dir(dir, err)) return -1;
-  rmdir(tmp);
+  rmdir(tmp);   /* (inside dir when dir is a mount point: it goes too) */
   return 0;
 }
 
@@ -280,9 +289,23 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
     free(dir);
     return -1;
   }
-  /* Everything is written into a temporary folder beside the target and put in place at the end. */
+  /* Everything is written into a temporary folder and put in place at the end: beside
+  ** the target, so that a missing or empty one is replaced in one rename; inside an
+  ** existing target that is a mount point (its parent on another filesystem, where the
+  ** files could not be renamed in) or whose parent cannot be written, so that the files
+  ** move in on the target's own filesystem. */
   char *tmp = NULL;
-  if (files_make_temp_dir(dir, &tmp, err)) { free(dir); return -1; }
+  int inside = exists && on_its_own_filesystem(dir);
+  if (!inside && files_make_temp_dir(dir, &tmp, err)) {
+    if (!exists) { free(dir); return -1; }
+    inside = 1;
+  }
+  if (inside) {
+    char *name = files_join(dir, "set");   /* the temporary: DIR/.set.tmp-XXXXXX */
+    int bad = !name ? err_set(err, "out of memory") : files_make_temp_dir(name, &tmp, err);
+    free(name);
+    if (bad) { free(dir); return -1; }
+  }
 
   int32_t *buf = malloc((size_t)cap_tokens * sizeof *buf);
   int enc_cap = 4096;

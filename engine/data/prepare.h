@@ -24,7 +24,9 @@
 ** The set appears complete or not at all: shards and manifest are written into a temporary
 ** folder beside out_dir (".NAME.tmp-XXXXXX"), which replaces out_dir in one rename when
 ** out_dir is missing (its parents are created) or empty; into a folder holding other files
-** the shards are moved first and the manifest last. On any error, or when *stop is set,
+** the shards are moved first and the manifest last. An out_dir that is a mount point, or
+** whose parent cannot be written, gets the temporary inside it (".set.tmp-XXXXXX"), and
+** the files move in on its own filesystem. On any error, or when *stop is set,
 ** the temporary folder is removed and out_dir is left as it was. out_dir must not already
 ** hold a manifest.json or .shard files of this split (unless overwrite is set, in which case
 ** they are removed when the new set is put in place; a manifest.json of another split, or

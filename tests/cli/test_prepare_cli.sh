@@ -104,6 +104,21 @@ before=$(sums "$T/set")
 rc=$?; [ $rc -eq 1 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -qF "set/manifest.json is the set of split 'train'; --overwrite replaces a set of split 'valid' only" "$T/err" &&
   [ "$(sums "$T/set")" = "$before" ] && [ -z "$(ls -A "$T" "$T/set" | grep tmp-)" ] &&
   pass prepare_cli_overwrite_keeps_other_split || fail prepare_cli_overwrite_keeps_other_split "rc $rc: $(cat "$T/err"); $(ls -A "$T/set")"
+# A mount point as --out (a tmpfs in a mount namespace of its own): the set moves in on its
+# filesystem (the temporary inside it; beside it, the renames crossed filesystems: EXDEV),
+# and a failed run there leaves no temporary behind.
+mkdir -p "$T/mnt"
+out=$(unshare -m sh -c '
+  mount -t tmpfs none "$1" || exit 99
+  "$2" prepare --input "$3" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --out "$1" --quiet >/dev/null || exit 1
+  "$4" scripts/shards.py "$1" || exit 2
+  printf "1 2 3\n" | "$2" prepare --input - --ids --vocab-size 3000 --seq-len 8 --split valid --out "$1" --quiet 2>/dev/null && exit 3
+  ls -A "$1" | grep -v "^train-000[01][0-9]-samples-[0-9]*.shard$"' sh "$T/mnt" "$MASKD" "$T/ids.txt" "$PY" 2>&1); rc=$?
+if [ $rc = 99 ] || ! unshare -m true 2>/dev/null; then
+  echo "SKIP prepare_cli_mount_point: no tmpfs mount in a mount namespace here (unshare -m, as root): $out"
+elif [ $rc = 0 ] && grep -q ": 8794 samples x 8 tokens, ok" <<<"$out" && [ "$(tail -n +2 <<<"$out")" = manifest.json ]; then
+  pass prepare_cli_mount_point
+else fail prepare_cli_mount_point "rc $rc: $out"; fi
 { cat "$T/ids.txt"; sleep 3; cat "$T/ids.txt"; } | "$MASKD" prepare --input - --ids --vocab-size 3000 --seq-len 8 --shard-size 50 --out "$T/sig" --quiet 2>"$T/err" &
 pp=$!   # the pipeline's last command: maskd
 sleep 1
