@@ -103,10 +103,16 @@ out=$("$M" import --db "$DB" "$T/out-rob16" "tiny-rob16" 2>&1) || fail export_im
 answers "$T/rob16.store.txt" --db "$DB" --model "tiny-rob16"
 same_answers "export_import_bf16 (store answers = BF16 folder answers)" "$T/rob16.dir.txt" "$T/rob16.store.txt"
 
-# What transformers' loaders look at.
-msg=$($PY - "$T/out-rob" <<'EOF'
+# What transformers' loaders look at: the weights and config of an export, and the side
+# files maskd generates for a revision it trained (an import's own go back out as they came).
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/train.txt" --split train --seq-len 32 --out "$T/shards" --quiet \
+  > "$T/trained.log" 2>&1 &&
+  "$M" train --db "$DB" --name trained --tokenizer "$T/tok.json" --train "$T/shards" --config tiny --max-steps 1 --batch 4 \
+    --quiet >> "$T/trained.log" 2>&1 &&
+  "$M" export --db "$DB" trained "$T/out-trained" >> "$T/trained.log" 2>&1 || fail export_trained "$(tail -2 "$T/trained.log")"
+msg=$($PY - "$T/out-rob" "$T/out-trained" <<'EOF'
 import json, struct, sys
-d = sys.argv[1]
+d, g = sys.argv[1], sys.argv[2]
 raw = open(d + "/model.safetensors", "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 h = json.loads(raw[8:8 + n])
@@ -116,22 +122,22 @@ if "lm_head.bias" not in h or "roberta.embeddings.word_embeddings.weight" not in
 if any(v["dtype"] != "F32" for k, v in h.items() if k != "__metadata__"): problems.append("not all F32")
 c = json.load(open(d + "/config.json"))
 if c.get("architectures") != ["RobertaForMaskedLM"] or c.get("model_type") != "roberta": problems.append("config architectures/model_type")
-tc = json.load(open(d + "/tokenizer_config.json"))
+tc = json.load(open(g + "/tokenizer_config.json"))
 if tc.get("tokenizer_class") != "AlbertTokenizer": problems.append("tokenizer_class")
 if tc.get("clean_up_tokenization_spaces") is not True: problems.append("clean_up_tokenization_spaces")
 if (tc.get("do_lower_case"), tc.get("remove_space"), tc.get("keep_accents")) != (False, False, True): problems.append("AlbertTokenizer text options not no-ops")
 mt = tc.get("mask_token")
 if (mt.get("content") if isinstance(mt, dict) else mt) != "[MASK]" or tc["added_tokens_decoder"]["4"]["lstrip"] is not True: problems.append("mask token")
-sm = json.load(open(d + "/special_tokens_map.json"))
+sm = json.load(open(g + "/special_tokens_map.json"))
 mt = sm.get("mask_token")
 if not isinstance(mt, dict) or mt.get("content") != "[MASK]" or mt.get("lstrip") is not True: problems.append("special_tokens_map mask_token")
 if sm.get("pad_token") != "<pad>" or sm.get("cls_token") != "[CLS]" or sm.get("sep_token") != "[SEP]": problems.append("special_tokens_map roles")
-t = json.load(open(d + "/tokenizer.json"))
+t = json.load(open(g + "/tokenizer.json"))
 if t["model"]["type"] != "Unigram" or t["model"]["unk_id"] != 2: problems.append("tokenizer.json model")
-print("; ".join(problems))
+print("; ".join(problems) or "ok")
 EOF
 )
-[ -z "$msg" ] && pass export_hf_layout || fail export_hf_layout "$msg"
+[ "$msg" = ok ] && pass export_hf_layout || fail export_hf_layout "${msg:-the check crashed}"
 # An import's own tokenizer_config.json and special_tokens_map.json go back out as they came.
 if cmp -s "$T/rob/tokenizer_config.json" "$T/out-rob/tokenizer_config.json" && cmp -s "$T/rob/special_tokens_map.json" "$T/out-rob/special_tokens_map.json"; then
   pass export_keeps_imported_side_files
