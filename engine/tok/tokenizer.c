@@ -80,6 +80,8 @@ struct Tokenizer {
   int trim_offsets;                     /* RobertaProcessing / ByteLevel post-processor: trim_offsets ... */
   int trim_prefix_space;                /* ... and its add_prefix_space */
   int byte_fallback_written;            /* the model had the key (written back the same) */
+  char *score_text;                     /* Unigram scores as read: id i's is score_text + score_at[i], */
+  size_t *score_at;                     /* ending at score_at[i + 1]; NULL for a model built in memory */
   Added *added;
   int n_added;
   int normalizer;                       /* 0 none, 1 single Replace, 2 Sequence */
@@ -1104,6 +1106,8 @@ void tokenizer_free(Tokenizer *t) {
   if (!t) return;
   free(t->version);
   unigram_free(t->model);
+  free(t->score_text);
+  free(t->score_at);
   wordpiece_free(t->wp);
   bpe_free(t->bpe);
   if (t->root) json_decref(t->root);
@@ -1510,20 +1514,35 @@ static int parse_model(Tokenizer *t, json_t *o, const char *text, size_t len, Er
   if (n > 100000000) return err_set(err, "model: vocab too large");
   const char **pieces = malloc((n + 1) * sizeof *pieces);
   double *scores = malloc((n + 1) * sizeof *scores);
-  if (!pieces || !scores) { free(pieces); free(scores); return err_set(err, "out of memory"); }
+  size_t *spans = malloc((2 * n + 1) * sizeof *spans);
+  if (!pieces || !scores || !spans) { free(pieces); free(scores); free(spans); return err_set(err, "out of memory"); }
   for (size_t i = 0; i < n; i++) {
     json_t *e = json_array_get(vocab, i);
     json_t *p = json_array_get(e, 0), *s = json_array_get(e, 1);
     if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(p) || !json_is_number(s)) {
-      free(pieces); free(scores);
+      free(pieces); free(scores); free(spans);
       return err_set(err, "model: vocab entry %zu is not [piece, score]", i);
     }
     pieces[i] = json_string_value(p);
   }
-  if (vocab_scores_read(text, len, scores, n)) {
-    free(pieces); free(scores);
+  if (vocab_scores_read(text, len, scores, spans, n)) {
+    free(pieces); free(scores); free(spans);
     return err_set(err, "model: a vocab score is out of range, or the vocab's text cannot be read");
   }
+  /* Each score's text, to be written back as it was read. */
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) total += spans[2 * i + 1];
+  t->score_text = malloc(total + 1);
+  t->score_at = malloc((n + 1) * sizeof *t->score_at);
+  if (!t->score_text || !t->score_at) { free(pieces); free(scores); free(spans); return err_set(err, "out of memory"); }
+  total = 0;
+  for (size_t i = 0; i < n; i++) {
+    t->score_at[i] = total;
+    memcpy(t->score_text + total, text + spans[2 * i], spans[2 * i + 1]);
+    total += spans[2 * i + 1];
+  }
+  t->score_at[n] = total;
+  free(spans);
   if (unk_id >= (int)n || unk_id < -1) { free(pieces); free(scores); return err_set(err, "model: unk_id %d outside the vocab of %zu", unk_id, n); }
   t->model = unigram_new((int)n, pieces, scores, unk_id, err);
   free(pieces); free(scores);
@@ -1718,7 +1737,15 @@ static void put_double(Buf *b, double x) {
   if (!strchr(tmp, '.') && !strchr(tmp, 'n') && !strchr(tmp, 'i')) buf_put(b, ".0", 2);
 }
 
-static void put_json(Buf *b, json_t *v, int depth) {
+/* The Unigram scores' own texts, written in place of their reals: put_json meets the
+** score nodes in vocab order, and node[next] is the next one to meet. */
+typedef struct ScoreTexts {
+  json_t **node;
+  const Tokenizer *t;
+  int n, next;
+} ScoreTexts;
+
+static void put_json(Buf *b, json_t *v, int depth, ScoreTexts *st) {
   switch (json_typeof(v)) {
     case JSON_OBJECT: {
       if (json_object_size(v) == 0) { buf_puts(b, "{}"); return; }
@@ -1732,7 +1759,7 @@ static void put_json(Buf *b, json_t *v, int depth) {
         put_indent(b, depth + 1);
         put_string(b, k);
         buf_puts(b, ": ");
-        put_json(b, x, depth + 1);
+        put_json(b, x, depth + 1, st);
       }
       put_indent(b, depth);
       buf_puts(b, "}");
@@ -1746,7 +1773,7 @@ static void put_json(Buf *b, json_t *v, int depth) {
       json_array_foreach(v, i, x) {
         if (i) buf_puts(b, ",");
         put_indent(b, depth + 1);
-        put_json(b, x, depth + 1);
+        put_json(b, x, depth + 1, st);
       }
       put_indent(b, depth);
       buf_puts(b, "]");
@@ -1754,7 +1781,15 @@ static void put_json(Buf *b, json_t *v, int depth) {
     }
     case JSON_STRING: put_string(b, json_string_value(v)); return;
     case JSON_INTEGER: { char tmp[32]; snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v)); buf_puts(b, tmp); return; }
-    case JSON_REAL: put_double(b, json_real_value(v)); return;
+    case JSON_REAL:
+      if (st && st->next < st->n && v == st->node[st->next]) {
+        const Tokenizer *t = st->t;
+        int i = st->next++;
+        buf_put(b, t->score_text + t->score_at[i], t->score_at[i + 1] - t->score_at[i]);
+        return;
+      }
+      put_double(b, json_real_value(v));
+      return;
     case JSON_TRUE: buf_puts(b, "true"); return;
     case JSON_FALSE: buf_puts(b, "false"); return;
     case JSON_NULL: buf_puts(b, "null"); return;
@@ -1797,7 +1832,7 @@ static json_t *template_json(const TItem *items, int n) {
 char *tokenizer_to_json(const Tokenizer *t, Err *err) {
   if (t->root) {
     Buf b = {0};
-    put_json(&b, t->root, 0);
+    put_json(&b, t->root, 0, NULL);
     if (b.oom) { free(b.p); err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
     return b.p;
   }
@@ -1854,17 +1889,23 @@ char *tokenizer_to_json(const Tokenizer *t, Err *err) {
   json_object_set_new(model, "type", json_string("Unigram"));
   int unk = unigram_unk_id(t->model);
   json_object_set_new(model, "unk_id", unk >= 0 ? json_integer(unk) : json_null());
-  for (int i = 0; i < unigram_size(t->model); i++) {
+  int n = unigram_size(t->model);
+  ScoreTexts st = {t->score_text ? malloc((size_t)(n + 1) * sizeof *st.node) : NULL, t, t->score_text ? n : 0, 0};
+  if (t->score_text && !st.node) { json_decref(model); json_decref(vocab); json_decref(root); err_set(err, "out of memory"); return NULL; }
+  for (int i = 0; i < n; i++) {
     json_t *e = json_array();
     json_array_append_new(e, json_string(unigram_piece(t->model, i)));
-    json_array_append_new(e, json_real(unigram_score(t->model, i)));
+    json_t *score = json_real(unigram_score(t->model, i));
+    if (st.node) st.node[i] = score;
+    json_array_append_new(e, score);
     json_array_append_new(vocab, e);
   }
   json_object_set_new(model, "vocab", vocab);
   json_object_set_new(model, "byte_fallback", json_false());
   json_object_set_new(root, "model", model);
   Buf b = {0};
-  put_json(&b, root, 0);
+  put_json(&b, root, 0, &st);
+  free(st.node);
   json_decref(root);
   if (b.oom) { free(b.p); err_set(err, "out of memory"); return NULL; }
   return b.p;

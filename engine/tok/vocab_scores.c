@@ -235,7 +235,7 @@ static int find_member(Scan *s, const char *name, const char **at) {
   return found ? 0 : 1;
 }
 
-int vocab_scores_read(const char *json, size_t len, double *scores, size_t n) {
+int vocab_scores_read(const char *json, size_t len, double *scores, size_t *spans, size_t n) {
   Scan s = {json, json + len, 0};
   const char *model, *vocab;
   if (find_member(&s, "model", &model)) return -1;
@@ -256,6 +256,7 @@ int vocab_scores_read(const char *json, size_t len, double *scores, size_t n) {
     while (s.p < s.end && strchr("+-.0123456789eE", *s.p) && *s.p) s.p++;
     if (s.p == num) return -1;
     int out_of_range;
+    if (spans) { spans[2 * i] = (size_t)(num - json); spans[2 * i + 1] = (size_t)(s.p - num); }
     scores[i++] = serde_f64(num, (size_t)(s.p - num), pow10, &out_of_range);
     if (out_of_range || eat(&s, ']')) return -1;
     skip_ws(&s);

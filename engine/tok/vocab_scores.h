@@ -8,7 +8,9 @@
 ** own, writes) the result is often one unit in the last place away from the correctly
 ** rounded value that jansson's strtod gives, and Viterbi's near-ties then pick other
 ** pieces ("XIII" as X II I against HF's X I II). maskd reads the scores' own text the
-** way serde_json does, so every tokenizer.json gives HF's pieces. */
+** way serde_json does, so every tokenizer.json gives HF's pieces, and writes that text
+** back as it was: a double printed again and read by serde_json may move by that unit,
+** so printing would not give back the bytes it read (HF's own re-save does not). */
 #ifndef MASKD_VOCAB_SCORES_H
 #define MASKD_VOCAB_SCORES_H
 #include <stddef.h>
@@ -21,9 +23,11 @@ double vocab_scores_serde_f64(const char *num, size_t len, int *out_of_range);
 /* Reads the n scores of the Unigram vocabulary in the JSON text json[0..len) (the
 ** second element of each entry of the top-level "model" object's "vocab" list; the
 ** last of a repeated key, as jansson keeps it) into scores[0..n), each as
-** vocab_scores_serde_f64 reads it. The text must be what jansson has already parsed
-** into such a vocabulary of n entries. Returns 0, or -1 if the text does not hold
-** exactly n [piece, number] entries there, or a score is out of range. */
-int vocab_scores_read(const char *json, size_t len, double *scores, size_t n);
+** vocab_scores_serde_f64 reads it, and where each one's text is into spans[2i] (its
+** offset in json) and spans[2i + 1] (its length), unless spans is NULL. The text must
+** be what jansson has already parsed into such a vocabulary of n entries. Returns 0,
+** or -1 if the text does not hold exactly n [piece, number] entries there, or a score
+** is out of range. */
+int vocab_scores_read(const char *json, size_t len, double *scores, size_t *spans, size_t n);
 
 #endif
