@@ -59,6 +59,15 @@ awk -v w="$worst" 'BEGIN { exit !(w < 1e-5) }' && pass dist_close_to_one_big_bat
   fail dist_close_to_one_big_batch "max relative loss difference $worst over 50 steps"
 
 # SIGKILL one rank mid-run, resume with 2 ranks: the same bits as never stopped.
+wait_steps() {  # db, n: until the run has recorded n steps (30 s at most)
+  local s
+  for _ in $(seq 1500); do
+    s=$(sqlite3 "$1" "SELECT COALESCE(MAX(step), 0) FROM step_metrics" 2>/dev/null || echo 0)
+    [ "${s:-0}" -ge "$2" ] && return 0
+    sleep 0.02
+  done
+  return 1
+}
 killed_rank_pid() {  # the pid of rank $2 of the run writing to db $1
   local p
   for p in $(pgrep -f "maskd train --db $1"); do
@@ -109,11 +118,7 @@ out=$("$M" train --db "$T/m.db" --resume d --ranks 1 --grad-accum 3 2>&1); rc=$?
 # uninterrupted run's bits.
 "$M" train --db "$T/s.db" "${args[@]}" --hosts localhost:2 2>"$T/s.err" &
 pid=$!
-for _ in $(seq 1500); do
-  s=$(sqlite3 "$T/s.db" "SELECT COALESCE(MAX(step), 0) FROM step_metrics" 2>/dev/null || echo 0)
-  [ "${s:-0}" -ge 5 ] && break
-  sleep 0.02
-done
+wait_steps "$T/s.db" 5
 kill -TERM "$pid"; wait "$pid"; rc=$?
 st=$(sqlite3 "$T/s.db" "SELECT status FROM runs"); msg=$(sqlite3 "$T/s.db" "SELECT message FROM revisions ORDER BY seq DESC LIMIT 1")
 [ $rc = 130 ] && [ "$st" = interrupted ] && grep -q "^Interrupted at step" <<<"$msg" && pass dist_sigterm_stops_with_checkpoint ||
@@ -143,11 +148,7 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 1 --hosts localhost:2 2>&1)
 # seconds, and the run resumes (here on 1 rank) to the uninterrupted run's bits.
 "$M" train --db "$T/p.db" "${args[@]}" --ranks 2 2>"$T/p.err" &
 pid=$!
-for _ in $(seq 1500); do
-  s=$(sqlite3 "$T/p.db" "SELECT COALESCE(MAX(step), 0) FROM step_metrics" 2>/dev/null || echo 0)
-  [ "${s:-0}" -ge 5 ] && break
-  sleep 0.02
-done
+wait_steps "$T/p.db" 5
 kill -9 "$pid"; wait "$pid" 2>/dev/null
 wait_until 100 0.1 eval '! pgrep -f "maskd train --db $T/p.db" >/dev/null'; left=$(pgrep -f "maskd train --db $T/p.db" | wc -l)
 pkill -9 -f "maskd train --db $T/p.db" 2>/dev/null
