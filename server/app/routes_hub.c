@@ -11,8 +11,10 @@
 ** What a revision holds, as the Hub would list it: the five files of a transformers
 ** folder, byte for byte what `maskd export` writes. optimizer.safetensors is training
 ** state, not part of a model repository on the Hub, and doubles a download: not listed
-** nor served. metrics.json is maskd's own: served as before, not listed. The store keeps
-** no git objects, so every "oid" is the sha256 of the file's bytes (the ETag too), and
+** nor served. metrics.json is maskd's own: served as before, not listed. An "oid" is what
+** git would name the file: the blob id (SHA-1 of "blob <size>\0" and the bytes) of a file,
+** and of the LFS pointer for model.safetensors, whose "lfs" entry carries the sha256; a
+** file's ETag is its blob id, the weights' their sha256 (X-Linked-Etag), as on the Hub.
 ** model.safetensors is the one LFS file (its pointer is what raw/ serves, as on the Hub;
 ** resolve/ by a branch or number redirects it to its commit, as the Hub redirects LFS
 ** files to content-addressed storage). */
@@ -24,6 +26,7 @@
 #include "engine/tok/tokenizer.h"
 #include "server/app/app.h"
 #include "server/http/http_ranged.h"
+#include "store/git_oid.h"
 
 static const char *const listed[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                                      "special_tokens_map.json"};
@@ -32,6 +35,7 @@ static const char *const listed[] = {"config.json", "model.safetensors", "tokeni
 /* One file of a revision as the tree and paths-info describe it. */
 typedef struct HubEntry {
   char sha[65];             /* sha256 of the bytes */
+  char oid[41];             /* git's blob id: of the bytes, or of the LFS pointer */
   size_t size;
   int lfs;                  /* stored as LFS on the Hub: model.safetensors */
 } HubEntry;
@@ -111,25 +115,32 @@ static const char *hub_blob(const StoreRevision *r, const char *file) {
   return NULL;
 }
 
-/* A listed file's size and sha256, without reading a blob's bytes; ERR_NOT_FOUND when absent. */
+static int lfs_pointer(const HubEntry *h, char *out, size_t cap);
+
+/* A listed file's size, sha256 and blob id (the weights' without reading them: their
+** id is their pointer's); ERR_NOT_FOUND when absent. */
 static int hub_entry(Store *s, const StoreRevision *r, const char *file, HubEntry *out, Err *e) {
   memset(out, 0, sizeof *out);
   out->lfs = !strcmp(file, "model.safetensors");
   const char *blob = hub_blob(r, file);
-  if (blob) {
-    if (!blob[0]) return err_setk(e, ERR_NOT_FOUND, "%s@%lld has no %s", r->model, (long long)r->seq, file);
+  if (blob && !blob[0]) return err_setk(e, ERR_NOT_FOUND, "%s@%lld has no %s", r->model, (long long)r->seq, file);
+  if (out->lfs) {
     uint64_t len = 0;
     StoreBlobReader *br = store_blob_open(s, blob, &len, e);
     if (!br) return -1;
     store_blob_close(br);
     snprintf(out->sha, sizeof out->sha, "%s", blob);
     out->size = (size_t)len;
+    char p[200];
+    int n = lfs_pointer(out, p, sizeof p);
+    store_git_blob_oid(p, (size_t)n, out->oid);
     return 0;
   }
   void *data = NULL;
   size_t len = 0;
   if (hub_file(s, r, file, &data, &len, e)) return -1;
   store_sha256_hex(data, len, out->sha);
+  store_git_blob_oid(data, len, out->oid);
   out->size = len;
   free(data);
   return 0;
@@ -271,10 +282,10 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
                                                                        : "application/octet-stream";
   /* "main" or a number may name another revision later; a commit's bytes never change. */
   const char *cache = strlen(rev) == 40 ? "public, max-age=31536000, immutable" : "no-cache";
-  const char *stored = raw ? NULL : hub_blob(&r, file);
+  const char *stored = raw || strcmp(file, "model.safetensors") ? NULL : hub_blob(&r, file);
   if (stored && stored[0]) {
-    /* A stored blob is read in place, only the slice asked for: a client's Range: bytes=0-0
-    ** probe of the weights costs a byte, not a copy of the file. */
+    /* The weights are read in place, only the slice asked for: a client's Range: bytes=0-0
+    ** probe of them costs a byte, not a copy of the file. */
     char etag[70];
     snprintf(etag, sizeof etag, "\"%s\"", stored);  /* the blob's name is the sha256 of its bytes */
     uint64_t total = 0;
@@ -298,9 +309,9 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   } else if (hub_file(s, &r, file, &data, &len, &e)) {
     goto fail;
   }
-  char sha[65], etag[70];
-  store_sha256_hex(data, len, sha);
-  snprintf(etag, sizeof etag, "\"%s\"", sha);
+  char oid[41], etag[70];
+  store_git_blob_oid(data, len, oid);   /* the Hub's ETag of a file git holds (raw/'s pointer too) */
+  snprintf(etag, sizeof etag, "\"%s\"", oid);
   http_res_header(rs, "X-Repo-Commit", r.commit);
   http_bytes_ranged(rq, rs, ctype, etag, data, len);
   rs->cache = cache;
@@ -316,7 +327,7 @@ fail:
 
 /* The tree entry of a file ({type, oid, size, path, lfs?} and with expand, lastCommit). */
 static json_t *tree_entry(const StoreRevision *r, const char *file, const HubEntry *h, int expand) {
-  json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "type", "file", "oid", h->sha, "size", (json_int_t)h->size, "path", file);
+  json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "type", "file", "oid", h->oid, "size", (json_int_t)h->size, "path", file);
   if (h->lfs) {
     char p[200];
     int n = lfs_pointer(h, p, sizeof p);
@@ -504,7 +515,7 @@ void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs) {
     has_safetensors |= h.lfs;
     json_t *sib = json_pack("{s:s}", "rfilename", listed[i]);
     if (blobs) {
-      json_object_set_new(sib, "blobId", json_string(h.sha));
+      json_object_set_new(sib, "blobId", json_string(h.oid));
       json_object_set_new(sib, "size", json_integer((json_int_t)h.size));
       if (h.lfs) {
         char p[200];

@@ -2,7 +2,8 @@
 # maskd serve as a Hugging Face Hub for its model repositories, as the official clients
 # (huggingface_hub, @huggingface/hub) use it: /{repo}/resolve|raw/{rev}/{file} and the same
 # under /models/, for "name" and "owner/name" repos, by main, HEAD, number and commit;
-# HEAD, every Range form and 416, ETag and If-None-Match, X-Repo-Commit, X-Linked-*,
+# HEAD, every Range form and 416, ETag (git's blob id; the weights' sha256) and If-None-Match,
+# X-Repo-Commit, X-Linked-*, tree oids as git names the files,
 # X-Error-Code on each kind of 404; /api/models/{repo}[/revision/{rev}], /tree/{rev} and
 # POST /paths-info/{rev} (JSON and form); downloads byte for byte what `maskd export` writes;
 # repos named like maskd's own routes do not shadow them.
@@ -52,7 +53,11 @@ files="config.json model.safetensors tokenizer.json tokenizer_config.json specia
 # 126 requests: each file's digest is taken once, and each answer's headers are read
 # with bash's builtins (hdr's three processes a header were most of the loop's time).
 declare -A digest H
-for dir in exp1 exp2 expu; do for f in $files; do digest[$dir/$f]=$(sha "$T/$dir/$f"); done; done
+# A file's ETag is git's blob id of its bytes, as the Hub's; the weights' is their sha256.
+git_oid() { { printf 'blob %d\0' "$(size "$1")"; cat "$1"; } | sha1sum | cut -d' ' -f1; }
+for dir in exp1 exp2 expu; do for f in $files; do
+  if [ "$f" = model.safetensors ]; then digest[$dir/$f]=$(sha "$T/$dir/$f"); else digest[$dir/$f]=$(git_oid "$T/$dir/$f"); fi
+done; done
 headers_read() {  # the last answer's headers into H, names lower-cased, the last of a name kept (as hdr)
   local line name
   H=()
@@ -89,6 +94,7 @@ ok lfs_linked_headers test "$(hdr X-Linked-Size)" = "$(size "$w")" -a "$(hdr X-L
 get /tiny/raw/main/model.safetensors
 printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %s\n' "$(sha "$w")" "$(size "$w")" >"$T/pointer"
 ok raw_is_lfs_pointer cmp -s "$T/body" "$T/pointer"
+ok raw_pointer_etag_is_its_git_oid test "$(hdr ETag)" = "\"$(git_oid "$T/pointer")\""
 
 # ---- HEAD: the same headers, no body ----
 get -I /user/tiny/resolve/main/model.safetensors
@@ -200,6 +206,7 @@ ok api_model_info_main test "$(jget 'b["sha"]')" = "$c2"
 get '/api/models/tiny/revision/1?blobs=true'
 ok api_model_info_blobs test "$(jget '{s["rfilename"]: s["size"] for s in b["siblings"]}["model.safetensors"] == '"$(size "$T/exp1/model.safetensors")"' and
   b["sha"] == "'"$c1"'" and [s for s in b["siblings"] if s["rfilename"] == "model.safetensors"][0]["lfs"]["sha256"] == "'"$(sha "$T/exp1/model.safetensors")"'"')" = True
+ok api_model_info_blob_id test "$(jget '{s["rfilename"]: s["blobId"] for s in b["siblings"]}["config.json"] == "'"$(git_oid "$T/exp1/config.json")"'"')" = True
 
 # ---- tree (listFiles) ----
 tree_ok() {  # dir: the export folder the entries must describe
@@ -207,13 +214,17 @@ tree_ok() {  # dir: the export folder the entries must describe
 import hashlib, json, os, sys
 b = json.load(open(sys.argv[1]))
 assert sorted(e["path"] for e in b) == sorted(os.listdir(sys.argv[2])), b
+def git_oid(data):  # what `git hash-object` names the bytes
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 for e in b:
     data = open(os.path.join(sys.argv[2], e["path"]), "rb").read()
-    assert e["type"] == "file" and e["size"] == len(data) and e["oid"] == hashlib.sha256(data).hexdigest(), e
-    if e["path"] == "model.safetensors":
-        assert e["lfs"]["oid"] == e["oid"] and e["lfs"]["size"] == len(data) and 100 < e["lfs"]["pointerSize"] < 200, e
+    assert e["type"] == "file" and e["size"] == len(data), e
+    if e["path"] == "model.safetensors":   # git holds the LFS pointer; its "lfs" entry the content's sha256
+        sha = hashlib.sha256(data).hexdigest()
+        pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (sha.encode(), len(data))
+        assert e["oid"] == git_oid(pointer) and e["lfs"] == {"oid": sha, "size": len(data), "pointerSize": len(pointer)}, e
     else:
-        assert "lfs" not in e, e
+        assert e["oid"] == git_oid(data) and "lfs" not in e, e
 EOF
 }
 get /api/models/tiny/tree/main;          ok tree_main tree_ok exp2

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/core/rng.h"
+#include "store/git_oid.h"
 #include "store/sha256.h"
 #include "store/store.h"
 #include "tests/unit/check.h"
@@ -48,6 +49,19 @@ static void sha_tests(void) {
   char hex[65];
   store_sha256_hex("", 0, hex);
   check(!strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), "sha256_empty", "%s", hex);
+  /* Git's blob ids (`git hash-object`): an empty file, "hello\n", and 1 MB crossing many blocks. */
+  char oid[41];
+  store_git_blob_oid("", 0, oid);
+  check(!strcmp(oid, "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"), "git_blob_oid_empty", "%s", oid);
+  store_git_blob_oid("hello\n", 6, oid);
+  check(!strcmp(oid, "ce013625030ba8dba906f756967f9e9ca394464a"), "git_blob_oid_hello", "%s", oid);
+  {
+    static char mb[1000003];
+    for (size_t i = 0; i < sizeof mb; i++) mb[i] = (char)(i * 7 + i / 251);
+    store_git_blob_oid(mb, sizeof mb, oid);
+    /* Python: hashlib.sha1(b"blob 1000003\0" + bytes((i * 7 + i // 251) & 255 for i in range(1000003))) */
+    check(!strcmp(oid, "c9f53601b1e7d188abe54f6fc6585b15f0d7973b"), "git_blob_oid_1mb", "%s", oid);
+  }
   store_sha256_hex("abc", 3, hex);
   check(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "sha256_abc", "%s", hex);
   const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
