@@ -12,7 +12,14 @@
 #include "store/sha256.h"
 
 static int64_t model_id_tx(Store *s, const char *name, Err *err) {
-  sqlite3_stmt *st = sdb_prep(s, "INSERT OR IGNORE INTO models(name, created) VALUES (?, ?)", err);
+  /* A new repository's name must be one the Hub's URLs can reach (an existing one stays). */
+  sqlite3_stmt *st = sdb_prep(s, "SELECT 1 FROM models WHERE name = ?", err);
+  if (!st) return -1;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int exists = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  if (!exists && store_check_new_repo_name("model", name, err)) return -1;
+  st = sdb_prep(s, "INSERT OR IGNORE INTO models(name, created) VALUES (?, ?)", err);
   if (!st) return -1;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   sqlite3_bind_double(st, 2, now_wall());

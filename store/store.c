@@ -222,8 +222,14 @@ int store_check_name(const char *what, const char *name, Err *err) {
   if (slashes > 1 || name[0] == '/' || name[n - 1] == '/' || name[0] == '.' || name[0] == '-' || strstr(name, "..") ||
       strstr(name, "/."))
     return err_setk(err, ERR_INVALID, "%s name \"%.64s\": not a valid repository-style name", what, name);
+  return 0;
+}
+
+int store_check_new_repo_name(const char *what, const char *name, Err *err) {
+  if (store_check_name(what, name, err)) return -1;
   /* The Hub's URLs put a repository type before a repo (/models/x/..., /datasets/x/...):
-  ** an owner named like one would make /models/{name}/... ambiguous, and the Hub refuses it. */
+  ** an owner named like one would make /models/{name}/... ambiguous, and the Hub refuses
+  ** it. Only for a new repository: one a store already holds stays reachable by name. */
   static const char *const types[] = {"models/", "datasets/", "spaces/"};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     if (!strncmp(name, types[i], strlen(types[i])))
@@ -233,7 +239,7 @@ int store_check_name(const char *what, const char *name, Err *err) {
 }
 
 int store_check_run_name(const char *name, Err *err) {
-  if (store_check_name("run", name, err)) return -1;
+  if (store_check_new_repo_name("run", name, err)) return -1;
   for (const char *p = name; *p; p++)
     if (!isdigit((unsigned char)*p)) return 0;
   return err_setk(err, ERR_INVALID, "run name \"%.64s\": all digits, which reads as a run's id; add a letter", name);

@@ -65,10 +65,12 @@ int store_schema_version(Store *s);
 int store_integrity_check(Store *s, Err *err);
 
 /* 0 when name is what a Hub repository name allows (letters, digits, - _ . and one
-** namespace '/', not starting with . or -, no "..", at most 128, no owner named models,
-** datasets or spaces); else -1 naming what. */
+** namespace '/', not starting with . or -, no "..", at most 128); else -1 naming what. */
 int store_check_name(const char *what, const char *name, Err *err);
-/* store_check_name for a run's name (a run's model takes the same name), which also may
+/* store_check_name for the name of a repository to be made, which also may not have an
+** owner named models, datasets or spaces (the Hub's URLs read those as a repository type). */
+int store_check_new_repo_name(const char *what, const char *name, Err *err);
+/* store_check_new_repo_name for a run's name (a run's model takes the same name), which also may
 ** not be all digits: GET /runs/{id}, cancel and resume read a number as a run's id. */
 int store_check_run_name(const char *name, Err *err);
 

@@ -244,25 +244,28 @@ static const HttpRoute routes[] = {
   {"POST", "/models/{name}", route_model_pipeline, 0},
   {"POST", "/models/{owner}/{name}", route_model_pipeline, 0},
   /* The Hub's protocol (routes_hub.c), after maskd's own routes so that a repo named like
-  ** one of them never shadows it; each for "name" and "owner/name" repos. */
-  {"GET", "/models/{name}/resolve/{revision}/{file+}", route_hub_file, 0},
+  ** one of them never shadows it; in each group (/models/..., /api/..., /...) the routes of
+  ** "owner/name" repos before those of "name" repos: a last {x+} takes any number of
+  ** segments, so a one-segment form tried first would read /o/resolve/resolve/main/f as
+  ** repo o at revision resolve (a file there needs no folder). */
   {"GET", "/models/{owner}/{name}/resolve/{revision}/{file+}", route_hub_file, 0},
-  {"GET", "/models/{name}/raw/{revision}/{file+}", route_hub_file, 0},
   {"GET", "/models/{owner}/{name}/raw/{revision}/{file+}", route_hub_file, 0},
-  {"GET", "/api/models/{name}", route_hub_model_info, 0},
+  {"GET", "/models/{name}/resolve/{revision}/{file+}", route_hub_file, 0},
+  {"GET", "/models/{name}/raw/{revision}/{file+}", route_hub_file, 0},
   {"GET", "/api/models/{owner}/{name}", route_hub_model_info, 0},
-  {"GET", "/api/models/{name}/revision/{revision+}", route_hub_model_info, 0},
   {"GET", "/api/models/{owner}/{name}/revision/{revision+}", route_hub_model_info, 0},
-  {"GET", "/api/models/{name}/tree/{revision}", route_hub_tree, 0},
   {"GET", "/api/models/{owner}/{name}/tree/{revision}", route_hub_tree, 0},
-  {"GET", "/api/models/{name}/tree/{revision}/{path+}", route_hub_tree, 0},
   {"GET", "/api/models/{owner}/{name}/tree/{revision}/{path+}", route_hub_tree, 0},
-  {"POST", "/api/models/{name}/paths-info/{revision}", route_hub_paths_info, HTTP_FORM},
   {"POST", "/api/models/{owner}/{name}/paths-info/{revision}", route_hub_paths_info, HTTP_FORM},
-  {"GET", "/{name}/resolve/{revision}/{file+}", route_hub_file, 0},
+  {"GET", "/api/models/{name}", route_hub_model_info, 0},
+  {"GET", "/api/models/{name}/revision/{revision+}", route_hub_model_info, 0},
+  {"GET", "/api/models/{name}/tree/{revision}", route_hub_tree, 0},
+  {"GET", "/api/models/{name}/tree/{revision}/{path+}", route_hub_tree, 0},
+  {"POST", "/api/models/{name}/paths-info/{revision}", route_hub_paths_info, HTTP_FORM},
   {"GET", "/{owner}/{name}/resolve/{revision}/{file+}", route_hub_file, 0},
-  {"GET", "/{name}/raw/{revision}/{file+}", route_hub_file, 0},
   {"GET", "/{owner}/{name}/raw/{revision}/{file+}", route_hub_file, 0},
+  {"GET", "/{name}/resolve/{revision}/{file+}", route_hub_file, 0},
+  {"GET", "/{name}/raw/{revision}/{file+}", route_hub_file, 0},
 };
 
 /* Raises the open-file limit so that max_conns connections fit beside the store's and

@@ -190,6 +190,10 @@ get /api/models/tiny/tree/main/sub%2Fdir;        ok error_tree_folders code_is E
 get /tiny/resolve/main/sub//config.json;         ok error_empty_segment_not_a_file status_is 404
 # An owner named like a Hub repository type would make /models/{name}/... mean two repos.
 ok owner_models_refused bash -c "! '$M' import --db '$T/hub.db' '$T/imp' models/tiny 2>'$T/own.err' && grep -q 'repository type' '$T/own.err'"
+# A store made before that rule keeps such a repository reachable (lookups do not apply it).
+sqlite3 "$T/hub.db" "UPDATE models SET name = 'models/old' WHERE name = 'healthz'"
+ok owner_models_existing_still_read bash -c "'$M' export --db '$T/hub.db' models/old '$T/exp_old' >/dev/null 2>'$T/old.err' && cmp -s '$T/exp_old/config.json' '$T/exp2/config.json'"
+sqlite3 "$T/hub.db" "UPDATE models SET name = 'healthz' WHERE name = 'models/old'"
 # A revision too long to be one is not found in a repo that exists (it said RepoNotFound).
 get "/tiny/resolve/$(printf 'a%.0s' $(seq 600))/config.json"
 ok error_long_revision code_is RevisionNotFound
@@ -261,6 +265,12 @@ get /runs;                                 ok route_runs_kept test "$(jget 'isin
 get /runs/resolve/main/config.json;        ok repo_named_runs cmp -s "$T/body" "$T/exp2/config.json"
 get /healthz/resolve/main/tokenizer.json;  ok repo_named_healthz cmp -s "$T/body" "$T/exp2/tokenizer.json"
 get /models/tiny;                          ok route_model_kept test "$(jget 'len(b["revisions"])')" = 2
+# Repos whose name is a route word (o/resolve, o/revision) are reached, not read as repo o.
+"$M" import --db "$T/hub.db" "$T/imp" o/resolve >/dev/null 2>&1 && "$M" import --db "$T/hub.db" "$T/imp" o/revision >/dev/null 2>&1 ||
+  fail repo_named_like_route_setup "import failed"
+get /o/resolve/resolve/main/config.json;           ok repo_owner_resolve_named_resolve cmp -s "$T/body" "$T/exp1/config.json"
+get /models/o/resolve/raw/main/config.json;        ok repo_owner_raw_named_resolve cmp -s "$T/body" "$T/exp1/config.json"
+get /api/models/o/revision/revision/main;          ok repo_owner_info_named_revision test "$(jget 'b["id"]')" = o/revision
 curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' "$base/tiny/resolve/main/config.json" >"$T/status"
 ok resolve_post_405 status_is 405
 
