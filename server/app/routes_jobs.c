@@ -340,6 +340,13 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
       goto done;
     }
     if (store_check_run_name(rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
+    /* Both given, they must agree, as on the command line: the hosts' slots are the ranks. */
+    if (json_object_get(body, "ranks") && rc.hosts[0] && rc.ranks != run_config_host_slots(rc.hosts)) {
+      http_error(rs, 422, "invalid run description",
+                 json_sprintf("ranks %ld, but hosts %s has %ld slots: give the hosts alone (their slots are the ranks), "
+                              "or ranks alone on this machine", rc.ranks, rc.hosts, run_config_host_slots(rc.hosts)));
+      goto done;
+    }
     if (hosts_allowed(a, rs, rc.hosts, NULL)) goto done;
     if (run_names_resolve(a, rs, &rc)) goto done;
     /* The whole description, defaults filled in, is what the job runs. */
@@ -916,12 +923,17 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     run_status = status_of(rj);
     json_decref(rj);
   }
-  if (cancelled == 1 && run_status == STORE_STATUS_DONE) {
+  /* Exit status 130 is maskd train stopping for the cancel: then the job is cancelled, and
+  ** the run too if this job had it going; a run it never started (a resume of a failed run
+  ** stopped before its first step) stays as it was. */
+  int stopped = WIFEXITED(status) && WEXITSTATUS(status) == 130;
+  if (cancelled == 1 && !stopped && run_status == STORE_STATUS_DONE) {
     store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);
-  } else if (cancelled == 1 && run_status == STORE_STATUS_FAILED) {
+  } else if (cancelled == 1 && !stopped && run_status == STORE_STATUS_FAILED) {
     store_job_finish(s, job, STORE_STATUS_FAILED, why[0] ? why : "the job's process failed", &e);
   } else if (cancelled == 1) {
-    if (run > 0) store_run_set_status(s, run, STORE_STATUS_CANCELLED, "cancelled over HTTP", &e);
+    if (run > 0 && (run_status == STORE_STATUS_RUNNING || run_status == STORE_STATUS_INTERRUPTED || run_status == STORE_STATUS_COUNT))
+      store_run_set_status(s, run, STORE_STATUS_CANCELLED, "cancelled over HTTP", &e);
     store_job_finish(s, job, STORE_STATUS_CANCELLED, NULL, &e);
   } else if (cancelled == 2) {
     store_job_finish(s, job, STORE_STATUS_INTERRUPTED,

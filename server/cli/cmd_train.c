@@ -734,8 +734,9 @@ static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
   int W = dist_world(d);
   if (W == 1) return 0;
   Fingerprint mine, *all = calloc((size_t)W, sizeof *all);
-  int failed = !all || fingerprint(d, plan, &mine, e) != 0;
-  if (!all) err_setk(e, ERR_NOMEM, "out of memory");
+  /* fingerprint is collective: every rank calls it, whatever failed before. */
+  int failed = fingerprint(d, plan, &mine, e) != 0;
+  if (!all) failed = err_setk(e, ERR_NOMEM, "out of memory") != 0;
   if (dist_agree(d, failed, e)) { free(all); return -1; }
   dist_allgather(d, &mine, sizeof mine, all, e);
   int bad = 0, lowest = all[0].isa;

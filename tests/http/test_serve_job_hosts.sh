@@ -73,6 +73,9 @@ check no_list_ranks_job_cancelled 's == 202 and b["status"] == "cancelled"'
 # More ranks than this machine's cap (twice its CPUs) are refused now, not as a failed job.
 call POST /runs --data-binary "$(run_body r0 '' ',"ranks":4096')"
 check too_many_local_ranks_refused 's == 422 and "ranks: 4096 on this machine" in b["detail"] and "at most" in b["detail"]'
+# ranks and hosts that disagree are refused as on the command line (1 rank, 2 slots: 2 ran).
+call POST /runs --data-binary "$(run_body r0 '' ',"ranks":1,"hosts":"localhost:2"')"
+check ranks_hosts_disagreeing_refused 's == 422 and "ranks 1, but hosts localhost:2 has 2 slots" in b["detail"]'
 call GET /jobs
 check no_list_refusals_queue_nothing 's == 200 and len(b) == 1'
 serve_stop
