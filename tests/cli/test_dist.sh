@@ -200,27 +200,31 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --batch 1000 --grad-accum 2 --ranks
 grep -q "3406 samples make no step of 2 ranks x batch 1000 x grad_accum 2 = 4000 sequences" <<<"$out" && [ $rc -ne 0 ] &&
   pass dist_no_step_counts_the_ranks || fail dist_no_step_counts_the_ranks "rc $rc: $out"
 
+# two_dirs_refused NAME PATTERN: rank 0 in $T/a and rank 1 in $T/b (mpirun's two
+# contexts), each reading its own folder: the run is refused with PATTERN in its output,
+# and the store holds no run.
+two_dirs_refused() {
+  local out rc runs
+  out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
+        -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
+  runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+  [ $rc -ne 0 ] && grep -q "$2" <<<"$out" && [ "$runs" = 0 ] && pass "$1" ||
+    fail "$1" "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+}
+
 # A rank that cannot read its shards: rank 1 runs in a folder without them (mpirun's
 # MPMD form, relative paths). Clear error naming the rank; nothing in the store.
 mkdir -p "$T/a" "$T/b"
 cp -r "$T/train" "$T/valid" "$T/tok.json" "$T/cfg.json" "$T/a/"
 rel=(--name r --tokenizer tok.json --train train --validation valid --config cfg.json --epochs 1 --batch 8 --threads 1 --quiet)
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
-out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
-      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
-runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
-[ $rc -ne 0 ] && grep -q "rank 1 on .*cannot open" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_without_shards_fails_clearly ||
-  fail dist_rank_without_shards_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+two_dirs_refused dist_rank_without_shards_fails_clearly "rank 1 on .*cannot open"
 # ... or reads other shards than rank 0's (fewer samples).
 cp "$T/tok.json" "$T/cfg.json" "$T/b/"
 head -c 100000 "$T/tr.txt" > "$T/tr2.txt"
 "$M" prepare --tokenizer "$T/tok.json" --input "$T/tr2.txt" --split train --seq-len 32 --out "$T/b/train" --quiet >/dev/null 2>&1
 cp -r "$T/valid" "$T/b/"
-out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
-      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
-runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
-[ $rc -ne 0 ] && grep -q "rank 1 on .* reads other shards" <<<"$out" && [ "$runs" = 0 ] && pass dist_rank_with_other_shards_fails_clearly ||
-  fail dist_rank_with_other_shards_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+two_dirs_refused dist_rank_with_other_shards_fails_clearly "rank 1 on .* reads other shards"
 # ... or other shards of as many samples (the lines in reverse order): the counts agree,
 # the tokens do not, and the run trained on two data sets as if one.
 tac "$T/tr.txt" > "$T/tr3.txt"
@@ -228,22 +232,12 @@ rm -rf "$T/b/train"
 "$M" prepare --tokenizer "$T/tok.json" --input "$T/tr3.txt" --split train --seq-len 32 --out "$T/b/train" --quiet >/dev/null 2>&1
 need dist_rank_with_other_tokens_setup "the reversed text should give as many samples" \
   "$(jq .total_samples "$T/b/train/manifest.json")" = "$(jq .total_samples "$T/a/train/manifest.json")"
-out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
-      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
-runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
-[ $rc -ne 0 ] && grep -q "rank 1 on .* reads other shards than rank 0 (the train set: as many samples, other tokens" <<<"$out" &&
-  [ "$runs" = 0 ] && pass dist_rank_with_other_tokens_fails_clearly ||
-  fail dist_rank_with_other_tokens_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+two_dirs_refused dist_rank_with_other_tokens_fails_clearly "rank 1 on .* reads other shards than rank 0 (the train set: as many samples, other tokens"
 # ... or builds another model from its own config.json (only the dropout differs: it
 # trained silently; another width broke the gradient exchange).
 rm -rf "$T/b/train"; cp -r "$T/train" "$T/b/"
 sed 's/"hidden_dropout_prob": 0.1/"hidden_dropout_prob": 0.3/' "$T/cfg.json" > "$T/b/cfg.json"
-out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
-      -np 1 -wdir "$T/b" "$M" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
-runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
-[ $rc -ne 0 ] && grep -q "rank 1 on .* builds another model than rank 0: its config's hidden_dropout_prob is 0.3 (rank 0: 0.1)" <<<"$out" &&
-  [ "$runs" = 0 ] && pass dist_rank_with_other_model_config_fails_clearly ||
-  fail dist_rank_with_other_model_config_fails_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+two_dirs_refused dist_rank_with_other_model_config_fails_clearly "rank 1 on .* builds another model than rank 0: its config's hidden_dropout_prob is 0.3 (rank 0: 0.1)"
 cp "$T/cfg.json" "$T/b/"
 # ... or runs other kernels than rank 0 (MASKD_ISA per rank): replicas summing at other
 # vector widths would drift apart, so the run stops naming the rank, host and levels.

@@ -199,6 +199,9 @@ async function main() {
     await page.waitForFunction(() => /^#\/runs\/\d+$/.test(location.hash), null, { timeout: 30000 });
     await page.waitForFunction(() => /done|failed|cancelled/.test(document.querySelector("#run-title").textContent), null, { timeout: 120000 });
     await page.waitForFunction(() => +document.querySelector("#chart-loss").dataset.points === 40, null, { timeout: 10000 }).catch(() => {});
+    // The revisions table follows its own refresh: once (of 6000 checks) it still showed one
+    // revision when the title said done.
+    await page.waitForFunction(() => document.querySelectorAll("#rev-table tbody tr td:nth-child(2)").length === 2, null, { timeout: 10000 }).catch(() => {});
     const run = await page.evaluate(() => ({ title: document.querySelector("#run-title").textContent,
       loss: +document.querySelector("#chart-loss").dataset.points, revisions: document.querySelectorAll("#rev-table tbody tr td:nth-child(2)").length,
       summary: Object.fromEntries([...document.querySelectorAll("#run-summary div")].map((d) => [d.querySelector("b").textContent, d.querySelector("span").textContent])),
