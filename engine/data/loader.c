@@ -234,6 +234,16 @@ uint32_t loader_seq_len(const Loader *l) { return l->seq_len; }
 uint32_t loader_vocab_size(const Loader *l) { return l->vocab_size; }
 uint64_t loader_n_samples(const Loader *l) { return l->n_samples; }
 int loader_n_shards(const Loader *l) { return l->n_shards; }
+
+uint64_t loader_set_id(const Loader *l) {
+  uint64_t h = SHARD_FNV_INIT;
+  for (int i = 0; i < l->n_shards; i++) {
+    const ShardInfo *info = shard_info(l->shards[i]);
+    h = shard_fnv1a64(h, &info->checksum, sizeof info->checksum);
+    h = shard_fnv1a64(h, &info->n_samples, sizeof info->n_samples);
+  }
+  return h;
+}
 uint64_t loader_batches_per_epoch(const Loader *l) { return l->per_epoch; }
 const char *loader_tokenizer_hash(const Loader *l) { return l->tokenizer_hash; }
 

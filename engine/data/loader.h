@@ -62,6 +62,9 @@ uint32_t loader_vocab_size(const Loader *l);
 uint64_t loader_n_samples(const Loader *l);
 /* Shards in the set. */
 int loader_n_shards(const Loader *l);
+/* The set's identity: FNV-1a 64 over each shard's header checksum and sample count, in
+** the order the set is read (data-parallel ranks compare it: same counts, other tokens). */
+uint64_t loader_set_id(const Loader *l);
 /* Batches this rank yields per epoch (> 0; opening refuses a set too small for one). */
 uint64_t loader_batches_per_epoch(const Loader *l);
 /* The manifest's tokenizer_hash, or "" when the set has no manifest or none recorded. */

@@ -1,7 +1,6 @@
 #include "engine/train/run_config.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -17,7 +16,6 @@
 #include "engine/data/loader.h"
 #include "engine/core/platform.h"
 #include "engine/data/prepare.h"
-#include "engine/data/shards.h"
 #include "engine/tok/tokenizer.h"
 
 typedef enum { F_STR, F_LONG, F_DBL, F_U64 } FieldType;
@@ -212,85 +210,6 @@ static int check_shards(const char *field, const TrainerOptions *o, int vocab, c
   if (rc) loader_close(l);
   else *out = l;
   return rc;
-}
-
-/* Folds one shard's header (its token checksum and sample count) into *h. */
-static int fold_shard(const char *dir, const char *file, uint64_t *h, Err *err) {
-  char *p = dir ? files_join(dir, file) : strdup(file);
-  if (!p) return err_set(err, "out of memory");
-  ShardInfo info;
-  int r = shard_read_header(p, &info, err);
-  free(p);
-  if (r) return -1;
-  *h = shard_fnv1a64(*h, &info.checksum, sizeof info.checksum);
-  *h = shard_fnv1a64(*h, &info.n_samples, sizeof info.n_samples);
-  return 0;
-}
-
-static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* A set's identity (RunPlan.train_id) over the shards the loader opened, found as it
-** finds them: a manifest's list, else a folder's *.shard by name, else the one file.
-** Their headers' checksums were checked against the tokens when the loader read them. */
-static int shard_set_id(const char *path, uint64_t *id, Err *err) {
-  uint64_t h = SHARD_FNV_INIT;
-  struct stat st;
-  size_t n = strlen(path);
-  char *manifest = NULL;
-  int r = 0;
-  if (stat(path, &st)) return err_set(err, "%s: %s", path, strerror(errno));
-  if (S_ISDIR(st.st_mode)) {
-    struct stat ms;
-    if (!(manifest = files_join(path, "manifest.json"))) return err_set(err, "out of memory");
-    if (stat(manifest, &ms)) {   /* every *.shard, sorted by name */
-      free(manifest);
-      manifest = NULL;
-      DIR *d = opendir(path);
-      if (!d) return err_set(err, "%s: %s", path, strerror(errno));
-      char **names = NULL;
-      size_t k = 0;
-      struct dirent *e;
-      while (r == 0 && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 6, ".shard")) continue;
-        char **nn = realloc(names, (k + 1) * sizeof *nn);
-        if (nn) names = nn;
-        if (!nn || !(names[k] = strdup(e->d_name))) r = err_set(err, "out of memory");
-        else k++;
-      }
-      closedir(d);
-      if (r == 0) qsort(names, k, sizeof *names, cmp_name);
-      for (size_t i = 0; i < k; i++) {
-        if (r == 0) r = fold_shard(path, names[i], &h, err);
-        free(names[i]);
-      }
-      free(names);
-      *id = h;
-      return r;
-    }
-  } else if (n < 5 || strcmp(path + n - 5, ".json")) {
-    r = fold_shard(NULL, path, &h, err);
-    *id = h;
-    return r;
-  } else if (!(manifest = strdup(path))) return err_set(err, "out of memory");
-  /* A manifest: its shards, in its order, in its folder. */
-  size_t len;
-  char *text = files_read_all(manifest, PREPARE_MAX_MANIFEST, &len, err);
-  json_t *m = text ? json_loadb(text, len, 0, NULL) : NULL;
-  json_t *shards = json_object_get(m, "shards");
-  char *slash = strrchr(manifest, '/');
-  if (slash) *slash = '\0';
-  if (!text) r = -1;
-  else if (!json_is_array(shards)) r = err_set(err, "%s: manifest has no \"shards\" list", path);
-  for (size_t i = 0; r == 0 && i < json_array_size(shards); i++) {
-    const char *file = json_string_value(json_object_get(json_array_get(shards, i), "file"));
-    r = file ? fold_shard(slash ? manifest : ".", file, &h, err) : err_set(err, "%s: a shard entry names no file", path);
-  }
-  json_decref(m);
-  free(text);
-  free(manifest);
-  *id = h;
-  return r;
 }
 
 int run_config_model_precision(const RunConfig *rc, ModelPrecision *out, Err *err) {
@@ -526,7 +445,7 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
   uint64_t batches = 0, vbatches = 0;
   if (check_shards("train", &plan->train, vocab, hash, &seq, &plan->train_samples, &batches, &plan->train_loader, err))
     return -1;
-  if (shard_set_id(rc->train, &plan->train_id, err)) return err_prefix(err, "train");
+  plan->train_id = loader_set_id(plan->train_loader);
   if ((long)(batches / (uint64_t)rc->grad_accum) < 1) {
     long ranks = dist ? dist_world(dist) : 1;   /* a step is every rank's batch x grad_accum */
     char of[48] = "";
@@ -538,7 +457,7 @@ static int open_checked(const RunConfig *rc, Dist *dist, RunPlan *plan, Err *err
     if (check_shards("validation", &plan->train, vocab, hash, &vseq, &plan->valid_samples, &vbatches, &plan->valid_loader,
                      err))
       return -1;
-    if (shard_set_id(rc->validation, &plan->valid_id, err)) return err_prefix(err, "validation");
+    plan->valid_id = loader_set_id(plan->valid_loader);
     if (vseq != seq)
       return err_set(err, "validation: sequence length %u differs from the train shards' %u", vseq, seq);
   }
