@@ -834,11 +834,20 @@ static double fb_prob(const UtState *s, int32_t w, const double *p, double punk,
   return log(z);
 }
 
+/* The E-step's sums do not depend on the thread count: words are dealt to
+** ESTEP_LANES lanes in chunks of ESTEP_CHUNK (chunk c to lane c % ESTEP_LANES),
+** each lane adds its chunks in order, and the lanes are added in lane order.
+** Floating-point addition is not associative, so summing per thread (as HF does)
+** gave a tokenizer trained on 2 threads scores one unit apart from one trained on
+** 1, and sometimes other pieces. More than ESTEP_LANES threads would idle. */
+#define ESTEP_LANES 16
+#define ESTEP_CHUNK 512
+
 double ut_state_estep(UtState *s, double *expected) {
-  int n = s->n, T = s->threads;
+  int n = s->n, T = s->threads < ESTEP_LANES ? s->threads : ESTEP_LANES;
   double unk = s->min_score - UNK_PENALTY, punk = exp(unk);
   double *p = malloc((size_t)n * sizeof *p);
-  double *ex = calloc((size_t)T * (size_t)n, sizeof *ex);
+  double *ex = calloc((size_t)ESTEP_LANES * (size_t)n, sizeof *ex);
   double *scratch = malloc((size_t)T * 2 * ((size_t)s->max_wlen + 1) * sizeof *scratch);
   if (!p || !ex || !scratch) { free(p); free(ex); free(scratch); return NAN; }
   p[0] = 0;
@@ -846,25 +855,31 @@ double ut_state_estep(UtState *s, double *expected) {
   /* Words up to this many characters cannot underflow in probability space. */
   double worst = UNK_PENALTY - s->min_score;
   int32_t prob_max = s->logspace ? -1 : (int32_t)(LOG_UNDERFLOW / (worst > 1 ? worst : 1));
-  double objective = 0;
-  #pragma omp parallel num_threads(T) reduction(+:objective)
+  double lane_objective[ESTEP_LANES] = {0};
+  #pragma omp parallel num_threads(T)
   {
     int t = omp_get_thread_num();
     double *A = scratch + (size_t)t * 2 * ((size_t)s->max_wlen + 1), *B = A + s->max_wlen + 1;
-    double *mine = ex + (size_t)t * (size_t)n;
-    /* Static chunks: each thread sums the same words in the same order every run,
-    ** so a training is reproducible for a given thread count. */
-    #pragma omp for schedule(static, 512)
-    for (int32_t w = 0; w < s->nw; w++) {
-      double z = NAN;
-      if (s->wlen[w] <= prob_max) z = fb_prob(s, w, p, punk, A, B, mine);
-      if (z != z) z = fb_log(s, w, unk, A, B, mine);
-      objective += s->wcount[w] * z;
+    #pragma omp for schedule(dynamic, 1)
+    for (int lane = 0; lane < ESTEP_LANES; lane++) {
+      double *mine = ex + (size_t)lane * (size_t)n, objective = 0;
+      for (int64_t c0 = (int64_t)lane * ESTEP_CHUNK; c0 < s->nw; c0 += (int64_t)ESTEP_LANES * ESTEP_CHUNK) {
+        int32_t end = c0 + ESTEP_CHUNK < s->nw ? (int32_t)(c0 + ESTEP_CHUNK) : s->nw;
+        for (int32_t w = (int32_t)c0; w < end; w++) {
+          double z = NAN;
+          if (s->wlen[w] <= prob_max) z = fb_prob(s, w, p, punk, A, B, mine);
+          if (z != z) z = fb_log(s, w, unk, A, B, mine);
+          objective += s->wcount[w] * z;
+        }
+      }
+      lane_objective[lane] = objective;
     }
   }
+  double objective = 0;
+  for (int lane = 0; lane < ESTEP_LANES; lane++) objective += lane_objective[lane];
   for (int i = 0; i < n; i++) {
     double acc = 0;
-    for (int t = 0; t < T; t++) acc += ex[(size_t)t * (size_t)n + (size_t)i];
+    for (int lane = 0; lane < ESTEP_LANES; lane++) acc += ex[(size_t)lane * (size_t)n + (size_t)i];
     expected[i] = acc;
   }
   free(p); free(ex); free(scratch);

@@ -22,7 +22,7 @@ typedef struct UtOptions {
   double shrinking_factor;           /* share of pieces kept by one pruning (0.75) */
   int seed_size;                     /* seed pieces, characters included (1,000,000) */
   int n_sub_iterations;              /* EM rounds between prunings (2) */
-  int threads;                       /* 0: one per CPU */
+  int threads;                       /* 0: one per CPU; the result is the same on any count */
   const char *const *special_tokens; /* placed first with score 0, in this order */
   int n_special;
   const char *unk_token;             /* NULL: none; added at id 0 when not a special token */
