@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -128,11 +129,18 @@ static int remove_set(const char *dir, const char *split, Err *err) {
   return rc;
 }
 
-/* 1 when dir is on another filesystem than its parent (a mount point). */
-static int on_its_own_filesystem(const char *dir) {
-  struct stat a, b;
+/* 1 when dir is a mount point: its parent is on another mount. rename() fails with
+** EXDEV across mounts even of one filesystem (a bind mount), so the mount ids are
+** compared; st_dev, where the kernel gives no mount id, tells only filesystems apart. */
+static int on_its_own_mount(const char *dir) {
+  struct statx a, b;
   char *parent = files_join(dir, "..");
-  int own = parent && stat(dir, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+  int own = 0;
+  if (parent && statx(AT_FDCWD, dir, 0, STATX_MNT_ID | STATX_BASIC_STATS, &a) == 0 &&
+      statx(AT_FDCWD, parent, 0, STATX_MNT_ID | STATX_BASIC_STATS, &b) == 0) {
+    if ((a.stx_mask & b.stx_mask & STATX_MNT_ID) && a.stx_mnt_id != b.stx_mnt_id) own = 1;
+    if (a.stx_dev_major != b.stx_dev_major || a.stx_dev_minor != b.stx_dev_minor) own = 1;
+  }
   free(parent);
   return own;
 }
@@ -291,11 +299,11 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   }
   /* Everything is written into a temporary folder and put in place at the end: beside
   ** the target, so that a missing or empty one is replaced in one rename; inside an
-  ** existing target that is a mount point (its parent on another filesystem, where the
+  ** existing target that is a mount point (its parent on another mount, where the
   ** files could not be renamed in) or whose parent cannot be written, so that the files
   ** move in on the target's own filesystem. */
   char *tmp = NULL;
-  int inside = exists && on_its_own_filesystem(dir);
+  int inside = exists && on_its_own_mount(dir);
   if (!inside && files_make_temp_dir(dir, &tmp, err)) {
     if (!exists) { free(dir); return -1; }
     inside = 1;

@@ -119,6 +119,18 @@ if [ $rc = 99 ] || ! unshare -m true 2>/dev/null; then
 elif [ $rc = 0 ] && grep -q ": 8794 samples x 8 tokens, ok" <<<"$out" && [ "$(tail -n +2 <<<"$out")" = manifest.json ]; then
   pass prepare_cli_mount_point
 else fail prepare_cli_mount_point "rc $rc: $out"; fi
+# A bind mount of a folder of the same filesystem as --out: st_dev cannot tell it from its
+# parent, and a rename from beside it failed with EXDEV after the whole set was written.
+mkdir -p "$T/bind_src" "$T/bind"
+out=$(unshare -m sh -c '
+  mount --bind "$1" "$2" || exit 99
+  "$3" prepare --input "$4" --ids --vocab-size 3000 --seq-len 8 --shard-size 600 --out "$2" --quiet >/dev/null || exit 1
+  ls -A "$2" | grep -v "^train-000[01][0-9]-samples-[0-9]*.shard$"' sh "$T/bind_src" "$T/bind" "$MASKD" "$T/ids.txt" 2>&1); rc=$?
+if [ $rc = 99 ] || ! unshare -m true 2>/dev/null; then
+  echo "SKIP prepare_cli_bind_mount: no bind mount in a mount namespace here (unshare -m, as root): $out"
+elif [ $rc = 0 ] && [ "$out" = manifest.json ] && [ "$(ls -A "$T/bind_src" | grep -c '\.shard$')" -ge 2 ]; then
+  pass prepare_cli_bind_mount
+else fail prepare_cli_bind_mount "rc $rc: $out"; fi
 { cat "$T/ids.txt"; sleep 3; cat "$T/ids.txt"; } | "$MASKD" prepare --input - --ids --vocab-size 3000 --seq-len 8 --shard-size 50 --out "$T/sig" --quiet 2>"$T/err" &
 pp=$!   # the pipeline's last command: maskd
 sleep 1
