@@ -65,12 +65,15 @@ static int path_of(char *buf, size_t cap, const char *dir, const char *name, Err
   return 0;
 }
 
-/* Whether dir holds a set of this split: its manifest.json or a shard of the split.
-** Returns 1 (the name of one in *what), 0, or -1 when dir cannot be read. */
+enum { SET_NONE = 0, SET_SHARDS = 1, SET_MANIFEST = 2 };
+
+/* Whether dir holds a set of this split: SET_MANIFEST (a manifest.json, of any split)
+** or SET_SHARDS (a shard of the split), the path of one in *what; SET_NONE; or -1 when
+** dir cannot be read. */
 static int existing_set(const char *dir, const char *split, char *what, size_t cap, Err *err) {
   char path[4096];
   if (path_of(path, sizeof path, dir, "manifest.json", err)) return -1;
-  if (access(path, F_OK) == 0) { snprintf(what, cap, "%s", path); return 1; }
+  if (access(path, F_OK) == 0) { snprintf(what, cap, "%s", path); return SET_MANIFEST; }
   DIR *d = opendir(dir);
   if (!d) return err_set(err, "%s: cannot open directory: %s", dir, strerror(errno));
   int found = 0;
@@ -80,7 +83,7 @@ static int existing_set(const char *dir, const char *split, char *what, size_t c
     size_t split_len;
     if (shard_parse_name(e->d_name, &split_len, NULL, NULL) != 0 || split_len != n || strncmp(e->d_name, split, n) != 0) continue;
     snprintf(what, cap, "%s/%s", dir, e->d_name);
-    found = 1;
+    found = SET_SHARDS;
   }
   closedir(d);
   return found;
@@ -289,10 +292,8 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   char what[4200];
   char *dir = target_dir(out_dir, &exists, err);
   if (!dir) return -1;
-  int found = exists ? existing_set(dir, opt->split, what, sizeof what, err) : 0;
-  size_t wl = found > 0 ? strlen(what) : 0;
-  int is_manifest = wl >= 14 && !strcmp(what + wl - 14, "/manifest.json");
-  if (found < 0 || (found && !opt->overwrite) || (is_manifest && manifest_is_split(what, opt->split, err))) {
+  int found = exists ? existing_set(dir, opt->split, what, sizeof what, err) : SET_NONE;
+  if (found < 0 || (found && !opt->overwrite) || (found == SET_MANIFEST && manifest_is_split(what, opt->split, err))) {
     if (found > 0 && !opt->overwrite) err_set(err, "%s already exists (a prepared set; choose another --out or --overwrite)", what);
     free(dir);
     return -1;
