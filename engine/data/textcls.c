@@ -493,36 +493,75 @@ typedef struct NameId { const char *name; int id; } NameId;
 
 static int cmp_name_id(const void *a, const void *b) { return strcmp(((const NameId *)a)->name, ((const NameId *)b)->name); }
 
-int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, int32_t *ids, Err *err) {
-  if (l->n <= 0) return err_setk(err, ERR_INVALID, "an empty label set");
-  /* A sorted index, so mapping many rows over many labels is n log L, not n x L. */
+/* l's names sorted, for lookups in n log L rather than n x L. */
+static NameId *name_index(const TextClsLabels *l) {
   NameId *index = malloc((size_t)l->n * sizeof *index);
-  if (!index) return oom(err);
+  if (!index) return NULL;
   for (int i = 0; i < l->n; i++) index[i] = (NameId){l->names[i], i};
   qsort(index, (size_t)l->n, sizeof *index, cmp_name_id);
-  int rc = 0, ids_given = 0;
+  return index;
+}
+
+static const NameId *find_name(const NameId *index, const TextClsLabels *l, const char *name) {
+  NameId key = {name, 0};
+  return bsearch(&key, index, (size_t)l->n, sizeof *index, cmp_name_id);
+}
+
+int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, int ids_allowed,
+                          TextClsReading *out, int *bad_file, Err *err) {
+  *out = TEXTCLS_BY_NAME;
+  *bad_file = -1;
+  if (l->n <= 0) return err_setk(err, ERR_INVALID, "an empty label set");
+  if (!ids_allowed) return 0;
+  NameId *index = name_index(l);
+  if (!index) return oom(err);
+  /* Decided over every file at once: read per file, a test file whose integers all
+  ** happened to be names was read by name while train, holding an integer that is no
+  ** name, was read by id, and one cell meant two labels. */
+  int all_names = 1, all_ints = 1, rc = 0;
   long long v;
-  for (size_t i = 0; i < r->n && !ids_given; i++) {   /* some label no name: ids, maybe */
-    NameId key = {r->labels[i], 0};
-    if (!bsearch(&key, index, (size_t)l->n, sizeof *index, cmp_name_id)) ids_given = 1;
-  }
-  for (size_t i = 0; ids_given && i < r->n; i++) ids_given = int_label(r->labels[i], &v);
-  for (size_t i = 0; ids_given && i < r->n; i++) {   /* integers all: ids, each in range */
-    int_label(r->labels[i], &v);
-    if (v < 0 || v >= l->n) {
-      free(index);
-      return err_setk(err, ERR_BAD_INPUT, "row %zu: label %lld is no id of the %d labels (integer labels are ids 0..%d)", i + 1,
-                      v, l->n, l->n - 1);
+  for (int f = 0; f < n; f++)
+    for (size_t i = 0; i < files[f]->n; i++) {
+      if (all_names && !find_name(index, l, files[f]->labels[i])) all_names = 0;
+      if (all_ints && !int_label(files[f]->labels[i], &v)) all_ints = 0;
     }
-  }
-  for (size_t i = 0; i < r->n; i++) {
-    if (ids_given) {
-      int_label(r->labels[i], &v);
+  if (all_ints && !all_names) *out = TEXTCLS_BY_ID;
+  for (int f = 0; all_ints && all_names && f < n && !rc; f++)   /* both readings possible: they must agree */
+    for (size_t i = 0; i < files[f]->n; i++) {
+      int_label(files[f]->labels[i], &v);
+      int named = find_name(index, l, files[f]->labels[i])->id;
+      if (v == named) continue;
+      char m[80];
+      *bad_file = f;
+      rc = err_setk(err, ERR_BAD_INPUT,
+                    "row %zu: label %s is both a name in the labels file (id %d) and an id into it (the label '%s'); "
+                    "every label is one or the other: give names, or ids 0..%d throughout",
+                    i + 1, files[f]->labels[i], named, v < l->n && v >= 0 ? msg_text(l->names[v], 60, m, sizeof m) : "none",
+                    l->n - 1);
+      break;
+    }
+  free(index);
+  return rc;
+}
+
+int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, TextClsReading how, int32_t *ids, Err *err) {
+  if (l->n <= 0) return err_setk(err, ERR_INVALID, "an empty label set");
+  NameId *index = how == TEXTCLS_BY_NAME ? name_index(l) : NULL;
+  if (how == TEXTCLS_BY_NAME && !index) return oom(err);
+  int rc = 0;
+  for (size_t i = 0; i < r->n && !rc; i++) {
+    long long v;
+    if (how == TEXTCLS_BY_ID) {
+      if (!int_label(r->labels[i], &v) || v < 0 || v >= l->n) {
+        char m[160];
+        rc = err_setk(err, ERR_BAD_INPUT, "row %zu: label %s is no id of the %d labels (integer labels are ids 0..%d)",
+                      i + 1, msg_text(r->labels[i], 100, m, sizeof m), l->n, l->n - 1);
+        break;
+      }
       ids[i] = (int32_t)v;
       continue;
     }
-    NameId key = {r->labels[i], 0};
-    const NameId *hit = bsearch(&key, index, (size_t)l->n, sizeof *index, cmp_name_id);
+    const NameId *hit = find_name(index, l, r->labels[i]);
     if (!hit) {
       char m[160], m2[100];
       rc = err_setk(err, ERR_BAD_INPUT, "row %zu: label '%s' is not one of the %d labels (the first is '%s')", i + 1,

@@ -60,11 +60,18 @@ int textcls_labels_sorted(const TextClsRaw *r, TextClsLabels *out, Err *err);
 int textcls_label_id(const TextClsLabels *l, const char *name);
 /* Frees the names (not the struct). */
 void textcls_labels_free(TextClsLabels *l);
-/* Label ids of every example of r into ids[r->n]: each label's name in l; or, where
-** some label is no name of l but every one is an integer in [0, l->n) (an integer
-** column beside its ClassLabel names, as HF datasets export it), the integer itself.
-** ERR_BAD_INPUT naming the first label that is neither (and its row). */
-int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, int32_t *ids, Err *err);
+/* How a run's label cells name their labels: by name, or as ids 0..n-1 into the names
+** (an integer column beside its ClassLabel names, as HF datasets writes it to CSV). */
+typedef enum { TEXTCLS_BY_NAME, TEXTCLS_BY_ID } TextClsReading;
+/* One reading for all n files of a run, so a cell means one label in every file: by id
+** only when ids_allowed (a --labels file was given), every cell of every file is an
+** integer, and some cell is no name; else by name. ERR_BAD_INPUT, *bad_file the file,
+** when the cells are all names and all ids and the two readings differ. */
+int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, int ids_allowed,
+                          TextClsReading *out, int *bad_file, Err *err);
+/* Label ids of every example of r into ids[r->n], read as how says. ERR_BAD_INPUT
+** naming the first label (and its row) that is no name, or no id in [0, l->n). */
+int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, TextClsReading how, int32_t *ids, Err *err);
 
 /* A seeded held-out split of n examples: the first n_valid = round(n x fraction),
 ** clamped to [1, n - 1], of the permutation p of [0, n) are validation, the rest

@@ -265,11 +265,18 @@ static int read_data(const FtArgs *a, FtData *d, Err *e) {
   }
   if (a->labels ? textcls_labels_load(a->labels, &d->labels, e) : textcls_labels_sorted(&d->raw[S_TRAIN], &d->labels, e))
     return err_prefix(e, a->labels ? "labels" : "train");
+  const TextClsRaw *files[3];
+  int which[3], n_files = 0, bad;
+  for (int i = 0; i < 3; i++)
+    if (d->have[i]) { which[n_files] = i; files[n_files++] = &d->raw[i]; }
+  TextClsReading how;
+  if (textcls_label_reading(files, n_files, &d->labels, a->labels != NULL, &how, &bad, e))
+    return err_prefix(e, bad >= 0 ? set_names[which[bad]] : "labels");
   for (int i = 0; i < 3; i++) {
     if (!d->have[i]) continue;
     if (!(d->label_ids[i] = malloc((d->raw[i].n ? d->raw[i].n : 1) * sizeof(int32_t))))
       return err_setk(e, ERR_NOMEM, "out of memory");
-    if (textcls_map_labels(&d->raw[i], &d->labels, d->label_ids[i], e)) return err_prefix(e, set_names[i]);
+    if (textcls_map_labels(&d->raw[i], &d->labels, how, d->label_ids[i], e)) return err_prefix(e, set_names[i]);
   }
   if (!d->have[S_VALID] && a->validation_fraction > 0) {
     if (textcls_split(d->raw[S_TRAIN].n, a->validation_fraction, (uint64_t)a->seed, &d->split_train, &d->n_split_train,

@@ -310,3 +310,25 @@ a, b = (json.load(open(p))["sets"] for p in sys.argv[1:3])
 assert a["train"]["labels"] == b["train"]["labels"] and a["valid"]["labels"] == b["valid"]["labels"], "ids differ"
 assert len(set(a["train"]["labels"])) > 50' "$T/p-names/plan.json" "$T/p-ids/plan.json" &&
   pass finetune_cli_integer_labels_with_names || fail finetune_cli_integer_labels_with_names "$(cat "$T/ids.err")"
+# One reading for the run's files: names "1".."5" (stars) and a train file holding a 0 are
+# ids, and so is a test file whose cells (1..4) happen all to be names: its 1 is train's 1.
+# Cells that are all names and all ids, the two readings differing, are refused.
+$PY - "$T/tr.csv" "$T" <<'EOF2'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))[:200]
+json.dump(["1", "2", "3", "4", "5"], open(sys.argv[2] + "/stars.json", "w"))
+for name, labels in (("st-train.csv", [i % 5 for i in range(200)]), ("st-test.csv", [1 + i % 4 for i in range(40)])):
+    with open(sys.argv[2] + "/" + name, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["text", "label"]); w.writeheader()
+        for r, l in zip(rows, labels): w.writerow({"text": r["text"], "label": l})
+EOF2
+st_opts=(--db "$T/a.db" --model base --labels "$T/stars.json" --max-length 32 --threads 1 --quiet --validation-fraction 0)
+"$M" finetune "${st_opts[@]}" --train "$T/st-train.csv" --test "$T/st-test.csv" --export-plan "$T/p-st" 2>"$T/st.err" &&
+  $PY -c '
+import json, sys
+sets = json.load(open(sys.argv[1]))["sets"]
+assert sets["train"]["labels"][:5] == [0, 1, 2, 3, 4], sets["train"]["labels"][:5]
+assert sets["test"]["labels"][:4] == [1, 2, 3, 4], sets["test"]["labels"][:4]' "$T/p-st/plan.json" 2>>"$T/st.err" &&
+  pass finetune_cli_one_label_reading_for_all_files || fail finetune_cli_one_label_reading_for_all_files "$(cat "$T/st.err")"
+refuse finetune_cli_label_both_name_and_id "train: row 1: label 1 is both a name in the labels file (id 0) and an id into it" \
+  --db "$T/a.db" --model base --labels "$T/stars.json" --train "$T/st-test.csv" --test "$T/st-test.csv" --validation-fraction 0 --name x

@@ -153,6 +153,14 @@ static void test_jsonl(void) {
                "neither a string nor an integer", NULL);
 }
 
+/* One file's label ids, read as a run of that one file reads them. */
+static int map_one(const TextClsRaw *r, const TextClsLabels *l, int ids_allowed, int32_t *ids, Err *e) {
+  TextClsReading how;
+  int bad;
+  if (textcls_label_reading(&r, 1, l, ids_allowed, &how, &bad, e)) return -1;
+  return textcls_map_labels(r, l, how, ids, e);
+}
+
 static void test_labels(void) {
   TextClsLabels l;
   Err e = {0};
@@ -196,7 +204,7 @@ static void test_labels(void) {
             !strcmp(l.names[3], "\xC3\xA9t\xC3\xA9"),
         "labels_sorted_bytewise", "rc %d n %d", rc, l.n);
   int32_t ids[6];
-  rc = textcls_map_labels(&r, &l, ids, &e);
+  rc = map_one(&r, &l, 0, ids, &e);
   check(rc == 0 && ids[0] == 2 && ids[1] == 3 && ids[2] == 0 && ids[3] == 2 && ids[4] == 1 && ids[5] == 0, "map_labels", "rc %d: %s", rc,
         e.msg);
   textcls_labels_free(&l);
@@ -237,16 +245,50 @@ static void test_labels(void) {
     TextClsRaw ri = {4, texts, as_ids};
     int32_t got[4];
     Err ie = {0};
-    rc = textcls_map_labels(&ri, &l3, got, &ie);
+    rc = map_one(&ri, &l3, 1, got, &ie);
     check(rc == 0 && got[0] == 2 && got[1] == 0 && got[2] == 1 && got[3] == 0, "map_labels_integer_ids", "rc %d: %s", rc, ie.msg);
     char *past[] = {"2", "0", "3"};
     TextClsRaw rp = {3, texts, past};
-    rc = textcls_map_labels(&rp, &l3, got, &ie);
+    rc = map_one(&rp, &l3, 1, got, &ie);
     check(rc == -1 && strstr(ie.msg, "row 3: label 3 is no id of the 3 labels"), "map_labels_integer_past_names_refused", "rc %d: %s", rc, ie.msg);
     char *mixed2[] = {"a", "1"};
     TextClsRaw rx = {2, texts, mixed2};
-    rc = textcls_map_labels(&rx, &l3, got, &ie);
+    rc = map_one(&rx, &l3, 1, got, &ie);
     check(rc == -1 && strstr(ie.msg, "row 2: label '1'"), "map_labels_names_and_integers_refused", "rc %d: %s", rc, ie.msg);
+    /* Without a labels file the names are train's own: integers are never ids. */
+    rc = map_one(&ri, &l3, 0, got, &ie);
+    check(rc == -1 && strstr(ie.msg, "row 1: label '2' is not one of the 3 labels"), "map_labels_no_ids_without_labels_file",
+          "rc %d: %s", rc, ie.msg);
+  }
+  /* One reading for every file of a run. Names "1".."5" (stars): train holds a 0, so its
+  ** integers are ids; a test file of 1..4 alone, all names, was read by name, and its 1
+  ** meant another label than train's 1. */
+  {
+    char *stars[] = {"1", "2", "3", "4", "5"};
+    TextClsLabels l5 = {5, stars};
+    char *train_cells[] = {"0", "1", "4"}, *test_cells[] = {"1", "2"};
+    TextClsRaw tr = {3, texts, train_cells}, te = {2, texts, test_cells};
+    const TextClsRaw *both[2] = {&tr, &te};
+    TextClsReading how = TEXTCLS_BY_NAME;
+    int bad_file = -2;
+    Err re = {0};
+    int32_t a[3] = {-1, -1, -1}, b[2] = {-1, -1};
+    rc = textcls_label_reading(both, 2, &l5, 1, &how, &bad_file, &re);
+    if (rc == 0) rc = textcls_map_labels(&tr, &l5, how, a, &re) || textcls_map_labels(&te, &l5, how, b, &re) ? -1 : 0;
+    check(rc == 0 && how == TEXTCLS_BY_ID && a[1] == 1 && b[0] == 1 && b[1] == 2, "label_reading_one_for_all_files",
+          "rc %d how %d train 1 -> %d, test 1 -> %d: %s", rc, (int)how, a[1], b[0], re.msg);
+    /* Every cell a name and an id, the readings differing: refused, naming the file. */
+    const TextClsRaw *test_only[2] = {&tr, &te};
+    test_only[0] = &te;
+    rc = textcls_label_reading(test_only, 1, &l5, 1, &how, &bad_file, &re);
+    check(rc == -1 && bad_file == 0 && re.kind == ERR_BAD_INPUT &&
+              strstr(re.msg, "row 1: label 1 is both a name in the labels file (id 0) and an id into it (the label '2')"),
+          "label_reading_ambiguous_refused", "rc %d file %d: %s", rc, bad_file, re.msg);
+    /* Names "0".."4": both readings agree, nothing to refuse. */
+    char *zero_based[] = {"0", "1", "2", "3", "4"};
+    TextClsLabels lz = {5, zero_based};
+    rc = textcls_label_reading(test_only, 1, &lz, 1, &how, &bad_file, &re);
+    check(rc == 0 && how == TEXTCLS_BY_NAME, "label_reading_names_equal_ids", "rc %d: %s", rc, re.msg);
   }
 
   /* A label the set does not have: named, with its row. */
@@ -255,7 +297,7 @@ static void test_labels(void) {
   char *labels3[] = {"a", "b", "zzz", "q"};
   TextClsRaw r3 = {4, texts, labels3};
   Err ue = {0};
-  rc = textcls_map_labels(&r3, &l2, ids, &ue);
+  rc = map_one(&r3, &l2, 0, ids, &ue);
   check(rc == -1 && ue.kind == ERR_BAD_INPUT && strstr(ue.msg, "row 3: label 'zzz' is not one of the 2 labels"), "map_labels_unknown",
         "rc %d kind %s [%s]", rc, err_kind_name(ue.kind), ue.msg);
 }
@@ -894,7 +936,7 @@ static void test_banking77(void) {
   if (rc == 0) rc = textcls_labels_sorted(&r, &sorted, &e);
   if (rc) { check(0, "banking77_labels", "%s", e.msg); textcls_raw_free(&r); return; }
   int32_t *ids = malloc(r.n * sizeof *ids);
-  rc = textcls_map_labels(&r, &file_labels, ids, &e);
+  rc = map_one(&r, &file_labels, 1, ids, &e);
   int ok = rc == 0 && file_labels.n == 77 && sorted.n == 77 && !strcmp(file_labels.names[0], "card_arrival");
   for (int i = 0; ok && i < 77; i++) ok &= textcls_label_id(&file_labels, sorted.names[i]) >= 0;
   for (size_t i = 0; ok && i < r.n; i++) ok &= !strcmp(file_labels.names[ids[i]], r.labels[i]);
