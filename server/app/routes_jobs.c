@@ -184,6 +184,7 @@ static const FtField ft_fields[] = {
   {"clip_norm", FT_NUM, 0, 1e9, 0, 0},
   {"label_smoothing", FT_NUM, 0, 1, 2, 0},
   {"seed", FT_INT, 0, 9007199254740992.0, 0, 0},
+  {"dropout_seed", FT_INT, 0, 9007199254740992.0, 0, 0},
   {"length_grouped", FT_BOOL, 0, 0, 0, 0},
   {"precision", FT_PRECISION, 0, 0, 0, 0},
   {"threads", FT_INT, 0, 1024, 0, 0},

@@ -83,6 +83,10 @@ ok finetune_no_validation_done wait_for 60 /runs/all 'b["status"] == "done" and 
 post /runs "$(job smooth ',"label_smoothing": 0.1' | sed 's/"epochs": 2/"epochs": 1/')"
 ok finetune_label_smoothing_accepted status_is 202
 ok finetune_label_smoothing_done wait_for 60 /runs/smooth 'b["status"] == "done" and b["config"]["label_smoothing"] == 0.1'
+# "dropout_seed", as --dropout-seed, reaches the run's config (it was an unknown field).
+post /runs "$(job dseed ',"dropout_seed": 5, "max_steps": 2' | sed 's/"epochs": 2/"epochs": 1/')"
+ok finetune_dropout_seed_accepted status_is 202
+ok finetune_dropout_seed_done wait_for 60 /runs/dseed 'b["status"] == "done" and b["config"]["dropout_seed"] == 5 and b["config"]["seed"] != 5'
 # Cancel stops a running fine-tuning job at a step boundary; its run is "cancelled".
 post /runs "$(job long | sed 's/"epochs": 2/"epochs": 5000/')"
 ok finetune_long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
