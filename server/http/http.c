@@ -966,7 +966,7 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
     const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, http_guard_cookie_name(s->guard));
     return refuse(s, c, st, 401,
                   h ? "invalid bearer token"
-                    : cookie ? "invalid token cookie: the server has another token now; log in again with the link "
+                    : cookie ? "invalid session cookie: the server restarted since this browser logged in; log in again with the link "
                                "`make run` printed (/?token=TOKEN)"
                              : "missing token: send 'Authorization: Bearer TOKEN', or open /?token=TOKEN (the link "
                                "`make run` prints) to log the browser in",

@@ -67,9 +67,11 @@
 ** removed by http_start.
 **
 ** The token (notebook-server style). When set, a request is authenticated by
-** "Authorization: Bearer TOKEN" or by the cookie maskd_token_PORT. A GET (or HEAD) of
-** any page with ?token=TOKEN sets that cookie (HttpOnly, SameSite=Strict, Path=/)
-** and answers 303 to the same URL without the token; a wrong token there answers
+** "Authorization: Bearer TOKEN" or by the cookie maskd_session_PORT. A GET (or HEAD) of
+** any page with ?token=TOKEN sets that cookie (HttpOnly, SameSite=Strict, Path=/) to
+** a random key of this server process, never the token (a browser sends it to every
+** port of the host; the key ends with the process), and answers 303 to the same URL
+** without the token; a wrong token there answers
 ** 401 and sets nothing. Routes flagged HTTP_WRITE need the token; with auth_reads
 ** every route does but HTTP_OPEN ones. */
 #ifndef MASKD_HTTP_H

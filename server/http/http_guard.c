@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 /* One name the server answers to: a lowercase host name, or a numeric address
 ** (family != 0), with a port or -1 for any. */
@@ -27,7 +28,7 @@ struct HttpGuard {
   char **origins;           /* lowercase, without a trailing slash */
   int n_origins;
   char *token;
-  char *cookie_value;       /* the token percent-encoded, so any token is a valid cookie value */
+  char *cookie_value;       /* a random session key of this process, never the token (see http_guard_new) */
   char cookie_name[32];
   char *set_cookie;
 };
@@ -214,17 +215,6 @@ const char *http_guard_set_cookie(const HttpGuard *g) { return g->set_cookie; }
 
 static int unreserved(unsigned char c) { return isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~'; }
 
-static char *percent_encode(const char *s) {
-  char *out = malloc(3 * strlen(s) + 1), *o = out;
-  if (!out) return NULL;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (unreserved(*p)) *o++ = (char)*p;
-    else o += sprintf(o, "%%%02X", *p);
-  }
-  *o = '\0';
-  return out;
-}
-
 /* Characters a redirect keeps as they came: RFC 3986's pchar and '/', '?'. No
 ** backslash (browsers read it as '/'), no space, no quote. */
 static int url_char(unsigned char c) { return unreserved(c) || (c && strchr("!$&'()*+,;=:@/?%", c)); }
@@ -306,10 +296,16 @@ HttpGuard *http_guard_new(const char *bind_host, int port, const char *token, co
     if (!(g->origins[i] = strndup(o, n))) break;
     g->n_origins++;
   }
-  snprintf(g->cookie_name, sizeof g->cookie_name, "maskd_token_%d", port);
+  snprintf(g->cookie_name, sizeof g->cookie_name, "maskd_session_%d", port);
   if (token && *token) {
     g->token = strdup(token);
-    g->cookie_value = percent_encode(token);
+    /* The cookie holds a key drawn now, not the token: browsers send a host's cookies to
+    ** every port of it (RFC 6265 8.5), so any other local server the user visits reads
+    ** it. Such a reader gets a key that ends with this process, not the token the CLI,
+    ** the Hub clients and the next start of the server use. */
+    unsigned char key[32];
+    if (getrandom(key, sizeof key, 0) == (ssize_t)sizeof key && (g->cookie_value = malloc(2 * sizeof key + 1)))
+      for (size_t i = 0; i < sizeof key; i++) snprintf(g->cookie_value + 2 * i, 3, "%02x", key[i]);
     size_t n = strlen(g->cookie_name) + (g->cookie_value ? strlen(g->cookie_value) : 0) + 64;
     if ((g->set_cookie = malloc(n)))
       snprintf(g->set_cookie, n, "%s=%s; Path=/; HttpOnly; SameSite=Strict", g->cookie_name, g->cookie_value);

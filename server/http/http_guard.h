@@ -22,7 +22,8 @@ const char *http_guard_request(const HttpGuard *g, const char *method, const cha
                                const char *fetch_site, const char *fetch_mode, const char *fetch_dest);
 /* 1 when given is the token (constant time in the token's length). */
 int http_guard_token_ok(const HttpGuard *g, const char *given);
-/* The login cookie's name ("maskd_token_PORT"). */
+/* The login cookie's name ("maskd_session_PORT"); its value is a random key drawn by
+** http_guard_new, never the token. */
 const char *http_guard_cookie_name(const HttpGuard *g);
 /* 1 when a cookie value is the login cookie's (NULL: 0). */
 int http_guard_cookie_ok(const HttpGuard *g, const char *value);

@@ -281,11 +281,12 @@ async function main() {
     await ctx.clearCookies();
     await page.goto(base + "/?token=" + encodeURIComponent(apiToken) + "#/playground");
     const jar = await ctx.cookies(base);
-    const c = jar.find((x) => x.name.startsWith("maskd_token_"));
-    check(page.url() === base + "/#/playground" && c && c.httpOnly && c.sameSite === "Strict" && c.path === "/",
+    const c = jar.find((x) => x.name.startsWith("maskd_session_"));
+    check(page.url() === base + "/#/playground" && c && c.httpOnly && c.sameSite === "Strict" && c.path === "/" &&
+          /^[0-9a-f]{64}$/.test(c.value) && !c.value.includes(apiToken),
           "browser_login_link", `url ${page.url()}, cookie ${JSON.stringify(c)}`);
     const seen = await page.evaluate(() => document.cookie);
-    check(!seen.includes("maskd_token"), "browser_cookie_hidden_from_script", seen);
+    check(!seen.includes("maskd_session"), "browser_cookie_hidden_from_script", seen);
     const cancel = await page.evaluate(async () => (await fetch("/runs/seed-run/cancel",
       { method: "POST", headers: { "Content-Type": "application/json" } })).status);
     check(cancel === 409, "browser_cookie_authenticates", `cancel of a finished run answered ${cancel}, not 409`);

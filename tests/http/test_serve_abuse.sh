@@ -99,7 +99,7 @@ call GET /runs -H "Host: localhost:$port"
 # The login link `make run` prints: a cookie, then the same URL without the token.
 call GET "/?token=tk"
 cookie=$(sed -n 's/^Set-Cookie: \([^;]*\);.*\r$/\1/Ip' "$T/headers")
-grep -qi "^Set-Cookie: maskd_token_$port=tk; Path=/; HttpOnly; SameSite=Strict" "$T/headers" && [ "$(cat "$T/status")" = 303 ] &&
+grep -qiE "^Set-Cookie: maskd_session_$port=[0-9a-f]{64}; Path=/; HttpOnly; SameSite=Strict" "$T/headers" && [ "$(cat "$T/status")" = 303 ] &&
   grep -qi '^Location: /'$'\r''$' "$T/headers" && pass login_link_sets_cookie ||
   fail login_link_sets_cookie "$(cat "$T/status") $(tr -d '\r' <"$T/headers" | tr '\n' '|')"
 call GET "/?token=nope"
@@ -107,8 +107,12 @@ if [ "$(cat "$T/status")" = 401 ] && ! grep -qi '^Set-Cookie' "$T/headers"; then
 else fail login_wrong_token_no_cookie "$(cat "$T/status") $(tr -d '\r' <"$T/headers" | tr '\n' '|')"; fi
 call POST /jobs/999/cancel -H "Cookie: $cookie" -H 'Content-Type: application/json'
 refused cookie_authenticates 404 job
-call POST /jobs/999/cancel -H "Cookie: maskd_token_$port=nope" -H 'Content-Type: application/json'
+call POST /jobs/999/cancel -H "Cookie: maskd_session_$port=nope" -H 'Content-Type: application/json'
 refused wrong_cookie_401 401 cookie
+# The cookie is not the token: browsers send it to every port of the host, where any other
+# server reads it. The token itself as the cookie's value is no login.
+call POST /jobs/999/cancel -H "Cookie: maskd_session_$port=tk" -H 'Content-Type: application/json'
+refused token_as_cookie_401 401 cookie
 
 # ---- finding 7: %00, non-UTF-8 paths, invented methods ----
 call GET '/runs/held%00x'
