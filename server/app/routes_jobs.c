@@ -910,11 +910,17 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     usleep(cancelled ? 50 * 1000 : 200 * 1000);
   }
   if (train) { Err e2 = {0}; run = store_job_run(s, job, &e2); }   /* it may have linked it since the last poll */
-  /* A killed maskd train could not mark its run: the run says "running" with a pid that is gone. */
-  if (killed && run > 0) { Err e2 = {0}; store_runs_recover(s, NULL, &e2); }
+  /* A killed maskd train could not mark its run: the run says "running" with a pid that is
+  ** gone. Killed by this server past the grace period, or by anyone else (the OOM killer, a
+  ** kill -9): the run becomes "interrupted", so it can be resumed; it stayed "running",
+  ** refusing cancel and resume, until the server restarted. Runs whose process lives on
+  ** (a rank still winding down) are left to it. */
+  if (run > 0) { Err e2 = {0}; store_runs_recover(s, NULL, &e2); }
   metrics_training(w->app->metrics, 0);
   char why[512];
   last_line(log, why, sizeof why);
+  if (WIFSIGNALED(status))   /* its last line is a progress line, not why it ended */
+    snprintf(why, sizeof why, "the job's process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
   /* A cancel that reached a run after its last step changed nothing: the run is done (its
   ** last revision pushed) and stays so, and so does the job; one that failed stays failed. */
   StoreStatus run_status = STORE_STATUS_COUNT;

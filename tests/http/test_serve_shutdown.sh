@@ -112,3 +112,18 @@ stop_server grace
 after grace "$child" 4
 [[ "$(job_status 4)" == *"killed after the grace period"* ]] && pass grace_job_says_killed || fail grace_job_says_killed "$(job_status 4)"
 [ "$(run_status tr)" = interrupted ] && pass grace_run_interrupted || fail grace_run_interrupted "$(run_status tr)"
+
+# ---- a training job's process killed by someone else (the OOM killer, a kill -9) ----
+# The server, still up, marks the run interrupted (it stayed "running", refusing cancel
+# and resume, until a restart), and the job's error names the signal, not a progress line.
+start || fail killed_restart "$(cat "$T/err")"
+[ "$(post /runs '{"resume": "tr"}')" = 202 ] || fail killed_job_accepted "$(cat "$T/body")"
+child=$(job_child train) || { fail killed_job_started "no child process"; exit 1; }
+for _ in $(seq 300); do [ "$(run_status tr)" = running ] && break; sleep 0.1; done
+kill -9 "$child"
+for _ in $(seq 100); do [[ "$(job_status 5)" == failed:* ]] && break; sleep 0.1; done
+st=$(job_status 5)
+[[ "$st" == "failed: the job's process was killed by signal 9 (Killed)" ]] && pass killed_job_names_signal || fail killed_job_names_signal "$st"
+[ "$(run_status tr)" = interrupted ] && pass killed_run_interrupted || fail killed_run_interrupted "$(run_status tr)"
+[ "$(post /runs '{"resume": "tr"}')" = 202 ] && pass killed_run_resumes || fail killed_run_resumes "$(cat "$T/body")"
+stop_server killed
