@@ -444,6 +444,29 @@ function niceTicks(lo, hi, n) {
 //   yMin, yMax  the y axis spans at least this range (0 and 1 for accuracies and F1s)
 //   integerX    x ticks on whole numbers only (epochs)
 //   values      each point's value written beside it (when a line has at most 12)
+// The least and the greatest of xs by a loop: Math.min(...xs) passes one argument per
+// value, and past about 125,000 (a run's steps) throws "Maximum call stack size exceeded".
+function extent(xs) {
+  let lo = Infinity, hi = -Infinity;
+  for (const x of xs) { if (x < lo) lo = x; if (x > hi) hi = x; }
+  return [lo, hi];
+}
+// At most about 2n points of a line, in order: each of n runs of points keeps its lowest
+// and its highest, so the line's peaks survive where a chart 320 units wide draws them.
+function thin(pts, n) {
+  if (pts.length <= 2 * n) return pts;
+  const out = [], size = Math.ceil(pts.length / n);
+  for (let i = 0; i < pts.length; i += size) {
+    let lo = pts[i], hi = pts[i];
+    for (let j = i + 1; j < Math.min(i + size, pts.length); j++) {
+      if (pts[j].y < lo.y) lo = pts[j];
+      if (pts[j].y > hi.y) hi = pts[j];
+    }
+    if (lo === hi) out.push(lo);
+    else out.push(...(lo.x <= hi.x ? [lo, hi] : [hi, lo]));
+  }
+  return out;
+}
 function drawChart(svg, data, xlabel, opts = {}) {
   const W = 320, H = 180, L = 46, R = 10, T = 10, B = 28;
   svg.replaceChildren();
@@ -455,8 +478,7 @@ function drawChart(svg, data, xlabel, opts = {}) {
     svg.append(sv("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty" }, "no data yet"));
     return;
   }
-  let x0 = Math.min(...all.map((p) => p.x)), x1 = Math.max(...all.map((p) => p.x));
-  let y0 = Math.min(...all.map((p) => p.y)), y1 = Math.max(...all.map((p) => p.y));
+  let [x0, x1] = extent(all.map((p) => p.x)), [y0, y1] = extent(all.map((p) => p.y));
   if (opts.yMin != null) y0 = Math.min(y0, opts.yMin);
   if (opts.yMax != null) y1 = Math.max(y1, opts.yMax);
   if (x0 === x1) { x0 -= 1; x1 += 1; }
@@ -485,7 +507,7 @@ function drawChart(svg, data, xlabel, opts = {}) {
   for (const s of series) {
     if (!s.pts.length) continue;
     const who = s.name ? s.name + ", " : "";
-    svg.append(sv("polyline", { class: "s" + s.i, points: s.pts.map((p) => `${X(p.x).toFixed(1)},${Y(p.y).toFixed(1)}`).join(" ") }));
+    svg.append(sv("polyline", { class: "s" + s.i, points: thin(s.pts, 640).map((p) => `${X(p.x).toFixed(1)},${Y(p.y).toFixed(1)}`).join(" ") }));
     if (s.pts.length > 30) continue;
     for (const p of s.pts) {
       const c = sv("circle", { cx: X(p.x), cy: Y(p.y), r: 2.5, class: "s" + s.i });
@@ -539,7 +561,7 @@ function showRun(id) {
     $("#cap-eval-loss").textContent = cls ? "Loss per epoch (validation, training)" : "Validation loss";
     $("#cap-accuracy").textContent = cls ? "Validation accuracy" : "Masked-token accuracy";
   }
-  const best = (k) => Math.max(...epochs.map((e) => e[k]).filter((x) => x != null && isFinite(x)));
+  const best = (k) => extent(epochs.map((e) => e[k]).filter((x) => x != null && isFinite(x)))[1];
   function renderSummary() {
     if (!run) return;
     applyTask();
@@ -627,7 +649,7 @@ function showRun(id) {
       tbody.replaceChildren(el("tr", {}, el("td", { colspan: 4, class: "muted", text: why })));
       return;
     }
-    const top = Math.max(...list.map((c) => c.count));
+    const top = extent(list.map((c) => c.count))[1];
     tbody.replaceChildren(...list.map((c) => el("tr", {},
       el("td", { class: "label-name", text: c.true }), el("td", { class: "muted", "aria-hidden": "true", text: "→" }),
       el("td", { class: "label-name", text: c.pred }),
@@ -724,8 +746,8 @@ function showRun(id) {
   });
   es.addEventListener("metrics", (ev) => {
     const m = JSON.parse(ev.data);
-    steps.push(...m.steps);
-    epochs.push(...m.epochs);
+    for (const x of m.steps) steps.push(x);
+    for (const x of m.epochs) epochs.push(x);
     renderCharts();
     renderSummary();
   });

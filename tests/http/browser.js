@@ -1,5 +1,5 @@
 // The page in a real browser: Debian's chromium driven by playwright-core.
-//   node tests/http/browser.js BASE_URL ARTIFACT_DIR TOKEN TOKENIZER TRAIN VALID CLS_RUN
+//   node tests/http/browser.js BASE_URL ARTIFACT_DIR TOKEN TOKENIZER TRAIN VALID CLS_RUN LONG_RUN
 // Opens the page, sees the runs table, opens a run and its charts, opens the
 // text-classification run CLS_RUN (fine-tuned on banking77/train.csv in the data folder): its F1
 // curves with their values, the most confused label pairs per evaluation, its best revision
@@ -8,7 +8,7 @@
 // and watches its progress move, then a fine-tuning job from the form's classification
 // fields (refused first for a missing file, the field marked); uses the fill-mask
 // playground; logs in with the ?token= link (an HttpOnly cookie the page's script
-// cannot read); on a laptop-sized and a phone-sized viewport. Prints PASS/FAIL
+// cannot read); draws LONG_RUN's 150,000 steps; on a laptop-sized and a phone-sized viewport. Prints PASS/FAIL
 // lines; screenshots go to ARTIFACT_DIR.
 "use strict";
 const path = require("path");
@@ -16,7 +16,7 @@ const fs = require("fs");
 const os = require("os");
 const { chromium } = require("playwright-core");
 
-const [base, art, apiToken, tokenizer, train, valid, clsRun] = process.argv.slice(2);
+const [base, art, apiToken, tokenizer, train, valid, clsRun, longRun] = process.argv.slice(2);
 let failures = 0;
 function check(ok, name, why) {
   if (ok) console.log("PASS " + name);
@@ -58,6 +58,7 @@ async function main() {
     check(clsTag === "text classification" && clsCells[1] === "done" && clsCells[2] === "seed-run" && seedTags === 0,
           "browser_runs_task_tag", JSON.stringify({ clsTag, clsCells, seedTags }));
     const clsId = await page.$eval(rowOf(clsRun), (tr) => tr.dataset.run);
+    const longId = await page.$eval(rowOf(longRun), (tr) => tr.dataset.run);
     await page.screenshot({ path: path.join(art, "runs.png"), fullPage: true });
 
     // A run's page: summary, five charts with data, revisions, config.
@@ -89,6 +90,18 @@ async function main() {
     check(mlmView.f1 && !mlmView.ppl && mlmView.cls && mlmView.acc === "Masked-token accuracy" && !mlmView.task,
           "browser_run_mlm_unchanged", JSON.stringify(mlmView));
     await page.screenshot({ path: path.join(art, "run.png"), fullPage: true });
+
+    // 150,000 steps: every chart draws them (spreading them into Math.min's arguments threw
+    // "Maximum call stack size exceeded" and left each chart empty), the loss line thinned to
+    // at most 2 points for each 640th of the steps, its peaks kept.
+    await page.goto(base + "/#/runs/" + longId);
+    const drawn = await page.waitForFunction(() => {
+      const s = document.querySelector("#chart-loss"), p = s && s.querySelector("polyline");
+      return s && +s.dataset.points === 150000 && p &&
+        { line: p.getAttribute("points").split(" ").length, lr: +document.querySelector("#chart-lr").dataset.points };
+    }, null, { timeout: 30000 }).then((h) => h.jsonValue()).catch((e) => ({ error: String(e).split("\n")[0] }));
+    check(drawn.line > 600 && drawn.line <= 1280 && drawn.lr === 150000, "browser_run_charts_150000_steps",
+          JSON.stringify(drawn) + " " + errors.join(" | "));
 
     // The text-classification run: what the page shows against what the API says.
     const api = (p) => page.evaluate(async (p) => (await fetch(p)).json(), p);

@@ -43,5 +43,17 @@ awk -F, -v p="$four" 'NR == 1 || $NF ~ p' "$B/test.csv" > "$T/banking77/test.csv
 "$MASKD" finetune --db "$T/hub.db" --model seed-run --name cls-run --train "$T/banking77/train.csv" --test "$T/banking77/test.csv" \
   --label-column category --epochs 3 --max-length 32 --batch 16 --lr 1e-3 --threads 1 --seed 3 --quiet >"$T/finetune.log" 2>&1 ||
   { fail browser_setup "maskd finetune: $(tail -3 "$T/finetune.log")"; exit 1; }
+# A run of 150,000 steps, as a long pretraining records them: 2 steps trained, the rest of
+# its step metrics written into the store over them (training them takes minutes).
+"$MASKD" train --db "$T/hub.db" --name long-run --tokenizer "$T/tok.json" --train "$T/shards" --config tiny --max-steps 2 \
+  --batch 8 --threads 1 --quiet >"$T/long.log" 2>&1 &&
+  $PY -c '
+import math, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+run = db.execute("SELECT id FROM runs WHERE name = ?", ("long-run",)).fetchone()[0]
+db.executemany("INSERT OR REPLACE INTO step_metrics(run_id, step, epoch, loss, lr, grad_norm, tokens_per_s, time) VALUES (?,?,?,?,?,?,?,?)",
+               ((run, s, s / 1000, 2 + math.sin(s / 5000) + 8 * math.exp(-s / 20000), 1e-4, 1.0, 1000.0, 1.7e9 + s)
+                for s in range(1, 150001)))
+db.commit()' "$T/hub.db" >>"$T/long.log" 2>&1 || { fail browser_setup "long-run: $(tail -3 "$T/long.log")"; exit 1; }
 rm -rf "$ART"
-timeout 300 node tests/http/browser.js "$base" "$ART" tk tok.json shards vshards cls-run
+timeout 300 node tests/http/browser.js "$base" "$ART" tk tok.json shards vshards cls-run long-run
