@@ -959,8 +959,9 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
   const char *given = s->cfg.token && !strcmp(m, "GET") ? MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token")
                                                         : NULL;
   if (given) return login(s, c, st, given);
-  int needs_token = s->cfg.token && (st->route ? ((st->route->flags & HTTP_WRITE) || (s->cfg.auth_reads && !open))
-                                               : s->cfg.auth_reads);
+  /* The fallback (the page's own files, which hold no data) is open even with auth_reads:
+  ** behind a 401 the browser never got the page, so never its login form. */
+  int needs_token = s->cfg.token && st->route && ((st->route->flags & HTTP_WRITE) || (s->cfg.auth_reads && !open));
   if (needs_token && !authorized(s, c)) {
     const char *h = hdr(c, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, http_guard_cookie_name(s->guard));

@@ -73,7 +73,7 @@
 ** port of the host; the key ends with the process), and answers 303 to the same URL
 ** without the token; a wrong token there answers
 ** 401 and sets nothing. Routes flagged HTTP_WRITE need the token; with auth_reads
-** every route does but HTTP_OPEN ones. */
+** every route does but HTTP_OPEN ones. The fallback (the page's files) never does. */
 #ifndef MASKD_HTTP_H
 #define MASKD_HTTP_H
 #include <jansson.h>

@@ -139,4 +139,9 @@ call GET /metrics -H 'Authorization: Bearer s3cret'
 ok auth_reads_with_token status_is 200
 call GET /healthz
 ok auth_reads_healthz_open status_is 200
+# The page's own files hold no data: they load, so the page can show its login form (a
+# 401 for them left the browser with a JSON error instead of the page).
+call GET /
+ok auth_reads_page_open status_is 200
+[ -f static/app.js ] && { call GET /app.js; ok auth_reads_script_open status_is 200; }
 stop
