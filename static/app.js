@@ -597,13 +597,15 @@ function showRun(id) {
     $("#run-bar").style.width = run.total_steps ? (100 * run.step / run.total_steps).toFixed(1) + "%" : "0";
     cancelBtn.hidden = run.status !== "running";
   }
-  // A masked-LM run's model answers in the fill-mask playground once a revision is pushed.
+  // A masked-LM run's model answers in the fill-mask playground once a revision is pushed:
+  // this run's newest revision, by its commit (the repository's newest may be another
+  // run's, trained into the same name later).
   function renderTry() {
-    const revs = (full && full.revisions) || [];
+    const revs = (full && full.revisions) || [];   // newest first
     const on = !!full && !isClassification(full) && revs.length > 0;
     $("#run-try").hidden = !on;
     if (!on) return;
-    $("#run-try-link").href = "#/playground/" + encodeURIComponent(full.name);
+    $("#run-try-link").href = "#/playground/" + encodeURIComponent(`${full.name}@${revs[0].commit}`);
     $("#run-try-note").textContent = run.status === "running" ? `its newest revision (${revs.length} so far)` : "";
   }
   function renderCharts() {

@@ -90,6 +90,17 @@ async function main() {
     check(mlmView.f1 && !mlmView.ppl && mlmView.cls && mlmView.acc === "Masked-token accuracy" && !mlmView.task,
           "browser_run_mlm_unchanged", JSON.stringify(mlmView));
     await page.screenshot({ path: path.join(art, "run.png"), fullPage: true });
+    // "Try this model" opens this run's newest revision by its commit: the repository's
+    // newest can be another run's, trained into the same name later.
+    const seedRevs = await page.evaluate(async () => (await (await fetch("/runs/seed-run")).json()).revisions);
+    const tryHref = await page.$eval("#run-try-link", (a) => a.getAttribute("href"));
+    const wantTry = "#/playground/" + encodeURIComponent("seed-run@" + seedRevs[0].commit);
+    await page.click("#run-try-link");
+    await page.waitForFunction((v) => document.querySelector("#fill-model").value === v, "seed-run@" + seedRevs[0].commit)
+      .catch(() => null);
+    const picked = await page.$eval("#fill-model", (s) => s.value);
+    check(tryHref === wantTry && picked === "seed-run@" + seedRevs[0].commit, "browser_run_try_this_revision",
+          `href ${tryHref}, want ${wantTry}; playground picked ${picked}`);
 
     // 150,000 steps: every chart draws them (spreading them into Math.min's arguments threw
     // "Maximum call stack size exceeded" and left each chart empty), the loss line thinned to
