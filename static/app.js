@@ -890,8 +890,12 @@ $("#new-form").addEventListener("submit", async (ev) => {
     const job = await api("POST", "/runs", body);
     msg.className = "msg ok";
     msg.textContent = `Queued as job ${job.id}; waiting for it to start…`;
-    for (let i = 0; i < 600; i++) {
+    // Until it starts, then to its run's page; but not once the user has gone elsewhere
+    // (the page jumped to the run from wherever they were when the job started).
+    const here = location.hash;
+    for (let i = 0; i < 600 && location.hash === here; i++) {
       const j = await api("GET", "/jobs/" + job.id);
+      if (location.hash !== here) break;
       if (j.run) { location.hash = "#/runs/" + j.run; break; }
       if (j.status !== "queued" && j.status !== "running") { msg.className = "msg error"; msg.textContent = `Job ${j.status}: ${j.error || ""}`; break; }
       msg.textContent = `Job ${job.id} is ${j.status}…`;

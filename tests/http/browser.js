@@ -266,6 +266,16 @@ async function main() {
     check(true, "browser_form_cls_refusal", "");
     await page.fill("#cls-fields input[name=train]", "banking77/train.csv");
     await page.click("#new-form button[type=submit]");
+    // Gone to the playground while the job starts: the page stays there (it jumped to the
+    // run's page once the job had a run, wherever the user was).
+    await page.click("nav a[data-nav=playground]");
+    const started = await page.waitForFunction(async () => (await (await fetch("/runs")).json()).some((r) => r.name === "browser-cls"), null,
+                                               { timeout: 60000, polling: 200 }).then(() => true).catch(() => false);
+    await page.waitForTimeout(1500);
+    const stayed = await page.evaluate(() => location.hash);
+    check(started && stayed === "#/playground", "browser_form_wait_stops_when_left", `run started ${started}, page at ${stayed}`);
+    await page.click("nav a[data-nav=runs]");
+    await page.click(rowOf("browser-cls"));
     await page.waitForFunction(() => /^#\/runs\/\d+$/.test(location.hash), null, { timeout: 60000 });
     await page.waitForFunction(() => /done|failed/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
     await page.waitForFunction(() => document.querySelector("#chart-f1").dataset.points > 0 &&
