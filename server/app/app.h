@@ -28,7 +28,8 @@ typedef struct App {
   Worker *worker;
   const char *exe;          /* this maskd binary, which the worker runs for jobs */
   unsigned long long max_upload;  /* bytes of one corpus upload (for /healthz) */
-  double request_timeout;   /* seconds a fill-mask request may wait for its model (0: no limit) */
+  double request_timeout;   /* seconds a fill-mask or text-classification request may wait behind its
+                            ** loaded model's busy runner (0: no limit); loading is not counted */
   double job_stop_grace;    /* seconds a running job gets to stop after SIGTERM when the server stops */
   int on_restart_resume;    /* a training job found running at start-up is queued again as a resume
                             ** of its run (else it stays "interrupted"); a job's "on_restart" wins */

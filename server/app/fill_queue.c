@@ -18,6 +18,8 @@ struct FillQueue {
   pthread_cond_t work;      /* the runner waits here for jobs */
   FillJob *head, *tail;     /* oldest first */
   int waiting;
+  int busy;                 /* the runner has taken a pass (its window included) and not yet answered it */
+  int parked;               /* jobs past their deadline waiting, untimed, for the idle runner to take them */
   int stop;
   unsigned long tickets;
   FillJob **pass;           /* the runner's: the jobs of the current pass */
@@ -33,6 +35,7 @@ static void take(FillQueue *q, FillJob **pass, int *n, long *cost) {
     q->waiting--;
     j->next = NULL;
     j->state = JOB_TAKEN;
+    if (j->parked) { j->parked = 0; q->parked--; }
     *cost += j->cost;
     pass[(*n)++] = j;
   }
@@ -48,6 +51,12 @@ static void *runner_main(void *arg) {
     int n = 0;
     long cost = 0;
     take(q, pass, &n, &cost);
+    q->busy = 1;
+    /* Jobs whose deadline passed while the runner was idle waited for this pass; those
+    ** it left behind now wait behind a busy runner, so they go (fill_queue_submit). */
+    if (q->parked)
+      for (FillJob *j = q->head; j; j = j->next)
+        if (j->parked) { j->parked = 0; q->parked--; pthread_cond_signal(&j->done); }
     if (q->window_us > 0 && n < q->max_jobs && cost < q->budget) {
       /* The pass has begun with the jobs taken; later ones may join it for a while. */
       pthread_mutex_unlock(&q->lock);
@@ -62,6 +71,7 @@ static void *runner_main(void *arg) {
       pass[i]->state = JOB_DONE;
       pthread_cond_signal(&pass[i]->done);
     }
+    q->busy = 0;
   }
   pthread_mutex_unlock(&q->lock);
   return NULL;
@@ -98,6 +108,7 @@ int fill_queue_submit(FillQueue *q, FillJob *job, double deadline) {
   int late = 0;
   pthread_mutex_lock(&q->lock);
   job->state = JOB_QUEUED;
+  job->parked = 0;
   job->next = NULL;
   job->ticket = ++q->tickets;
   if (q->tail) q->tail->next = job; else q->head = job;
@@ -105,9 +116,20 @@ int fill_queue_submit(FillQueue *q, FillJob *job, double deadline) {
   q->waiting++;
   pthread_cond_signal(&q->work);
   while (job->state != JOB_DONE) {
-    if (deadline <= 0) { pthread_cond_wait(&job->done, &q->lock); continue; }
+    /* No deadline, a job in a pass (answered whatever the time) and a parked one wait
+    ** for a signal: a timed wait past the deadline would return at once, again and
+    ** again, spinning on the lock the runner needs. */
+    if (deadline <= 0 || job->state != JOB_QUEUED || job->parked) { pthread_cond_wait(&job->done, &q->lock); continue; }
     struct timespec ts = {(time_t)deadline, (long)((deadline - (double)(time_t)deadline) * 1e9)};
     if (pthread_cond_timedwait(&job->done, &q->lock, &ts) != ETIMEDOUT || job->state != JOB_QUEUED) continue;
+    if (!q->busy) {
+      /* The runner is idle (or has just been woken): the job waits for no one, and the
+      ** runner's next pass takes the oldest jobs, this one among them unless the pass is
+      ** full; the runner signals it if not. */
+      job->parked = 1;
+      q->parked++;
+      continue;
+    }
     FillJob *prev = NULL, *j = q->head;
     while (j && j != job) { prev = j; j = j->next; }
     if (prev) prev->next = job->next; else q->head = job->next;

@@ -15,6 +15,7 @@ typedef struct FillJob {
   int cost;                 /* what it adds to a pass (its tokens) */
   /* The queue's own, set by fill_queue_submit(): */
   int state;
+  int parked;               /* past its deadline while the runner was idle: waits for its pass */
   unsigned long ticket;     /* arrival order: 1, 2, ... as jobs joined the queue */
   pthread_cond_t done;
   struct FillJob *next;
@@ -30,8 +31,10 @@ typedef struct FillQueue FillQueue;
 FillQueue *fill_queue_start(FillPassFn fn, void *ctx, int max_jobs, long budget, int window_us, Err *err);
 /* Queues job (data and cost set, the rest zero) at the tail and returns 0 once fn has
 ** answered it, or -1 when deadline (CLOCK_MONOTONIC seconds; 0: none) passed while it
-** still waited: it is then taken out, unanswered. A job already in a pass is answered
-** whatever the time. */
+** still waited behind a pass the runner was busy with: it is then taken out,
+** unanswered. A job already in a pass is answered whatever the time, and so is one
+** whose deadline passes while the runner is idle, as long as the runner's next pass
+** takes it (a job that pass leaves behind is taken out then). */
 int fill_queue_submit(FillQueue *q, FillJob *job, double deadline);
 /* Jobs waiting, not yet in a pass. */
 int fill_queue_waiting(FillQueue *q);

@@ -528,7 +528,11 @@ void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpRe
     return;
   }
   FillJob fj = {.data = &job, .cost = cost};
-  int late = fill_queue_submit(ent->queue, &fj, a->request_timeout > 0 ? t0 + a->request_timeout : 0);
+  /* The limit is on the wait for the model's runner, which starts here: resolving and
+  ** loading the model (seconds for a base model, on the first request after every cold
+  ** load or new revision) and checking the request are this request's own work, not a
+  ** wait behind others', and an idle runner answers it whatever the time. */
+  int late = fill_queue_submit(ent->queue, &fj, a->request_timeout > 0 ? now_monotonic() + a->request_timeout : 0);
   cache_release(a->fill, ent);
   if (kind == APP_TEXT_CLASSIFICATION) textclass_request_free(job.req);
   else fillmask_request_free(job.req);

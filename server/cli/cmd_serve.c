@@ -130,9 +130,11 @@ static const CliOpt serve_opts[] = {
    .help = "close a connection with no traffic for S seconds"},
   {.name = "--request-timeout", .kind = CLI_DOUBLE, .off = OFF(request_timeout), .flo = 0, .fhi = 86400,
    .open = CLI_OPEN_LO, .arg = "S", .def = "no limit",
-   .help = "a fill-mask or text-classification request still waiting for its\n"
-           "model after S seconds (fractions allowed) answers 503; one already in a\n"
-           "forward pass is answered (passes are bounded by the input limits)"},
+   .help = "a fill-mask or text-classification request still waiting behind its\n"
+           "model's busy passes S seconds (fractions allowed) after the model was\n"
+           "ready answers 503; loading the model is not counted, and a request in a\n"
+           "pass, or taken by an idle model, is answered (passes are bounded by the\n"
+           "input limits)"},
   {.name = "--model", .kind = CLI_STRING, .off = OFF(model), .arg = "NAME[@REV]",
    .def = "per route, the most recently pushed model of its task",
    .help = "the model of a fill-mask or text-classification request that names\n"

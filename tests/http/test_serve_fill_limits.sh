@@ -8,7 +8,8 @@
 # refuses one past it; /healthz shows the limits in force. A refusal's status comes
 # from the problem, not from the input's form: the same too-long text is 400 as a
 # string and inside a list, the same over-limit text 413 both ways. maskd fill-mask
-# takes the same limits.
+# takes the same limits. --request-timeout counts only the wait behind a busy model:
+# a cold model's load is not counted, and an idle model answers a request past it.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" fill_limits
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -144,6 +145,17 @@ ok max_answer_bytes_at_same_answer cmp -s "$T/body" "$T/bytes.answer"
 stop
 start --max-answer-bytes $((size - 1)) || { fail fill_limits_start4 "$(cat "$T/err")"; exit 1; }
 fill "$T/bytes.req"; ok max_answer_bytes_past refused max_answer_bytes $((size - 1)) "$size"
+stop
+
+# ---- --request-timeout counts the wait behind a busy model, not its loading ----
+# A limit shorter than any load: the cold model's first request and the idle model's
+# next ones are answered (each was refused 503 "busy" when the clock started before
+# the model was loaded, or ran out before the idle runner took the job).
+start --request-timeout 0.001 || { fail fill_limits_start5 "$(cat "$T/err")"; exit 1; }
+fill "$T/ok.json"; ok request_timeout_cold_model status_is 200
+n=0
+for _ in 1 2 3 4 5; do fill "$T/ok.json"; status_is 200 && n=$((n + 1)); done
+ok request_timeout_idle_model test "$n" = 5
 stop
 
 # ---- the command line: maskd fill-mask and maskd serve take the same flags ----
