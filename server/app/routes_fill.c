@@ -160,7 +160,8 @@ static void answer_pass(void *ctx, FillJob *const *jobs, int n) {
     j->result = results[i];
     j->fe = errors[i];
   }
-  metrics_fill_pass(e->cache->metrics, n);
+  if (e->kind == APP_TEXT_CLASSIFICATION) metrics_textclass_pass(e->cache->metrics, n);
+  else metrics_fill_pass(e->cache->metrics, n);
 }
 
 static void entry_free(Entry *e) {
@@ -552,7 +553,8 @@ void app_serve_pipeline(App *a, AppPipeline kind, const char *path_model, HttpRe
     rs->len = strlen(text);
     rs->status = 200;
     rs->content_type = "application/json";
-    if (kind == APP_FILL_MASK) metrics_fill_mask(a->metrics, now_monotonic() - t0);
+    if (kind == APP_TEXT_CLASSIFICATION) metrics_textclass(a->metrics, now_monotonic() - t0);
+    else metrics_fill_mask(a->metrics, now_monotonic() - t0);
   }
 }
 

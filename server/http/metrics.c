@@ -45,9 +45,10 @@ struct Metrics {
   pthread_mutex_t mu;
   Counter *c;
   int n, cap;
-  Hist requests, fill;
+  Hist requests, fill, textclass;
   double tokens_per_s;
-  unsigned long long passes, batched;
+  unsigned long long passes, batched;            /* fill-mask's */
+  unsigned long long tc_passes, tc_batched;      /* text-classification's */
   Info *info;               /* metrics_info's families, set once at start and rarely more */
   int n_info;
 };
@@ -110,6 +111,19 @@ void metrics_fill_pass(Metrics *m, int requests) {
   pthread_mutex_lock(&m->mu);
   m->passes++;
   if (requests > 1) m->batched += (unsigned long long)requests;
+  pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_textclass(Metrics *m, double seconds) {
+  pthread_mutex_lock(&m->mu);
+  hist_add(&m->textclass, seconds);
+  pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_textclass_pass(Metrics *m, int requests) {
+  pthread_mutex_lock(&m->mu);
+  m->tc_passes++;
+  if (requests > 1) m->tc_batched += (unsigned long long)requests;
   pthread_mutex_unlock(&m->mu);
 }
 
@@ -184,7 +198,7 @@ int metrics_info(Metrics *m, const char *name, const char *help, const char *con
 
 char *metrics_render(Metrics *m, const char *extra) {
   Buf b = {0};
-  if (buf_reserve(&b, 4096)) return NULL;   /* room for the usual text, allocated before the lock */
+  if (buf_reserve(&b, 8192)) return NULL;   /* room for the usual text, allocated before the lock */
   pthread_mutex_lock(&m->mu);
   buf_printf(&b, "# HELP maskd_http_requests_total HTTP requests answered, by route pattern, method and status.\n"
               "# TYPE maskd_http_requests_total counter\n");
@@ -200,6 +214,15 @@ char *metrics_render(Metrics *m, const char *extra) {
               "# HELP maskd_fill_mask_batched_requests_total Requests answered in a pass shared with others.\n"
               "# TYPE maskd_fill_mask_batched_requests_total counter\nmaskd_fill_mask_batched_requests_total %llu\n",
           m->passes, m->batched);
+  hist_render(&b, "maskd_text_classification_duration_seconds",
+              "Text-classification latency: model lookup, forward pass and answer.", &m->textclass);
+  buf_printf(&b, "# HELP maskd_text_classification_passes_total Text-classification pipeline calls (forward passes over "
+              "one or more requests).\n"
+              "# TYPE maskd_text_classification_passes_total counter\nmaskd_text_classification_passes_total %llu\n"
+              "# HELP maskd_text_classification_batched_requests_total Requests answered in a pass shared with others.\n"
+              "# TYPE maskd_text_classification_batched_requests_total counter\n"
+              "maskd_text_classification_batched_requests_total %llu\n",
+          m->tc_passes, m->tc_batched);
   buf_printf(&b, "# HELP maskd_training_tokens_per_second Throughput of the running training job (0 when none).\n"
               "# TYPE maskd_training_tokens_per_second gauge\nmaskd_training_tokens_per_second %.6g\n",
           m->tokens_per_s);

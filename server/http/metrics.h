@@ -1,5 +1,5 @@
-/* Prometheus metrics of maskd serve: requests by route, method and status, request
-** and fill-mask latency histograms, training throughput. Thread-safe; rendered in
+/* Prometheus metrics of maskd serve: requests by route, method and status, request,
+** fill-mask and text-classification latency histograms and passes, training throughput. Thread-safe; rendered in
 ** the Prometheus text exposition format (version 0.0.4) by metrics_render(). */
 #ifndef MASKD_METRICS_H
 #define MASKD_METRICS_H
@@ -21,6 +21,9 @@ const char *metrics_method_label(const char *method);
 void metrics_fill_mask(Metrics *m, double seconds);
 /* Counts one fill-mask forward pass that answered requests requests (> 1: batched). */
 void metrics_fill_pass(Metrics *m, int requests);
+/* The same two for text-classification, counted apart from fill-mask's. */
+void metrics_textclass(Metrics *m, double seconds);
+void metrics_textclass_pass(Metrics *m, int requests);
 /* Sets the tokens/s of the running training job (0 when none runs). */
 void metrics_training(Metrics *m, double tokens_per_s);
 /* Sets an info family: "name{k1="v1",...} 1" under its HELP and TYPE gauge lines,

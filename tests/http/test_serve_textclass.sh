@@ -10,7 +10,7 @@
 # pipeline each model is for; the answers against a reference (transformers' forward as
 # scripts/torch_cls.py writes it out, in float32, and TextClassificationPipeline's
 # postprocess and __call__ copied from 4.46); the playground in chromium; the serve flags
-# of the limits; bf16 weights.
+# of the limits; bf16 weights; /metrics counting its passes apart from fill-mask's.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" servetextclass
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -444,6 +444,20 @@ serve_stop
 serve_start --db "$T/hub.db" --quiet --precision bf16 || { fail textclass_bf16_start "$(cat "$T/err")"; exit 1; }
 tc "{$M1, \"inputs\": \"the cat sat on the mat .\", \"parameters\": {\"top_k\": null}}"
 ok textclass_http_bf16 py "[o['label'] for o in b] == [o['label'] for o in json.load(open('$T/all.json'))] and all(abs(o['score'] - a['score']) < 0.05 for o, a in zip(b, json.load(open('$T/all.json'))))"
+serve_stop
+
+# /metrics: text-classification's passes and latency are counted under names of their
+# own, and move none of fill-mask's (its passes were counted as fill-mask's).
+metric() { $PY -c "import sys; print(sum(float(l.split()[1]) for l in open(sys.argv[1]) if l.split()[:1] == [sys.argv[2]]))" "$T/body" "$1"; }
+serve_start --db "$T/hub.db" --quiet || { fail textclass_metrics_start "$(cat "$T/err")"; exit 1; }
+tc "{$M1, \"inputs\": \"the cat sat on the mat .\"}"
+tc "{$M1, \"inputs\": [\"a good film\", \"bad\"]}"
+call GET /metrics
+ok textclass_metrics_not_fill_mask test "$(metric maskd_fill_mask_passes_total) $(metric maskd_fill_mask_duration_seconds_count)" = "0.0 0.0"
+ok textclass_metrics_own test "$(metric maskd_text_classification_passes_total) $(metric maskd_text_classification_duration_seconds_count)" = "2.0 2.0"
+call POST /fill-mask --data-binary '{"model": "tiny-mlm", "inputs": "a [MASK]"}'
+call GET /metrics
+ok textclass_metrics_fill_mask_apart test "$(metric maskd_fill_mask_passes_total) $(metric maskd_text_classification_passes_total)" = "1.0 2.0"
 serve_stop
 
 # A request that names no model: each route has its own default, the most recently pushed
