@@ -118,7 +118,9 @@ typedef struct ReqState {
   size_t n_kv, cap_kv;
   HttpRes res;              /* the handler's answer */
   int status;
-  double t0;
+  double t0;                /* the request line came */
+  double t_queued;          /* its answer was queued: the observer's end, since an event stream
+                            ** or a slow download completes minutes later */
   /* HTTP_UPLOAD: the temporary file, while this request has one */
   int upload_fd;            /* -1 once closed */
   char *upload_path;        /* NULL once unlinked (or never made) */
@@ -739,6 +741,7 @@ static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *r
   enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
   MHD_destroy_response(r);
   st->status = status;
+  st->t_queued = now_monotonic();
   return ok;
 }
 
@@ -777,6 +780,7 @@ static enum MHD_Result login(HttpServer *s, struct MHD_Connection *c, ReqState *
   enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
   MHD_destroy_response(r);
   st->status = MHD_HTTP_SEE_OTHER;
+  st->t_queued = now_monotonic();
   return ok;
 }
 
@@ -1071,7 +1075,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
   HttpServer *s = cls;
   ReqState *st = *con_cls;
   if (!st) return;
-  if (s->cfg.observe && st->status) s->cfg.observe(s->cfg.app, st->label, st->method, st->status, now_monotonic() - st->t0);
+  /* (whatever sets status queued the answer and set t_queued with it) */
+  if (s->cfg.observe && st->status) s->cfg.observe(s->cfg.app, st->label, st->method, st->status, st->t_queued - st->t0);
   conn_state(st->conn, C_HEADERS);  /* the next request's headers are due from now */
   req_free(st);
   *con_cls = NULL;

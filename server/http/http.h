@@ -150,7 +150,9 @@ typedef struct HttpRoute {
 
 /* Called on the event loop for every finished request, for metrics and the access
 ** log: the route's pattern ("static" for static files, "unmatched" for the rest),
-** the method as sent, the status and the seconds from the request line to the end. */
+** the method as sent, the status and the seconds from the request line to the
+** queued answer: a stream's (an event stream, a download) to its headers, not to its
+** last byte, which may come hours later. */
 typedef void (*HttpObserver)(void *app, const char *route, const char *method, int status, double seconds);
 
 typedef struct HttpConfig {

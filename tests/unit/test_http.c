@@ -125,8 +125,16 @@ static void h_stream(void *app, HttpReq *rq, HttpRes *rs) {
 }
 
 static atomic_int observed[600];
+/* The seconds the observer was given for the last GET /forever (-1: none yet). */
+static pthread_mutex_t forever_mu = PTHREAD_MUTEX_INITIALIZER;
+static double forever_seconds = -1;
 static void observe(void *app, const char *route, const char *method, int status, double s) {
   if (status >= 0 && status < 600) atomic_fetch_add(&observed[status], 1);
+  if (!strcmp(route, "/forever")) {
+    pthread_mutex_lock(&forever_mu);
+    forever_seconds = s;
+    pthread_mutex_unlock(&forever_mu);
+  }
 }
 
 static const HttpRoute routes[] = {
@@ -789,6 +797,28 @@ static void test_stream(void) {
   check(atomic_load(&streams_freed) == 1, "sse_freed", "freed %d", atomic_load(&streams_freed));
 }
 
+/* An event stream held open 1.2 s is observed (the request-duration histogram of
+** /metrics) with the time to its queued answer, not its whole life: one client's
+** hour-long stream made the histogram's sum an hour. */
+static void test_stream_observed_when_queued(void) {
+  char req[256];
+  int n = snprintf(req, sizeof req, "GET /forever HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
+  int fd = dial();
+  send_all(fd, req, (size_t)n);
+  char b[256];
+  ssize_t got = recv(fd, b, sizeof b - 1, 0);
+  sleep_s(1.2);
+  close(fd);
+  double seen = -1;
+  for (int i = 0; i < 100 && seen < 0; i++) {   /* the server notices at its next keep-alive write */
+    sleep_s(0.05);
+    pthread_mutex_lock(&forever_mu);
+    seen = forever_seconds;
+    pthread_mutex_unlock(&forever_mu);
+  }
+  check(got > 0 && seen >= 0 && seen < 0.5, "sse_observed_when_queued", "a stream held 1.2 s observed as %.3f s", seen);
+}
+
 /* Every handler thread busy: /healthz (inline) answers, others wait their turn. */
 static void test_pool(void) {
   /* A handler thread's answer goes out at once, not at the loop's next tick. */
@@ -1121,6 +1151,7 @@ int main(void) {
   test_login();
   test_paths();
   test_stream();
+  test_stream_observed_when_queued();
   test_pool();
   test_deadlines();
   test_per_address();
