@@ -146,7 +146,8 @@ static const CliOpt serve_opts[] = {
   {.name = "--precision-for", .kind = CLI_LIST, .off = OFF(precision_for), .off2 = OFF(n_precision_for),
    .hi = MAX_PRECISION_FOR, .arg = "NAME=fp32|bf16",
    .help = "the model repository NAME (all its revisions) at this precision,\n"
-           "whatever --precision says (repeatable; /healthz lists them)"},
+           "whatever --precision says (repeatable; the start-up line lists them,\n"
+           "\"fill-mask weights fp32 (NAME bf16)\"; /healthz shows only the default)"},
   {.name = "--cache", .kind = CLI_INT, .off = OFF(cache), .lo = 1, .hi = 64, .arg = "N", .def = CLI_DEFAULT,
    .help = "models kept loaded (fill-mask and text-classification)"},
   {.name = "--fill-threads", .kind = CLI_INT, .off = OFF(fill_threads), .lo = 1, .hi = 256, .arg = "N", .def = CLI_DEFAULT,

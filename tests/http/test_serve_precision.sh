@@ -2,7 +2,8 @@
 # maskd serve --precision / --precision-for (issue 15): one server holding the same
 # trained model under two names, one served from bf16 weights; POST /fill-mask answers
 # both with the same JSON shape and the same top tokens on a few sentences, the bf16 one
-# with its own (bf16) scores; /healthz and the startup line name the precisions; a
+# with its own (bf16) scores; /healthz and the startup line name the precisions (--help
+# says which shows what); a
 # server whose default is bf16 answers as the bf16-named model does; bad values are
 # refused at start, in one line, with exit status 2.
 # shellcheck source=tests/lib.sh
@@ -73,6 +74,12 @@ grep -qx 'maskd serve: fill-mask weights bf16' "$T/out" && pass serve_precision_
 ask prec "$T/all16.txt"
 same_tokens serve_precision_default_bf16_is_bf16 "$T/bf16.txt" "$T/all16.txt" equal
 serve_stop
+
+# --help says where the per-repository precisions are shown: the start-up line, not
+# /healthz (open without the token, it shows the default only, as checked above).
+"$M" serve --help >"$T/help.txt" 2>&1
+ok serve_precision_for_help_true bash -c "grep -A2 -- '--precision-for' '$T/help.txt' | grep -q 'start-up line lists them' &&
+  ! grep -q '/healthz lists them' '$T/help.txt'"
 
 refuse() {  # name, expected text, serve args...
   local name=$1 want=$2 out rc; shift 2
