@@ -189,7 +189,7 @@ typedef struct HttpConfig {
 
 typedef struct HttpServer HttpServer;
 
-/* Defaults: 127.0.0.1:8080, no token, 1 MiB bodies, 1024 connections and 64 per
+/* Defaults: 127.0.0.1:8080, no token, 1 MiB bodies, 1024 connections and 128 per
 ** address, 64 streams and 16 per address, 16 handler threads, 60 s idle, headers
 ** within 10 s, bodies within 30 s, streams polled every second; uploads: no folder,
 ** 1 GiB each, 8 at once, 30 s between bytes. */

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -323,6 +324,33 @@ static void *call_thread(void *arg) {
 static void call_start(Call *c, const char *path) {
   c->path = path;
   pthread_create(&c->t, NULL, call_thread, c);
+}
+
+/* http.h's comment of http_default_config() states its limits: its numbers are the
+** code's (it said 64 connections per address where the code, README and --help say 128). */
+static void test_default_config_doc(void) {
+  FILE *f = fopen("server/http/http.h", "r");
+  char text[65536], flat[65536];
+  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  text[n] = '\0';
+  const char *doc = strstr(text, "/* Defaults:");
+  const char *end = doc ? strstr(doc, "*/") : NULL;
+  size_t m = 0;
+  /* The comment as one line: its line breaks, leading stars and runs of spaces one space. */
+  for (const char *p = doc; p && p < end; p++) {
+    char ch = (*p == '\n' || *p == '*') ? ' ' : *p;
+    if (ch == ' ' && m && flat[m - 1] == ' ') continue;
+    flat[m++] = ch;
+  }
+  flat[m] = '\0';
+  HttpConfig c = http_default_config();
+  char conns[96], streams[96], threads[64];
+  snprintf(conns, sizeof conns, "%u connections and %u per address", c.max_conns, c.max_conns_per_ip);
+  snprintf(streams, sizeof streams, "%u streams and %u per address", c.max_streams, c.max_streams_per_ip);
+  snprintf(threads, sizeof threads, "%u handler threads", c.handler_threads);
+  check(doc && end && strstr(flat, conns) && strstr(flat, streams) && strstr(flat, threads), "default_config_doc",
+        "http.h says \"%s\"; the code: %s, %s, %s", flat, conns, streams, threads);
 }
 
 /* An info family's label values are escaped as the text format requires (a CPU
@@ -1116,6 +1144,7 @@ int main(void) {
   test_error_kinds();
   test_ranges();
   test_metrics_info();
+  test_default_config_doc();
   static const char *hosts[] = {"maskd.example"};
   static const char *origins[] = {"https://proxy.example/"};
   HttpConfig c = http_default_config();
