@@ -371,10 +371,19 @@ Store *store_open(const char *path, Err *err) {
   sqlite3_busy_timeout(s->db, 30000);
   sqlite3_extended_result_codes(s->db, 1);
   /* Checkpoints are big and keep-last-N deletes them, so freed pages must go back
-  ** to the file system: incremental auto-vacuum (only takes effect on a new file,
-  ** before the first table) and a WAL truncated back to 64 MiB after it grew for a
-  ** large push. */
-  if (sdb_exec(s, "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_size_limit = 67108864", err)) {
+  ** to the file system: incremental auto-vacuum and a WAL truncated back to 64 MiB
+  ** after it grew for a large push. auto_vacuum is set only on a file with no pages
+  ** yet (it takes effect only before the first table anyway): on an existing file the
+  ** pragma takes the write lock, so every open waited out any other writer's
+  ** transaction (and failed after the busy timeout), and a read-only file could not
+  ** be opened at all. Reading page_count takes no lock in WAL mode. */
+  sqlite3_stmt *pc = sdb_prep(s, "PRAGMA page_count", err);
+  int pc_rc = pc ? sqlite3_step(pc) : SQLITE_ERROR;
+  int fresh = pc_rc == SQLITE_ROW && sqlite3_column_int64(pc, 0) == 0;
+  if (pc && pc_rc != SQLITE_ROW) sdb_fail(s, err, "page_count");
+  sqlite3_finalize(pc);
+  if (pc_rc != SQLITE_ROW || (fresh && sdb_exec(s, "PRAGMA auto_vacuum = INCREMENTAL", err)) ||
+      sdb_exec(s, "PRAGMA journal_size_limit = 67108864", err)) {
     err_prefix(err, path);
     store_close(s);
     return NULL;

@@ -53,7 +53,10 @@ int store_status_parse(const char *name, StoreStatus *out);
 /* 1 for the statuses that end a run or a job: done, failed, interrupted, cancelled. */
 int store_status_ended(StoreStatus status);
 
-/* Opens (creating if needed) and migrates the database at path. */
+/* Opens (creating if needed) and migrates the database at path. Opening an existing
+** database at the current schema only reads: it does not wait on another connection's
+** write transaction, and works on a file the user may only read (in a folder where
+** SQLite can make its -shm and -wal files). */
 Store *store_open(const char *path, Err *err);
 /* Closes; NULL allowed. */
 void store_close(Store *s);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,6 +233,76 @@ static void open_tests(void) {
   s = store_open("/nonexistent/dir/x.db", &e);
   check(!s && strstr(e.msg, "/nonexistent/dir/x.db"), "store_refuses_bad_path", "%s", e.msg);
   store_close(s);
+}
+
+/* Runs fn(db) in a child process (as user nobody when this is root and as_nobody is
+** set) that must finish within secs: its exit status, 124 when it did not finish, 125
+** when it could not become nobody. */
+static int in_child(int (*fn)(const char *), const char *db, int secs, int as_nobody) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (as_nobody && geteuid() == 0 && (setgid(65534) || setuid(65534))) _exit(125);
+    alarm((unsigned)secs);   /* SIGALRM kills a child stuck on the lock */
+    _exit(fn(db));
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 124;
+}
+
+/* Opens db and lists its models: 0 when both work and the model "held" is there. */
+static int open_and_list(const char *db) {
+  Err e = {0};
+  Store *s = store_open(db, &e);
+  json_t *ml = s ? store_models_list(s, &e) : NULL;
+  int ok = ml && json_array_size(ml) == 1;
+  if (!ok) fprintf(stderr, "open_and_list %s: %s\n", db, e.msg);
+  json_decref(ml);
+  store_close(s);
+  return ok ? 0 : 1;
+}
+
+/* Opening a store reads: it neither waits on another connection's write transaction
+** (a training's push, a CLI command's) nor needs a writable file. */
+static void open_busy_tests(void) {
+  Err e = {0};
+  char db[400], rodir[400], ro[500];
+  snprintf(db, sizeof db, "%s", make_db_path("busy.db"));
+  Store *s = store_open(db, &e);
+  StorePush p = {.message = "m", .config_json = "{}", .weights = "w", .weights_len = 1};
+  int rc = s ? store_push(s, "held", &p, NULL, &e) : -1;
+  store_close(s);
+  sqlite3 *h = NULL;
+  int lrc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL);
+  if (lrc == SQLITE_OK) lrc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int crc = in_child(open_and_list, db, 5, 0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+  sqlite3_close(h);
+  check(rc == 0 && lrc == SQLITE_OK && crc == 0 && secs < 4, "store_open_does_not_wait_on_a_writer",
+        "push %d, lock %d, child exit %d after %.1f s (124: still waiting)", rc, lrc, crc, secs);
+
+  /* A database file the user may only read, in a folder it may write (where SQLite
+  ** makes the -shm and -wal files a reader of a WAL database needs). As root, the
+  ** reader is user nobody, so the folder is one nobody can reach: under /tmp, not
+  ** under the test's own (private) folder. */
+  snprintf(rodir, sizeof rodir, "/tmp/maskd-ro.XXXXXX");
+  int prc = -1;
+  if (mkdtemp(rodir)) {
+    snprintf(ro, sizeof ro, "%s/ro.db", rodir);
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "cp %s %s && chmod 777 %s && chmod 444 %s", db, ro, rodir, ro);
+    prc = system(cmd);
+  }
+  crc = prc == 0 ? in_child(open_and_list, ro, 20, 1) : -1;
+  if (crc == 125) check_skip("store_open_read_only_file", "cannot run as user nobody");
+  else check(crc == 0, "store_open_read_only_file", "child exit %d (setup %d)", crc, prc);
+  char rm[600];
+  snprintf(rm, sizeof rm, "rm -rf %s", rodir);
+  if (prc == 0 && system(rm) != 0) fprintf(stderr, "could not remove %s\n", rodir);
 }
 
 /* An import keeps the folder's tokenizer side files as they came; other revisions have none. */
@@ -1156,6 +1227,7 @@ int main(void) {
   char cmd[300];
   sha_tests();
   open_tests();
+  open_busy_tests();
   api_tests();
   side_file_tests();
   stream_tests();
