@@ -22,11 +22,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -838,6 +838,58 @@ static StoreStatus status_of(const json_t *o) {
   return st;
 }
 
+/* Starts a job's process: argv with stdout and stderr into log, stdin /dev/null.
+** 0 and *pid, or an errno (the child's exec failed, or fork did).
+** A server killed outright (kill -9, the OOM killer) cannot stop its job: the child
+** would train on as an orphan nothing can cancel (the restarted server marks the job
+** interrupted) beside the new server's jobs. So the child asks for SIGTERM when the
+** server dies (maskd train then checkpoints at the step boundary and marks its run
+** interrupted, ready to resume; prepare and tokenizer jobs stop too). The death signal
+** follows the thread that forked, this worker, which outlives its child. The server
+** may die before the request is made: getppid() then no longer names it, and the
+** child goes without running anything. Hence fork, not posix_spawn, and between fork
+** and exec only async-signal-safe calls (the server has other threads). */
+static int spawn_job(char *const *argv, const char *log, pid_t *pid) {
+  /* The server blocks SIGINT/SIGTERM for sigwait(); the child must get them back. */
+  sigset_t none;
+  sigemptyset(&none);
+  pid_t server = getpid();
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC)) return errno;
+  pid_t c = fork();
+  if (c == 0) {
+    int e = 0;
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) e = errno;
+    else if (getppid() != server) _exit(1);
+    int fd = e ? -1 : open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = fd < 0 ? -1 : open("/dev/null", O_RDONLY);
+    if (!e && (fd < 0 || in < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || dup2(in, 0) < 0)) e = errno;
+    if (!e) {
+      if (fd > 2) close(fd);
+      if (in > 2) close(in);
+      sigprocmask(SIG_SETMASK, &none, NULL);
+      execv(argv[0], argv);
+      e = errno;
+    }
+    ssize_t w = write(pfd[1], &e, sizeof e);
+    _exit(w < 0 ? 126 : 127);
+  }
+  int fork_errno = errno;
+  close(pfd[1]);
+  if (c < 0) { close(pfd[0]); return fork_errno; }
+  int child_errno = 0;
+  ssize_t got;
+  do got = read(pfd[0], &child_errno, sizeof child_errno);   /* 0 bytes: exec succeeded */
+  while (got < 0 && errno == EINTR);
+  close(pfd[0]);
+  if (got > 0) {
+    waitpid(c, NULL, 0);
+    return child_errno ? child_errno : EIO;
+  }
+  *pid = c;
+  return 0;
+}
+
 static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const char *params) {
   Err e = {0};
   Argv av = {{0}, 0};
@@ -852,22 +904,8 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     free(plan.reg);
     return;
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  /* The server blocks SIGINT/SIGTERM for sigwait(); the child must get them back. */
-  posix_spawnattr_t at;
-  posix_spawnattr_init(&at);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid;
-  int err = posix_spawn(&pid, av.v[0], &fa, &at, av.v, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
+  pid_t pid = 0;
+  int err = spawn_job(av.v, log, &pid);
   args_free(&av);
   if (err) {
     store_job_finish(s, job, STORE_STATUS_FAILED, strerror(err), &e);

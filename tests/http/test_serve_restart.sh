@@ -4,6 +4,7 @@
 # --on-restart resume (or a job's "on_restart": "resume") the job is queued once
 # more as a resume of its run, which then finishes with exactly its step count, as
 # one run, with one resume job; a job's "on_restart": "interrupt" wins over the flag.
+# When the server alone is killed, its job's process stops itself (no orphan).
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" serverestart
 MASKD=$M D=$DATA_ROOT
@@ -101,4 +102,30 @@ crash stay || fail stay_crash "the run did not reach step 12"
 start --on-restart resume || fail stay_restart "$(cat "$T/err")"
 sleep 1.5
 ok job_policy_wins test "$(jobs_of stay | tr '\n' ' ')" = "interrupted,- "
+
+# ---- the server alone killed (kill -9): its job's process gets SIGTERM and stops (no
+# orphan training on that nothing can cancel), checkpointing; the run is interrupted by
+# that process itself and a restarted server resumes it ----
+kill -TERM "$spid"; wait "$pid"; pid= spid=
+start || fail orphan_start "$(cat "$T/err")"
+call POST /runs --data-binary "$(runjson orphan 60)"
+ok orphan_accepted test "$(cat "$T/status")" = 202
+wait_for 120 /runs/orphan 'b["status"] == "running" and b["step"] >= 12' || fail orphan_running "the run did not reach step 12"
+child=$(pgrep -P "$spid" | head -1)
+kill -9 "$spid"
+for _ in $(seq 100); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$child" 2>/dev/null; then
+  fail orphan_job_process_stops "pid $child ($(tr '\0' ' ' <"/proc/$child/cmdline" 2>/dev/null)) still runs 10 s after the server's kill -9"
+  kill -9 "$child"
+else
+  pass orphan_job_process_stops
+fi
+wait "$pid"; pid= spid=
+orphan_run=$($PY -c "import sqlite3,sys; print('%s: %s' % sqlite3.connect(sys.argv[1]).execute('SELECT status, error FROM runs WHERE name=?', ('orphan',)).fetchone())" "$T/hub.db")
+[ "$orphan_run" = "interrupted: stopped by SIGTERM" ] && pass orphan_run_interrupted_by_its_process ||
+  fail orphan_run_interrupted_by_its_process "the run is $orphan_run"
+start || fail orphan_restart "$(cat "$T/err")"
+call POST /runs --data-binary '{"resume": "orphan"}'
+ok orphan_resume_accepted test "$(cat "$T/status")" = 202
+ok orphan_resumed_run_done wait_for 240 /runs/orphan 'b["status"] == "done" and b["step"] == 60'
 kill -TERM "$spid"; wait "$pid"; ok server_stops test $? = 0; pid= spid=
