@@ -74,6 +74,46 @@ int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *
   return sdb_update_one(s, st, "run", run, err);
 }
 
+static int pid_gone(sqlite3_int64 pid);
+
+int store_run_claim(Store *s, int64_t run, Err *err) {
+  if (sdb_begin(s, err)) return -1;
+  /* Read and changed under one write lock: of two processes claiming a run at once, the
+  ** second sees the first's claim. A status read before (what --resume checks) and a
+  ** store_run_set_status after let both through, and both trained and pushed. */
+  sqlite3_stmt *st = sdb_prep(s, "SELECT status, pid FROM runs WHERE id = ?", err);
+  if (!st) return sdb_rollback(s);
+  sqlite3_bind_int64(st, 1, run);
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    if (rc == SQLITE_DONE) err_setk(err, ERR_NOT_FOUND, "run %lld does not exist", (long long)run);
+    else sdb_fail(s, err, "run");
+    sqlite3_finalize(st);
+    return sdb_rollback(s);
+  }
+  StoreStatus status = STORE_STATUS_COUNT;
+  store_status_parse((const char *)sqlite3_column_text(st, 0), &status);
+  sqlite3_int64 pid = sqlite3_column_int64(st, 1);
+  sqlite3_finalize(st);
+  /* A "running" run whose process is gone (killed before it could say so) is free. */
+  if (status == STORE_STATUS_RUNNING && !pid_gone(pid)) {
+    err_setk(err, ERR_CONFLICT, "run %lld is already running (pid %lld)", (long long)run, (long long)pid);
+    return sdb_rollback(s);
+  }
+  if (status == STORE_STATUS_DONE) {
+    err_setk(err, ERR_CONFLICT, "run %lld is already done; only a stopped run can be resumed", (long long)run);
+    return sdb_rollback(s);
+  }
+  st = sdb_prep(s, "UPDATE runs SET status = 'running', started = COALESCE(started, ?1), finished = NULL, error = NULL,"
+                   " pid = ?2 WHERE id = ?3", err);
+  if (st) {
+    sqlite3_bind_double(st, 1, now_wall());
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)getpid());
+    sqlite3_bind_int64(st, 3, run);
+  }
+  return sdb_update_one(s, st, "run", run, err);
+}
+
 int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err) {
   if (step < 0 || total_steps < 0 || epoch < 0) return err_setk(err, ERR_INVALID, "run progress: negative step, total or epoch");
   if (sdb_begin(s, err)) return -1;

@@ -144,8 +144,14 @@ json_t *store_dataset_get(Store *s, const char *name, Err *err);
 /* A new run (status created) under name with its description; returns its id. */
 int64_t store_run_create(Store *s, const char *name, const char *config_json, Err *err);
 /* Sets the status: running (with the started time and the pid) or one that ends the run
-** (with the finished time); error may be NULL. */
+** (with the finished time); error may be NULL. Running is set whatever the run's status
+** was: to start a run that another process might start too (a resume), store_run_claim. */
 int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *error, Err *err);
+/* Claims a run for this process, atomically: marks it running (the started time, this
+** pid) unless it is running in a live process or done, which is ERR_CONFLICT ("run R is
+** already running (pid P)"); of two processes starting (resuming) one run at once,
+** exactly one succeeds. A run left "running" by a process that is gone can be claimed. */
+int store_run_claim(Store *s, int64_t run, Err *err);
 /* Records progress: step of total_steps, in epoch. */
 int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err);
 /* Replaces a run's description: a resumed run that moved to other ranks, hosts or

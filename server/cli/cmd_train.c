@@ -913,7 +913,9 @@ int cmd_train(int argc, char **argv) {
       cfg_json = run_config_to_json(&rc);
       run = job ? store_job_run_create(db, job, rc.name, cfg_json, &e) : store_run_create(db, rc.name, cfg_json, &e);
     }
-    failed = run < 0 || store_run_set_status(db, run, STORE_STATUS_RUNNING, NULL, &e) != 0;
+    /* Claimed, not merely set: two resumes of one run that both passed the status check
+    ** above would both train and push; the second is refused here. */
+    failed = run < 0 || store_run_claim(db, run, &e) != 0;
   }
   if (dist_agree(d, failed, &e)) goto fail_early;
   if (!t) t = train_start(d, db, run, &plan, 0, &e);

@@ -73,3 +73,38 @@ fi
 "$M" train --db "$T/c.db" "${args[@]}" --seed 12 2>/dev/null
 dump "$T/c.db" > "$T/c.txt"
 cmp -s "$T/a.txt" "$T/c.txt" && fail resume_control_differs "seed 12 gave the same dump" || pass resume_control_differs
+
+# Two resumes of one stopped run started together: one trains, the other is refused (the
+# store's claim is atomic; a status check before it let both train and push). A writer
+# holds the database while both start, so both have read the run as stopped before either
+# can claim it.
+"$M" train --db "$T/d.db" "${args[@]}" 2>"$T/d.err" &
+pid=$!
+for _ in $(seq 600); do
+  [ "$(sqlite3 "$T/d.db" "SELECT COUNT(*) FROM revisions" 2>/dev/null || echo 0)" -ge 1 ] && break
+  sleep 0.02
+done
+kill -TERM "$pid"; wait "$pid"; pid=
+st=$(sqlite3 "$T/d.db" "SELECT status FROM runs")
+if [ "$st" != interrupted ]; then
+  fail resume_twice_one_refused "the run to resume is $st, not interrupted: $(tail -1 "$T/d.err")"
+else
+  $PY -c 'import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)
+db.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2); db.execute("COMMIT")' "$T/d.db" >"$T/lock.out" &
+  lpid=$!
+  for _ in $(seq 200); do grep -q locked "$T/lock.out" && break; sleep 0.02; done
+  "$M" train --db "$T/d.db" --resume fast --quiet 2>"$T/r1.err" & r1=$!
+  "$M" train --db "$T/d.db" --resume fast --quiet 2>"$T/r2.err" & r2=$!
+  wait "$lpid"
+  # The refused one exits at once; the other is stopped once that is seen (or after 20 s).
+  for _ in $(seq 200); do kill -0 "$r1" 2>/dev/null && kill -0 "$r2" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$r1" "$r2" 2>/dev/null
+  wait "$r1"; rc1=$?; wait "$r2"; rc2=$?
+  refused=$(grep -l "already running\|still running" "$T/r1.err" "$T/r2.err" | wc -l)
+  if [ $((rc1 == 1)) -ne $((rc2 == 1)) ] && [ "$refused" = 1 ]; then
+    pass resume_twice_one_refused
+  else
+    fail resume_twice_one_refused "exit statuses $rc1 and $rc2, $refused refused: $(tail -1 "$T/r1.err") / $(tail -1 "$T/r2.err")"
+  fi
+fi

@@ -631,6 +631,65 @@ static void api_tests(void) {
   snprintf(sql, sizeof sql, "SELECT status = 'running' FROM runs WHERE id = %lld", (long long)live);
   check(rc == 0 && nrec == 1 && dead_ok == 1 && q1(db, sql) == 1, "store_runs_recover", "n %d (%s)", nrec, e.msg);
 
+  /* store_run_claim: of 4 processes claiming an interrupted run at once, exactly one gets it
+  ** (the others: ERR_CONFLICT naming the winner's pid); a claimed run whose process is gone
+  ** can be claimed again; a done run cannot. Each child stays alive until all have tried. */
+  {
+    int64_t cr = store_run_create(s, "claimed", "{}", &e);
+    store_run_set_status(s, cr, STORE_STATUS_INTERRUPTED, "stopped by SIGTERM", &e);
+    int go[2], rp[2], hold[2];
+    int piped = pipe(go) == 0 && pipe(rp) == 0 && pipe(hold) == 0;
+    pid_t kids[4];
+    for (int k = 0; piped && k < 4; k++) {
+      kids[k] = fork();
+      if (kids[k] == 0) {
+        close(go[1]);
+        close(hold[1]);
+        char c, line[300];
+        Err ke = {0};
+        Store *cs = store_open(db, &ke);
+        if (read(go[0], &c, 1) < 0) _exit(3);   /* all start together */
+        int krc = cs ? store_run_claim(cs, cr, &ke) : -1;
+        snprintf(line, sizeof line, "%d %d %.200s\n", krc, (int)ke.kind, krc ? ke.msg : "");
+        if (write(rp[1], line, 299) != 299) _exit(4);
+        if (read(hold[0], &c, 1) < 0) _exit(5);   /* alive until the parent has all answers */
+        store_close(cs);
+        _exit(0);
+      }
+    }
+    int wins = 0, conflicts = 0;
+    if (piped) {
+      close(go[0]);
+      close(go[1]);   /* EOF: every child's read returns */
+      for (int k = 0; k < 4; k++) {
+        char line[300] = {0};
+        if (read(rp[0], line, 299) != 299) continue;
+        int krc = 0, kind = 0;
+        sscanf(line, "%d %d", &krc, &kind);
+        wins += krc == 0;
+        conflicts += krc == -1 && kind == ERR_CONFLICT && strstr(line, "is already running (pid ");
+      }
+      close(hold[1]);
+      for (int k = 0; k < 4; k++) waitpid(kids[k], NULL, 0);
+      close(hold[0]);
+      close(rp[0]);
+      close(rp[1]);
+    }
+    check(piped && wins == 1 && conflicts == 3, "store_run_claim_one_of_many", "%d claims won, %d refused as running", wins,
+          conflicts);
+    int again = store_run_claim(s, cr, &e);
+    snprintf(sql, sizeof sql, "SELECT pid = %d AND status = 'running' AND error IS NULL FROM runs WHERE id = %lld",
+             (int)getpid(), (long long)cr);
+    check(again == 0 && q1(db, sql) == 1, "store_run_claim_after_its_process_is_gone", "%s", e.msg);
+    int twice = store_run_claim(s, cr, &e);
+    check(twice == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "already running"), "store_run_claim_refuses_running",
+          "%d (%s)", twice, e.msg);
+    store_run_set_status(s, cr, STORE_STATUS_DONE, NULL, &e);
+    int done = store_run_claim(s, cr, &e), none = store_run_claim(s, 9999, &e);
+    check(done == -1 && none == -1 && e.kind == ERR_NOT_FOUND, "store_run_claim_refuses_done_and_unknown", "%d %d (%s)", done,
+          none, e.msg);
+  }
+
   /* Models and revisions. */
   StoreRevision rv[3];
   char w[3][64];
