@@ -63,6 +63,42 @@ static void read_revision(sqlite3_stmt *st, StoreRevision *r) {
   r->created = sqlite3_column_double(st, 12);
 }
 
+/* 1 when config.json text (NULL: none) is a sequence classifier's: its architectures
+** name *ForSequenceClassification, as config_parse reads the task. */
+static int config_is_classifier(const char *arch) {
+  static const char tail[] = "ForSequenceClassification";
+  size_t n = arch ? strlen(arch) : 0;
+  return n >= sizeof tail - 1 && !strcmp(arch + n - (sizeof tail - 1), tail);
+}
+
+/* Inside the push's transaction: one repository serves one pipeline, so a revision
+** whose task group (sequence classifier; masked LM or base model) differs from the
+** repository's newest is refused. store_check_repo_task says the same before a run
+** starts, but outside any transaction: a training and a fine-tuning of one name started
+** together both passed it, and the repository ended mixed. */
+static int check_task_tx(Store *s, int64_t mid, const char *model, const char *config_json, Err *err) {
+  sqlite3_stmt *st = sdb_prep(s, "SELECT seq, json_extract(config, '$.architectures[0]'), json_extract(?, '$.architectures[0]')"
+                                 " FROM revisions WHERE model_id = ? ORDER BY seq DESC LIMIT 1", err);
+  if (!st) return -1;
+  sqlite3_bind_text(st, 1, config_json, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, mid);
+  int rc = sqlite3_step(st), ok = 1;
+  if (rc == SQLITE_ROW) {
+    const char *have = (const char *)sqlite3_column_text(st, 1), *push = (const char *)sqlite3_column_text(st, 2);
+    if (config_is_classifier(have) != config_is_classifier(push)) {
+      ok = 0;
+      err_setk(err, ERR_CONFLICT, "model repository \"%s\" holds a %s (%s@%lld); push a %s to another name", model,
+              have ? have : "masked LM", model,
+              (long long)sqlite3_column_int64(st, 0), push ? push : "model of another task");
+    }
+  } else if (rc != SQLITE_DONE) {
+    ok = 0;
+    sdb_fail(s, err, "revision");
+  }
+  sqlite3_finalize(st);
+  return ok ? 0 : -1;
+}
+
 int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *out, Err *err) {
   if (store_check_name("model", model, err)) return -1;
   if (!p) return err_setk(err, ERR_INVALID, "push: nothing to push");
@@ -89,7 +125,7 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   if (sdb_begin(s, err)) return -1;
   if (p->run && sdb_run_exists(s, p->run, err)) return sdb_rollback(s);
   int64_t mid = model_id_tx(s, model, err);
-  if (mid < 0 ||
+  if (mid < 0 || check_task_tx(s, mid, model, p->config_json, err) ||
       (p->weights_stream ? sdb_stream_blob_tx(s, p->weights_stream, wh, err) : sdb_blob_put_tx(s, p->weights, p->weights_len, wh, err)) ||
       (p->optimizer && sdb_blob_put_tx(s, p->optimizer, p->optimizer_len, oh, err)) ||
       (p->optimizer_stream && sdb_stream_blob_tx(s, p->optimizer_stream, oh, err)) ||

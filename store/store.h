@@ -250,7 +250,10 @@ typedef struct StoreRevision {
 
 /* Creates the repository if needed; returns its id. */
 int64_t store_model_create(Store *s, const char *name, Err *err);
-/* Pushes a revision to model (created if needed), in one transaction; out may be NULL. */
+/* Pushes a revision to model (created if needed), in one transaction; out may be NULL.
+** One repository serves one pipeline: a revision whose config.json names a sequence
+** classifier (architectures *ForSequenceClassification) pushed where the newest revision
+** is not one, or the other way round, is refused with ERR_CONFLICT, nothing written. */
 int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *out, Err *err);
 /* Resolves "NAME", "NAME@main" (newest), "NAME@best" (store_model_set_best's), "NAME@N" (seq) or
 ** "NAME@<commit prefix>" (>= 4 hex). */

@@ -305,6 +305,35 @@ static void open_busy_tests(void) {
   if (prc == 0 && system(rm) != 0) fprintf(stderr, "could not remove %s\n", rodir);
 }
 
+/* One repository serves one pipeline: store_push itself refuses a classifier's revision
+** over a masked LM's and the other way round (a training and a fine-tuning of one name
+** started together both passed the check made when they started). */
+static void repo_task_tests(void) {
+  Err e = {0};
+  Store *s = store_open(make_db_path("task.db"), &e);
+  const char *mlm = "{\"architectures\": [\"RobertaForMaskedLM\"]}", *cls = "{\"architectures\": [\"RobertaForSequenceClassification\"]}",
+             *base = "{\"architectures\": [\"RobertaModel\"]}";
+  StorePush pm = {.message = "mlm", .config_json = mlm, .weights = "w", .weights_len = 1};
+  StorePush pc = {.message = "cls", .config_json = cls, .weights = "w", .weights_len = 1};
+  StorePush pb = {.message = "base", .config_json = base, .weights = "w", .weights_len = 1};
+  int r1 = s ? store_push(s, "mix", &pm, NULL, &e) : -1;
+  e = (Err){0};
+  int r2 = s ? store_push(s, "mix", &pc, NULL, &e) : -1;
+  json_t *mg = s ? store_model_get(s, "mix", NULL) : NULL;
+  check(r1 == 0 && r2 == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "RobertaForMaskedLM (mix@1)") &&
+            json_array_size(json_object_get(mg, "revisions")) == 1,
+        "store_push_refuses_classifier_over_mlm", "%d %d (%s)", r1, r2, e.msg);
+  json_decref(mg);
+  e = (Err){0};
+  int r3 = s ? store_push(s, "mix", &pb, NULL, &e) : -1, r4 = s ? store_push(s, "mix", &pm, NULL, &e) : -1;
+  int r5 = s ? store_push(s, "cls", &pc, NULL, &e) : -1, r6 = s ? store_push(s, "cls", &pc, NULL, &e) : -1;
+  e = (Err){0};
+  int r7 = s ? store_push(s, "cls", &pm, NULL, &e) : -1;
+  check(r3 == 0 && r4 == 0 && r5 == 0 && r6 == 0 && r7 == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "ForSequenceClassification"),
+        "store_push_keeps_one_task_per_repo", "%d %d %d %d %d (%s)", r3, r4, r5, r6, r7, e.msg);
+  store_close(s);
+}
+
 /* An import keeps the folder's tokenizer side files as they came; other revisions have none. */
 static void side_file_tests(void) {
   Err e = {0};
@@ -1289,6 +1318,7 @@ int main(void) {
   open_busy_tests();
   api_tests();
   side_file_tests();
+  repo_task_tests();
   stream_tests();
   concurrency_test();
   kill_test();
