@@ -317,6 +317,18 @@ void ut_words_set_report(UtWords *w, ReportFn fn, void *ctx, double base, double
   w->report_total = total;
 }
 
+/* The number (from 1) of the first line of buf[0..n) longer than max bytes, 0 when none. */
+static long first_long_line(const char *buf, size_t n, size_t max) {
+  const char *p = buf, *end = buf + n;
+  for (long line = 1; p < end; line++) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    if ((size_t)((nl ? nl : end) - p) > max) return line;
+    if (!nl) break;
+    p = nl + 1;
+  }
+  return 0;
+}
+
 int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
   FILE *f = files_fopen_regular(path, NULL, err);
   if (!f) return -1;
@@ -348,7 +360,15 @@ int ut_words_add_file(UtWords *w, const char *path, int threads, Err *err) {
       break;
     }
     if (eof) cut = have;
-    else if (cut == 0) {  /* one line longer than the buffer: grow it (the check above bounds it) */
+    /* Every whole line too: the check above sees only the unfinished one, and a line
+    ** that a grown buffer held whole (a 120 MB line ending in a newline) went through. */
+    long too_long = first_long_line(buf, cut, UT_MAX_LINE);
+    if (too_long) {
+      rc = err_set(err, "%s:%ld: a line of more than %zu bytes (the limit for one line)", path, base + too_long,
+                   (size_t)UT_MAX_LINE);
+      break;
+    }
+    if (!eof && cut == 0) {  /* one line longer than the buffer: grow it (the check above bounds it) */
       char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
       if (!nb) { rc = err_set(err, "%s: out of memory for a line of more than %zu bytes", path, cap); break; }
       buf = nb; cap *= 2;

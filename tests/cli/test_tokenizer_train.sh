@@ -53,6 +53,11 @@ fi
 printf 'fine\nalso fine\nbroken \xc3\x28 here\n' >"$tmp/bad.txt"
 : >"$tmp/empty.txt"
 expect_error train_invalid_utf8_names_file_and_line "bad.txt:3: invalid UTF-8 at byte 7" --input "$tmp/bad.txt" --vocab-size 50 --out "$tmp/x.json"
+# A line over the 64 MiB limit is refused, also when it ends in a newline and more lines
+# follow (the reader measured only an unfinished line; a grown buffer held this one whole).
+python3 -c "import sys; f = open(sys.argv[1], 'wb'); f.write(b'a b\n'); f.write(b'ab ' * 23000000 + b'\n'); f.write(b'c d\n')" "$tmp/long.txt"
+expect_error train_line_over_limit_refused "long.txt:2: a line of more than 67108864 bytes" --input "$tmp/long.txt" --vocab-size 50 --out "$tmp/x.json"
+rm -f "$tmp/long.txt"
 expect_error train_empty_corpus "empty corpus" --input "$tmp/empty.txt" --vocab-size 50 --out "$tmp/x.json"
 expect_error train_vocab_below_alphabet "smaller than the alphabet" --input "$tmp/corpus.txt" --vocab-size 20 --out "$tmp/x.json"
 expect_error train_missing_file "nope.txt" --input "$tmp/nope.txt" --vocab-size 50 --out "$tmp/x.json"
