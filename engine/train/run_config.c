@@ -19,18 +19,36 @@
 #include "engine/tok/tokenizer.h"
 
 typedef enum { F_STR, F_LONG, F_DBL, F_U64 } FieldType;
-typedef struct Field { const char *key; FieldType type; size_t off, cap; } Field;
+/* A run option: where it goes and, for a number, the values it may take on its own
+** ([lo, hi], an end excluded where open says; note: what a special value means), which
+** run_config_check and run_config_value_ok both read. */
+typedef struct Field {
+  const char *key;
+  FieldType type;
+  size_t off, cap;
+  double lo, hi;
+  int open;            /* 1: lo excluded, 2: hi excluded */
+  const char *note;
+} Field;
 
-#define S(k) {#k, F_STR, offsetof(RunConfig, k), sizeof(((RunConfig *)0)->k)}
-#define L(k) {#k, F_LONG, offsetof(RunConfig, k), 0}
-#define D(k) {#k, F_DBL, offsetof(RunConfig, k), 0}
-#define U(k) {#k, F_U64, offsetof(RunConfig, k), 0}
+#define S(k) {#k, F_STR, offsetof(RunConfig, k), sizeof(((RunConfig *)0)->k), 0, 0, 0, NULL}
+#define L(k, lo, hi, note) {#k, F_LONG, offsetof(RunConfig, k), 0, lo, hi, 0, note}
+#define D(k, lo, hi, open, note) {#k, F_DBL, offsetof(RunConfig, k), 0, lo, hi, open, note}
+#define U(k) {#k, F_U64, offsetof(RunConfig, k), 0, 0, (double)INT64_MAX, 0, NULL}
+#define NO_END HUGE_VAL
 static const Field fields[] = {
   S(name), S(tokenizer), S(train), S(validation), S(config), S(out),
-  L(epochs), L(max_steps), L(batch), L(grad_accum), D(lr), D(weight_decay), L(warmup_steps), D(clip_norm),
-  D(min_lr_ratio), D(adam_beta1), D(adam_beta2), D(adam_epsilon), U(seed), U(eval_seed), L(threads),
-  L(eval_batches), L(checkpoint_steps), L(checkpoint_epochs), L(keep_last), D(mlm_probability), D(label_smoothing), L(ranks), S(hosts),
-  S(precision),
+  L(epochs, 1, 1000000, NULL),
+  /* (a billion steps is years here; more would overflow the epochs a run shows) */
+  L(max_steps, 0, 1000000000, "0: epochs x steps per epoch"),
+  L(batch, 1, 65536, NULL), L(grad_accum, 1, 65535, NULL),
+  D(lr, 0, NO_END, 0, NULL), D(weight_decay, 0, NO_END, 0, NULL),
+  L(warmup_steps, -1, NO_END, "-1: total // 20"), D(clip_norm, 0, NO_END, 0, "0: no clipping"),
+  D(min_lr_ratio, 0, 1, 0, NULL), D(adam_beta1, 0, 1, 2, NULL), D(adam_beta2, 0, 1, 2, NULL), D(adam_epsilon, 0, NO_END, 1, NULL),
+  U(seed), U(eval_seed), L(threads, 0, 1024, "0: all CPUs"),
+  L(eval_batches, 0, NO_END, "0: all"), L(checkpoint_steps, 0, NO_END, "0: none"), L(checkpoint_epochs, 1, NO_END, NULL),
+  L(keep_last, 1, NO_END, NULL), D(mlm_probability, 0, 1, 1, NULL), D(label_smoothing, 0, 1, 2, NULL),
+  L(ranks, 1, 4096, NULL), S(hosts), S(precision),
 };
 #undef S
 #undef L
@@ -105,6 +123,63 @@ static int set_text(RunConfig *rc, const Field *f, const char *v, Err *err) {
   }
   }
   return err_set(err, "%s: unknown field type", f->key);
+}
+
+/* What f's values must be, as "in [1, 65536]", ">= 0" or "in (0, 1]", and its note. */
+static void range_text(const Field *f, char *buf, size_t cap) {
+  if (f->hi == NO_END) snprintf(buf, cap, "%s %.10g", f->open & 1 ? ">" : ">=", f->lo);
+  else snprintf(buf, cap, "in %c%.10g, %.10g%c", f->open & 1 ? '(' : '[', f->lo, f->hi, f->open & 2 ? ')' : ']');
+  if (f->note) snprintf(buf + strlen(buf), cap - strlen(buf), " (%s)", f->note);
+}
+
+static int in_range(const Field *f, double x) {
+  return (f->open & 1 ? x > f->lo : x >= f->lo) && (f->hi == NO_END || (f->open & 2 ? x < f->hi : x <= f->hi));
+}
+
+/* The field's own range, for a value set by any means: "batch: 0 must be in [1, 65536]". */
+static int check_range(const RunConfig *rc, const Field *f, Err *err) {
+  const char *p = (const char *)rc + f->off;
+  double x;
+  char shown[40], want[96];
+  if (f->type == F_LONG) { long v; memcpy(&v, p, sizeof v); x = (double)v; snprintf(shown, sizeof shown, "%ld", v); }
+  else if (f->type == F_DBL) { memcpy(&x, p, sizeof x); snprintf(shown, sizeof shown, "%g", x); }
+  else return 0;
+  if (in_range(f, x)) return 0;
+  range_text(f, want, sizeof want);
+  return err_set(err, "%s: %s must be %s", f->key, shown, want);
+}
+
+static int check_hosts(const char *hosts, Err *err);
+
+int run_config_value_ok(const char *key, const char *value, char *want, size_t cap) {
+  const Field *f = find_field(key);
+  if (!f || !value) { snprintf(want, cap, "a run option's value"); return -1; }
+  RunConfig scratch;
+  run_config_defaults(&scratch);
+  Err e = {0};
+  int bad = set_text(&scratch, f, value, &e) != 0;
+  char range[96];
+  switch (f->type) {
+  case F_STR:
+    if (!strcmp(f->key, "precision")) {
+      ModelPrecision mp;
+      snprintf(want, cap, "fp32 or bf16");
+      return bad || run_config_model_precision(&scratch, &mp, &e) ? -1 : 0;
+    }
+    if (!strcmp(f->key, "hosts")) {
+      snprintf(want, cap, "a host list name:slots,name:slots (slots in [1, 4096], at most 4096 in all)");
+      return bad || check_hosts(scratch.hosts, &e) ? -1 : 0;
+    }
+    snprintf(want, cap, "UTF-8 text of at most %zu bytes", f->cap - 1);
+    return bad ? -1 : 0;
+  case F_U64:
+    snprintf(want, cap, "an integer in [0, %lld]", (long long)INT64_MAX);
+    return bad ? -1 : 0;
+  default:
+    range_text(f, range, sizeof range);
+    snprintf(want, cap, "%s %s", f->type == F_LONG ? "an integer" : "a number", range);
+    return bad || check_range(&scratch, f, &e) ? -1 : 0;
+  }
 }
 
 int run_config_set(RunConfig *rc, const char *key, const char *value, Err *err) {
@@ -223,38 +298,29 @@ int run_config_check(const RunConfig *rc, Err *err) {
   if (!rc->tokenizer[0]) return err_set(err, "tokenizer: missing (a tokenizer.json)");
   if (!rc->train[0]) return err_set(err, "train: missing (a shard directory)");
   if (!rc->config[0]) return err_set(err, "config: missing (a config.json or tiny/small/base)");
-  if (rc->epochs < 1 || rc->epochs > 1000000) return err_set(err, "epochs: %ld must be in [1, 1000000]", rc->epochs);
-  /* (a billion steps is years here; more would overflow the epochs a run shows) */
-  if (rc->max_steps < 0 || rc->max_steps > 1000000000) return err_set(err, "max_steps: %ld must be in [0, 1000000000]", rc->max_steps);
-  if (rc->batch < 1 || rc->batch > 65536) return err_set(err, "batch: %ld must be in [1, 65536]", rc->batch);
-  if (rc->grad_accum < 1 || rc->grad_accum > 65535) return err_set(err, "grad_accum: %ld must be in [1, 65535]", rc->grad_accum);
-  if (!(rc->lr >= 0)) return err_set(err, "lr: %g must be >= 0", rc->lr);
-  if (!(rc->weight_decay >= 0)) return err_set(err, "weight_decay: %g must be >= 0", rc->weight_decay);
-  if (rc->warmup_steps < -1) return err_set(err, "warmup_steps: %ld must be >= 0 (or -1 for total // 20)", rc->warmup_steps);
-  if (!(rc->clip_norm >= 0)) return err_set(err, "clip_norm: %g must be >= 0 (0 = no clipping)", rc->clip_norm);
-  if (!(rc->min_lr_ratio >= 0 && rc->min_lr_ratio <= 1)) return err_set(err, "min_lr_ratio: %g must be in [0, 1]", rc->min_lr_ratio);
-  if (!(rc->adam_beta1 >= 0 && rc->adam_beta1 < 1)) return err_set(err, "adam_beta1: %g must be in [0, 1)", rc->adam_beta1);
-  if (!(rc->adam_beta2 >= 0 && rc->adam_beta2 < 1)) return err_set(err, "adam_beta2: %g must be in [0, 1)", rc->adam_beta2);
-  if (!(rc->adam_epsilon > 0)) return err_set(err, "adam_epsilon: %g must be > 0", rc->adam_epsilon);
-  if (rc->threads < 0 || rc->threads > 1024) return err_set(err, "threads: %ld must be in [0, 1024] (0: all CPUs)", rc->threads);
-  if (rc->eval_batches < 0) return err_set(err, "eval_batches: %ld must be >= 0 (0 = all)", rc->eval_batches);
-  if (rc->checkpoint_steps < 0) return err_set(err, "checkpoint_steps: %ld must be >= 0", rc->checkpoint_steps);
-  if (rc->checkpoint_epochs < 1) return err_set(err, "checkpoint_epochs: %ld must be >= 1", rc->checkpoint_epochs);
-  if (rc->keep_last < 1) return err_set(err, "keep_last: %ld must be >= 1", rc->keep_last);
-  if (rc->ranks < 1 || rc->ranks > 4096) return err_set(err, "ranks: %ld must be in [1, 4096]", rc->ranks);
-  for (const char *h = rc->hosts; *h; h++) {
+  for (int i = 0; i < n_fields; i++)
+    if (check_range(rc, &fields[i], err)) return -1;
+  if (check_hosts(rc->hosts, err)) return -1;
+  ModelPrecision p;
+  return run_config_model_precision(rc, &p, err);
+}
+
+/* A host list: name:slots entries, each name a host name (never an mpirun option),
+** slots in [1, 4096] each and in all. */
+static int check_hosts(const char *hosts, Err *err) {
+  for (const char *h = hosts; *h; h++) {
     if (!(isalnum((unsigned char)*h) || strchr(".-_:,", *h)))
       return err_set(err, "hosts: '%c' is not part of a host list (name:slots,name:slots)", *h);
     /* A host name never starts with '-': such an entry could read as an mpirun option. */
-    if (*h == '-' && (h == rc->hosts || h[-1] == ','))
+    if (*h == '-' && (h == hosts || h[-1] == ','))
       return err_set(err, "hosts: an entry starts with '-': not a host name");
-    if (((*h == ':' || *h == ',') && (h == rc->hosts || h[-1] == ',')) || (*h == ',' && !h[1]))
+    if (((*h == ':' || *h == ',') && (h == hosts || h[-1] == ',')) || (*h == ',' && !h[1]))
       return err_set(err, "hosts: an entry names no host (name:slots,name:slots)");
   }
   /* Each host's slots are ranks: the same bounds as ranks, for each and for their sum
   ** (mpirun answered 0, "x" or a count past long with "all nodes are already filled"). */
   long slots = 0;
-  for (const char *h = rc->hosts; *h;) {
+  for (const char *h = hosts; *h;) {
     const char *end = strchr(h, ','), *colon = strchr(h, ':');
     if (!end) end = h + strlen(h);
     int name = (int)((colon && colon < end ? colon : end) - h);
@@ -275,12 +341,7 @@ int run_config_check(const RunConfig *rc, Err *err) {
     h = *end ? end + 1 : end;
   }
   if (slots > 4096) return err_set(err, "hosts: %ld slots in all: at most 4096 ranks", slots);
-  if (!(rc->mlm_probability > 0 && rc->mlm_probability <= 1))
-    return err_set(err, "mlm_probability: %g must be in (0, 1]", rc->mlm_probability);
-  if (!(rc->label_smoothing >= 0 && rc->label_smoothing < 1))
-    return err_set(err, "label_smoothing: %g must be in [0, 1)", rc->label_smoothing);
-  ModelPrecision p;
-  return run_config_model_precision(rc, &p, err);
+  return 0;
 }
 
 long run_config_host_slots(const char *hosts) {

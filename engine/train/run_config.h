@@ -96,6 +96,10 @@ int run_config_apply_object(RunConfig *rc, const json_t *object, Err *err);
 int run_config_load(RunConfig *rc, const char *path, Err *err);
 /* Sets one key from text (a flag's value); "--lr" and "lr", "grad-accum" and "grad_accum" alike. */
 int run_config_set(RunConfig *rc, const char *key, const char *value, Err *err);
+/* 0 when value is one key can take on its own (its type and range; how it goes with
+** the other keys is run_config_check's), else -1 and *want says what it must be, as
+** "an integer in [1, 65536]" or "a number >= 0 (0: no clipping)". */
+int run_config_value_ok(const char *key, const char *value, char *want, size_t cap);
 /* 1 when key (with or without "--", '-' or '_') names a field. */
 int run_config_has_key(const char *key);
 /* 1 when key is exactly one of a JSON description's keys ("grad_accum", not "grad-accum"). */

@@ -805,6 +805,15 @@ int cmd_train(int argc, char **argv) {
   if (parsed) return parsed > 0 ? 0 : 2;
   if (args.resume && !*args.resume) { fprintf(stderr, "maskd train: --resume= needs a run id or name\n"); return 2; }
   if (args.resume_flag && args.resume) { fprintf(stderr, "maskd train: --resume given twice\n"); return 2; }
+  /* Each run option's value on its own (its type and range), refused as every command's
+  ** flags are; how the values go together is run_config_check's, after --run's file. */
+  for (int i = 0; i < args.run.n; i++) {
+    char want[160];
+    if (run_config_value_ok(args.run.key[i], args.run.val[i], want, sizeof want)) {
+      fprintf(stderr, "maskd train: %s: expected %s, got '%s'\n", args.run.key[i], want, args.run.val[i]);
+      return 2;
+    }
+  }
   /* A resumed run may move to other ranks (--ranks, --hosts, --grad-accum): nothing else changes. */
   CliPairs moved = {0}, described = {0};
   for (int i = 0; i < args.run.n; i++) {

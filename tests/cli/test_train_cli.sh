@@ -35,7 +35,7 @@ refuse() {  # name, needle, args...
   if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF -- "$needle" <<<"$out"; then pass "$name"
   else fail "$name" "rc $rc, stderr: $out (wanted $needle)"; fi
 }
-refuse train_cli_refuses_negative_lr "lr: -0.001 must be >= 0" "${base[@]}" --lr -1e-3
+refuse train_cli_refuses_negative_lr "maskd train: --lr: expected a number >= 0, got '-1e-3'" "${base[@]}" --lr -1e-3
 refuse train_cli_refuses_unknown_flag "unknown option --learning-rate" "${base[@]}" --learning-rate 1
 refuse train_cli_refuses_missing_shards "train: $T/nowhere does not exist" "${base[@]}" --train "$T/nowhere"
 refuse train_cli_refuses_missing_validation "validation:" "${base[@]}" --validation "$T/nowhere"
@@ -49,7 +49,7 @@ refuse train_cli_refuses_json_epochs "epochs: -2 must be in [1, 1000000]" --run 
 refuse train_cli_refuses_resume_unknown "run" --resume nosuchrun
 # A value is never taken for an option nor an option for a value; --key=VALUE takes any value.
 refuse train_cli_option_not_a_value "--tokenizer needs a value, not the option --quiet" "${base[@]}" --tokenizer --quiet
-refuse train_cli_equals_form "lr: -0.001 must be >= 0" "${base[@]}" --lr=-1e-3
+refuse train_cli_equals_form "maskd train: --lr: expected a number >= 0, got '-1e-3'" "${base[@]}" --lr=-1e-3
 refuse train_cli_resume_equals_empty "--resume= needs a run id or name" --resume=
 # --job is maskd serve's hand-off: the job's description, nothing else; a job must be a queued training job the worker claimed.
 refuse train_cli_job_takes_no_run_options "--job runs the training job as it was queued" --job 1 --work-dir "$T" "${base[@]}"
@@ -60,8 +60,20 @@ refuse train_cli_job_unknown "job 7 does not exist" --job 7 --work-dir "$T"
 sqlite3 "$T/r.db" "INSERT INTO jobs(id, kind, status, params, created) VALUES (8, 'train', 'queued', '{\"name\": \"q\"}', 0), (9, 'prepare', 'running', '{}', 0)"
 refuse train_cli_job_not_claimed "job 8 is queued" --job 8 --work-dir "$T"
 refuse train_cli_job_not_training "job 9 is a prepare job" --job 9 --work-dir "$T"
-refuse train_cli_refuses_huge_epochs "epochs: 1000000000 must be in [1, 1000000]" "${base[@]}" --epochs 1000000000
-refuse train_cli_refuses_huge_max_steps "max_steps: 1000000000000000 must be in [0, 1000000000]" "${base[@]}" --max-steps 1000000000000000
+refuse train_cli_refuses_huge_epochs "--epochs: expected an integer in [1, 1000000], got '1000000000'" "${base[@]}" --epochs 1000000000
+refuse train_cli_refuses_huge_max_steps "--max-steps: expected an integer in [0, 1000000000] (0: epochs x steps per epoch), got '1000000000000000'" "${base[@]}" --max-steps 1000000000000000
+# A run option's bad value reads as every command's flags do, with exit status 2 (it said
+# 'batch: "x" is not a whole number' with status 1); a --run file's keeps the key's name.
+bad_flags=(--batch --threads --precision --label-smoothing --hosts)
+bad_values=(x -1 fp16 1 a:0)
+bad_wants=("an integer in [1, 65536]" "an integer in [0, 1024] (0: all CPUs)" "fp32 or bf16" "a number in [0, 1)"
+           "a host list name:slots,name:slots (slots in [1, 4096], at most 4096 in all)")
+for i in "${!bad_flags[@]}"; do
+  flag=${bad_flags[$i]} val=${bad_values[$i]}
+  out=$("$M" train --db "$T/r.db" "${base[@]}" "$flag" "$val" 2>&1 >/dev/null); rc=$?
+  [ $rc = 2 ] && [ "$out" = "maskd train: $flag: expected ${bad_wants[$i]}, got '$val'" ] &&
+    pass "train_cli_bad_value_format_${flag#--}" || fail "train_cli_bad_value_format_${flag#--}" "rc $rc: $out"
+done
 # --out is written when the run ends: a file in its place is refused before the first step.
 touch "$T/a-file"
 refuse train_cli_refuses_out_not_a_directory "--out: $T/a-file: not a directory" "${base[@]}" --out "$T/a-file"

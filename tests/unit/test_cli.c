@@ -118,10 +118,13 @@ static void help_and_refusals(void) {
     free(out);
     free(want);
 
-    /* A bad value, in both spellings and out of range, gets the one wording. */
+    /* A bad value, in both spellings and out of range, gets the one wording; train's
+    ** run options too, wherever the run description refuses "x" (numbers, precision). */
     for (int i = 0; i < s->n_opts; i++) {
       const CliOpt *o = &s->opts[i];
-      if (!is_checked_value(o->kind)) continue;
+      char want_pair[160];
+      if (!is_checked_value(o->kind) && !(o->kind == CLI_PAIR && run_config_value_ok(o->name, "x", want_pair, sizeof want_pair)))
+        continue;
       char eq[80], big[40], small[40];
       snprintf(eq, sizeof eq, "%s=x", o->name);
       const char *a1[] = {o->name, "x"}, *a2[] = {eq};
