@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/core/files.h"
 #include "engine/core/platform.h"
 #include "engine/core/now.h"
 #include "engine/tok/tokenizer.h"
@@ -190,11 +191,15 @@ int cmd_tokenizer_train(int argc, char **argv) {
   o.n_special = n_special;
   o.unk_token = unk[0] ? unk : NULL;
 
-  /* Check the output folder before spending time on training. */
+  /* The output folder, made (with its parents) before spending time on training, as
+  ** prepare's and export's are: the README's pipeline writes tok/tokenizer.json into a
+  ** tok/ nothing made. */
   char *outdup = strdup(out), *dir = dirname(outdup);
   struct stat st;
-  if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "maskd tokenizer train: output folder %s does not exist\n", dir);
+  Err derr = {0};
+  if (files_make_dirs(dir, &derr) || stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+    if (derr.msg[0]) fprintf(stderr, "maskd tokenizer train: --out: %s\n", derr.msg);
+    else fprintf(stderr, "maskd tokenizer train: --out: %s: not a directory\n", dir);
     free(outdup);
     goto done;
   }

@@ -61,7 +61,12 @@ rm -f "$tmp/long.txt"
 expect_error train_empty_corpus "empty corpus" --input "$tmp/empty.txt" --vocab-size 50 --out "$tmp/x.json"
 expect_error train_vocab_below_alphabet "smaller than the alphabet" --input "$tmp/corpus.txt" --vocab-size 20 --out "$tmp/x.json"
 expect_error train_missing_file "nope.txt" --input "$tmp/nope.txt" --vocab-size 50 --out "$tmp/x.json"
-expect_error train_missing_out_dir "does not exist" --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/no/such/x.json"
+# --out's folder is made with its parents (the README's pipeline writes tok/tokenizer.json
+# into a tok/ nothing made); a file where a folder goes is refused.
+"$maskd" tokenizer train --quiet --input "$tmp/corpus.txt" --vocab-size 90 --out "$tmp/no/such/x.json" 2>"$tmp/err" &&
+  [ -s "$tmp/no/such/x.json" ] && echo "PASS train_makes_out_folders" || echo "FAIL train_makes_out_folders: $(cat "$tmp/err")"
+touch "$tmp/plainfile"
+expect_error train_out_folder_is_a_file "^maskd tokenizer train: --out: .*plainfile: " --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/plainfile/x.json"
 expect_error train_needs_vocab "vocab-size is required" --input "$tmp/corpus.txt" --out "$tmp/x.json"
 expect_error train_bad_number "--vocab-size: expected an integer in \[1, 10000000\], got '12abc'" --input "$tmp/corpus.txt" --vocab-size 12abc --out "$tmp/x.json"
 expect_error train_bad_shrinking "shrinking-factor" --input "$tmp/corpus.txt" --vocab-size 50 --shrinking-factor 1.5 --out "$tmp/x.json"
