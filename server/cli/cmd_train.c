@@ -549,6 +549,14 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   /* On this machine, more ranks than CPUs only slow the run: twice the CPUs at most,
   ** given as --ranks or as the slots of hosts that are this machine (a hostfile is mpirun's). */
   Err ce = {0};
+  /* mpirun opens the hostfile itself and blocks on a FIFO, where no stop reached it:
+  ** the file is checked here, as every file option is, without blocking. */
+  int hf = a->hostfile ? files_open_regular(a->hostfile, NULL, &ce) : -2;
+  if (hf == -1) {
+    fprintf(stderr, "maskd train: --hostfile: %s\n", ce.msg);
+    return 2;
+  }
+  if (hf >= 0) close(hf);
   if (!a->hostfile && run_config_check_local_ranks(rc, &ce)) {
     fprintf(stderr, "maskd train: %s\n", ce.msg);
     return 2;

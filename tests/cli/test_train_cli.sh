@@ -74,6 +74,12 @@ for i in "${!bad_flags[@]}"; do
   [ $rc = 2 ] && [ "$out" = "maskd train: $flag: expected ${bad_wants[$i]}, got '$val'" ] &&
     pass "train_cli_bad_value_format_${flag#--}" || fail "train_cli_bad_value_format_${flag#--}" "rc $rc: $out"
 done
+# A FIFO as --hostfile is refused before mpirun starts (mpirun blocked opening it, and no
+# stop reached it).
+mkfifo "$T/hosts.fifo"
+out=$(timeout -k 5 30 "$M" train --db "$T/r.db" "${base[@]}" --ranks 2 --hostfile "$T/hosts.fifo" 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF "maskd train: --hostfile: $T/hosts.fifo" <<<"$out" &&
+  pass train_cli_hostfile_fifo_refused || fail train_cli_hostfile_fifo_refused "rc $rc: $out"
 # --out is written when the run ends: a file in its place is refused before the first step.
 touch "$T/a-file"
 refuse train_cli_refuses_out_not_a_directory "--out: $T/a-file: not a directory" "${base[@]}" --out "$T/a-file"
