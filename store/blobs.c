@@ -158,40 +158,43 @@ int sdb_is_hex(const char *h, size_t min, size_t max) {
 
 /* ---- a blob read in place ---- */
 
+/* A reader keeps no transaction between reads: each chunk is read in a short read
+** transaction of its own (own_snapshot), looked up by (sha256, idx) each time. A read
+** snapshot held for a whole download kept WAL checkpoints from reaching the end of the
+** log, and a slow client while training pushed grew the -wal file without bound.
+** Blobs are immutable by key, so the bytes read are the same whichever snapshot reads
+** them; their rows are not (a blob collected and pushed again gets new rowids), hence
+** the lookup by key. */
 struct StoreBlobReader {
   Store *s;
   char hex[65];
   uint64_t len;
   int n;                  /* chunks */
-  int64_t *rowid;         /* chunk i's row in blob_chunks */
   uint64_t *start;        /* chunk i's first byte in the blob; start[n] = len */
-  sqlite3_blob *blob;     /* chunk cur's value, open for reading */
-  int cur;
+  sqlite3_stmt *find;     /* chunk (hex, idx)'s rowid and length; reset after each use */
   StoreSha256 sha;        /* the bytes [0, hashed) so far, hashed as they were read in order */
   uint64_t hashed;
-  int own_snapshot;       /* the reader began the read snapshot, and close ends it */
+  int own_snapshot;       /* each read takes a read transaction of its own; else reads in the caller's */
 };
 
 void store_blob_close(StoreBlobReader *r) {
   if (!r) return;
-  if (r->blob) sqlite3_blob_close(r->blob);
-  if (r->own_snapshot) sdb_exec(r->s, "COMMIT", NULL);   /* ends the read snapshot */
-  free(r->rowid);
+  sqlite3_finalize(r->find);
   free(r->start);
   free(r);
 }
 
-/* store_blob_open(), which begins its own read snapshot when own_snapshot is set;
-** else the reader reads inside the caller's transaction and leaves it open. */
+/* store_blob_open() when own_snapshot is set: the chunk list is read in a short read
+** transaction of its own. Else the reader reads inside the caller's transaction. */
 static StoreBlobReader *reader_open(Store *s, const char *hex, int own_snapshot, uint64_t *len, Err *err) {
   if (!sdb_is_hex(hex, 64, 64)) { err_set(err, "store: blob \"%.70s\": not a sha256", hex ? hex : ""); return NULL; }
   StoreBlobReader *r = calloc(1, sizeof *r);
   if (!r) { err_setk(err, ERR_NOMEM, "out of memory"); return NULL; }
-  /* One read snapshot for every read: a writer running meanwhile changes nothing we see. */
-  if (own_snapshot && sdb_exec(s, "BEGIN", err)) { free(r); return NULL; }
+  /* The size and the chunk list from one snapshot (a writer running meanwhile changes nothing we see). */
+  int began = own_snapshot && sqlite3_get_autocommit(s->db);
+  if (began && sdb_exec(s, "BEGIN", err)) { free(r); return NULL; }
   r->own_snapshot = own_snapshot;
   r->s = s;
-  r->cur = -1;
   snprintf(r->hex, sizeof r->hex, "%s", hex);
   store_sha256_init(&r->sha);
   sqlite3_stmt *st =
@@ -207,24 +210,22 @@ static StoreBlobReader *reader_open(Store *s, const char *hex, int own_snapshot,
   }
   sqlite3_int64 size = sqlite3_column_int64(st, 0), chunks = sqlite3_column_int64(st, 1);
   sqlite3_finalize(st);
-  /* Chunks are CHUNK_BYTES each: more than one per KiB is damage (and would size the tables below). */
+  /* Chunks are CHUNK_BYTES each: more than one per KiB is damage (and would size the table below). */
   if (size < 0 || (uint64_t)size > STORE_MAX_BLOB || chunks < 0 || chunks > (size / 1024 + 2)) {
     err_set(err, "store: blob %.12s is damaged (its size %lld or %lld chunks are out of range)", hex, (long long)size,
             (long long)chunks);
     goto fail;
   }
   r->len = (uint64_t)size;
-  r->rowid = malloc(((size_t)chunks + 1) * sizeof *r->rowid);
   r->start = malloc(((size_t)chunks + 1) * sizeof *r->start);
-  if (!r->rowid || !r->start) { err_setk(err, ERR_NOMEM, "out of memory"); goto fail; }
+  if (!r->start) { err_setk(err, ERR_NOMEM, "out of memory"); goto fail; }
   /* length() reads a value's size from its record header, not its bytes. */
-  if (!(st = sdb_prep(s, "SELECT id, idx, length(data) FROM blob_chunks WHERE sha256 = ? ORDER BY idx", err))) goto fail;
+  if (!(st = sdb_prep(s, "SELECT idx, length(data) FROM blob_chunks WHERE sha256 = ? ORDER BY idx", err))) goto fail;
   sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
   uint64_t at = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW && r->n < chunks) {
-    sqlite3_int64 n = sqlite3_column_int64(st, 2);
-    if (sqlite3_column_int64(st, 1) != r->n || n < 0 || (uint64_t)n > r->len - at) break;
-    r->rowid[r->n] = sqlite3_column_int64(st, 0);
+    sqlite3_int64 n = sqlite3_column_int64(st, 1);
+    if (sqlite3_column_int64(st, 0) != r->n || n < 0 || (uint64_t)n > r->len - at) break;
     r->start[r->n++] = at;
     at += (uint64_t)n;
   }
@@ -235,14 +236,50 @@ static StoreBlobReader *reader_open(Store *s, const char *hex, int own_snapshot,
     goto fail;
   }
   r->start[r->n] = at;
+  if (!(r->find = sdb_prep(s, "SELECT id, length(data) FROM blob_chunks WHERE sha256 = ? AND idx = ?", err))) goto fail;
+  if (began) sdb_exec(s, "COMMIT", NULL);   /* ends the read transaction */
   *len = r->len;
   return r;
 fail:
+  if (began) sdb_exec(s, "COMMIT", NULL);
   store_blob_close(r);
   return NULL;
 }
 
 StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *err) { return reader_open(s, hex, 1, len, err); }
+
+/* k bytes of chunk c from byte at of the chunk, in a read transaction of its own (unless the
+** caller holds one): the chunk found by key and index, then read through incremental blob I/O,
+** whose handle is closed before the transaction ends. */
+static int chunk_read(StoreBlobReader *r, int c, uint64_t at, unsigned char *dst, size_t k, Err *err) {
+  Store *s = r->s;
+  int began = r->own_snapshot && sqlite3_get_autocommit(s->db);
+  if (began && sdb_exec(s, "BEGIN", err)) return -1;
+  sqlite3_bind_text(r->find, 1, r->hex, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(r->find, 2, c);
+  int rc = sqlite3_step(r->find), ok = -1;
+  if (rc == SQLITE_ROW) {
+    sqlite3_int64 id = sqlite3_column_int64(r->find, 0), n = sqlite3_column_int64(r->find, 1);
+    sqlite3_reset(r->find);
+    sqlite3_blob *b = NULL;
+    if (n < 0 || (uint64_t)n != r->start[c + 1] - r->start[c])
+      err_set(err, "store: blob %.12s is damaged (chunk %d changed size while it was read)", r->hex, c);
+    else if (sqlite3_blob_open(s->db, "main", "blob_chunks", "data", id, 0, &b) != SQLITE_OK ||
+             sqlite3_blob_read(b, dst, (int)k, (int)at) != SQLITE_OK)
+      sdb_fail(s, err, "blob chunk");
+    else
+      ok = 0;
+    sqlite3_blob_close(b);
+  } else {
+    sqlite3_reset(r->find);
+    if (rc == SQLITE_DONE)
+      err_setk(err, ERR_NOT_FOUND, "store: blob %.12s was deleted while it was read (chunk %d is gone)", r->hex, c);
+    else
+      sdb_fail(s, err, "blob chunk");
+  }
+  if (began) sdb_exec(s, "COMMIT", NULL);
+  return ok;
+}
 
 int store_blob_read(StoreBlobReader *r, uint64_t offset, void *dst, size_t n, Err *err) {
   if (offset > r->len || n > r->len - offset)
@@ -251,23 +288,19 @@ int store_blob_read(StoreBlobReader *r, uint64_t offset, void *dst, size_t n, Er
   unsigned char *p = dst;
   uint64_t at = offset;
   size_t left = n;
+  int c = 0;
   while (left) {
-    /* The chunk holding byte at: the current one, its next, or a binary search. */
-    int c = r->cur;
-    if (c < 0 || at < r->start[c] || at >= r->start[c + 1]) {
+    /* The chunk holding byte at: the next one, or a binary search. */
+    if (at < r->start[c] || at >= r->start[c + 1]) {
       int lo = 0, hi = r->n - 1;
       while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
         if (r->start[mid] <= at) lo = mid; else hi = mid - 1;
       }
       c = lo;
-      int rc = r->blob ? sqlite3_blob_reopen(r->blob, r->rowid[c])
-                       : sqlite3_blob_open(r->s->db, "main", "blob_chunks", "data", r->rowid[c], 0, &r->blob);
-      if (rc != SQLITE_OK) { r->cur = -1; return sdb_fail(r->s, err, "blob chunk"); }
-      r->cur = c;
     }
     size_t k = (size_t)(r->start[c + 1] - at) < left ? (size_t)(r->start[c + 1] - at) : left;
-    if (sqlite3_blob_read(r->blob, p, (int)k, (int)(at - r->start[c])) != SQLITE_OK) return sdb_fail(r->s, err, "blob chunk");
+    if (chunk_read(r, c, at - r->start[c], p, k, err)) return -1;
     p += k;
     at += k;
     left -= k;

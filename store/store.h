@@ -89,16 +89,19 @@ int store_blob_put(Store *s, const void *data, size_t len, char hex[65], Err *er
 int store_blob_get(Store *s, const char *hex, void **data, size_t *len, Err *err);
 /* A blob read in place, a range at a time: no copy of it is held in memory. */
 typedef struct StoreBlobReader StoreBlobReader;
-/* Opens blob hex for reading; *len receives its size. Holds a read snapshot on s
-** until closed (s serves nothing else meanwhile), so every read sees one version
-** even while a writer runs. NULL with err set: missing, damaged chunks, ERR_IO. */
+/* Opens blob hex for reading; *len receives its size. The reader holds no transaction
+** between reads: each read takes short read transactions of its own (one per chunk), so
+** a slow reader (a download) never holds back WAL checkpoints, and s may serve other
+** calls between reads. Blobs never change, so the bytes are those of one version; a blob
+** deleted (store_gc) while it is read makes the next read fail with ERR_NOT_FOUND ("was
+** deleted while it was read"). NULL with err set: missing, damaged chunks, ERR_IO. */
 StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *err);
 /* Copies n bytes at offset into dst; ERR_INVALID past the end, ERR_IO when SQLite fails. */
 int store_blob_read(StoreBlobReader *r, uint64_t offset, void *dst, size_t n, Err *err);
 /* Checks the bytes against the blob's sha256, as store_blob_get does: what was read
 ** front to back is already hashed, the rest is read now. -1 with err set when they differ. */
 int store_blob_verify(StoreBlobReader *r, Err *err);
-/* Ends the read snapshot and frees the reader; NULL allowed. */
+/* Frees the reader; NULL allowed. */
 void store_blob_close(StoreBlobReader *r);
 /* Deletes blobs no revision or tokenizer refers to and returns their pages to the
 ** file system; *removed (may be NULL) counts them. */

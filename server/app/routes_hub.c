@@ -170,9 +170,10 @@ static int is_listed(const char *file) {
 
 /* ---- downloads: a stored blob streamed from the store, never held whole in memory ---- */
 
-/* One download's state: its own store connection (a blob reader holds a read snapshot on
-** its connection, and the stream is filled on whichever handler thread is free), the
-** slice [off, end) and how far it has gone. */
+/* One download's state: its own store connection (the stream is filled on whichever
+** handler thread is free, and a connection serves one thread at a time), the slice
+** [off, end) and how far it has gone. Each fill reads in a short read transaction of its
+** own (store_blob_read), so a slow client holds back no WAL checkpoint. */
 typedef struct Download {
   Store *store;
   StoreBlobReader *br;
