@@ -5,6 +5,9 @@
 #include "store/store_db.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +45,12 @@ int sdb_blob_put_tx(Store *s, const void *data, size_t len, const char *hex, Err
 }
 
 /* A streamed blob: chunks are written under a temporary key as the bytes arrive and
-** hashed on the way; stream_blob_tx moves them to the real key at the end. */
+** hashed on the way, each chunk in a short write transaction of its own, so that other
+** writers (a training's metrics, HTTP writes) wait at most one chunk's insert rather than
+** the whole push (a 1.2 GB model held the write lock for 1 min 41 s, and every other
+** writer failed after the busy timeout). The push's last transaction moves the rows to
+** the real key (sdb_stream_finish_tx); until then nothing refers to them, so a crash
+** leaves only the temporary rows, swept later (sdb_sweep_streams). */
 struct StoreBlobWriter {
   Store *s;
   StoreSha256 sha;
@@ -53,13 +61,26 @@ struct StoreBlobWriter {
   int failed;
 };
 
+/* Inserts chunk idx under the temporary key and marks the stream alive (its row's
+** created time, which sdb_sweep_streams reads), in a write transaction of its own. */
 static int chunk_insert(Store *s, const char *key, int64_t idx, const void *data, size_t n, Err *err) {
-  sqlite3_stmt *st = sdb_prep(s, "INSERT INTO blob_chunks(sha256, idx, data) VALUES (?, ?, ?)", err);
-  if (!st) return -1;
+  if (sdb_begin(s, err)) return -1;
+  sqlite3_stmt *st = sdb_prep(s, "UPDATE blobs SET created = ? WHERE sha256 = ?", err);
+  if (!st) return sdb_rollback(s);
+  sqlite3_bind_double(st, 1, now_wall());
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  if (sdb_step_done(s, st, err, "blob")) return sdb_rollback(s);
+  if (sqlite3_changes(s->db) == 0) {
+    sdb_rollback(s);
+    return err_set(err, "store: blob stream: its temporary rows were removed while it was written (taken for a dead process's)");
+  }
+  st = sdb_prep(s, "INSERT INTO blob_chunks(sha256, idx, data) VALUES (?, ?, ?)", err);
+  if (!st) return sdb_rollback(s);
   sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 2, (sqlite3_int64)idx);
   sqlite3_bind_blob64(st, 3, n ? data : (const void *)"", n, SQLITE_STATIC);
-  return sdb_step_done(s, st, err, "blob chunk");
+  if (sdb_step_done(s, st, err, "blob chunk")) return sdb_rollback(s);
+  return sdb_commit(s, err);
 }
 
 int store_blob_write(StoreBlobWriter *w, const void *data, size_t n, Err *err) {
@@ -89,41 +110,80 @@ int store_blob_write(StoreBlobWriter *w, const void *data, size_t n, Err *err) {
 
 int store_blob_sink(void *w, const void *data, size_t n, Err *err) { return store_blob_write(w, data, n, err); }
 
-/* Writes a streamed blob inside the caller's transaction; hex receives its sha256.
-** Content already stored is kept once: the temporary rows are dropped. */
-int sdb_stream_blob_tx(Store *s, const StoreStream *in, char hex[65], Err *err) {
+/* Temporary keys name the process and a counter shared by all its connections (two
+** connections of one process may stream at once now that a stream holds no lock). */
+static _Atomic unsigned long long stream_counter;
+
+/* Deletes a temporary key's rows (the cascade takes its chunks) in a transaction of its
+** own; waits at most wait_ms for the write lock. 0, or -1 when it could not. */
+static int stream_drop(Store *s, const char *key, double created, int wait_ms) {
+  if (wait_ms >= 0) sqlite3_busy_timeout(s->db, wait_ms);
+  int rc = sdb_begin(s, NULL);
+  if (wait_ms >= 0) sqlite3_busy_timeout(s->db, s->busy_ms);
+  if (rc) return -1;
+  /* created > 0: only if the stream has not written since it was found stale or dead. */
+  sqlite3_stmt *st = sdb_prep(s, created > 0 ? "DELETE FROM blobs WHERE sha256 = ? AND created = ?" : "DELETE FROM blobs WHERE sha256 = ?", NULL);
+  if (!st) return sdb_rollback(s);
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  if (created > 0) sqlite3_bind_double(st, 2, created);
+  if (sdb_step_done(s, st, NULL, "blob")) return sdb_rollback(s);
+  return sdb_commit(s, NULL);
+}
+
+int sdb_stream_blob(Store *s, const StoreStream *in, char key[65], char hex[65], Err *err) {
+  key[0] = '\0';
   if (!in->produce) return err_setk(err, ERR_INVALID, "push: a stream without a producer");
   if (in->len == 0) return err_setk(err, ERR_INVALID, "push: an empty stream");
   if ((uint64_t)in->len > STORE_MAX_BLOB)
     return err_setk(err, ERR_TOO_LARGE, "store: blob of %zu bytes, more than a blob may hold", in->len);
   /* The key must pass CHECK (length = 64) and the foreign key, and can never be a
-  ** sha256 ('~' is not hex); the counter keeps two streams of one push apart. */
-  char key[65];
-  int k = snprintf(key, sizeof key, "~stream-%d-%llu", (int)getpid(), (unsigned long long)++s->streams);
-  memset(key + k, '~', 64 - (size_t)k);
-  key[64] = '\0';
+  ** sha256 ('~' is not hex); sdb_sweep_streams reads the pid back. */
+  char k[65];
+  int kn = snprintf(k, sizeof k, "~stream-%d-%llu", (int)getpid(), ++stream_counter);
+  memset(k + kn, '~', 64 - (size_t)kn);
+  k[64] = '\0';
+  if (sdb_begin(s, err)) return -1;
   sqlite3_stmt *st = sdb_prep(s, "INSERT INTO blobs(sha256, size, created) VALUES (?, ?, ?)", err);
-  if (!st) return -1;
-  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  if (!st) return sdb_rollback(s);
+  sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 2, (sqlite3_int64)in->len);
   sqlite3_bind_double(st, 3, now_wall());
-  if (sdb_step_done(s, st, err, "blob")) return -1;
-  StoreBlobWriter w = {.s = s, .len = in->len, .key = key, .buf = malloc(CHUNK_BYTES)};
-  if (!w.buf) return err_setk(err, ERR_NOMEM, "store: out of memory for a blob chunk");
+  if (sdb_step_done(s, st, err, "blob") || sdb_commit(s, err)) return sdb_rollback(s);
+  StoreBlobWriter w = {.s = s, .len = in->len, .key = k, .buf = malloc(CHUNK_BYTES)};
+  int rc = w.buf ? 0 : err_setk(err, ERR_NOMEM, "store: out of memory for a blob chunk");
   store_sha256_init(&w.sha);
-  int rc = in->produce(in->ctx, &w, err);
+  if (rc == 0) rc = in->produce(in->ctx, &w, err);
   if (rc == 0 && w.failed) rc = err_setk(err, ERR_INVALID, "store: blob stream: the producer ignored a failed write");
   if (rc == 0 && w.written != w.len)
     rc = err_setk(err, ERR_INVALID, "store: blob stream: %zu bytes of the %zu announced", w.written, w.len);
-  if (rc == 0 && w.fill) rc = chunk_insert(s, key, w.idx, w.buf, w.fill, err);
+  if (rc == 0 && w.fill) rc = chunk_insert(s, k, w.idx, w.buf, w.fill, err);
   free(w.buf);
-  if (rc) return -1;
+  if (rc) {
+    stream_drop(s, k, 0, -1);   /* else the next sweep takes them */
+    return -1;
+  }
   unsigned char d[32];
   store_sha256_final(&w.sha, d, hex);
+  memcpy(key, k, 65);
+  return 0;
+}
+
+int sdb_stream_finish_tx(Store *s, const char *key, const char *hex, size_t len, Err *err) {
+  /* The rows must all still be there: a sweep that took this process for a dead one (a
+  ** pid from another pid namespace) or this stream for a stuck one may have removed them. */
+  sqlite3_stmt *st = sdb_prep(s, "SELECT count(*), COALESCE(sum(length(data)), -1) FROM blob_chunks WHERE sha256 = ?", err);
+  if (!st) return -1;
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  sqlite3_int64 chunks = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1, bytes = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : -1;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return sdb_fail(s, err, "blob chunks");
+  if (bytes < 0 || (uint64_t)bytes != len || chunks != (sqlite3_int64)((len + CHUNK_BYTES - 1) / CHUNK_BYTES))
+    return err_set(err, "store: blob stream: its temporary rows were removed while it was written (taken for a dead process's)");
   st = sdb_prep(s, "INSERT OR IGNORE INTO blobs(sha256, size, created) VALUES (?, ?, ?)", err);
   if (!st) return -1;
   sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 2, (sqlite3_int64)in->len);
+  sqlite3_bind_int64(st, 2, (sqlite3_int64)len);
   sqlite3_bind_double(st, 3, now_wall());
   if (sdb_step_done(s, st, err, "blob")) return -1;
   if (sqlite3_changes(s->db) == 1) {
@@ -138,6 +198,41 @@ int sdb_stream_blob_tx(Store *s, const StoreStream *in, char hex[65], Err *err) 
   if (!st) return -1;
   sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
   return sdb_step_done(s, st, err, "blob");
+}
+
+void sdb_stream_drop(Store *s, const char *key) {
+  if (key && key[0]) stream_drop(s, key, 0, -1);
+}
+
+/* A stream whose row has not been touched for this long is stuck (or its pid was reused
+** by another process): a live stream touches it at every chunk, CHUNK_BYTES apart. */
+#define STREAM_STALE_S 3600.0
+
+void sdb_sweep_streams(Store *s) {
+  sqlite3_stmt *st = sdb_prep(s, "SELECT sha256, created FROM blobs WHERE sha256 >= '~stream-' AND sha256 < '~stream.'", NULL);
+  if (!st) return;
+  /* Keys read first, deleted after: never a write under a read statement, nor the write
+  ** lock taken when there is nothing to sweep (an open only reads). */
+  char keys[16][65];
+  double created[16];
+  int n = 0;
+  double now = now_wall();
+  while (n < 16 && sqlite3_step(st) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(st, 0);
+    double t = sqlite3_column_double(st, 1);
+    int pid = 0;
+    if (!key || strlen(key) != 64 || sscanf(key, "~stream-%d-", &pid) != 1) continue;
+    /* Another live process's stream is never taken (kill(pid, 0) fails with ESRCH only for
+    ** a pid no process has; EPERM means one exists), nor this process's, unless stale. */
+    int gone = pid > 0 && pid != (int)getpid() && kill((pid_t)pid, 0) == -1 && errno == ESRCH;
+    if (!gone && now - t < STREAM_STALE_S) continue;
+    memcpy(keys[n], key, 65);
+    created[n++] = t;
+  }
+  sqlite3_finalize(st);
+  /* Best effort, never waiting for the lock: a busy store is swept by a later call. */
+  for (int i = 0; i < n; i++)
+    if (stream_drop(s, keys[i], created[i], 0)) break;
 }
 
 int store_blob_put(Store *s, const void *data, size_t len, char hex[65], Err *err) {
@@ -358,8 +453,10 @@ int store_blob_get(Store *s, const char *hex, void **data, size_t *len, Err *err
 
 int store_gc(Store *s, int64_t *removed, Err *err) {
   if (sdb_begin(s, err)) return -1;
+  /* A stream's temporary rows are referred to by nothing until its push ends: another
+  ** process's live stream must stay; dead ones are sdb_sweep_streams's. */
   if (sdb_exec(s,
-           "DELETE FROM blobs WHERE sha256 NOT IN ("
+           "DELETE FROM blobs WHERE sha256 NOT GLOB '~stream-*' AND sha256 NOT IN ("
            " SELECT weights FROM revisions"
            " UNION SELECT optimizer FROM revisions WHERE optimizer IS NOT NULL"
            " UNION SELECT tokenizer FROM revisions WHERE tokenizer IS NOT NULL"
@@ -368,6 +465,7 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
     return sdb_rollback(s);
   int64_t n = sqlite3_changes(s->db);
   if (sdb_commit(s, err)) return -1;
+  sdb_sweep_streams(s);
   /* Give the freed pages back (its own transaction; harmless when there are none). */
   if (n > 0 && sdb_exec(s, "PRAGMA incremental_vacuum", err)) return -1;
   if (removed) *removed = n;

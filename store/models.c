@@ -99,6 +99,27 @@ static int check_task_tx(Store *s, int64_t mid, const char *model, const char *c
   return ok ? 0 : -1;
 }
 
+/* Before a push streams: a read of what its transaction will check (the run exists, a
+** new repository's name, the repository's task), so a push that will be refused is
+** refused before it writes its blobs. */
+static int precheck(Store *s, const char *model, const StorePush *p, Err *err) {
+  if (sdb_exec(s, "BEGIN", err)) return -1;
+  int rc = p->run ? sdb_run_exists(s, p->run, err) : 0;
+  sqlite3_stmt *st = rc ? NULL : sdb_prep(s, "SELECT id FROM models WHERE name = ?", err);
+  if (!rc && !st) rc = -1;
+  if (st) {
+    sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    int64_t mid = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (src != SQLITE_ROW && src != SQLITE_DONE) rc = sdb_fail(s, err, "model");
+    else if (mid == 0) rc = store_check_new_repo_name("model", model, err);
+    else rc = check_task_tx(s, mid, model, p->config_json, err);
+  }
+  sdb_exec(s, "COMMIT", NULL);
+  return rc;
+}
+
 int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *out, Err *err) {
   if (store_check_name("model", model, err)) return -1;
   if (!p) return err_setk(err, ERR_INVALID, "push: nothing to push");
@@ -114,25 +135,37 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   if (p->step < 0 || p->epoch < 0 || p->run < 0) return err_setk(err, ERR_INVALID, "push: negative step, epoch or run");
   const char *message = p->message && *p->message ? p->message : "Upload model";
   if (strlen(message) >= sizeof out->message) return err_setk(err, ERR_INVALID, "push: message longer than %zu bytes", sizeof out->message - 1);
-  /* Hashing the bytes before taking the write lock keeps the lock short; streams
-  ** can only be hashed as they are written, under the lock. */
+  /* Hashing the bytes before taking the write lock keeps the lock short; streams are
+  ** hashed as they are written, before it too (sdb_stream_blob). */
   char wh[65] = "", oh[65] = "", th[65] = "";
   int has_opt = p->optimizer || p->optimizer_stream;
   if (!p->weights_stream) store_sha256_hex(p->weights, p->weights_len, wh);
   if (p->optimizer) store_sha256_hex(p->optimizer, p->optimizer_len, oh);
   if (p->tokenizer_json) store_sha256_hex(p->tokenizer_json, strlen(p->tokenizer_json), th);
 
-  if (sdb_begin(s, err)) return -1;
-  if (p->run && sdb_run_exists(s, p->run, err)) return sdb_rollback(s);
+  /* Streams are written first, each chunk in a short transaction of its own under a
+  ** temporary key, and only the last transaction below makes them the revision's: a big
+  ** push held the write lock for minutes, and every other writer failed after the busy
+  ** timeout. A push that would be refused is refused before it streams (checked again
+  ** under the lock: another push may come between). */
+  char wkey[65] = "", okey[65] = "";
+  if (p->weights_stream || p->optimizer_stream) {
+    sdb_sweep_streams(s);
+    if (precheck(s, model, p, err) || (p->weights_stream && sdb_stream_blob(s, p->weights_stream, wkey, wh, err)) ||
+        (p->optimizer_stream && sdb_stream_blob(s, p->optimizer_stream, okey, oh, err)))
+      goto fail;
+  }
+  if (sdb_begin(s, err)) goto fail;
+  if (p->run && sdb_run_exists(s, p->run, err)) goto fail;
   int64_t mid = model_id_tx(s, model, err);
   if (mid < 0 || check_task_tx(s, mid, model, p->config_json, err) ||
-      (p->weights_stream ? sdb_stream_blob_tx(s, p->weights_stream, wh, err) : sdb_blob_put_tx(s, p->weights, p->weights_len, wh, err)) ||
+      (wkey[0] ? sdb_stream_finish_tx(s, wkey, wh, p->weights_stream->len, err) : sdb_blob_put_tx(s, p->weights, p->weights_len, wh, err)) ||
       (p->optimizer && sdb_blob_put_tx(s, p->optimizer, p->optimizer_len, oh, err)) ||
-      (p->optimizer_stream && sdb_stream_blob_tx(s, p->optimizer_stream, oh, err)) ||
+      (okey[0] && sdb_stream_finish_tx(s, okey, oh, p->optimizer_stream->len, err)) ||
       (p->tokenizer_json && sdb_blob_put_tx(s, p->tokenizer_json, strlen(p->tokenizer_json), th, err)))
-    return sdb_rollback(s);
+    goto fail;
   sqlite3_stmt *st = sdb_prep(s, "SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions WHERE model_id = ?", err);
-  if (!st) return sdb_rollback(s);
+  if (!st) goto fail;
   sqlite3_bind_int64(st, 1, mid);
   int64_t seq = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 1;
   sqlite3_finalize(st);
@@ -154,7 +187,7 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   st = sdb_prep(s,
             "INSERT INTO revisions(model_id, seq, commit_id, message, config, weights, optimizer, tokenizer, run_id, step,"
             " epoch, metrics, created, tokenizer_config, special_tokens_map) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", err);
-  if (!st) return sdb_rollback(s);
+  if (!st) goto fail;
   sqlite3_bind_int64(st, 1, mid);
   sqlite3_bind_int64(st, 2, seq);
   sqlite3_bind_text(st, 3, commit_hex, -1, SQLITE_STATIC);
@@ -171,9 +204,9 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   sqlite3_bind_double(st, 13, created);
   sdb_bind_text(st, 14, p->tokenizer_config_json);
   sdb_bind_text(st, 15, p->special_tokens_map_json);
-  if (sdb_step_done(s, st, err, "revision")) return sdb_rollback(s);
+  if (sdb_step_done(s, st, err, "revision")) goto fail;
   int64_t rid = sqlite3_last_insert_rowid(s->db);
-  if (sdb_commit(s, err)) return -1;
+  if (sdb_commit(s, err)) goto fail;
   if (out) {
     memset(out, 0, sizeof *out);
     out->id = rid;
@@ -191,6 +224,13 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
     out->created = created;
   }
   return 0;
+fail:
+  /* Nothing of the push is visible: the transaction rolls back, and the streams'
+  ** temporary rows go (or stay for sdb_sweep_streams, should this fail too). */
+  sdb_rollback(s);
+  sdb_stream_drop(s, wkey);
+  sdb_stream_drop(s, okey);
+  return -1;
 }
 
 int store_resolve(Store *s, const char *spec, StoreRevision *out, Err *err) {

@@ -368,7 +368,8 @@ Store *store_open(const char *path, Err *err) {
     store_close(s);
     return NULL;
   }
-  sqlite3_busy_timeout(s->db, 30000);
+  s->busy_ms = 30000;
+  sqlite3_busy_timeout(s->db, s->busy_ms);
   sqlite3_extended_result_codes(s->db, 1);
   /* Checkpoints are big and keep-last-N deletes them, so freed pages must go back
   ** to the file system: incremental auto-vacuum and a WAL truncated back to 64 MiB
@@ -408,6 +409,9 @@ Store *store_open(const char *path, Err *err) {
     store_close(s);
     return NULL;
   }
+  /* A push killed mid-stream leaves its temporary rows: taken here when their process is
+  ** gone (only reads when there are none, and never waits for the lock). */
+  sdb_sweep_streams(s);
   return s;
 }
 

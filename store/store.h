@@ -10,7 +10,8 @@
 ** blobs by sha256), tokenizers, datasets (shard sets with counts) and jobs.
 **
 ** Every write is one transaction, so a killed process leaves the database as it
-** was before or after the write, never between. The schema is versioned with
+** was before or after the write, never between (a streamed push writes its blobs
+** before its transaction, under keys nothing refers to: see StoreStream). The schema is versioned with
 ** PRAGMA user_version and migrated forward on open. A Store is one connection:
 ** use it from one thread at a time (open one per thread or process; WAL lets
 ** readers run while another connection writes).
@@ -104,7 +105,8 @@ int store_blob_verify(StoreBlobReader *r, Err *err);
 /* Frees the reader; NULL allowed. */
 void store_blob_close(StoreBlobReader *r);
 /* Deletes blobs no revision or tokenizer refers to and returns their pages to the
-** file system; *removed (may be NULL) counts them. */
+** file system; *removed (may be NULL) counts them. A stream being written (by any
+** process) is kept; those of processes that are gone are dropped, not counted. */
 int store_gc(Store *s, int64_t *removed, Err *err);
 
 /* ---- tokenizers ---- */
@@ -208,10 +210,16 @@ json_t *store_run_metrics(Store *s, int64_t run, int64_t since_step, Err *err);
 
 /* A blob written while it is produced, so a push needs no copy of it in memory. */
 typedef struct StoreBlobWriter StoreBlobWriter;
-/* A streamed blob of len bytes (len >= 1): produce is called once, inside the push's
+/* A streamed blob of len bytes (len >= 1): produce is called once, before the push's
 ** transaction, and must hand over exactly len bytes in order through
-** store_blob_write(); 0, or -1 with err set. It runs under the database's write
-** lock (it is hashed as it is written), so other writers wait while it produces. */
+** store_blob_write(); 0, or -1 with err set. It holds no lock while it produces: each
+** CHUNK_BYTES written go into the store in a short write transaction of their own,
+** under a temporary key nothing refers to, so other writers wait for one chunk at most;
+** the push's own transaction then makes them the revision's blob. A process killed
+** meanwhile leaves those rows, which a later store_open, store_push or store_gc (of any
+** process) drops once the process is gone; a live process's are never taken, unless
+** untouched for an hour (a producer that stuck, or a pid reused), and then its push
+** fails. */
 typedef struct StoreStream {
   size_t len;
   int (*produce)(void *ctx, StoreBlobWriter *w, Err *err);
@@ -253,7 +261,8 @@ typedef struct StoreRevision {
 
 /* Creates the repository if needed; returns its id. */
 int64_t store_model_create(Store *s, const char *name, Err *err);
-/* Pushes a revision to model (created if needed), in one transaction; out may be NULL.
+/* Pushes a revision to model (created if needed); out may be NULL. The revision appears
+** whole in one transaction or not at all (its streams are written before, see StoreStream).
 ** One repository serves one pipeline: a revision whose config.json names a sequence
 ** classifier (architectures *ForSequenceClassification) pushed where the newest revision
 ** is not one, or the other way round, is refused with ERR_CONFLICT, nothing written. */

@@ -18,7 +18,7 @@
 struct Store {
   sqlite3 *db;
   char path[512];
-  uint64_t streams;   /* streamed blobs written on this connection: names their temporary keys */
+  int busy_ms;        /* the busy timeout store_open set: restored after a write that would not wait */
 };
 
 /* Blobs are stored in chunks: SQLite caps one value at 1e9 bytes, and a base
@@ -58,9 +58,22 @@ json_t *sdb_rows_json(Store *s, sqlite3_stmt *st, Err *err);
 
 /* blobs.c: inserts a blob under its sha256 hex (no-op when present). */
 int sdb_blob_put_tx(Store *s, const void *data, size_t len, const char *hex, Err *err);
-/* blobs.c: writes a streamed blob; hex receives its sha256. Content already stored
-** is kept once: the temporary rows are dropped. */
-int sdb_stream_blob_tx(Store *s, const StoreStream *in, char hex[65], Err *err);
+/* blobs.c: writes a streamed blob under a temporary key (key receives it; hex its sha256),
+** outside any transaction: each chunk in a short write transaction of its own, so other
+** writers wait one chunk at most. Nothing refers to the rows until sdb_stream_finish_tx;
+** on failure they are dropped (or left to sdb_sweep_streams when that fails too). */
+int sdb_stream_blob(Store *s, const StoreStream *in, char key[65], char hex[65], Err *err);
+/* blobs.c: inside the caller's write transaction, moves a stream's rows from its temporary
+** key to hex (len bytes), or drops them when that content is stored already; -1 when the
+** rows are not all there (swept meanwhile). */
+int sdb_stream_finish_tx(Store *s, const char *key, const char *hex, size_t len, Err *err);
+/* blobs.c: drops a stream's temporary rows in a transaction of its own (key "" : none); best effort. */
+void sdb_stream_drop(Store *s, const char *key);
+/* blobs.c: drops temporary stream rows left by a process that is gone (killed mid-push), or
+** untouched for an hour (stuck, or its pid reused); never another live process's. Takes the
+** write lock only when there is something to drop, and never waits for it (a busy store is
+** swept later); best effort, no error. */
+void sdb_sweep_streams(Store *s);
 /* blobs.c: 1 when h is min..max lower-case hex digits. */
 int sdb_is_hex(const char *h, size_t min, size_t max);
 /* blobs.c: reads a blob inside the caller's read snapshot, with a reader's checks, whole. */

@@ -1310,6 +1310,157 @@ static void stream_tests(void) {
   free(o);
 }
 
+/* A stream that, once its first chunk is written, has another connection write (a run
+** and a small push) and times it, then writes the rest. */
+typedef struct BesideProducer {
+  const unsigned char *data;
+  size_t len;
+  const char *db;
+  double secs;
+  int rc;
+  char why[512];
+} BesideProducer;
+
+static double mono_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int produce_and_write_beside(void *ctx, StoreBlobWriter *w, Err *err) {
+  BesideProducer *p = ctx;
+  if (store_blob_write(w, p->data, TEST_CHUNK + 10, err)) return -1;
+  double t0 = mono_now();
+  Err e = {0};
+  Store *o = store_open(p->db, &e);
+  StorePush sp = {.message = "beside", .config_json = "{}", .weights = "x", .weights_len = 1};
+  int64_t run = o ? store_run_create(o, "beside", "{}", &e) : -1;
+  p->rc = run > 0 ? store_push(o, "beside", &sp, NULL, &e) : -1;
+  p->secs = mono_now() - t0;
+  snprintf(p->why, sizeof p->why, "%s", e.msg);
+  store_close(o);
+  return store_blob_write(w, p->data + TEST_CHUNK + 10, p->len - TEST_CHUNK - 10, err);
+}
+
+/* A stream that writes its first chunk, says so on fd say, waits for a byte on fd go
+** (killed there, or told to go on), then writes the rest. */
+typedef struct PausedProducer {
+  const unsigned char *data;
+  size_t len;
+  int say, go;
+} PausedProducer;
+
+static int produce_paused(void *ctx, StoreBlobWriter *w, Err *err) {
+  PausedProducer *p = ctx;
+  char b = 'x';
+  if (store_blob_write(w, p->data, TEST_CHUNK + 10, err)) return -1;
+  if (write(p->say, &b, 1) != 1 || read(p->go, &b, 1) != 1) return err_set(err, "pipe");
+  return store_blob_write(w, p->data + TEST_CHUNK + 10, p->len - TEST_CHUNK - 10, err);
+}
+
+/* Forks a child that pushes len bytes of data to model "k" through produce_paused; returns
+** its pid once its first chunk is in the store, with *go the fd that lets it go on. */
+static pid_t paused_push(const char *db, const unsigned char *data, size_t len, int *go) {
+  int said[2], gos[2];
+  if (pipe(said) || pipe(gos)) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(said[0]);
+    close(gos[1]);
+    Err e = {0};
+    Store *w = store_open(db, &e);
+    PausedProducer pp = {data, len, said[1], gos[0]};
+    StoreStream ss = {len, produce_paused, &pp};
+    StorePush p = {.message = "paused", .config_json = "{}", .weights_stream = &ss};
+    int rc = w ? store_push(w, "k", &p, NULL, &e) : -1;
+    if (rc) fprintf(stderr, "paused push: %s\n", e.msg);
+    store_close(w);
+    _exit(rc ? 1 : 0);
+  }
+  close(said[1]);
+  close(gos[0]);
+  char b;
+  if (read(said[0], &b, 1) != 1) { close(said[0]); close(gos[1]); return -1; }
+  close(said[0]);
+  *go = gos[1];
+  return pid;
+}
+
+/* A streamed push holds the write lock only for each chunk's insert and for its last
+** transaction: a big push held it for minutes, and every other writer (a training's
+** metrics, HTTP writes) failed after the busy timeout. Its temporary rows are invisible,
+** kept while their process lives (gc, opens and pushes of others leave them), and swept
+** once it is gone (killed mid-stream); earlier revisions stay whole. */
+static void stream_lock_tests(void) {
+  char *db = make_db_path("streamlock.db");
+  Err e = {0};
+  Store *s = store_open(db, &e);
+  size_t n = TEST_CHUNK + 70000;
+  unsigned char *a = malloc(n), *b = malloc(n);
+  for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i * 7 + 3), b[i] = (unsigned char)(i * 13 + 1);
+  BesideProducer bp = {a, n, db, 0, -1, ""};
+  StoreStream ss = {n, produce_and_write_beside, &bp};
+  StorePush p = {.message = "slow", .config_json = "{}", .weights_stream = &ss};
+  StoreRevision r1;
+  int rc = s ? store_push(s, "slow", &p, &r1, &e) : -1;
+  check(rc == 0 && bp.rc == 0 && bp.secs < 1.0 && file_is(s, &r1, "model.safetensors", a, n), "store_push_stream_lets_others_write",
+        "push %d (%s); the other connection's run and push: %d after %.2f s (%s)", rc, e.msg, bp.rc, bp.secs, bp.why);
+
+  /* A live process's stream is kept by others' opens, gc and pushes, then lands whole. */
+  StorePush p0 = {.message = "first", .config_json = "{}", .weights = b, .weights_len = 100};
+  rc = store_push(s, "k", &p0, NULL, &e);
+  int go = -1;
+  pid_t live = rc ? -1 : paused_push(db, a, n, &go);
+  long long tmp_live = q1(db, "SELECT COUNT(*) FROM blobs WHERE sha256 GLOB '~stream-*'");
+  Err oe = {0};
+  Store *o = store_open(db, &oe);
+  int64_t removed = -1;
+  int orc = o ? store_gc(o, &removed, &oe) : -1;
+  if (orc == 0) orc = store_push(o, "k-other", &p0, NULL, &oe);
+  long long tmp_kept = q1(db, "SELECT COUNT(*) FROM blobs WHERE sha256 GLOB '~stream-*'");
+  store_close(o);
+  int status = -1;
+  if (live > 0) {
+    if (write(go, "x", 1) != 1) kill(live, SIGKILL);
+    close(go);
+    waitpid(live, &status, 0);
+  }
+  json_t *mg = store_model_get(s, "k", &e);
+  check(live > 0 && tmp_live == 1 && orc == 0 && tmp_kept == 1 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+            json_array_size(json_object_get(mg, "revisions")) == 2 &&
+            q1(db, "SELECT COUNT(*) FROM blobs WHERE sha256 GLOB '~stream-*'") == 0,
+        "store_push_stream_of_a_live_process_kept", "child %lld, temporary %lld then %lld, gc and push %d (%s), child status %d",
+        (long long)live, tmp_live, tmp_kept, orc, oe.msg, status);
+  json_decref(mg);
+
+  /* Killed mid-stream: no revision, earlier ones whole, and the orphan rows swept by the next open. */
+  long long revs = q1(db, "SELECT COUNT(*) FROM revisions"), chunks = q1(db, "SELECT COUNT(*) FROM blob_chunks"),
+            blobs = q1(db, "SELECT COUNT(*) FROM blobs");
+  pid_t killed = paused_push(db, b, n, &go);
+  if (killed > 0) {
+    kill(killed, SIGKILL);
+    close(go);
+    waitpid(killed, NULL, 0);
+  }
+  long long orphans = q1(db, "SELECT COUNT(*) FROM blob_chunks WHERE sha256 GLOB '~stream-*'");
+  int still = q1(db, "SELECT COUNT(*) FROM revisions") == revs;
+  StoreRevision rv;
+  void *data = NULL;
+  size_t len = 0;
+  Store *after = store_open(db, &e);
+  int whole = after && store_resolve(after, "k@1", &rv, &e) == 0 && store_revision_file(after, &rv, "model.safetensors", &data, &len, &e) == 0 &&
+              len == 100 && !memcmp(data, b, 100) && store_resolve(after, "k@2", &rv, &e) == 0 && file_is(after, &rv, "model.safetensors", a, n);
+  free(data);
+  check(killed > 0 && orphans == 1 && still && whole && q1(db, "SELECT COUNT(*) FROM blob_chunks") == chunks &&
+            q1(db, "SELECT COUNT(*) FROM blobs") == blobs && store_integrity_check(after, &e) == 0,
+        "store_push_killed_mid_stream_swept", "child %lld, %lld orphan chunks before the open, revisions kept %d, whole %d, chunks %lld of %lld (%s)",
+        (long long)killed, orphans, still, whole, q1(db, "SELECT COUNT(*) FROM blob_chunks"), chunks, e.msg);
+  store_close(after);
+  store_close(s);
+  free(a);
+  free(b);
+}
+
 /* PRAGMA wal_checkpoint(TRUNCATE) on a raw connection that waits for nobody: 0 when it
 ** checkpointed the whole log (busy 0, every frame copied back), else -1; *why says. */
 static int checkpoint_truncate(const char *db, char *why, size_t cap) {
@@ -1394,6 +1545,7 @@ int main(void) {
   repo_task_tests();
   stream_tests();
   reader_tests();
+  stream_lock_tests();
   concurrency_test();
   kill_test();
   cli_test();
