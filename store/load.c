@@ -40,7 +40,7 @@ int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig 
   size_t cfg_len = 0;
   if (store_resolve(s, spec, r, err)) return -1;
   if (store_revision_file(s, r, "config.json", &cfg, &cfg_len, err)) {
-    if (err && err->kind != ERR_NOMEM && err->kind != ERR_IO) err->kind = ERR_INTERNAL;
+    if (err && err->kind != ERR_NOMEM && err->kind != ERR_IO && err->kind != ERR_BUSY) err->kind = ERR_INTERNAL;
     return -1;
   }
   char *cs = malloc(cfg_len + 1);
@@ -125,7 +125,7 @@ static int load_revision(Store *s, const char *spec, ModelTask want, ModelPrecis
   rc = 0;
   goto done;
 damaged:
-  if (e.kind != ERR_NOMEM && e.kind != ERR_IO) e.kind = ERR_INTERNAL;
+  if (e.kind != ERR_NOMEM && e.kind != ERR_IO && e.kind != ERR_BUSY) e.kind = ERR_INTERNAL;
 done:
   if (rc && err) *err = e;
   model_free(m);
@@ -153,7 +153,7 @@ fail:
   free(c);
   free(m);
 fail2:
-  if (e.kind != ERR_NOMEM && e.kind != ERR_IO) e.kind = ERR_INTERNAL;   /* the store's own bytes */
+  if (e.kind != ERR_NOMEM && e.kind != ERR_IO && e.kind != ERR_BUSY) e.kind = ERR_INTERNAL;   /* the store's own bytes */
   if (err) *err = e;
   return -1;
 }

@@ -151,14 +151,22 @@ _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema v
 
 /* ---- helpers ---- */
 
+/* ERR_BUSY for a database another connection holds locked past the busy timeout (the
+** same call may succeed later: HTTP answers 503 with Retry-After), else ERR_IO. */
+static ErrKind kind_of(int rc) {
+  rc &= 0xff;   /* extended result codes are on: SQLITE_BUSY_SNAPSHOT, SQLITE_LOCKED_SHAREDCACHE, ... */
+  return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? ERR_BUSY : ERR_IO;
+}
+
 int sdb_fail(Store *s, Err *err, const char *what) {
-  return err_setk(err, ERR_IO, "store: %s: %s", what, sqlite3_errmsg(s->db));
+  return err_setk(err, kind_of(sqlite3_extended_errcode(s->db)), "store: %s: %s", what, sqlite3_errmsg(s->db));
 }
 
 int sdb_exec(Store *s, const char *sql, Err *err) {
   char *msg = NULL;
-  if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    err_setk(err, ERR_IO, "store: %s", msg ? msg : sqlite3_errmsg(s->db));
+  int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+  if (rc != SQLITE_OK) {
+    err_setk(err, kind_of(rc), "store: %s", msg ? msg : sqlite3_errmsg(s->db));
     sqlite3_free(msg);
     return -1;
   }
@@ -368,7 +376,12 @@ Store *store_open(const char *path, Err *err) {
     store_close(s);
     return NULL;
   }
-  s->busy_ms = 30000;
+  /* How long a write waits for another connection's write transaction before it fails
+  ** with ERR_BUSY: 30 s, or MASKD_BUSY_TIMEOUT_MS (tests make a busy store answer at once). */
+  const char *bt = getenv("MASKD_BUSY_TIMEOUT_MS");
+  char *end = NULL;
+  long ms = bt && *bt ? strtol(bt, &end, 10) : -1;
+  s->busy_ms = end && !*end && ms >= 0 && ms <= 3600000 ? (int)ms : 30000;
   sqlite3_busy_timeout(s->db, s->busy_ms);
   sqlite3_extended_result_codes(s->db, 1);
   /* Checkpoints are big and keep-last-N deletes them, so freed pages must go back

@@ -21,7 +21,9 @@
 ** one-line message in err on failure. err's kind says which failure: ERR_NOT_FOUND
 ** (a lookup names nothing, a malformed name included), ERR_CONFLICT (a name taken,
 ** a job in a state that forbids the change), ERR_INVALID (an argument refused),
-** ERR_TOO_LARGE, ERR_NOMEM, ERR_IO (SQLite failed), ERR_INTERNAL (damaged blobs). */
+** ERR_TOO_LARGE, ERR_NOMEM, ERR_IO (SQLite failed), ERR_INTERNAL (damaged blobs), ERR_BUSY
+** (another connection held the database locked past the busy timeout: 30 s, or
+** $MASKD_BUSY_TIMEOUT_MS read by store_open; the same call may succeed later). */
 #ifndef MASKD_STORE_H
 #define MASKD_STORE_H
 #include <jansson.h>

@@ -58,6 +58,7 @@ const char *err_kind_name(ErrKind k) {
     case ERR_TOO_LARGE: return "too_large";
     case ERR_IO: return "io";
     case ERR_NOMEM: return "nomem";
+    case ERR_BUSY: return "busy";
   }
   return "unknown";
 }

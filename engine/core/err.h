@@ -18,7 +18,8 @@ typedef enum ErrKind {
   ERR_CONFLICT,   /* the name is taken, or the thing is in a state that forbids the action */
   ERR_TOO_LARGE,  /* more than a limit allows (a file's size, a request's work) */
   ERR_IO,         /* the file system or the database failed */
-  ERR_NOMEM       /* out of memory */
+  ERR_NOMEM,      /* out of memory */
+  ERR_BUSY        /* busy for now (the database locked by another writer): the same call may succeed later */
 } ErrKind;
 
 typedef struct Err {

@@ -54,7 +54,7 @@ static void accepted(App *a, HttpRes *rs, const char *kind, const char *params) 
   if (!s) return;
   Err e = {0};
   int64_t id = store_job_submit(s, kind, params, &e);
-  if (id < 1) { http_error(rs, 500, "cannot queue the job", json_string(e.msg)); return; }
+  if (id < 1) { http_error_from(rs, &e, "cannot queue the job", json_string(e.msg)); return; }
   snprintf(rs->location, sizeof rs->location, "/jobs/%lld", (long long)id);
   http_json(rs, 202, json_pack("{s:I, s:s, s:s, s:s}", "id", (json_int_t)id, "kind", kind, "status",
                                store_status_name(STORE_STATUS_QUEUED),
@@ -547,7 +547,7 @@ void route_jobs(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   Err e = {0};
   json_t *j = store_jobs_list(s, &e);
-  if (!j) { http_error(rs, 500, "cannot list jobs", json_string(e.msg)); return; }
+  if (!j) { http_error_from(rs, &e, "cannot list jobs", json_string(e.msg)); return; }
   http_json(rs, 200, workspace_scrub_json(&((App *)app)->ws, j));
 }
 

@@ -277,7 +277,9 @@ void http_error(HttpRes *rs, int status, const char *error, json_t *detail) {
 
 /* The one table from an error's kind to the status that answers it: routes pass
 ** the Err and never choose a status from its text. Out of memory and I/O are the
-** server's failures (500) like anything unclassified. */
+** server's failures (500) like anything unclassified; a busy store (another process's
+** write transaction outlasted the busy timeout) is no failure of the request or the
+** server: 503, which clients retry, with Retry-After (http_error_from). */
 static const struct { ErrKind kind; int status; } STATUS_OF[] = {
   {ERR_BAD_INPUT, 400},   /* malformed input, a text the pipeline refuses */
   {ERR_NOT_FOUND, 404},
@@ -287,6 +289,7 @@ static const struct { ErrKind kind; int status; } STATUS_OF[] = {
   {ERR_INTERNAL, 500},
   {ERR_IO, 500},
   {ERR_NOMEM, 500},
+  {ERR_BUSY, 503},
 };
 
 int http_status_of(ErrKind kind) {
@@ -296,8 +299,9 @@ int http_status_of(ErrKind kind) {
 }
 
 void http_error_from(HttpRes *rs, const Err *e, const char *error, json_t *detail) {
-  http_error(rs, http_status_of(e ? e->kind : ERR_INTERNAL), error ? error : e && e->msg[0] ? e->msg : "internal error",
-             detail);
+  int status = http_status_of(e ? e->kind : ERR_INTERNAL);
+  http_error(rs, status, error ? error : e && e->msg[0] ? e->msg : "internal error", detail);
+  if (status == 503) http_res_header(rs, "Retry-After", HTTP_BUSY_RETRY_AFTER);
 }
 
 void http_errorf(HttpRes *rs, int status, const char *fmt, ...) {

@@ -215,9 +215,13 @@ void http_json(HttpRes *rs, int status, json_t *v);
 ** of error that are not UTF-8 are written as \xNN, so the answer is always JSON. */
 void http_error(HttpRes *rs, int status, const char *error, json_t *detail);
 /* The status that answers an error of this kind: 400 bad input, 404 not found, 409
-** conflict, 413 too large, 422 invalid, 500 internal, I/O, out of memory (and none). */
+** conflict, 413 too large, 422 invalid, 500 internal, I/O, out of memory (and none),
+** 503 busy. */
 int http_status_of(ErrKind kind);
-/* http_error() with the status of e's kind; error NULL = e's message. */
+/* Seconds a busy answer (503 of ERR_BUSY) asks the client to wait, as its Retry-After. */
+#define HTTP_BUSY_RETRY_AFTER "2"
+/* http_error() with the status of e's kind; error NULL = e's message. A 503 (ERR_BUSY)
+** carries Retry-After: HTTP_BUSY_RETRY_AFTER. */
 void http_error_from(HttpRes *rs, const Err *e, const char *error, json_t *detail);
 /* The same with a formatted error line and no detail. */
 void http_errorf(HttpRes *rs, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -431,7 +431,7 @@ static void test_ranges(void) {
 static void test_error_kinds(void) {
   static const struct { ErrKind kind; int status; } want[] = {
     {ERR_BAD_INPUT, 400}, {ERR_NOT_FOUND, 404}, {ERR_CONFLICT, 409}, {ERR_TOO_LARGE, 413}, {ERR_INVALID, 422},
-    {ERR_INTERNAL, 500}, {ERR_IO, 500}, {ERR_NOMEM, 500}, {ERR_NONE, 500}};
+    {ERR_INTERNAL, 500}, {ERR_IO, 500}, {ERR_NOMEM, 500}, {ERR_NONE, 500}, {ERR_BUSY, 503}};
   int bad = -1;
   for (size_t i = 0; i < sizeof want / sizeof want[0] && bad < 0; i++)
     if (http_status_of(want[i].kind) != want[i].status) bad = (int)i;
@@ -457,6 +457,17 @@ static void test_error_kinds(void) {
   check(rs.status == 500 && m && !strcmp(m, "cannot list runs"), "http_error_from_unclassified_is_500", "%d %s", rs.status,
         rs.body ? rs.body : "(no body)");
   json_decref(v);
+  free(rs.body);
+  /* A busy store (another process's write transaction outlasted the busy timeout) is
+  ** no server failure: 503 with Retry-After, which clients retry. */
+  memset(&rs, 0, sizeof rs);
+  err_setk(&e, ERR_BUSY, "store: database is locked");
+  http_error_from(&rs, &e, NULL, NULL);
+  const char *ra = NULL;
+  for (int i = 0; i < rs.n_headers; i++)
+    if (!strcasecmp(rs.headers[i].name, "Retry-After")) ra = rs.headers[i].value;
+  check(rs.status == 503 && ra && atoi(ra) > 0, "http_error_from_busy_is_503_retry_after", "%d, Retry-After %s", rs.status,
+        ra ? ra : "(none)");
   free(rs.body);
 }
 

@@ -1310,6 +1310,39 @@ static void stream_tests(void) {
   free(o);
 }
 
+static double mono_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* SQLITE_BUSY (another connection's write transaction outlasted the busy timeout) is
+** ERR_BUSY, which HTTP answers 503 with Retry-After (it was ERR_IO: 500), and the busy
+** timeout is MASKD_BUSY_TIMEOUT_MS when set (tests need not wait 30 s). */
+static void busy_tests(void) {
+  char *db = make_db_path("busykind.db");
+  Err e = {0};
+  Store *s = store_open(db, &e);
+  store_close(s);
+  sqlite3 *h = NULL;
+  int lrc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL);
+  if (lrc == SQLITE_OK) lrc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  setenv("MASKD_BUSY_TIMEOUT_MS", "200", 1);
+  double t0 = mono_now();
+  s = store_open(db, &e);
+  int64_t run = s ? store_run_create(s, "busy", "{}", &e) : 0;
+  double secs = mono_now() - t0;
+  unsetenv("MASKD_BUSY_TIMEOUT_MS");
+  sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+  sqlite3_close(h);
+  check(lrc == SQLITE_OK && s && run == -1 && e.kind == ERR_BUSY && secs < 3, "store_busy_is_err_busy",
+        "lock %d, run %lld, kind %s after %.1f s (%s)", lrc, (long long)run, err_kind_name(e.kind), secs, e.msg);
+  e = (Err){0};
+  run = s ? store_run_create(s, "free", "{}", &e) : -1;
+  check(run > 0, "store_busy_then_free", "%s", e.msg);
+  store_close(s);
+}
+
 /* A stream that, once its first chunk is written, has another connection write (a run
 ** and a small push) and times it, then writes the rest. */
 typedef struct BesideProducer {
@@ -1320,12 +1353,6 @@ typedef struct BesideProducer {
   int rc;
   char why[512];
 } BesideProducer;
-
-static double mono_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int produce_and_write_beside(void *ctx, StoreBlobWriter *w, Err *err) {
   BesideProducer *p = ctx;
@@ -1546,6 +1573,7 @@ int main(void) {
   stream_tests();
   reader_tests();
   stream_lock_tests();
+  busy_tests();
   concurrency_test();
   kill_test();
   cli_test();
