@@ -173,36 +173,51 @@ static int pid_gone(sqlite3_int64 pid) {
 /* Marks rows of table still "running" whose pid is gone as "interrupted". */
 int sdb_recover(Store *s, const char *table, int *n, Err *err) {
   if (n) *n = 0;
-  if (sdb_begin(s, err)) return -1;
-  char sql[160];
+  /* Read first, and take the write lock only when a row needs it: maskd train and the
+  ** server recover on every start, and a start waited behind any other process's write
+  ** transaction (and failed when it outlasted the busy timeout) though nothing was to do. */
+  char sql[200];
   snprintf(sql, sizeof sql, "SELECT id, pid FROM %s WHERE status = 'running'", table);
   sqlite3_stmt *st = sdb_prep(s, sql, err);
-  if (!st) return sdb_rollback(s);
-  int64_t *ids = NULL;
-  int k = 0, cap = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  if (!st) return -1;
+  int64_t *ids = NULL, *pids = NULL;
+  int k = 0, cap = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (!pid_gone(sqlite3_column_int64(st, 1))) continue;
     if (k == cap) {
-      int64_t *more = realloc(ids, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *ids);
-      if (!more) { free(ids); sqlite3_finalize(st); err_setk(err, ERR_NOMEM, "store: out of memory"); return sdb_rollback(s); }
-      ids = more;
+      cap = cap ? 2 * cap : 16;
+      int64_t *more = realloc(ids, (size_t)cap * sizeof *ids), *morep = more ? realloc(pids, (size_t)cap * sizeof *pids) : NULL;
+      if (more) ids = more;
+      if (morep) pids = morep;
+      if (!more || !morep) { free(ids); free(pids); sqlite3_finalize(st); return err_setk(err, ERR_NOMEM, "store: out of memory"); }
     }
-    ids[k++] = sqlite3_column_int64(st, 0);
+    ids[k] = sqlite3_column_int64(st, 0);
+    pids[k++] = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);   /* -1: NULL */
   }
   sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) { free(ids); free(pids); return sdb_fail(s, err, table); }
+  if (k == 0) return 0;
+  if (sdb_begin(s, err)) { free(ids); free(pids); return -1; }
+  /* Only a row still running under the pid found gone: another process may have claimed
+  ** (resumed) it between the read and the lock. */
+  int done = 0;
   for (int i = 0; i < k; i++) {
     snprintf(sql, sizeof sql,
              "UPDATE %s SET status = 'interrupted', finished = ?, error = COALESCE(error, 'the process ended while running')"
-             " WHERE id = ?", table);
+             " WHERE id = ? AND status = 'running' AND pid IS ?", table);
     st = sdb_prep(s, sql, err);
-    if (!st) { free(ids); return sdb_rollback(s); }
+    if (!st) { free(ids); free(pids); return sdb_rollback(s); }
     sqlite3_bind_double(st, 1, now_wall());
     sqlite3_bind_int64(st, 2, ids[i]);
-    if (sdb_step_done(s, st, err, table)) { free(ids); return sdb_rollback(s); }
+    if (pids[i] < 0) sqlite3_bind_null(st, 3);
+    else sqlite3_bind_int64(st, 3, pids[i]);
+    if (sdb_step_done(s, st, err, table)) { free(ids); free(pids); return sdb_rollback(s); }
+    done += sqlite3_changes(s->db);
   }
   free(ids);
+  free(pids);
   if (sdb_commit(s, err)) return -1;
-  if (n) *n = k;
+  if (n) *n = done;
   return 0;
 }
 

@@ -170,7 +170,9 @@ int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err);
 /* A run's results beyond its epochs, as a JSON object (a fine-tuning run's test
 ** metrics: {"test": {...}}); store_run_get returns it as "results"; replaces the last one. */
 int store_run_set_results(Store *s, int64_t run, const char *results_json, Err *err);
-/* Marks runs left "running" by a process that no longer exists as "interrupted"; *n counts them. */
+/* Marks runs left "running" by a process that no longer exists as "interrupted"; *n counts them.
+** Reads first: takes the write lock only when there is such a run (every maskd train start
+** calls it, and need not wait behind another process's write transaction). */
 int store_runs_recover(Store *s, int *n, Err *err);
 
 typedef struct StoreStepMetric {
@@ -313,7 +315,8 @@ int store_job_cancel(Store *s, int64_t job, Err *err);
 int store_job_cancel_requested(Store *s, int64_t job, Err *err);
 /* 1 when a running job works on run (its final status may still change), 0 if none, -1 on error. */
 int store_run_has_running_job(Store *s, int64_t run, Err *err);
-/* Marks jobs left "running" (by a dead worker) "interrupted"; *n counts them. */
+/* Marks jobs left "running" (by a dead worker) "interrupted"; *n counts them. Reads first, as
+** store_runs_recover. */
 int store_jobs_recover(Store *s, int *n, Err *err);
 /* A running job's progress, a JSON object ({"phase", "done", "total", "unit", "rate", "eta_s"}),
 ** replacing the last; NULL clears it. ERR_CONFLICT when the job is not running, ERR_NOT_FOUND

@@ -87,8 +87,8 @@ json_t *sdb_one_named(Store *s, sqlite3_stmt *st, const char *what, const char *
 /* runs.c: runs the prepared one-row UPDATE st (NULL: its prepare failed, err filled) and ends the
 ** transaction the caller began: COMMIT, or ROLLBACK with "what N does not exist" when no row changed. */
 int sdb_update_one(Store *s, sqlite3_stmt *st, const char *what, int64_t id, Err *err);
-/* runs.c: in a transaction of its own, marks rows of table still "running" whose pid is gone as
-** "interrupted"; *n counts them. */
+/* runs.c: marks rows of table still "running" whose pid is gone as "interrupted", in a write
+** transaction of its own taken only when a read found such rows; *n counts them. */
 int sdb_recover(Store *s, const char *table, int *n, Err *err);
 /* runs.c: 0 when run exists, else -1 with ERR_NOT_FOUND (foreign-key failures name what was missing). */
 int sdb_run_exists(Store *s, int64_t run, Err *err);

@@ -1341,6 +1341,20 @@ static void busy_tests(void) {
   run = s ? store_run_create(s, "free", "{}", &e) : -1;
   check(run > 0, "store_busy_then_free", "%s", e.msg);
   store_close(s);
+
+  /* Recovery with nothing to recover only reads: a maskd train start does not wait behind
+  ** another process's write transaction. With a dead process's run, it marks it. */
+  lrc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL);
+  if (lrc == SQLITE_OK) lrc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  setenv("MASKD_BUSY_TIMEOUT_MS", "200", 1);
+  s = store_open(db, &e);
+  unsetenv("MASKD_BUSY_TIMEOUT_MS");
+  int nrec = -1, rrc = s ? store_runs_recover(s, &nrec, &e) : -1, jrc = s ? store_jobs_recover(s, &nrec, &e) : -1;
+  sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+  sqlite3_close(h);
+  check(lrc == SQLITE_OK && rrc == 0 && jrc == 0 && nrec == 0, "store_recover_reads_first", "lock %d, runs %d, jobs %d, n %d (%s)", lrc,
+        rrc, jrc, nrec, e.msg);
+  store_close(s);
 }
 
 /* A stream that, once its first chunk is written, has another connection write (a run
