@@ -12,7 +12,15 @@
 #define MASKD_VERSION "0.1.0"
 
 static int cmd_version(int argc, char **argv) {
-  (void)argc; (void)argv;
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    printf("usage: maskd version   (or maskd --version)\n\nprints the version and the kernels this CPU runs: their level (MASKD_ISA may\n"
+           "choose a lower one), the best level this CPU has, the products and the CPU\n");
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "maskd version: takes no arguments (got '%s')\n", argv[1]);
+    return 2;
+  }
   char kernels[256];
   kernels_info_line(kernels, (int)sizeof kernels);
   printf("maskd %s\n%s\n", MASKD_VERSION, kernels);
@@ -20,7 +28,7 @@ static int cmd_version(int argc, char **argv) {
 }
 
 static const Command commands[] = {
-  {"tokenizer", cmd_tokenizer, "train, encode and decode Unigram tokenizers (tokenizer.json)"},
+  {"tokenizer", cmd_tokenizer, "train Unigram tokenizers; encode, decode and export any tokenizer.json"},
   {"prepare", cmd_prepare, "cut tokenized text into fixed-length dataset shards"},
   {"train", cmd_train, "train a masked language model (or --resume a stopped run)"},
   {"finetune", cmd_finetune, "fine-tune a model's encoder for text classification (F1 per epoch)"},

@@ -26,6 +26,13 @@ case "$best" in
   *) fail isa_cli_version "maskd version names no best level: $("$M" version 2>&1)"; exit 1 ;;
 esac
 pass isa_cli_version
+# Every command has --help (README): version's says what it prints; an argument is refused.
+out=$("$M" version --help 2>&1); rc=$?
+[ $rc = 0 ] && grep -q "^usage: maskd version" <<<"$out" && ! grep -q "^maskd [0-9]" <<<"$out" && pass isa_cli_version_help ||
+  fail isa_cli_version_help "rc $rc: $out"
+out=$("$M" version extra 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && [ "$out" = "maskd version: takes no arguments (got 'extra')" ] && pass isa_cli_version_refuses_arguments ||
+  fail isa_cli_version_refuses_arguments "rc $rc: $out"
 for lv in generic avx2 avx512 avx512bf16; do
   if [[ " ${levels[*]} " != *" $lv "* ]]; then
     refused "isa_cli_refuses_${lv}_on_this_cpu" "maskd: MASKD_ISA=$lv: this CPU cannot run the $lv kernels" "$lv"
