@@ -40,11 +40,12 @@ int store_job_claim(Store *s, int64_t *job, char **kind, char **params_json, Err
   int64_t id = sqlite3_column_int64(st, 0);
   char *k = strdup((const char *)sqlite3_column_text(st, 1)), *p = strdup((const char *)sqlite3_column_text(st, 2));
   sqlite3_finalize(st);
-  st = sdb_prep(s, "UPDATE jobs SET status = 'running', started = ?, pid = ? WHERE id = ?", err);
+  st = sdb_prep(s, "UPDATE jobs SET status = 'running', started = ?, pid = ?, pid_start = ? WHERE id = ?", err);
   if (!k || !p || !st) { free(k); free(p); sqlite3_finalize(st); if (!k || !p) err_setk(err, ERR_NOMEM, "store: out of memory"); return sdb_rollback(s); }
   sqlite3_bind_double(st, 1, now_wall());
   sqlite3_bind_int64(st, 2, (sqlite3_int64)getpid());
-  sqlite3_bind_int64(st, 3, id);
+  sdb_bind_process_start(st, 3);
+  sqlite3_bind_int64(st, 4, id);
   if (sdb_step_done(s, st, err, "job claim") || sdb_commit(s, err)) { free(k); free(p); return sdb_rollback(s); }
   *job = id;
   *kind = k;

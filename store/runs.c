@@ -61,8 +61,8 @@ int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *
   int running = status == STORE_STATUS_RUNNING;
   sqlite3_stmt *st = sdb_prep(s,
                           running ? "UPDATE runs SET status = ?1, started = COALESCE(started, ?2), finished = NULL,"
-                                    " error = ?3, pid = ?4 WHERE id = ?5"
-                                  : "UPDATE runs SET status = ?1, finished = ?2, error = ?3, pid = ?4 WHERE id = ?5",
+                                    " error = ?3, pid = ?4, pid_start = ?6 WHERE id = ?5"
+                                  : "UPDATE runs SET status = ?1, finished = ?2, error = ?3, pid = ?4, pid_start = ?6 WHERE id = ?5",
                           err);
   if (st) {
     sqlite3_bind_text(st, 1, store_status_name(status), -1, SQLITE_STATIC);
@@ -70,18 +70,18 @@ int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *
     sdb_bind_text(st, 3, error);
     sqlite3_bind_int64(st, 4, (sqlite3_int64)getpid());
     sqlite3_bind_int64(st, 5, run);
+    sdb_bind_process_start(st, 6);
   }
   return sdb_update_one(s, st, "run", run, err);
 }
 
-static int pid_gone(sqlite3_int64 pid);
 
 int store_run_claim(Store *s, int64_t run, Err *err) {
   if (sdb_begin(s, err)) return -1;
   /* Read and changed under one write lock: of two processes claiming a run at once, the
   ** second sees the first's claim. A status read before (what --resume checks) and a
   ** store_run_set_status after let both through, and both trained and pushed. */
-  sqlite3_stmt *st = sdb_prep(s, "SELECT status, pid FROM runs WHERE id = ?", err);
+  sqlite3_stmt *st = sdb_prep(s, "SELECT status, pid, pid_start FROM runs WHERE id = ?", err);
   if (!st) return sdb_rollback(s);
   sqlite3_bind_int64(st, 1, run);
   int rc = sqlite3_step(st);
@@ -94,9 +94,10 @@ int store_run_claim(Store *s, int64_t run, Err *err) {
   StoreStatus status = STORE_STATUS_COUNT;
   store_status_parse((const char *)sqlite3_column_text(st, 0), &status);
   sqlite3_int64 pid = sqlite3_column_int64(st, 1);
+  int64_t start = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
   sqlite3_finalize(st);
   /* A "running" run whose process is gone (killed before it could say so) is free. */
-  if (status == STORE_STATUS_RUNNING && !pid_gone(pid)) {
+  if (status == STORE_STATUS_RUNNING && !sdb_pid_gone(pid, start)) {
     err_setk(err, ERR_CONFLICT, "run %lld is already running (pid %lld)", (long long)run, (long long)pid);
     return sdb_rollback(s);
   }
@@ -105,11 +106,12 @@ int store_run_claim(Store *s, int64_t run, Err *err) {
     return sdb_rollback(s);
   }
   st = sdb_prep(s, "UPDATE runs SET status = 'running', started = COALESCE(started, ?1), finished = NULL, error = NULL,"
-                   " pid = ?2 WHERE id = ?3", err);
+                   " pid = ?2, pid_start = ?4 WHERE id = ?3", err);
   if (st) {
     sqlite3_bind_double(st, 1, now_wall());
     sqlite3_bind_int64(st, 2, (sqlite3_int64)getpid());
     sqlite3_bind_int64(st, 3, run);
+    sdb_bind_process_start(st, 4);
   }
   return sdb_update_one(s, st, "run", run, err);
 }
@@ -154,20 +156,54 @@ int store_run_set_dist(Store *s, int64_t run, const char *dist_json, Err *err) {
   return run_set_json(s, run, "dist", dist_json, err);
 }
 
-static int pid_gone(sqlite3_int64 pid) {
-  if (pid <= 0) return 1;
-  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
-  /* A killed process whose parent died too (an mpirun rank) may linger as a zombie
-  ** until init reaps it: it runs no more. */
-  char path[64], buf[512];
+/* Process pid's /proc/PID/stat after its name (which may hold spaces and ')'): the
+** state, then the fields from ppid on; NULL when there is no such process. */
+static const char *stat_after_name(int64_t pid, char *buf, size_t cap) {
+  char path[64];
   snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
   FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  if (!f) return NULL;
+  size_t n = fread(buf, 1, cap - 1, f);
   fclose(f);
   buf[n] = '\0';
   const char *close = strrchr(buf, ')');
-  return close && close[1] == ' ' && close[2] == 'Z';
+  return close && close[1] == ' ' ? close + 2 : NULL;
+}
+
+int64_t sdb_process_start(int64_t pid) {
+  char buf[1024];
+  const char *p = stat_after_name(pid, buf, sizeof buf);
+  /* starttime is field 22; p is at field 3 (the state). */
+  for (int field = 3; p && field < 22; field++) {
+    p = strchr(p, ' ');
+    if (p) p++;
+  }
+  if (!p) return -1;
+  char *end;
+  long long t = strtoll(p, &end, 10);
+  return end != p && t >= 0 ? (int64_t)t : -1;
+}
+
+int sdb_pid_gone(int64_t pid, int64_t start) {
+  if (pid <= 0) return 1;
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+  char buf[1024];
+  const char *p = stat_after_name(pid, buf, sizeof buf);
+  if (!p) return 0;   /* it exists (kill said so) but cannot be read: alive */
+  /* A killed process whose parent died too (an mpirun rank) may linger as a zombie
+  ** until init reaps it: it runs no more. */
+  if (*p == 'Z') return 1;
+  /* Another process with the pid: in a container maskd is pid 1 after every start, and a
+  ** run killed there would otherwise read as running for ever. */
+  int64_t now = start >= 0 ? sdb_process_start(pid) : -1;
+  return now >= 0 && now != start;
+}
+
+/* Binds this process's start time (NULL when it cannot be read) at i. */
+void sdb_bind_process_start(sqlite3_stmt *st, int i) {
+  int64_t t = sdb_process_start((int64_t)getpid());
+  if (t >= 0) sqlite3_bind_int64(st, i, t);
+  else sqlite3_bind_null(st, i);
 }
 
 /* Marks rows of table still "running" whose pid is gone as "interrupted". */
@@ -177,13 +213,14 @@ int sdb_recover(Store *s, const char *table, int *n, Err *err) {
   ** server recover on every start, and a start waited behind any other process's write
   ** transaction (and failed when it outlasted the busy timeout) though nothing was to do. */
   char sql[200];
-  snprintf(sql, sizeof sql, "SELECT id, pid FROM %s WHERE status = 'running'", table);
+  snprintf(sql, sizeof sql, "SELECT id, pid, pid_start FROM %s WHERE status = 'running'", table);
   sqlite3_stmt *st = sdb_prep(s, sql, err);
   if (!st) return -1;
   int64_t *ids = NULL, *pids = NULL;
   int k = 0, cap = 0, rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (!pid_gone(sqlite3_column_int64(st, 1))) continue;
+    int64_t start = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
+    if (!sdb_pid_gone(sqlite3_column_int64(st, 1), start)) continue;
     if (k == cap) {
       cap = cap ? 2 * cap : 16;
       int64_t *more = realloc(ids, (size_t)cap * sizeof *ids), *morep = more ? realloc(pids, (size_t)cap * sizeof *pids) : NULL;

@@ -145,6 +145,12 @@ static const char *const MIGRATIONS[] = {
      "ALTER TABLE datasets ADD COLUMN source TEXT CHECK (source IS NULL OR json_valid(source));"
      "ALTER TABLE datasets ADD COLUMN job_id INTEGER CHECK (job_id IS NULL OR job_id > 0);"
      "ALTER TABLE jobs ADD COLUMN progress TEXT CHECK (progress IS NULL OR json_valid(progress));"),
+    /* 7: a running run's or job's process is its pid and its start time (clock ticks after
+    ** boot, /proc/PID/stat): a pid alone named another process once it was reused, as it
+    ** always is in a container, where maskd is pid 1 after every start (sdb_pid_gone).
+    ** NULL for rows of older versions: their pid alone is compared. */
+    ("ALTER TABLE runs ADD COLUMN pid_start INTEGER;"
+     "ALTER TABLE jobs ADD COLUMN pid_start INTEGER;"),
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");

@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 typedef struct Store Store;
 

@@ -90,6 +90,14 @@ int sdb_update_one(Store *s, sqlite3_stmt *st, const char *what, int64_t id, Err
 /* runs.c: marks rows of table still "running" whose pid is gone as "interrupted", in a write
 ** transaction of its own taken only when a read found such rows; *n counts them. */
 int sdb_recover(Store *s, const char *table, int *n, Err *err);
+/* runs.c: when process pid started, in clock ticks after boot (/proc/PID/stat's starttime); -1
+** when it cannot be read (no such process). With the pid, it names one process. */
+int64_t sdb_process_start(int64_t pid);
+/* runs.c: 1 when the process recorded as (pid, start) runs no more: no such pid, a zombie, or
+** another process that got the pid since (its start differs; start < 0: not compared). */
+int sdb_pid_gone(int64_t pid, int64_t start);
+/* runs.c: binds this process's sdb_process_start (NULL when unreadable) as parameter i. */
+void sdb_bind_process_start(sqlite3_stmt *st, int i);
 /* runs.c: 0 when run exists, else -1 with ERR_NOT_FOUND (foreign-key failures name what was missing). */
 int sdb_run_exists(Store *s, int64_t run, Err *err);
 /* runs.c: the first row of a one-row query as an object, or NULL with "<what> N does not exist". */

@@ -108,3 +108,29 @@ db.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2); db.ex
     fail resume_twice_one_refused "exit statuses $rc1 and $rc2, $refused refused: $(tail -1 "$T/r1.err") / $(tail -1 "$T/r2.err")"
   fi
 fi
+
+# A run killed in a container resumes in the next one. In a pid namespace maskd is pid 1
+# at every start, so the killed run's pid named the resuming process itself and the run
+# read as "still running" for ever; its start time tells the two apart.
+if ! unshare -pf --mount-proc true 2>/dev/null; then
+  echo "SKIP resume_in_a_new_pid_namespace: no pid namespace here (unshare -pf, as root)"
+else
+  unshare -pf --mount-proc "$M" train --db "$T/e.db" "${args[@]}" 2>"$T/e.err" &
+  upid=$!
+  for _ in $(seq 600); do
+    [ "$(sqlite3 "$T/e.db" "SELECT COUNT(*) FROM revisions" 2>/dev/null || echo 0)" -ge 1 ] && break
+    sleep 0.02
+  done
+  inner=$(pgrep -P "$upid" | head -1)
+  epid=$(sqlite3 "$T/e.db" "SELECT pid FROM runs")
+  [ -n "$inner" ] && kill -9 "$inner"
+  wait "$upid" 2>/dev/null
+  if [ "$epid" != 1 ] || [ "$(sqlite3 "$T/e.db" "SELECT status FROM runs")" != running ]; then
+    fail resume_in_a_new_pid_namespace "setup: the run's pid is $epid, status $(sqlite3 "$T/e.db" "SELECT status FROM runs")"
+  else
+    timeout -k 5 300 unshare -pf --mount-proc "$M" train --db "$T/e.db" --resume fast --quiet 2>>"$T/e.err"; rc=$?
+    st=$(sqlite3 "$T/e.db" "SELECT status FROM runs")
+    [ $rc = 0 ] && [ "$st" = done ] && pass resume_in_a_new_pid_namespace ||
+      fail resume_in_a_new_pid_namespace "rc $rc, status $st: $(tail -1 "$T/e.err")"
+  fi
+fi

@@ -17,6 +17,7 @@
 #include "store/git_oid.h"
 #include "store/sha256.h"
 #include "store/store.h"
+#include "store/store_db.h"
 #include "tests/unit/check.h"
 #include "tests/unit/fixtures.h"
 
@@ -157,7 +158,7 @@ static void open_tests(void) {
   int v1rc = rawexec(empty, "ALTER TABLE tokenizers DROP COLUMN source; ALTER TABLE tokenizers DROP COLUMN job_id;"
                  "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
                  "ALTER TABLE revisions DROP COLUMN tokenizer_config; ALTER TABLE revisions DROP COLUMN special_tokens_map;"
-                 "ALTER TABLE runs DROP COLUMN dist; DROP TABLE jobs;"
+                 "ALTER TABLE runs DROP COLUMN dist; ALTER TABLE runs DROP COLUMN pid_start; DROP TABLE jobs;"
                  "ALTER TABLE runs DROP COLUMN results; ALTER TABLE epoch_metrics DROP COLUMN macro_f1;"
                  "ALTER TABLE epoch_metrics DROP COLUMN weighted_f1; ALTER TABLE epoch_metrics DROP COLUMN confusion;"
                  "DROP TABLE models; CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
@@ -204,6 +205,7 @@ static void open_tests(void) {
   int v5rc = rawexec(v5, "ALTER TABLE tokenizers DROP COLUMN source; ALTER TABLE tokenizers DROP COLUMN job_id;"
                          "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
                          "ALTER TABLE jobs DROP COLUMN progress;"
+                         "ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE jobs DROP COLUMN pid_start;"
                          "INSERT INTO blobs(sha256, size, created) VALUES ('" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" "', 0, 1);"
                          "INSERT INTO tokenizers(name, vocab_size, blob, created) VALUES ('old-tok', 100,"
                          " 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 1);"
@@ -214,7 +216,7 @@ static void open_tests(void) {
   s = store_open(v5, &e);
   json_t *v5t = s ? store_tokenizer_info(s, "old-tok", &e) : NULL, *v5d = s ? store_dataset_get(s, "old-ds", &e) : NULL;
   json_t *v5j = s ? store_job_get(s, 1, &e) : NULL;
-  check(v5rc == SQLITE_OK && s && store_schema_version(s) == 6 && v5t && json_is_null(json_object_get(v5t, "source")) &&
+  check(v5rc == SQLITE_OK && s && store_schema_version(s) == STORE_SCHEMA_VERSION && v5t && json_is_null(json_object_get(v5t, "source")) &&
             json_is_null(json_object_get(v5t, "job")) && v5d && json_is_null(json_object_get(v5d, "source")) &&
             json_is_null(json_object_get(v5d, "split")) && json_integer_value(json_object_get(v5d, "shards")) == 2 &&
             json_integer_value(json_object_get(v5d, "samples")) == 12 && v5j && json_is_null(json_object_get(v5j, "progress")),
@@ -713,6 +715,20 @@ static void api_tests(void) {
     int twice = store_run_claim(s, cr, &e);
     check(twice == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "already running"), "store_run_claim_refuses_running",
           "%d (%s)", twice, e.msg);
+    /* The row's process is its pid and start time: a run left "running" under this pid by
+    ** another process (a pid reused, as maskd's 1 in a container after every start) is gone,
+    ** recovered and claimable; it read as running for ever. */
+    snprintf(sql, sizeof sql, "UPDATE runs SET pid_start = pid_start + 1 WHERE id = %lld AND pid_start > 0", (long long)cr);
+    int reused = rawexec(db, sql) == SQLITE_OK && q1(db, "SELECT changes()") >= 0;
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM runs WHERE id = %lld AND pid_start = %lld + 1", (long long)cr,
+             (long long)sdb_process_start(getpid()));
+    reused = reused && q1(db, sql) == 1;
+    int recovered = 0;
+    int rrc = store_runs_recover(s, &recovered, &e);
+    snprintf(sql, sizeof sql, "SELECT status = 'interrupted' FROM runs WHERE id = %lld", (long long)cr);
+    check(reused && rrc == 0 && recovered == 1 && q1(db, sql) == 1, "store_recover_pid_of_another_process",
+          "reused %d, rc %d, %d recovered (%s)", reused, rrc, recovered, e.msg);
+    check(store_run_claim(s, cr, &e) == 0, "store_run_claim_pid_of_another_process", "%s", e.msg);
     store_run_set_status(s, cr, STORE_STATUS_DONE, NULL, &e);
     int done = store_run_claim(s, cr, &e), none = store_run_claim(s, 9999, &e);
     check(done == -1 && none == -1 && e.kind == ERR_NOT_FOUND, "store_run_claim_refuses_done_and_unknown", "%d %d (%s)", done,
