@@ -167,8 +167,12 @@ int run_config_value_ok(const char *key, const char *value, char *want, size_t c
       return bad || run_config_model_precision(&scratch, &mp, &e) ? -1 : 0;
     }
     if (!strcmp(f->key, "hosts")) {
-      snprintf(want, cap, "a host list name:slots,name:slots (slots in [1, 4096], at most 4096 in all)");
-      return bad || check_hosts(scratch.hosts, &e) ? -1 : 0;
+      /* What is wrong with it, after what it must be ("hosts: " off check_hosts' message). */
+      int wrong = bad || check_hosts(scratch.hosts, &e);
+      const char *why = wrong && !strncmp(e.msg, "hosts: ", 7) ? e.msg + 7 : NULL;
+      snprintf(want, cap, "a host list name:slots,name:slots (slots in [1, 4096], at most 4096 in all)%s%s", why ? "; " : "",
+               why ? why : "");
+      return wrong ? -1 : 0;
     }
     snprintf(want, cap, "UTF-8 text of at most %zu bytes", f->cap - 1);
     return bad ? -1 : 0;

@@ -67,7 +67,7 @@ refuse train_cli_refuses_huge_max_steps "--max-steps: expected an integer in [0,
 bad_flags=(--batch --threads --precision --label-smoothing --hosts)
 bad_values=(x -1 fp16 1 a:0)
 bad_wants=("an integer in [1, 65536]" "an integer in [0, 1024] (0: all CPUs)" "fp32 or bf16" "a number in [0, 1)"
-           "a host list name:slots,name:slots (slots in [1, 4096], at most 4096 in all)")
+           "a host list name:slots,name:slots (slots in [1, 4096], at most 4096 in all); a: slots 0 must be in [1, 4096]")
 for i in "${!bad_flags[@]}"; do
   flag=${bad_flags[$i]} val=${bad_values[$i]}
   out=$("$M" train --db "$T/r.db" "${base[@]}" "$flag" "$val" 2>&1 >/dev/null); rc=$?
