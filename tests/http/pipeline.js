@@ -214,7 +214,9 @@ async function main() {
     await page.waitForSelector("#run-try:not([hidden]) a");
     await shot("run");
     await page.click("#run-try a");
-    await page.waitForFunction(() => location.hash === "#/playground/pipe-run" && document.querySelector("#fill-model").value === "pipe-run");
+    // The run's own newest revision, by its commit.
+    await page.waitForFunction(() => location.hash.startsWith("#/playground/pipe-run%40") &&
+                                     /^pipe-run@[0-9a-f]{40}$/.test(document.querySelector("#fill-model").value));
     await page.fill("#fill-form textarea", "The [MASK] of the city .");
     await page.fill("#fill-form input[name=top_k]", "5");
     await page.click("#fill-form button[type=submit]");
