@@ -170,21 +170,30 @@ static int is_listed(const char *file) {
 
 /* ---- downloads: a stored blob streamed from the store, never held whole in memory ---- */
 
+/* A download reads the store this much at a time, and the stream takes it out in its
+** fills (64 KiB): each read is a short read transaction of its own (store_blob_read), so a
+** slow client holds back no WAL checkpoint, and this keeps their number (and the
+** allocations each makes) to one per 512 KiB. */
+#define DOWNLOAD_READ ((size_t)512 << 10)
+
 /* One download's state: its own store connection (the stream is filled on whichever
 ** handler thread is free, and a connection serves one thread at a time), the slice
-** [off, end) and how far it has gone. Each fill reads in a short read transaction of its
-** own (store_blob_read), so a slow client holds back no WAL checkpoint. */
+** [off, end), how far the client has it (at) and the bytes read ahead of that. */
 typedef struct Download {
   Store *store;
   StoreBlobReader *br;
   uint64_t at, end;
   int whole;                /* the whole blob: checked against its sha256 before its last bytes go */
+  unsigned char *ahead;     /* DOWNLOAD_READ bytes: [ahead_off, ahead_off + ahead_len) of the blob */
+  uint64_t ahead_off;
+  size_t ahead_len;
 } Download;
 
 static void download_free(void *ctx) {
   Download *d = ctx;
   store_blob_close(d->br);
   store_close(d->store);
+  free(d->ahead);
   free(d);
 }
 
@@ -194,12 +203,19 @@ static void download_free(void *ctx) {
 static ssize_t download_fill(void *ctx, char *buf, size_t max) {
   Download *d = ctx;
   if (d->at >= d->end) return -1;
-  size_t n = d->end - d->at < max ? (size_t)(d->end - d->at) : max;
   Err e = {0};
-  if (store_blob_read(d->br, d->at, buf, n, &e)) {
-    fprintf(stderr, "maskd serve: download cut: %s\n", e.msg);
-    return -1;
+  if (d->at >= d->ahead_off + d->ahead_len) {   /* the bytes read ahead are out: read on */
+    size_t k = d->end - d->at < DOWNLOAD_READ ? (size_t)(d->end - d->at) : DOWNLOAD_READ;
+    if (store_blob_read(d->br, d->at, d->ahead, k, &e)) {
+      fprintf(stderr, "maskd serve: download cut: %s\n", e.msg);
+      return -1;
+    }
+    d->ahead_off = d->at;
+    d->ahead_len = k;
   }
+  size_t left = (size_t)(d->ahead_off + d->ahead_len - d->at);
+  size_t n = left < max ? left : max;
+  memcpy(buf, d->ahead + (d->at - d->ahead_off), n);
   if (d->whole && d->at + n == d->end && store_blob_verify(d->br, &e)) {
     fprintf(stderr, "maskd serve: download cut: %s\n", e.msg);
     return -1;
@@ -212,7 +228,7 @@ static ssize_t download_fill(void *ctx, char *buf, size_t max) {
 ** download of blob, read a piece at a time; -1 with e set when it cannot start. */
 static int hub_download(App *a, HttpRes *rs, const char *blob, int plan, size_t off, size_t n, size_t total, Err *e) {
   Download *d = calloc(1, sizeof *d);
-  if (!d) return err_setk(e, ERR_NOMEM, "out of memory");
+  if (!d || !(d->ahead = malloc(DOWNLOAD_READ))) { free(d); return err_setk(e, ERR_NOMEM, "out of memory"); }
   uint64_t len = 0;
   if (!(d->store = store_open(a->db_path, e)) || !(d->br = store_blob_open(d->store, blob, &len, e))) {
     download_free(d);

@@ -298,7 +298,16 @@ if "$M" train --db "$T/hub.db" --name big --tokenizer "$T/tok.json" --train "$T/
   wait "${downloads[@]}"
   after=$(hwm)
   ok download_whole_streamed_identical bash -c "cmp -s '$T/dl1' '$T/expbig/model.safetensors' && cmp -s '$T/dl2' '$T/dl1' && cmp -s '$T/dl3' '$T/dl1'"
-  ok download_peak_memory_below_a_copy test $(( (after - before) * 1024 )) -lt $(( size / 4 ))
+  # Under the sanitizers the peak counts ASan's quarantine (freed memory held back to catch
+  # a use after free): each piece a download reads in a read transaction of its own opens
+  # and closes a blob handle, and the quarantine keeps what they freed (25 MB here against
+  # 12.5 MB when one handle was kept open for the whole download, which held back the WAL's
+  # checkpoints). The normal build measures what a user's server holds (9 MB).
+  if [ "${MASKD_SANITIZER_LOGS:-}" = 1 ]; then
+    echo "SKIP download_peak_memory_below_a_copy: the peak counts ASan's quarantine in the sanitizer build"
+  else
+    ok download_peak_memory_below_a_copy test $(( (after - before) * 1024 )) -lt $(( size / 4 ))
+  fi
   echo "# model.safetensors $size bytes; server VmHWM $before -> $after kB over three downloads at once"
   get -H 'Authorization: Bearer tk' -I /big/resolve/main/model.safetensors
   ok download_head_length test "$(hdr Content-Length)" = "$size"
