@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/core/now.h"
@@ -114,6 +115,13 @@ int store_blob_sink(void *w, const void *data, size_t n, Err *err) { return stor
 ** connections of one process may stream at once now that a stream holds no lock). */
 static _Atomic unsigned long long stream_counter;
 
+/* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when unknown: a pid
+** means a process only inside its namespace, and kill() answers ESRCH for another's. */
+static unsigned long long own_pid_ns(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
 /* Deletes a temporary key's rows (the cascade takes its chunks) in a transaction of its
 ** own; waits at most wait_ms for the write lock. 0, or -1 when it could not. */
 static int stream_drop(Store *s, const char *key, double created, int wait_ms) {
@@ -137,9 +145,13 @@ int sdb_stream_blob(Store *s, const StoreStream *in, char key[65], char hex[65],
   if ((uint64_t)in->len > STORE_MAX_BLOB)
     return err_setk(err, ERR_TOO_LARGE, "store: blob of %zu bytes, more than a blob may hold", in->len);
   /* The key must pass CHECK (length = 64) and the foreign key, and can never be a
-  ** sha256 ('~' is not hex); sdb_sweep_streams reads the pid back. */
+  ** sha256 ('~' is not hex). It names the process that writes it for sdb_sweep_streams:
+  ** its pid namespace, pid and start time (in a container the pid is the same at every
+  ** start, and the counter starts again: a pid alone reused a killed push's key). */
   char k[65];
-  int kn = snprintf(k, sizeof k, "~stream-%d-%llu", (int)getpid(), ++stream_counter);
+  int kn = snprintf(k, sizeof k, "~stream-%llx-%d-%llx-%llx", (unsigned long long)own_pid_ns(), (int)getpid(),
+                    (unsigned long long)sdb_process_start(getpid()), ++stream_counter);
+  if (kn <= 0 || kn > 64) return err_setk(err, ERR_INTERNAL, "store: blob stream: a temporary key of %d bytes", kn);
   memset(k + kn, '~', 64 - (size_t)kn);
   k[64] = '\0';
   if (sdb_begin(s, err)) return -1;
@@ -220,11 +232,13 @@ void sdb_sweep_streams(Store *s) {
   while (n < 16 && sqlite3_step(st) == SQLITE_ROW) {
     const char *key = (const char *)sqlite3_column_text(st, 0);
     double t = sqlite3_column_double(st, 1);
+    unsigned long long ns = 0, start = 0;
     int pid = 0;
-    if (!key || strlen(key) != 64 || sscanf(key, "~stream-%d-", &pid) != 1) continue;
-    /* Another live process's stream is never taken (kill(pid, 0) fails with ESRCH only for
-    ** a pid no process has; EPERM means one exists), nor this process's, unless stale. */
-    int gone = pid > 0 && pid != (int)getpid() && kill((pid_t)pid, 0) == -1 && errno == ESRCH;
+    if (!key || strlen(key) != 64 || sscanf(key, "~stream-%llx-%d-%llx-", &ns, &pid, &start) != 3) continue;
+    /* A stream is gone when its process is: judged by pid and start time in this pid
+    ** namespace only (in another, the pid names some other process or none); a live
+    ** process's, this one's included, is never taken unless stale. */
+    int gone = ns != 0 && ns == own_pid_ns() && sdb_pid_gone(pid, (int64_t)start);
     if (!gone && now - t < STREAM_STALE_S) continue;
     memcpy(keys[n], key, 65);
     created[n++] = t;

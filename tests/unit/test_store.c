@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/core/rng.h"
+#include "engine/core/now.h"
 #include "store/git_oid.h"
 #include "store/sha256.h"
 #include "store/store.h"
@@ -1513,6 +1514,35 @@ static void stream_lock_tests(void) {
         "store_push_killed_mid_stream_swept", "child %lld, %lld orphan chunks before the open, revisions kept %d, whole %d, chunks %lld of %lld (%s)",
         (long long)killed, orphans, still, whole, q1(db, "SELECT COUNT(*) FROM blob_chunks"), chunks, e.msg);
   store_close(after);
+
+  /* A stream's key names its process by pid namespace, pid and start time. One left by a
+  ** killed process that had this pid (a container's maskd is pid 1 at every start) is
+  ** swept, though the pid lives; one of another pid namespace, where a pid means nothing
+  ** here, is kept until stale (kill() answered ESRCH there, and a live push lost its rows). */
+  struct stat nst;
+  unsigned long long ns = stat("/proc/self/ns/pid", &nst) == 0 ? (unsigned long long)nst.st_ino : 0;
+  char reused[65], foreign[65], sql[400];
+  snprintf(reused, sizeof reused, "~stream-%llx-%d-%llx-1", ns, (int)getpid(), (unsigned long long)sdb_process_start(getpid()) + 1);
+  snprintf(foreign, sizeof foreign, "~stream-%llx-%d-%llx-1", ns + 1, 999999, 5ULL);
+  for (char *k = reused; k; k = k == reused ? foreign : NULL) {
+    size_t kl = strlen(k);
+    memset(k + kl, '~', 64 - kl);
+    k[64] = '\0';
+  }
+  snprintf(sql, sizeof sql, "INSERT INTO blobs(sha256, size, created) VALUES ('%s', 1, %f), ('%s', 1, %f)", reused, now_wall(),
+           foreign, now_wall());
+  int ins = rawexec(db, sql);
+  Store *sweeper = store_open(db, &e);
+  store_close(sweeper);
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM blobs WHERE sha256 = '%s'", reused);
+  long long reused_left = q1(db, sql);
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM blobs WHERE sha256 = '%s'", foreign);
+  long long foreign_left = q1(db, sql);
+  check(ns && ins == SQLITE_OK && sweeper && reused_left == 0 && foreign_left == 1, "store_sweep_streams_by_namespace_pid_and_start",
+        "ns %llx, insert %d, rows left: the reused pid's %lld (want 0), another namespace's %lld (want 1)", ns, ins, reused_left,
+        foreign_left);
+  snprintf(sql, sizeof sql, "DELETE FROM blobs WHERE sha256 = '%s'", foreign);
+  rawexec(db, sql);
   store_close(s);
   free(a);
   free(b);
