@@ -207,54 +207,57 @@ void sdb_bind_process_start(sqlite3_stmt *st, int i) {
 }
 
 /* Marks rows of table still "running" whose pid is gone as "interrupted". */
+/* The ids of table's rows still "running" whose process is gone, into *ids (malloc'd). */
+static int gone_rows(Store *s, const char *table, int64_t **ids, int *k, Err *err) {
+  char sql[200];
+  snprintf(sql, sizeof sql, "SELECT id, pid, pid_start FROM %s WHERE status = 'running'", table);
+  sqlite3_stmt *st = sdb_prep(s, sql, err);
+  *ids = NULL;
+  *k = 0;
+  if (!st) return -1;
+  int cap = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t start = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
+    if (!sdb_pid_gone(sqlite3_column_int64(st, 1), start)) continue;
+    if (*k == cap) {
+      int64_t *more = realloc(*ids, (size_t)(cap = cap ? 2 * cap : 16) * sizeof **ids);
+      if (!more) { sqlite3_finalize(st); return err_setk(err, ERR_NOMEM, "store: out of memory"); }
+      *ids = more;
+    }
+    (*ids)[(*k)++] = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : sdb_fail(s, err, table);
+}
+
 int sdb_recover(Store *s, const char *table, int *n, Err *err) {
   if (n) *n = 0;
   /* Read first, and take the write lock only when a row needs it: maskd train and the
   ** server recover on every start, and a start waited behind any other process's write
-  ** transaction (and failed when it outlasted the busy timeout) though nothing was to do. */
+  ** transaction (and failed when it outlasted the busy timeout) though nothing was to do.
+  ** Under the lock the rows are read again: another process may have claimed (resumed)
+  ** one in between, under a pid that may even be the same. */
+  int64_t *ids = NULL;
+  int k = 0;
+  int rc = gone_rows(s, table, &ids, &k, err);
+  free(ids);
+  if (rc || k == 0) return rc;
+  if (sdb_begin(s, err)) return -1;
+  if (gone_rows(s, table, &ids, &k, err)) { free(ids); return sdb_rollback(s); }
   char sql[200];
-  snprintf(sql, sizeof sql, "SELECT id, pid, pid_start FROM %s WHERE status = 'running'", table);
-  sqlite3_stmt *st = sdb_prep(s, sql, err);
-  if (!st) return -1;
-  int64_t *ids = NULL, *pids = NULL;
-  int k = 0, cap = 0, rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t start = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
-    if (!sdb_pid_gone(sqlite3_column_int64(st, 1), start)) continue;
-    if (k == cap) {
-      cap = cap ? 2 * cap : 16;
-      int64_t *more = realloc(ids, (size_t)cap * sizeof *ids), *morep = more ? realloc(pids, (size_t)cap * sizeof *pids) : NULL;
-      if (more) ids = more;
-      if (morep) pids = morep;
-      if (!more || !morep) { free(ids); free(pids); sqlite3_finalize(st); return err_setk(err, ERR_NOMEM, "store: out of memory"); }
-    }
-    ids[k] = sqlite3_column_int64(st, 0);
-    pids[k++] = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);   /* -1: NULL */
-  }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) { free(ids); free(pids); return sdb_fail(s, err, table); }
-  if (k == 0) return 0;
-  if (sdb_begin(s, err)) { free(ids); free(pids); return -1; }
-  /* Only a row still running under the pid found gone: another process may have claimed
-  ** (resumed) it between the read and the lock. */
-  int done = 0;
+  snprintf(sql, sizeof sql,
+           "UPDATE %s SET status = 'interrupted', finished = ?, error = COALESCE(error, 'the process ended while running')"
+           " WHERE id = ?", table);
   for (int i = 0; i < k; i++) {
-    snprintf(sql, sizeof sql,
-             "UPDATE %s SET status = 'interrupted', finished = ?, error = COALESCE(error, 'the process ended while running')"
-             " WHERE id = ? AND status = 'running' AND pid IS ?", table);
-    st = sdb_prep(s, sql, err);
-    if (!st) { free(ids); free(pids); return sdb_rollback(s); }
+    sqlite3_stmt *st = sdb_prep(s, sql, err);
+    if (!st) { free(ids); return sdb_rollback(s); }
     sqlite3_bind_double(st, 1, now_wall());
     sqlite3_bind_int64(st, 2, ids[i]);
-    if (pids[i] < 0) sqlite3_bind_null(st, 3);
-    else sqlite3_bind_int64(st, 3, pids[i]);
-    if (sdb_step_done(s, st, err, table)) { free(ids); free(pids); return sdb_rollback(s); }
-    done += sqlite3_changes(s->db);
+    if (sdb_step_done(s, st, err, table)) { free(ids); return sdb_rollback(s); }
   }
   free(ids);
-  free(pids);
   if (sdb_commit(s, err)) return -1;
-  if (n) *n = done;
+  if (n) *n = k;
   return 0;
 }
 
