@@ -117,7 +117,18 @@ static int load_revision(Store *s, const char *spec, ModelTask want, ModelPrecis
   if (!(m = model_new(&c, &e))) goto damaged;
   /* Before the load, so the matrices go straight into their bf16 copy. */
   if (weights == MODEL_BF16 && model_keep_bf16_weights(m, 0, &e)) goto damaged;
-  if (store_load_weights(s, &r, m, &e)) { err_prefix(&e, "model.safetensors"); goto damaged; }
+  if (store_load_weights(s, &r, m, &e)) {
+    err_prefix(&e, "model.safetensors");
+    /* Each piece of the weights is read in a transaction of its own: a revision pruned
+    ** (keep-last) while they were read is gone, a 404 as if it had gone a moment before,
+    ** not a damaged store. A blob missing under a revision that is still there is damage. */
+    char by_commit[300];
+    StoreRevision again;
+    Err gone = {0};
+    snprintf(by_commit, sizeof by_commit, "%s@%s", r.model, r.commit);
+    if (e.kind == ERR_NOT_FOUND && store_resolve(s, by_commit, &again, &gone) != 0 && gone.kind == ERR_NOT_FOUND) goto done;
+    goto damaged;
+  }
   *mp = m;
   *tp = t;
   m = NULL;
