@@ -304,10 +304,15 @@ HttpGuard *http_guard_new(const char *bind_host, int port, const char *token, co
     ** it. Such a reader gets a key that ends with this process, not the token the CLI,
     ** the Hub clients and the next start of the server use. */
     unsigned char key[32];
-    if (getrandom(key, sizeof key, 0) == (ssize_t)sizeof key && (g->cookie_value = malloc(2 * sizeof key + 1)))
+    if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key) {
+      err_set(err, "cannot draw the login cookie's random key (getrandom)");
+      http_guard_free(g);
+      return NULL;
+    }
+    if ((g->cookie_value = malloc(2 * sizeof key + 1)))
       for (size_t i = 0; i < sizeof key; i++) snprintf(g->cookie_value + 2 * i, 3, "%02x", key[i]);
-    size_t n = strlen(g->cookie_name) + (g->cookie_value ? strlen(g->cookie_value) : 0) + 64;
-    if ((g->set_cookie = malloc(n)))
+    size_t n = strlen(g->cookie_name) + 2 * sizeof key + 64;
+    if (g->cookie_value && (g->set_cookie = malloc(n)))
       snprintf(g->set_cookie, n, "%s=%s; Path=/; HttpOnly; SameSite=Strict", g->cookie_name, g->cookie_value);
   }
   if (!g->origins || g->n_origins != n_origins || (token && *token && (!g->token || !g->cookie_value || !g->set_cookie))) {
