@@ -41,14 +41,19 @@ const char *metrics_method_label(const char *method) {
   return "other";
 }
 
+/* A served pipeline's latency and passes (a forward pass over one or more requests). */
+typedef struct Pipeline {
+  Hist latency;
+  unsigned long long passes, batched;   /* batched: requests answered in a pass shared with others */
+} Pipeline;
+
 struct Metrics {
   pthread_mutex_t mu;
   Counter *c;
   int n, cap;
-  Hist requests, fill, textclass;
+  Hist requests;
+  Pipeline fill, textclass;
   double tokens_per_s;
-  unsigned long long passes, batched;            /* fill-mask's */
-  unsigned long long tc_passes, tc_batched;      /* text-classification's */
   Info *info;               /* metrics_info's families, set once at start and rarely more */
   int n_info;
 };
@@ -101,31 +106,24 @@ void metrics_request(Metrics *m, const char *route, const char *method, int stat
   pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_fill_mask(Metrics *m, double seconds) {
+static void pipeline_latency(Metrics *m, Pipeline *p, double seconds) {
   pthread_mutex_lock(&m->mu);
-  hist_add(&m->fill, seconds);
+  hist_add(&p->latency, seconds);
   pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_fill_pass(Metrics *m, int requests) {
+static void pipeline_pass(Metrics *m, Pipeline *p, int requests) {
   pthread_mutex_lock(&m->mu);
-  m->passes++;
-  if (requests > 1) m->batched += (unsigned long long)requests;
+  p->passes++;
+  if (requests > 1) p->batched += (unsigned long long)requests;
   pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_textclass(Metrics *m, double seconds) {
-  pthread_mutex_lock(&m->mu);
-  hist_add(&m->textclass, seconds);
-  pthread_mutex_unlock(&m->mu);
-}
+void metrics_fill_mask(Metrics *m, double seconds) { pipeline_latency(m, &m->fill, seconds); }
+void metrics_fill_pass(Metrics *m, int requests) { pipeline_pass(m, &m->fill, requests); }
+void metrics_textclass(Metrics *m, double seconds) { pipeline_latency(m, &m->textclass, seconds); }
+void metrics_textclass_pass(Metrics *m, int requests) { pipeline_pass(m, &m->textclass, requests); }
 
-void metrics_textclass_pass(Metrics *m, int requests) {
-  pthread_mutex_lock(&m->mu);
-  m->tc_passes++;
-  if (requests > 1) m->tc_batched += (unsigned long long)requests;
-  pthread_mutex_unlock(&m->mu);
-}
 
 void metrics_training(Metrics *m, double tokens_per_s) {
   pthread_mutex_lock(&m->mu);
@@ -141,6 +139,19 @@ static void hist_render(Buf *b, const char *name, const char *help, const Hist *
     buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], cum);
   }
   buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, h->n, name, h->sum, name, h->n);
+}
+
+/* A pipeline's three families: maskd_NAME_duration_seconds, _passes_total, _batched_requests_total. */
+static void pipeline_render(Buf *b, const char *name, const char *title, const Pipeline *p) {
+  char family[96], help[160];
+  snprintf(family, sizeof family, "maskd_%s_duration_seconds", name);
+  snprintf(help, sizeof help, "%s latency: model lookup, forward pass and answer.", title);
+  hist_render(b, family, help, &p->latency);
+  buf_printf(b, "# HELP maskd_%s_passes_total %s pipeline calls (forward passes over one or more requests).\n"
+             "# TYPE maskd_%s_passes_total counter\nmaskd_%s_passes_total %llu\n"
+             "# HELP maskd_%s_batched_requests_total Requests answered in a pass shared with others.\n"
+             "# TYPE maskd_%s_batched_requests_total counter\nmaskd_%s_batched_requests_total %llu\n",
+             name, title, name, name, p->passes, name, name, name, p->batched);
 }
 
 /* [a-zA-Z_:][a-zA-Z0-9_:]*: a metric name. Label names may not hold ":"; the keys
@@ -207,22 +218,8 @@ char *metrics_render(Metrics *m, const char *extra) {
             m->c[i].method, m->c[i].status, m->c[i].n);
   hist_render(&b, "maskd_http_request_duration_seconds", "Time from request headers to the queued answer.",
               &m->requests);
-  hist_render(&b, "maskd_fill_mask_duration_seconds", "Fill-mask latency: model lookup, forward pass and answer.",
-              &m->fill);
-  buf_printf(&b, "# HELP maskd_fill_mask_passes_total Fill-mask pipeline calls (forward passes over one or more requests).\n"
-              "# TYPE maskd_fill_mask_passes_total counter\nmaskd_fill_mask_passes_total %llu\n"
-              "# HELP maskd_fill_mask_batched_requests_total Requests answered in a pass shared with others.\n"
-              "# TYPE maskd_fill_mask_batched_requests_total counter\nmaskd_fill_mask_batched_requests_total %llu\n",
-          m->passes, m->batched);
-  hist_render(&b, "maskd_text_classification_duration_seconds",
-              "Text-classification latency: model lookup, forward pass and answer.", &m->textclass);
-  buf_printf(&b, "# HELP maskd_text_classification_passes_total Text-classification pipeline calls (forward passes over "
-              "one or more requests).\n"
-              "# TYPE maskd_text_classification_passes_total counter\nmaskd_text_classification_passes_total %llu\n"
-              "# HELP maskd_text_classification_batched_requests_total Requests answered in a pass shared with others.\n"
-              "# TYPE maskd_text_classification_batched_requests_total counter\n"
-              "maskd_text_classification_batched_requests_total %llu\n",
-          m->tc_passes, m->tc_batched);
+  pipeline_render(&b, "fill_mask", "Fill-mask", &m->fill);
+  pipeline_render(&b, "text_classification", "Text-classification", &m->textclass);
   buf_printf(&b, "# HELP maskd_training_tokens_per_second Throughput of the running training job (0 when none).\n"
               "# TYPE maskd_training_tokens_per_second gauge\nmaskd_training_tokens_per_second %.6g\n",
           m->tokens_per_s);
