@@ -890,8 +890,42 @@ static int spawn_job(char *const *argv, const char *log, pid_t *pid) {
   return 0;
 }
 
+/* A resume queued at start-up for a run whose process still lived (the server was killed
+** outright and its job's maskd train, sent SIGTERM by the kernel, was still checkpointing)
+** waits for that process to end before it starts: maskd train --resume refuses a running
+** run, and the run would stay interrupted with nothing to resume it. It waits while the
+** run says "running" and its process lives (store_runs_recover marks a dead one's run
+** interrupted), polling as a running job does; cancelled or stopping, the job ends here.
+** 1 when the job has ended here (cancelled, the server stopping, or its run done: nothing
+** left to train), else 0: start it. Other jobs go on at once. */
+static int wait_for_old_process(Worker *w, Store *s, int64_t job, const char *params) {
+  json_t *p = json_loads(params, 0, NULL);
+  const char *resumed = json_string_value(json_object_get(p, "resume"));
+  Err e = {0};
+  int64_t run = resumed && json_object_get(p, "requeued_from") ? store_run_find(s, resumed, &e) : 0;
+  json_decref(p);
+  if (run < 1) return 0;
+  StoreStatus st;
+  for (int said = 0;; said = 1) {
+    Err e2 = {0};
+    store_runs_recover(s, NULL, &e2);
+    json_t *rj = store_run_get(s, run, &e2);
+    st = status_of(rj);
+    json_decref(rj);
+    if (st != STORE_STATUS_RUNNING) break;
+    if (!said) fprintf(stderr, "maskd serve: job %lld waits for run %lld's process to stop\n", (long long)job, (long long)run);
+    if (store_job_cancel_requested(s, job, &e2) == 1) { store_job_finish(s, job, STORE_STATUS_CANCELLED, NULL, &e2); return 1; }
+    if (atomic_load(&w->stop)) { store_job_finish(s, job, STORE_STATUS_INTERRUPTED, "the server stopped", &e2); return 1; }
+    usleep(200 * 1000);
+  }
+  if (st != STORE_STATUS_DONE) return 0;
+  store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);   /* its process trained the last step */
+  return 1;
+}
+
 static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const char *params) {
   Err e = {0};
+  if (!strcmp(kind, "train") && wait_for_old_process(w, s, job, params)) return;
   Argv av = {{0}, 0};
   char log[WORKSPACE_PATH_MAX], logname[64];
   snprintf(logname, sizeof logname, "job-%lld.log", (long long)job);
@@ -1022,7 +1056,8 @@ static void *worker_main(void *arg) {
 /* After recovery: the training jobs that were running (in `before`) and are now
 ** "interrupted", whose policy is resume, are queued again as a resume of their run.
 ** A run whose process still lives (status still "running": the server died, its
-** maskd train did not) is left to finish on its own; a run already ended needs nothing. */
+** maskd train is checkpointing on the SIGTERM its death sent) is queued too, and the
+** resume waits for that process to end; a run already ended needs nothing. */
 
 static void requeue_interrupted(App *a, Store *s, json_t *before) {
   size_t i;
@@ -1052,7 +1087,9 @@ static void requeue_interrupted(App *a, Store *s, json_t *before) {
     } else if (run > 0) {
       json_t *r = store_run_get(s, run, &e);
       const char *st = json_string_value(json_object_get(r, "status")) ?: "";
-      if (status_of(r) == STORE_STATUS_INTERRUPTED) {
+      /* Still running: its process outlived the server (killed outright) and is stopping
+      ** on its SIGTERM; the resume waits for it (wait_for_old_process). */
+      if (status_of(r) == STORE_STATUS_INTERRUPTED || status_of(r) == STORE_STATUS_RUNNING) {
         char id[32];
         snprintf(id, sizeof id, "%lld", (long long)run);
         next = json_pack("{s:s, s:s, s:I}", "resume", id, "on_restart", "resume", "requeued_from", (json_int_t)job);

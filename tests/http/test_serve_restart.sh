@@ -129,3 +129,31 @@ call POST /runs --data-binary '{"resume": "orphan"}'
 ok orphan_resume_accepted test "$(cat "$T/status")" = 202
 ok orphan_resumed_run_done wait_for 240 /runs/orphan 'b["status"] == "done" and b["step"] == 60'
 kill -TERM "$spid"; wait "$pid"; ok server_stops test $? = 0; pid= spid=
+
+# ---- the server killed outright and started again at once, with --on-restart resume,
+# while its job's process still checkpoints on its SIGTERM (held here with SIGSTOP, so
+# the order is certain): the run still says "running" at the start. The resume is queued
+# all the same and waits for that process to end, then finishes the run (it had stayed
+# interrupted, nothing resuming it) ----
+start --on-restart resume || fail race_start "$(cat "$T/err")"
+call POST /runs --data-binary "$(runjson race 60)"
+ok race_accepted test "$(cat "$T/status")" = 202
+wait_for 120 /runs/race 'b["status"] == "running" and b["step"] >= 12' || fail race_running "the run did not reach step 12"
+child=$(pgrep -P "$spid" | head -1)
+at_exit '[ -n "$child" ] && kill -CONT "$child" 2>/dev/null'
+kill -STOP "$child"
+kill -9 "$spid"; old_reaper=$pid; pid= spid=
+start --on-restart resume || fail race_restart "$(cat "$T/err")"
+call GET /runs/race
+ok race_run_running_at_restart test "$(jget 'b["status"]')" = running
+sleep 1   # the resume job is claimed and waits; the old process has not moved
+call GET /runs/race
+ok race_old_process_left_alone test "$(jget 'b["status"]')" = running
+kill -CONT "$child"
+wait "$old_reaper"; child=
+ok race_resumed_run_done wait_for 240 /runs/race 'b["status"] == "done" and b["step"] == 60'
+race_jobs() { jobs_of race | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
+for _ in $(seq 50); do [ "$(race_jobs)" = "interrupted,- done,N " ] && break; sleep 0.2; done
+ok race_resumed_once test "$(race_jobs)" = "interrupted,- done,N "
+grep -q "waits for run [0-9]*'s process to stop" "$T/err"; ok race_wait_said test $? = 0
+kill -TERM "$spid"; wait "$pid"; ok race_server_stops test $? = 0; pid= spid=
