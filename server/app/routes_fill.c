@@ -13,9 +13,11 @@
 ** and runs them through shared padded forward passes (fillmask_answer). A request
 ** is never overtaken by a later one, and the wait behind a pass is bounded by the
 ** budget, so latency under load is even: p99 within a small factor of p50. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/infer/fillmask.h"
 #include "engine/infer/textclass.h"
@@ -60,6 +62,7 @@ struct FillCache {
   int threads;              /* threads of each loaded model's forward pass */
   long pass_tokens;         /* a pass takes requests up to this many tokens (at least one request) */
   pthread_mutex_t mu;       /* guards e, n, refs, used */
+  pthread_cond_t idle;      /* signalled (with mu) when an entry's last reference is released */
   pthread_mutex_t load;     /* one load at a time: two requests for a new model load it once */
   pthread_mutex_t store_mu; /* guards store */
   Store *store;             /* the connection that resolves models, kept open: opening the
@@ -95,6 +98,11 @@ FillCache *fill_cache_new(int capacity, int batch, int window_us, int threads, c
   if (!c->e) { free(c); return NULL; }
   c->cap = capacity;
   pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t ca;   /* deadlines are now_monotonic()'s */
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->idle, &ca);
+  pthread_condattr_destroy(&ca);
   pthread_mutex_init(&c->load, NULL);
   pthread_mutex_init(&c->store_mu, NULL);
   return c;
@@ -180,6 +188,7 @@ void fill_cache_free(FillCache *c) {
   free(c->models);
   free(c->per);
   pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->idle);
   pthread_mutex_destroy(&c->load);
   pthread_mutex_destroy(&c->store_mu);
   free(c);
@@ -196,12 +205,40 @@ static Entry *cache_find(FillCache *c, const char *key, ModelPrecision weights, 
 
 static void cache_release(FillCache *c, Entry *e) {
   pthread_mutex_lock(&c->mu);
-  e->refs--;
+  if (--e->refs == 0) pthread_cond_broadcast(&c->idle);
   pthread_mutex_unlock(&c->mu);
 }
 
+/* Makes room for one more entry before a load (the caller holds c->load, so nothing
+** else adds one until it does): when the cache is full, evicts the least recently used
+** idle entry, waiting for one to become idle while every entry is in use, as a request
+** waits behind a busy model. So a load is never thrown away for want of a place (with
+** --cache 2 and three models in use, 15% of requests were 503 after a whole load), and
+** --cache N models at most are in memory, the one loading included. 0, or -1 when
+** deadline (now_monotonic seconds; 0: none) passed first. */
+static int cache_make_room(FillCache *c, double deadline) {
+  int rc = 0;
+  pthread_mutex_lock(&c->mu);
+  while (c->n == c->cap) {
+    int victim = -1;
+    for (int i = 0; i < c->n; i++)
+      if (c->e[i]->refs == 0 && (victim < 0 || c->e[i]->used < c->e[victim]->used)) victim = i;
+    if (victim >= 0) {
+      entry_free(c->e[victim]);   /* no refs: its queue is empty and its runner idle */
+      c->e[victim] = c->e[--c->n];
+      break;
+    }
+    if (deadline <= 0) { pthread_cond_wait(&c->idle, &c->mu); continue; }
+    struct timespec ts = {(time_t)deadline, (long)((deadline - (double)(time_t)deadline) * 1e9)};
+    if (pthread_cond_timedwait(&c->idle, &c->mu, &ts) == ETIMEDOUT) { rc = -1; break; }
+  }
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
 /* Adds a loaded pipeline (fm or tc, by kind) with its queue, evicting the least
-** recently used idle entry when full; returns it referenced, or NULL (the pipeline
+** recently used idle entry when full (cache_make_room has made room before the load:
+** this is for a caller that did not); returns it referenced, or NULL (the pipeline
 ** freed) when every entry is in use or the queue's thread cannot start. */
 static Entry *cache_add(FillCache *c, const char *key, ModelPrecision weights, AppPipeline kind, FillMask *fm,
                         TextClass *tc) {
@@ -393,6 +430,14 @@ static Entry *load_model(App *a, const char *key, ModelPrecision weights, AppPip
   ent = cache_find(c, key, weights, kind);  /* another request may have loaded it meanwhile */
   if (!ent) {
     Err e = {0};
+    /* The wait for a place is a wait behind other models' passes: --request-timeout bounds it. */
+    if (cache_make_room(c, a->request_timeout > 0 ? now_monotonic() + a->request_timeout : 0)) {
+      pthread_mutex_unlock(&c->load);
+      http_error(rs, 503, "every cached model stayed busy past the request time limit; try again",
+                 json_pack("{s:s, s:i, s:f}", "model", key, "cache", c->cap, "timeout_s", a->request_timeout));
+      http_res_header(rs, "Retry-After", "1");
+      return NULL;
+    }
     Store *s = app_store(a, rs);
     if (!s) { pthread_mutex_unlock(&c->load); return NULL; }
     FillMask *fm = NULL;

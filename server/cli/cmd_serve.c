@@ -149,7 +149,8 @@ static const CliOpt serve_opts[] = {
            "whatever --precision says (repeatable; the start-up line lists them,\n"
            "\"fill-mask weights fp32 (NAME bf16)\"; /healthz shows only the default)"},
   {.name = "--cache", .kind = CLI_INT, .off = OFF(cache), .lo = 1, .hi = 64, .arg = "N", .def = CLI_DEFAULT,
-   .help = "models kept loaded (fill-mask and text-classification)"},
+   .help = "models kept loaded (fill-mask and text-classification); a request\n"
+           "for another waits until one is idle, the least recently used goes"},
   {.name = "--fill-threads", .kind = CLI_INT, .off = OFF(fill_threads), .lo = 1, .hi = 256, .arg = "N", .def = CLI_DEFAULT,
    .help = "threads of a fill-mask forward pass (requests are small, and on a\n"
            "busy machine thread hand-offs cost more than they save)"},
