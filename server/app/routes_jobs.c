@@ -896,8 +896,9 @@ static int spawn_job(char *const *argv, const char *log, pid_t *pid) {
 ** run, and the run would stay interrupted with nothing to resume it. It waits while the
 ** run says "running" and its process lives (store_runs_recover marks a dead one's run
 ** interrupted), polling as a running job does; cancelled or stopping, the job ends here.
-** 1 when the job has ended here (cancelled, the server stopping, or its run done: nothing
-** left to train), else 0: start it. Other jobs go on at once. */
+** 1 when the job has ended here (cancelled, the server stopping, its run done: nothing
+** left to train, or failed or cancelled: not resumed, as at start-up), else 0: start it.
+** Other jobs go on at once. */
 static int wait_for_old_process(Worker *w, Store *s, int64_t job, const char *params) {
   json_t *p = json_loads(params, 0, NULL);
   const char *resumed = json_string_value(json_object_get(p, "resume"));
@@ -918,8 +919,15 @@ static int wait_for_old_process(Worker *w, Store *s, int64_t job, const char *pa
     if (atomic_load(&w->stop)) { store_job_finish(s, job, STORE_STATUS_INTERRUPTED, "the server stopped", &e2); return 1; }
     usleep(200 * 1000);
   }
-  if (st != STORE_STATUS_DONE) return 0;
-  store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);   /* its process trained the last step */
+  if (st == STORE_STATUS_INTERRUPTED) return 0;
+  if (st == STORE_STATUS_DONE) {
+    store_job_finish(s, job, STORE_STATUS_DONE, NULL, &e);   /* its process trained the last step */
+  } else {   /* failed or cancelled: as requeue_interrupted leaves such a run, not resumed */
+    char why[96];
+    snprintf(why, sizeof why, "not resumed: its run %lld is %s", (long long)run,
+             st == STORE_STATUS_COUNT ? "gone" : store_status_name(st));
+    store_job_finish(s, job, STORE_STATUS_FAILED, why, &e);
+  }
   return 1;
 }
 
