@@ -230,7 +230,13 @@ static int hub_download(App *a, HttpRes *rs, const char *blob, int plan, size_t 
   Download *d = calloc(1, sizeof *d);
   if (!d || !(d->ahead = malloc(DOWNLOAD_READ))) { free(d); return err_setk(e, ERR_NOMEM, "out of memory"); }
   uint64_t len = 0;
-  if (!(d->store = store_open(a->db_path, e)) || !(d->br = store_blob_open(d->store, blob, &len, e))) {
+  if (!(d->store = store_open(a->db_path, e))) {
+    /* Out of files or memory for one more connection, for now: the client may try again
+    ** (the store's path is the operator's, not said to clients). */
+    download_free(d);
+    return err_setk(e, ERR_BUSY, "the server cannot open another store connection for this download now; try again");
+  }
+  if (!(d->br = store_blob_open(d->store, blob, &len, e))) {
     download_free(d);
     return -1;
   }
@@ -277,10 +283,14 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
     if (hub_entry(s, &r, file, &h, &e)) goto fail;
     char v[32];
     snprintf(v, sizeof v, "%zu", h.size);
-    http_res_header(rs, "X-Linked-Size", v);
     char etag[70];
     snprintf(etag, sizeof etag, "\"%s\"", h.sha);
-    http_res_header(rs, "X-Linked-Etag", etag);
+    /* The LFS file's size and sha256, for resolve/ only: raw/ answers the pointer itself,
+    ** and a client reading these with it took the pointer for the content. */
+    if (!raw) {
+      http_res_header(rs, "X-Linked-Size", v);
+      http_res_header(rs, "X-Linked-Etag", etag);
+    }
     /* The weights by a name that moves (main, a number) are a redirect to the commit, as
     ** the Hub redirects an LFS file to its content: a client that reads the headers first
     ** and the bytes after (huggingface_hub's HEAD, then GET of where it led; a resumed

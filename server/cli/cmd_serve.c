@@ -272,19 +272,24 @@ static const HttpRoute routes[] = {
   {"GET", "/{name}/raw/{revision}/{file+}", route_hub_file, 0},
 };
 
+/* Descriptors a connection may hold: its socket, and while it downloads weights the
+** store connection the download reads on (the database and its WAL file). Counted as
+** one, 340 downloads at once used up the default limit of 1024 connections' files:
+** downloads answered 500 and the server stopped accepting. */
+#define FDS_PER_CONN 3
 /* Raises the open-file limit so that max_conns connections fit beside the store's and
 ** the jobs' files; returns how many connections do fit. */
 static unsigned fit_conns(unsigned max_conns) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return max_conns;
-  rlim_t want = (rlim_t)max_conns + 256;
+  rlim_t want = (rlim_t)max_conns * FDS_PER_CONN + 256;
   if (rl.rlim_cur < want) {
     rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
     getrlimit(RLIMIT_NOFILE, &rl);
   }
   if (rl.rlim_cur >= want || rl.rlim_cur == RLIM_INFINITY) return max_conns;
-  return rl.rlim_cur > 512 ? (unsigned)(rl.rlim_cur - 256) : 256;
+  return rl.rlim_cur > 256 + 32 * FDS_PER_CONN ? (unsigned)((rl.rlim_cur - 256) / FDS_PER_CONN) : 32;
 }
 
 /* Splits each --precision-for "NAME=fp32|bf16" into names[i] (pointing into buf,

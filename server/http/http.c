@@ -314,6 +314,7 @@ void http_errorf(HttpRes *rs, int status, const char *fmt, ...) {
 }
 
 const char *http_json_type(const json_t *v) {
+  if (!v) return "missing";   /* json_object_get of an absent key */
   switch (json_typeof(v)) {
     case JSON_OBJECT: return "object";
     case JSON_ARRAY: return "array";

@@ -232,7 +232,7 @@ void http_bytes(HttpRes *rs, int status, const char *content_type, const void *d
 /* Parses the body as a JSON object. On failure answers 400 (malformed JSON, with the
 ** line and column) or 422 (valid JSON that is not an object) and returns NULL. */
 json_t *http_body_object(const HttpReq *rq, HttpRes *rs);
-/* The JSON name of a value's type ("string", "integer", ...), for error details. */
+/* The JSON name of a value's type ("string", "integer", ...), for error details; "missing" for NULL. */
 const char *http_json_type(const json_t *v);
 /* A JSON string of s, its non-UTF-8 bytes written as \xNN (never NULL but out of memory). */
 json_t *http_json_text(const char *s);

@@ -80,7 +80,11 @@ int http_ranged_plan(const HttpReq *rq, HttpRes *rs, const char *content_type, c
     rs->status = 304;
     return 0;
   }
-  int r = http_range_parse(http_header(rq, "Range"), total, off, n);
+  /* If-Range (RFC 9110 13.1.5): the range only while the file is the one the client
+  ** holds part of, by strong comparison; any other validator (another entity tag, a weak
+  ** one, a date: no Last-Modified is sent) asks for the whole file, never a splice of two. */
+  const char *if_range = http_header(rq, "If-Range");
+  int r = if_range && strcmp(if_range, etag) ? 0 : http_range_parse(http_header(rq, "Range"), total, off, n);
   if (r < 0) {
     char cr[64];
     snprintf(cr, sizeof cr, "bytes */%zu", total);

@@ -16,7 +16,7 @@ int http_range_parse(const char *range, size_t len, size_t *off, size_t *n);
 /* 1 when an If-None-Match header (a list of tags, W/ ignored, or "*") matches etag (quoted). */
 int http_etag_matches(const char *if_none_match, const char *etag);
 /* Answers data (malloc'd, taken: freed or kept as the body) of len bytes under etag (quoted,
-** strong) with the status the request's If-None-Match and Range call for. */
+** strong) with the status the request's If-None-Match, Range and If-Range call for. */
 void http_bytes_ranged(const HttpReq *rq, HttpRes *rs, const char *content_type, const char *etag, void *data,
                        size_t len);
 /* The same answer for a body of total bytes held elsewhere (read only the slice asked):

@@ -95,6 +95,9 @@ get /tiny/raw/main/model.safetensors
 printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %s\n' "$(sha "$w")" "$(size "$w")" >"$T/pointer"
 ok raw_is_lfs_pointer cmp -s "$T/body" "$T/pointer"
 ok raw_pointer_etag_is_its_git_oid test "$(hdr ETag)" = "\"$(git_oid "$T/pointer")\""
+# X-Linked-* describe the LFS content, which raw/ does not send: with them a client took the
+# pointer's 130 bytes for the weights (fileDownloadInfo({raw: true}): their sha, its size).
+ok raw_pointer_no_linked_headers test -z "$(hdr X-Linked-Size)" -a -z "$(hdr X-Linked-Etag)"
 
 # ---- HEAD: the same headers, no body ----
 get -I /user/tiny/resolve/main/model.safetensors
@@ -137,6 +140,16 @@ get -H "Range: bytes=$n-" /tiny/resolve/main/model.safetensors
 ok range_416 test "$(cat "$T/status")" = 416 -a "$(hdr Content-Range)" = "bytes */$n"
 get -H 'Range: bytes=0-1,5-6' /tiny/resolve/main/config.json
 ok range_multi_whole bash -c "[ \$(cat '$T/status') = 200 ] && cmp -s '$T/body' '$T/exp2/config.json'"
+# If-Range: the range only while the client's validator is the file's (strong comparison);
+# another one gets the whole file, never a splice of two revisions' bytes.
+get -H 'Range: bytes=0-9' -H "If-Range: \"$(sha "$w")\"" /tiny/resolve/main/model.safetensors
+ok if_range_same_206 test "$(cat "$T/status")" = 206 -a "$(size "$T/body")" = 10
+get -H 'Range: bytes=0-9' -H 'If-Range: "0000"' /tiny/resolve/main/model.safetensors
+ok if_range_other_whole bash -c "[ \$(cat '$T/status') = 200 ] && cmp -s '$T/body' '$w'"
+get -H 'Range: bytes=0-9' -H "If-Range: W/\"$(git_oid "$T/exp2/config.json")\"" /tiny/resolve/main/config.json
+ok if_range_weak_whole bash -c "[ \$(cat '$T/status') = 200 ] && cmp -s '$T/body' '$T/exp2/config.json'"
+get -H 'Range: bytes=0-9' -H 'If-Range: Sat, 28 Nov 2026 00:00:00 GMT' /tiny/resolve/main/config.json
+ok if_range_date_whole status_is 200
 
 # ---- ETag / If-None-Match ----
 etag="\"$(sha "$w")\""
@@ -258,6 +271,12 @@ post_paths /api/models/tiny/paths-info/main text/plain 'paths=config.json'
 ok paths_info_other_type_415 status_is 415
 post_paths /api/models/nosuch/paths-info/main application/json '{"paths": ["config.json"]}'
 ok paths_info_repo_not_found code_is RepoNotFound
+# A body without "paths" is refused (it crashed the server: SIGSEGV on the missing key).
+post_paths /api/models/tiny/paths-info/main application/json '{}'
+ok paths_info_no_paths_422 error_is 422 paths
+post_paths /api/models/tiny/paths-info/main application/json '{"expand": true}'
+ok paths_info_expand_only_422 error_is 422 paths
+get /healthz; ok paths_info_refusals_server_alive status_is 200
 
 # ---- repos named like routes do not shadow them; reads stay open without --auth-reads ----
 get /healthz;                              ok route_healthz_kept test "$(cat "$T/status")" = 200 -a "$(hdr X-Repo-Commit)" = ""
@@ -313,6 +332,26 @@ if "$M" train --db "$T/hub.db" --name big --tokenizer "$T/tok.json" --train "$T/
   ok download_head_length test "$(hdr Content-Length)" = "$size"
   get -H 'Authorization: Bearer tk' -H 'Range: bytes=1000000-1000999' /big/resolve/main/model.safetensors
   ok download_range_streamed bash -c "test \"\$(cat '$T/status')\" = 206 && cmp -s '$T/body' <(tail -c +1000001 '$T/expbig/model.safetensors' | head -c 1000)"
+
+  # A download holds three descriptors (its socket, and the database and WAL files of the
+  # store connection it reads on): the connection limit is fitted to that. Counted as one,
+  # 120 slow downloads under an open-file limit of 400 ran out of descriptors: 500
+  # "unable to open database file" (naming the store's path) and accept() suspended.
+  serve_stop
+  serve_wrap=(timeout 300 prlimit --nofile=400:400)
+  serve_start --db "$T/hub.db" --quiet --no-worker || fail fd_limit_start "$(cat "$T/err")"
+  grep -q 'the open-file limit allows 48 connections' "$T/err" && pass fd_limit_fitted_to_three_per_connection ||
+    fail fd_limit_fitted_to_three_per_connection "$(cat "$T/err")"
+  slow=()
+  for i in $(seq 120); do
+    curl -s -o /dev/null --limit-rate 100k --max-time 4 -w '%{http_code}\n' -L "$base/big/resolve/main/model.safetensors" >"$T/slow$i" 2>/dev/null &
+    slow+=($!)
+  done
+  wait "${slow[@]}"
+  ok fd_limit_no_download_500 bash -c "! cat '$T'/slow* | grep -q '^5'"
+  ok fd_limit_some_downloads_served bash -c "cat '$T'/slow* | grep -q '^200'"
+  get /healthz; ok fd_limit_still_accepting status_is 200
+  serve_wrap=(timeout 300)
 else
   fail download_setup "$(tail -3 "$T/big.log")"
 fi
