@@ -13,8 +13,11 @@
 /* Words of CkptState.extra: the loader's six, the epoch's running train-loss sum
 ** (a double's bits), a shape word (batch, ranks x grad_accum, sequence length), so a
 ** state is refused by a run of another shape, then the ranks and grad_accum that wrote
-** it (states of one-process runs before data parallelism stop at the shape word). */
-enum { X_LOADER = 0, X_LOSS_SUM = 6, X_SHAPE = 7, X_RANKS = 8, X_ACCUM = 9, X_WORDS = 10, X_WORDS_V1 = 8 };
+** it, then how many steps the sum holds (a step that drew no masked token has no loss).
+** States of one-process runs before data parallelism stop at the shape word (V1), those
+** before the step count at grad_accum (V2: the sum is read as over every step, as then). */
+enum { X_LOADER = 0, X_LOSS_SUM = 6, X_SHAPE = 7, X_RANKS = 8, X_ACCUM = 9, X_LOSS_STEPS = 10, X_WORDS = 11,
+       X_WORDS_V2 = 10, X_WORDS_V1 = 8 };
 
 struct Trainer {
   TrainerOptions opt;
@@ -40,6 +43,7 @@ struct Trainer {
   int epoch;               /* epochs completed */
   long pos;                /* steps done in the current epoch */
   double loss_sum;         /* sum of the current epoch's step losses */
+  long loss_steps;         /* the steps in it: those with a loss (a step may draw no masked token) */
 };
 
 TrainerOptions trainer_default_options(void) {
@@ -280,6 +284,7 @@ static void current_state(const Trainer *t, CkptState *s) {
   s->extra[X_SHAPE] = shape_word(&t->opt, t->W, t->seq);
   s->extra[X_RANKS] = (uint64_t)t->W;
   s->extra[X_ACCUM] = (uint64_t)t->opt.grad_accum;
+  s->extra[X_LOSS_STEPS] = (uint64_t)t->loss_steps;
 }
 
 int trainer_checkpoint_bytes(const TrainerCheckpoint *c, unsigned char **weights, size_t *wlen,
@@ -311,6 +316,7 @@ typedef struct Resumed {
   int64_t step, epoch, position;
   uint64_t loader[LOADER_STATE_WORDS];
   double loss_sum;
+  int64_t loss_steps;
 } Resumed;
 
 /* A checkpoint whose step shape (shape_word) is not this run's: names what the run's
@@ -341,14 +347,15 @@ static int restore_parse(Trainer *t, const void *weights, size_t wlen, const voi
   if (!*tmp) return -1;
   CkptState s;
   if (ckpt_load_state_memory(t->m, *tmp, &s, state, slen, err)) return err_prefix(err, "resume");
-  int v1 = s.n_extra == X_WORDS_V1;
+  int v1 = s.n_extra == X_WORDS_V1, v2 = s.n_extra == X_WORDS_V2;
   /* The products' precision decides every bit after the first step: a bf16 run goes on in bf16. */
   uint64_t want = shape_word(&t->opt, t->W, t->seq);
-  if ((s.n_extra == X_WORDS || v1) && (s.extra[X_SHAPE] ^ want) == SHAPE_BF16)
+  if ((s.n_extra == X_WORDS || v2 || v1) && (s.extra[X_SHAPE] ^ want) == SHAPE_BF16)
     return err_set(err, "resume: the checkpoint was trained with precision %s, this run is %s",
                    model_precision_name((s.extra[X_SHAPE] & SHAPE_BF16) ? MODEL_BF16 : MODEL_FP32),
                    model_precision_name(t->opt.precision));
-  if (s.n_extra != X_WORDS && !v1) return err_set(err, "resume: the checkpoint's state has %d words, not %d", s.n_extra, X_WORDS);
+  if (s.n_extra != X_WORDS && !v2 && !v1)
+    return err_set(err, "resume: the checkpoint's state has %d words, not %d", s.n_extra, X_WORDS);
   if (s.extra[X_SHAPE] != want) return shape_refusal(t, s.extra[X_SHAPE], v1 ? 0 : (long)s.extra[X_RANKS], err);
   /* A finished run's last epoch may be partial (max_steps), so step == total is always consistent. */
   if (s.step < 0 || s.step > t->total || s.position < 0 || s.position >= t->spe || s.epoch < 0 ||
@@ -369,6 +376,10 @@ static int restore_parse(Trainer *t, const void *weights, size_t wlen, const voi
   r->position = s.position;
   memcpy(r->loader, w, sizeof w);
   memcpy(&r->loss_sum, &s.extra[X_LOSS_SUM], sizeof(double));
+  r->loss_steps = v1 || v2 ? s.position : (int64_t)s.extra[X_LOSS_STEPS];
+  if (r->loss_steps < 0 || r->loss_steps > s.position)
+    return err_set(err, "resume: %lld steps with a loss, more than the epoch's %lld", (long long)r->loss_steps,
+                   (long long)s.position);
   return 0;
 }
 
@@ -396,6 +407,7 @@ int trainer_restore(Trainer *t, const void *weights, size_t wlen, const void *st
   t->epoch = (int)r.epoch;
   t->pos = (long)r.position;
   t->loss_sum = r.loss_sum;
+  t->loss_steps = (long)r.loss_steps;
   return 0;
 }
 
@@ -450,6 +462,7 @@ int trainer_evaluate(Trainer *t, TrainerEval *out, Err *err) {
   out->accuracy = labels ? (double)correct / (double)labels : NAN;
   out->perplexity = exp(out->loss);
   out->labels = labels;
+  out->evaluated = 1;
   out->train_loss = NAN;
   out->seconds = now_monotonic() - t0;
   return 0;
@@ -551,7 +564,7 @@ int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
     TrainerStep st;
     if (train_step(t, &st, err)) return -1;
     t->pos++;
-    if (!isnan(st.loss)) t->loss_sum += st.loss;
+    if (!isnan(st.loss)) { t->loss_sum += st.loss; t->loss_steps++; }
     st.epoch_frac = (double)t->epoch + (double)t->pos / (double)t->spe;
     if (lead && lead->on_step) lead->on_step(lead->ctx, &st);
     if (t->pos == t->spe || t->step == t->total) {
@@ -560,11 +573,12 @@ int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
       if (have_eval && trainer_evaluate(t, &ev, err)) return -1;
       if (!have_eval) { memset(&ev, 0, sizeof ev); ev.loss = ev.accuracy = ev.perplexity = NAN; ev.step = t->step; }
       ev.epoch = t->epoch;
-      ev.train_loss = t->loss_sum / (double)t->pos;
+      ev.train_loss = t->loss_steps ? t->loss_sum / (double)t->loss_steps : NAN;
       /* The next epoch starts at its first batch, whatever micro-batches were left over. */
       t->epoch++;
       t->pos = 0;
       t->loss_sum = 0;
+      t->loss_steps = 0;
       LoaderState ls;
       loader_get_state(t->train, &ls);
       ls.epoch = (uint64_t)t->epoch;

@@ -101,8 +101,10 @@ typedef struct TrainerStep {
 typedef struct TrainerEval {
   int epoch;                     /* 0-based epoch just finished */
   long step;
-  double train_loss;             /* mean of the epoch's step losses, as Keras' fit reports it */
-  double loss;                   /* mean cross-entropy over all labelled validation tokens */
+  double train_loss;             /* mean of the epoch's step losses, as Keras' fit reports it (over
+                                 ** the steps that drew a masked token; NaN when none did) */
+  int evaluated;                 /* 1: a validation set was evaluated (else the next four are NaN) */
+  double loss;                   /* mean cross-entropy over all labelled validation tokens (NaN: none) */
   double accuracy;               /* masked-token accuracy */
   double perplexity;             /* exp(loss) */
   long labels;

@@ -245,10 +245,15 @@ static void cb_step(void *ctx, const TrainerStep *s) {
 
 static void cb_eval(void *ctx, const TrainerEval *e) {
   TrainCtx *c = ctx;
-  if (isnan(e->loss)) progress_line(&c->prog, "epoch %d/%d: loss %.4f (no validation set)", e->epoch + 1, c->epochs, e->train_loss);
-  else
-    progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_perplexity %.3f (eval %.1fs)",
-                  e->epoch + 1, c->epochs, e->train_loss, e->loss, e->accuracy, e->perplexity, e->seconds);
+  if (!e->evaluated)
+    progress_line(&c->prog, "epoch %d/%d: loss %.4f (no validation set)", e->epoch + 1, c->epochs, e->train_loss);
+  else if (e->labels == 0)
+    progress_line(&c->prog, "epoch %d/%d: loss %.4f - no validation metrics: the validation set drew no masked token (eval %.1fs)",
+                  e->epoch + 1, c->epochs, e->train_loss, e->seconds);
+  else   /* a diverged run's perplexity overflows (inf, as HF's run_mlm reports it): %g, not 300 digits */
+    progress_line(&c->prog, "epoch %d/%d: loss %.4f - val_loss %.4f - val_accuracy %.4f - val_perplexity %.*f (eval %.1fs)",
+                  e->epoch + 1, c->epochs, e->train_loss, e->loss, e->accuracy, e->perplexity < 1e9 ? 3 : 0,
+                  e->perplexity < 1e9 ? e->perplexity : INFINITY, e->seconds);
   StoreEpochMetric m = {.epoch = e->epoch, .train_loss = e->train_loss, .eval_loss = e->loss, .eval_accuracy = e->accuracy,
                        .perplexity = e->perplexity, .eval_runtime = e->seconds};
   if (store_epoch_metrics_add(c->db, c->run, &m, &c->err)) c->failed = 1;
@@ -313,18 +318,29 @@ static int ckpt_blob_produce(void *ctx, StoreBlobWriter *w, Err *err) {
   return ckpt_state_stream(b->k->model, &src, b->k->state, &sink, err);
 }
 
+/* A number for the store's JSON: one that is not finite is null. */
+static json_t *json_finite(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 static int cb_checkpoint(void *ctx, const TrainerCheckpoint *k, Err *err) {
   TrainCtx *c = ctx;
   if (flush_steps(c, err)) return -1;
-  char msg[128], metrics[512];
+  char msg[128];
   if (k->kind == TRAINER_CKPT_EPOCH) snprintf(msg, sizeof msg, "Training in progress epoch %d", k->epochs_done);
   else if (k->kind == TRAINER_CKPT_STOP) snprintf(msg, sizeof msg, "Interrupted at step %ld", k->step);
   else snprintf(msg, sizeof msg, "Training in progress step %ld", k->step);
-  if (k->eval && isfinite(k->eval->loss))
-    snprintf(metrics, sizeof metrics,
-             "{\"epoch\": %d, \"step\": %ld, \"train_loss\": %.9g, \"eval_loss\": %.9g, \"eval_accuracy\": %.9g, \"perplexity\": %.9g}",
-             k->epochs_done, k->step, k->eval->train_loss, k->eval->loss, k->eval->accuracy, k->eval->perplexity);
-  else snprintf(metrics, sizeof metrics, "{\"epoch\": %d, \"step\": %ld}", k->epochs_done, k->step);
+  /* A value that is not finite is null: a diverged run's perplexity overflows (exp of a
+  ** loss past 709.78), and printed with %g it made the push's JSON invalid, failing the
+  ** run at its epoch's checkpoint with no revision kept. */
+  json_t *mj = json_pack("{s:i, s:I}", "epoch", k->epochs_done, "step", (json_int_t)k->step);
+  if (mj && k->eval && k->eval->labels > 0) {
+    json_object_set_new(mj, "train_loss", json_finite(k->eval->train_loss));
+    json_object_set_new(mj, "eval_loss", json_finite(k->eval->loss));
+    json_object_set_new(mj, "eval_accuracy", json_finite(k->eval->accuracy));
+    json_object_set_new(mj, "perplexity", json_finite(k->eval->perplexity));
+  }
+  char *metrics = mj ? json_dumps(mj, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+  json_decref(mj);
+  if (!metrics) return err_setk(err, ERR_NOMEM, "checkpoint: out of memory");
   char *cfg = config_to_json(model_config(k->model));
   CkptBlob wb = {k, 0}, ob = {k, 1};
   StoreStream ws = {ckpt_weights_size(k->model, 0), ckpt_blob_produce, &wb};
@@ -333,6 +349,7 @@ static int cb_checkpoint(void *ctx, const TrainerCheckpoint *k, Err *err) {
                  .epoch = k->epochs_done, .metrics_json = metrics, .weights_stream = &ws, .optimizer_stream = &os};
   int r = cfg && ws.len && os.len ? store_push(c->db, c->rc->name, &p, NULL, err) : err_set(err, "checkpoint: out of memory");
   free(cfg);
+  free(metrics);
   if (r == 0) r = store_run_progress(c->db, c->run, k->step, c->total, k->epochs_done, err);
   if (r == 0) r = prune(c, err);
   if (r == 0 && k->kind != TRAINER_CKPT_STEPS) progress_line(&c->prog, "pushed %s", msg);

@@ -151,3 +151,34 @@ wait "$pid"; rc=$?
 [ $sig_ok = 1 ] && pass train_cli_signals_checkpoint_and_interrupt || fail train_cli_signals_checkpoint_and_interrupt "see above"
 [ $rc = 0 ] && [ "$(sqlite3 "$T/b.db" "SELECT status FROM runs")" = done ] && cmp -s <(dump "$T/a.db") <(dump "$T/b.db") &&
   pass train_cli_signal_resume_identical || fail train_cli_signal_resume_identical "rc $rc: $(diff <(dump "$T/a.db") <(dump "$T/b.db") | head -3 | tr '\n' ' ')"
+
+# ---- numbers that are not finite, and steps without a loss ----
+# A run that diverges (lr 100): its validation loss passes 709.78 and exp() overflows. The
+# perplexity is inf, as HF's run_mlm reports it, printed as such and stored as null; the
+# run ends done with its revision (it failed at the epoch's push: "malformed JSON ... 'inf'").
+head -c 400 "$DATA/valid.txt" | head -5 > "$T/v1.txt"
+"$M" prepare --tokenizer "$T/tok.json" --input "$T/v1.txt" --split validation --seq-len 32 --out "$T/v1" --quiet >/dev/null 2>&1 ||
+  fail train_cli_tiny_valid_setup "prepare failed"
+"$M" train --db "$T/big.db" --name big --tokenizer "$T/tok.json" --train "$T/train" --validation "$T/v1" --config "$T/cfg.json" \
+  --batch 8 --lr 100 --threads 1 --seed 5 --max-steps 30 --warmup-steps 0 >"$T/big.out" 2>&1; rc=$?
+res=$(sqlite3 "$T/big.db" "SELECT status, (SELECT COUNT(*) FROM revisions), (SELECT metrics FROM revisions ORDER BY seq DESC LIMIT 1) FROM runs")
+if [ $rc = 0 ] && [[ "$res" == "done|1|"* ]] && $PY -c '
+import json, sys
+m = json.loads(sys.argv[1].split("|", 2)[2])
+assert m["perplexity"] is None and m["eval_loss"] > 709.78, m' "$res" && grep -q 'val_perplexity inf' "$T/big.out"; then
+  pass train_cli_diverged_run_perplexity_inf
+else
+  fail train_cli_diverged_run_perplexity_inf "rc $rc, $res: $(grep -v '^epoch .* step' "$T/big.out" | tail -2 | tr '\n' ' ')"
+fi
+# With a masking rate so low that some steps draw no masked token (no loss), the epoch's
+# train loss is the mean of the steps that have one (it divided by every step: 2.27 for 5.68).
+"$M" train --db "$T/lp.db" --name lp --tokenizer "$T/tok.json" --train "$T/train" --validation "$T/v1" --config "$T/cfg.json" \
+  --batch 8 --lr 2e-3 --threads 1 --seed 5 --max-steps 20 --mlm-probability 0.002 --eval-seed 5 >"$T/lp.out" 2>&1; rc=$?
+lp=$(sqlite3 "$T/lp.db" "SELECT COUNT(*) - COUNT(loss), printf('%.6f', AVG(loss)), (SELECT printf('%.6f', train_loss) FROM epoch_metrics) FROM step_metrics")
+IFS='|' read -r nolabel mean stored <<<"$lp"
+[ $rc = 0 ] && [ "${nolabel:-0}" -gt 0 ] && [ -n "$mean" ] && [ "$mean" = "$stored" ] && pass train_cli_train_loss_over_steps_with_a_loss ||
+  fail train_cli_train_loss_over_steps_with_a_loss "rc $rc: steps without a loss, mean of the others, stored: $lp"
+# The same run's validation (5 lines, 0.2% masked) draws no masked token: said as such, not
+# "no validation set".
+grep -q 'no validation metrics: the validation set drew no masked token' "$T/lp.out" && ! grep -q 'no validation set' "$T/lp.out" &&
+  pass train_cli_validation_without_masked_tokens_said || fail train_cli_validation_without_masked_tokens_said "$(grep '^epoch 1/1:' "$T/lp.out")"

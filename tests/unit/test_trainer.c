@@ -227,6 +227,26 @@ static void test_resume(void) {
         "perturbed loader generator gave the same run (rc %d)", rc);
   free(pb); free(w2); free(s2b);
 
+  /* A state written before the count of steps with a loss (10 extra words, not 11) still
+  ** resumes, to the same end: every step of this run had a loss, as the old sum assumed. */
+  t = trainer_new(&c, &o, &e);
+  tmp = adamw_new(&trainer_optim(t)->cfg, trainer_optim(t)->n, NULL, 0, &e);
+  ckpt_load_state_memory(trainer_model(t), tmp, &cs, a->s, a->sl, &e);
+  ckpt_load_weights_memory(trainer_model(t), a->w, a->wl, &e);
+  int words = cs.n_extra;
+  cs.n_extra = 10;
+  ck = (TrainerCheckpoint){TRAINER_CKPT_STEPS, trainer_model(t), tmp, &cs, 1, 20, NULL, NULL, NULL};
+  trainer_checkpoint_bytes(&ck, &w2, &w2l, &s2b, &s2l, &e);
+  adamw_free(tmp);
+  trainer_free(t);
+  Record *v2 = calloc(1, sizeof *v2), old = *a;
+  old.w = w2; old.wl = w2l; old.s = s2b; old.sl = s2l;
+  rc = run(&c, &o, v2, &old, &pb, &npb, &st);
+  check(words == 11 && rc == 0 && same_from(a, v2, 21, 36) && memcmp(pa, pb, np * sizeof(float)) == 0 &&
+            memcmp(&a->eval_train[1], &v2->eval_train[0], 2 * sizeof(double)) == 0,
+        "trainer_resume_state_of_10_words", "rc %d, %d words written", rc, words);
+  free(pb); free(w2); free(s2b); free(v2);
+
   /* A state from a run of another shape is refused, naming what differs. */
   TrainerOptions o8 = opts(8, 1, 3);
   t = trainer_new(&c, &o8, &e);
