@@ -62,6 +62,52 @@ static int check_weights(const ModelConfig *c, const StFile *f, Err *err) {
 
 /* ---- export ---- */
 
+/* A stop signal (SIGINT, SIGTERM, SIGHUP) while the files are written is caught, not
+** left to its default action: that would end the process with the temporaries (and a
+** folder the export made) behind. The writes see the flag and fail, the failure path
+** removes what was written, and the command exits with 128 + the signal. */
+static const int stop_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+static volatile sig_atomic_t stop_signal;
+static void on_stop(int sig) { stop_signal = sig; }
+
+/* Catches the stop signals, old[] getting their actions; one ignored at the start (nohup,
+** a script's background job) stays ignored, as the caller asked. */
+static void catch_stops(struct sigaction old[3]) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int i = 0; i < 3; i++) {
+    sigaction(stop_signals[i], NULL, &old[i]);
+    if (old[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
+  }
+}
+
+static void restore_stops(const struct sigaction old[3]) {
+  for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &old[i], NULL);
+}
+
+static const char *stop_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"; }
+
+/* -1 with err saying so when a stop signal came, else 0. */
+static int stopped(const char *dir, Err *err) {
+  if (!stop_signal) return 0;
+  return err_set(err, "stopped by %s before the files were in place; %s is as it was", stop_name(stop_signal), dir);
+}
+
+/* The weights' sink: files_atomic_write, refused once a stop signal came. */
+typedef struct StopSink {
+  FilesAtomic *f;
+  const char *dir;
+} StopSink;
+
+static int stop_sink_write(void *ctx, const void *data, size_t n, Err *err) {
+  StopSink *k = ctx;
+  if (stopped(k->dir, err)) return -1;
+  return files_atomic_write(k->f, data, n, err);
+}
+
 /* bf16 != 0: model.safetensors in BF16 and config.json's torch_dtype "bfloat16". */
 static int do_export(Store *s, const char *spec, const char *dir, int force, int bf16, Err *err) {
   StoreRevision r;
@@ -79,7 +125,8 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   memset(f, 0, sizeof f);
   for (size_t i = 0; i < N_FOLDER_FILES; i++) f[i].fd = -1;
   sigset_t old_mask;
-  int rc = -1, created = 0;
+  struct sigaction old_stops[3];
+  int rc = -1, created = 0, catching = 0;
   if (store_resolve(s, spec, &r, err)) return -1;
   if (!r.tokenizer[0]) return err_set(err, "%s: revision %s has no tokenizer; export needs one", r.model, r.commit);
   if (store_revision_file(s, &r, "config.json", &cfg, &cfg_len, err)) goto done;
@@ -118,6 +165,8 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
       goto done;
     }
   }
+  catch_stops(old_stops);
+  catching = 1;
   if (files_make_dirs(dir, err)) { created = 0; goto done; }
   /* config.json as maskd writes it (architectures, model_type, every field); the
   ** stored tensors as ckpt writes them: F32 or BF16, HF names, tied decoder left out,
@@ -137,20 +186,25 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   }
   for (size_t i = 2; i < N_FOLDER_FILES; i++) len[i] = strlen(text[i]);
   /* All five are written beside their names first and renamed into place only when every
-  ** one is whole: a full disk leaves the folder as it was, with no temporary behind. A
-  ** stop signal waits until the renames are done. */
+  ** one is whole: a full disk, or a stop signal, leaves the folder as it was, with no
+  ** temporary behind. A stop signal during the renames waits until they are done, and
+  ** then acts as it would have without this export's handlers. */
   for (size_t i = 0; i < N_FOLDER_FILES; i++) {
     free(path);
     if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
-    CkptSink sink = ckpt_atomic_sink(&f[i]);
-    if (files_atomic_open(&f[i], path, err) ||
+    StopSink k = {&f[i], dir};
+    CkptSink sink = {stop_sink_write, &k};
+    if (stopped(dir, err) || files_atomic_open(&f[i], path, err) ||
         (text[i] ? files_atomic_write(&f[i], text[i], len[i], err) : ckpt_file_stream(wf, bf16, &sink, err)) ||
         files_atomic_finish(&f[i], err))
       goto done;
   }
   cli_block_stop_signals(&old_mask);
+  if (stopped(dir, err)) { cli_restore_signals(&old_mask); goto done; }
   for (size_t i = 0; i < N_FOLDER_FILES; i++)
     if (files_atomic_commit(&f[i], err)) { cli_restore_signals(&old_mask); goto done; }
+  restore_stops(old_stops);   /* still blocked: one that came during the renames acts now */
+  catching = 0;
   cli_restore_signals(&old_mask);
   created = 0;
   printf("exported %s@%s (revision %lld) to %s\n", r.model, r.commit, (long long)r.seq, dir);
@@ -158,6 +212,7 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
 done:
   for (size_t i = 0; i < N_FOLDER_FILES; i++) { files_atomic_abort(&f[i]); free(text[i]); }
   if (created) rmdir(dir);   /* a folder this export made and could not fill goes again */
+  if (catching) restore_stops(old_stops);
   st_close(wf);
   tokenizer_free(t);
   free(cfg); free(tj); free(cfg_s); free(path); free(wbytes);
@@ -267,7 +322,8 @@ const CliSpec cli_spec_export = {
     "config.json; the tokenizer's family's fast class, or an import's own side files as they came).\n"
     "REV: main (newest, default), a revision number or a commit.\n",
   .tail = "The five files are written beside their names and renamed into place together, so a\n"
-          "failure (a full disk) leaves DIR as it was.\n",
+          "failure (a full disk) leaves DIR as it was; so does SIGINT, SIGTERM or SIGHUP while they\n"
+          "are written (the exit status is then 128 + the signal's number).\n",
   .opts = export_opts,
   .n_opts = (int)(sizeof export_opts / sizeof export_opts[0]),
   .positional = 2,
@@ -336,7 +392,8 @@ int cmd_export(int argc, char **argv) {
   int rc = do_export(s, pos[0], pos[1], a.force, a.dtype, &err);
   if (rc) fprintf(stderr, "maskd export: %s\n", err.msg);
   store_close(s);
-  return rc ? 1 : 0;
+  /* Stopped by a signal: the shell's status for a process it ended (130 for SIGINT). */
+  return rc ? (stop_signal ? 128 + stop_signal : 1) : 0;
 }
 
 int cmd_import(int argc, char **argv) {

@@ -7,7 +7,8 @@
 # installed here, so from_pretrained is not run.) Refusals: non-Unigram
 # tokenizers, missing files, tokenizer settings the store cannot keep, unknown
 # models and revisions, existing files without --force; --force that cannot replace
-# them all (a full disk, a directory in a file's place) leaves the folder as it was.
+# them all (a full disk, a directory in a file's place) leaves the folder as it was, and so
+# does a stop signal while the files are written.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" export
 R=scripts/fillmask_reference.py
@@ -207,6 +208,73 @@ out=$("$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1) || fail export_
 answers "$T/replaced.txt" --model-dir "$T/out-rob"
 [ "$(sums "$T/out-rob")" != "$before" ] && [ -z "$(ls -A "$T/out-rob" | grep tmp-)" ] && same export_force_replaces "$T/bert.dir.txt" "$T/replaced.txt" ||
   fail export_force_replaces "the folder did not change"
+# A stop signal while the files are written (SIGTERM, SIGINT, SIGHUP): the export ends with
+# one line and 128 + the signal, and DIR is as it was: a folder it made is gone, an existing
+# one keeps its files and holds no temporary. The weights are made big (an 800000-row
+# embedding, 100 MB in F32) so that writing them lasts a few hundred ms: the signal is sent
+# once their temporary is there. An export that was done before the signal came is tried
+# again (3 tries). A stop signal ignored at the start (nohup) stays ignored.
+$PY - "$T/rob" "$T/big" 800000 <<'EOF'
+import json, shutil, struct, sys
+import numpy as np
+src, out, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+shutil.copytree(src, out)
+raw = open(src + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n]); meta = h.pop("__metadata__")
+rng, tensors = np.random.default_rng(1), {}
+for k, v in h.items():
+    a, b = v["data_offsets"]
+    x = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(v["shape"])
+    if k in ("roberta.embeddings.word_embeddings.weight", "lm_head.bias"):   # the vocabulary's rows
+        x = np.concatenate([x, rng.standard_normal((rows - x.shape[0],) + x.shape[1:], dtype=np.float32) * 0.3])
+    tensors[k] = x
+hdr, off = {"__metadata__": meta}, 0
+for k, x in tensors.items():
+    hdr[k] = {"dtype": "F32", "shape": list(x.shape), "data_offsets": [off, off + x.nbytes]}; off += x.nbytes
+hb = json.dumps(hdr).encode(); hb += b" " * (-len(hb) % 8)
+with open(out + "/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(hb)) + hb)
+    for x in tensors.values(): f.write(x.tobytes())
+c = json.load(open(out + "/config.json")); c["vocab_size"] = rows; json.dump(c, open(out + "/config.json", "w"))
+EOF
+out=$("$M" import --db "$T/big.db" "$T/big" big 2>&1) || fail export_stop_setup "$(tail -1 <<<"$out")"
+rm -rf "$T/big"
+# stop_export SIGNAL DIR [TEMPLATE]: DIR made afresh (a copy of TEMPLATE, or absent), then
+# `export --force big DIR` with SIGNAL sent once the weights' temporary is in DIR; sets rc and
+# out (its output). env gives SIGINT back its default: a script's background job ignores it.
+stop_export() {
+  local sig=$1 dir=$2 tmpl=${3:-} p
+  for _ in 1 2 3; do
+    rm -rf "$dir"; [ -z "$tmpl" ] || cp -a "$tmpl" "$dir"
+    env --default-signal=INT,TERM,HUP "$M" export --db "$T/big.db" --force big "$dir" > "$T/stop.out" 2>&1 & p=$!
+    until compgen -G "$dir/.model.safetensors.tmp-*" > /dev/null || ! kill -0 $p 2> /dev/null; do sleep 0.01; done
+    kill -s "$sig" $p 2> /dev/null
+    { wait $p; } 2> /dev/null; rc=$?   # without the shell's "Hangup" line
+    out=$(cat "$T/stop.out")
+    [ $rc = 0 ] || return 0   # 0: the files were in place before the signal came
+  done
+}
+stopped() {  # signal, exit status: the last stop_export ended so, with one line naming it
+  [ $rc = "$2" ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "^maskd export: stopped by $1" <<<"$out"
+}
+stop_export TERM "$T/stop-new"
+stopped SIGTERM 143 && [ ! -e "$T/stop-new" ] && pass export_stop_sigterm_no_folder ||
+  fail export_stop_sigterm_no_folder "exit $rc: $out; $(ls -A "$T/stop-new" 2>&1)"
+cp -a "$T/out-rob" "$T/stop-kept"
+before=$(sums "$T/stop-kept")
+stop_export INT "$T/stop-old" "$T/stop-kept"
+stopped SIGINT 130 && [ "$(sums "$T/stop-old")" = "$before" ] && [ -z "$(ls -A "$T/stop-old" | grep tmp-)" ] &&
+  pass export_stop_sigint_keeps_folder || fail export_stop_sigint_keeps_folder "exit $rc: $out; $(ls -A "$T/stop-old")"
+mkdir -p "$T/stop-empty"
+stop_export HUP "$T/stop-hup" "$T/stop-empty"
+stopped SIGHUP 129 && [ -d "$T/stop-hup" ] && [ -z "$(ls -A "$T/stop-hup")" ] &&
+  pass export_stop_sighup_keeps_empty_folder || fail export_stop_sighup_keeps_empty_folder "exit $rc: $out; $(ls -A "$T/stop-hup" 2>&1)"
+env --ignore-signal=HUP "$M" export --db "$T/big.db" big "$T/stop-nohup" > "$T/stop.out" 2>&1 & p=$!
+until compgen -G "$T/stop-nohup/.model.safetensors.tmp-*" > /dev/null || ! kill -0 $p 2> /dev/null; do sleep 0.01; done
+kill -HUP $p 2> /dev/null; { wait $p; } 2> /dev/null; rc=$?
+[ $rc = 0 ] && [ "$(ls "$T/stop-nohup" | wc -l)" = 5 ] && pass export_stop_ignored_sighup_goes_on ||
+  fail export_stop_ignored_sighup_goes_on "exit $rc: $(cat "$T/stop.out"); $(ls -A "$T/stop-nohup" 2>&1)"
 # Import reads the folder's JSON side files only when they are regular files of sane size.
 cp -r "$T/rob" "$T/fifoside"; rm "$T/fifoside/tokenizer_config.json"; mkfifo "$T/fifoside/tokenizer_config.json"
 refuse export_import_refuses_fifo "FIFO, not a regular file" timeout 20 "$M" import --db "$DB" "$T/fifoside" fifoside
