@@ -19,26 +19,50 @@ char *files_join(const char *dir, const char *name) {
   return p;
 }
 
-int files_make_dirs(const char *dir, Err *err) {
+/* mkdir -p that records the prefixes of dir it created (made->ends) and, when it fails
+** part-way, removes them again: a caller told -1 cannot know what to take back. */
+int files_make_dirs_undoable(const char *dir, FilesMadeDirs *made, Err *err) {
+  FilesMadeDirs m = {0};
+  if (made) *made = m;
   if (!*dir) return err_setk(err, ERR_BAD_INPUT, "empty directory name");
-  char *p = strdup(dir);
-  if (!p) return err_setk(err, ERR_NOMEM, "out of memory");
+  m.path = strdup(dir);
+  m.ends = malloc((strlen(dir) + 1) * sizeof *m.ends);   /* a level per character at most */
+  if (!m.path || !m.ends) { files_made_dirs_keep(&m); return err_setk(err, ERR_NOMEM, "out of memory"); }
+  char *p = m.path;
+  int rc = 0;
   for (char *s = p + 1;; s++) {
     if (*s != '/' && *s != '\0') continue;
     char c = *s;
     *s = '\0';
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-      int rc = err_setk(err, ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
-      free(p);
-      return rc;
-    }
+    if (mkdir(p, 0755) == 0) m.ends[m.n++] = (size_t)(s - p);
+    else if (errno != EEXIST) rc = err_setk(err, ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
     *s = c;
-    if (c == '\0') break;
+    if (rc || c == '\0') break;
   }
-  free(p);
   struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return err_setk(err, ERR_IO, "%s: not a directory", dir);
-  return 0;
+  if (!rc && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) rc = err_setk(err, ERR_IO, "%s: not a directory", dir);
+  if (rc) files_made_dirs_remove(&m);
+  else if (made) *made = m;
+  else files_made_dirs_keep(&m);
+  return rc;
+}
+
+int files_make_dirs(const char *dir, Err *err) { return files_make_dirs_undoable(dir, NULL, err); }
+
+void files_made_dirs_remove(FilesMadeDirs *made) {
+  /* Innermost first; a folder something else has put a file in stays, and so do those
+  ** around it. */
+  for (int i = made->n - 1; i >= 0; i--) {
+    made->path[made->ends[i]] = '\0';
+    if (rmdir(made->path) != 0) break;
+  }
+  files_made_dirs_keep(made);
+}
+
+void files_made_dirs_keep(FilesMadeDirs *made) {
+  free(made->path);
+  free(made->ends);
+  memset(made, 0, sizeof *made);
 }
 
 const char *files_size_text(uint64_t bytes, char *buf, size_t cap) {

@@ -16,8 +16,23 @@
 
 /* "dir/name" in a new malloc'd string (NULL when out of memory). */
 char *files_join(const char *dir, const char *name);
-/* mkdir -p: creates dir and its missing parents; an existing directory is fine. */
+/* mkdir -p: creates dir and its missing parents; an existing directory is fine. On a
+** failure the folders it made are removed again. */
 int files_make_dirs(const char *dir, Err *err);
+/* The folders one files_make_dirs_undoable() created, so that a writer that fails after it
+** can leave the tree as it was. Zeroed: nothing made. */
+typedef struct FilesMadeDirs {
+  char *path;                /* a copy of dir (NULL when nothing is held) */
+  size_t *ends;              /* path[0, ends[i]) is a folder this call created, outermost first */
+  int n;
+} FilesMadeDirs;
+/* files_make_dirs(), and *made gets the folders it created (none when it fails). */
+int files_make_dirs_undoable(const char *dir, FilesMadeDirs *made, Err *err);
+/* Removes made's folders innermost first, each only while empty (rmdir; a folder holding
+** something stops it), then frees made. */
+void files_made_dirs_remove(FilesMadeDirs *made);
+/* Frees made, its folders kept (the writer succeeded); a no-op on a zeroed one. */
+void files_made_dirs_keep(FilesMadeDirs *made);
 /* "256 MiB", "1 MiB", "512 bytes": a cap for messages (into buf[cap], returned). */
 const char *files_size_text(uint64_t bytes, char *buf, size_t cap);
 

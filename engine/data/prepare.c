@@ -160,8 +160,9 @@ static int dir_is_empty(const char *dir) {
 }
 
 /* Where the set goes: out_dir made canonical when it exists (so "." and symbolic links
-** name the real folder), else as given with its parents created; *exists says which. */
-static char *target_dir(const char *out_dir, int *exists, Err *err) {
+** name the real folder), else as given with its parents created (recorded in *made, for
+** a failed run to remove); *exists says which. */
+static char *target_dir(const char *out_dir, int *exists, FilesMadeDirs *made, Err *err) {
   struct stat st;
   *exists = stat(out_dir, &st) == 0;
   if (*exists && !S_ISDIR(st.st_mode)) { err_set(err, "%s: not a directory", out_dir); return NULL; }
@@ -174,7 +175,7 @@ static char *target_dir(const char *out_dir, int *exists, Err *err) {
     char *slash = strrchr(t, '/');
     if (slash && slash != t) {
       *slash = '\0';
-      int rc = files_make_dirs(t, err);
+      int rc = files_make_dirs_undoable(t, made, err);
       *slash = '/';
       if (rc) { free(t); return NULL; }
     }
@@ -290,7 +291,8 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   }
   int exists;
   char what[4200];
-  char *dir = target_dir(out_dir, &exists, err);
+  FilesMadeDirs made = {0};
+  char *dir = target_dir(out_dir, &exists, &made, err);
   if (!dir) return -1;
   int found = exists ? existing_set(dir, opt->split, what, sizeof what, err) : SET_NONE;
   if (found < 0 || (found && !opt->overwrite) || (found == SET_MANIFEST && manifest_is_split(what, opt->split, err))) {
@@ -306,7 +308,7 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   char *tmp = NULL;
   int inside = exists && on_its_own_mount(dir);
   if (!inside && files_make_temp_dir(dir, &tmp, err)) {
-    if (!exists) { free(dir); return -1; }
+    if (!exists) { files_made_dirs_remove(&made); free(dir); return -1; }
     inside = 1;
   }
   if (inside) {
@@ -404,8 +406,11 @@ int prepare_run(FILE *in, uint64_t total_bytes, const char *out_dir, const Prepa
   if (rc == 0 && opt->progress) show_progress(&s, opt, lines.bytes, total_bytes, s.seconds, 1);
   if (rc == 0 && opt->report)
     opt->report(opt->report_ctx, "encoding", (double)lines.bytes, total_bytes ? (double)total_bytes : (double)lines.bytes, "bytes");
-  /* A failed run leaves nothing behind: the temporary folder goes, the target is as it was. */
+  /* A failed run leaves nothing behind: the temporary folder goes, and so do the target's
+  ** parents it made; the target is as it was. */
   if (rc != 0) files_remove_flat_dir(tmp);
+  if (rc != 0) files_made_dirs_remove(&made);
+  else files_made_dirs_keep(&made);
   if (stats_out) *stats_out = s;
   files_lines_free(&lines);
   free(buf);

@@ -126,7 +126,8 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   for (size_t i = 0; i < N_FOLDER_FILES; i++) f[i].fd = -1;
   sigset_t old_mask;
   struct sigaction old_stops[3];
-  int rc = -1, created = 0, catching = 0;
+  FilesMadeDirs made = {0};
+  int rc = -1, absent = 0, catching = 0;
   if (store_resolve(s, spec, &r, err)) return -1;
   if (!r.tokenizer[0]) return err_set(err, "%s: revision %s has no tokenizer; export needs one", r.model, r.commit);
   if (store_revision_file(s, &r, "config.json", &cfg, &cfg_len, err)) goto done;
@@ -146,7 +147,7 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
     err_set(err, "the tokenizer has %d ids, the model's vocabulary only %d", tokenizer_vocab_size(t), c.vocab_size);
     goto done;
   }
-  if (!(created = !exists(dir)) && !force) {
+  if (!(absent = !exists(dir)) && !force) {
     for (size_t i = 0; i < N_FOLDER_FILES; i++) {
       free(path);
       if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
@@ -156,7 +157,7 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   /* A name that a rename cannot replace (a directory in its place) is refused before
   ** anything is written: found at its rename, the files renamed before it would have
   ** stayed, a mixed folder. A symlink is replaced (the link, not its target). */
-  for (size_t i = 0; !created && i < N_FOLDER_FILES; i++) {
+  for (size_t i = 0; !absent && i < N_FOLDER_FILES; i++) {
     struct stat st;
     free(path);
     if (!(path = files_join(dir, folder_files[i]))) { err_set(err, "out of memory"); goto done; }
@@ -167,7 +168,8 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   }
   catch_stops(old_stops);
   catching = 1;
-  if (files_make_dirs(dir, err)) { created = 0; goto done; }
+  /* Every level made here is recorded: a failed export takes DIR's new parents back too. */
+  if (files_make_dirs_undoable(dir, &made, err)) goto done;
   /* config.json as maskd writes it (architectures, model_type, every field); the
   ** stored tensors as ckpt writes them: F32 or BF16, HF names, tied decoder left out,
   ** format "pt", streamed into their file (text[1] stays NULL) from the stored bytes. */
@@ -206,12 +208,12 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   restore_stops(old_stops);   /* still blocked: one that came during the renames acts now */
   catching = 0;
   cli_restore_signals(&old_mask);
-  created = 0;
+  files_made_dirs_keep(&made);
   printf("exported %s@%s (revision %lld) to %s\n", r.model, r.commit, (long long)r.seq, dir);
   rc = 0;
 done:
   for (size_t i = 0; i < N_FOLDER_FILES; i++) { files_atomic_abort(&f[i]); free(text[i]); }
-  if (created) rmdir(dir);   /* a folder this export made and could not fill goes again */
+  files_made_dirs_remove(&made);   /* the folders this export made and could not fill go again */
   if (catching) restore_stops(old_stops);
   st_close(wf);
   tokenizer_free(t);

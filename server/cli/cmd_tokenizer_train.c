@@ -193,11 +193,13 @@ int cmd_tokenizer_train(int argc, char **argv) {
 
   /* The output folder, made (with its parents) before spending time on training, as
   ** prepare's and export's are: the README's pipeline writes tok/tokenizer.json into a
-  ** tok/ nothing made. */
+  ** tok/ nothing made. A training that fails takes the folders it made back. */
   char *outdup = strdup(out), *dir = dirname(outdup);
   struct stat st;
   Err derr = {0};
-  if (files_make_dirs(dir, &derr) || stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+  FilesMadeDirs made = {0};
+  if (files_make_dirs_undoable(dir, &made, &derr) || stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+    files_made_dirs_remove(&made);
     if (derr.msg[0]) fprintf(stderr, "maskd tokenizer train: --out: %s\n", derr.msg);
     else fprintf(stderr, "maskd tokenizer train: --out: %s: not a directory\n", dir);
     free(outdup);
@@ -239,6 +241,8 @@ int cmd_tokenizer_train(int argc, char **argv) {
   if (o.progress) fprintf(stderr, "tokenizer train: wrote %s (%d pieces) in %.2fs\n", out, r.n, now_monotonic() - t0);
   rc = 0;
 done_dir:
+  if (rc) files_made_dirs_remove(&made);
+  else files_made_dirs_keep(&made);
   tokenizer_free(tok);
   ut_result_free(&r);
   ut_words_free(w);

@@ -195,6 +195,10 @@ out=$(ulimit -f 64; "$M" export --db "$DB" --force tiny-rob "$T/out-rob" 2>&1); 
   pass export_full_disk_keeps_folder || fail export_full_disk_keeps_folder "exit $rc: $out; $(ls -A "$T/out-rob")"
 out=$(ulimit -f 64; "$M" export --db "$DB" tiny-rob "$T/fresh" 2>&1); rc=$?
 [ $rc = 1 ] && [ ! -e "$T/fresh" ] && pass export_full_disk_no_folder || fail export_full_disk_no_folder "exit $rc: $out; $(ls -A "$T/fresh" 2>&1)"
+# ... nor the parents it made for it.
+out=$(ulimit -f 64; "$M" export --db "$DB" tiny-rob "$T/n1/n2/n3" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q 'File too large' <<<"$out" && [ ! -e "$T/n1" ] && pass export_full_disk_no_parents ||
+  fail export_full_disk_no_parents "exit $rc: $out; $(find "$T/n1" 2>&1)"
 # A directory where one of the files goes (which no rename replaces) is refused before
 # anything is written: the other files are not replaced, no temporary is left.
 cp -a "$T/out-rob" "$T/out-dir"; rm "$T/out-dir/tokenizer.json"; mkdir -p "$T/out-dir/tokenizer.json/keep"
@@ -210,7 +214,7 @@ answers "$T/replaced.txt" --model-dir "$T/out-rob"
   fail export_force_replaces "the folder did not change"
 # A stop signal while the files are written (SIGTERM, SIGINT, SIGHUP): the export ends with
 # one line and 128 + the signal, and DIR is as it was: a folder it made is gone, an existing
-# one keeps its files and holds no temporary. The weights are made big (an 800000-row
+# one keeps its files and holds no temporary (a new one's parents it made go too). The weights are made big (an 800000-row
 # embedding, 100 MB in F32) so that writing them lasts a few hundred ms: the signal is sent
 # once their temporary is there. An export that was done before the signal came is tried
 # again (3 tries). A stop signal ignored at the start (nohup) stays ignored.
@@ -240,13 +244,15 @@ c = json.load(open(out + "/config.json")); c["vocab_size"] = rows; json.dump(c, 
 EOF
 out=$("$M" import --db "$T/big.db" "$T/big" big 2>&1) || fail export_stop_setup "$(tail -1 <<<"$out")"
 rm -rf "$T/big"
-# stop_export SIGNAL DIR [TEMPLATE]: DIR made afresh (a copy of TEMPLATE, or absent), then
+# stop_export SIGNAL DIR [TEMPLATE]: DIR made afresh (a copy of TEMPLATE, or absent with
+# its parents under $T), then
 # `export --force big DIR` with SIGNAL sent once the weights' temporary is in DIR; sets rc and
 # out (its output). env gives SIGINT back its default: a script's background job ignores it.
 stop_export() {
-  local sig=$1 dir=$2 tmpl=${3:-} p
+  local sig=$1 dir=$2 tmpl=${3:-} p top=${2#"$T"/}
+  top=${top%%/*}   # DIR's outermost folder under $T
   for _ in 1 2 3; do
-    rm -rf "$dir"; [ -z "$tmpl" ] || cp -a "$tmpl" "$dir"
+    if [ -z "$tmpl" ]; then rm -rf "$T/${top:?}"; else rm -rf "$dir"; cp -a "$tmpl" "$dir"; fi
     env --default-signal=INT,TERM,HUP "$M" export --db "$T/big.db" --force big "$dir" > "$T/stop.out" 2>&1 & p=$!
     until compgen -G "$dir/.model.safetensors.tmp-*" > /dev/null || ! kill -0 $p 2> /dev/null; do sleep 0.01; done
     kill -s "$sig" $p 2> /dev/null
@@ -258,9 +264,9 @@ stop_export() {
 stopped() {  # signal, exit status: the last stop_export ended so, with one line naming it
   [ $rc = "$2" ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "^maskd export: stopped by $1" <<<"$out"
 }
-stop_export TERM "$T/stop-new"
+stop_export TERM "$T/stop-new/a/b"
 stopped SIGTERM 143 && [ ! -e "$T/stop-new" ] && pass export_stop_sigterm_no_folder ||
-  fail export_stop_sigterm_no_folder "exit $rc: $out; $(ls -A "$T/stop-new" 2>&1)"
+  fail export_stop_sigterm_no_folder "exit $rc: $out; $(find "$T/stop-new" 2>&1)"
 cp -a "$T/out-rob" "$T/stop-kept"
 before=$(sums "$T/stop-kept")
 stop_export INT "$T/stop-old" "$T/stop-kept"

@@ -63,6 +63,10 @@ rc=$?; [ $rc -ne 0 ] && grep -q 'already exists' "$T/err" && [ "$(wc -l <"$T/err
 rc=$?; [ $rc -ne 0 ] && grep -q 'nope.txt' "$T/err" && pass prepare_cli_missing_input || fail prepare_cli_missing_input "rc $rc: $(cat "$T/err")"
 "$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 100 --out "$T/y" --quiet >/dev/null 2>"$T/err"
 rc=$?; [ $rc -ne 0 ] && grep -q 'outside the vocabulary' "$T/err" && [ ! -e "$T/y/manifest.json" ] && pass prepare_cli_refuses_big_id || fail prepare_cli_refuses_big_id "rc $rc: $(cat "$T/err")"
+# A failed run into a new folder leaves no trace of it, the parents it made included.
+"$MASKD" prepare --input "$T/ids.txt" --ids --vocab-size 100 --out "$T/deep/er/y" --quiet >/dev/null 2>"$T/err"
+rc=$?; [ $rc -eq 1 ] && grep -q 'outside the vocabulary' "$T/err" && [ ! -e "$T/deep" ] && pass prepare_cli_failure_no_parents ||
+  fail prepare_cli_failure_no_parents "rc $rc: $(cat "$T/err"); $(find "$T/deep" 2>&1)"
 printf '0 5 x7 2\n' >"$T/bad.txt"
 "$MASKD" prepare --input "$T/bad.txt" --ids --vocab-size 100 --out "$T/z" --quiet >/dev/null 2>"$T/err"
 rc=$?; [ $rc -ne 0 ] && grep -q "'x' is not an id" "$T/err" && pass prepare_cli_refuses_non_number || fail prepare_cli_refuses_non_number "rc $rc: $(cat "$T/err")"

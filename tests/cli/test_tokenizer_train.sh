@@ -65,6 +65,9 @@ expect_error train_missing_file "nope.txt" --input "$tmp/nope.txt" --vocab-size 
 # into a tok/ nothing made); a file where a folder goes is refused.
 "$maskd" tokenizer train --quiet --input "$tmp/corpus.txt" --vocab-size 90 --out "$tmp/no/such/x.json" 2>"$tmp/err" &&
   [ -s "$tmp/no/such/x.json" ] && echo "PASS train_makes_out_folders" || echo "FAIL train_makes_out_folders: $(cat "$tmp/err")"
+# A training that fails takes back the folders it made.
+expect_error train_failure_no_folders "nope.txt" --input "$tmp/nope.txt" --vocab-size 50 --out "$tmp/gone/a/x.json"
+[ ! -e "$tmp/gone" ] && echo "PASS train_failure_removes_made_folders" || echo "FAIL train_failure_removes_made_folders: $(find "$tmp/gone")"
 touch "$tmp/plainfile"
 expect_error train_out_folder_is_a_file "^maskd tokenizer train: --out: .*plainfile: " --input "$tmp/corpus.txt" --vocab-size 50 --out "$tmp/plainfile/x.json"
 expect_error train_needs_vocab "vocab-size is required" --input "$tmp/corpus.txt" --out "$tmp/x.json"

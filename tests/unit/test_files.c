@@ -404,6 +404,11 @@ static void test_writers(void) {
   r = run_prepare(text, at("set/new"), 0, &e);
   limit_fsize(RLIM_INFINITY);
   check(r == -1 && access(at("set/new"), F_OK) != 0 && temporaries(at("set")) == 0, "prepare_full_disk_no_folder", "rc %d %s", r, e.msg);
+  /* ... nor do the parents it made for it. */
+  limit_fsize(60);
+  r = run_prepare(text, at("set/p1/p2/new"), 0, &e);
+  limit_fsize(RLIM_INFINITY);
+  check(r == -1 && access(at("set/p1"), F_OK) != 0 && temporaries(at("set")) == 0, "prepare_full_disk_no_parents", "rc %d %s", r, e.msg);
   /* Stopped (a signal's flag) before the end: nothing written. */
   volatile sig_atomic_t stop = 1;
   FILE *f = fmemopen(text, strlen(text), "r");
@@ -434,6 +439,51 @@ static void test_writers(void) {
   free(after);
 }
 
+static int is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* mkdir -p that a failed writer can take back: the folders made are recorded, and removed
+** innermost first, only those, and only while empty; one that fails part-way removes
+** what it made itself. */
+static void test_make_dirs(void) {
+  Err e = {0};
+  FilesMadeDirs m;
+  mkdir(at("md"), 0755);
+  int r = files_make_dirs_undoable(at("md/a/b//c/"), &m, &e);
+  check(r == 0 && m.n == 3 && is_dir(at("md/a/b/c")), "make_dirs_records_levels", "rc %d, %d made: %s", r, m.n, e.msg);
+  files_made_dirs_remove(&m);
+  check(access(at("md/a"), F_OK) != 0 && is_dir(at("md")) && !m.path && !m.n, "make_dirs_remove_takes_all_back", "md/a is %s",
+        access(at("md/a"), F_OK) ? "gone" : "there");
+  /* md/old was there: the path goes through it, and it stays. */
+  mkdir(at("md/old"), 0755);
+  r = files_make_dirs_undoable(at("md/new/../old/x"), &m, &e);
+  check(r == 0 && m.n == 2 && is_dir(at("md/old/x")), "make_dirs_through_existing", "rc %d, %d made: %s", r, m.n, e.msg);
+  files_made_dirs_remove(&m);
+  check(is_dir(at("md/old")) && access(at("md/old/x"), F_OK) != 0 && access(at("md/new"), F_OK) != 0,
+        "make_dirs_remove_keeps_existing", "old %d, old/x %d, new %d", is_dir(at("md/old")), is_dir(at("md/old/x")), is_dir(at("md/new")));
+  /* A level that holds something since stays, and so do those around it. */
+  r = files_make_dirs_undoable(at("md/p/q/r"), &m, &e);
+  put(at("md/p/q/file"), "x");
+  files_made_dirs_remove(&m);
+  check(r == 0 && access(at("md/p/q/r"), F_OK) != 0 && file_is(at("md/p/q/file"), "x"), "make_dirs_remove_keeps_filled",
+        "rc %d %s", r, e.msg);
+  /* Kept: the folders stay, the record is freed. */
+  r = files_make_dirs_undoable(at("md/k/l"), &m, &e);
+  files_made_dirs_keep(&m);
+  check(r == 0 && is_dir(at("md/k/l")) && !m.path, "make_dirs_keep", "rc %d %s", r, e.msg);
+  /* Failing part-way (a name over NAME_MAX under a folder it made): nothing made stays. */
+  char longname[600] = "md/f/";
+  memset(longname + 5, 'x', 300);
+  strcpy(longname + 305, "/z");
+  r = files_make_dirs_undoable(at(longname), &m, &e);
+  check(r == -1 && strstr(e.msg, "cannot create directory") && access(at("md/f"), F_OK) != 0 && !m.n,
+        "make_dirs_failure_takes_back", "rc %d %s", r, e.msg);
+  r = files_make_dirs(at(longname), &e);
+  check(r == -1 && access(at("md/f"), F_OK) != 0, "make_dirs_plain_failure_takes_back", "rc %d %s", r, e.msg);
+}
+
 /* engine/core/buf: appends across growth keep every byte and the NUL; free empties. */
 static void test_buf(void) {
   Buf b = {0};
@@ -461,6 +511,7 @@ int main(void) {
   test_helper();
   test_readers();
   test_writers();
+  test_make_dirs();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
   if (system(cmd) != 0) printf("# could not remove %s\n", root);
