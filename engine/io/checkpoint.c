@@ -137,7 +137,8 @@ int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err) {
 typedef struct {
   const StFile *f;
   const StWriteTensor *base;
-  float *scratch;              /* CKPT_STREAM_FLOATS floats (or as many bf16s) */
+  float *scratch;              /* CKPT_STREAM_FLOATS floats */
+  uint16_t *half;              /* CKPT_STREAM_FLOATS bf16s (a BF16 copy only) */
 } FileFill;
 
 static int file_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *wctx, Err *err) {
@@ -145,9 +146,19 @@ static int file_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *w
   const StTensor *src = st_tensor(c->f, (int)(t - c->base));
   for (int64_t off = 0; off < src->numel; off += (int64_t)CKPT_STREAM_FLOATS) {
     int64_t cnt = src->numel - off < (int64_t)CKPT_STREAM_FLOATS ? src->numel - off : (int64_t)CKPT_STREAM_FLOATS;
-    int rc = t->dtype == ST_BF16 ? st_read_bf16_range(c->f, src, off, cnt, (uint16_t *)c->scratch, err)
-                                 : st_read_f32_range(c->f, src, off, cnt, c->scratch, err);
-    if (rc || write(wctx, c->scratch, (size_t)cnt * (t->dtype == ST_BF16 ? 2 : 4), err)) return -1;
+    int rc;
+    if (t->dtype != ST_BF16) {
+      rc = st_read_f32_range(c->f, src, off, cnt, c->scratch, err) || write(wctx, c->scratch, (size_t)cnt * 4, err);
+    } else if (src->dtype == ST_BF16) {
+      rc = st_read_bf16_range(c->f, src, off, cnt, c->half, err) || write(wctx, c->half, (size_t)cnt * 2, err);
+    } else {
+      /* Through float and torch's rounding, not st_read_bf16's (the kernels' conversion,
+      ** which flushes subnormals to zero): the file is read by PyTorch. */
+      rc = st_read_f32_range(c->f, src, off, cnt, c->scratch, err);
+      for (int64_t j = 0; !rc && j < cnt; j++) c->half[j] = bf16_from_f32_torch(c->scratch[j]);
+      rc = rc || write(wctx, c->half, (size_t)cnt * 2, err);
+    }
+    if (rc) return -1;
   }
   return 0;
 }
@@ -155,9 +166,10 @@ static int file_fill(void *ctx, const StWriteTensor *t, StWriteFn write, void *w
 int ckpt_file_stream(const StFile *f, int bf16, const CkptSink *sink, Err *err) {
   int n = st_count(f);
   StWriteTensor *ts = calloc((size_t)n + 1, sizeof *ts);
-  FileFill c = {f, ts, malloc((size_t)CKPT_STREAM_FLOATS * sizeof(float))};
+  FileFill c = {f, ts, malloc((size_t)CKPT_STREAM_FLOATS * sizeof(float)),
+                bf16 ? malloc((size_t)CKPT_STREAM_FLOATS * sizeof(uint16_t)) : NULL};
   int rc = -1;
-  if (!ts || !c.scratch) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  if (!ts || !c.scratch || (bf16 && !c.half)) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
   for (int i = 0; i < n; i++) {
     const StTensor *t = st_tensor(f, i);
     if (!is_float_dtype(t->dtype)) {
@@ -172,6 +184,7 @@ int ckpt_file_stream(const StFile *f, int bf16, const CkptSink *sink, Err *err) 
   rc = st_serialize_stream(ts, n, NULL, 0, file_fill, &c, sink->write, sink->ctx, err);
 done:
   free(c.scratch);
+  free(c.half);
   free(ts);
   return rc;
 }

@@ -62,7 +62,7 @@ size_t ckpt_weights_size(Model *m, int bf16);
 ** CKPT_STREAM_FLOATS elements). */
 int ckpt_weights_stream(Model *m, int bf16, const CkptSink *sink, Err *err);
 /* Every tensor of f (float dtypes only) re-written as an F32 (bf16 0) or BF16
-** (engine/core/bf16.h's rounding) safetensors file into sink: same names and shapes,
+** (torch's rounding, bf16_from_f32_torch; a BF16 tensor copied) safetensors file into sink: same names and shapes,
 ** the HF writer's order, {"format": "pt"}; f is read by ranges through one scratch
 ** of CKPT_STREAM_FLOATS elements. How a stored revision that holds more than the
 ** model's tensors (an import's pooler) is exported whole. */

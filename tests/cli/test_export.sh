@@ -96,6 +96,65 @@ print("; ".join(problems[:3]) or "ok")   # a crash prints nothing: a failure
 EOF
 )
 [ "$msg" = ok ] && pass export_bf16_is_torch_rounding || fail export_bf16_is_torch_rounding "${msg:-the check crashed}"
+# The rounding on the values where torch's differs from the AVX512-BF16 instruction's and
+# at the edges: subnormals (rounded, not flushed to zero), ±0, ±inf, NaN (quiet; torch's own
+# NaN bits differ between its scalar and vector conversions, 0x7fc0 and 0xffff, so a NaN is
+# checked to be a quiet NaN), the largest float and the values that round up to infinity,
+# ties, random bit patterns (every exponent) and random normals: the word embeddings of an
+# imported folder hold them, and the BF16 export is torch's .to(torch.bfloat16) of the
+# folder's F32 tensors, bit for bit.
+$PY - "$T/rob" "$T/edge" <<'EOF'
+import json, shutil, struct, sys
+import numpy as np
+src, out = sys.argv[1], sys.argv[2]
+shutil.copytree(src, out)
+raw = bytearray(open(src + "/model.safetensors", "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+a, b = h["roberta.embeddings.word_embeddings.weight"]["data_offsets"]
+count = (b - a) // 4
+edge = [0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0xffbfffff,
+        0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0xff7f8000, 0x7f7f7fff, 0x7f7f8001, 0x00000001, 0x80000001,
+        0x007fffff, 0x807fffff, 0x00008000, 0x00018000, 0x00007fff, 0x00008001, 0x00800000, 0x3f808000,
+        0x3f818000, 0x3f807fff]
+edge += [int(x) for x in np.array([1e-39, -3e-39, 1e-45, -1e-40, 5.9e-39, 1.1754942e-38], dtype=np.float32).view(np.uint32)]
+rng = np.random.default_rng(7)
+bits = rng.integers(0, 2**32, size=count // 2, dtype=np.uint64).astype(np.uint32)
+normals = (rng.standard_normal(count - len(edge) - len(bits)).astype(np.float32)).view(np.uint32)
+w = np.concatenate([np.array(edge, dtype=np.uint32), bits, normals])
+raw[8 + n + a:8 + n + b] = w.astype("<u4").tobytes()
+open(out + "/model.safetensors", "wb").write(raw)
+EOF
+out=$("$M" import --db "$DB" "$T/edge" edge 2>&1) && out=$("$M" export --db "$DB" --dtype bf16 edge "$T/out-edge16" 2>&1) ||
+  fail export_bf16_edge_values "$out"
+msg=$($PY - "$T/edge" "$T/out-edge16" <<'EOF'
+import json, struct, sys, torch
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n]); h.pop("__metadata__", None)
+    dt = {"F32": torch.float32, "BF16": torch.bfloat16}
+    return {k: torch.frombuffer(bytearray(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]),
+                                dtype=dt[v["dtype"]]) for k, v in h.items()}
+f32, b16 = tensors(sys.argv[1] + "/model.safetensors"), tensors(sys.argv[2] + "/model.safetensors")
+k = "roberta.embeddings.word_embeddings.weight"
+x, y = f32[k], b16[k]
+want, got = x.to(torch.bfloat16).view(torch.int16).int() & 0xffff, y.view(torch.int16).int() & 0xffff
+nan = torch.isnan(x)
+problems = []
+if y.dtype != torch.bfloat16 or y.numel() != x.numel(): problems.append(f"{k}: not BF16 of {x.numel()} values")
+else:
+    bad = (~nan & (want != got)).nonzero().flatten()
+    for i in bad[:3].tolist():
+        problems.append(f"{x[i].item()!r} (0x{x[i:i+1].view(torch.int32).item() & 0xffffffff:08x}): torch 0x{want[i].item():04x}, maskd 0x{got[i].item():04x}")
+    if len(bad) > 3: problems.append(f"{len(bad)} values in all")
+    quiet = torch.isnan(y.float()) & (got & 0x40 != 0)
+    if not bool(quiet[nan].all()): problems.append(f"{int((~quiet[nan]).sum())} NaNs not quiet NaNs")
+    if int(nan.sum()) < 100 or int((x.abs() < 1.1754944e-38).sum()) < 10: problems.append("too few NaNs or subnormals tried")
+print("; ".join(problems) or "ok")   # a crash prints nothing: a failure
+EOF
+)
+[ "$msg" = ok ] && pass export_bf16_edge_values || fail export_bf16_edge_values "${msg:-the check crashed}"
 if $PY $R run --job "$T/out-rob16" "$T/cases.json" "$T/exp-rob16.jsonl" 2> "$T/ref16.err"; then
   $PY $R check --model-dir "$T/out-rob16" --cases "$T/cases.json" --expected "$T/exp-rob16.jsonl" --maskd "$M" --prefix "export_torch_hf_rob_bf16_"
 else fail export_torch_hf_bf16 "the reference cannot read the BF16 folder: $(tail -1 "$T/ref16.err")"; fi

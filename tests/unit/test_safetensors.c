@@ -450,6 +450,25 @@ int main(void) {
   check(bf16_to_f32(0x3f80) == 1.0f && bf16_from_f32(1.0f) == 0x3f80 && bf16_from_f32(bf_src[1]) == 0x3f80 &&
             bf16_from_f32(bf_src[2]) == 0x3f82 && isnan(bf16_to_f32(bf16_from_f32(NAN))),
         "st_bf16_bits", "%04x %04x", bf16_from_f32(bf_src[1]), bf16_from_f32(bf_src[2]));
+  /* torch's rounding (what export writes): the bits torch's .to(torch.bfloat16) gives for
+  ** these (the subnormals too, which the kernels' conversion flushes to zero). */
+  {
+    static const uint32_t in[] = {0x00000001, 0x007fffff, 0x807fffff, 0x00008000, 0x00018000, 0x7f7fffff,
+                                  0x7f7f7fff, 0x7f7f8000, 0xff800000, 0x80000000, 0x3f808000, 0x3f818000};
+    static const uint16_t want[] = {0x0000, 0x0080, 0x8080, 0x0000, 0x0002, 0x7f80,
+                                    0x7f7f, 0x7f80, 0xff80, 0x8000, 0x3f80, 0x3f82};
+    int bad = -1;
+    uint16_t got = 0;
+    for (int i = 0; i < (int)(sizeof in / sizeof in[0]) && bad < 0; i++) {
+      float x;
+      memcpy(&x, &in[i], sizeof x);
+      if ((got = bf16_from_f32_torch(x)) != want[i]) bad = i;
+    }
+    uint16_t nan = bf16_from_f32_torch(NAN);
+    check(bad < 0 && bf16_from_f32_torch(1e-39f) == 0x000b && bf16_from_f32_torch(-3e-39f) == 0x8021 &&
+              isnan(bf16_to_f32(nan)) && (nan & 0x40) && bf16_from_f32(1e-39f) == 0x0000,
+          "bf16_torch_bits", "value %d: %04x", bad, (unsigned)got);
+  }
 
   free(bytes);
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
