@@ -52,6 +52,8 @@ $("#login").addEventListener("submit", async (ev) => {
   if (r.ok) {
     f.hidden = true;
     msg.textContent = "";
+    // What was shown was refused (401): the view loads again, its event stream too.
+    route();
   } else {
     msg.className = "msg error";
     msg.textContent = r.status === 401 ? "That is not this server's token." : `Cannot log in: ${r.status}`;
@@ -111,18 +113,27 @@ function showRuns() {
   async function refresh() {
     try {
       const runs = await api("GET", "/runs");
-      tbody.replaceChildren(...runs.map((r) => {
-        const tr = el("tr", { "data-run": r.id },
-          el("td", {}, el("a", { href: "#/runs/" + r.id, text: r.name }), ...(r.task ? [" ", taskTag(r.task)] : [])),
-          el("td", {}, statusBadge(r.status)),
-          el("td", { text: r.model || "–" }),
-          el("td", { text: r.total_steps ? `${r.step} / ${r.total_steps}` : String(r.step || 0) }),
-          el("td", { text: fmtNum(r.best_eval_loss) }),
-          el("td", { text: fmtDuration(duration(r)) }),
-          el("td", { text: fmtTime(r.started) }));
-        tr.addEventListener("click", (e) => { if (e.target.tagName !== "A") location.hash = "#/runs/" + r.id; });
-        return tr;
-      }));
+      // The cells that change, by column after the name's.
+      const cells = (r) => [statusBadge(r.status), r.model || "–", r.total_steps ? `${r.step} / ${r.total_steps}` : String(r.step || 0),
+                            fmtNum(r.best_eval_loss), fmtDuration(duration(r)), fmtTime(r.started)];
+      const rows = [...tbody.rows];
+      if (rows.length === runs.length && runs.every((r, i) => rows[i].dataset.run === String(r.id))) {
+        // The same runs in the same order: their cells are updated in place, so the link a
+        // keyboard user has reached keeps its focus (rebuilt every 2 s, it lost it to the body).
+        runs.forEach((r, i) => cells(r).forEach((v, k) => {
+          const td = rows[i].cells[k + 1];
+          if (typeof v === "string") { if (td.textContent !== v) td.textContent = v; }
+          else if (td.textContent !== v.textContent) td.replaceChildren(v);
+        }));
+      } else {
+        tbody.replaceChildren(...runs.map((r) => {
+          const tr = el("tr", { "data-run": r.id },
+            el("td", {}, el("a", { href: "#/runs/" + r.id, text: r.name }), ...(r.task ? [" ", taskTag(r.task)] : [])),
+            ...cells(r).map((v) => (typeof v === "string" ? el("td", { text: v }) : el("td", {}, v))));
+          tr.addEventListener("click", (e) => { if (e.target.tagName !== "A") location.hash = "#/runs/" + r.id; });
+          return tr;
+        }));
+      }
       status.textContent = runs.length ? `${runs.length} run${runs.length > 1 ? "s" : ""} · updates live` :
         "No runs yet: prepare a dataset in “Data”, then start one from “New run”.";
     } catch (e) { status.textContent = "Cannot load runs: " + e.message; }
@@ -487,11 +498,13 @@ function drawChart(svg, data, xlabel, opts = {}) {
   y0 = Math.min(y0, yt[0]); y1 = Math.max(y1, yt[yt.length - 1]);
   const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
   const Y = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
-  // Three digits, or as many more as it takes for no two ticks to read the same.
+  // Three digits, or as many more as it takes for every tick to read as its value (2.5e-4
+  // read "3e-4", 102.5 "103") and no two the same.
   let digits = 3, fmt;
+  const tol = Math.abs(yt.length > 1 ? yt[1] - yt[0] : yt[0] || 1) * 1e-6;
   do {
     fmt = yt.map((t) => String(Math.abs(t) < 1e-3 && t ? t.toExponential(digits - 3) : +t.toPrecision(digits)));
-  } while (new Set(fmt).size < fmt.length && ++digits < 9);
+  } while ((new Set(fmt).size < fmt.length || fmt.some((f, i) => Math.abs(+f - yt[i]) > tol)) && ++digits < 9);
   yt.forEach((t, i) => {
     svg.append(sv("line", { x1: L, x2: W - R, y1: Y(t), y2: Y(t), class: "grid" }));
     svg.append(sv("text", { x: L - 4, y: Y(t) + 3, "text-anchor": "end" }, fmt[i]));
@@ -545,6 +558,10 @@ function showRun(id) {
   show("run");
   const steps = [], epochs = [];
   let run = null, full = null, bestSeq = null;
+  // Left for another view: answers still on their way are dropped (a slow server's answer
+  // for this run drew it over the next run's page).
+  let gone = false;
+  cleanup.push(() => { gone = true; });
   const summary = $("#run-summary");
   const cancelBtn = $("#run-cancel"), cancelMsg = $("#run-cancel-msg");
   cancelMsg.textContent = "";
@@ -722,17 +739,20 @@ function showRun(id) {
   }
   async function loadDetails() {
     try {
-      full = await api("GET", "/runs/" + encodeURIComponent(id));
+      const got = await api("GET", "/runs/" + encodeURIComponent(id));
+      if (gone) return;
+      full = got;
       run = Object.assign(run || {}, full);
       // While a fine-tuning run is going, its repository names the best revision so far.
       if (isClassification(full) && !(full.results && full.results.best_revision != null) && (full.revisions || []).length) {
         try { bestSeq = (await api("GET", "/models/" + encodeURIComponent(full.name))).best; } catch (_) { bestSeq = null; }
+        if (gone) return;
       }
       renderSummary();
       renderDetails();
       renderTry();
       renderCharts();
-    } catch (e) { $("#run-title").textContent = "Run " + id + ": " + e.message; }
+    } catch (e) { if (!gone) $("#run-title").textContent = "Run " + id + ": " + e.message; }
   }
 
   applyTask();
@@ -748,12 +768,20 @@ function showRun(id) {
   });
   es.addEventListener("metrics", (ev) => {
     const m = JSON.parse(ev.data);
-    for (const x of m.steps) steps.push(x);
-    for (const x of m.epochs) epochs.push(x);
+    // A stream opened again (EventSource reconnects by itself, after a server restart)
+    // starts from the run's first step: what is held already is not drawn twice.
+    for (const x of m.steps) if (!steps.length || x.step > steps[steps.length - 1].step) steps.push(x);
+    for (const x of m.epochs) if (!epochs.length || x.epoch > epochs[epochs.length - 1].epoch) epochs.push(x);
     renderCharts();
     renderSummary();
   });
   es.addEventListener("end", () => { es.close(); loadDetails(); });
+  // A stream the browser gave up on (refused: 429 past --max-streams-per-ip, 401; the
+  // server gone) is said: the page otherwise looks live while nothing moves.
+  es.onerror = () => {
+    if (es.readyState === EventSource.CLOSED && !gone)
+      cancelMsg.textContent = "Live updates stopped (the server refused or closed the event stream): reload the page to follow the run.";
+  };
   cleanup.push(() => es.close());
   const t = setInterval(() => run && run.status === "running" && renderSummary(), 1000);
   cleanup.push(() => clearInterval(t));
@@ -763,6 +791,7 @@ function showRun(id) {
     try {
       const r = await api("POST", "/runs/" + encodeURIComponent(id) + "/cancel");
       cancelMsg.textContent = "Cancelling: the run stops after saving a checkpoint (" + r.status + ").";
+      return;   // accepted: the button stays off (a second press only said 409)
     } catch (e) { cancelMsg.textContent = e.message; }
     cancelBtn.disabled = false;
   };

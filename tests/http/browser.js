@@ -59,6 +59,37 @@ async function main() {
           "browser_runs_task_tag", JSON.stringify({ clsTag, clsCells, seedTags }));
     const clsId = await page.$eval(rowOf(clsRun), (tr) => tr.dataset.run);
     const longId = await page.$eval(rowOf(longRun), (tr) => tr.dataset.run);
+    const seedId = await page.$eval(rowOf("seed-run"), (tr) => tr.dataset.run);
+    // The table refreshes every 2 s without taking the focus away: a keyboard user's link
+    // keeps it (the rows were rebuilt, the focus fell to the body, Enter did nothing).
+    await page.focus(rowOf("seed-run") + " a");
+    await page.waitForTimeout(2600);
+    const focused = await page.evaluate(() => document.activeElement && document.activeElement.textContent);
+    check(focused === "seed-run", "browser_runs_table_keeps_focus", `focus on ${JSON.stringify(focused)} after a refresh`);
+    // Tick labels read as their values: a learning rate up to 1e-3 is ticked every 2.5e-4,
+    // which three digits wrote "3e-4" and "8e-4".
+    const ticks = await page.evaluate(() => {
+      const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+      document.body.append(svg);
+      drawChart(svg, [{ x: 0, y: 0 }, { x: 1, y: 0.001 }], "step");
+      const t = [...svg.querySelectorAll("text[text-anchor=end]")].map((x) => x.textContent);
+      svg.remove();
+      return t;
+    });
+    check(ticks.length >= 3 && ticks.every((t) => Math.abs(+t * 4000 - Math.round(+t * 4000)) < 1e-6) && ticks.includes("2.5e-4"),
+          "browser_chart_tick_labels_exact", JSON.stringify(ticks));
+    // A run's page left before its answer came (a slow server): the next run's page shows
+    // its own run, not the late answer's.
+    await page.route("**/runs/" + seedId, async (route) => { await new Promise((r) => setTimeout(r, 1500)); await route.continue(); });
+    await page.goto(base + "/#/runs/" + seedId);
+    await page.waitForTimeout(300);
+    await page.evaluate((id) => { location.hash = "#/runs/" + id; }, clsId);
+    await page.waitForTimeout(2500);
+    const shownTitle = await page.$eval("#run-title", (t) => t.textContent);
+    check(shownTitle.startsWith(clsRun + " "), "browser_run_page_ignores_late_answer", `title "${shownTitle}" on run ${clsId}'s page`);
+    await page.unroute("**/runs/" + seedId);
+    await page.goto(base + "/");
+    await page.waitForSelector("#runs-table tbody tr");
     await page.screenshot({ path: path.join(art, "runs.png"), fullPage: true });
 
     // A run's page: summary, five charts with data, revisions, config.
@@ -226,6 +257,9 @@ async function main() {
     await page.screenshot({ path: path.join(art, "run-live.png"), fullPage: true });
     // Cancel it from the page.
     await page.click("#run-cancel");
+    await page.waitForFunction(() => /^Cancelling/.test(document.querySelector("#run-cancel-msg").textContent), null, { timeout: 30000 });
+    const offAfter = await page.$eval("#run-cancel", (b) => b.disabled);
+    check(offAfter, "browser_cancel_button_stays_off", "the button was enabled again after the cancel was accepted");
     await page.waitForFunction(() => /cancelled/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
     check(true, "browser_cancel", "");
 
