@@ -563,8 +563,9 @@ function showRun(id) {
   let gone = false;
   cleanup.push(() => { gone = true; });
   const summary = $("#run-summary");
-  const cancelBtn = $("#run-cancel"), cancelMsg = $("#run-cancel-msg");
+  const cancelBtn = $("#run-cancel"), resumeBtn = $("#run-resume"), cancelMsg = $("#run-cancel-msg");
   cancelMsg.textContent = "";
+  cancelBtn.disabled = resumeBtn.disabled = false;   /* (the buttons are every run's: another's cancel left them off) */
   $("#run-try").hidden = true;
   summary.replaceChildren();
   $("#run-title").textContent = "Run " + id;
@@ -613,6 +614,9 @@ function showRun(id) {
     if (run.error) summary.append(el("div", {}, el("b", { text: "Error" }), el("span", { text: run.error })));
     $("#run-bar").style.width = run.total_steps ? (100 * run.step / run.total_steps).toFixed(1) + "%" : "0";
     cancelBtn.hidden = run.status !== "running";
+    // A masked-LM run that stopped before its end continues from its newest checkpoint
+    // (POST /runs {"resume"}); a fine-tuning run is submitted again instead.
+    resumeBtn.hidden = !["interrupted", "cancelled", "failed"].includes(run.status) || isClassification(run);
   }
   // A masked-LM run's model answers in the fill-mask playground once a revision is pushed:
   // this run's newest revision, by its commit (the repository's newest may be another
@@ -786,6 +790,27 @@ function showRun(id) {
   const t = setInterval(() => run && run.status === "running" && renderSummary(), 1000);
   cleanup.push(() => clearInterval(t));
 
+  // Resume: the job is queued; the page follows the run again once it runs (its event
+  // stream ended with the run), or says how the job ended.
+  resumeBtn.onclick = async () => {
+    resumeBtn.disabled = true;
+    try {
+      const job = await api("POST", "/runs", { resume: String(id) });
+      cancelMsg.textContent = `Resume queued as job ${job.id}: this page follows the run when it starts.`;
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 1000));
+        if (gone) return;
+        const [r, j] = await Promise.all([api("GET", "/runs/" + encodeURIComponent(id)), api("GET", "/jobs/" + job.id)]);
+        if (gone) return;
+        if (r.status === "running" || r.status === "done") { route(); return; }
+        if (["failed", "cancelled", "interrupted"].includes(j.status)) {
+          cancelMsg.textContent = `The resume job ${j.status}${j.error ? ": " + j.error : ""}.`;
+          break;
+        }
+      }
+    } catch (e) { if (!gone) cancelMsg.textContent = e.message; }
+    resumeBtn.disabled = false;
+  };
   cancelBtn.onclick = async () => {
     cancelBtn.disabled = true;
     try {

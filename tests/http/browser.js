@@ -262,6 +262,18 @@ async function main() {
     check(offAfter, "browser_cancel_button_stays_off", "the button was enabled again after the cancel was accepted");
     await page.waitForFunction(() => /cancelled/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
     check(true, "browser_cancel", "");
+    // Resumed from the page: the run trains again from its checkpoint and the page follows
+    // it; then it is cancelled once more (the button is on again for this new run).
+    await page.waitForSelector("#run-resume:not([hidden])");
+    await page.click("#run-resume");
+    const resumed = await page.waitForFunction(() => /running|done/.test(document.querySelector("#run-title").textContent), null,
+                                               { timeout: 60000 }).then(() => true).catch(() => false);
+    check(resumed, "browser_resume", "the run did not run again: " + await page.$eval("#run-cancel-msg", (m) => m.textContent));
+    if (/running/.test(await page.$eval("#run-title", (t) => t.textContent))) {
+      await page.waitForSelector("#run-cancel:not([hidden]):not([disabled])");
+      await page.click("#run-cancel");
+      await page.waitForFunction(() => /cancelled|done/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
+    }
 
     // A fine-tuning job from the form: the task's fields, a refusal naming its field, then a run.
     await page.click("nav a[data-nav=new]");
