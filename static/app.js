@@ -971,15 +971,17 @@ $("#new-form").addEventListener("submit", async (ev) => {
 async function showPlayground(want) {
   show("playground");
   const sel = $("#fill-model");
+  $("#fill-msg").textContent = "";   /* (another model's "No model ..." stayed) */
   try {
     const models = await api("GET", "/models");
     const opts = [];
-    for (const m of models) {
-      const full = await api("GET", "/models/" + encodeURIComponent(m.name));
+    // The models' revisions asked at once (one after another, 66 models took 2.7 s).
+    const fulls = await Promise.all(models.map((m) => api("GET", "/models/" + encodeURIComponent(m.name))));
+    models.forEach((m, i) => {
       opts.push(el("option", { value: m.name, text: `${m.name} (newest)` }));
-      for (const r of full.revisions || [])
+      for (const r of fulls[i].revisions || [])
         opts.push(el("option", { value: `${m.name}@${r.commit}`, text: `${m.name}@${r.commit.slice(0, 8)} · ${r.message}` }));
-    }
+    });
     const keep = want || sel.value;
     sel.replaceChildren(...opts);
     if (keep && opts.some((o) => o.value === keep)) sel.value = keep;
@@ -1019,6 +1021,7 @@ $("#fill-form").addEventListener("submit", async (ev) => {
 async function showClassify(want) {
   show("classify");
   const sel = $("#tc-model"), msg = $("#tc-msg");
+  msg.textContent = "";
   try {
     const models = await api("GET", "/models");
     const opts = [];
