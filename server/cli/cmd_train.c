@@ -642,11 +642,29 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   launched_mpirun = pid;
   catch_stop_signals(relay_stop, NULL);
   if (stop_signal) relay_stop(stop_signal);   /* asked before mpirun was there to pass it on */
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  /* mpirun passes a SIGUSR1 on only to the ranks it has started: one that came while it
+  ** was starting them was lost, and the run trained on. So a stop, once asked, is asked
+  ** again each second until mpirun ends (a rank takes more stop requests as one). */
+  double asked = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR)) break;
+    if (relayed == 1) {
+      double now = now_monotonic();
+      if (asked == 0) asked = now;
+      else if (now - asked >= 1.0) { kill(pid, SIGUSR1); asked = now; }
+    }
+    struct timespec pause = {0, 50000000};
+    nanosleep(&pause, NULL);
+  }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  if (code > 128 && code != 130) {   /* a rank was killed by a signal */
-    /* A rank died or could not start: the run, left
-    ** "running" by a rank 0 that was killed, is marked interrupted now, ready to resume. */
+  /* A stop asked while a rank was still loading (before its handler) ended it: a stop. */
+  int raw = code, early_stop = relayed && raw == 128 + SIGUSR1;
+  if (early_stop || relayed > 1) code = 130;
+  if (raw != 0 && (raw != 130 || relayed > 1)) {
+    /* A rank died or could not start, or a second stop ended them at once (mpirun then
+    ** exits 1, and -q keeps its own words): the run, left "running" by a rank 0 that was
+    ** killed, is marked interrupted now, ready to resume; one line says what happened. */
     Err e = {0};
     int recovered = 0;
     Store *db = store_open(a->db_path, &e);
@@ -657,12 +675,17 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
       nanosleep(&pause, NULL);
     }
     store_close(db);
-    char why[64] = "";
-    if (code - 128 < NSIG) snprintf(why, sizeof why, " (a rank ended on signal %d: %s)", code - 128, strsignal(code - 128));
+    char why[96] = "";
+    if (relayed > 1) snprintf(why, sizeof why, " (stopped at once by a second stop signal)");
+    else if (early_stop) snprintf(why, sizeof why, " (stopped while the ranks started)");
+    else if (raw > 128 && raw - 128 < NSIG)
+      snprintf(why, sizeof why, " (a rank ended on signal %d: %s)", raw - 128, strsignal(raw - 128));
+    /* Otherwise the ranks said why themselves (a rank's failure is its one line, a stop
+    ** at the start rank 0's), unless a signal ended one. */
     if (recovered && rc->name[0])
       fprintf(stderr, "maskd train: the ranks of run \"%s\" ended with status %d%s; it is "
                       "interrupted and continues with: maskd train --resume %s\n", rc->name, code, why, rc->name);
-    else fprintf(stderr, "maskd train: the ranks ended with status %d%s\n", code, why);
+    else if (raw > 128 && !early_stop) fprintf(stderr, "maskd train: the ranks ended with status %d%s\n", code, why);
   }
   return code;
 }

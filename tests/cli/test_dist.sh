@@ -320,3 +320,38 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --batch 4000 --ranks 2 2>&1); rc=$?
   pass dist_failure_is_one_line || fail dist_failure_is_one_line "rc $rc: $(head -c 400 <<<"$out")"
 ! grep -q "Primary job\|mpirun detected\|Forwarding signal" "$T/s.err" && pass dist_stop_is_one_line ||
   fail dist_stop_is_one_line "$(grep -v '^-*$' "$T/s.err" | head -3 | tr '\n' ' ')"
+
+# (The launcher's pid is lpid: pid holds the server the http checks above started, which
+# lib.sh's clean-up stops.)
+# A second stop (Ctrl-C twice) ends the ranks at once: mpirun exits 1 with its own words
+# quiet, and the run stayed "running" (a dead rank's pid) with no message. Now one line,
+# exit 130, the run interrupted. Steps are made slow (a wider model, batch 64) so that the
+# second signal comes while the first stop is still on its way.
+sed 's/"hidden_size": 16/"hidden_size": 256/; s/"intermediate_size": 32/"intermediate_size": 1024/; s/"num_attention_heads": 2/"num_attention_heads": 4/' \
+  "$T/cfg.json" > "$T/cfgbig.json"
+long=(--name L --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfgbig.json" --epochs 50 --batch 64 --lr 2e-3 --threads 1
+      --checkpoint-steps 1000 --seed 11 --quiet)
+"$M" train --db "$T/i2.db" "${long[@]}" --ranks 2 2>"$T/i2.err" &
+lpid=$!
+wait_steps "$T/i2.db" 1
+kill -INT "$lpid"; sleep 0.1; kill -INT "$lpid"
+timeout 60 tail --pid="$lpid" -f /dev/null; wait "$lpid"; rc=$?
+st=$(sqlite3 "$T/i2.db" "SELECT status FROM runs")
+[ $rc = 130 ] && [ "$st" = interrupted ] && [ "$(grep -c . "$T/i2.err")" -le 2 ] && grep -q "^maskd train: " "$T/i2.err" &&
+  pass dist_second_stop_ends_at_once_run_interrupted ||
+  fail dist_second_stop_ends_at_once_run_interrupted "rc $rc, status $st: $(head -c 300 "$T/i2.err")"
+# A stop while mpirun starts its ranks (its SIGUSR1 went to no rank and was lost: the run
+# trained on) is asked again until it is heard: every try ends, exit 130, nothing running.
+quick=(--name Q --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" --epochs 400 --batch 8 --lr 2e-3 --threads 1
+       --checkpoint-steps 1000 --seed 11 --quiet)
+early_ok=1
+for d in 0.05 0.15 0.25 0.35; do
+  "$M" train --db "$T/e$d.db" "${quick[@]}" --ranks 2 2>"$T/e$d.err" &
+  lpid=$!
+  sleep "$d"; kill -TERM "$lpid"
+  timeout 60 tail --pid="$lpid" -f /dev/null || { early_ok=0; echo "# stop after ${d}s: still running 60 s later"; pkill -9 -f "maskd train --db $T/e$d.db"; }
+  wait "$lpid"; rc=$?
+  st=$(sqlite3 "$T/e$d.db" "SELECT status FROM runs" 2>/dev/null)
+  { [ $rc = 130 ] && [ "$st" != running ]; } || { early_ok=0; echo "# stop after ${d}s: rc $rc, run '$st': $(tail -1 "$T/e$d.err")"; }
+done
+[ $early_ok = 1 ] && pass dist_stop_while_ranks_start_is_heard || fail dist_stop_while_ranks_start_is_heard "see above"
