@@ -26,9 +26,15 @@ static inline float fast_expf(float x) {
   /* Below -87.3 the scale's bits are cleared (scale +0, y exactly 0) by a mask,
   ** not by a final `x < -87.3f ? 0 : y`: gcc threads that second test on x
   ** into a branch around the polynomial, and without AVX-512's masks it then
-  ** cannot vectorise the loop at all (AVX2: softmax and the loss 3x slower). */
-  int32_t ni = (int32_t)n;
-  int32_t bits = ((ni + 127) << 23) & -(int32_t)(x >= -87.3f);
+  ** cannot vectorise the loop at all (AVX2: softmax and the loss 3x slower).
+  ** 2^n's exponent is taken from t's bits, not by converting n to int: t = 1.5*2^23 + n
+  ** holds n in its low bits (|n| <= 128 keeps t in [2^23, 2^24), where they step by
+  ** 1), and unsigned arithmetic is defined whatever t holds. A NaN x (a damaged or
+  ** diverged model's) makes n NaN, whose conversion is undefined (x86 gave INT_MIN,
+  ** whose shift is undefined too); here its scale is masked to 0 and p * 0 stays NaN. */
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  uint32_t bits = ((tb - 0x4B400000u + 127u) << 23) & (0u - (uint32_t)(x >= -87.3f));
   float scale;
   memcpy(&scale, &bits, sizeof scale);
   return p * scale;

@@ -215,6 +215,19 @@ static void test_gelu(void) {
   free(gx); free(gone); free(gd);
   check(layer_expf(-3e38f) == 0.0f && layer_expf(-100.0f) == 0.0f, N("layer_exp_underflows_to_zero"),
         "exp of the float minimum must be 0 for masked scores");
+  /* A NaN (a damaged or diverged model's weights) stays NaN through exp and GELU,
+  ** forward and backward, in the vector loops and their tails, and takes no undefined
+  ** step on the way: the sanitizer build stopped at fast_expf's shift of the INT_MIN
+  ** that converting NaN gave. The numbers beside it are untouched. */
+  enum { NN = 37 };
+  float nx[NN], npre[NN], nout[NN], nd[NN], n1[NN];
+  for (int i = 0; i < NN; i++) { nx[i] = i % 3 == 0 ? NAN : 0.25f * (float)i - 4.0f; n1[i] = 1.0f; }
+  matmul_gelu_forward(LAYER_FP32, npre, nout, nx, &one, NULL, NN, 1, 1, LAYER_THREADS);
+  gelu_backward(nd, n1, nx, NN, LAYER_THREADS);
+  int nan_ok = isnan(layer_expf(NAN)) && isnan(layer_erff(NAN));
+  for (int i = 0; i < NN; i++)
+    nan_ok &= i % 3 == 0 ? isnan(nout[i]) && isnan(nd[i]) : isfinite(nout[i]) && isfinite(nd[i]);
+  check(nan_ok, N("layer_exp_gelu_nan_stays_nan"), "a NaN input must give NaN, and only there");
   free(g.in); free(g.dout); free(in); free(dout);
 }
 
