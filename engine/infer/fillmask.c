@@ -653,6 +653,15 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
       int id = r->tids ? r->tids[j] : j;
       cand[j].id = id;
       cand[j].p = (float)(exp((double)l[id] - (double)mx) / sum);
+      /* A NaN or infinite logit anywhere (weights holding NaN, a run that diverged)
+      ** leaves no score to rank or to write: JSON has no NaN, and json_real refusing it
+      ** was reported as text that is not UTF-8. */
+      if (!isfinite(cand[j].p)) {
+        json_decref(res);
+        return pipeline_fail(fe, ERR_INTERNAL,
+                             "fill-mask: the model's score for token %d is not finite (NaN or infinite logits: "
+                             "its weights are damaged, or its training diverged)", id);
+      }
     }
     top_k(cand, width, k);
     json_t *row = json_array();

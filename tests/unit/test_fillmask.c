@@ -3,7 +3,8 @@
 ** shapes and key order, scores against a direct softmax of the model's logits,
 ** batching invariance, list unwrapping, targets, clean-up, every refusal, the
 ** limits (each at its value and one past it; answer bytes exact), one refusal kind
-** per problem whatever the input's form, and several requests answered together.
+** per problem whatever the input's form, several requests answered together, and a
+** model whose weights give NaN or infinite logits refused as such.
 ** (Parity with transformers' pipeline is tests/cli/test_fillmask_ref.sh.) */
 #include <math.h>
 #include <stdio.h>
@@ -371,6 +372,52 @@ static void test_pipeline(void) {
   check(!bad && strstr(err.msg, "/nonexistent/dir"), "fillmask_load_dir_missing", "%s", err.msg);
 }
 
+/* ---- a model whose numbers are not finite ---- */
+
+/* A pipeline over the tiny model with value v at element at of the tensor whose name
+** ends with suffix. */
+static FillMask *poisoned(const char *suffix, size_t at, float v) {
+  Model *m = make_model();
+  Tokenizer *t = make_tok(1);
+  if (!m || !t) { model_free(m); tokenizer_free(t); return NULL; }
+  for (int i = 0; i < model_tensor_count(m); i++) {
+    const ModelTensor *mt = model_tensor(m, i);
+    size_t n = strlen(mt->name), k = strlen(suffix);
+    if (n >= k && !strcmp(mt->name + n - k, suffix)) model_params(m)[mt->offset + at] = v;
+  }
+  Err err = {0};
+  FillMaskOptions o;
+  fillmask_options_default(&o);
+  o.limits = (FillMaskLimits){0};
+  FillMask *fm = fillmask_new(m, t, &o, 1, &err);
+  if (!fm) printf("fillmask_new: %s\n", err.msg);
+  return fm;
+}
+
+/* A NaN weight (an imported checkpoint's, a diverged run's) or an infinite bias gives
+** no score: refused as what it is, not as text that is not UTF-8 (json_real(NaN)
+** failing was reported so), on one text and on texts of different lengths (padded:
+** the pad embedding's NaN through every layer, which UBSan stopped in fast_expf). */
+static void test_non_finite(void) {
+  static const struct { const char *suffix; size_t at; float v; const char *name; } cases[] = {
+    {"word_embeddings.weight", 25 * 16 + 3, NAN, "fillmask_nan_weight_refused"},          /* the row of "x", not in the text */
+    {"word_embeddings.weight", 3 * 16 + 5, NAN, "fillmask_nan_pad_embedding_refused"},    /* pad 3: the padded batch */
+    {"lm_head.bias", 9, INFINITY, "fillmask_infinite_bias_refused"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    FillMask *fm = poisoned(cases[i].suffix, cases[i].at, cases[i].v);
+    if (!fm) { check(0, cases[i].name, "no pipeline"); continue; }
+    const char *texts[2] = {"the cat sat on the [MASK] .", "a [MASK]"};
+    FillMaskError fe = {0};
+    json_t *r = fillmask_run(fm, texts, i == 1 ? 2 : 1, i == 1, 3, NULL, 0, &fe);
+    check(!r && fe.err.kind == ERR_INTERNAL && strstr(fe.err.msg, "fill-mask: the model's score for token ") &&
+              strstr(fe.err.msg, "is not finite"),
+          cases[i].name, "%s", show(r, fe.err.msg));
+    json_decref(r);
+    fillmask_free(fm);
+  }
+}
+
 /* ---- limits, typed refusals, several requests in one answer ---- */
 
 static int n_tokens(Tokenizer *t, const char *text) {
@@ -598,6 +645,7 @@ int main(void) {
   test_repr();
   test_dumps();
   test_pipeline();
+  test_non_finite();
   test_limits();
   return check_exit();
 }
