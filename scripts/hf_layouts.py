@@ -24,7 +24,9 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
         shard_symlink (a shard that is a symlink leaving the folder), bin_evil (a pickle
         calling os.system), bin_legacy (torch.save's pre-1.6 format), bin_deflate (a
         compressed zip entry), bin_views (200 entries viewing the word embeddings' storage),
-        missing (a model tensor left out), unknown (an extra tensor)
+        missing (a model tensor left out), unknown (an extra tensor), nan (element 123 of
+        the word embeddings NaN, in model.safetensors), bin_inf (element 5 of the
+        embeddings' LayerNorm weight +inf, in pytorch_model.bin)
         cls_default           a *ForSequenceClassification of 2 labels as save_pretrained
                               writes transformers' default: no id2label, no num_labels
   hf_layouts.py compare SRC EXPORTED [bf16]
@@ -205,6 +207,12 @@ def make(src, out, kind):
             head = list(pooler.items()) + [("classifier.weight", torch.randn(2, H, generator=g)),
                                            ("classifier.bias", torch.tensor([0.5, -0.5]))]
         write_st(W, enc + head)
+    elif kind == "nan":
+        word.view(-1)[123] = float("nan")
+        write_st(W, list(sd.items()))
+    elif kind == "bin_inf":
+        sd[pre + "embeddings.LayerNorm.weight"][5] = float("inf")
+        torch.save(OrderedDict(sd), os.path.join(out, "pytorch_model.bin"))
     elif kind == "missing":
         write_st(W, [(k, v) for k, v in sd.items() if not k.endswith("layer.1.output.dense.bias")])
     elif kind == "unknown":

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,44 @@ done:
   return rc;
 }
 
+/* ---- the numbers ---- */
+
+static void shape_text(char *buf, size_t size, int ndim, const int64_t *shape) {
+  size_t at = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < ndim && at < size; d++) at += (size_t)snprintf(buf + at, size - at, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (at < size) snprintf(buf + at, size - at, "]");
+}
+
+/* Every number of every tensor read is finite. One NaN or infinity in a weight makes
+** the model's every score NaN (fill-mask then has nothing to answer), so such a file
+** is refused here, once for every layout, naming the tensor as the file has it and
+** its first such element (flat index, and by dimension). Scanned in blocks with no
+** early exit inside, which vectorises; the element is looked for only in a bad block. */
+static int check_finite(const HfWeights *w, Err *err) {
+  enum { BLOCK = 4096 };
+  for (int i = 0; i < w->n; i++) {
+    const HfTensor *t = &w->t[i];
+    for (int64_t b = 0; b < t->numel; b += BLOCK) {
+      int64_t e = t->numel - b < BLOCK ? t->numel : b + BLOCK;
+      int bad = 0;
+      for (int64_t j = b; j < e; j++) bad |= !isfinite(t->data[j]);
+      if (!bad) continue;
+      int64_t j = b;
+      while (isfinite(t->data[j])) j++;
+      char at[160] = "";
+      if (t->ndim > 1) {
+        int64_t idx[ST_MAX_DIMS], rest = j;
+        for (int d = t->ndim - 1; d >= 0; d--) { idx[d] = t->shape[d] ? rest % t->shape[d] : 0; rest = t->shape[d] ? rest / t->shape[d] : 0; }
+        shape_text(at, sizeof at, t->ndim, idx);
+      }
+      float v = t->data[j];
+      return err_setk(err, ERR_BAD_INPUT, "tensor \"%s\": element %lld%s%s is %s (a weight must be a finite number)", t->name,
+                      (long long)j, *at ? " " : "", at, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+    }
+  }
+  return 0;
+}
+
 /* ---- the name rules ---- */
 
 static int rename_tensor(HfTensor *t, const char *prefix, const char *old_suffix, const char *new_suffix, Err *err) {
@@ -390,11 +429,6 @@ static int same_shape(const HfTensor *t, const ModelTensor *mt) {
   return 1;
 }
 
-static void shape_text(char *buf, size_t size, int ndim, const int64_t *shape) {
-  size_t at = (size_t)snprintf(buf, size, "[");
-  for (int d = 0; d < ndim && at < size; d++) at += (size_t)snprintf(buf + at, size - at, d ? ", %lld" : "%lld", (long long)shape[d]);
-  if (at < size) snprintf(buf + at, size - at, "]");
-}
 
 /* Checks w against the model of c (the MLM's table for a masked LM or a base model). */
 static int check_against(HfWeights *w, ModelConfig *c, Err *err) {
@@ -484,7 +518,7 @@ HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err) {
     err_setk(err, ERR_NOT_FOUND, "%s: missing (and no model.safetensors.index.json or pytorch_model.bin: the folder has no weights)", st);
     goto done;
   }
-  if (apply_rules(w, c, err) || check_against(w, c, err)) goto done;
+  if (check_finite(w, err) || apply_rules(w, c, err) || check_against(w, c, err)) goto done;
   rc = 0;
 done:
   free(st); free(idx); free(bin); free(binx);

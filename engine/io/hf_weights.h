@@ -16,9 +16,10 @@
 ** *.position_ids / *.token_type_ids buffers are ignored.
 **
 ** Invariants of a read set: every name is canonical and appears once; every tensor the
-** config's model needs is there with its shape; what the model does not use but a
-** Hub checkpoint carries (the pooler, BERT's NSP head, a base model's MLM head) is
-** kept and listed; any other name is refused. */
+** config's model needs is there with its shape; every number is finite (a NaN or an
+** infinity anywhere is refused, naming the tensor and the element); what the model
+** does not use but a Hub checkpoint carries (the pooler, BERT's NSP head, a base
+** model's MLM head) is kept and listed; any other name is refused. */
 #ifndef MASKD_HF_WEIGHTS_H
 #define MASKD_HF_WEIGHTS_H
 #include <stddef.h>
@@ -46,7 +47,8 @@ typedef struct HfWeights HfWeights;
 /* Reads dir's weights (layouts and rules above) against config c. When c is a masked
 ** LM but no MLM-head tensor is there (a BertModel checkpoint under BertForPreTraining,
 ** say), c->task becomes MODEL_TASK_ENCODER. NULL with err naming the file and the
-** tensor refused (missing tensors listed; ERR_BAD_INPUT, ERR_NOT_FOUND for no weights). */
+** tensor refused (missing tensors listed, a non-finite element named; ERR_BAD_INPUT,
+** ERR_NOT_FOUND for no weights). */
 HfWeights *hfw_read_dir(const char *dir, ModelConfig *c, Err *err);
 /* Frees w; NULL allowed. */
 void hfw_free(HfWeights *w);

@@ -57,7 +57,7 @@ fi
 # Every folder the test imports, made in one batch: the layouts, the base models, the
 # hostile folders (refuse, below).
 base_specs="bert,nohead bert,noprefix roberta,noprefix"
-hostile="shard_escape shard_wrong shard_symlink missing unknown bin_evil bin_legacy bin_deflate bin_views"
+hostile="shard_escape shard_wrong shard_symlink missing unknown bin_evil bin_legacy bin_deflate bin_views nan bin_inf"
 mkdir -p "$T/h"
 {
   echo "round $T/m/bert"; echo "round $T/m/roberta"
@@ -219,6 +219,14 @@ refuse bin_evil 'global os.system is not allowed: only a state dict of tensors i
 refuse bin_legacy "torch.save's legacy (pre-1.6) format"
 refuse bin_deflate 'compressed'
 refuse bin_views 'entries repeating views of one storage?'
+# A NaN or an infinity in a weight (every fill-mask score would be NaN): the tensor and
+# the element named. fill-mask --model-dir reads the folder's model.safetensors without
+# import: its scores are refused as not finite (they were "not valid UTF-8").
+refuse nan 'tensor "bert.embeddings.word_embeddings.weight": element 123 [3, 27] is NaN'
+refuse bin_inf 'tensor "bert.embeddings.LayerNorm.weight": element 5 is +Inf'
+out=$("$M" fill-mask --model-dir "$T/h/nan" "a [MASK] ." 2>&1); rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "score for token [0-9]* is not finite" <<<"$out"
+then pass import_hf_nan_fillmask_not_finite; else fail import_hf_nan_fillmask_not_finite "exit $rc: $out"; fi
 if [ -e /tmp/pwned ] && [ /tmp/pwned -nt "$T/tok.json" ]; then fail import_hf_evil_not_run "/tmp/pwned was created"
 else pass import_hf_evil_not_run; fi
 cp -r "$T/m/bert" "$T/h/untied"

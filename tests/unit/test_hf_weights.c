@@ -2,8 +2,9 @@
 ** rules, and pytorch_model.bin read without Python, against hostile inputs: forbidden
 ** globals and opcodes, truncation at every byte, huge sizes, offsets outside storages,
 ** strided tensors, compressed or damaged zip entries, shard names leaving the folder,
-** and F16/BF16 special values converted exactly; many tensors (sharded safetensors,
-** a .bin's storages) read in time near-linear in their count. */
+** F16/BF16 special values converted exactly, and NaN or infinite weights refused in
+** every layout; many tensors (sharded safetensors, a .bin's storages) read in time
+** near-linear in their count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +311,13 @@ static ModelConfig tiny_config(void) {
   return c;
 }
 
+/* When poison_name is set, write_model puts poison_bits (F16/BF16) or poison_value (F32)
+** at element poison_at of the tensor of that name. */
+static const char *poison_name;
+static size_t poison_at;
+static float poison_value;
+static uint16_t poison_bits;
+
 /* dir/model.safetensors with the tiny BERT's tensors (F32, values i + 0.5), renamed by fn (may be NULL). */
 static int write_model(const char *dir, const char *file, const char *skip, const char *(*rename)(const char *), StDtype dt) {
   ModelConfig c = tiny_config();
@@ -329,6 +337,7 @@ static int write_model(const char *dir, const char *file, const char *skip, cons
     uint16_t *h = malloc(mt->numel * sizeof *h);
     for (size_t j = 0; j < mt->numel; j++) f[j] = (float)j + 0.5f;
     for (size_t j = 0; j < mt->numel; j++) h[j] = (uint16_t)(dt == ST_BF16 ? 0x3f80 : 0x3c00);   /* 1.0 */
+    if (poison_name && !strcmp(poison_name, mt->name)) { f[poison_at] = poison_value; h[poison_at] = poison_bits; }
     bufs[k] = dt == ST_F32 ? (void *)f : (void *)h;
     if (dt == ST_F32) free(h); else free(f);
     ts[k].data = bufs[k];
@@ -374,6 +383,70 @@ static void refuse_dir(const char *name, const char *dir, const char *needle) {
   HfWeights *w = hfw_read_dir(dir, &c, &e);
   check(!w && strstr(e.msg, needle), name, "%s", w ? "accepted" : e.msg);
   hfw_free(w);
+}
+
+/* A NaN or an infinity in any tensor, in any layout, is refused with the tensor and
+** the element named (it made every fill-mask score NaN after an import that said
+** nothing). */
+static void test_non_finite(const char *dir) {
+  const char *word = "bert.embeddings.word_embeddings.weight";
+  poison_name = word;
+  poison_at = 9;   /* row 2, column 1 of the (10, 4) embeddings */
+  poison_value = NAN;
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", NULL, NULL, ST_F32);
+  refuse_dir("hfw_nan_refused", dir, "tensor \"bert.embeddings.word_embeddings.weight\": element 9 [2, 1] is NaN");
+  poison_name = "bert.encoder.layer.0.output.dense.bias";
+  poison_at = 3;
+  poison_value = -INFINITY;
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", NULL, NULL, ST_F32);
+  refuse_dir("hfw_minus_inf_refused", dir, "tensor \"bert.encoder.layer.0.output.dense.bias\": element 3 is -Inf");
+  /* F16's infinity (0x7c00) and BF16's NaN (0x7fc0) are refused once converted. */
+  poison_name = word;
+  poison_at = 39;
+  poison_bits = 0x7c00;
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", NULL, NULL, ST_F16);
+  refuse_dir("hfw_f16_inf_refused", dir, "element 39 [9, 3] is +Inf");
+  poison_bits = 0x7fc0;
+  clear_dir(dir);
+  write_model(dir, "model.safetensors", NULL, NULL, ST_BF16);
+  refuse_dir("hfw_bf16_nan_refused", dir, "element 39 [9, 3] is NaN");
+  /* A sharded folder: the shard's tensor. */
+  poison_bits = 0;
+  poison_at = 0;
+  poison_value = NAN;
+  clear_dir(dir);
+  write_model(dir, "s1.safetensors", NULL, NULL, ST_F32);
+  {
+    ModelConfig c = tiny_config();
+    Err e = {0};
+    Model *m = model_new(&c, &e);
+    Buf idx = {0};
+    buf_puts(&idx, "{\"weight_map\": {");
+    for (int i = 0; m && i < model_tensor_count(m); i++) buf_printf(&idx, "%s\"%s\": \"s1.safetensors\"", i ? ", " : "", model_tensor(m, i)->name);
+    buf_puts(&idx, "}}");
+    model_free(m);
+    if (!idx.oom) write_text(dir, "model.safetensors.index.json", idx.p);
+    buf_free(&idx);
+  }
+  refuse_dir("hfw_sharded_nan_refused", dir, "element 0 [0, 0] is NaN");
+  poison_name = NULL;
+  /* pytorch_model.bin: the one tensor "w" holds a NaN (refused before the names are checked). */
+  clear_dir(dir);
+  float storage[6];
+  memcpy(storage, STORAGE, sizeof storage);
+  storage[4] = NAN;
+  Buf p = make_pickle(&GOOD);
+  Buf z = make_archive(&p, storage, sizeof storage, "little", 0);
+  char path[400];
+  snprintf(path, sizeof path, "%s/pytorch_model.bin", dir);
+  FILE *f = fopen(path, "wb");
+  if (f) { fwrite(z.p, 1, z.len, f); fclose(f); }
+  refuse_dir("hfw_bin_nan_refused", dir, "tensor \"w\": element 4 [1, 1] is NaN");
+  buf_free(&p);
+  buf_free(&z);
 }
 
 static void test_folders(void) {
@@ -492,6 +565,7 @@ static void test_folders(void) {
   refuse_dir("hfw_shard_symlink_outside", dir, "a symlink leaving the folder");
   clear_dir(dir);
   refuse_dir("hfw_no_weights", dir, "model.safetensors: missing");
+  test_non_finite(dir);
   /* A truncated safetensors file. */
   write_model(dir, "model.safetensors", NULL, NULL, ST_F32);
   char path[400];
