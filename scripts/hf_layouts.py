@@ -19,9 +19,16 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
                               decoder weight and a pooler
         bin_f16               pytorch_model.bin in float16
         bin_sharded           2 pytorch_model-0000N-of-00002.bin + pytorch_model.bin.index.json
+        hf_cache              SRC's files as a Hugging Face cache holds them:
+                              OUT/blobs/<sha256> and OUT/snapshots/abc/<file>, every
+                              file (config, tokenizer files, model.safetensors) a symlink
+                              to ../../blobs/<sha256>; the folder to read is
+                              OUT/snapshots/abc
+        shard_symlink         sharded, one shard a symlink to a file outside the folder
+                              (absolute), followed as config.json is
         hostile layouts (each must be refused): shard_escape (the index names
-        ../x.safetensors), shard_wrong (a tensor in another shard than the index says),
-        shard_symlink (a shard that is a symlink leaving the folder), bin_evil (a pickle
+        ../x.safetensors), shard_absolute (the index names /etc/passwd),
+        shard_wrong (a tensor in another shard than the index says), bin_evil (a pickle
         calling os.system), bin_legacy (torch.save's pre-1.6 format), bin_deflate (a
         compressed zip entry), bin_views (200 entries viewing the word embeddings' storage),
         missing (a model tensor left out), unknown (an extra tensor), nan (element 123 of
@@ -41,6 +48,7 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
         printed, or exited with).
 """
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -145,7 +153,24 @@ def make(src, out, kind):
         dt = torch.float16 if kind == "f16" else torch.bfloat16
         t = [(k, v.to(dt)) for k, v in sd.items()] + [(pre + "embeddings.position_ids", pos)]
         write_st(W, t)
-    elif kind in ("sharded", "shard_escape", "shard_wrong", "shard_symlink"):
+    elif kind == "hf_cache":
+        tmp = out.rstrip("/") + ".plain"
+        os.makedirs(tmp, exist_ok=True)
+        for f in SIDE + ("model.safetensors",):
+            if os.path.exists(os.path.join(src, f)):
+                shutil.copyfile(os.path.join(src, f), os.path.join(tmp, f))
+        snap, blobs = os.path.join(out, "snapshots", "abc"), os.path.join(out, "blobs")
+        os.makedirs(snap, exist_ok=True)
+        os.makedirs(blobs, exist_ok=True)
+        for f in sorted(os.listdir(tmp)):
+            h = hashlib.sha256(open(os.path.join(tmp, f), "rb").read()).hexdigest()
+            os.replace(os.path.join(tmp, f), os.path.join(blobs, h))
+            os.symlink(os.path.join("..", "..", "blobs", h), os.path.join(snap, f))
+        os.rmdir(tmp)
+        for f in SIDE:   # make() copied them into OUT itself too: only the snapshot has them
+            if os.path.exists(os.path.join(out, f)):
+                os.remove(os.path.join(out, f))
+    elif kind in ("sharded", "shard_escape", "shard_absolute", "shard_wrong", "shard_symlink"):
         items = list(sd.items())
         parts = [items[i::3] for i in range(3)]
         names = [f"model-0000{i + 1}-of-00003.safetensors" for i in range(3)]
@@ -159,6 +184,10 @@ def make(src, out, kind):
             for k in list(wmap):
                 if wmap[k] == names[2]:
                     wmap[k] = "../" + names[2]
+        if kind == "shard_absolute":
+            for k in list(wmap):
+                if wmap[k] == names[2]:
+                    wmap[k] = "/etc/passwd"
         if kind == "shard_wrong":
             k = parts[0][0][0]
             wmap[k] = names[1]

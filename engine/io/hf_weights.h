@@ -7,6 +7,10 @@
 ** engine/io/torch_pickle.h without Python) and its sharded form
 ** (pytorch_model.bin.index.json). model.safetensors wins when both exist,
 ** as in transformers. Tensors may be F32, F16, BF16 or F64; all become float32.
+** Every file may be a symlink, followed wherever it leads, as config.json and the
+** tokenizer's files are (a Hugging Face cache snapshot links each file to
+** ../../blobs/<hash>); a shard's name in an index must be a plain file name (no '/',
+** not . or ..), so that an index cannot name a file outside the folder.
 **
 ** Name rules (transformers' modeling_utils): LayerNorm's legacy gamma/beta become
 ** weight/bias; a base-model checkpoint without the "bert."/"roberta." prefix gets it;

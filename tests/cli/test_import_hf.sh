@@ -9,8 +9,10 @@
 # model (no MLM head, or no prefix) imports, refuses fill-mask over the CLI and HTTP,
 # and fine-tunes. A binary classifier as transformers saves its default (no id2label,
 # no num_labels) imports and classifies as LABEL_0 / LABEL_1; a classifier is not
-# imported into a masked LM's repository, nor the reverse. Hostile folders are
-# refused with one line and store nothing.
+# imported into a masked LM's repository, nor the reverse. Symlinks are followed for
+# every file: a Hugging Face cache snapshot (all links to ../../blobs) imports and
+# answers as the plain folder. Hostile folders are refused with one line and store
+# nothing.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" importhf
 R=scripts/fillmask_reference.py L=scripts/hf_layouts.py
@@ -57,7 +59,7 @@ fi
 # Every folder the test imports, made in one batch: the layouts, the base models, the
 # hostile folders (refuse, below).
 base_specs="bert,nohead bert,noprefix roberta,noprefix"
-hostile="shard_escape shard_wrong shard_symlink missing unknown bin_evil bin_legacy bin_deflate bin_views nan bin_inf"
+hostile="shard_escape shard_absolute shard_wrong missing unknown bin_evil bin_legacy bin_deflate bin_views nan bin_inf"
 mkdir -p "$T/h"
 {
   echo "round $T/m/bert"; echo "round $T/m/roberta"
@@ -68,6 +70,7 @@ mkdir -p "$T/h"
   for spec in $base_specs; do echo "make $T/m/${spec%,*} $T/${spec%,*}-${spec#*,} ${spec#*,}"; done
   for k in $hostile; do echo "make $T/m/bert $T/h/$k $k"; done
   echo "make $T/m/roberta $T/roberta-cls_default cls_default"
+  echo "make $T/m/roberta $T/roberta-hf_cache hf_cache"; echo "make $T/m/bert $T/bert-shard_symlink shard_symlink"
 } > "$T/make.cmds"
 batch_run make
 batch_ok make "round $T/m/bert" && batch_ok make "round $T/m/roberta" ||
@@ -201,6 +204,43 @@ else
   then pass import_hf_base_model_over_mlm; else fail import_hf_base_model_over_mlm "$(head -c 300 "$T/imp.err")"; fi
 fi
 
+# ---- symlinks: followed for every file, as config.json and the tokenizer always were ----
+# A Hugging Face cache (blobs/<sha256>, snapshots/abc/FILE -> ../../blobs/<sha256>: config,
+# tokenizer files, weights) imports, answers fill-mask as the plain folder does, and
+# exports what HF would load; so does the snapshot read directly (fill-mask --model-dir).
+# A shard linked to a file outside the folder is followed too (it was refused, "a symlink
+# leaving the folder", while config.json beside it was followed); names inside an index
+# stay plain file names (shard_escape, shard_absolute below).
+snap=$T/roberta-hf_cache/snapshots/abc
+if ! batch_ok make "make $T/m/roberta $T/roberta-hf_cache hf_cache"; then
+  fail import_hf_hf_cache "hf_layouts.py failed: $(batch_why make "make $T/m/roberta $T/roberta-hf_cache hf_cache")"
+elif out=$("$M" import --db "$T/s.db" "$snap" roberta-hf_cache 2>&1); then
+  pass import_hf_hf_cache
+  texts=("The capital of France is [MASK] ." "The [MASK] of France is [MASK] ." "a [MASK]")
+  "$M" fill-mask --model-dir "$T/m/roberta" --top-k 8 "${texts[@]}" > "$T/plain.json" 2>&1
+  "$M" fill-mask --db "$T/s.db" --model roberta-hf_cache --top-k 8 "${texts[@]}" > "$T/cache.json" 2>&1
+  "$M" fill-mask --model-dir "$snap" --top-k 8 "${texts[@]}" > "$T/snap.json" 2>&1
+  if grep -q '"score"' "$T/plain.json" && cmp -s "$T/plain.json" "$T/cache.json"; then pass import_hf_hf_cache_fillmask_same
+  else fail import_hf_hf_cache_fillmask_same "$(head -c 200 "$T/cache.json") vs the plain folder's $(head -c 200 "$T/plain.json")"; fi
+  if cmp -s "$T/plain.json" "$T/snap.json"; then pass import_hf_hf_cache_model_dir_same
+  else fail import_hf_hf_cache_model_dir_same "$(head -c 300 "$T/snap.json")"; fi
+  if "$M" export --db "$T/s.db" roberta-hf_cache "$T/out-hf_cache" >/dev/null 2>"$T/exp-hf_cache.err"; then
+    r=$($PY $L compare "$snap" "$T/out-hf_cache" 2>&1) && pass "import_hf_hf_cache_export_equal ($r)" ||
+      fail import_hf_hf_cache_export_equal "$r"
+  else fail import_hf_hf_cache_export_equal "$(head -c 200 "$T/exp-hf_cache.err")"; fi
+else
+  fail import_hf_hf_cache "$out"
+fi
+if ! batch_ok make "make $T/m/bert $T/bert-shard_symlink shard_symlink"; then
+  fail import_hf_shard_symlink "hf_layouts.py failed: $(batch_why make "make $T/m/bert $T/bert-shard_symlink shard_symlink")"
+elif out=$("$M" import --db "$T/s.db" "$T/bert-shard_symlink" bert-shard_symlink 2>&1) &&
+     "$M" fill-mask --db "$T/s.db" --model bert-shard_symlink "a [MASK] ." > "$T/link.json" 2>&1 &&
+     "$M" fill-mask --model-dir "$T/m/bert" "a [MASK] ." > "$T/plain.json" 2>&1 && cmp -s "$T/plain.json" "$T/link.json"; then
+  pass import_hf_shard_symlink_followed
+else
+  fail import_hf_shard_symlink_followed "$out $(head -c 200 "$T/link.json" 2>/dev/null)"
+fi
+
 # ---- hostile folders: one line, non-zero exit, nothing stored ----
 refuse() {  # layout, needle
   local k=$1 needle=$2 d="$T/h/$1" out rc
@@ -212,7 +252,7 @@ refuse() {  # layout, needle
 }
 refuse shard_escape 'shard "../model-00003-of-00003.safetensors" is not a file name inside the folder'
 refuse shard_wrong 'is in this shard but the index maps it to model-00002-of-00003.safetensors'
-refuse shard_symlink 'a symlink leaving the folder'
+refuse shard_absolute 'shard "/etc/passwd" is not a file name inside the folder'
 refuse missing '1 tensor the BertForMaskedLM needs is missing: bert.encoder.layer.1.output.dense.bias'
 refuse unknown 'tensor "bert.encoder.layer.9.extra.weight" is not part of a BertForMaskedLM model'
 refuse bin_evil 'global os.system is not allowed: only a state dict of tensors is read'

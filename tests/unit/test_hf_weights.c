@@ -2,6 +2,7 @@
 ** rules, and pytorch_model.bin read without Python, against hostile inputs: forbidden
 ** globals and opcodes, truncation at every byte, huge sizes, offsets outside storages,
 ** strided tensors, compressed or damaged zip entries, shard names leaving the folder,
+** symlinks followed as a Hugging Face cache snapshot has them,
 ** F16/BF16 special values converted exactly, and NaN or infinite weights refused in
 ** every layout; many tensors (sharded safetensors, a .bin's storages) read in time
 ** near-linear in their count. */
@@ -365,7 +366,7 @@ static const char *legacy_name(const char *name) {
 }
 
 static void clear_dir(const char *dir) {
-  char cmd[512];
+  char cmd[1024];
   snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
   if (system(cmd) != 0) fprintf(stderr, "cannot reset %s\n", dir);
 }
@@ -447,6 +448,59 @@ static void test_non_finite(const char *dir) {
   refuse_dir("hfw_bin_nan_refused", dir, "tensor \"w\": element 4 [1, 1] is NaN");
   buf_free(&p);
   buf_free(&z);
+}
+
+/* Every file is followed when it is a symlink, wherever it leads, as config.json and the
+** tokenizer are: a Hugging Face cache snapshot (snapshots/<rev>/FILE -> ../../blobs/<hash>)
+** reads as the plain folder, whole or sharded (the index a link too). A shard linked
+** outside the folder was refused ("a symlink leaving the folder") while the config
+** beside it was followed. A link to nothing says so. */
+static void test_symlinks(void) {
+  char cache[256], snap[320], blobs[320], path[512];
+  snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+  snprintf(snap, sizeof snap, "%s/snapshots/abc", cache);
+  snprintf(blobs, sizeof blobs, "%s/blobs", cache);
+  ModelConfig c = tiny_config();
+  Err e = {0};
+  for (int sharded = 0; sharded < 2; sharded++) {
+    clear_dir(cache);
+    clear_dir(snap);
+    clear_dir(blobs);
+    write_model(blobs, "4f2a", NULL, NULL, ST_F32);
+    const char *weights = sharded ? "model-00001-of-00001.safetensors" : "model.safetensors";
+    snprintf(path, sizeof path, "%s/%s", snap, weights);
+    int ok = symlink("../../blobs/4f2a", path) == 0;
+    if (sharded) {
+      Model *m = model_new(&c, &e);
+      Buf idx = {0};
+      buf_puts(&idx, "{\"weight_map\": {");
+      for (int i = 0; m && i < model_tensor_count(m); i++) buf_printf(&idx, "%s\"%s\": \"%s\"", i ? ", " : "", model_tensor(m, i)->name, weights);
+      buf_puts(&idx, "}}");
+      model_free(m);
+      if (!idx.oom) write_text(blobs, "9c1d", idx.p);
+      buf_free(&idx);
+      snprintf(path, sizeof path, "%s/model.safetensors.index.json", snap);
+      ok &= symlink("../../blobs/9c1d", path) == 0;
+    }
+    HfWeights *w = ok ? hfw_read_dir(snap, &c, &e) : NULL;
+    check(w && hfw_count(w) == 26 && hfw_tensor(w, 0)->data[0] == 0.5f, sharded ? "hfw_hf_cache_sharded_read" : "hfw_hf_cache_read",
+          "%s", ok ? e.msg : "symlink failed");
+    hfw_free(w);
+  }
+  /* A link to an absolute path outside the folder is followed too. */
+  clear_dir(snap);
+  snprintf(path, sizeof path, "%s/model.safetensors", snap);
+  char target[512];
+  snprintf(target, sizeof target, "%s/4f2a", blobs);
+  HfWeights *w = symlink(target, path) == 0 ? hfw_read_dir(snap, &c, &e) : NULL;
+  check(w && hfw_count(w) == 26, "hfw_symlink_outside_followed", "%s", e.msg);
+  hfw_free(w);
+  /* The blob missing: an unfinished download. */
+  if (unlink(target) != 0) fprintf(stderr, "unlink failed\n");
+  refuse_dir("hfw_symlink_dangling_refused", snap, "model.safetensors: a symlink whose target is missing");
+  /* A link to a folder, not a file. */
+  if (unlink(path) != 0 || symlink(blobs, path) != 0) fprintf(stderr, "symlink failed\n");
+  refuse_dir("hfw_symlink_to_folder_refused", snap, "not a regular file");
 }
 
 static void test_folders(void) {
@@ -556,13 +610,7 @@ static void test_folders(void) {
   clear_dir(dir);
   write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": ");
   refuse_dir("hfw_shard_malformed_json", dir, "malformed JSON");
-  char outside[400], link[400];
-  snprintf(outside, sizeof outside, "%s/outside.safetensors", tmpdir);
-  snprintf(link, sizeof link, "%s/s2.safetensors", dir);
-  write_model(tmpdir, "outside.safetensors", NULL, NULL, ST_F32);
-  if (symlink(outside, link) != 0) fprintf(stderr, "symlink failed\n");
-  write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"bert.embeddings.word_embeddings.weight\": \"s2.safetensors\"}}");
-  refuse_dir("hfw_shard_symlink_outside", dir, "a symlink leaving the folder");
+  test_symlinks();
   clear_dir(dir);
   refuse_dir("hfw_no_weights", dir, "model.safetensors: missing");
   test_non_finite(dir);
