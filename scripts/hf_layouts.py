@@ -19,6 +19,10 @@ test `maskd import` (tests/cli/test_import_hf.sh). Runs on /usr/bin/python3 with
                               decoder weight and a pooler
         bin_f16               pytorch_model.bin in float16
         bin_sharded           2 pytorch_model-0000N-of-00002.bin + pytorch_model.bin.index.json
+        bin_f64               pytorch_model.bin in float64 (DoubleStorage)
+        bin_views_strided     pytorch_model.bin whose 2-D weights are non-contiguous views:
+                              each the .t() of its transpose, the word embeddings a
+                              transposed slice at offset 1 of a wider storage
         hf_cache              SRC's files as a Hugging Face cache holds them:
                               OUT/blobs/<sha256> and OUT/snapshots/abc/<file>, every
                               file (config, tokenizer files, model.safetensors) a symlink
@@ -254,6 +258,20 @@ def make(src, out, kind):
         if kind == "bin_f16":
             state = OrderedDict((k, v.half() if v.is_floating_point() else v) for k, v in state.items())
         torch.save(state, os.path.join(out, "pytorch_model.bin"), _use_new_zipfile_serialization=kind != "bin_legacy")
+    elif kind == "bin_f64":
+        torch.save(OrderedDict((k, v.double()) for k, v in sd.items()), os.path.join(out, "pytorch_model.bin"))
+    elif kind == "bin_views_strided":
+        state = OrderedDict()
+        for k, v in sd.items():
+            if k == pre + "embeddings.word_embeddings.weight":
+                wide = torch.zeros(v.shape[1], v.shape[0] + 1)
+                wide[:, 1:] = v.t()
+                v = wide[:, 1:].t()   # storage offset 1, strides (1, V + 1)
+            elif v.dim() == 2:
+                v = v.t().contiguous().t()
+            state[k] = v
+        assert not state[pre + "embeddings.word_embeddings.weight"].is_contiguous()
+        torch.save(state, os.path.join(out, "pytorch_model.bin"))
     elif kind == "bin_sharded":
         items = list(sd.items()) + [(pre + "embeddings.position_ids", pos)]
         wmap = {}

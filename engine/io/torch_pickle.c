@@ -154,7 +154,10 @@ static int zip_prefix(const Zip *z, char *prefix, size_t size, Err *err) {
 /* ---- pickle values ---- */
 
 typedef enum { V_MARK, V_NONE, V_BOOL, V_INT, V_STR, V_TUPLE, V_LIST, V_DICT, V_GLOBAL, V_STORAGE, V_TENSOR } VKind;
-typedef enum { G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_FLOAT_STORAGE, G_HALF_STORAGE, G_BF16_STORAGE, G_LONG_STORAGE } GKind;
+typedef enum {
+  G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_FLOAT_STORAGE, G_HALF_STORAGE, G_BF16_STORAGE, G_DOUBLE_STORAGE,
+  G_LONG_STORAGE
+} GKind;
 
 typedef struct V V;
 struct V {
@@ -163,12 +166,14 @@ struct V {
   char *s;                   /* STR */
   size_t n, cap;             /* TUPLE, LIST, DICT (keys and values interleaved): items */
   V **items;
-  /* STORAGE: dtype, bytes; TENSOR: its storage, element offset, shape */
+  /* STORAGE: dtype, bytes; TENSOR: its storage, element offset, shape, strides (in
+  ** elements), and whether those are the contiguous ones */
   StDtype dtype;
   Bytes data;
   int64_t numel, offset;
   int ndim;
-  int64_t shape[ST_MAX_DIMS];
+  int64_t shape[ST_MAX_DIMS], stride[ST_MAX_DIMS];
+  int contiguous;
   V *storage;
 };
 
@@ -291,6 +296,7 @@ static int make_global(Pk *k, const char *mod, const char *name) {
     {"torch", "FloatStorage", G_FLOAT_STORAGE},
     {"torch", "HalfStorage", G_HALF_STORAGE},
     {"torch", "BFloat16Storage", G_BF16_STORAGE},
+    {"torch", "DoubleStorage", G_DOUBLE_STORAGE},   /* a float64 state dict: converted as F64 safetensors are */
     {"torch", "LongStorage", G_LONG_STORAGE},   /* position_ids buffers, in files of transformers 4.0-4.30 */
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
@@ -334,8 +340,9 @@ static int op_persid(Pk *k) {
   if (g == G_FLOAT_STORAGE) s->dtype = ST_F32;
   else if (g == G_HALF_STORAGE) s->dtype = ST_F16;
   else if (g == G_BF16_STORAGE) s->dtype = ST_BF16;
+  else if (g == G_DOUBLE_STORAGE) s->dtype = ST_F64;
   else if (g == G_LONG_STORAGE) s->dtype = ST_I64;
-  else return err_setk(k->err, ERR_BAD_INPUT, "persistent id names a storage type that is not Float, Half, BFloat16 or Long");
+  else return err_setk(k->err, ERR_BAD_INPUT, "persistent id names a storage type that is not Float, Half, BFloat16, Double or Long");
   s->numel = t->items[4]->i;
   const char *key = t->items[2]->s;
   if (s->numel < 0 || s->numel > (int64_t)1 << 40) return err_setk(k->err, ERR_BAD_INPUT, "storage %.60s: bad size %lld", key, (long long)s->numel);
@@ -353,7 +360,9 @@ static int op_persid(Pk *k) {
 }
 
 /* _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, metadata]):
-** a contiguous view inside its storage, or refused. */
+** a view inside its storage, contiguous or strided (torch.save of a transposed or
+** sliced tensor keeps the view's strides over the whole storage). Every element it
+** reaches must lie inside the storage; strides are non-negative, as torch makes them. */
 static V *rebuild_tensor(Pk *k, V *args) {
   if (args->kind != V_TUPLE || args->n < 6 || args->n > 7 || args->items[0]->kind != V_STORAGE || !is_int(args->items[1]) ||
       args->items[2]->kind != V_TUPLE || args->items[3]->kind != V_TUPLE) {
@@ -368,20 +377,38 @@ static V *rebuild_tensor(Pk *k, V *args) {
   t->offset = args->items[1]->i;
   t->ndim = (int)size->n;
   t->numel = 1;
-  int64_t want = 1;
+  t->contiguous = 1;
+  int64_t want = 1, cap = t->storage->numel;   /* cap <= 2^40 (op_persid) */
   for (int d = t->ndim - 1; d >= 0; d--) {
     V *a = size->items[d], *b = stride->items[d];
     if (!is_int(a) || !is_int(b) || a->i < 0 || a->i > (int64_t)1 << 40) { err_setk(k->err, ERR_BAD_INPUT, "_rebuild_tensor_v2: bad size"); return NULL; }
-    if (a->i > 1 && b->i != want) { err_setk(k->err, ERR_BAD_INPUT, "a tensor that is not contiguous is not supported"); return NULL; }
+    if (a->i > 1 && b->i < 0) { err_setk(k->err, ERR_BAD_INPUT, "_rebuild_tensor_v2: a negative stride"); return NULL; }
+    if (a->i > 1 && b->i != want) t->contiguous = 0;
     t->shape[d] = a->i;
+    t->stride[d] = a->i > 1 ? b->i : 0;   /* a dimension of one element never steps */
     want *= a->i;
     if (want > (int64_t)1 << 40) { err_setk(k->err, ERR_BAD_INPUT, "_rebuild_tensor_v2: size overflows"); return NULL; }
   }
   t->numel = want;
-  if (t->offset < 0 || t->offset > t->storage->numel || t->numel > t->storage->numel - t->offset) {
+  if (t->offset < 0 || t->offset > cap || (t->contiguous && t->numel > cap - t->offset)) {
     err_setk(k->err, ERR_BAD_INPUT, "a tensor of %lld elements at offset %lld is outside its storage of %lld", (long long)t->numel,
-             (long long)t->offset, (long long)t->storage->numel);
+             (long long)t->offset, (long long)cap);
     return NULL;
+  }
+  if (!t->contiguous && t->numel) {
+    /* The last element the view reaches: offset + sum (size - 1) * stride. Each term is
+    ** held to the storage's size before it is multiplied, so nothing overflows (8 terms
+    ** of at most 2^40). */
+    int64_t last = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+      if (t->shape[d] > 1 && t->stride[d] > (cap - t->offset) / (t->shape[d] - 1)) { last = cap; break; }
+      last += (t->shape[d] - 1) * t->stride[d];
+    }
+    if (last >= cap) {
+      err_setk(k->err, ERR_BAD_INPUT, "a strided tensor of %lld elements at offset %lld reaches past its storage of %lld",
+               (long long)t->numel, (long long)t->offset, (long long)cap);
+      return NULL;
+    }
   }
   return t;
 }
@@ -552,6 +579,42 @@ static void pk_free(Pk *k) {
   free(k->memo);
 }
 
+/* n elements of t's storage from element first, converted to float32 into out, through
+** a view of the storage's bytes as a safetensors tensor of the same dtype. */
+static int convert(Pk *k, const char *name, const V *s, int64_t first, int64_t n, float *out) {
+  int es = st_dtype_bits(s->dtype) / 8;
+  StTensor view = {.name = name, .dtype = s->dtype, .ndim = 1, .shape = {n}, .numel = n,
+                   .data = s->data.p + first * es, .nbytes = (size_t)(n * es)};
+  return st_read_f32(&view, out, n, k->err);
+}
+
+static int read_contiguous(Pk *k, const char *name, const V *t, float *out) {
+  return convert(k, name, t->storage, t->offset, t->numel, out);
+}
+
+/* A strided view (rebuild_tensor checked that every element it reaches is inside the
+** storage): the span from its first to its last element converted once, then its
+** elements gathered in row-major order, as torch's .contiguous() lays them out. */
+static int read_strided(Pk *k, const char *name, const V *t, float *out) {
+  if (!t->numel) return 0;
+  int64_t span = 1;
+  for (int d = 0; d < t->ndim; d++) span += (t->shape[d] - 1) * t->stride[d];
+  float *all = malloc((size_t)span * sizeof *all);
+  if (!all) return err_setk(k->err, ERR_NOMEM, "out of memory for tensor \"%.100s\"", name);
+  if (convert(k, name, t->storage, t->offset, span, all)) { free(all); return -1; }
+  int64_t idx[ST_MAX_DIMS] = {0}, at = 0;   /* the odometer over the dimensions, and its element */
+  for (int64_t i = 0; i < t->numel; i++) {
+    out[i] = all[at];
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < t->shape[d]) { at += t->stride[d]; break; }
+      at -= (t->shape[d] - 1) * t->stride[d];
+      idx[d] = 0;
+    }
+  }
+  free(all);
+  return 0;
+}
+
 /* The dict's tensors into sink, converted to float32. Each entry gets a copy of its
 ** own, and entries may view one storage (tied weights do): their elements together are
 ** held to the archive's len bytes, which every real state dict keeps (its elements take
@@ -578,11 +641,7 @@ static int take_tensors(Pk *k, const V *d, const TpSink *sink, size_t len) {
     }
     float *out = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *out);
     if (!out) return err_setk(k->err, ERR_NOMEM, "out of memory for tensor \"%.100s\"", key->s);
-    int es = st_dtype_bits(s->dtype) / 8;
-    /* Converted through a view of the storage's bytes, as a safetensors tensor of the same dtype. */
-    StTensor view = {.name = key->s, .dtype = s->dtype, .ndim = 1, .shape = {t->numel}, .numel = t->numel,
-                     .data = s->data.p + t->offset * es, .nbytes = (size_t)(t->numel * es)};
-    if (st_read_f32(&view, out, t->numel, k->err)) { free(out); return -1; }
+    if (t->contiguous ? read_contiguous(k, key->s, t, out) : read_strided(k, key->s, t, out)) { free(out); return -1; }
     if (sink->tensor(sink->ctx, key->s, t->ndim, t->shape, out, k->err)) return -1;
   }
   return 0;

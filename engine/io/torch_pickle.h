@@ -4,10 +4,12 @@
 ** a zip reader that takes only stored (uncompressed) entries, and a pickle reader
 ** that knows only the opcodes and globals a state dict of tensors uses
 ** (collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_parameter,
-** torch.FloatStorage / HalfStorage / BFloat16Storage, and LongStorage for the
-** position_ids buffers older files carry, which are listed and never loaded). Anything else is refused by
-** name, never executed; every size, offset and stride is checked (contiguous
-** tensors only, inside their storage). The legacy (pre-1.6, non-zip) format is refused. */
+** torch.FloatStorage / HalfStorage / BFloat16Storage / DoubleStorage, and LongStorage
+** for the position_ids buffers older files carry, which are listed and never loaded).
+** Anything else is refused by name, never executed; every size, offset and stride is
+** checked (a view, contiguous or strided, reaches only elements inside its storage;
+** a strided one is copied out in row-major order). The legacy (pre-1.6, non-zip)
+** format is refused. */
 #ifndef MASKD_TORCH_PICKLE_H
 #define MASKD_TORCH_PICKLE_H
 #include <stddef.h>

@@ -349,7 +349,7 @@ const CliSpec cli_spec_import = {
     "special_tokens_map.json, kept as they are) and pushes it as a new revision of model NAME.\n"
     "The tokenizer: tokenizer.json (Unigram, WordPiece or byte-level BPE), else BERT's vocab.txt or\n"
     "RoBERTa's vocab.json + merges.txt, converted as transformers converts them.\n"
-    "Weights as the Hub ships them: model.safetensors (F32, F16 or BF16), sharded safetensors\n"
+    "Weights as the Hub ships them: model.safetensors (F32, F16, BF16 or F64), sharded safetensors\n"
     "(model.safetensors.index.json), pytorch_model.bin (torch.save's zip, read without Python) or\n"
     "its shards; stored as F32 under transformers' names. Tensors a masked LM does not use (the\n"
     "pooler, BERT's NSP head) are kept and listed; a checkpoint without an MLM head is stored as\n"

@@ -2,7 +2,8 @@
 # maskd import of BERT / RoBERTa weights as the Hub ships them (scripts/hf_layouts.py
 # rewrites a small random model folder of scripts/fillmask_reference.py into each layout):
 # F16, BF16, sharded safetensors, legacy gamma/beta names with the tied decoder present,
-# BertForPreTraining (pooler + NSP kept and listed), pytorch_model.bin (torch.save's zip).
+# BertForPreTraining (pooler + NSP kept and listed), pytorch_model.bin (torch.save's zip;
+# F16, float64, and non-contiguous views such as .t()).
 # Each imported revision answers fill-mask as the reference answers for the original
 # folder (the original's numbers are rounded first so that F16 and BF16 hold them
 # exactly); export gives back every tensor HF would load (checked in torch). A base
@@ -48,13 +49,13 @@ EOF
 chmod +x "$T/maskd-store"
 
 # make test covers each kind once across the two families (F16 in a .bin, BF16, sharded
-# safetensors and .bin, legacy names, pretraining; unit/test_hf_weights reads F16
-# safetensors); IMPORT_HF_LONG=1
+# safetensors and .bin, legacy names, pretraining, a float64 .bin, a .bin of strided
+# views; unit/test_hf_weights reads F16 safetensors); IMPORT_HF_LONG=1
 # (tests/long/long_import_hf.sh) runs each family through every layout.
-layouts_bert="pretraining bin_f16 sharded" layouts_roberta="bf16 legacy bin_sharded"
+layouts_bert="pretraining bin_f16 sharded bin_f64" layouts_roberta="bf16 legacy bin_sharded bin_views_strided"
 if [ "${IMPORT_HF_LONG:-0}" = 1 ]; then
-  layouts_bert="f16 bf16 sharded legacy pretraining bin bin_f16 bin_sharded"
-  layouts_roberta="f16 bf16 sharded legacy bin bin_sharded"
+  layouts_bert="f16 bf16 sharded legacy pretraining bin bin_f16 bin_sharded bin_f64 bin_views_strided"
+  layouts_roberta="f16 bf16 sharded legacy bin bin_sharded bin_f64 bin_views_strided"
 fi
 # Every folder the test imports, made in one batch: the layouts, the base models, the
 # hostile folders (refuse, below).

@@ -36,7 +36,8 @@ static Buf make_zip(int n, const char *const *names, const void *const *data, co
   return z;
 }
 
-/* Seeds: a state dict of two tensors over one storage (F32), a Half one, and a parameter. */
+/* Seeds: a state dict of two tensors over one storage (F32), a Half one, and a parameter;
+** a float64 one whose tensor is a strided view (the transpose of its storage). */
 static void write_seeds(const char *dir) {
   static const char f32_pkl[] =
     "\x80\x02\x63" "collections\nOrderedDict\nq\x00)Rq\x01(X\x01\x00\x00\x00" "ac" "torch._utils\n_rebuild_tensor_v2\nq\x02"
@@ -46,14 +47,21 @@ static void write_seeds(const char *dir) {
   static const char f16_pkl[] =
     "\x80\x02}(X\x01\x00\x00\x00" "wc" "torch._utils\n_rebuild_parameter\n(c" "torch._utils\n_rebuild_tensor_v2\n"
     "((X\x07\x00\x00\x00" "storagec" "torch\nHalfStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x06tQK\x00K\x06\x85K\x01\x85\x89}tR\x88}tRu.";
+  static const char f64_pkl[] =
+    "\x80\x02}(X\x01\x00\x00\x00" "wc" "torch._utils\n_rebuild_tensor_v2\n"
+    "((X\x07\x00\x00\x00" "storagec" "torch\nDoubleStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x06tQK\x00K\x02K\x03\x86K\x01K\x02\x86\x89}tRu.";
+  static const double f64[6] = {1, -2, 3.5, 0, 1e-3, 7};
   static const float f32[6] = {1, -2, 3.5f, 0, 1e-3f, 7};
   static const uint16_t f16[6] = {0x3c00, 0x0001, 0x7c00, 0x7e00, 0x8000, 0xfbff};
   const char *names[4] = {"archive/data.pkl", "archive/data/0", "archive/byteorder", "archive/version"};
-  for (int s = 0; s < 2; s++) {
-    const void *d[4] = {s ? f16_pkl : f32_pkl, s ? (const void *)f16 : (const void *)f32, "little", "3\n"};
-    size_t l[4] = {s ? sizeof f16_pkl - 1 : sizeof f32_pkl - 1, s ? sizeof f16 : sizeof f32, 6, 2};
+  const char *const pkl[3] = {f32_pkl, f16_pkl, f64_pkl}, *const file[3] = {"float_two_views.bin", "half_parameter.bin", "double_strided.bin"};
+  const size_t pkl_len[3] = {sizeof f32_pkl - 1, sizeof f16_pkl - 1, sizeof f64_pkl - 1}, data_len[3] = {sizeof f32, sizeof f16, sizeof f64};
+  const void *const data[3] = {f32, f16, f64};
+  for (int s = 0; s < 3; s++) {
+    const void *d[4] = {pkl[s], data[s], "little", "3\n"};
+    size_t l[4] = {pkl_len[s], data_len[s], 6, 2};
     Buf z = make_zip(4, names, d, l);
-    fuzz_write_file(fuzz_seed_path(dir, s ? "half_parameter.bin" : "float_two_views.bin"), z.p, z.len);
+    fuzz_write_file(fuzz_seed_path(dir, file[s]), z.p, z.len);
     buf_free(&z);
   }
 }

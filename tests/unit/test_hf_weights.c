@@ -1,11 +1,11 @@
 /* engine/io/hf_weights and engine/io/torch_pickle: a folder's weights under HF's name
 ** rules, and pytorch_model.bin read without Python, against hostile inputs: forbidden
 ** globals and opcodes, truncation at every byte, huge sizes, offsets outside storages,
-** strided tensors, compressed or damaged zip entries, shard names leaving the folder,
-** symlinks followed as a Hugging Face cache snapshot has them,
-** F16/BF16 special values converted exactly, and NaN or infinite weights refused in
-** every layout; many tensors (sharded safetensors, a .bin's storages) read in time
-** near-linear in their count. */
+** strided views copied out (or refused past their storage), float64 storages,
+** compressed or damaged zip entries, shard names leaving the folder, symlinks followed
+** as a Hugging Face cache snapshot has them, F16/BF16 special values converted
+** exactly, and NaN or infinite weights refused in every layout; many tensors (sharded
+** safetensors, a .bin's storages) read in time near-linear in their count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +109,27 @@ static int read_archive(const Buf *z, Err *e, float *first) {
     *first = t && !strcmp(t->name, "w") && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 ? t->data[0] : NAN;
   }
   hfw_free(w);
+  return rc;
+}
+
+/* Reads the one tensor "w" of spec over storage bytes data: its values into got (at
+** most 6), their count into *n; the reader's status, with e set on refusal. */
+static int read_view(const PkSpec *spec, const void *data, size_t len, float *got, int *n, Err *e) {
+  Buf p = make_pickle(spec);
+  Buf z = make_archive(&p, data, len, "little", 0);
+  HfWeights *w = hfw_new();
+  TpSink sink = hfw_torch_sink(w);
+  e->msg[0] = 0;
+  int rc = tp_read_state_dict_memory(z.p, z.len, &sink, e);
+  const HfTensor *t = rc == 0 && hfw_count(w) == 1 ? hfw_tensor(w, 0) : NULL;
+  *n = -1;
+  if (t && !strcmp(t->name, "w") && t->ndim == 2 && t->shape[0] == spec->a && t->shape[1] == spec->b && t->numel <= 6) {
+    *n = (int)t->numel;
+    memcpy(got, t->data, (size_t)t->numel * sizeof *got);
+  }
+  hfw_free(w);
+  buf_free(&p);
+  buf_free(&z);
   return rc;
 }
 
@@ -270,8 +291,49 @@ static void test_pickle(void) {
   refuse_pickle("pickle_refuses_int64_weight", &s, "tensor \"w\": int64, not a weight");
   s = GOOD; s.offset = 1;
   refuse_pickle("pickle_refuses_offset_past_storage", &s, "outside its storage");
-  s = GOOD; s.sa = 1; s.sb = 2;
-  refuse_pickle("pickle_refuses_strided", &s, "not contiguous");
+  /* Strided views (torch.save of a transposed, sliced or expanded tensor keeps the view's
+  ** strides over its storage) are copied out in row-major order; one reaching past its
+  ** storage, by its strides or its offset, or with a negative or overflowing stride, is
+  ** refused (a view that was not contiguous was refused whole). */
+  static const struct { const char *name; PkSpec spec; float want[6]; } views[] = {
+    {"pickle_strided_transposed_read", {"torch", "FloatStorage", 6, 0, 2, 3, 1, 2}, {1, 3.5f, 1e-3f, -2, 0, 7}},
+    {"pickle_strided_slice_read", {"torch", "FloatStorage", 6, 1, 2, 2, 3, 1}, {-2, 3.5f, 1e-3f, 7}},
+    {"pickle_strided_expanded_read", {"torch", "FloatStorage", 6, 0, 2, 3, 0, 1}, {1, -2, 3.5f, 1, -2, 3.5f}},
+    {"pickle_strided_size_one_any_stride", {"torch", "FloatStorage", 6, 3, 1, 3, 999, 1}, {0, 1e-3f, 7}},
+  };
+  for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
+    float got[6];
+    int n = 0;
+    int vrc = read_view(&views[i].spec, STORAGE, sizeof STORAGE, got, &n, &e);
+    int64_t want_n = views[i].spec.a * views[i].spec.b;
+    check(vrc == 0 && n == want_n && !memcmp(got, views[i].want, (size_t)n * sizeof *got), views[i].name, "rc %d, %d values: %s", vrc, n,
+          e.msg);
+  }
+  s = GOOD; s.sa = 1; s.sb = 3;
+  refuse_pickle("pickle_refuses_strided_past_storage", &s, "reaches past its storage of 6");
+  s = GOOD; s.offset = 2; s.sa = 1; s.sb = 2;
+  refuse_pickle("pickle_refuses_strided_offset_past_storage", &s, "reaches past its storage of 6");
+  s = GOOD; s.sa = 1; s.sb = -2;
+  refuse_pickle("pickle_refuses_negative_stride", &s, "a negative stride");
+  s = GOOD; s.sa = 1; s.sb = (int64_t)1 << 62;
+  refuse_pickle("pickle_refuses_overflowing_stride", &s, "reaches past its storage of 6");
+  s = GOOD; s.a = (int64_t)1 << 20; s.b = (int64_t)1 << 20; s.sa = 0; s.sb = 0;
+  refuse_pickle("pickle_refuses_expanded_past_archive", &s, "more than an archive of");
+  /* A float64 state dict: DoubleStorage, converted to float32 as F64 safetensors are. */
+  {
+    static const double d64[6] = {1, -2, 3.5, 0, 1e-3, 7};
+    PkSpec ds = GOOD;
+    ds.stype = "DoubleStorage";
+    float got[6];
+    int n = 0;
+    int drc = read_view(&ds, d64, sizeof d64, got, &n, &e);
+    check(drc == 0 && n == 6 && !memcmp(got, STORAGE, sizeof STORAGE), "pickle_double_storage_read", "rc %d: %s", drc, e.msg);
+    ds.sa = 1; ds.sb = 2;
+    drc = read_view(&ds, d64, sizeof d64, got, &n, &e);
+    check(drc == 0 && n == 6 && got[1] == 3.5f && got[3] == -2.0f, "pickle_double_storage_strided_read", "rc %d: %s", drc, e.msg);
+    drc = read_view(&ds, d64, sizeof d64 - 8, got, &n, &e);
+    check(drc == -1 && strstr(e.msg, "elements of F64 need"), "pickle_refuses_short_double_storage", "rc %d: %s", drc, e.msg);
+  }
   s = GOOD; s.numel = (int64_t)1 << 50;
   refuse_pickle("pickle_refuses_huge_storage", &s, "bad size");
   s = GOOD; s.a = (int64_t)1 << 45;
