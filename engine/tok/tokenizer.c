@@ -1549,16 +1549,61 @@ static int parse_model(Tokenizer *t, json_t *o, const char *text, size_t len, Er
   return t->model ? 0 : err_prefix(err, "model");
 }
 
+/* 0 when o's key is absent, null or a non-negative integer; else -1 with err naming
+** the key in where. */
+static int check_count(json_t *o, const char *key, const char *where, Err *err) {
+  json_t *v = json_object_get(o, key);
+  if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < 0))
+    return err_set(err, "%s: \"%s\" is not a non-negative integer", where, key);
+  return 0;
+}
+
+/* 0 when o's key is absent or a string; else -1 with err naming the key in where. */
+static int check_string(json_t *o, const char *key, const char *where, Err *err) {
+  json_t *v = json_object_get(o, key);
+  if (v && !json_is_string(v)) return err_set(err, "%s: \"%s\" is not a string", where, key);
+  return 0;
+}
+
+/* "truncation" and "padding": null, or objects whose fields have the types HF's
+** tokenizers reads them with. Their values are ignored: maskd applies its own length
+** limit (the model's positions, a command's --max-length or --truncation) and pads
+** batches itself, as transformers does, which sets both on the backend for each call
+** from its own arguments; Hub folders such as sentence-transformers' BERT checkpoints
+** carry them set. A tokenizer.json maskd writes has both null. Values HF would not
+** read (a string where an object is expected) are still refused. */
+static int check_ignored_settings(json_t *root, Err *err) {
+  json_t *v = json_object_get(root, "truncation");
+  if (v && !json_is_null(v)) {
+    if (!json_is_object(v)) return err_set(err, "truncation: expected null or an object");
+    if (check_count(v, "max_length", "truncation", err) < 0 || check_count(v, "stride", "truncation", err) < 0 ||
+        check_string(v, "strategy", "truncation", err) < 0 || check_string(v, "direction", "truncation", err) < 0)
+      return -1;
+  }
+  v = json_object_get(root, "padding");
+  if (v && !json_is_null(v)) {
+    if (!json_is_object(v)) return err_set(err, "padding: expected null or an object");
+    json_t *st = json_object_get(v, "strategy");
+    /* "BatchLongest", or {"Fixed": N} */
+    if (st && !json_is_string(st) &&
+        !(json_is_object(st) && json_object_size(st) == 1 && json_is_integer(json_object_get(st, "Fixed")) &&
+          json_integer_value(json_object_get(st, "Fixed")) >= 0))
+      return err_set(err, "padding: \"strategy\" is not \"BatchLongest\" nor {\"Fixed\": N}");
+    if (check_string(v, "direction", "padding", err) < 0 || check_count(v, "pad_to_multiple_of", "padding", err) < 0 ||
+        check_count(v, "pad_id", "padding", err) < 0 || check_count(v, "pad_type_id", "padding", err) < 0 ||
+        check_string(v, "pad_token", "padding", err) < 0)
+      return -1;
+  }
+  return 0;
+}
+
 static Tokenizer *from_root(json_t *root, const char *text, size_t len, Err *err) {
   Tokenizer *t = calloc(1, sizeof *t);
   if (!t) { err_set(err, "out of memory"); return NULL; }
   if (!json_is_object(root)) { err_set(err, "not a JSON object"); goto fail; }
   json_t *v = json_object_get(root, "version");
   t->version = strdup(v && json_is_string(v) ? json_string_value(v) : "1.0");
-  v = json_object_get(root, "truncation");
-  if (v && !json_is_null(v)) { err_set(err, "truncation is not supported (must be null)"); goto fail; }
-  v = json_object_get(root, "padding");
-  if (v && !json_is_null(v)) { err_set(err, "padding is not supported (must be null)"); goto fail; }
+  if (check_ignored_settings(root, err) < 0) goto fail;
   if (parse_model(t, json_object_get(root, "model"), text, len, err) < 0) goto fail;
   v = json_object_get(root, "normalizer");
   if (v && !json_is_null(v)) {

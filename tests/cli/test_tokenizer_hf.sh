@@ -4,7 +4,8 @@
 # in maskd and gives the same ids, byte offsets and decoded text as HF on every
 # line of WikiText-2 valid and test, the BANKING77 texts, and edge cases; maskd
 # writes tokenizer.json byte for byte as HF does; a tokenizer maskd trains gives
-# the same ids in HF as in maskd. make test runs a representative
+# the same ids in HF as in maskd; truncation and padding set in tokenizer.json are
+# read and ignored (the same ids as null). make test runs a representative
 # part (HF trained on 6000 lines of WikiText-2 train; the first 1200 lines of valid,
 # BANKING77 test, edge cases); TOK_HF_LONG=1 (tests/long/long_tokenizer_hf.sh) trains on
 # all of train and compares all of valid, test and BANKING77 train+test.
@@ -80,6 +81,18 @@ d["normalizer"] = None
 d["post_processor"] = None
 d["decoder"] = None
 write("var_bare", d)
+# truncation and padding as sentence-transformers' BERT folders set them (maskd ignores
+# both), and truncation alone (what HF is compared with: its padding would pad every line).
+pad = next(a for a in base["added_tokens"] if a["content"] == "<pad>")
+trunc = {"direction": "Right", "max_length": 64, "strategy": "LongestFirst", "stride": 0}
+d = json.loads(json.dumps(base))
+d["truncation"] = trunc
+d["padding"] = {"strategy": {"Fixed": 64}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": pad["id"],
+                "pad_type_id": 0, "pad_token": pad["content"]}
+write("var_truncpad", d)
+d = json.loads(json.dumps(base))
+d["truncation"] = trunc
+write("var_trunc", d)
 EOF
 
 M_() { "$M" tokenizer "$@"; }
@@ -265,6 +278,26 @@ for v in var_first var_never var_legacy var_added var_bare; do
   enc "tokenizer_hf_ids_$v" "ids_$v" "$T/$v.json" "$T/var_in.jsonl" --jsonl
   dec "tokenizer_hf_decode_$v" "dec_$v" "$T/$v.json" "$T/m.ids_$v"
 done
+
+# 5. truncation and padding set (Hub folders such as sentence-transformers' have them):
+# loaded and ignored, maskd applying its own limits. The same ids as the seed's (both
+# null) on every line, longer than max_length 64 too; on the lines of at most 64 ids,
+# HF's with truncation set (they were refused: "truncation is not supported").
+if M_ encode --tokenizer "$T/var_truncpad.json" --input "$T/var_in.jsonl" --jsonl > "$T/m.truncpad" 2> "$T/truncpad.err"; then
+  M_ encode --tokenizer "$T/seed.json" --input "$T/var_in.jsonl" --jsonl > "$T/m.truncpad_null"
+  same tokenizer_hf_truncation_padding_ignored "$T/m.truncpad_null" "$T/m.truncpad"
+  awk -v ids="$T/m.truncpad" 'BEGIN { while ((getline l < ids) > 0) n[++k] = split(l, a, " ") } n[FNR] <= 64' \
+    "$T/var_in.jsonl" > "$T/short.jsonl"
+  if [ -s "$T/short.jsonl" ] && [ "$(wc -l < "$T/short.jsonl")" -lt "$(wc -l < "$T/var_in.jsonl")" ]; then
+    hfq truncation_short encode "$T/var_trunc.json" "$T/short.jsonl" --jsonl
+    M_ encode --tokenizer "$T/var_truncpad.json" --input "$T/short.jsonl" --jsonl > "$T/m.truncation_short"
+    later tokenizer_hf_truncation_short_lines truncation_short
+  else
+    fail tokenizer_hf_truncation_short_lines "expected some lines over 64 ids and some not: $(wc -l < "$T/short.jsonl")"
+  fi
+else
+  fail tokenizer_hf_truncation_padding_ignored "$(head -c 300 "$T/truncpad.err")"
+fi
 
 # The queued HF side, then every comparison.
 if node $H multi "$T/jobs" 2> "$T/multi.err"; then

@@ -275,10 +275,14 @@ int main(void) {
       tokenizer_free(x);
     }
     check(ok, "tokenizer_refuses_unsupported", "%s", failed);
-    /* truncation / padding objects, corrupt JSON */
+    /* truncation / padding that HF would not read either, corrupt JSON */
     const char *more[][2] = {
-      {"{\"truncation\":{\"max_length\":8},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "truncation"},
-      {"{\"padding\":{},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "padding"},
+      {"{\"truncation\":\"longest_first\",\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "truncation: expected null or an object"},
+      {"{\"padding\":[128],\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "padding: expected null or an object"},
+      {"{\"truncation\":{\"max_length\":\"8\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "truncation: \"max_length\" is not"},
+      {"{\"truncation\":{\"max_length\":-1},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "truncation: \"max_length\" is not"},
+      {"{\"padding\":{\"strategy\":{\"Fixed\":\"8\"}},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "padding: \"strategy\""},
+      {"{\"padding\":{\"pad_token\":0},\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "padding: \"pad_token\" is not a string"},
       {"{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1", "invalid JSON"},
       {"[1,2]", "not a JSON object"},
       {"{}", "model: missing"},
@@ -290,6 +294,33 @@ int main(void) {
       tokenizer_free(x);
     }
     check(ok, "tokenizer_refuses_bad_files", "%s", failed);
+    /* truncation and padding as Hub files set them (sentence-transformers' BERT folders:
+    ** a max_length, padding to a fixed length) load and are ignored: the same ids as with
+    ** both null, for a text longer than max_length too. They were refused ("truncation is
+    ** not supported (must be null)"). */
+    {
+      const char *set = "\"truncation\":{\"direction\":\"Right\",\"max_length\":2,\"strategy\":\"LongestFirst\",\"stride\":0},"
+                        "\"padding\":{\"strategy\":{\"Fixed\":6},\"direction\":\"Right\",\"pad_to_multiple_of\":null,\"pad_id\":0,"
+                        "\"pad_type_id\":0,\"pad_token\":\"<unk>\"},";
+      const char *batch = "\"truncation\":null,\"padding\":{\"strategy\":\"BatchLongest\",\"direction\":\"Left\",\"pad_to_multiple_of\":8,"
+                          "\"pad_id\":0,\"pad_type_id\":0,\"pad_token\":\"<unk>\"},";
+      const char *body = "\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":null,\"post_processor\":null,\"decoder\":null,%s";
+      char fmt[512], plain_json[1024], set_json[1024], batch_json[1024];
+      snprintf(fmt, sizeof fmt, "{\"version\":\"1.0\",%%s%s", body);   /* model closes the object */
+      snprintf(plain_json, sizeof plain_json, fmt, "\"truncation\":null,\"padding\":null,", model);
+      snprintf(set_json, sizeof set_json, fmt, set, model);
+      snprintf(batch_json, sizeof batch_json, fmt, batch, model);
+      Tokenizer *plain = must_load(plain_json, &err), *with = must_load(set_json, &err), *with_batch = must_load(batch_json, &err);
+      Encoding ep = {0}, es = {0}, eb = {0};
+      const char *text = "aaaaa";   /* 5 pieces: longer than max_length 2 */
+      int same = plain && with && with_batch && tokenizer_encode(plain, text, 5, 1, &ep, &err) == 0 &&
+                 tokenizer_encode(with, text, 5, 1, &es, &err) == 0 && tokenizer_encode(with_batch, text, 5, 1, &eb, &err) == 0 &&
+                 ep.n == 5 && es.n == ep.n && eb.n == ep.n && !memcmp(ep.ids, es.ids, sizeof *ep.ids * (size_t)ep.n) &&
+                 !memcmp(ep.ids, eb.ids, sizeof *ep.ids * (size_t)ep.n);
+      check(same, "tokenizer_truncation_padding_ignored", "%s (ids %d %d %d)", err.msg, ep.n, es.n, eb.n);
+      encoding_free(&ep); encoding_free(&es); encoding_free(&eb);
+      tokenizer_free(plain); tokenizer_free(with); tokenizer_free(with_batch);
+    }
     /* Legacy Metaspace keys load; an unknown prepend scheme does not. */
     snprintf(json, sizeof json, "%s\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"" MS "\",\"add_prefix_space\":false},%s", head, model);
     Tokenizer *x = must_load(json, &err);
