@@ -97,12 +97,11 @@ EOF
 )
 [ "$msg" = ok ] && pass export_bf16_is_torch_rounding || fail export_bf16_is_torch_rounding "${msg:-the check crashed}"
 # The rounding on the values where torch's differs from the AVX512-BF16 instruction's and
-# at the edges: subnormals (rounded, not flushed to zero), ±0, ±inf, NaN (quiet; torch's own
-# NaN bits differ between its scalar and vector conversions, 0x7fc0 and 0xffff, so a NaN is
-# checked to be a quiet NaN), the largest float and the values that round up to infinity,
-# ties, random bit patterns (every exponent) and random normals: the word embeddings of an
-# imported folder hold them, and the BF16 export is torch's .to(torch.bfloat16) of the
-# folder's F32 tensors, bit for bit.
+# at the edges: subnormals (rounded, not flushed to zero), ±0, the largest float and the
+# values that round up to infinity, ties, random bit patterns (every finite exponent) and
+# random normals: the word embeddings of an imported folder hold them, and the BF16 export
+# is torch's .to(torch.bfloat16) of the folder's F32 tensors, bit for bit. (Import refuses
+# infinities and NaNs in weights, so their rounding is test_safetensors' bf16_torch_bits.)
 $PY - "$T/rob" "$T/edge" <<'EOF'
 import json, shutil, struct, sys
 import numpy as np
@@ -113,13 +112,13 @@ n = struct.unpack("<Q", raw[:8])[0]
 h = json.loads(raw[8:8 + n])
 a, b = h["roberta.embeddings.word_embeddings.weight"]["data_offsets"]
 count = (b - a) // 4
-edge = [0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0xffbfffff,
-        0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0xff7f8000, 0x7f7f7fff, 0x7f7f8001, 0x00000001, 0x80000001,
+edge = [0x00000000, 0x80000000, 0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0xff7f8000, 0x7f7f7fff, 0x7f7f8001, 0x00000001, 0x80000001,
         0x007fffff, 0x807fffff, 0x00008000, 0x00018000, 0x00007fff, 0x00008001, 0x00800000, 0x3f808000,
         0x3f818000, 0x3f807fff]
 edge += [int(x) for x in np.array([1e-39, -3e-39, 1e-45, -1e-40, 5.9e-39, 1.1754942e-38], dtype=np.float32).view(np.uint32)]
 rng = np.random.default_rng(7)
 bits = rng.integers(0, 2**32, size=count // 2, dtype=np.uint64).astype(np.uint32)
+bits[(bits & 0x7f800000) == 0x7f800000] ^= 0x00800000   # an infinity or NaN pattern made finite (exponent 254)
 normals = (rng.standard_normal(count - len(edge) - len(bits)).astype(np.float32)).view(np.uint32)
 w = np.concatenate([np.array(edge, dtype=np.uint32), bits, normals])
 raw[8 + n + a:8 + n + b] = w.astype("<u4").tobytes()
@@ -150,7 +149,7 @@ else:
     if len(bad) > 3: problems.append(f"{len(bad)} values in all")
     quiet = torch.isnan(y.float()) & (got & 0x40 != 0)
     if not bool(quiet[nan].all()): problems.append(f"{int((~quiet[nan]).sum())} NaNs not quiet NaNs")
-    if int(nan.sum()) < 100 or int((x.abs() < 1.1754944e-38).sum()) < 10: problems.append("too few NaNs or subnormals tried")
+    if int(nan.sum()) or int((x.abs() < 1.1754944e-38).sum()) < 10: problems.append("NaNs stored, or too few subnormals tried")
 print("; ".join(problems) or "ok")   # a crash prints nothing: a failure
 EOF
 )
