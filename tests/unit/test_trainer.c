@@ -150,6 +150,28 @@ static int same_from(const Record *a, const Record *b, long from, long to) {
   return 1;
 }
 
+/* a's saved checkpoint (step 20) written again into *out (a copy of a with new bytes,
+** the caller frees out->w and out->s), its state changed: word >= 0 flips extra[word]'s
+** low bit; word < 0 keeps only -word extra words (an older layout). Returns the number of
+** extra words a's state had. */
+static int rewritten_state(const ModelConfig *c, const TrainerOptions *o, const Record *a, int word, Record *out) {
+  Err e = {0};
+  Trainer *t = trainer_new(c, o, &e);
+  AdamW *tmp = adamw_new(&trainer_optim(t)->cfg, trainer_optim(t)->n, NULL, 0, &e);
+  CkptState cs;
+  ckpt_load_state_memory(trainer_model(t), tmp, &cs, a->s, a->sl, &e);
+  ckpt_load_weights_memory(trainer_model(t), a->w, a->wl, &e);
+  int words = cs.n_extra;
+  if (word >= 0) cs.extra[word] ^= 1;
+  else cs.n_extra = -word;
+  TrainerCheckpoint ck = {TRAINER_CKPT_STEPS, trainer_model(t), tmp, &cs, 1, 20, NULL, NULL, NULL};
+  *out = *a;
+  trainer_checkpoint_bytes(&ck, &out->w, &out->wl, &out->s, &out->sl, &e);
+  adamw_free(tmp);
+  trainer_free(t);
+  return words;
+}
+
 static void test_resume(void) {
   ModelConfig c = tiny(0.1);   /* dropout on: its per-step seeding must resume too */
   TrainerOptions o = opts(4, 1, 3);
@@ -206,47 +228,25 @@ static void test_resume(void) {
   ** 2..5: the permutations' seed) must diverge, so the comparisons above can see the data
   ** position (likewise the moments, tested in test_checkpoint). The masks need no saved
   ** generator: they are keyed by (seed, epoch, sample). */
-  Err e = {0};
-  Trainer *t = trainer_new(&c, &o, &e);
-  TrainerCheckpoint ck;
-  CkptState cs;
-  AdamW *tmp = adamw_new(&trainer_optim(t)->cfg, trainer_optim(t)->n, NULL, 0, &e);
-  ckpt_load_state_memory(trainer_model(t), tmp, &cs, a->s, a->sl, &e);
-  ckpt_load_weights_memory(trainer_model(t), a->w, a->wl, &e);
-  cs.extra[2] ^= 1;
-  ck = (TrainerCheckpoint){TRAINER_CKPT_STEPS, trainer_model(t), tmp, &cs, 1, 20, NULL, NULL, NULL};
-  unsigned char *w2, *s2b;
-  size_t w2l, s2l;
-  trainer_checkpoint_bytes(&ck, &w2, &w2l, &s2b, &s2l, &e);
-  adamw_free(tmp);
-  trainer_free(t);
-  Record *n = calloc(1, sizeof *n), fake = *a;
-  fake.w = w2; fake.wl = w2l; fake.s = s2b; fake.sl = s2l;
+  Record fake, *n = calloc(1, sizeof *n);
+  int words = rewritten_state(&c, &o, a, 2, &fake);
   rc = run(&c, &o, n, &fake, &pb, &npb, &st);
   check(rc == 0 && !same_from(a, n, 21, 21) && memcmp(pa, pb, np * sizeof(float)) != 0, "trainer_resume_needs_loader_state",
         "perturbed loader generator gave the same run (rc %d)", rc);
-  free(pb); free(w2); free(s2b);
+  free(pb); free(fake.w); free(fake.s);
 
   /* A state written before the count of steps with a loss (10 extra words, not 11) still
   ** resumes, to the same end: every step of this run had a loss, as the old sum assumed. */
-  t = trainer_new(&c, &o, &e);
-  tmp = adamw_new(&trainer_optim(t)->cfg, trainer_optim(t)->n, NULL, 0, &e);
-  ckpt_load_state_memory(trainer_model(t), tmp, &cs, a->s, a->sl, &e);
-  ckpt_load_weights_memory(trainer_model(t), a->w, a->wl, &e);
-  int words = cs.n_extra;
-  cs.n_extra = 10;
-  ck = (TrainerCheckpoint){TRAINER_CKPT_STEPS, trainer_model(t), tmp, &cs, 1, 20, NULL, NULL, NULL};
-  trainer_checkpoint_bytes(&ck, &w2, &w2l, &s2b, &s2l, &e);
-  adamw_free(tmp);
-  trainer_free(t);
-  Record *v2 = calloc(1, sizeof *v2), old = *a;
-  old.w = w2; old.wl = w2l; old.s = s2b; old.sl = s2l;
+  Record old, *v2 = calloc(1, sizeof *v2);
+  words = rewritten_state(&c, &o, a, -10, &old);
   rc = run(&c, &o, v2, &old, &pb, &npb, &st);
   check(words == 11 && rc == 0 && same_from(a, v2, 21, 36) && memcmp(pa, pb, np * sizeof(float)) == 0 &&
             memcmp(&a->eval_train[1], &v2->eval_train[0], 2 * sizeof(double)) == 0,
         "trainer_resume_state_of_10_words", "rc %d, %d words written", rc, words);
-  free(pb); free(w2); free(s2b); free(v2);
+  free(pb); free(old.w); free(old.s); free(v2);
 
+  Err e = {0};
+  Trainer *t;
   /* A state from a run of another shape is refused, naming what differs. */
   TrainerOptions o8 = opts(8, 1, 3);
   t = trainer_new(&c, &o8, &e);
