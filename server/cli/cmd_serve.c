@@ -88,7 +88,9 @@ static const CliOpt serve_opts[] = {
   {.name = "--allowed-origin", .kind = CLI_LIST, .off = OFF(origins), .off2 = OFF(n_origins), .hi = MAX_ALLOWED,
    .arg = "URL",
    .help = "accept requests from this browser origin too, e.g. an HTTPS proxy's\n"
-           "https://maskd.example.org (repeatable; default: the server's own only)"},
+           "https://maskd.example.org or a web app's http://127.0.0.1:5173,\n"
+           "and answer its pages' CORS requests (repeatable; default: the\n"
+           "server's own only)"},
   {.name = "--data-dir", .kind = CLI_STRING, .off = OFF(data_dir), .arg = "DIR",
    .help = "the folder whose files jobs may read: corpora, and tokenizers, shard\n"
            "folders or config.json files, named by their path inside it\n"

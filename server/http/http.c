@@ -38,6 +38,7 @@
 #include "engine/core/now.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -130,6 +131,7 @@ typedef struct ReqState {
   int upload_counted;       /* counted in n_uploads */
   int upload_refused;       /* 413 or 507/500: the file is gone, the rest of the body is dropped */
   int upload_errno;         /* why the write failed */
+  char cors_origin[256];    /* the Origin as sent when it is an allowed one (CORS answers); "" otherwise */
 } ReqState;
 
 typedef struct Stream {
@@ -691,6 +693,53 @@ static void conn_state(Conn *k, int state) {
 }
 
 /* Queues rs on c (the loop only). A stream is counted against the limits here. */
+/* The headers every answer to an allowed origin carries (http.h, CORS): without
+** Expose-Headers a page could not read the Hub's commit, a download's ETag or range,
+** or how long to wait after a 503. */
+static void cors_headers(struct MHD_Response *r, const char *origin) {
+  MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+  MHD_add_response_header(r, "Vary", "Origin");
+  MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                          "ETag, X-Repo-Commit, X-Linked-Size, X-Linked-Etag, X-Error-Code, Content-Range, "
+                          "Accept-Ranges, Content-Length, Location, Retry-After, Allow");
+}
+
+/* 1 when v is a comma-separated list of header names (RFC 9110 tokens), as a
+** preflight's Access-Control-Request-Headers is: only such a list is echoed. */
+static int header_name_list(const char *v) {
+  size_t n = strlen(v);
+  if (n == 0 || n > 1000) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if (!isalnum(ch) && !strchr("!#$%&'*+-.^_`|~, ", ch)) return 0;
+  }
+  return 1;
+}
+
+static const char *hdr(struct MHD_Connection *c, const char *name);
+
+/* A CORS preflight from an allowed origin: 204 with the methods of the path (allow)
+** and the request headers it asked for; nothing runs until the real request comes. */
+static enum MHD_Result preflight(ReqState *st, struct MHD_Connection *c, const char *allow) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!r) return MHD_NO;
+  cors_headers(r, st->cors_origin);
+  MHD_add_response_header(r, "Access-Control-Allow-Methods", allow);
+  const char *want = hdr(c, "Access-Control-Request-Headers");
+  if (want && header_name_list(want)) MHD_add_response_header(r, "Access-Control-Allow-Headers", want);
+  const char *pna = hdr(c, "Access-Control-Request-Private-Network");
+  if (pna && !strcasecmp(pna, "true")) MHD_add_response_header(r, "Access-Control-Allow-Private-Network", "true");
+  MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  atomic_store(&st->phase, R_ANSWERED);
+  conn_state(st->conn, C_BUSY);
+  enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+  MHD_destroy_response(r);
+  st->status = MHD_HTTP_NO_CONTENT;
+  st->t_queued = now_monotonic();
+  return ok;
+}
+
 static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *rs, ReqState *st) {
   struct MHD_Response *r;
   if (rs->stream && (rs->stream_sized || !st->head)) {
@@ -743,6 +792,7 @@ static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *r
   if (rs->location[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, rs->location);
   for (int i = 0; i < rs->n_headers; i++) MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
   if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"maskd\"");
+  if (st->cors_origin[0]) cors_headers(r, st->cors_origin);
   enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
   MHD_destroy_response(r);
   st->status = status;
@@ -944,13 +994,20 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
     st->n_params = np;
     break;
   }
+  const char *origin = hdr(c, "Origin");
+  if (origin && strlen(origin) < sizeof st->cors_origin && http_guard_origin_listed(s->guard, origin))
+    snprintf(st->cors_origin, sizeof st->cors_origin, "%s", origin);
   int open = st->route && (st->route->flags & HTTP_OPEN);
   if (!open) {
-    const char *why = http_guard_request(s->guard, m, hdr(c, MHD_HTTP_HEADER_HOST), hdr(c, "Origin"),
+    const char *why = http_guard_request(s->guard, m, hdr(c, MHD_HTTP_HEADER_HOST), origin,
                                          hdr(c, "Sec-Fetch-Site"), hdr(c, "Sec-Fetch-Mode"), hdr(c, "Sec-Fetch-Dest"));
     if (why)
       return refuse(s, c, st, 403, why, json_pack("{s:o, s:o}", "host", http_json_text(hdr(c, MHD_HTTP_HEADER_HOST)),
                                                   "origin", http_json_text(hdr(c, "Origin"))));
+  }
+  if (!st->route && !strcmp(method, "OPTIONS") && st->cors_origin[0] && hdr(c, "Access-Control-Request-Method")) {
+    if (allow[0]) return preflight(st, c, allow);
+    if (s->cfg.fallback) return preflight(st, c, "GET, HEAD");
   }
   if (!st->route) {
     if (allow[0]) {

@@ -41,10 +41,20 @@
 **   following a link to the page is fine, embedding it or fetching from it is not).
 ** - Requests with a body method (POST, PUT, PATCH, DELETE) must say
 **   Content-Type: application/json (415), which a page can only send to another
-**   origin after a CORS preflight that this server never grants. Routes flagged
+**   origin after a CORS preflight, which this server grants to allowed_origins alone. Routes flagged
 **   HTTP_FORM (POSTs that change nothing: the Hub's paths-info, which huggingface_hub
 **   posts as a form) also take application/x-www-form-urlencoded.
 ** HTTP_OPEN routes (health checks) skip the Host and Origin rules and the token.
+** - CORS, for allowed_origins only (a page the operator named, on another origin, using
+**   the API or the Hub's routes from the browser, as transformers.js does with the
+**   Hub): every answer to a request whose Origin is listed carries
+**   Access-Control-Allow-Origin with that origin, Vary: Origin and the headers a client
+**   must read (ETag, X-Repo-Commit, Content-Range, ...) in Access-Control-Expose-Headers;
+**   a preflight (OPTIONS with Access-Control-Request-Method) from it answers 204 with
+**   the path's methods, the request headers it asked for, and Private Network Access's
+**   Access-Control-Allow-Private-Network when asked. No Allow-Credentials: the login
+**   cookie is never sent cross-origin, so such a page authenticates with the Bearer
+**   token. A preflight from any other origin is 403, as any of its requests is.
 **
 ** Uploads (routes flagged HTTP_UPLOAD). The body must say Content-Type:
 ** application/octet-stream (415 otherwise; as safe as JSON against cross-site posts,

@@ -159,7 +159,8 @@ int http_guard_host_ok(const HttpGuard *g, const char *host) {
   return 0;
 }
 
-static int origin_listed(const HttpGuard *g, const char *origin) {
+int http_guard_origin_listed(const HttpGuard *g, const char *origin) {
+  if (!origin) return 0;
   size_t n = strlen(origin);
   while (n && origin[n - 1] == '/') n--;
   for (int i = 0; i < g->n_origins; i++)
@@ -180,7 +181,7 @@ const char *http_guard_request(const HttpGuard *g, const char *method, const cha
   if (!http_guard_host_ok(g, host))
     return "the Host header does not name this server (a DNS-rebinding guard: give --allowed-host NAME to serve "
            "another name)";
-  int listed = origin && origin_listed(g, origin);
+  int listed = http_guard_origin_listed(g, origin);
   if (origin && !listed && !origin_own(g, origin))
     return "cross-origin request refused: the Origin is not this server's (give --allowed-origin to accept one)";
   if (fetch_site && (!strcasecmp(fetch_site, "cross-site") || !strcasecmp(fetch_site, "same-site")) && !listed) {

@@ -20,6 +20,9 @@ int http_guard_host_ok(const HttpGuard *g, const char *host);
 ** why not, for a 403. method is the request's ("HEAD" counts as "GET"). */
 const char *http_guard_request(const HttpGuard *g, const char *method, const char *host, const char *origin,
                                const char *fetch_site, const char *fetch_mode, const char *fetch_dest);
+/* 1 when origin (NULL: 0) is one of the operator's allowed origins, compared without case
+** and without trailing slashes: the origins that get CORS answers (http.h). */
+int http_guard_origin_listed(const HttpGuard *g, const char *origin);
 /* 1 when given is the token (constant time in the token's length). */
 int http_guard_token_ok(const HttpGuard *g, const char *given);
 /* The login cookie's name ("maskd_session_PORT"); its value is a random key drawn by

@@ -16,7 +16,7 @@ const fs = require("fs");
 const os = require("os");
 const { chromium } = require("playwright-core");
 
-const [base, art, apiToken, tokenizer, train, valid, clsRun, longRun] = process.argv.slice(2);
+const [base, art, apiToken, tokenizer, train, valid, clsRun, longRun, otherApp] = process.argv.slice(2);
 let failures = 0;
 function check(ok, name, why) {
   if (ok) console.log("PASS " + name);
@@ -385,6 +385,38 @@ async function main() {
     }, null, { timeout: 30000 }).then((h) => h.jsonValue()).catch((e) => ({ error: String(e).split("\n")[0] }));
     check(drawn.line > 600 && drawn.line <= 1280 && drawn.lr === 150000, "browser_run_charts_150000_steps",
           JSON.stringify(drawn) + " " + errors.join(" | "));
+    // A page of another origin the server allows (--allowed-origin): it classifies text
+    // with the token, reads the Hub's files and their headers through a redirect, and reads
+    // the server's 401; a page of an origin not allowed reads nothing (the fetch fails).
+    const app = await ctx.newPage();
+    await app.goto(otherApp + "/");
+    const cross = await app.evaluate(async ([api, token, model, seed]) => {
+      const out = {};
+      const tc = await fetch(api + "/text-classification", { method: "POST",
+        headers: { "Content-Type": "application/json", "Authorization": "Bearer " + token },
+        body: JSON.stringify({ inputs: "my card has still not arrived", model }) });
+      out.classify = [tc.status, await tc.json()];
+      const cfg = await fetch(api + "/" + seed + "/resolve/main/config.json");
+      out.config = [cfg.status, cfg.headers.get("X-Repo-Commit"), (await cfg.json()).model_type];
+      const w = await fetch(api + "/" + seed + "/resolve/main/model.safetensors", { headers: { Range: "bytes=0-7" } });
+      out.weights = [w.status, w.redirected, w.headers.get("Content-Range"), w.headers.get("ETag"), (await w.arrayBuffer()).byteLength];
+      const no = await fetch(api + "/runs", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+      out.noToken = [no.status, (await no.json()).error];
+      return out;
+    }, [base, apiToken, clsRun, "seed-run"]).catch((e) => ({ error: String(e) }));
+    const tcOk = cross.classify && cross.classify[0] === 200 && Array.isArray(cross.classify[1]) &&
+                 typeof cross.classify[1][0].label === "string" && cross.classify[1][0].score > 0;
+    check(tcOk && cross.config[0] === 200 && /^[0-9a-f]{40}$/.test(cross.config[1] || "") && cross.config[2] &&
+          cross.weights[0] === 206 && cross.weights[1] === true && /^bytes 0-7\/\d+$/.test(cross.weights[2] || "") &&
+          cross.weights[3] && cross.weights[4] === 8 && cross.noToken[0] === 401 && /token/.test(cross.noToken[1]),
+          "browser_cors_allowed_origin", JSON.stringify(cross));
+    const otherHost = otherApp.replace("127.0.0.1", "localhost");
+    await app.goto(otherHost + "/");
+    const refused = await app.evaluate(async (api) => {
+      try { const r = await fetch(api + "/runs"); return "read " + r.status; } catch (e) { return "refused: " + e.name; }
+    }, base);
+    check(refused === "refused: TypeError", "browser_cors_other_origin_reads_nothing", refused);
+    await app.close();
     const unexpected = errors.filter((e) => !/status of (401|400|409|422)/.test(e) && !/status of 404.*\/favicon\.ico$/.test(e));
     check(unexpected.length === 0, "browser_no_js_errors", unexpected.join(" | "));
   } finally {

@@ -23,7 +23,16 @@ head -300 "$D/wikitext-2/valid.txt" > "$T/valid.txt"
   "$MASKD" prepare --quiet --tokenizer "$T/tok.json" --input "$T/valid.txt" --split validation --seq-len 32 --out "$T/vshards"; } \
   >"$T/setup.log" 2>&1 || { fail browser_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
-serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet || { fail browser_setup "server did not start: $(cat "$T/err")"; exit 1; }
+# Another web app's origin, which the server allows (--allowed-origin): a page of it uses
+# the API from the browser (CORS). Python serves it on a free port.
+mkdir -p "$T/app" && printf '<!doctype html><title>another app</title>\n' > "$T/app/index.html"
+$PY -u -m http.server 0 --bind 127.0.0.1 --directory "$T/app" >"$T/app.log" 2>&1 &
+app_pid=$!
+at_exit "kill $app_pid 2>/dev/null"
+wait_until 100 0.1 grep -q ' port [0-9]' "$T/app.log" || { fail browser_setup "the other app's server: $(cat "$T/app.log")"; exit 1; }
+app=http://127.0.0.1:$(sed -n 's/.* port \([0-9]*\) .*/\1/p' "$T/app.log" | head -1)
+
+serve_start --db "$T/hub.db" --data-dir "$T" --token tk --quiet --allowed-origin "$app" || { fail browser_setup "server did not start: $(cat "$T/err")"; exit 1; }
 
 # A finished run for the table, the charts and the playground.
 curl -s --max-time 20 -H 'Authorization: Bearer tk' -H 'Content-Type: application/json' -X POST "$base/runs" --data-binary \
@@ -56,4 +65,4 @@ db.executemany("INSERT OR REPLACE INTO step_metrics(run_id, step, epoch, loss, l
                 for s in range(1, 150001)))
 db.commit()' "$T/hub.db" >>"$T/long.log" 2>&1 || { fail browser_setup "long-run: $(tail -3 "$T/long.log")"; exit 1; }
 rm -rf "$ART"
-timeout 300 node tests/http/browser.js "$base" "$ART" tk tok.json shards vshards cls-run long-run
+timeout 300 node tests/http/browser.js "$base" "$ART" tk tok.json shards vshards cls-run long-run "$app"

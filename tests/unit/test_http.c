@@ -649,6 +649,66 @@ static void test_token_and_bodies(void) {
   check(is_error(&r, 500, "no answer"), "500_no_answer", "%d %s", r.status, r.body);
 }
 
+/* 1 when r's header name is exactly want (NULL: absent). */
+static int header_is(const Resp *r, const char *name, const char *want) {
+  const char *v = header(r, name);
+  return want ? v && !strcmp(v, want) : v == NULL;
+}
+
+/* CORS: an allowed origin's page may use the API from the browser (preflight, then the
+** request, each answer naming the origin); every other origin gets nothing to read. */
+static void test_cors(void) {
+  Resp r;
+  char h[512];
+  const char *pre = "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization,content-type\r\n";
+  snprintf(h, sizeof h, "Origin: https://proxy.example\r\n%s", pre);
+  int before = atomic_load(&writes);
+  get("OPTIONS", "/json", h, NULL, &r);
+  check(r.status == 204 && header_is(&r, "Access-Control-Allow-Origin", "https://proxy.example") &&
+            header_is(&r, "Access-Control-Allow-Headers", "authorization,content-type") && header_is(&r, "Vary", "Origin") &&
+            header(&r, "Access-Control-Allow-Methods") && strstr(header(&r, "Access-Control-Allow-Methods"), "POST") &&
+            header_is(&r, "Access-Control-Allow-Private-Network", NULL) && header_is(&r, "Access-Control-Allow-Credentials", NULL),
+        "cors_preflight_allowed_origin", "%d %.300s", r.status, r.raw);
+  check(atomic_load(&writes) == before, "cors_preflight_runs_nothing", "%d writes", atomic_load(&writes) - before);
+  snprintf(h, sizeof h, "Origin: https://proxy.example\r\n%sAccess-Control-Request-Private-Network: true\r\n", pre);
+  get("OPTIONS", "/echo/a", h, NULL, &r);
+  check(r.status == 204 && header_is(&r, "Access-Control-Allow-Private-Network", "true") &&
+            header_is(&r, "Access-Control-Allow-Methods", "GET, HEAD"),
+        "cors_preflight_private_network", "%d %.300s", r.status, r.raw);
+  snprintf(h, sizeof h, "Origin: https://proxy.example\r\nAccess-Control-Request-Method: GET\r\n"
+                        "Access-Control-Request-Headers: x-a, x-b(c)\r\n");
+  get("OPTIONS", "/echo/a", h, NULL, &r);
+  check(r.status == 204 && header_is(&r, "Access-Control-Allow-Headers", NULL), "cors_preflight_odd_headers_not_echoed",
+        "%d %.300s", r.status, r.raw);
+  snprintf(h, sizeof h, "Origin: http://evil.example\r\n%s", pre);
+  get("OPTIONS", "/json", h, NULL, &r);
+  check(is_error(&r, 403, "Origin") && header_is(&r, "Access-Control-Allow-Origin", NULL), "cors_preflight_other_origin_403",
+        "%d %.300s", r.status, r.raw);
+  snprintf(h, sizeof h, "Origin: https://proxy.example\r\n%s", pre);
+  get("OPTIONS", "/nowhere", h, NULL, &r);
+  check(r.status == 404, "cors_preflight_unknown_path_404", "%d %.300s", r.status, r.raw);
+  get("OPTIONS", "/json", "Origin: https://proxy.example\r\n", NULL, &r);
+  check(r.status == 405, "cors_options_without_request_method_405", "%d %.300s", r.status, r.raw);
+
+  /* The request itself, and an error a page must be able to read (the 401 says why). */
+  snprintf(h, sizeof h, "Origin: https://proxy.example\r\n%s", auth);
+  get("POST", "/json", h, "{\"n\":1}", &r);
+  check(r.status == 200 && header_is(&r, "Access-Control-Allow-Origin", "https://proxy.example") &&
+            header(&r, "Access-Control-Expose-Headers") && strstr(header(&r, "Access-Control-Expose-Headers"), "X-Repo-Commit") &&
+            header_is(&r, "Access-Control-Allow-Credentials", NULL),
+        "cors_request_allowed_origin", "%d %.400s", r.status, r.raw);
+  get("POST", "/json", "Origin: https://PROXY.example/\r\n", "{\"n\":1}", &r);
+  check(is_error(&r, 401, NULL) && header_is(&r, "Access-Control-Allow-Origin", "https://PROXY.example/"),
+        "cors_error_readable", "%d %.400s", r.status, r.raw);
+  snprintf(h, sizeof h, "Origin: http://127.0.0.1:%d\r\n", port);
+  get("GET", "/echo/a", h, NULL, &r);
+  check(r.status == 200 && header_is(&r, "Access-Control-Allow-Origin", NULL), "cors_none_for_own_origin", "%d %.300s",
+        r.status, r.raw);
+  get("GET", "/echo/a", NULL, NULL, &r);
+  check(r.status == 200 && header_is(&r, "Access-Control-Allow-Origin", NULL), "cors_none_without_origin", "%d %.300s",
+        r.status, r.raw);
+}
+
 /* Cross-site requests: what a page on another site can make a browser send. */
 static void test_cross_site(void) {
   Resp r;
@@ -1188,6 +1248,7 @@ int main(void) {
   test_routing();
   test_token_and_bodies();
   test_cross_site();
+  test_cors();
   test_login();
   test_paths();
   test_stream();
@@ -1195,7 +1256,7 @@ int main(void) {
   test_pool();
   test_deadlines();
   test_per_address();
-  check(atomic_load(&observed[413]) == 2 && atomic_load(&observed[405]) == 2 && atomic_load(&observed[415]) == 5 &&
+  check(atomic_load(&observed[413]) == 2 && atomic_load(&observed[405]) == 3 && atomic_load(&observed[415]) == 5 &&
             atomic_load(&observed[303]) == 1,
         "observer_counts", "413:%d 405:%d 415:%d 303:%d", atomic_load(&observed[413]), atomic_load(&observed[405]),
         atomic_load(&observed[415]), atomic_load(&observed[303]));
