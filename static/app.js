@@ -128,7 +128,7 @@ function showRuns() {
       } else {
         tbody.replaceChildren(...runs.map((r) => {
           const tr = el("tr", { "data-run": r.id },
-            el("td", {}, el("a", { href: "#/runs/" + r.id, text: r.name }), ...(r.task ? [" ", taskTag(r.task)] : [])),
+            el("td", {}, el("a", { href: "#/runs/" + r.id, text: r.name, title: r.name }), ...(r.task ? [" ", taskTag(r.task)] : [])),
             ...cells(r).map((v) => (typeof v === "string" ? el("td", { text: v }) : el("td", {}, v))));
           tr.addEventListener("click", (e) => { if (e.target.tagName !== "A") location.hash = "#/runs/" + r.id; });
           return tr;
@@ -612,7 +612,7 @@ function showRun(id) {
     }
     summary.replaceChildren(...items.map(([k, v]) => el("div", {}, el("b", { text: k }), el("span", { text: String(v) }))));
     if (run.error) summary.append(el("div", {}, el("b", { text: "Error" }), el("span", { text: run.error })));
-    $("#run-bar").style.width = run.total_steps ? (100 * run.step / run.total_steps).toFixed(1) + "%" : "0";
+    setBar($("#run-progress"), run.total_steps ? run.step / run.total_steps : null);
     cancelBtn.hidden = run.status !== "running";
     // A masked-LM run that stopped before its end continues from its newest checkpoint
     // (POST /runs {"resume"}); a fine-tuning run is submitted again instead.

@@ -60,6 +60,23 @@ async function main() {
     const clsId = await page.$eval(rowOf(clsRun), (tr) => tr.dataset.run);
     const longId = await page.$eval(rowOf(longRun), (tr) => tr.dataset.run);
     const seedId = await page.$eval(rowOf("seed-run"), (tr) => tr.dataset.run);
+    // Status badges readable (WCAG AA: text contrast at least 4.5 against its background;
+    // "done" and "interrupted" read 3.8 and 2.9), a long name cut and whole in its tooltip.
+    const contrast = await page.evaluate(() => {
+      const lum = (c) => { const v = c.match(/\d+/g).slice(0, 3).map((x) => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
+                           return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+      return ["queued", "running", "done", "failed", "cancelled", "interrupted"].map((k) => {
+        const b = document.createElement("span");
+        b.className = "status " + k;
+        document.body.append(b);
+        const cs = getComputedStyle(b), a = lum(cs.color), z = lum(cs.backgroundColor);
+        b.remove();
+        return [k, +((Math.max(a, z) + 0.05) / (Math.min(a, z) + 0.05)).toFixed(2)];
+      });
+    });
+    check(contrast.every(([, r]) => r >= 4.5), "browser_status_badges_contrast", JSON.stringify(contrast));
+    const nameCell = await page.$eval(rowOf("seed-run") + " a", (a) => [a.title, getComputedStyle(a).textOverflow, getComputedStyle(a).maxWidth]);
+    check(nameCell[0] === "seed-run" && nameCell[1] === "ellipsis" && nameCell[2] !== "none", "browser_runs_long_names_cut", JSON.stringify(nameCell));
     // The table refreshes every 2 s without taking the focus away: a keyboard user's link
     // keeps it (the rows were rebuilt, the focus fell to the body, Enter did nothing).
     await page.focus(rowOf("seed-run") + " a");
@@ -113,6 +130,8 @@ async function main() {
     check(/^2 on /.test(summary["Ranks"] || "") && /^0: [\d,]+, 1: [\d,]+$/.test(summary["Tokens/s per rank"] || "") &&
           /% hidden behind backward/.test(summary["Communication"] || ""), "browser_run_ranks", JSON.stringify(summary));
     check(summary["Precision"] === "fp32", "browser_run_precision", JSON.stringify(summary));
+    const runBar = await page.$eval("#run-bar", (b) => { const p = b.parentElement; return [p.getAttribute("role"), p.getAttribute("aria-valuenow"), p.getAttribute("aria-label")]; });
+    check(runBar[0] === "progressbar" && runBar[1] === "100" && runBar[2], "browser_run_progress_role", JSON.stringify(runBar));
     // A masked-LM run shows none of the classification parts.
     const mlmView = await page.evaluate(() => ({
       f1: document.querySelector("#chart-f1").closest("figure").hidden, ppl: document.querySelector("#chart-perplexity").closest("figure").hidden,
