@@ -718,6 +718,18 @@ static int header_name_list(const char *v) {
 
 static const char *hdr(struct MHD_Connection *c, const char *name);
 
+/* Answers st at once with r, a response made here rather than from an HttpRes (a
+** preflight, a login's redirect), and releases r. */
+static enum MHD_Result answer_bare(ReqState *st, struct MHD_Connection *c, unsigned status, struct MHD_Response *r) {
+  atomic_store(&st->phase, R_ANSWERED);
+  conn_state(st->conn, C_BUSY);
+  enum MHD_Result ok = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  st->status = (int)status;
+  st->t_queued = now_monotonic();
+  return ok;
+}
+
 /* A CORS preflight from an allowed origin: 204 with the methods of the path (allow)
 ** and the request headers it asked for; nothing runs until the real request comes. */
 static enum MHD_Result preflight(ReqState *st, struct MHD_Connection *c, const char *allow) {
@@ -731,13 +743,7 @@ static enum MHD_Result preflight(ReqState *st, struct MHD_Connection *c, const c
   if (pna && !strcasecmp(pna, "true")) MHD_add_response_header(r, "Access-Control-Allow-Private-Network", "true");
   MHD_add_response_header(r, "Access-Control-Max-Age", "600");
   MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-  atomic_store(&st->phase, R_ANSWERED);
-  conn_state(st->conn, C_BUSY);
-  enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
-  MHD_destroy_response(r);
-  st->status = MHD_HTTP_NO_CONTENT;
-  st->t_queued = now_monotonic();
-  return ok;
+  return answer_bare(st, c, MHD_HTTP_NO_CONTENT, r);
 }
 
 static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *rs, ReqState *st) {
@@ -830,13 +836,7 @@ static enum MHD_Result login(HttpServer *s, struct MHD_Connection *c, ReqState *
   MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
   MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
   free(to);
-  atomic_store(&st->phase, R_ANSWERED);
-  conn_state(st->conn, C_BUSY);
-  enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
-  MHD_destroy_response(r);
-  st->status = MHD_HTTP_SEE_OTHER;
-  st->t_queued = now_monotonic();
-  return ok;
+  return answer_bare(st, c, MHD_HTTP_SEE_OTHER, r);
 }
 
 static int authorized(HttpServer *s, struct MHD_Connection *c) {
