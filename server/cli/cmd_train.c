@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -31,6 +32,7 @@
 #include "server/cli/commands.h"
 #include "server/cli/progress.h"
 #include "server/cli/job_read.h"
+#include "server/cli/mpirun_output.h"
 #include "server/app/job_hosts.h"
 #include "store/load.h"
 #include "store/store.h"
@@ -544,6 +546,24 @@ static int resume_override(const char *key) {
   return !strcmp(key, "ranks") || !strcmp(key, "hosts") || !strcmp(key, "grad-accum") || !strcmp(key, "grad_accum");
 }
 
+/* Waits up to ms for mpirun's stderr (fd, while open) and passes what came through out
+** (NULL: as it is); returns whether the pipe is still open. */
+static int pass_stderr(int fd, MpirunOutput *out, int open, int ms) {
+  struct pollfd p = {fd, POLLIN, 0};
+  if (!open || poll(&p, 1, ms) <= 0) {
+    if (!open) { struct timespec pause = {0, (long)ms * 1000000L}; nanosleep(&pause, NULL); }
+    else if (out) mpirun_output_flush(out, 0);   /* quiet for now: a partial line may be shown */
+    return open;
+  }
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf);
+  if (n < 0) return errno == EINTR || errno == EAGAIN;
+  if (n == 0) return 0;
+  if (out) mpirun_output_feed(out, buf, (size_t)n);
+  else if (write(2, buf, (size_t)n) < 0) return 1;
+  return 1;
+}
+
 /* The launcher's mpirun, for the stop relay. */
 static volatile pid_t launched_mpirun;
 static volatile sig_atomic_t relayed;   /* stop requests passed on so far */
@@ -583,10 +603,9 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }
   int k = 0;
   v[k++] = "mpirun";
-  /* Quiet: a rank's failure is maskd's one line; mpirun's blocks after it ("Primary job
-  ** terminated normally, but 1 process returned a non-zero exit code") named another
-  ** rank and buried it. mpirun still exits with the failing rank's status. */
-  v[k++] = "-q";
+  /* Not -q: that hid mpirun's launch errors too ("not enough slots": exit 1, no word).
+  ** Its stderr goes through mpirun_output, which keeps back the boxes it prints after a
+  ** rank's failure (that rank's one line says why) and says a launch error in one line. */
   /* Root is the user in containers and CI; mpirun refuses it unless told. */
   if (geteuid() == 0) v[k++] = "--allow-run-as-root";
   if (ranks > 1 || !a->hostfile) { v[k++] = "-np"; v[k++] = np; }
@@ -608,8 +627,14 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
             stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     return 130;
   }
-  int pipefd[2];
+  int pipefd[2], errfd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) { free(v); fprintf(stderr, "maskd train: pipe: %s\n", strerror(errno)); return 1; }
+  if (pipe2(errfd, O_CLOEXEC) != 0) {
+    free(v);
+    close(pipefd[0]); close(pipefd[1]);
+    fprintf(stderr, "maskd train: pipe: %s\n", strerror(errno));
+    return 1;
+  }
   pid_t launcher = getpid();
   pid_t pid = fork();
   if (pid == 0) {
@@ -621,6 +646,10 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
     ** which it passes on: the ranks stop at a step boundary with a checkpoint, the run
     ** "interrupted". The launcher may already be gone before this was set: then no mpirun. */
     if (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != launcher) _exit(1);
+    /* mpirun's stderr is the launcher's pipe; a launcher gone (SIGKILL) must not take
+    ** mpirun with it on its next write (SIGPIPE) before it has passed the stop on. */
+    signal(SIGPIPE, SIG_IGN);
+    if (dup2(errfd[1], 2) < 0) _exit(127);
     execvp("mpirun", (char *const *)v);
     int e = errno;
     if (write(pipefd[1], &e, sizeof e) < 0) _exit(127);
@@ -628,12 +657,18 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   }
   free(v);
   close(pipefd[1]);
-  if (pid < 0) { close(pipefd[0]); fprintf(stderr, "maskd train: fork: %s\n", strerror(errno)); return 1; }
+  close(errfd[1]);
+  if (pid < 0) {
+    close(pipefd[0]); close(errfd[0]);
+    fprintf(stderr, "maskd train: fork: %s\n", strerror(errno));
+    return 1;
+  }
   int exec_errno = 0;
   ssize_t got = read(pipefd[0], &exec_errno, sizeof exec_errno);   /* 0 bytes: exec succeeded */
   close(pipefd[0]);
   int status = 0;
   if (got == (ssize_t)sizeof exec_errno) {
+    close(errfd[0]);
     waitpid(pid, &status, 0);
     fprintf(stderr, "maskd train: --ranks %ld needs Open MPI's mpirun (Debian: apt-get install openmpi-bin): %s\n",
             ranks, strerror(exec_errno));
@@ -646,7 +681,9 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   ** was starting them was lost, and the run trained on. So a stop, once asked, is asked
   ** again each second until mpirun ends (a rank takes more stop requests as one). */
   double asked = 0;
-  for (;;) {
+  MpirunOutput *out = malloc(sizeof *out);
+  if (out) mpirun_output_init(out, 2);
+  for (int open_err = 1;;) {
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid || (w < 0 && errno != EINTR)) break;
     if (relayed == 1) {
@@ -654,13 +691,26 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
       if (asked == 0) asked = now;
       else if (now - asked >= 1.0) { kill(pid, SIGUSR1); asked = now; }
     }
-    struct timespec pause = {0, 50000000};
-    nanosleep(&pause, NULL);
+    open_err = pass_stderr(errfd[0], out, open_err, 50);
   }
+  /* What mpirun (or an ssh it started) wrote last; a process it left holding the pipe
+  ** does not keep the launcher past half a second. */
+  for (double end = now_monotonic() + 0.5; now_monotonic() < end && pass_stderr(errfd[0], out, 1, 50);) {}
+  if (out) mpirun_output_flush(out, 1);
+  close(errfd[0]);
+  char diagnostic[512] = "";
+  if (out) snprintf(diagnostic, sizeof diagnostic, "%s", mpirun_output_diagnostic(out));
+  free(out);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   /* A stop asked while a rank was still loading (before its handler) ended it: a stop. */
   int raw = code, early_stop = relayed && raw == 128 + SIGUSR1;
   if (early_stop || relayed > 1) code = 130;
+  if (raw != 0 && diagnostic[0]) {
+    /* mpirun failed before any rank ran (it starts them only once every host is up):
+    ** nothing to recover, and its reason, which -q kept from the user, is the line. */
+    fprintf(stderr, "maskd train: mpirun could not start %ld ranks: %s\n", ranks, diagnostic);
+    return code ? code : 1;
+  }
   if (raw != 0 && (raw != 130 || relayed > 1)) {
     /* A rank died or could not start, or a second stop ended them at once (mpirun then
     ** exits 1, and -q keeps its own words): the run, left "running" by a rank 0 that was

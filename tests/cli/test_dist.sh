@@ -307,6 +307,13 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 64 2>&1); rc=$?
 out=$("$M" train --db "$T/n.db" "${args[@]}" --hosts=-x:1 2>&1); rc=$?
 [ $rc = 2 ] && grep -q "starts with '-'" <<<"$out" && ! grep -q ORTE <<<"$out" && pass dist_host_option_refused ||
   fail dist_host_option_refused "rc $rc: $(head -2 <<<"$out")"
+# mpirun's own launch error (a hostfile with fewer slots than --ranks) is one line, with
+# --quiet too: under mpirun's -q it was no line at all, exit 1.
+printf 'localhost slots=2\n' > "$T/hf2"
+out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 4 --hostfile "$T/hf2" 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c . <<<"$out")" = 1 ] &&
+  grep -q "^maskd train: mpirun could not start 4 ranks: there are not enough slots" <<<"$out" &&
+  pass dist_mpirun_launch_error_is_one_line || fail dist_mpirun_launch_error_is_one_line "rc $rc: $(head -c 400 <<<"$out")"
 # Slot counts are ranks: checked as --ranks is, and capped on this machine as --ranks is.
 for h in localhost:0 localhost:x localhost:-1 localhost:99999999999999999999 localhost:4096; do
   out=$("$M" train --db "$T/n.db" "${args[@]}" --hosts "$h" 2>&1); rc=$?
