@@ -34,7 +34,12 @@
 #include "engine/tok/tokenizer.h"
 #include "engine/train/trainer.h"
 
+/* The longest path a run description holds. A build given another (-DRUN_PATH_MAX=N) lays
+** RunConfig out otherwise, and its ranks cannot run with this one's: server/cli/rank_identity.h
+** refuses the mix (tests/cli/test_dist.sh builds such a maskd to check that). */
+#ifndef RUN_PATH_MAX
 #define RUN_PATH_MAX 1024
+#endif
 #define RUN_MAX_SPECIAL 64
 
 typedef struct RunConfig {

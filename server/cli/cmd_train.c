@@ -33,6 +33,7 @@
 #include "server/cli/progress.h"
 #include "server/cli/job_read.h"
 #include "server/cli/mpirun_output.h"
+#include "server/cli/rank_identity.h"
 #include "server/app/job_hosts.h"
 #include "store/load.h"
 #include "store/store.h"
@@ -795,15 +796,11 @@ static void options_hash(const TrainerOptions *o, char out[65]) {
 }
 
 /* Collective (rank 0 broadcasts its model config for the others to compare). */
-static int fingerprint(Dist *d, const RunPlan *plan, Fingerprint *f, Err *e) {
+static int fingerprint(Dist *d, const RunPlan *plan, const char *exe, Fingerprint *f, Err *e) {
   memset(f, 0, sizeof *f);
   snprintf(f->host, sizeof f->host, "%s", dist_host(d));
   f->isa = (int)cpu_isa();
-  Err re = {0};
-  size_t len = 0;
-  void *bin = files_read_all("/proc/self/exe", (size_t)1 << 30, &len, &re);
-  store_sha256_hex(bin ? bin : "", bin ? len : 0, f->exe);
-  free(bin);
+  snprintf(f->exe, sizeof f->exe, "%s", exe);
   store_sha256_hex(plan->tokenizer_json, plan->tokenizer_json_len, f->tokenizer);
   f->train_samples = plan->train_samples;
   f->valid_samples = plan->valid_samples;
@@ -828,12 +825,12 @@ static int fingerprint(Dist *d, const RunPlan *plan, Fingerprint *f, Err *e) {
 
 /* Collective: refuses a run whose ranks run different maskd binaries, read different
 ** data or build different models, naming the first rank that differs and how. */
-static int same_everywhere(Dist *d, const RunPlan *plan, Err *e) {
+static int same_everywhere(Dist *d, const RunPlan *plan, const char *exe, Err *e) {
   int W = dist_world(d);
   if (W == 1) return 0;
   Fingerprint mine, *all = calloc((size_t)W, sizeof *all);
   /* fingerprint is collective: every rank calls it, whatever failed before. */
-  int failed = fingerprint(d, plan, &mine, e) != 0;
+  int failed = fingerprint(d, plan, exe, &mine, e) != 0;
   if (!all) failed = err_setk(e, ERR_NOMEM, "out of memory") != 0;
   if (dist_agree(d, failed, e)) { free(all); return -1; }
   dist_allgather(d, &mine, sizeof mine, all, e);
@@ -940,6 +937,14 @@ int cmd_train(int argc, char **argv) {
   }
   Dist *d = NULL;
   if (dist_launched() && !(d = dist_open(&e))) { fprintf(stderr, "maskd train: %s\n", e.msg); return 1; }
+  /* Before any collective whose size is this build's (dist_agree, the RunConfig): ranks of
+  ** another maskd aborted there inside MPI (MPI_ERR_TRUNCATE), before same_everywhere. */
+  char exe[65];
+  if (rank_identity_check(d, exe, &e)) {
+    if (dist_rank(d) == 0) fprintf(stderr, "maskd train: %s\n", e.msg);
+    dist_close(d);
+    return 1;
+  }
   int rank = dist_rank(d), world = dist_world(d);
   RunConfig rc, given;
   const char *resume = NULL;
@@ -999,7 +1004,7 @@ int cmd_train(int argc, char **argv) {
   ** store hears of it. */
   failed = run_config_open_ranks(&rc, d, &plan, &e) != 0;
   if (dist_agree(d, failed, &e)) goto fail_early;
-  if (dist_agree(d, same_everywhere(d, &plan, &e) != 0, &e)) goto fail_early;
+  if (dist_agree(d, same_everywhere(d, &plan, exe, &e) != 0, &e)) goto fail_early;
 
   /* A resume is held to its checkpoint (the global batch, the sequence length) before the
   ** run is marked running: a refused one leaves the run as it was, interrupted. */

@@ -6,7 +6,8 @@
 # killed with SIGKILL (one rank) resumes to the same bits, and so does one resumed with
 # 1 rank and --grad-accum 2; a rank that cannot read its shards, reads other ones (other
 # counts, or as many samples of other tokens), builds another model from its config.json,
-# or runs other kernels (MASKD_ISA), stops the run with a message naming it and nothing in the store.
+# runs other kernels (MASKD_ISA), or another maskd build (another RunConfig layout), stops the
+# run with a message naming it and nothing in the store.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" dist "${1:-}"
 [ -f "$DATA/train.txt" ] || { fail dist_setup "no WikiText-2 at $DATA"; exit 1; }
@@ -258,6 +259,21 @@ else
   [ $rc -ne 0 ] && grep -q "rank 1 on .* runs the generic kernels, rank 0 on .* the $best ones: set MASKD_ISA=generic for the run" <<<"$out" &&
     [ "$runs" = 0 ] && pass dist_ranks_with_other_kernels_fail_clearly ||
     fail dist_ranks_with_other_kernels_fail_clearly "rc $rc, runs $runs: $(grep maskd <<<"$out" | head -2)"
+fi
+
+# ... or runs another maskd build whose RunConfig is laid out otherwise (built here from this
+# tree with -DRUN_PATH_MAX=1000): refused naming the rank, its host and both builds, before
+# any message of a build's own size (it aborted inside MPI with MPI_ERR_TRUNCATE).
+if make -s -j2 B="$T/other" OPT="-O0 -DRUN_PATH_MAX=1000" WARN=-w "$T/other/maskd" >"$T/other.log" 2>&1; then
+  out=$(mpirun "${root[@]}" --oversubscribe -np 1 -wdir "$T/a" "$M" train --db "$T/r.db" "${rel[@]}" : \
+        -np 1 -wdir "$T/a" "$T/other/maskd" train --db "$T/r.db" "${rel[@]}" 2>&1); rc=$?
+  runs=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
+  [ $rc -ne 0 ] && [ "$runs" = 0 ] && ! grep -q MPI_ERR_TRUNCATE <<<"$out" &&
+    grep -q "^maskd train: the ranks run different maskd builds: rank 1 on .* runs sha256 [0-9a-f]\{12\} (layout [0-9a-f]\{8\}), rank 0 on .*: install the same maskd on every host" <<<"$out" &&
+    pass dist_rank_of_another_build_fails_clearly ||
+    fail dist_rank_of_another_build_fails_clearly "rc $rc, runs $runs: $(grep -v '^-*$' <<<"$out" | head -3 | tr '\n' ' ')"
+else
+  fail dist_rank_of_another_build_fails_clearly "could not build the other maskd: $(tail -3 "$T/other.log")"
 fi
 
 # MASKD_ISA set for `--ranks` reaches every rank (mpirun -x): the run agrees and records that level.
