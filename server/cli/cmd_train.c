@@ -35,6 +35,7 @@
 #include "server/cli/mpirun_output.h"
 #include "server/cli/rank_identity.h"
 #include "server/app/job_hosts.h"
+#include "server/app/host_names.h"
 #include "store/load.h"
 #include "store/store.h"
 #include "store/sha256.h"
@@ -575,6 +576,30 @@ static void relay_stop(int sig) {
   (void)sig;
 }
 
+/* Rank 0 alone writes the store, and the store is here: mpirun puts rank 0 on this machine
+** when the hosts name it (wherever in the list), else on another host, which would write
+** that host's store. Says so and returns 1 when no host (of --hosts, or of the hostfile)
+** is this machine. */
+static int hosts_leave_out_this_machine(const RunConfig *rc, const char *hostfile) {
+  char list[RUN_PATH_MAX];
+  if (!hostfile) snprintf(list, sizeof list, "%s", rc->hosts);
+  else if (host_names_hostfile_list(hostfile, list, sizeof list)) {
+    fprintf(stderr, "maskd train: --hostfile: %s: cannot read: %s\n", hostfile, strerror(errno));
+    return 1;
+  }
+  for (const char *s = list; *s;) {
+    size_t len = strcspn(s, ","), name = strcspn(s, ":,");
+    if (host_names_this_machine(s, name < len ? name : len)) return 0;
+    s += len;
+    if (*s) s++;
+  }
+  fprintf(stderr, "maskd train: %s %s: no host is this machine (%s), where the store is: rank 0, which alone writes "
+                  "it, would run on %.*s; list this machine among the hosts (localhost, its name or address)\n",
+          hostfile ? "--hostfile" : "--hosts", hostfile ? hostfile : rc->hosts, dist_host(NULL),
+          (int)strcspn(list, ":,"), list);
+  return 1;
+}
+
 /* --ranks without mpirun: runs this same command under mpirun and waits for it. SIGINT
 ** and SIGTERM stop the run as they stop a one-process run (at a step boundary, with a
 ** checkpoint); a second one ends it at once. Returns mpirun's exit status. */
@@ -599,6 +624,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
     fprintf(stderr, "maskd train: %s\n", ce.msg);
     return 2;
   }
+  if ((a->hostfile || rc->hosts[0]) && hosts_leave_out_this_machine(rc, a->hostfile)) return 2;
   snprintf(np, sizeof np, "%ld", ranks);
   const char **v = calloc((size_t)argc + 16, sizeof *v);
   if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }

@@ -41,6 +41,19 @@ dump "$T/one.db" > "$T/one.txt"; dump "$T/two.db" > "$T/two.txt"
 [ "$(wc -l < "$T/one.txt")" -eq 41 ] && cmp -s "$T/one.txt" "$T/two.txt" && pass dist_hosts_same_bits_as_one_host ||
   fail dist_hosts_same_bits_as_one_host "$(diff "$T/one.txt" "$T/two.txt" | head -3 | tr '\n' ' ')"
 
+# Hosts that leave this machine out: rank 0, which alone writes the store, would run on host
+# B and write B's store (here the shared file system's: the run went through, rank 0 on B).
+# Refused before mpirun; listed anywhere (second here), this machine gets rank 0.
+out=$(timeout -k 5 120 bash -c '. tests/netns.sh; netns_exec "$@"' netns "$NETNS_A" \
+  "$M" train --db "$T/away.db" "${args[@]}" --name h3 --max-steps 2 --hosts "$NETNS_ADDR_B:2" 2>&1); rc=$?
+[ $rc = 2 ] && [ "$(grep -c . <<<"$out")" = 1 ] &&
+  grep -q "^maskd train: --hosts $NETNS_ADDR_B:2: no host is this machine ($NETNS_A), where the store is" <<<"$out" &&
+  pass dist_hosts_without_this_machine_refused || fail dist_hosts_without_this_machine_refused "rc $rc: $(head -c 300 <<<"$out")"
+out=$(timeout -k 5 120 bash -c '. tests/netns.sh; netns_exec "$@"' netns "$NETNS_A" \
+  "$M" train --db "$T/second.db" "${args[@]}" --name h4 --max-steps 2 --hosts "$NETNS_ADDR_B:1,$NETNS_ADDR_A:1" 2>&1); rc=$?
+[ $rc = 0 ] && grep -q "rank 0 on $NETNS_A, rank 1 on $NETNS_B" <<<"$out" && pass dist_hosts_this_machine_listed_second_gets_rank0 ||
+  fail dist_hosts_this_machine_listed_second_gets_rank0 "rc $rc: $(grep -v '^\s*$' <<<"$out" | tail -3 | tr '\n' ' ')"
+
 # A host that cannot be reached (its end of the pair down): one clear failure, no hang.
 ip -n "$NETNS_B" link set "$NETNS_IF_B" down
 out=$(timeout -k 5 120 bash -c '. tests/netns.sh; netns_exec "$@"' netns "$NETNS_A" \
