@@ -548,6 +548,19 @@ static int resume_override(const char *key) {
   return !strcmp(key, "ranks") || !strcmp(key, "hosts") || !strcmp(key, "grad-accum") || !strcmp(key, "grad_accum");
 }
 
+/* Job control for the ranks: mpirun runs in a process group of its own (a terminal's Ctrl-C
+** reaches the launcher alone, which relays it), so a Ctrl-Z stopped the launcher and left
+** mpirun and the ranks training. SIGTSTP is passed to mpirun, which stops every rank (it
+** runs with orte_forward_job_control: SIGTSTP goes on as SIGSTOP, SIGCONT as SIGCONT),
+** before the launcher stops itself; a SIGCONT to the launcher (fg, bg, kill -CONT) goes on. */
+static volatile pid_t launched_mpirun;
+static void relay_job_control(int sig) {
+  int saved = errno;
+  if (launched_mpirun > 0) kill(launched_mpirun, sig);
+  if (sig == SIGTSTP) raise(SIGSTOP);   /* returns once continued; SIGCONT's handler relays that */
+  errno = saved;
+}
+
 /* Waits up to ms for mpirun's stderr (fd, while open) and passes what came through out
 ** (NULL: as it is); returns whether the pipe is still open. */
 static int pass_stderr(int fd, MpirunOutput *out, int open, int ms) {
@@ -566,8 +579,7 @@ static int pass_stderr(int fd, MpirunOutput *out, int open, int ms) {
   return 1;
 }
 
-/* The launcher's mpirun, for the stop relay. */
-static volatile pid_t launched_mpirun;
+/* (launched_mpirun: the launcher's mpirun, for the stop relay too.) */
 static volatile sig_atomic_t relayed;   /* stop requests passed on so far */
 static void relay_stop(int sig) {
   /* mpirun would answer SIGINT/SIGTERM by killing the ranks a second later, before they can
@@ -626,7 +638,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   }
   if ((a->hostfile || rc->hosts[0]) && hosts_leave_out_this_machine(rc, a->hostfile)) return 2;
   snprintf(np, sizeof np, "%ld", ranks);
-  const char **v = calloc((size_t)argc + 16, sizeof *v);
+  const char **v = calloc((size_t)argc + 24, sizeof *v);
   if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }
   int k = 0;
   v[k++] = "mpirun";
@@ -644,6 +656,8 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   /* A kernel level chosen here is every rank's (same_everywhere refuses a mix): mpirun
   ** gives local ranks this environment, but ranks on other hosts only what -x names. */
   if (getenv("MASKD_ISA")) { v[k++] = "-x"; v[k++] = "MASKD_ISA"; }
+  /* A Ctrl-Z of the launcher stops the ranks (relay_job_control). */
+  v[k++] = "--mca"; v[k++] = "orte_forward_job_control"; v[k++] = "1";
   v[k++] = exe;
   for (int i = 0; i < argc; i++) v[k++] = argv[i];   /* argv[0] is "train" */
   fflush(NULL);
@@ -703,6 +717,13 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   }
   launched_mpirun = pid;
   catch_stop_signals(relay_stop, NULL);
+  struct sigaction jc;
+  memset(&jc, 0, sizeof jc);
+  jc.sa_handler = relay_job_control;
+  sigemptyset(&jc.sa_mask);
+  jc.sa_flags = SA_RESTART;
+  sigaction(SIGTSTP, &jc, NULL);
+  sigaction(SIGCONT, &jc, NULL);
   if (stop_signal) relay_stop(stop_signal);   /* asked before mpirun was there to pass it on */
   /* mpirun passes a SIGUSR1 on only to the ranks it has started: one that came while it
   ** was starting them was lost, and the run trained on. So a stop, once asked, is asked
@@ -725,6 +746,10 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   for (double end = now_monotonic() + 0.5; now_monotonic() < end && pass_stderr(errfd[0], out, 1, 50);) {}
   if (out) mpirun_output_flush(out, 1);
   close(errfd[0]);
+  /* mpirun is reaped: its pid may be another process's now. */
+  launched_mpirun = 0;
+  signal(SIGTSTP, SIG_DFL);
+  signal(SIGCONT, SIG_DFL);
   char diagnostic[512] = "";
   if (out) snprintf(diagnostic, sizeof diagnostic, "%s", mpirun_output_diagnostic(out));
   free(out);

@@ -363,6 +363,23 @@ st=$(sqlite3 "$T/i2.db" "SELECT status FROM runs")
 [ $rc = 130 ] && [ "$st" = interrupted ] && [ "$(grep -c . "$T/i2.err")" -le 2 ] && grep -q "^maskd train: " "$T/i2.err" &&
   pass dist_second_stop_ends_at_once_run_interrupted ||
   fail dist_second_stop_ends_at_once_run_interrupted "rc $rc, status $st: $(head -c 300 "$T/i2.err")"
+# Ctrl-Z (SIGTSTP to the launcher, which has the terminal; mpirun has a process group of its
+# own) stops the ranks too, and SIGCONT (fg) continues them: the launcher stopped alone and
+# the ranks trained on. The run then ends as if never stopped.
+tz=(--name Z --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfgbig.json" --max-steps 200 --batch 8 --lr 2e-3
+    --threads 1 --seed 11 --quiet)
+"$M" train --db "$T/tz.db" "${tz[@]}" --ranks 2 2>"$T/tz.err" &
+lpid=$!
+wait_until 600 0.05 eval '[ "$(sqlite3 "$T/tz.db" "SELECT status FROM runs" 2>/dev/null)" = running ]'
+kill -TSTP "$lpid"; sleep 1
+states=$(for p in $(pgrep -f "maskd train --db $T/tz.db"); do
+           tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' && awk '{print $3}' "/proc/$p/stat"
+         done | sort | tr '\n' ' ')
+kill -CONT "$lpid"
+timeout 120 tail --pid="$lpid" -f /dev/null; wait "$lpid"; rc=$?
+st=$(sqlite3 "$T/tz.db" "SELECT status || ' ' || step FROM runs")
+[ "$states" = "T T " ] && [ $rc = 0 ] && [ "$st" = "done 200" ] && pass dist_ctrl_z_stops_the_ranks_and_fg_continues ||
+  fail dist_ctrl_z_stops_the_ranks_and_fg_continues "ranks' states after SIGTSTP '$states' (want T T), rc $rc, run '$st': $(tail -2 "$T/tz.err")"
 # A stop while mpirun starts its ranks (its SIGUSR1 went to no rank and was lost: the run
 # trained on) is asked again until it is heard: every try ends, exit 130, nothing running.
 quick=(--name Q --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" --epochs 400 --batch 8 --lr 2e-3 --threads 1
