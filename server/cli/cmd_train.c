@@ -614,8 +614,10 @@ static int hosts_leave_out_this_machine(const RunConfig *rc, const char *hostfil
 
 /* --ranks without mpirun: runs this same command under mpirun and waits for it. SIGINT
 ** and SIGTERM stop the run as they stop a one-process run (at a step boundary, with a
-** checkpoint); a second one ends it at once. Returns mpirun's exit status. */
-static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char **argv) {
+** checkpoint); a second one ends it at once. ranks_given: --ranks was on the command line
+** (with a hostfile it is the count; without, the hostfile's slots are). Returns mpirun's
+** exit status. */
+static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int ranks_given, int argc, char **argv) {
   char exe[4096], np[32];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) { fprintf(stderr, "maskd train: cannot find this program's path for mpirun\n"); return 1; }
@@ -647,7 +649,9 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int argc, char 
   ** rank's failure (that rank's one line says why) and says a launch error in one line. */
   /* Root is the user in containers and CI; mpirun refuses it unless told. */
   if (geteuid() == 0) v[k++] = "--allow-run-as-root";
-  if (ranks > 1 || !a->hostfile) { v[k++] = "-np"; v[k++] = np; }
+  /* --ranks N is N ranks: with a hostfile too (--ranks 1 ran the file's slots); a hostfile
+  ** of fewer slots is mpirun's launch error, said in one line below. */
+  if (ranks > 1 || ranks_given || !a->hostfile) { v[k++] = "-np"; v[k++] = np; }
   /* maskd places its own threads; mpirun's default binds each rank to one core. */
   v[k++] = "--bind-to"; v[k++] = "none";
   if (a->hostfile) { v[k++] = "--hostfile"; v[k++] = a->hostfile; }
@@ -918,18 +922,22 @@ static int same_everywhere(Dist *d, const RunPlan *plan, const char *exe, Err *e
   return bad ? -1 : 0;
 }
 
+/* 1 when the command line's run options name key ("ranks": --ranks or --ranks=N). */
+static int names_key(const CliPairs *given, const char *key) {
+  for (int i = 0; i < given->n; i++) {
+    const char *k = given->key[i];
+    while (*k == '-') k++;
+    if (!strcmp(k, key)) return 1;
+  }
+  return 0;
+}
+
 /* The ranks and their hosts as this command gives them. --ranks and --hosts together
 ** must agree (the hosts' slots are the ranks: mpirun would run either count); resuming,
 ** an explicit --ranks alone runs on this machine (the stored hosts were the old layout's)
 ** and --hosts alone runs its slots. given: the run options of the command line. */
 static int rank_layout(RunConfig *rc, const CliPairs *given, int resume, Err *e) {
-  int ranks = 0, hosts = 0;
-  for (int i = 0; i < given->n; i++) {
-    const char *k = given->key[i];
-    while (*k == '-') k++;
-    ranks |= !strcmp(k, "ranks");
-    hosts |= !strcmp(k, "hosts");
-  }
+  int ranks = names_key(given, "ranks"), hosts = names_key(given, "hosts");
   if (resume && ranks && !hosts) rc->hosts[0] = '\0';
   if (resume && hosts && !ranks && rc->hosts[0]) rc->ranks = run_config_host_slots(rc->hosts);
   if (ranks && rc->hosts[0] && rc->ranks != run_config_host_slots(rc->hosts))
@@ -1036,7 +1044,7 @@ int cmd_train(int argc, char **argv) {
     /* A job's hosts are the operator's choice, checked against the server's list as it is
     ** now (a resumed run's stored hosts included), before mpirun could reach any. */
     if (!failed && args.job) failed = job_hosts_allow(rc.hosts, args.job_hosts, NULL, 0, &e) != 0;
-    if (!failed && d && rc.ranks != 1 && rc.ranks != world)
+    if (!failed && d && (rc.ranks != 1 || names_key(&args.run, "ranks") || names_key(&moved, "ranks")) && rc.ranks != world)
       failed = err_set(&e, "--ranks %ld, but mpirun started %d processes", rc.ranks, world);
     if (d) rc.ranks = world;
     have_resume = resume != NULL;
@@ -1045,7 +1053,7 @@ int cmd_train(int argc, char **argv) {
   /* Alone and asked for ranks: become mpirun running this same command. */
   if (!d && (rc.ranks > 1 || rc.hosts[0] || args.hostfile)) {
     store_close(db);
-    return launch_ranks(&rc, &args, argc, argv);
+    return launch_ranks(&rc, &args, names_key(&args.run, "ranks") || names_key(&moved, "ranks"), argc, argv);
   }
   dist_bcast(d, &rc, sizeof rc, 0, NULL);
   dist_bcast(d, &have_resume, sizeof have_resume, 0, NULL);

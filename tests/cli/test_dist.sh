@@ -330,6 +330,12 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --ranks 4 --hostfile "$T/hf2" 2>&1)
 [ $rc -ne 0 ] && [ "$(grep -c . <<<"$out")" = 1 ] &&
   grep -q "^maskd train: mpirun could not start 4 ranks: there are not enough slots" <<<"$out" &&
   pass dist_mpirun_launch_error_is_one_line || fail dist_mpirun_launch_error_is_one_line "rc $rc: $(head -c 400 <<<"$out")"
+# --ranks N with a hostfile is N ranks (--ranks 1 ran the file's 2 slots); the hostfile alone runs its slots.
+"$M" train --db "$T/hf1.db" "${few[@]}" --max-steps 3 --ranks 1 --hostfile "$T/hf2" 2>"$T/hf1.err"; rc=$?
+"$M" train --db "$T/hfs.db" "${few[@]}" --max-steps 3 --hostfile "$T/hf2" 2>"$T/hfs.err"; rc2=$?
+got=$(sqlite3 "$T/hf1.db" "SELECT json_extract(dist, '$.ranks') FROM runs" 2>/dev/null)/$(sqlite3 "$T/hfs.db" "SELECT json_extract(dist, '$.ranks') FROM runs" 2>/dev/null)
+[ $rc = 0 ] && [ $rc2 = 0 ] && [ "$got" = 1/2 ] && pass dist_ranks_with_hostfile_is_the_rank_count ||
+  fail dist_ranks_with_hostfile_is_the_rank_count "rc $rc/$rc2, ranks that ran (--ranks 1 / none) $got, want 1/2: $(tail -1 "$T/hf1.err")"
 # Slot counts are ranks: checked as --ranks is, and capped on this machine as --ranks is.
 for h in localhost:0 localhost:x localhost:-1 localhost:99999999999999999999 localhost:4096; do
   out=$("$M" train --db "$T/n.db" "${args[@]}" --hosts "$h" 2>&1); rc=$?
