@@ -165,16 +165,20 @@ const CliSpec cli_spec_train = {
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
+/* The signal the user sent, as a run's stop records it: SIGINT (Ctrl-C, or relayed as SIGUSR2), else SIGTERM. */
+static const char *stop_name(int sig) { return sig == SIGINT || sig == SIGUSR2 ? "SIGINT" : "SIGTERM"; }
 
-/* The signals that ask a run to stop: SIGINT, SIGTERM, and SIGUSR1 (what mpirun passes on).
-** Installs fn for all three, saving the old actions into old[3] when old is not NULL. */
-static const int stop_signals[3] = {SIGINT, SIGTERM, SIGUSR1};
-static void catch_stop_signals(void (*fn)(int), struct sigaction old[3]) {
+/* The signals that ask a run to stop: SIGINT, SIGTERM, and what mpirun passes on for them:
+** the launcher relays SIGTERM as SIGUSR1 and SIGINT as SIGUSR2, so that the run records the
+** signal the user sent (a Ctrl-C was stored as "stopped by SIGTERM"). Installs fn for all
+** four, saving the old actions into old[4] when old is not NULL. */
+static const int stop_signals[4] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+static void catch_stop_signals(void (*fn)(int), struct sigaction old[4]) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = fn;
   sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &sa, old ? &old[i] : NULL);
+  for (int i = 0; i < 4; i++) sigaction(stop_signals[i], &sa, old ? &old[i] : NULL);
 }
 
 typedef struct TrainCtx {
@@ -494,7 +498,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
                   rc->grad_accum, where);
   if (trainer_step(t)) progress_line(&c->prog, "resuming at step %ld (epoch %d)", trainer_step(t), trainer_epoch(t) + 1);
 
-  struct sigaction old[3];
+  struct sigaction old[4];
   catch_stop_signals(on_signal, old);
   TrainerCallbacks cb = {c, cb_step, cb_eval, cb_checkpoint, cb_should_stop};
   double t0 = now_monotonic();
@@ -515,7 +519,8 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
       status = 0;
     }
   } else if (r == TRAINER_STOPPED) {
-    const char *why = stop_signal == SIGTERM || stop_signal == SIGUSR1 ? "stopped by SIGTERM" : "stopped by SIGINT";
+    char why[32];
+    snprintf(why, sizeof why, "stopped by %s", stop_name(stop_signal));
     if (store_run_set_status(db, run, STORE_STATUS_INTERRUPTED, why, &e) == 0) {
       fprintf(stderr, "maskd train: run %lld interrupted at step %ld (checkpoint saved; maskd train --resume %lld)\n",
               (long long)run, trainer_step(t), (long long)run);
@@ -529,7 +534,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   }
   /* Only now: a stop that comes after the last step (a cancel racing the end) must not
   ** kill the process before the run is marked done. */
-  for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &old[i], NULL);
+  for (int i = 0; i < 4; i++) sigaction(stop_signals[i], &old[i], NULL);
   free(c);
   return status;
 }
@@ -580,12 +585,14 @@ static int pass_stderr(int fd, MpirunOutput *out, int open, int ms) {
 }
 
 /* (launched_mpirun: the launcher's mpirun, for the stop relay too.) */
-static volatile sig_atomic_t relayed;   /* stop requests passed on so far */
+static volatile sig_atomic_t relayed;      /* stop requests passed on so far */
+static volatile sig_atomic_t relay_as;     /* what the first was passed on as: SIGUSR1 or SIGUSR2 */
 static void relay_stop(int sig) {
   /* mpirun would answer SIGINT/SIGTERM by killing the ranks a second later, before they can
-  ** push a checkpoint; it passes SIGUSR1 on, which every rank takes as a stop request. */
-  if (launched_mpirun > 0) kill(launched_mpirun, relayed++ ? SIGTERM : SIGUSR1);
-  (void)sig;
+  ** push a checkpoint; it passes SIGUSR1 and SIGUSR2 on, which every rank takes as a stop
+  ** request, of SIGTERM and of SIGINT (stop_name). */
+  if (!relayed) relay_as = sig == SIGINT || sig == SIGUSR2 ? SIGUSR2 : SIGUSR1;
+  if (launched_mpirun > 0) kill(launched_mpirun, relayed++ ? SIGTERM : relay_as);
 }
 
 /* Rank 0 alone writes the store, and the store is here: mpirun puts rank 0 on this machine
@@ -669,7 +676,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int ranks_given
   if (stop_signal) {
     free(v);
     fprintf(stderr, "maskd train: stopped by %s before the run began; nothing was recorded\n",
-            stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+            stop_name(stop_signal));
     return 130;
   }
   int pipefd[2], errfd[2];
@@ -741,7 +748,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int ranks_given
     if (relayed == 1) {
       double now = now_monotonic();
       if (asked == 0) asked = now;
-      else if (now - asked >= 1.0) { kill(pid, SIGUSR1); asked = now; }
+      else if (now - asked >= 1.0) { kill(pid, relay_as); asked = now; }
     }
     open_err = pass_stderr(errfd[0], out, open_err, 50);
   }
@@ -759,7 +766,7 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int ranks_given
   free(out);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   /* A stop asked while a rank was still loading (before its handler) ended it: a stop. */
-  int raw = code, early_stop = relayed && raw == 128 + SIGUSR1;
+  int raw = code, early_stop = relayed && (raw == 128 + SIGUSR1 || raw == 128 + SIGUSR2);
   if (early_stop || relayed > 1) code = 130;
   if (raw != 0 && diagnostic[0]) {
     /* mpirun failed before any rank ran (it starts them only once every host is up):
@@ -1071,7 +1078,7 @@ int cmd_train(int argc, char **argv) {
   /* A stop that came while the run was starting ends it here, before the store hears of
   ** it (a resumed run stays as it was); after this, the first step boundary stops it. */
   int early = rank == 0 && stop_signal != 0;
-  if (early) err_set(&e, "stopped by %s before the run began; nothing was recorded", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  if (early) err_set(&e, "stopped by %s before the run began; nothing was recorded", stop_name(stop_signal));
   if (dist_agree(d, early, &e)) {
     if (rank == 0) fprintf(stderr, "maskd train: %s\n", e.msg);
     status = 130;

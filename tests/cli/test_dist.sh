@@ -121,8 +121,8 @@ out=$("$M" train --db "$T/m.db" --resume d --ranks 1 --grad-accum 3 2>&1); rc=$?
 pid=$!
 wait_steps "$T/s.db" 5
 kill -TERM "$pid"; wait "$pid"; rc=$?
-st=$(sqlite3 "$T/s.db" "SELECT status FROM runs"); msg=$(sqlite3 "$T/s.db" "SELECT message FROM revisions ORDER BY seq DESC LIMIT 1")
-[ $rc = 130 ] && [ "$st" = interrupted ] && grep -q "^Interrupted at step" <<<"$msg" && pass dist_sigterm_stops_with_checkpoint ||
+st=$(sqlite3 "$T/s.db" "SELECT status || ': ' || error FROM runs"); msg=$(sqlite3 "$T/s.db" "SELECT message FROM revisions ORDER BY seq DESC LIMIT 1")
+[ $rc = 130 ] && [ "$st" = "interrupted: stopped by SIGTERM" ] && grep -q "^Interrupted at step" <<<"$msg" && pass dist_sigterm_stops_with_checkpoint ||
   fail dist_sigterm_stops_with_checkpoint "rc $rc, status $st, last revision '$msg': $(grep maskd "$T/s.err" | tail -2)"
 # A resume that changes the global batch is refused naming both products and the fix,
 # and leaves the run interrupted (it was marked failed).
@@ -349,6 +349,16 @@ out=$("$M" train --db "$T/n.db" "${args[@]}" --batch 4000 --ranks 2 2>&1); rc=$?
   pass dist_failure_is_one_line || fail dist_failure_is_one_line "rc $rc: $(head -c 400 <<<"$out")"
 ! grep -q "Primary job\|mpirun detected\|Forwarding signal" "$T/s.err" && pass dist_stop_is_one_line ||
   fail dist_stop_is_one_line "$(grep -v '^-*$' "$T/s.err" | head -3 | tr '\n' ' ')"
+
+# Ctrl-C (SIGINT to the launcher) is recorded as the user's signal: the launcher relayed
+# every stop as SIGUSR1, and the run said "stopped by SIGTERM".
+"$M" train --db "$T/ci.db" "${args[@]}" --ranks 2 2>"$T/ci.err" &
+lpid=$!
+wait_steps "$T/ci.db" 5
+kill -INT "$lpid"; wait "$lpid"; rc=$?
+st=$(sqlite3 "$T/ci.db" "SELECT status || ': ' || error FROM runs")
+[ $rc = 130 ] && [ "$st" = "interrupted: stopped by SIGINT" ] && pass dist_ctrl_c_recorded_as_sigint ||
+  fail dist_ctrl_c_recorded_as_sigint "rc $rc, run '$st': $(tail -1 "$T/ci.err")"
 
 # (The launcher's pid is lpid: pid holds the server the http checks above started, which
 # lib.sh's clean-up stops.)
