@@ -37,26 +37,45 @@ static int local_address(const struct sockaddr *addr) {
   return found;
 }
 
-int host_names_this_machine(const char *name, size_t len) {
+int host_names_lookup(const char *name, size_t len, int *local, char *why, size_t cap) {
   char h[256], me[256];
-  if (len == 0 || len >= sizeof h) return 0;
+  *local = 0;
+  if (cap) why[0] = '\0';
+  if (len == 0 || len >= sizeof h) {
+    snprintf(why, cap, "not a host name");
+    return -1;
+  }
   memcpy(h, name, len);
   h[len] = '\0';
-  if (!strcasecmp(h, "localhost")) return 1;
+  if (!strcasecmp(h, "localhost")) return *local = 1, 0;
   if (gethostname(me, sizeof me - 1) == 0) {
     me[sizeof me - 1] = '\0';
     size_t short_len = strcspn(me, ".");
-    if (!strcasecmp(h, me) || (strlen(h) == short_len && !strncasecmp(h, me, short_len))) return 1;
+    if (!strcasecmp(h, me) || (strlen(h) == short_len && !strncasecmp(h, me, short_len))) return *local = 1, 0;
   }
-  /* An address, or a name of one (/etc/hosts, DNS: as mpirun would resolve it). */
+  static const char invalid[] = ".invalid";
+  if (len >= sizeof invalid - 1 && !strcasecmp(h + len - (sizeof invalid - 1), invalid)) {
+    snprintf(why, cap, "its name does not resolve (a .invalid name never does)");
+    return -1;
+  }
+  /* An address, or a name of one (/etc/hosts, DNS: as mpirun and ssh will resolve it). */
   struct addrinfo hints, *res = NULL, *r;
   memset(&hints, 0, sizeof hints);
   hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(h, NULL, &hints, &res) != 0) return 0;
-  int local = 0;
-  for (r = res; r && !local; r = r->ai_next) local = local_address(r->ai_addr);
+  int g = getaddrinfo(h, NULL, &hints, &res);
+  if (g != 0) {
+    snprintf(why, cap, "its name does not resolve (%s)", gai_strerror(g));
+    return -1;
+  }
+  for (r = res; r && !*local; r = r->ai_next) *local = local_address(r->ai_addr);
   freeaddrinfo(res);
-  return local;
+  return 0;
+}
+
+int host_names_this_machine(const char *name, size_t len) {
+  int local = 0;
+  char why[8];
+  return host_names_lookup(name, len, &local, why, sizeof why) == 0 && local;
 }
 
 int host_names_hostfile_list(const char *path, char *out, size_t cap) {

@@ -10,6 +10,11 @@
 ** or ::1 address, its host name (or that name up to the first '.'), an address of one of
 ** its network interfaces, or a name that resolves to one of those addresses; else 0. */
 int host_names_this_machine(const char *name, size_t len);
+/* Looks name (len bytes) up as mpirun will: 0 when it is this machine (*local = 1) or
+** resolves to an address (*local = 0); -1 when it does not resolve, with why (cap bytes)
+** saying so ("its name does not resolve (Name or service not known)"). A name under
+** .invalid never resolves (RFC 6761) and is not looked up. */
+int host_names_lookup(const char *name, size_t len, int *local, char *why, size_t cap);
 /* The hosts a hostfile names, as "a,b" (no slots; "" when none), into out (cap bytes,
 ** the names that fit); -1 when it cannot be read. A host is its line's first word; '#'
 ** starts a comment. */

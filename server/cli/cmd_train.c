@@ -595,23 +595,36 @@ static void relay_stop(int sig) {
   if (launched_mpirun > 0) kill(launched_mpirun, relayed++ ? SIGTERM : relay_as);
 }
 
-/* Rank 0 alone writes the store, and the store is here: mpirun puts rank 0 on this machine
-** when the hosts name it (wherever in the list), else on another host, which would write
-** that host's store. Says so and returns 1 when no host (of --hosts, or of the hostfile)
-** is this machine. */
-static int hosts_leave_out_this_machine(const RunConfig *rc, const char *hostfile) {
-  char list[RUN_PATH_MAX];
+/* The hosts mpirun is given (--hosts, or a hostfile's names), checked before it starts:
+** each must resolve, as mpirun and ssh will resolve it (a name that does not gave a vague
+** message of mpirun's, then seconds of waiting for a rank 0 that never ran), and one of
+** them must be this machine: rank 0 alone writes the store, which is here, and mpirun puts
+** rank 0 on this machine when the hosts name it (wherever in the list), else on another
+** host, whose store it would write. Says why in one line and returns 1 when not; else 0,
+** with the hosts that are not this machine in remote (cap bytes, "a, b"; "" for none). */
+static int hosts_check(const RunConfig *rc, const char *hostfile, char *remote, size_t cap) {
+  char list[RUN_PATH_MAX], why[160];
+  if (cap) remote[0] = '\0';
   if (!hostfile) snprintf(list, sizeof list, "%s", rc->hosts);
   else if (host_names_hostfile_list(hostfile, list, sizeof list)) {
     fprintf(stderr, "maskd train: --hostfile: %s: cannot read: %s\n", hostfile, strerror(errno));
     return 1;
   }
+  int here = 0;
   for (const char *s = list; *s;) {
-    size_t len = strcspn(s, ","), name = strcspn(s, ":,");
-    if (host_names_this_machine(s, name < len ? name : len)) return 0;
+    size_t len = strcspn(s, ","), name = strcspn(s, ":,"), n = name < len ? name : len;
+    int local = 0;
+    if (host_names_lookup(s, n, &local, why, sizeof why)) {
+      fprintf(stderr, "maskd train: host %.*s cannot be reached by mpirun: %s\n", (int)n, s, why);
+      return 1;
+    }
+    here |= local;
+    size_t used = strlen(remote);
+    if (!local && used + n + 3 < cap) snprintf(remote + used, cap - used, "%s%.*s", used ? ", " : "", (int)n, s);
     s += len;
     if (*s) s++;
   }
+  if (here) return 0;
   fprintf(stderr, "maskd train: %s %s: no host is this machine (%s), where the store is: rank 0, which alone writes "
                   "it, would run on %.*s; list this machine among the hosts (localhost, its name or address)\n",
           hostfile ? "--hostfile" : "--hosts", hostfile ? hostfile : rc->hosts, dist_host(NULL),
@@ -645,7 +658,8 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int ranks_given
     fprintf(stderr, "maskd train: %s\n", ce.msg);
     return 2;
   }
-  if ((a->hostfile || rc->hosts[0]) && hosts_leave_out_this_machine(rc, a->hostfile)) return 2;
+  char remote[512] = "";
+  if ((a->hostfile || rc->hosts[0]) && hosts_check(rc, a->hostfile, remote, sizeof remote)) return 2;
   snprintf(np, sizeof np, "%ld", ranks);
   const char **v = calloc((size_t)argc + 24, sizeof *v);
   if (!v) { fprintf(stderr, "maskd train: out of memory\n"); return 1; }
@@ -771,7 +785,12 @@ static int launch_ranks(const RunConfig *rc, const TrainArgs *a, int ranks_given
   if (raw != 0 && diagnostic[0]) {
     /* mpirun failed before any rank ran (it starts them only once every host is up):
     ** nothing to recover, and its reason, which -q kept from the user, is the line. */
-    fprintf(stderr, "maskd train: mpirun could not start %ld ranks: %s\n", ranks, diagnostic);
+    /* Its daemons' failure names no host: the hosts it had to reach are named here. */
+    int daemons = strstr(diagnostic, "daemon") != NULL && remote[0];
+    size_t dl = strlen(diagnostic);
+    if (daemons && dl && diagnostic[dl - 1] == '.') diagnostic[dl - 1] = '\0';
+    fprintf(stderr, "maskd train: mpirun could not start %ld ranks: %s%s%s%s\n", ranks, diagnostic,
+            daemons ? " (the hosts other than this machine: " : "", daemons ? remote : "", daemons ? ")" : "");
     return code ? code : 1;
   }
   if (raw != 0 && (raw != 130 || relayed > 1)) {

@@ -78,7 +78,8 @@ static void end_line(MpirunOutput *o) {
   if (is_rule(s, n)) {
     if (o->in_box) {   /* the box is complete */
       o->box[o->box_n < sizeof o->box ? o->box_n : sizeof o->box - 1] = '\0';
-      if (!o->diagnostic[0] && !after_launch(o->box)) summarise(o);
+      /* A warning ("WARNING: An invalid value was given for oob_tcp_if_include") is not why. */
+      if (!o->diagnostic[0] && !after_launch(o->box) && strncmp(o->box, "WARNING", 7)) summarise(o);
       o->box_n = 0;
     }
     o->in_box = !o->in_box;

@@ -54,9 +54,27 @@ out=$(timeout -k 5 120 bash -c '. tests/netns.sh; netns_exec "$@"' netns "$NETNS
 [ $rc = 0 ] && grep -q "rank 0 on $NETNS_A, rank 1 on $NETNS_B" <<<"$out" && pass dist_hosts_this_machine_listed_second_gets_rank0 ||
   fail dist_hosts_this_machine_listed_second_gets_rank0 "rc $rc: $(grep -v '^\s*$' <<<"$out" | tail -3 | tr '\n' ' ')"
 
-# A host that cannot be reached (its end of the pair down): one clear failure, no hang.
+# A host whose name does not resolve: one line naming it, at once (mpirun's agent failed on
+# it, then "the ranks ended with status 255" after 5 s of waiting for a rank 0 that never
+# ran). Nothing leaves the machine: .invalid names are never looked up, and namespace A has
+# no route to a name server (the .example name's lookup fails there).
+for h in nosuchhost.invalid nosuchhost.example; do
+  t0=$(date +%s%N)
+  out=$(timeout -k 5 120 bash -c '. tests/netns.sh; netns_exec "$@"' netns "$NETNS_A" \
+    "$M" train --db "$T/nohost.db" "${args[@]}" --name h5 --hosts "$NETNS_ADDR_A:1,$h:1" 2>&1); rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c . <<<"$out")" = 1 ] && [ $ms -lt 3000 ] &&
+    grep -q "^maskd train: host $h cannot be reached by mpirun: its name does not resolve" <<<"$out" &&
+    pass "dist_hosts_unresolved_host_named_at_once[$h]" ||
+    fail "dist_hosts_unresolved_host_named_at_once[$h]" "rc $rc in $ms ms: $(tail -3 <<<"$out" | tr '\n' ' ')"
+done
+
+# A host that cannot be reached (its end of the pair down): one clear failure, no hang,
+# whose line names the host mpirun could not start its daemon on.
 ip -n "$NETNS_B" link set "$NETNS_IF_B" down
 out=$(timeout -k 5 120 bash -c '. tests/netns.sh; netns_exec "$@"' netns "$NETNS_A" \
   "$M" train --db "$T/bad.db" "${args[@]}" --name h2 --hosts "$NETNS_ADDR_A:1,$NETNS_ADDR_B:1" 2>&1); rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "$NETNS_B\|$NETNS_ADDR_B\|unable" <<<"$out" && pass dist_hosts_unreachable_fails ||
   fail dist_hosts_unreachable_fails "rc $rc: $(tail -3 <<<"$out" | tr '\n' ' ')"
+grep -q "^maskd train: mpirun could not start 2 ranks: .*(the hosts other than this machine: $NETNS_ADDR_B)" <<<"$out" &&
+  pass dist_hosts_unreachable_names_the_host || fail dist_hosts_unreachable_names_the_host "$(grep -v '^-*$' <<<"$out" | tail -3 | tr '\n' ' ')"
