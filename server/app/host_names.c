@@ -72,12 +72,6 @@ int host_names_lookup(const char *name, size_t len, int *local, char *why, size_
   return 0;
 }
 
-int host_names_this_machine(const char *name, size_t len) {
-  int local = 0;
-  char why[8];
-  return host_names_lookup(name, len, &local, why, sizeof why) == 0 && local;
-}
-
 int host_names_hostfile_list(const char *path, char *out, size_t cap) {
   FILE *f = fopen(path, "r");
   if (!f) return -1;

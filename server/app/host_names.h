@@ -6,11 +6,9 @@
 #define MASKD_HOST_NAMES_H
 #include <stddef.h>
 
-/* 1 when name (len bytes, not NUL-terminated) is this machine: localhost, a 127.x.y.z
-** or ::1 address, its host name (or that name up to the first '.'), an address of one of
-** its network interfaces, or a name that resolves to one of those addresses; else 0. */
-int host_names_this_machine(const char *name, size_t len);
-/* Looks name (len bytes) up as mpirun will: 0 when it is this machine (*local = 1) or
+/* Looks name (len bytes, not NUL-terminated) up as mpirun will: 0 when it is this machine
+** (localhost, a 127.x.y.z or ::1 address, its host name or that name up to the first '.',
+** an address of one of its interfaces, or a name that resolves to one: *local = 1) or
 ** resolves to an address (*local = 0); -1 when it does not resolve, with why (cap bytes)
 ** saying so ("its name does not resolve (Name or service not known)"). A name under
 ** .invalid never resolves (RFC 6761) and is not looked up. */
