@@ -107,13 +107,22 @@ void mpirun_output_feed(MpirunOutput *o, const char *buf, size_t n) {
   }
 }
 
+/* At the end, a box whose closing rule never came is passed on as it is: it may be the
+** only word of why (mpirun killed while writing it, or a rule of a remote daemon's). */
+static void end_unclosed_box(MpirunOutput *o) {
+  if (o->in_box && o->box_n > 0) put(o, o->box, o->box_n);
+  o->in_box = 0;
+  o->box_n = 0;
+}
+
 void mpirun_output_flush(MpirunOutput *o, int end) {
+  if (end && o->n > 0) { o->line[o->n++] = '\n'; end_line(o); }
+  if (end) { end_unclosed_box(o); return; }
   if (o->n == 0) return;
   /* A rank's prompt-like output without its newline yet is shown now; what may be a rule,
   ** a box's text or a note of mpirun's waits for its newline. */
   int maybe_mpirun = o->in_box || o->line[0] == '-' ||
                      !memcmp(o->line, forwarding, o->n < sizeof forwarding - 1 ? o->n : sizeof forwarding - 1);
-  if (end) { o->line[o->n++] = '\n'; end_line(o); return; }
   if (maybe_mpirun) return;
   put(o, o->line, o->n);
   o->n = 0;

@@ -90,5 +90,13 @@ int main(void) {
   close(fd[0]);
   free(o);
   check(!strcmp(got, "epoch 1"), "partial_line_shown_unless_mpiruns", "got '%s'", got);
+
+  /* A box whose closing rule never came (mpirun killed while writing it, or a line of a
+  ** remote daemon's that drew a rule alone) is not swallowed: its text comes out at the end. */
+  char got2[1024], diag2[512];
+  run("epoch 1\n" RULE "ORTE was unable to reliably start one or more daemons.\n", 0, got2, sizeof got2, diag2,
+      sizeof diag2);
+  check(!strcmp(got2, "epoch 1\nORTE was unable to reliably start one or more daemons.\n") && !diag2[0],
+        "unclosed_box_shown_at_end", "got '%s', diag '%s'", got2, diag2);
   return check_exit();
 }
