@@ -37,6 +37,7 @@
 #include "engine/core/rng.h"
 #include "engine/dist/dist.h"
 #include "server/cli/commands.h"
+#include "server/cli/rank_identity.h"
 
 typedef struct BenchArgs {
   const char *mode, *config;
@@ -728,6 +729,12 @@ static int bench_comm(const BenchArgs *a) {
   float *src = NULL, *dst = NULL;
   double *t_copy = NULL, *t_one = NULL, *t_both = NULL;
   if (dist_world(d) != 2) { if (me == 0) fprintf(stderr, "maskd bench comm: needs 2 ranks, mpirun started %d\n", dist_world(d)); goto done; }
+  /* Two builds could differ in the model a preset gives, and so in the message sizes. */
+  char exe[65];
+  if (rank_identity_check(d, exe, &err)) {
+    if (me == 0) fprintf(stderr, "maskd bench comm: %s\n", err.msg);
+    goto done;
+  }
   if (load_config(a->config ? a->config : "base", &c, &err) || !(m = model_new(&c, &err))) {
     if (me == 0) fprintf(stderr, "maskd bench comm: %s\n", err.msg);
     goto done;

@@ -272,6 +272,12 @@ if make -s -j2 B="$T/other" OPT="-O0 -DRUN_PATH_MAX=1000" WARN=-w "$T/other/mask
     grep -q "^maskd train: the ranks run different maskd builds: rank 1 on .* runs sha256 [0-9a-f]\{12\} (layout [0-9a-f]\{8\}), rank 0 on .*: install the same maskd on every host" <<<"$out" &&
     pass dist_rank_of_another_build_fails_clearly ||
     fail dist_rank_of_another_build_fails_clearly "rc $rc, runs $runs: $(grep -v '^-*$' <<<"$out" | head -3 | tr '\n' ' ')"
+  # bench comm between the two builds: refused the same way, before it measures anything.
+  out=$(mpirun "${root[@]}" --oversubscribe -np 1 "$M" bench comm --config tiny --reps 1 : \
+        -np 1 "$T/other/maskd" bench comm --config tiny --reps 1 2>&1); rc=$?
+  [ $rc -ne 0 ] && grep -q "^maskd bench comm: the ranks run different maskd builds" <<<"$out" &&
+    pass dist_bench_comm_of_another_build_refused ||
+    fail dist_bench_comm_of_another_build_refused "rc $rc: $(grep -v '^-*$' <<<"$out" | head -3 | tr '\n' ' ')"
 else
   fail dist_rank_of_another_build_fails_clearly "could not build the other maskd: $(tail -3 "$T/other.log")"
 fi
