@@ -667,7 +667,9 @@ static void test_folders(void) {
     free(ts);
     t0 = now_monotonic();
     refuse_dir("hfw_shard_many_tensors_read", dir, "tensor \"x.00000.weight\" is not part of a BertForMaskedLM model");
-    check(now_monotonic() - t0 < 3, "hfw_shard_many_tensors_fast", "%.1f s for %d tensors", now_monotonic() - t0, MANY);
+    /* A guard against a scan per name (quadratic), not a benchmark: 6 s leaves room for the
+    ** ASan build on a loaded machine (3.1 s once in make test's second lane). */
+    check(now_monotonic() - t0 < 6, "hfw_shard_many_tensors_fast", "%.1f s for %d tensors", now_monotonic() - t0, MANY);
   }
   clear_dir(dir);
   write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": ");
