@@ -692,7 +692,6 @@ static void conn_state(Conn *k, int state) {
   k->since = now_monotonic();
 }
 
-/* Queues rs on c (the loop only). A stream is counted against the limits here. */
 /* The headers every answer to an allowed origin carries (http.h, CORS): without
 ** Expose-Headers a page could not read the Hub's commit, a download's ETag or range,
 ** or how long to wait after a 503. */
@@ -746,6 +745,7 @@ static enum MHD_Result preflight(ReqState *st, struct MHD_Connection *c, const c
   return answer_bare(st, c, MHD_HTTP_NO_CONTENT, r);
 }
 
+/* Queues rs on c (the loop only). A stream is counted against the limits here. */
 static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *rs, ReqState *st) {
   struct MHD_Response *r;
   if (rs->stream && (rs->stream_sized || !st->head)) {
@@ -1003,7 +1003,7 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
                                          hdr(c, "Sec-Fetch-Site"), hdr(c, "Sec-Fetch-Mode"), hdr(c, "Sec-Fetch-Dest"));
     if (why)
       return refuse(s, c, st, 403, why, json_pack("{s:o, s:o}", "host", http_json_text(hdr(c, MHD_HTTP_HEADER_HOST)),
-                                                  "origin", http_json_text(hdr(c, "Origin"))));
+                                                  "origin", http_json_text(origin)));
   }
   if (!st->route && !strcmp(method, "OPTIONS") && st->cors_origin[0] && hdr(c, "Access-Control-Request-Method")) {
     if (allow[0]) return preflight(st, c, allow);
