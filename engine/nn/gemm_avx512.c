@@ -72,7 +72,7 @@ static inline void skinny_tile(int NV, int K, const float *xt, const float *B, i
     _mm512_store_ps(tile[i], acc[i][0]);
     if (NV > 1) _mm512_store_ps(tile[i] + 16, acc[i][1]);
   }
-  gemm_few_rows_store((const float (*)[GEMM_FEW_ROWS_MAX])tile, M, nr, j0, alpha, beta, bias, C, G, ldc);
+  few_rows_store_avx512((const float (*)[GEMM_FEW_ROWS_MAX])tile, M, nr, j0, alpha, beta, bias, C, G, ldc);
 }
 
 static void few_rows_range(int M, int K, const float *xt, const float *B, int ldb, int j0, int j1, float alpha,

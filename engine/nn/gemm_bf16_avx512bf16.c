@@ -196,7 +196,7 @@ static inline void skinny_tile(int NV, int K, const uint32_t *xt, const uint16_t
     _mm512_store_ps(out[i], acc[i][0]);
     if (NV > 1) _mm512_store_ps(out[i] + 16, acc[i][1]);
   }
-  gemm_few_rows_store((const float (*)[GEMM_FEW_ROWS_MAX])out, M, nr, j0, alpha, beta, bias, C, G, ldc);
+  few_rows_store_avx512((const float (*)[GEMM_FEW_ROWS_MAX])out, M, nr, j0, alpha, beta, bias, C, G, ldc);
 }
 
 static void few_rows_range(int M, int K, const uint16_t *xt, const uint16_t *B, int ldb, int j0, int j1, float alpha,

@@ -89,8 +89,9 @@ typedef struct GemmKernels {
 extern const GemmKernels gemm_kernels_avx2, gemm_kernels_avx512;
 
 /* The few-row product's last step, in one place because it decides the bits
-** (the AVX2 kernels run it in vectors, gemm_avx2_common.h's few_rows_store_avx2,
-** with the same operations in the same order; test_gemm.c's is_one_fma_sequence
+** (the AVX2 and AVX-512 kernels run it in vectors, few_rows_store_avx2 and
+** few_rows_store_avx512 in gemm_avx{2,512}_common.h, with the same operations
+** in the same order; test_gemm.c's is_one_fma_sequence
 ** holds both to it): tile[i][t] holds row t of A times row j0 + i of B, for
 ** t < M and i < nr; C[t, j0 + i] = alpha tile + beta C (C not read when beta
 ** is 0) + bias, unfused (the build keeps fp-contract off), and G = GELU(C),
