@@ -19,7 +19,7 @@
 **     would slice with ([:0] gives [], [:-1] all but the last), is refused;
 **   - top_k = null: every label, as top_k = num_labels.
 ** Truncation cuts to the model's positions (HF's truncation=True cuts to the
-** tokenizer's model_max_length, which maskd's tokenizer_config leaves unbounded).
+** tokenizer's model_max_length, which maskd's exported tokenizer_config says is them).
 ** Several inputs share padded forward passes; each answer equals what HF computes
 ** for the input alone. Scores are float32 widened to double, printed by
 ** fillmask_dumps() as Python's json does. */

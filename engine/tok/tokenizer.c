@@ -1980,7 +1980,7 @@ int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
 **     pre-tokenizer and post-processor say.
 ** clean_up_tokenization_spaces is stated explicitly because its default changed
 ** across transformers versions; true is what transformers 4.x used. */
-int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err) {
+int tokenizer_pretrained_json(const Tokenizer *t, int max_length, char **config, char **special_map, Err *err) {
   *config = *special_map = NULL;
   /* Each family's role names, looked up among the special tokens. */
   static const char *albert_roles[][2] = {{"bos_token", "[CLS]"}, {"cls_token", "[CLS]"}, {"eos_token", "[SEP]"},
@@ -2031,7 +2031,11 @@ int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_
   }
 #define CFG(k, v, r) do { cfg[nc].key = (k); cfg[nc].val = (v); cfg[nc].raw = (r); nc++; } while (0)
   CFG("clean_up_tokenization_spaces", "true", 1);
-  CFG("model_max_length", "1000000000000000019884624838656", 1);
+  /* transformers saves the model's input size here (512 for roberta-base and bert-base)
+  ** and truncation=True cuts to it; a tokenizer saved alone gets int(1e30), its "none". */
+  char max_len[16];
+  snprintf(max_len, sizeof max_len, "%d", max_length);
+  CFG("model_max_length", max_length > 0 ? max_len : "1000000000000000019884624838656", 1);
   CFG("tokenizer_class", tokenizer_class_name(t), 0);
   if (unk_tok) CFG("unk_token", unk_tok, 0);
   if (t->family == TOKENIZER_WORDPIECE) {
@@ -2085,14 +2089,14 @@ int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_
 
 /* The three files change together: all are written beside their names first, and
 ** renamed over them only when every one was written whole. */
-int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err) {
+int tokenizer_save_pretrained(const Tokenizer *t, int max_length, const char *dir, Err *err) {
   static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
   char *text[3] = {NULL, NULL, NULL};
   FilesAtomic f[3];
   memset(f, 0, sizeof f);
   for (int i = 0; i < 3; i++) f[i].fd = -1;
   int rc = -1, i;
-  if (!(text[0] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[1], &text[2], err)) goto done;
+  if (!(text[0] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, max_length, &text[1], &text[2], err)) goto done;
   for (i = 0; i < 3; i++) {
     char *path = files_join(dir, names[i]);
     int r = path ? files_atomic_open(&f[i], path, err) : err_set(err, "out of memory");

@@ -64,11 +64,15 @@ char *tokenizer_to_json(const Tokenizer *t, Err *err);
 /* Writes tokenizer.json to path, atomically (a temporary beside it, then a rename). */
 int tokenizer_save(const Tokenizer *t, const char *path, Err *err);
 /* The texts of tokenizer_config.json and special_tokens_map.json as transformers saves
-** them for the fast tokenizer of t's family (tokenizer_class_name) around t (both malloc'd). */
-int tokenizer_pretrained_json(const Tokenizer *t, char **config, char **special_map, Err *err);
+** them for the fast tokenizer of t's family (tokenizer_class_name) around t (both malloc'd).
+** max_length: the model's most tokens (config_max_tokens), written as model_max_length,
+** which truncation=True cuts to in transformers; 0 for a tokenizer without a model,
+** which gets transformers' own "no limit" (int(1e30)). */
+int tokenizer_pretrained_json(const Tokenizer *t, int max_length, char **config, char **special_map, Err *err);
 /* Writes tokenizer.json, tokenizer_config.json and special_tokens_map.json into dir
-** (which must exist): all three or, on any error, none of them is replaced. */
-int tokenizer_save_pretrained(const Tokenizer *t, const char *dir, Err *err);
+** (which must exist): all three or, on any error, none of them is replaced. max_length
+** as tokenizer_pretrained_json's. */
+int tokenizer_save_pretrained(const Tokenizer *t, int max_length, const char *dir, Err *err);
 
 /* The Unigram model, or NULL for a WordPiece or BPE tokenizer. */
 const Unigram *tokenizer_model(const Tokenizer *t);

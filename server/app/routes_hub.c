@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/nn/config.h"
 #include "engine/tok/tokenizer.h"
 #include "server/app/app.h"
 #include "server/http/http_ranged.h"
@@ -86,8 +87,23 @@ static int generated_file(Store *s, const StoreRevision *r, const char *file, vo
   Tokenizer *t = tokenizer_from_json(tj, tj_len, e);
   free(tj);
   if (!t) { err_prefix(e, "stored tokenizer.json"); if (e->kind != ERR_NOMEM) e->kind = ERR_INTERNAL; return -1; }  /* a damaged store */
+  /* model_max_length is the revision's positions, as in an exported folder. */
+  void *cj = NULL;
+  size_t cj_len = 0;
+  char *cs = NULL;
+  ModelConfig c;
+  int crc = store_revision_file(s, r, "config.json", &cj, &cj_len, e);
+  if (crc == 0 && !(cs = malloc(cj_len + 1))) crc = err_setk(e, ERR_NOMEM, "out of memory");
+  if (crc == 0) {
+    memcpy(cs, cj, cj_len);
+    cs[cj_len] = 0;
+    if ((crc = config_parse(cs, &c, e))) { err_prefix(e, "stored config.json"); if (e->kind != ERR_NOMEM) e->kind = ERR_INTERNAL; }
+  }
+  free(cj);
+  free(cs);
+  if (crc) { tokenizer_free(t); return -1; }
   char *config = NULL, *special_map = NULL;
-  int rc = tokenizer_pretrained_json(t, &config, &special_map, e);
+  int rc = tokenizer_pretrained_json(t, config_max_tokens(&c), &config, &special_map, e);
   tokenizer_free(t);
   if (rc) return -1;
   int want_config = !strcmp(file, "tokenizer_config.json");

@@ -175,7 +175,7 @@ static int do_export(Store *s, const char *spec, const char *dir, int force, int
   ** format "pt", streamed into their file (text[1] stays NULL) from the stored bytes. */
   if (!(text[0] = config_to_json_dtype(&c, bf16 ? "bfloat16" : "float32"))) { err_set(err, "out of memory"); goto done; }
   len[0] = strlen(text[0]);
-  if (!(text[2] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, &text[3], &text[4], err)) goto done;
+  if (!(text[2] = tokenizer_to_json(t, err)) || tokenizer_pretrained_json(t, config_max_tokens(&c), &text[3], &text[4], err)) goto done;
   /* An import's own side files go back as they came. */
   for (size_t i = 3; i < 5; i++) {
     void *kept = NULL;

@@ -282,7 +282,7 @@ int cmd_tokenizer(int argc, char **argv) {
       tokenizer_free(t);
       return 1;
     }
-    int rc = tokenizer_save_pretrained(t, out_dir, &err) < 0;
+    int rc = tokenizer_save_pretrained(t, 0, out_dir, &err) < 0;
     if (rc) fprintf(stderr, "maskd tokenizer export: %s\n", err.msg);
     tokenizer_free(t);
     return rc;

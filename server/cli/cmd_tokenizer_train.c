@@ -235,7 +235,7 @@ int cmd_tokenizer_train(int argc, char **argv) {
   /* Written atomically; a stop signal waits until the files are in place (or not). */
   sigset_t old_mask;
   cli_block_stop_signals(&old_mask);
-  int ok = !strcmp(base, "tokenizer.json") ? tokenizer_save_pretrained(tok, dir, &err) : tokenizer_save(tok, out, &err);
+  int ok = !strcmp(base, "tokenizer.json") ? tokenizer_save_pretrained(tok, 0, dir, &err) : tokenizer_save(tok, out, &err);
   cli_restore_signals(&old_mask);
   if (ok < 0) { fprintf(stderr, "maskd tokenizer train: %s\n", err.msg); goto done_dir; }
   if (o.progress) fprintf(stderr, "tokenizer train: wrote %s (%d pieces) in %.2fs\n", out, r.n, now_monotonic() - t0);

@@ -350,7 +350,7 @@ static int cb_should_stop(void *ctx) {
 /* The final model as an HF folder with the files of the tokenizer validation read. */
 static int write_out(Trainer *t, const Tokenizer *tok, const char *dir, Err *err) {
   if (ckpt_save_model(trainer_model(t), dir, 0, err)) return -1;
-  return tokenizer_save_pretrained(tok, dir, err);
+  return tokenizer_save_pretrained(tok, config_max_tokens(model_config(trainer_model(t))), dir, err);
 }
 
 /* With --name ... --resume the options given must describe the stored run; names the first key that differs. */

@@ -184,6 +184,11 @@ if c.get("architectures") != ["RobertaForMaskedLM"] or c.get("model_type") != "r
 tc = json.load(open(g + "/tokenizer_config.json"))
 if tc.get("tokenizer_class") != "AlbertTokenizer": problems.append("tokenizer_class")
 if tc.get("clean_up_tokenization_spaces") is not True: problems.append("clean_up_tokenization_spaces")
+# transformers writes the model's input size (512 for roberta-base: 514 positions less
+# pad_token_id + 1) and truncation=True cuts to it; int(1e30) means "no limit".
+gc = json.load(open(g + "/config.json"))
+want = gc["max_position_embeddings"] - (gc["pad_token_id"] + 1 if gc["model_type"] == "roberta" else 0)
+if tc.get("model_max_length") != want: problems.append("model_max_length %r, not the model's %d tokens" % (tc.get("model_max_length"), want))
 if (tc.get("do_lower_case"), tc.get("remove_space"), tc.get("keep_accents")) != (False, False, True): problems.append("AlbertTokenizer text options not no-ops")
 mt = tc.get("mask_token")
 if (mt.get("content") if isinstance(mt, dict) else mt) != "[MASK]" or tc["added_tokens_decoder"]["4"]["lstrip"] is not True: problems.append("mask token")

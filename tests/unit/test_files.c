@@ -344,13 +344,13 @@ static void test_writers(void) {
   put(at("w/special_tokens_map.json"), "old map");
   before = listing(at("w"));
   limit_fsize(500);   /* tokenizer.json (over 500 bytes) fails, after nothing was renamed */
-  r = tokenizer_save_pretrained(tok, at("w"), &e);
+  r = tokenizer_save_pretrained(tok, 0, at("w"), &e);
   limit_fsize(RLIM_INFINITY);
   after = listing(at("w"));
   check(r == -1 && !strcmp(before, after) && temporaries(at("w")) == 0, "save_pretrained_full_disk", "rc %d %s: %s / %s", r, e.msg,
         before, after);
   free(after);
-  r = tokenizer_save_pretrained(tok, at("w"), &e);
+  r = tokenizer_save_pretrained(tok, 0, at("w"), &e);
   Tokenizer *back = tokenizer_load(at("w/tokenizer.json"), &e);
   after = slurp(at("w/tokenizer_config.json"));
   check(r == 0 && back && after && strstr(after, "AlbertTokenizer") && temporaries(at("w")) == 0, "save_pretrained_replaces", "%s", e.msg);

@@ -95,7 +95,7 @@ static void bert_folder(void) {
   encoding_free(&pr);
   free(dec);
   char *cfg = NULL, *map = NULL;
-  rc = tokenizer_pretrained_json(t, &cfg, &map, &e);
+  rc = tokenizer_pretrained_json(t, 0, &cfg, &map, &e);
   check(rc == 0 && strstr(cfg, "\"tokenizer_class\": \"BertTokenizer\"") && strstr(cfg, "\"do_lower_case\": true") &&
         strstr(cfg, "\"strip_accents\": null") && strstr(map, "\"unk_token\": \"[UNK]\"") && strstr(map, "\"pad_token\": \"[PAD]\""),
         "bert_tokenizer_config", "%s\n%s", cfg ? cfg : e.msg, map ? map : "");
@@ -164,9 +164,15 @@ static void roberta_folder(void) {
   check(dec && !strcmp(dec, " hi"), "roberta_decode_leading_space", "'%s'", dec ? dec : e.msg);
   free(dec);
   char *cfg = NULL, *map = NULL;
-  rc = tokenizer_pretrained_json(t, &cfg, &map, &e);
+  rc = tokenizer_pretrained_json(t, 0, &cfg, &map, &e);
   check(rc == 0 && strstr(cfg, "\"tokenizer_class\": \"RobertaTokenizer\"") && strstr(cfg, "\"add_prefix_space\": false") &&
         strstr(cfg, "\"trim_offsets\": true") && strstr(map, "\"lstrip\": true"), "roberta_tokenizer_config", "%s\n%s", cfg ? cfg : e.msg, map ? map : "");
+  /* Alone, "no limit" as transformers writes it; with a model, its input size (roberta-base: 512). */
+  int unbounded = cfg && strstr(cfg, "\"model_max_length\": 1000000000000000019884624838656,") != NULL;
+  free(cfg); free(map);
+  cfg = map = NULL;
+  rc = tokenizer_pretrained_json(t, 512, &cfg, &map, &e);
+  check(unbounded && rc == 0 && strstr(cfg, "\"model_max_length\": 512,"), "tokenizer_config_model_max_length", "%s", cfg ? cfg : e.msg);
   free(cfg); free(map);
   tokenizer_free(t);
   /* Without the final newline, the last merge is dropped (split("\n")[1:-1]). */
