@@ -34,7 +34,7 @@ FinetuneOptions finetune_default_options(void) {
   memset(&o, 0, sizeof o);
   o.batch = 32; o.eval_batch = 64; o.epochs = 3; o.max_steps = 0;
   o.lr = 2e-5; o.weight_decay = 0.01; o.beta1 = 0.9; o.beta2 = 0.999; o.eps = 1e-8;
-  o.clip_norm = 1.0; o.warmup_ratio = 0; o.warmup_steps = -1;
+  o.clip_norm = 1.0; o.warmup_ratio = 0; o.warmup_steps = 0;
   o.length_grouped = 0; o.seed = 42; o.threads = 1; o.pad_id = -1; o.precision = MODEL_FP32;
   return o;
 }
@@ -140,8 +140,10 @@ Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *vali
   f->spe = textcls_batches_per_epoch(f->tb);
   if (f->spe < 1) { err_setk(err, ERR_BAD_INPUT, "finetune: the train set gives no batch"); goto fail; }
   f->total = o->max_steps > 0 ? o->max_steps : (long)o->epochs * f->spe;
-  /* transformers' get_warmup_steps: the steps when given, else ceil(ratio x total). */
-  f->warmup = o->warmup_steps >= 0 ? o->warmup_steps : (long)ceil(o->warmup_ratio * (double)f->total);
+  /* transformers' get_warmup_steps: warmup_steps if warmup_steps > 0 else ceil(total x
+  ** ratio). 0 (Trainer's default) means "use the ratio", not "no warm-up"; -1 too (the
+  ** old default, still accepted). */
+  f->warmup = o->warmup_steps > 0 ? o->warmup_steps : (long)ceil(o->warmup_ratio * (double)f->total);
 
   model_set_threads(m, o->threads);
   model_set_label_smoothing(m, (float)o->label_smoothing);

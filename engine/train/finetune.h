@@ -34,8 +34,8 @@ typedef struct FinetuneOptions {
   double clip_norm;              /* 1.0 (Trainer's max_grad_norm); 0 = none */
   double label_smoothing;        /* in [0, 1): Trainer's label_smoothing_factor, in the training and
                                  ** the evaluation loss alike, as Trainer's (0) */
-  double warmup_ratio;           /* warm-up steps = ceil(ratio x total) when warmup_steps < 0 (0) */
-  long warmup_steps;             /* >= 0 overrides the ratio; -1 = use the ratio */
+  double warmup_ratio;           /* warm-up steps = ceil(ratio x total) when warmup_steps <= 0 (0) */
+  long warmup_steps;             /* > 0 overrides the ratio; 0 (or -1) = use the ratio, as Trainer (0) */
   int length_grouped;            /* LengthGroupedSampler order for training batches (0) */
   uint64_t seed;                 /* the order, and the dropout unless has_dropout_seed (42) */
   uint64_t dropout_seed;         /* dropout alone when has_dropout_seed (seed noise apart from the plan) */

@@ -61,7 +61,7 @@ static void ft_defaults(void *p) {
   a->max_length = 0;   /* unset: 128, or the model's positions where it has fewer */
   a->weight_decay = 0.01;
   a->warmup_ratio = 0;
-  a->warmup_steps = -1;
+  a->warmup_steps = 0;
   a->clip_norm = 1.0;
   a->seed = 42;
   a->dropout_seed = -1;
@@ -106,7 +106,8 @@ static const CliOpt ft_opts[] = {
   {.name = "--warmup-ratio", .kind = CLI_DOUBLE, .off = OFF(warmup_ratio), .flo = 0, .fhi = 1, .arg = "X",
    .def = CLI_DEFAULT, .help = "warm-up steps as a share of all steps (rounded up)"},
   {.name = "--warmup-steps", .kind = CLI_LONG, .off = OFF(warmup_steps), .lo = -1, .hi = 1L << 40, .arg = "N",
-   .def = "-1: from --warmup-ratio", .help = "warm-up steps"},
+   .def = "0: from --warmup-ratio", .help = "warm-up steps; 0 (or -1) takes them from --warmup-ratio, as\n"
+   "HF Trainer's warmup_steps"},
   {.name = "--clip-norm", .kind = CLI_DOUBLE, .off = OFF(clip_norm), .flo = 0, .fhi = 1e9, .arg = "X",
    .def = CLI_DEFAULT, .help = "gradient clipping norm (0: none)"},
   {.name = "--label-smoothing", .kind = CLI_DOUBLE, .off = OFF(label_smoothing), .flo = 0, .fhi = 1,

@@ -149,6 +149,12 @@ EOF
 "$M" finetune "${base[@]}" --export-plan "$T/plan2" --epochs 3 --max-steps 30 --quiet 2>/dev/null
 $PY -c 'import json, sys; o = json.load(open(sys.argv[1]))["order"]; assert [len(e) for e in o] == [23, 7], [len(e) for e in o]' "$T/plan2/plan.json" &&
   pass finetune_cli_export_plan_max_steps || fail finetune_cli_export_plan_max_steps "order not cut at max_steps"
+# --warmup-steps 0 takes the steps from --warmup-ratio, as transformers' get_warmup_steps
+# (warmup_steps if warmup_steps > 0 else math.ceil(num_training_steps * warmup_ratio)).
+"$M" finetune "${base[@]}" --export-plan "$T/plan-wu" --max-steps 40 --warmup-steps 0 --warmup-ratio 0.1 --quiet 2>"$T/wu.err" &&
+  $PY -c 'import json, math, sys; h = json.load(open(sys.argv[1]))["hyper"]
+assert h["total_steps"] == 40 and h["warmup_steps"] == math.ceil(40 * 0.1) == 4, h' "$T/plan-wu/plan.json" 2>>"$T/wu.err" &&
+  pass finetune_cli_warmup_steps_zero_takes_ratio || fail finetune_cli_warmup_steps_zero_takes_ratio "$(tail -1 "$T/wu.err")"
 n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")   # cls, cls2, cls3, cls5, cls6
 [ "$n" = 5 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
 

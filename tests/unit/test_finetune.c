@@ -258,6 +258,28 @@ int main(void) {
   check(rb == FINETUNE_STOPPED && b.steps == 3, "finetune_stops_at_step_boundary", "rc %d after %ld steps", rb, b.steps);
   free(pb);
 
+  /* Warm-up as transformers' get_warmup_steps: warmup_steps if > 0, else ceil(total x
+  ** warmup_ratio): 0 steps (Trainer's default) takes the ratio, and so does -1. */
+  {
+    Model *m = model_new(&c, &e);
+    model_init_weights(m, 5);
+    long got[3], total = 0, given[3] = {0, -1, 5};
+    for (int k = 0; k < 3; k++) {
+      FinetuneOptions w = o;
+      w.warmup_steps = given[k];
+      w.warmup_ratio = 0.1;
+      Finetune *f = finetune_new(m, &tr, &va, &w, &e);
+      got[k] = f ? finetune_warmup_steps(f) : -2;
+      if (f) total = finetune_total_steps(f);
+      finetune_free(f);
+    }
+    long want = (long)ceil(0.1 * (double)total);
+    check(total > 0 && want > 0 && got[0] == want && got[1] == want && got[2] == 5, "finetune_warmup_zero_takes_ratio",
+          "total %ld: warm-up %ld / %ld / %ld for steps 0 / -1 / 5 with ratio 0.1, want %ld / %ld / 5 (%s)", total, got[0],
+          got[1], got[2], want, want, e.msg);
+    model_free(m);
+  }
+
   /* Without validation: each epoch still reports its train loss. */
   memset(&b, 0, sizeof b);
   FinetuneOptions o4 = o;
