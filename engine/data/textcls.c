@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "engine/core/files.h"
+#include "engine/core/json_text.h"
 #include "engine/core/rng.h"
 
 /* A labels file is a list of names; 16 MiB is far beyond any real label set. */
@@ -70,7 +71,8 @@ typedef struct RawBuilder {
   size_t cap;
 } RawBuilder;
 
-static int raw_push(RawBuilder *b, const char *text, size_t text_len, const char *label, size_t label_len, Err *err) {
+static int raw_push(RawBuilder *b, long line, const char *text, size_t text_len, const char *label, size_t label_len,
+                    Err *err) {
   TextClsRaw *r = b->r;
   if (r->n == b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 1024;
@@ -80,8 +82,12 @@ static int raw_push(RawBuilder *b, const char *text, size_t text_len, const char
     char **l = realloc(r->labels, cap * sizeof *l);
     if (!l) return oom(err);
     r->labels = l;
+    long *ln = realloc(r->lines, cap * sizeof *ln);
+    if (!ln) return oom(err);
+    r->lines = ln;
     b->cap = cap;
   }
+  r->lines[r->n] = line;
   char *tc = malloc(text_len + 1), *lc = malloc(label_len + 1);
   if (!tc || !lc) { free(tc); free(lc); return oom(err); }
   memcpy(tc, text, text_len);
@@ -262,7 +268,7 @@ static int read_csv(const char *path, char *buf, size_t len, const char *text_co
     for (size_t i = 0; rc == 0 && i < n_cols; i++)
       if (i != text_i && i != label_i && utf8_bad_offset_nul((const unsigned char *)c.fields[i].s, c.fields[i].len, 1) != (size_t)-1)
         rc = err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): column %zu is not valid UTF-8", path, line, row, i + 1);
-    if (rc == 0) rc = raw_push(b, t->s, t->len, l->s, l->len, err);
+    if (rc == 0) rc = raw_push(b, line, t->s, t->len, l->s, l->len, err);
     if (rc == 0) rc = 1;
   }
   if (rc == 0 && b->r->n == 0) rc = err_setk(err, ERR_BAD_INPUT, "%s: a header and no rows", path);
@@ -270,7 +276,49 @@ static int read_csv(const char *path, char *buf, size_t len, const char *text_co
   return rc < 0 ? -1 : 0;
 }
 
-/* ---- JSON Lines ---- */
+/* ---- JSON Lines, JSON arrays ---- */
+
+/* One example's object (a JSON Lines line, an array's element), checked and kept. */
+static int json_example(const char *path, long line, size_t row, const json_t *o, const char *text_column,
+                        const char *label_column, RawBuilder *b, Err *err) {
+  char m[200], m2[128];
+  if (!json_is_object(o)) return err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): not a JSON object", path, line, row);
+  json_t *t = json_object_get(o, text_column), *l = json_object_get(o, label_column);
+  char num[32];
+  const char *label = NULL;
+  size_t label_len = 0;
+  if (!t || !l) {
+    char keys[320];
+    size_t used = 0;
+    keys[0] = '\0';
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+      if (used + 1 >= sizeof keys) break;
+      int w = snprintf(keys + used, sizeof keys - used, "%s'%s'", used ? ", " : "", msg_text(key, 40, m2, sizeof m2));
+      if (w < 0) break;
+      used += (size_t)w;
+    }
+    if (used >= sizeof keys) strcpy(keys + sizeof keys - 4, "...");
+    return err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): no field '%s' (fields: %s)", path, line, row,
+                    msg_text(!t ? text_column : label_column, 60, m, sizeof m), used ? keys : "none");
+  }
+  if (!json_is_string(t))
+    return err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): field '%s' is not a string", path, line, row,
+                    msg_text(text_column, 60, m, sizeof m));
+  if (json_is_string(l)) {
+    label = json_string_value(l);
+    label_len = json_string_length(l);
+  } else if (json_is_integer(l)) {
+    snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(l));
+    label = num;
+    label_len = strlen(num);
+  } else
+    return err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): field '%s' is neither a string nor an integer", path, line,
+                    row, msg_text(label_column, 60, m, sizeof m));
+  if (check_example(path, line, row, json_string_value(t), json_string_length(t), label, label_len, err)) return -1;
+  return raw_push(b, line, json_string_value(t), json_string_length(t), label, label_len, err);
+}
 
 static int read_jsonl(const char *path, char *buf, size_t len, const char *text_column, const char *label_column,
                       RawBuilder *b, Err *err) {
@@ -289,50 +337,76 @@ static int read_jsonl(const char *path, char *buf, size_t len, const char *text_
     size_t row = b->r->n + 1;
     json_error_t je;
     json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
-    char m[200], m2[128];
+    char m[200];
     if (!o)
-      return err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): not valid JSON: %s", path, line, row, msg_text(je.text, 150, m, sizeof m));
-    int rc = 0;
-    json_t *t = json_object_get(o, text_column), *l = json_object_get(o, label_column);
-    char num[32];
-    const char *label = NULL;
-    size_t label_len = 0;
-    if (!json_is_object(o)) rc = err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): not a JSON object", path, line, row);
-    else if (!t || !l) {
-      char keys[320];
-      size_t used = 0;
-      keys[0] = '\0';
-      const char *key;
-      json_t *v;
-      json_object_foreach(o, key, v) {
-        if (used + 1 >= sizeof keys) break;
-        int w = snprintf(keys + used, sizeof keys - used, "%s'%s'", used ? ", " : "", msg_text(key, 40, m2, sizeof m2));
-        if (w < 0) break;
-        used += (size_t)w;
-      }
-      if (used >= sizeof keys) strcpy(keys + sizeof keys - 4, "...");
-      rc = err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): no field '%s' (fields: %s)", path, line, row,
-                    msg_text(!t ? text_column : label_column, 60, m, sizeof m), used ? keys : "none");
-    } else if (!json_is_string(t))
-      rc = err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): field '%s' is not a string", path, line, row,
-                    msg_text(text_column, 60, m, sizeof m));
-    else if (json_is_string(l)) {
-      label = json_string_value(l);
-      label_len = json_string_length(l);
-    } else if (json_is_integer(l)) {
-      snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(l));
-      label = num;
-      label_len = strlen(num);
-    } else
-      rc = err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): field '%s' is neither a string nor an integer", path, line,
-                    row, msg_text(label_column, 60, m, sizeof m));
-    if (rc == 0) rc = check_example(path, line, row, json_string_value(t), json_string_length(t), label, label_len, err);
-    if (rc == 0) rc = raw_push(b, json_string_value(t), json_string_length(t), label, label_len, err);
+      return err_setk(err, ERR_BAD_INPUT, "%s: line %ld (row %zu): not valid JSON: %s", path, line, row,
+                      msg_text(json_error_message(&je), 150, m, sizeof m));
+    int rc = json_example(path, line, row, o, text_column, label_column, b, err);
     json_decref(o);
     if (rc) return -1;
   }
   if (b->r->n == 0) return err_setk(err, ERR_BAD_INPUT, "%s: empty file (no JSON lines)", path);
   return 0;
+}
+
+/* The line each element of a JSON text's array starts on, into lines[0 .. n): the
+** top-level array's (names_key NULL), or that of the top-level object's key names_key
+** (written without escapes); 0 where none is found. s is JSON jansson has read, so
+** the walk only needs its strings, brackets, colons and commas. */
+static void json_element_lines(const char *s, size_t len, const char *names_key, long *lines, size_t n) {
+  memset(lines, 0, n * sizeof *lines);
+  size_t idx = 0, key_len = names_key ? strlen(names_key) : 0;
+  long line = 1;
+  int depth = 0, target = 0, want = 0, key_match = 0, value_of_key = 0;
+  char root = 0;
+  for (size_t i = 0; i < len; i++) {
+    char ch = s[i];
+    if (ch == '\n') { line++; continue; }
+    if (ch == ' ' || ch == '\t' || ch == '\r') continue;
+    if (want) {   /* the first byte after the array's '[' or one of its commas */
+      want = 0;
+      if (ch != ']' && idx < n) lines[idx++] = line;
+    }
+    if (ch == '"') {
+      size_t st = ++i;
+      while (i < len && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+      key_match = names_key && root == '{' && depth == 1 && i - st == key_len && !memcmp(s + st, names_key, key_len);
+      value_of_key = 0;
+      continue;
+    }
+    if (ch == ':') { value_of_key = key_match; key_match = 0; continue; }
+    if (ch == '[' || ch == '{') {
+      if (depth == 0) root = ch;
+      depth++;
+      if (!target && ch == '[' && (names_key ? value_of_key : depth == 1)) { target = depth; want = 1; }
+    } else if (ch == ']' || ch == '}') {
+      if (depth == target) target = -1;   /* only the first such array */
+      depth--;
+    } else if (ch == ',' && depth == target) want = 1;
+    value_of_key = key_match = 0;
+  }
+}
+
+/* A JSON array of example objects: the whole file is one JSON text. */
+static int read_json_array(const char *path, char *buf, size_t len, const char *text_column, const char *label_column,
+                           RawBuilder *b, Err *err) {
+  size_t pos = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+  json_error_t je;
+  json_t *a = json_loadb(buf + pos, len - pos, JSON_REJECT_DUPLICATES, &je);
+  char m[200];
+  if (!a)
+    return err_setk(err, ERR_BAD_INPUT, "%s: line %d: not valid JSON: %s", path, je.line,
+                    msg_text(json_error_message(&je), 150, m, sizeof m));
+  size_t n = json_array_size(a);
+  long *lines = malloc((n ? n : 1) * sizeof *lines);
+  if (!lines) { json_decref(a); return oom(err); }
+  json_element_lines(buf + pos, len - pos, NULL, lines, n);
+  int rc = n == 0 ? err_setk(err, ERR_BAD_INPUT, "%s: an empty JSON array (no records)", path) : 0;
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    rc = json_example(path, lines[i], i + 1, json_array_get(a, i), text_column, label_column, b, err);
+  free(lines);
+  json_decref(a);
+  return rc ? -1 : 0;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -348,8 +422,17 @@ int textcls_read(const char *path, const char *text_column, const char *label_co
   char *buf = files_read_all(path, TEXTCLS_MAX_FILE, &len, err);
   if (!buf) return -1;
   RawBuilder b = {out, 0};
-  int jsonl = ends_with(path, ".jsonl") || ends_with(path, ".json");
-  int rc = jsonl ? read_jsonl(path, buf, len, text_column, label_column, &b, err)
+  int rc = (out->path = strdup(path)) ? 0 : oom(err);
+  /* A .json file is JSON Lines or, starting with '[', an array of records: both are
+  ** what tools write under that name (pandas' to_json(orient="records", lines=...),
+  ** HF datasets' to_json(lines=...)), and a JSON Lines line cannot start with '['
+  ** and be an example. */
+  size_t first = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+  while (first < len && (buf[first] == ' ' || buf[first] == '\t' || buf[first] == '\r' || buf[first] == '\n')) first++;
+  int json = ends_with(path, ".json"), jsonl = ends_with(path, ".jsonl") || json;
+  if (rc == 0)
+    rc = json && first < len && buf[first] == '[' ? read_json_array(path, buf, len, text_column, label_column, &b, err)
+         : jsonl ? read_jsonl(path, buf, len, text_column, label_column, &b, err)
                  : read_csv(path, buf, len, text_column, label_column, &b, err);
   free(buf);
   if (rc) textcls_raw_free(out);
@@ -364,6 +447,8 @@ void textcls_raw_free(TextClsRaw *r) {
   }
   free(r->texts);
   free(r->labels);
+  free(r->lines);
+  free(r->path);
   memset(r, 0, sizeof *r);
 }
 
@@ -379,9 +464,11 @@ void textcls_labels_free(TextClsLabels *l) {
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Refuses a set of names with fewer than 2 or with a repeated name (sorted copies of
-** the pointers, so the check is n log n). */
-static int labels_check(const char *what, char **names, int n, Err *err) {
-  if (n < 2) return err_setk(err, ERR_BAD_INPUT, "%s: %d label%s; classification needs at least 2", what, n, n == 1 ? "" : "s");
+** the pointers, so the check is n log n). lines[i]: name i's line in the file what,
+** root_line the list's (the messages say "what:LINE: ..."). */
+static int labels_check(const char *what, char **names, int n, const long *lines, long root_line, Err *err) {
+  if (n < 2)
+    return err_setk(err, ERR_BAD_INPUT, "%s:%ld: %d label%s; classification needs at least 2", what, root_line, n, n == 1 ? "" : "s");
   char **sorted = malloc((size_t)n * sizeof *sorted);
   if (!sorted) return oom(err);
   memcpy(sorted, names, (size_t)n * sizeof *sorted);
@@ -393,8 +480,8 @@ static int labels_check(const char *what, char **names, int n, Err *err) {
       for (int k = 0; k < n; k++)
         if (strcmp(names[k], sorted[i]) == 0) { if (first < 0) first = k; else if (second < 0) second = k; }
       char m[160];
-      rc = err_setk(err, ERR_BAD_INPUT, "%s: label '%s' appears twice (ids %d and %d)", what, msg_text(sorted[i], 100, m, sizeof m),
-                    first, second);
+      rc = err_setk(err, ERR_BAD_INPUT, "%s:%ld: label '%s' appears twice (ids %d and %d; the first on line %ld)", what,
+                    lines[second], msg_text(sorted[i], 100, m, sizeof m), first, second, lines[first]);
       break;
     }
   free(sorted);
@@ -408,27 +495,38 @@ int textcls_labels_load(const char *path, TextClsLabels *out, Err *err) {
   if (!text) return -1;
   json_error_t je;
   json_t *root = json_loadb(text, len, 0, &je);
-  free(text);
-  if (!root) return err_setk(err, ERR_BAD_INPUT, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
+  char m[200];
+  if (!root) {
+    free(text);
+    return err_setk(err, ERR_BAD_INPUT, "%s:%d: not valid JSON: %s", path, je.line, msg_text(json_error_message(&je), 150, m, sizeof m));
+  }
+  /* Every message names the line: of the list (or object), or of the name it is about. */
+  long root_line = 1;
+  for (size_t i = 0; i < len && strchr(" \t\r\n", text[i]); i++) root_line += text[i] == '\n';
   json_t *list = root;
   int rc = 0;
   if (json_is_object(root)) {
     list = json_object_get(root, "names");
-    if (!json_is_array(list)) rc = err_setk(err, ERR_BAD_INPUT, "%s: an object without a \"names\" list", path);
+    if (!json_is_array(list)) rc = err_setk(err, ERR_BAD_INPUT, "%s:%ld: an object without a \"names\" list", path, root_line);
   } else if (!json_is_array(root))
-    rc = err_setk(err, ERR_BAD_INPUT, "%s: neither a list of label names nor an object with \"names\"", path);
+    rc = err_setk(err, ERR_BAD_INPUT, "%s:%ld: neither a list of label names nor an object with \"names\"", path, root_line);
   size_t n = rc == 0 ? json_array_size(list) : 0;
-  if (rc == 0 && n > (size_t)INT32_MAX) rc = err_setk(err, ERR_TOO_LARGE, "%s: %zu labels", path, n);
+  long *lines = NULL;
+  if (rc == 0 && n > (size_t)INT32_MAX) rc = err_setk(err, ERR_TOO_LARGE, "%s:%ld: %zu labels", path, root_line, n);
+  if (rc == 0 && !(lines = malloc((n ? n : 1) * sizeof *lines))) rc = oom(err);
+  if (rc == 0) json_element_lines(text, len, json_is_object(root) ? "names" : NULL, lines, n);
   if (rc == 0 && n > 0 && !(out->names = calloc(n, sizeof *out->names))) rc = oom(err);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     json_t *v = json_array_get(list, i);
-    if (!json_is_string(v)) { rc = err_setk(err, ERR_BAD_INPUT, "%s: label %zu is not a string", path, i); break; }
-    if (json_string_length(v) == 0) { rc = err_setk(err, ERR_BAD_INPUT, "%s: label %zu is empty", path, i); break; }
+    if (!json_is_string(v)) { rc = err_setk(err, ERR_BAD_INPUT, "%s:%ld: label %zu is not a string", path, lines[i], i); break; }
+    if (json_string_length(v) == 0) { rc = err_setk(err, ERR_BAD_INPUT, "%s:%ld: label %zu is empty", path, lines[i], i); break; }
     if (!(out->names[i] = strdup(json_string_value(v)))) { rc = oom(err); break; }
     out->n = (int)i + 1;
   }
   json_decref(root);
-  if (rc == 0) rc = labels_check(path, out->names, (int)n, err);
+  free(text);
+  if (rc == 0) rc = labels_check(path, out->names, (int)n, lines, root_line, err);
+  free(lines);
   if (rc) textcls_labels_free(out);
   return rc;
 }
@@ -507,6 +605,37 @@ static const NameId *find_name(const NameId *index, const TextClsLabels *l, cons
   return bsearch(&key, index, (size_t)l->n, sizeof *index, cmp_name_id);
 }
 
+/* What Python's str.strip() strips, of ASCII. */
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* The label a cell names: the name it is, else the name it is with the whitespace around
+** it stripped, as HF datasets' ClassLabel.str2int tries (a CSV written "text, label"
+** has cells " label"). NULL when neither; *nomem set when the copy failed. */
+static const NameId *cell_name(const NameId *index, const TextClsLabels *l, const char *cell, int *nomem) {
+  const NameId *hit = find_name(index, l, cell);
+  size_t n = strlen(cell), a = 0;
+  if (hit || n == 0 || (!is_space(cell[0]) && !is_space(cell[n - 1]))) return hit;
+  while (a < n && is_space(cell[a])) a++;
+  while (n > a && is_space(cell[n - 1])) n--;
+  char *s = strndup(cell + a, n - a);
+  if (!s) { *nomem = 1; return NULL; }
+  hit = find_name(index, l, s);
+  free(s);
+  return hit;
+}
+
+/* int_label of the cell with the whitespace around it stripped (Python's int() takes " 3 "). */
+static int cell_int(const char *cell, long long *v) {
+  size_t n = strlen(cell), a = 0;
+  while (a < n && is_space(cell[a])) a++;
+  while (n > a && is_space(cell[n - 1])) n--;
+  char buf[24];
+  if (n - a >= sizeof buf) return 0;
+  memcpy(buf, cell + a, n - a);
+  buf[n - a] = '\0';
+  return int_label(buf, v);
+}
+
 int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, int ids_allowed,
                           TextClsReading *out, int *bad_file, Err *err) {
   *out = TEXTCLS_BY_NAME;
@@ -518,18 +647,21 @@ int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLa
   /* Decided over every file at once: read per file, a test file whose integers all
   ** happened to be names was read by name while train, holding an integer that is no
   ** name, was read by id, and one cell meant two labels. */
-  int all_names = 1, all_ints = 1, rc = 0;
+  int all_names = 1, all_ints = 1, rc = 0, nomem = 0;
   long long v;
   for (int f = 0; f < n; f++)
     for (size_t i = 0; i < files[f]->n; i++) {
-      if (all_names && !find_name(index, l, files[f]->labels[i])) all_names = 0;
-      if (all_ints && !int_label(files[f]->labels[i], &v)) all_ints = 0;
+      if (all_names && !cell_name(index, l, files[f]->labels[i], &nomem)) all_names = 0;
+      if (all_ints && !cell_int(files[f]->labels[i], &v)) all_ints = 0;
     }
+  if (nomem) { free(index); return oom(err); }
   if (all_ints && !all_names) *out = TEXTCLS_BY_ID;
   for (int f = 0; all_ints && all_names && f < n && !rc; f++)   /* both readings possible: they must agree */
     for (size_t i = 0; i < files[f]->n; i++) {
-      int_label(files[f]->labels[i], &v);
-      int named = find_name(index, l, files[f]->labels[i])->id;
+      cell_int(files[f]->labels[i], &v);
+      const NameId *hit = cell_name(index, l, files[f]->labels[i], &nomem);
+      if (!hit) { rc = oom(err); break; }
+      int named = hit->id;
       if (v == named) continue;
       char m[80];
       *bad_file = f;
@@ -548,23 +680,28 @@ int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, TextClsReadi
   if (l->n <= 0) return err_setk(err, ERR_INVALID, "an empty label set");
   NameId *index = how == TEXTCLS_BY_NAME ? name_index(l) : NULL;
   if (how == TEXTCLS_BY_NAME && !index) return oom(err);
-  int rc = 0;
+  int rc = 0, nomem = 0;
   for (size_t i = 0; i < r->n && !rc; i++) {
     long long v;
+    /* Where the cell is: its file and line when read from one, else its row alone. */
+    char where[sizeof err->msg / 2];
+    if (r->path && r->lines) snprintf(where, sizeof where, "%s: line %ld (row %zu)", r->path, r->lines[i], i + 1);
+    else snprintf(where, sizeof where, "row %zu", i + 1);
     if (how == TEXTCLS_BY_ID) {
-      if (!int_label(r->labels[i], &v) || v < 0 || v >= l->n) {
+      if (!cell_int(r->labels[i], &v) || v < 0 || v >= l->n) {
         char m[160];
-        rc = err_setk(err, ERR_BAD_INPUT, "row %zu: label %s is no id of the %d labels (integer labels are ids 0..%d)",
-                      i + 1, msg_text(r->labels[i], 100, m, sizeof m), l->n, l->n - 1);
+        rc = err_setk(err, ERR_BAD_INPUT, "%s: label %s is no id of the %d labels (integer labels are ids 0..%d)",
+                      where, msg_text(r->labels[i], 100, m, sizeof m), l->n, l->n - 1);
         break;
       }
       ids[i] = (int32_t)v;
       continue;
     }
-    const NameId *hit = find_name(index, l, r->labels[i]);
+    const NameId *hit = cell_name(index, l, r->labels[i], &nomem);
+    if (nomem) { rc = oom(err); break; }
     if (!hit) {
       char m[160], m2[100];
-      rc = err_setk(err, ERR_BAD_INPUT, "row %zu: label '%s' is not one of the %d labels (the first is '%s')", i + 1,
+      rc = err_setk(err, ERR_BAD_INPUT, "%s: label '%s' is not one of the %d labels (the first is '%s')", where,
                     msg_text(r->labels[i], 100, m, sizeof m), l->n, msg_text(l->names[0], 60, m2, sizeof m2));
       break;
     }

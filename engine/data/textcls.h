@@ -23,14 +23,19 @@ typedef struct TextClsRaw {
   size_t n;
   char **texts;      /* n NUL-terminated UTF-8 strings */
   char **labels;     /* n NUL-terminated label names */
+  long *lines;       /* n: the line each example starts on (NULL: not known, for a set built in memory) */
+  char *path;        /* the file read (NULL: not known) */
 } TextClsRaw;
 
 /* Reads a CSV file (RFC 4180: a header row, quoted fields with "" escapes and
 ** embedded newlines, CRLF, LF or CR line ends, a leading UTF-8 BOM skipped, empty
-** lines skipped as Python's DictReader skips them) or a JSON Lines file (one object
+** lines skipped as Python's DictReader skips them), a JSON Lines file (one object
 ** per line, blank lines skipped; the label may be a string or an integer, written
-** as its decimal text): ".jsonl" or ".json" (any case) read as JSON Lines, anything
-** else as CSV. text_column and label_column name the fields. Where Python's csv
+** as its decimal text) or a JSON array of such objects (pandas' to_json(orient=
+** "records"), HF datasets' to_json(lines=False)): ".jsonl" (any case) is JSON Lines,
+** ".json" an array when its first byte after spaces (and a BOM) is '[', else JSON
+** Lines; anything else CSV. An array's errors give the line where the record starts
+** and its row (its index + 1), as the other formats give theirs. text_column and label_column name the fields. Where Python's csv
 ** guesses, this refuses: text after a closing quote (`"a"b`); a quote inside an
 ** unquoted field is a character, as there. ERR_BAD_INPUT, one line naming the file,
 ** the line where the record starts (and the row) and the reason, for a missing
@@ -51,7 +56,8 @@ typedef struct TextClsLabels {
 
 /* The label order of a file as HF datasets' ClassLabel gives it: a JSON array of
 ** names (["activate_my_card", ...]) or an object {"names": [...]} (dataset_info's
-** features.label). ERR_BAD_INPUT for duplicates, non-strings or fewer than 2. */
+** features.label). ERR_BAD_INPUT for duplicates, non-strings, empty names or fewer
+** than 2, each message "PATH:LINE: ..." (the line of the name, or of the value). */
 int textcls_labels_load(const char *path, TextClsLabels *out, Err *err);
 /* The distinct label names of r, sorted: by value when every one is an integer ("0".."11"
 ** give ids 0..11), else bytewise. ERR_BAD_INPUT when fewer than 2. */
@@ -69,8 +75,12 @@ typedef enum { TEXTCLS_BY_NAME, TEXTCLS_BY_ID } TextClsReading;
 ** when the cells are all names and all ids and the two readings differ. */
 int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, int ids_allowed,
                           TextClsReading *out, int *bad_file, Err *err);
-/* Label ids of every example of r into ids[r->n], read as how says. ERR_BAD_INPUT
-** naming the first label (and its row) that is no name, or no id in [0, l->n). */
+/* Label ids of every example of r into ids[r->n], read as how says. A cell names a
+** label exactly or, failing that, with the whitespace around it stripped, as HF
+** datasets' ClassLabel.str2int retries (so " card_arrival" is card_arrival beside a
+** labels file; without one, textcls_labels_sorted keeps cells as they are, as
+** class_encode_column does). ERR_BAD_INPUT naming the first label that is no name, or
+** no id in [0, l->n), with r's file and line when r has them (and its row). */
 int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, TextClsReading how, int32_t *ids, Err *err);
 
 /* A seeded held-out split of n examples: the first n_valid = round(n x fraction),

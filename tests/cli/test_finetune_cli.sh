@@ -149,6 +149,24 @@ EOF
 "$M" finetune "${base[@]}" --export-plan "$T/plan2" --epochs 3 --max-steps 30 --quiet 2>/dev/null
 $PY -c 'import json, sys; o = json.load(open(sys.argv[1]))["order"]; assert [len(e) for e in o] == [23, 7], [len(e) for e in o]' "$T/plan2/plan.json" &&
   pass finetune_cli_export_plan_max_steps || fail finetune_cli_export_plan_max_steps "order not cut at max_steps"
+# A .json array of records (pandas' to_json(orient="records")) reads as the CSV does.
+$PY -c 'import csv, json, sys; json.dump(list(csv.DictReader(open(sys.argv[1], newline=""))), open(sys.argv[2], "w"), indent=1)' \
+  "$T/tr.csv" "$T/tr-records.json"
+"$M" finetune "${base[@]}" --train "$T/tr-records.json" --export-plan "$T/plan-rec" --max-steps 2 --quiet 2>"$T/rec.err" &&
+  "$M" finetune "${base[@]}" --export-plan "$T/plan-csv" --max-steps 2 --quiet 2>>"$T/rec.err" &&
+  $PY -c 'import json, sys; a, b = (json.load(open(p))["sets"] for p in sys.argv[1:3]); assert a == b and len(a["train"]["ids"]) == 360' \
+    "$T/plan-rec/plan.json" "$T/plan-csv/plan.json" 2>>"$T/rec.err" &&
+  pass finetune_cli_json_array_of_records || fail finetune_cli_json_array_of_records "$(tail -1 "$T/rec.err")"
+# Beside --labels, a label cell with spaces around it is its label (HF's ClassLabel.str2int strips);
+# a cell that is no label is named with its file and line.
+tr -d '\r' <"$T/tr.csv" | sed '1!s/,\([^,]*\)$/, \1 /' > "$T/tr-spaced.csv"   # (the file's CRLF ends dropped first)
+"$M" finetune "${base[@]}" --train "$T/tr-spaced.csv" --export-plan "$T/plan-sp" --max-steps 2 --quiet 2>"$T/sp.err" &&
+  $PY -c 'import json, sys; a, b = (json.load(open(p))["sets"] for p in sys.argv[1:3]); assert a == b' \
+    "$T/plan-sp/plan.json" "$T/plan-csv/plan.json" 2>>"$T/sp.err" &&
+  pass finetune_cli_spaced_label_cells || fail finetune_cli_spaced_label_cells "$(tail -1 "$T/sp.err")"
+sed '3s/,[^,]*$/,no_such_intent/' "$T/tr.csv" > "$T/tr-bad.csv"
+refuse finetune_cli_label_miss_names_file_line "train: $T/tr-bad.csv: line 3 (row 2): label 'no_such_intent' is not one of the 77 labels" \
+  "${base[@]}" --train "$T/tr-bad.csv" --name x
 # --warmup-steps 0 takes the steps from --warmup-ratio, as transformers' get_warmup_steps
 # (warmup_steps if warmup_steps > 0 else math.ceil(num_training_steps * warmup_ratio)).
 "$M" finetune "${base[@]}" --export-plan "$T/plan-wu" --max-steps 40 --warmup-steps 0 --warmup-ratio 0.1 --quiet 2>"$T/wu.err" &&

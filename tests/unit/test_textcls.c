@@ -145,12 +145,39 @@ static void test_jsonl(void) {
                NULL);
   expect_error("jsonl_not_utf8", puts_("h.jsonl", "{\"text\":\"\xFF\",\"label\":1}\n"), "text", "label", ERR_BAD_INPUT, "line 1", NULL);
   expect_error("jsonl_nul_escape", puts_("h2.jsonl", "{\"text\":\"a\\u0000b\",\"label\":1}\n"), "text", "label", ERR_BAD_INPUT, "line 1",
-               NULL);
+               "a NUL character (\\u0000) in a string is not allowed");
   expect_error("jsonl_duplicate_key", puts_("h3.jsonl", "{\"text\":\"a\",\"text\":\"b\",\"label\":1}\n"), "text", "label", ERR_BAD_INPUT,
                "line 1", NULL);
   expect_error("jsonl_empty_file", puts_("i.jsonl", "\n \n"), "text", "label", ERR_BAD_INPUT, "empty file", NULL);
   expect_error("jsonl_bool_label", puts_("j.jsonl", "{\"text\":\"a\",\"label\":true}\n"), "text", "label", ERR_BAD_INPUT,
                "neither a string nor an integer", NULL);
+
+  /* A .json array of records (pandas' to_json(orient="records"), HF datasets' to_json(lines=False)). */
+  static const char arr[] = "\xEF\xBB\xBF \n[\n  {\"text\": \"hello\", \"label\": \"greet\"},\n  {\"label\": 7,\n   \"text\": \"[seven]\"}, "
+                            "{\"text\": \"x\", \"label\": \"y\"}\n]\n";
+  static const char *const atexts[] = {"hello", "[seven]", "x"};
+  static const char *const alabels[] = {"greet", "7", "y"};
+  expect_rows("json_array_of_records", puts_("arr.json", arr), "text", "label", 3, atexts, alabels);
+  {
+    TextClsRaw r;
+    Err e = {0};
+    int rc = textcls_read(puts_("arr2.json", arr), "text", "label", &r, &e);
+    check(rc == 0 && r.n == 3 && r.lines && r.lines[0] == 3 && r.lines[1] == 4 && r.lines[2] == 5 && r.path && strstr(r.path, "arr2.json"),
+          "json_array_record_lines", "rc %d n %zu lines %ld %ld %ld (%s)", rc, r.n, r.lines ? r.lines[0] : -1,
+          r.lines ? r.lines[1] : -1, r.lines ? r.lines[2] : -1, e.msg);
+    if (rc == 0) textcls_raw_free(&r);
+  }
+  expect_error("json_array_missing_field", puts_("ab.json", "[\n{\"text\":\"a\",\"label\":1},\n{\"text\":\"b\"}\n]"), "text", "label",
+               ERR_BAD_INPUT, "ab.json: line 3 (row 2): no field 'label'", NULL);
+  expect_error("json_array_not_object", puts_("ac.json", "[{\"text\":\"a\",\"label\":1}, 5]"), "text", "label", ERR_BAD_INPUT,
+               "ac.json: line 1 (row 2): not a JSON object", NULL);
+  expect_error("json_array_empty", puts_("ad.json", "  []"), "text", "label", ERR_BAD_INPUT, "ad.json: an empty JSON array", NULL);
+  expect_error("json_array_bad_json", puts_("ae.json", "[{\"text\":\"a\",\"label\":1},\n{\"text\": }]"), "text", "label",
+               ERR_BAD_INPUT, "ae.json: line 2: not valid JSON", NULL);
+  expect_error("json_array_nul", puts_("af.json", "[{\"text\":\"a\\u0000\",\"label\":1}]"), "text", "label", ERR_BAD_INPUT,
+               "af.json: line 1: not valid JSON: a NUL character (\\u0000) in a string is not allowed", NULL);
+  expect_error("json_array_empty_text", puts_("ag.json", "[{\"text\":\"a\",\"label\":1},\n\n {\"text\":\"\",\"label\":1}]"), "text",
+               "label", ERR_BAD_INPUT, "ag.json: line 3 (row 2): the text is empty", NULL);
 }
 
 /* One file's label ids, read as a run of that one file reads them. */
@@ -175,14 +202,16 @@ static void test_labels(void) {
   textcls_labels_free(&l);  /* twice: a zeroed struct is fine */
 
   struct { const char *name, *json, *frag; } bad[] = {
-      {"labels_duplicate", "[\"a\", \"b\", \"a\"]", "label 'a' appears twice (ids 0 and 2)"},
-      {"labels_not_string", "[\"a\", 3]", "label 1 is not a string"},
-      {"labels_empty_name", "[\"a\", \"\"]", "label 1 is empty"},
-      {"labels_one", "[\"a\"]", "1 label; classification needs at least 2"},
-      {"labels_none", "[]", "0 labels"},
-      {"labels_object_without_names", "{\"labels\": [\"a\", \"b\"]}", "without a \"names\" list"},
-      {"labels_number", "7", "not valid JSON"},
-      {"labels_bad_json", "[\"a\",", "not valid JSON"},
+      /* Every message is "FILE:LINE: ...", the line the name (or the list) is on. */
+      {"labels_duplicate", "[\n\"a\",\n\"b\",\n\"a\"\n]", "lb.json:4: label 'a' appears twice (ids 0 and 2; the first on line 2)"},
+      {"labels_not_string", "[\"a\",\n 3]", "lb.json:2: label 1 is not a string"},
+      {"labels_empty_name", "{\"_type\": [\"x\",\n\"y\"], \"names\": [\"a\",\n\n\"\"]}", "lb.json:4: label 1 is empty"},
+      {"labels_one", "\n[\"a\"]", "lb.json:2: 1 label; classification needs at least 2"},
+      {"labels_none", "[]", "lb.json:1: 0 labels"},
+      {"labels_object_without_names", "{\"labels\": [\"a\", \"b\"]}", "lb.json:1: an object without a \"names\" list"},
+      {"labels_number", "7", "lb.json:1: not valid JSON"},
+      {"labels_bad_json", "[\"a\",\n\"b\" \"c\"]", "lb.json:2: not valid JSON"},
+      {"labels_nul", "[\"a\", \"b\\u0000\"]", "lb.json:1: not valid JSON: a NUL character (\\u0000) in a string is not allowed"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     Err be = {0};
@@ -191,6 +220,34 @@ static void test_labels(void) {
           "rc %d kind %s [%s], want [%s]", rc, err_kind_name(be.kind), be.msg, bad[i].frag);
     if (rc == 0) textcls_labels_free(&l);
   }
+  /* A cell names its label exactly or with the whitespace around it stripped, as HF
+  ** datasets' ClassLabel.str2int retries; integers so too, as Python's int() reads them. */
+  {
+    rc = textcls_labels_load(puts_("l3.json", "[\"a\", \"b c\", \"d\"]"), &l, &e);
+    char *t3[] = {"t", "t", "t", "t"};
+    char *spaced[] = {" a", "b c ", "\td\r", "a"};
+    TextClsRaw rs = {.n = 4, .texts = t3, .labels = spaced};
+    int32_t ids[4] = {-1, -1, -1, -1};
+    int r1 = rc == 0 ? map_one(&rs, &l, 1, ids, &e) : -1;
+    check(r1 == 0 && ids[0] == 0 && ids[1] == 1 && ids[2] == 2 && ids[3] == 0, "labels_cells_stripped", "rc %d ids %d %d %d %d (%s)",
+          r1, ids[0], ids[1], ids[2], ids[3], e.msg);
+    char *spaced_ids[] = {" 2", "0 ", "1", " 1\t"};
+    TextClsRaw ri2 = {.n = 4, .texts = t3, .labels = spaced_ids};
+    r1 = rc == 0 ? map_one(&ri2, &l, 1, ids, &e) : -1;
+    check(r1 == 0 && ids[0] == 2 && ids[1] == 0 && ids[2] == 1 && ids[3] == 1, "labels_id_cells_stripped", "rc %d ids %d %d %d %d (%s)",
+          r1, ids[0], ids[1], ids[2], ids[3], e.msg);
+    /* A cell that is no label, read from a file: the message names the file and the line. */
+    TextClsRaw rf;
+    Err fe = {0};
+    const char *csv = puts_("cells.csv", "text,label\nx, a \n\"multi\nline\",b c\ny, zz\n");
+    int r2 = textcls_read(csv, "text", "label", &rf, &fe);
+    int32_t fids[3];
+    if (r2 == 0) r2 = map_one(&rf, &l, 1, fids, &fe);
+    check(r2 == -1 && strstr(fe.msg, "cells.csv: line 5 (row 3): label ' zz' is not one of the 3 labels"), "labels_miss_names_file_line",
+          "rc %d: %s", r2, fe.msg);
+    textcls_raw_free(&rf);
+    textcls_labels_free(&l);
+  }
   Err me = {0};
   rc = textcls_labels_load("/nonexistent/labels.json", &l, &me);
   check(rc == -1 && me.kind == ERR_NOT_FOUND, "labels_missing_file", "rc %d kind %s", rc, err_kind_name(me.kind));
@@ -198,7 +255,7 @@ static void test_labels(void) {
   /* Sorted labels of examples: bytewise (uppercase before lowercase, UTF-8 after ASCII), distinct. */
   char *texts[] = {"t", "t", "t", "t", "t", "t"};
   char *labels[] = {"b", "\xC3\xA9t\xC3\xA9", "B", "b", "a", "B"};
-  TextClsRaw r = {6, texts, labels};
+  TextClsRaw r = {.n = 6, .texts = texts, .labels = labels};
   rc = textcls_labels_sorted(&r, &l, &e);
   check(rc == 0 && l.n == 4 && !strcmp(l.names[0], "B") && !strcmp(l.names[1], "a") && !strcmp(l.names[2], "b") &&
             !strcmp(l.names[3], "\xC3\xA9t\xC3\xA9"),
@@ -211,7 +268,7 @@ static void test_labels(void) {
   /* Integer labels by value (an integer column's order: 0..n-1 keep their values as ids);
   ** one name among them, or a leading zero, and all are names, bytewise. */
   char *nums[] = {"10", "2", "0", "1", "-3", "2"};
-  TextClsRaw rn = {6, texts, nums};
+  TextClsRaw rn = {.n = 6, .texts = texts, .labels = nums};
   rc = textcls_labels_sorted(&rn, &l, &e);
   check(rc == 0 && l.n == 5 && !strcmp(l.names[0], "-3") && !strcmp(l.names[1], "0") && !strcmp(l.names[2], "1") &&
             !strcmp(l.names[3], "2") && !strcmp(l.names[4], "10"),
@@ -223,7 +280,7 @@ static void test_labels(void) {
     char *lab[6];
     memcpy(lab, mixed, sizeof lab);
     if (k == 1) lab[2] = "0";
-    TextClsRaw rm = {6, texts, lab};
+    TextClsRaw rm = {.n = 6, .texts = texts, .labels = lab};
     rc = textcls_labels_sorted(&rm, &l, &e);
     check(rc == 0 && l.n == 5 && !strcmp(l.names[0], k ? "0" : mixed_want[0][0]) && !strcmp(l.names[1], "1") &&
               !strcmp(l.names[2], "10") && !strcmp(l.names[3], "2") && !strcmp(l.names[4], mixed_want[1][1]),
@@ -231,7 +288,7 @@ static void test_labels(void) {
     textcls_labels_free(&l);
   }
   char *one[] = {"x", "x"};
-  TextClsRaw r1 = {2, texts, one};
+  TextClsRaw r1 = {.n = 2, .texts = texts, .labels = one};
   Err oe = {0};
   rc = textcls_labels_sorted(&r1, &l, &oe);
   check(rc == -1 && oe.kind == ERR_BAD_INPUT && strstr(oe.msg, "1 label ('x')"), "labels_sorted_one", "rc %d [%s]", rc, oe.msg);
@@ -242,17 +299,17 @@ static void test_labels(void) {
     char *abc[] = {"a", "b", "c"};
     TextClsLabels l3 = {3, abc};
     char *as_ids[] = {"2", "0", "1", "0"};
-    TextClsRaw ri = {4, texts, as_ids};
+    TextClsRaw ri = {.n = 4, .texts = texts, .labels = as_ids};
     int32_t got[4];
     Err ie = {0};
     rc = map_one(&ri, &l3, 1, got, &ie);
     check(rc == 0 && got[0] == 2 && got[1] == 0 && got[2] == 1 && got[3] == 0, "map_labels_integer_ids", "rc %d: %s", rc, ie.msg);
     char *past[] = {"2", "0", "3"};
-    TextClsRaw rp = {3, texts, past};
+    TextClsRaw rp = {.n = 3, .texts = texts, .labels = past};
     rc = map_one(&rp, &l3, 1, got, &ie);
     check(rc == -1 && strstr(ie.msg, "row 3: label 3 is no id of the 3 labels"), "map_labels_integer_past_names_refused", "rc %d: %s", rc, ie.msg);
     char *mixed2[] = {"a", "1"};
-    TextClsRaw rx = {2, texts, mixed2};
+    TextClsRaw rx = {.n = 2, .texts = texts, .labels = mixed2};
     rc = map_one(&rx, &l3, 1, got, &ie);
     check(rc == -1 && strstr(ie.msg, "row 2: label '1'"), "map_labels_names_and_integers_refused", "rc %d: %s", rc, ie.msg);
     /* Without a labels file the names are train's own: integers are never ids. */
@@ -267,7 +324,7 @@ static void test_labels(void) {
     char *stars[] = {"1", "2", "3", "4", "5"};
     TextClsLabels l5 = {5, stars};
     char *train_cells[] = {"0", "1", "4"}, *test_cells[] = {"1", "2"};
-    TextClsRaw tr = {3, texts, train_cells}, te = {2, texts, test_cells};
+    TextClsRaw tr = {.n = 3, .texts = texts, .labels = train_cells}, te = {.n = 2, .texts = texts, .labels = test_cells};
     const TextClsRaw *both[2] = {&tr, &te};
     TextClsReading how = TEXTCLS_BY_NAME;
     int bad_file = -2;
@@ -295,7 +352,7 @@ static void test_labels(void) {
   char *names2[] = {"a", "b"};
   TextClsLabels l2 = {2, names2};
   char *labels3[] = {"a", "b", "zzz", "q"};
-  TextClsRaw r3 = {4, texts, labels3};
+  TextClsRaw r3 = {.n = 4, .texts = texts, .labels = labels3};
   Err ue = {0};
   rc = map_one(&r3, &l2, 0, ids, &ue);
   check(rc == -1 && ue.kind == ERR_BAD_INPUT && strstr(ue.msg, "row 3: label 'zzz' is not one of the 2 labels"), "map_labels_unknown",
