@@ -370,19 +370,23 @@ static int utf8_valid(const char *s, size_t len) {
 }
 
 int config_set_labels(ModelConfig *c, int n, const char *const *names, Err *err) {
-  if (n < 2 || n > CONFIG_MAX_LABELS)
-    return err_setk(err, ERR_INVALID, "%d labels, a classifier needs 2 to %d", n, CONFIG_MAX_LABELS);
-  size_t at = 0;
+  /* The limits are the config's fixed arrays; the messages give the count and the limit. */
+  if (n < 2) return err_setk(err, ERR_INVALID, "%d label%s; a classifier needs at least 2", n, n == 1 ? "" : "s");
+  if (n > CONFIG_MAX_LABELS)
+    return err_setk(err, ERR_INVALID, "%d labels, more than the limit of %d labels a classifier may have", n, CONFIG_MAX_LABELS);
+  size_t bytes = 0;
+  for (int i = 0; i < n; i++) bytes += (names[i] ? strlen(names[i]) : 0) + 1;
+  if (bytes > CONFIG_LABEL_BYTES)
+    return err_setk(err, ERR_INVALID, "the %d label names take %zu bytes (one NUL after each), more than the limit of %d bytes (32 KiB)",
+                    n, bytes, CONFIG_LABEL_BYTES);
   for (int i = 0; i < n; i++) {
     size_t len = names[i] ? strlen(names[i]) : 0;
     if (!len) return err_setk(err, ERR_INVALID, "label %d is empty", i);
     if (!utf8_valid(names[i], len)) return err_setk(err, ERR_INVALID, "label %d is not UTF-8", i);
     for (int j = 0; j < i; j++)
       if (!strcmp(names[i], names[j])) return err_setk(err, ERR_INVALID, "label \"%s\" is given twice (ids %d and %d)", names[i], j, i);
-    if (at + len + 1 > CONFIG_LABEL_BYTES)
-      return err_setk(err, ERR_INVALID, "the %d label names take more than %d bytes", n, CONFIG_LABEL_BYTES);
-    at += len + 1;
   }
+  size_t at;
   memset(c->label_names, 0, sizeof c->label_names);
   at = 0;
   for (int i = 0; i < n; i++) {

@@ -167,6 +167,18 @@ tr -d '\r' <"$T/tr.csv" | sed '1!s/,\([^,]*\)$/, \1 /' > "$T/tr-spaced.csv"   # 
 sed '3s/,[^,]*$/,no_such_intent/' "$T/tr.csv" > "$T/tr-bad.csv"
 refuse finetune_cli_label_miss_names_file_line "train: $T/tr-bad.csv: line 3 (row 2): label 'no_such_intent' is not one of the 77 labels" \
   "${base[@]}" --train "$T/tr-bad.csv" --name x
+# The limits of a classifier's labels (CONFIG_MAX_LABELS, CONFIG_LABEL_BYTES): the message gives the count and the limit.
+$PY - "$B/categories.json" "$T" <<'EOF'
+import json, sys
+names = json.load(open(sys.argv[1]))
+json.dump(names + ["extra_%d" % i for i in range(1025 - len(names))], open(sys.argv[2] + "/labels-1025.json", "w"))
+json.dump(names + ["x" * 12000 + str(i) for i in range(3)], open(sys.argv[2] + "/labels-long.json", "w"))
+EOF
+refuse finetune_cli_refuses_too_many_labels "labels: 1025 labels, more than the limit of 1024 labels" "${base[@]}" \
+  --labels "$T/labels-1025.json" --name x
+refuse finetune_cli_refuses_long_label_names "labels: the 80 label names take 37" "${base[@]}" --labels "$T/labels-long.json" --name x
+grep -qF "more than the limit of 32768 bytes" <<<"$("$M" finetune "${base[@]}" --labels "$T/labels-long.json" --name x 2>&1)" &&
+  pass finetune_cli_long_label_names_limit || fail finetune_cli_long_label_names_limit "no limit in the message"
 # --warmup-steps 0 takes the steps from --warmup-ratio, as transformers' get_warmup_steps
 # (warmup_steps if warmup_steps > 0 else math.ceil(num_training_steps * warmup_ratio)).
 "$M" finetune "${base[@]}" --export-plan "$T/plan-wu" --max-steps 40 --warmup-steps 0 --warmup-ratio 0.1 --quiet 2>"$T/wu.err" &&
