@@ -30,7 +30,8 @@ const CliSpec cli_spec_runs = {
   .name = "runs",
   .usage = "usage: maskd runs [--db PATH] [--json]\n\n"
            "Lists training runs, newest first: status, progress, last training loss and\n"
-           "last evaluation loss.\n\n",
+           "last evaluation loss. A run left \"running\" by a process that has ended is\n"
+           "marked interrupted first.\n\n",
   .opts = list_opts,
   .n_opts = (int)(sizeof list_opts / sizeof list_opts[0]),
   .args_size = sizeof(ListArgs),
@@ -104,6 +105,14 @@ int cmd_runs(int argc, char **argv) {
   Store *s = open_existing("runs", db);
   if (!s) return 1;
   Err err = {0};
+  /* A run whose process died without a word (SIGKILL, a crash, the machine) still says
+  ** "running": it is marked interrupted first, as maskd serve and maskd train do on start.
+  ** Only runs whose process is gone are touched (their pid and its start time), so a live
+  ** run of another process stays running. A store this process cannot write is still listed. */
+  if (store_runs_recover(s, NULL, &err)) {
+    fprintf(stderr, "maskd runs: note: runs whose process has ended may still show as running (%s)\n", err.msg);
+    err = (Err){0};
+  }
   json_t *runs = store_runs_list(s, &err);
   store_close(s);
   if (!runs) { fprintf(stderr, "maskd runs: %s\n", err.msg); return 1; }

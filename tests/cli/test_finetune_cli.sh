@@ -262,6 +262,18 @@ sleep 1.5; kill -INT $fp; wait $fp; rc=$?
 st=$(sqlite3 "$T/a.db" "SELECT status FROM runs WHERE name = 'cls4'")
 [ $rc = 130 ] && [ "$st" = interrupted ] && pass finetune_cli_sigint || fail finetune_cli_sigint "rc $rc status $st: $(tail -2 "$T/int.err")"
 
+# SIGKILL leaves no word: maskd runs finds the process gone and says interrupted, not running.
+# A live run of another process (cls11, still going) stays running.
+"$M" finetune "${base[@]}" --name cls10 --epochs 200 --quiet 2>/dev/null & kp=$!
+"$M" finetune "${base[@]}" --name cls11 --epochs 200 --quiet 2>/dev/null & lp=$!
+wait_until 100 0.1 sh -c "[ \"\$(sqlite3 '$T/a.db' \"SELECT COUNT(*) FROM runs WHERE name IN ('cls10', 'cls11') AND status = 'running'\")\" = 2 ]"
+kill -KILL $kp; wait $kp 2>/dev/null
+"$M" runs --db "$T/a.db" > "$T/runs-k.txt" 2>&1; rc=$?
+kill -INT $lp; wait $lp 2>/dev/null
+st=$(sqlite3 "$T/a.db" "SELECT status FROM runs WHERE name = 'cls10'")
+[ $rc = 0 ] && grep -Eq '^[0-9]+ +cls10 +interrupted ' "$T/runs-k.txt" && grep -Eq '^[0-9]+ +cls11 +running ' "$T/runs-k.txt" &&
+  [ "$st" = interrupted ] && pass finetune_cli_runs_after_sigkill ||
+  fail finetune_cli_runs_after_sigkill "rc $rc, stored status $st: $(grep -E 'cls1[01] ' "$T/runs-k.txt")"
 
 # Fine-tuning a classifier again: its output layer (a row per label) is kept only where the
 # rows mean the new labels. The same labels in the same order (categories.json): kept as it
