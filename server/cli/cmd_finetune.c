@@ -567,6 +567,7 @@ typedef struct FtCtx {
   Finetune *f;
   Progress prog;
   int epochs;
+  long steps_done;         /* the last step taken: what --json reports, stopped or not */
   StoreStepMetric buf[64];
   int nbuf;
   double last_flush;
@@ -590,6 +591,7 @@ static int flush_steps(FtCtx *c, Err *err) {
 
 static void cb_step(void *ctx, const FinetuneStep *s) {
   FtCtx *c = ctx;
+  c->steps_done = s->step;
   progress_step_rate(&c->prog, s->epoch, c->epochs, s->step, s->total_steps, s->loss, s->examples_per_s, "ex/s", s->seconds);
   c->buf[c->nbuf++] = (StoreStepMetric){s->step, s->epoch_frac, s->loss, s->lr, s->grad_norm, s->tokens_per_s, 0};
   if (c->nbuf == (int)(sizeof c->buf / sizeof c->buf[0]) || now_monotonic() - c->last_flush > 5.0) {
@@ -788,9 +790,12 @@ static int run_loop(FtCtx *c, double t0) {
     status = 1;
   }
   if (c->a->json && status != 1) {
-    json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:O}", "run", (json_int_t)c->run, "model", c->a->name, "status",
-                          status == 0 ? "done" : "interrupted", "steps", (json_int_t)finetune_total_steps(c->f),
-                          "epochs", c->epoch_log);
+    /* "steps" is what was done (a stopped run's fewer than planned), "total_steps" the plan. */
+    json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:I, s:O}", "run", (json_int_t)c->run, "model", c->a->name, "status",
+                          status == 0 ? "done" : "interrupted", "steps", (json_int_t)c->steps_done, "total_steps",
+                          (json_int_t)finetune_total_steps(c->f), "epochs", c->epoch_log);
+    if (status != 0)
+      json_object_set_new(o, "stopped_by", json_string(stop_signal == SIGTERM ? "SIGTERM" : "SIGINT"));
     if (c->best_epoch >= 0)
       json_object_set_new(o, "best", json_pack("{s:I, s:I, s:o}", "revision", (json_int_t)c->best_seq, "epoch",
                                                (json_int_t)(c->best_epoch + 1), "eval_macro_f1",

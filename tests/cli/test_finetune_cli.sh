@@ -257,10 +257,16 @@ EOF
 refuse finetune_cli_refuses_label_smoothing_one "--label-smoothing" "${base[@]}" --name x --label-smoothing 1
 
 # Ctrl-C stops at a step boundary: the run is interrupted, exit 130.
-"$M" finetune "${base[@]}" --name cls4 --epochs 200 --quiet 2>"$T/int.err" & fp=$!
+"$M" finetune "${base[@]}" --name cls4 --epochs 200 --quiet --json >"$T/int.json" 2>"$T/int.err" & fp=$!
 sleep 1.5; kill -INT $fp; wait $fp; rc=$?
 st=$(sqlite3 "$T/a.db" "SELECT status FROM runs WHERE name = 'cls4'")
 [ $rc = 130 ] && [ "$st" = interrupted ] && pass finetune_cli_sigint || fail finetune_cli_sigint "rc $rc status $st: $(tail -2 "$T/int.err")"
+# --json after the stop reports the steps done (the last stored step metric), not the plan's.
+done_steps=$(sqlite3 "$T/a.db" "SELECT COALESCE(MAX(step), 0) FROM step_metrics WHERE run_id = (SELECT id FROM runs WHERE name = 'cls4')")
+$PY -c 'import json, sys; j = json.load(open(sys.argv[1]))
+assert j["status"] == "interrupted" and j["stopped_by"] == "SIGINT" and j["steps"] == int(sys.argv[2]) < j["total_steps"] == 200 * 23, j' \
+  "$T/int.json" "$done_steps" 2>"$T/int-json.err" && pass finetune_cli_sigint_json_steps_done ||
+  fail finetune_cli_sigint_json_steps_done "$(tail -1 "$T/int-json.err") (steps stored: $done_steps)"
 
 # SIGKILL leaves no word: maskd runs finds the process gone and says interrupted, not running.
 # A live run of another process (cls11, still going) stays running.
