@@ -200,3 +200,23 @@ TextClass *store_load_textclass(Store *s, const char *spec, const TextClassOptio
   if (!tc && err && err->kind != ERR_NOMEM) err->kind = ERR_INTERNAL;
   return tc;
 }
+
+int store_finetune_check(Store *s, const StoreRevision *base, const ModelConfig *base_cfg, const char *name, int max_length,
+                         const char **field, Err *err) {
+  *field = NULL;
+  if (name && !strcmp(name, base->model)) {
+    *field = "name";
+    return err_setk(err, ERR_INVALID, "%s is the repository of the base model; name the classifier's own", name);
+  }
+  if (name && store_check_repo_task(s, name, MODEL_TASK_SEQ_CLS, err)) {
+    if (err->kind == ERR_CONFLICT) *field = "name";
+    return -1;
+  }
+  int positions = config_max_tokens(base_cfg);
+  if (max_length > positions) {
+    *field = "max_length";
+    return err_setk(err, ERR_INVALID, "%d is more than the %d positions of %s@%lld", max_length, positions, base->model,
+                    (long long)base->seq);
+  }
+  return 0;
+}

@@ -37,5 +37,14 @@ int store_load_config(Store *s, const char *spec, StoreRevision *r, ModelConfig 
 ** fine-tuned classifier pushed over a masked LM's revisions would change what its name
 ** answers). Other errors as store_load_config's. */
 int store_check_repo_task(Store *s, const char *name, ModelTask task, Err *err);
+/* What a fine-tuning run of base revision base (its config base_cfg) into repository
+** name, max_length tokens an example (0: not given), is refused for before it starts:
+** the base's own repository as name (its revisions would interleave with the
+** classifier's), a repository holding another pipeline (store_check_repo_task), a
+** max_length past the base's positions. maskd finetune checks this, and POST /runs
+** too, before it queues the job: -1 with *field the job field refused ("name",
+** "max_length") and err the reason; *field NULL for a store error (err's kind). */
+int store_finetune_check(Store *s, const StoreRevision *base, const ModelConfig *base_cfg, const char *name, int max_length,
+                         const char **field, Err *err);
 
 #endif

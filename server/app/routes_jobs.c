@@ -38,6 +38,7 @@
 #include "server/app/job_hosts.h"
 #include "server/app/registry.h"
 #include "server/app/workspace.h"
+#include "store/load.h"
 
 extern char **environ;
 
@@ -278,6 +279,27 @@ static void submit_finetune(App *a, HttpRes *rs, json_t *body) {
       continue;
     }
     if (ft_field(a, rs, &ft_fields[i], fv)) return;
+  }
+  /* What the job's maskd finetune would refuse once it ran, refused now by its own check
+  ** (store_finetune_check): the base's repository as the name, a repository holding
+  ** another pipeline, max_length past the base's positions. */
+  Store *s = app_store(a, rs);
+  if (!s) return;
+  StoreRevision base;
+  ModelConfig base_cfg;
+  const char *field = NULL;
+  Err e = {0};
+  json_t *ml = json_object_get(body, "max_length");
+  if (store_load_config(s, json_string_value(json_object_get(body, "model")), &base, &base_cfg, &e)) {
+    http_error(rs, 422, "no such model to fine-tune", json_pack("{s:s, s:s, s:s}", "field", "model", "model",
+                                                               json_string_value(json_object_get(body, "model")), "why", e.msg));
+    return;
+  }
+  if (store_finetune_check(s, &base, &base_cfg, json_string_value(json_object_get(body, "name")),
+                           ml ? (int)json_integer_value(ml) : 0, &field, &e)) {
+    if (field) http_error(rs, 422, "invalid fine-tuning job", json_pack("{s:s, s:s}", "field", field, "why", e.msg));
+    else http_error_from(rs, &e, "cannot check the fine-tuning job", NULL);
+    return;
   }
   char *text = json_dumps(body, JSON_COMPACT);
   if (!text) http_error(rs, 500, "out of memory", NULL);

@@ -951,19 +951,16 @@ int cmd_finetune(int argc, char **argv) {
   int recovered = 0;
   if (store_runs_recover(db, &recovered, &e)) goto fail;
   if (load_base(db, a.model, &fm, &e)) goto fail;
-  /* The classifier's revisions would interleave with the masked LM's it starts from. */
-  if (a.name && !strcmp(a.name, fm.base.model)) {
-    err_setk(&e, ERR_INVALID, "--name %s is the repository of the base model; name the classifier's own", a.name);
-    goto fail;
-  }
-  if (a.name && store_check_repo_task(db, a.name, MODEL_TASK_SEQ_CLS, &e)) { err_prefix(&e, "--name"); goto fail; }
+  /* What POST /runs refuses before it queues a job, by the same function: the base's own
+  ** repository as --name, a repository of another pipeline, --max-length past the positions. */
   {
-    int positions = config_max_tokens(&fm.base_cfg);
-    if (a.max_length == 0) a.max_length = positions < 128 ? positions : 128;
-    if (a.max_length > positions) {
-      err_setk(&e, ERR_INVALID, "--max-length %d is more than the %d positions of %s", a.max_length, positions, a.model);
+    const char *field;
+    if (store_finetune_check(db, &fm.base, &fm.base_cfg, a.name, a.max_length, &field, &e)) {
+      if (field) err_prefix(&e, !strcmp(field, "max_length") ? "--max-length" : "--name");
       goto fail;
     }
+    int positions = config_max_tokens(&fm.base_cfg);
+    if (a.max_length == 0) a.max_length = positions < 128 ? positions : 128;
   }
   /* The texts with [CLS] ... [SEP], cut to --max-length; the held-out split from train's own ids. */
   {

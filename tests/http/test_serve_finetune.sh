@@ -15,6 +15,9 @@ need serve_finetune_setup "no BANKING77 at $B" -f "$B/train.csv"
 small_training_setup serve_finetune_setup 120000 || exit 1
 "$M" train --db "$T/hub.db" --name base --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
   --batch 8 --max-steps 6 --threads 1 --quiet >/dev/null 2>"$T/train.err" || { fail serve_finetune_setup "$(tail -2 "$T/train.err")"; exit 1; }
+# A second masked LM's repository, which a classifier may not be pushed into.
+"$M" train --db "$T/hub.db" --name mlm2 --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
+  --batch 8 --max-steps 1 --threads 1 --quiet >/dev/null 2>"$T/train.err" || { fail serve_finetune_setup "$(tail -2 "$T/train.err")"; exit 1; }
 mkdir -p "$T/data/banking77"
 awk 'NR == 1 || NR % 25 == 0' "$B/train.csv" > "$T/data/banking77/train.csv"
 awk 'NR == 1 || NR % 20 == 0' "$B/test.csv" > "$T/data/banking77/test.csv"
@@ -57,6 +60,19 @@ post /runs '{"task": "text-classification", "model": "base", "name": "x"}'
 ok finetune_needs_train error_is 422 train
 post /runs "$(job cls ',"on_restart": "resume"')"
 ok finetune_not_resumed error_is 422 on_restart
+# What the worker's maskd finetune would refuse (store_finetune_check) is refused here, not
+# accepted to fail later: the base's own repository as the name, a masked LM's repository,
+# max_length past the base's positions (cfg.json's 40, less RoBERTa's offset: 36).
+post /runs "$(job 'a\u0000b')"
+ok finetune_nul_in_body_said_plainly error_is 400 'a NUL character (\\u0000) in a string is not allowed'
+post /runs "$(job base)"
+ok finetune_base_repository_as_name error_is 422 '"field": "name", "why": "base is the repository of the base model'
+post /runs "$(job mlm2)"
+ok finetune_mlm_repository_as_name error_is 422 '"field": "name", "why": "model repository \"mlm2\" holds a RobertaForMaskedLM'
+post /runs "$(job cls | sed 's/"max_length": 32/"max_length": 37/')"
+ok finetune_max_length_past_positions error_is 422 '"field": "max_length", "why": "37 is more than the 36 positions of base@1'
+post /runs "$(job len36 | sed 's/"max_length": 32/"max_length": 36/' | sed 's/"epochs": 2/"max_steps": 1/')"
+ok finetune_max_length_at_positions status_is 202
 
 post /runs "$(job cls)"
 ok finetune_accepted status_is 202
