@@ -35,6 +35,7 @@
 ** another upload's mkstemp may take it). */
 #include "server/http/http.h"
 #include "engine/core/buf.h"
+#include "engine/core/json_text.h"
 #include "engine/core/now.h"
 
 #include <arpa/inet.h>
@@ -337,7 +338,7 @@ json_t *http_body_object(const HttpReq *rq, HttpRes *rs) {
   /* JSON_DISABLE_EOF_CHECK off: trailing garbage after the value is malformed JSON. */
   json_t *v = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
   if (!v) {
-    json_t *d = json_pack("{s:s, s:i, s:i}", "message", je.text, "line", je.line, "column", je.column);
+    json_t *d = json_pack("{s:s, s:i, s:i}", "message", json_error_message(&je), "line", je.line, "column", je.column);
     http_error(rs, 400, "malformed JSON", d);
     return NULL;
   }
