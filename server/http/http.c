@@ -133,6 +133,7 @@ typedef struct ReqState {
   int upload_refused;       /* 413 or 507/500: the file is gone, the rest of the body is dropped */
   int upload_errno;         /* why the write failed */
   char cors_origin[256];    /* the Origin as sent when it is an allowed one (CORS answers); "" otherwise */
+  int auth;                 /* HttpAuth: what the request's credentials are worth (HttpReq.auth) */
 } ReqState;
 
 typedef struct Stream {
@@ -223,6 +224,19 @@ static void res_reset(HttpRes *rs) {
   free(rs->body);
   rs->body = NULL;
   rs->len = 0;
+}
+
+/* The Link header lives apart from headers[]: a next page's URL holds the request's query
+** and outgrows their 160 bytes. Its length is bounded here, not by the caller's input. */
+#define HTTP_MAX_LINK 4096
+
+int http_res_link(HttpRes *rs, const char *value) {
+  if (!value || strlen(value) >= HTTP_MAX_LINK) return -1;
+  char *v = strdup(value);
+  if (!v) return -1;
+  free(rs->link);
+  rs->link = v;
+  return 0;
 }
 
 int http_res_header(HttpRes *rs, const char *name, const char *value) {
@@ -362,6 +376,16 @@ static const char *kv_find(const HttpReq *rq, int header, const char *key) {
 }
 
 const char *http_query(const HttpReq *rq, const char *key) { return kv_find(rq, 0, key); }
+
+const char *http_query_nth(const HttpReq *rq, const char *key, size_t n) {
+  const ReqState *st = rq->conn;
+  if (!st) return NULL;
+  for (size_t i = 0; i < st->n_kv; i++) {
+    const Kv *k = &st->kv[i];
+    if (!k->header && !strcmp(k->key, key) && n-- == 0) return k->value ? k->value : "";
+  }
+  return NULL;
+}
 
 const char *http_header(const HttpReq *rq, const char *key) { return kv_find(rq, 1, key); }
 
@@ -509,6 +533,7 @@ static void req_free(ReqState *st) {
   free(st->kv);
   if (st->res.stream_free) st->res.stream_free(st->res.stream_ctx);
   free(st->res.body);
+  free(st->res.link);
   free(st);
 }
 
@@ -546,6 +571,7 @@ static void handle(HttpServer *s, ReqState *st) {
   rq.upload_path = st->upload_path;
   rq.upload_bytes = st->upload_bytes;
   rq.conn = st;
+  rq.auth = st->auth;
   HttpRes *rs = &st->res;
   if (st->route) {
     st->route->fn(s->cfg.app, &rq, rs);
@@ -701,7 +727,7 @@ static void cors_headers(struct MHD_Response *r, const char *origin) {
   MHD_add_response_header(r, "Vary", "Origin");
   MHD_add_response_header(r, "Access-Control-Expose-Headers",
                           "ETag, X-Repo-Commit, X-Linked-Size, X-Linked-Etag, X-Error-Code, Content-Range, "
-                          "Accept-Ranges, Content-Length, Location, Retry-After, Allow");
+                          "Accept-Ranges, Content-Length, Location, Retry-After, Allow, Link, X-Total-Count");
 }
 
 /* 1 when v is a comma-separated list of header names (RFC 9110 tokens), as a
@@ -798,6 +824,7 @@ static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *r
   if (rs->allow[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rs->allow);
   if (rs->location[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, rs->location);
   for (int i = 0; i < rs->n_headers; i++) MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
+  if (rs->link) MHD_add_response_header(r, "Link", rs->link);
   if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"maskd\"");
   if (st->cors_origin[0]) cors_headers(r, st->cors_origin);
   enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
@@ -1029,7 +1056,10 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
   /* The fallback (the page's own files, which hold no data) is open even with auth_reads:
   ** behind a 401 the browser never got the page, so never its login form. */
   int needs_token = s->cfg.token && st->route && ((st->route->flags & HTTP_WRITE) || (s->cfg.auth_reads && !open));
-  if (needs_token && !authorized(s, c)) {
+  int authed = s->cfg.token && authorized(s, c);
+  st->auth = !s->cfg.token ? HTTP_AUTH_NO_TOKEN : authed ? HTTP_AUTH_OK
+             : hdr(c, MHD_HTTP_HEADER_AUTHORIZATION) ? HTTP_AUTH_WRONG : HTTP_AUTH_MISSING;
+  if (needs_token && !authed) {
     const char *h = hdr(c, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, http_guard_cookie_name(s->guard));
     return refuse(s, c, st, 401,

@@ -94,6 +94,15 @@
 
 #define HTTP_MAX_PARAMS 4
 
+/* What a request's credentials are worth, for a handler that answers by them (the Hub's
+** whoami): the token may be sent as "Authorization: Bearer TOKEN" or the login cookie. */
+typedef enum HttpAuth {
+  HTTP_AUTH_NO_TOKEN = 0,   /* the server has no token: nothing to check */
+  HTTP_AUTH_OK,             /* the server's token, or its login cookie */
+  HTTP_AUTH_MISSING,        /* neither Authorization nor a valid cookie */
+  HTTP_AUTH_WRONG           /* an Authorization header that is not the token */
+} HttpAuth;
+
 typedef struct HttpReq {
   const char *method;       /* "GET", "POST", ... (HEAD arrives as "GET"; the body is dropped) */
   const char *path;         /* decoded path, without the query (valid UTF-8, no NUL inside) */
@@ -105,6 +114,7 @@ typedef struct HttpReq {
   const char *upload_path;  /* HTTP_UPLOAD: the temporary file holding the body; NULL otherwise */
   unsigned long long upload_bytes;  /* HTTP_UPLOAD: its size */
   int head;                 /* 1 for a HEAD request: no body is sent (a handler may skip making it) */
+  int auth;                 /* HttpAuth: the credentials it carries, whatever the route needs */
   void *conn;               /* the layer's request state (for http_query/http_header); opaque */
 } HttpReq;
 
@@ -137,6 +147,7 @@ typedef struct HttpRes {
                             ** end cuts the connection, which the client sees as a short body */
   uint64_t stream_len;
   struct { char name[32], value[160]; } headers[HTTP_MAX_HEADERS];  /* more headers (http_res_header) */
+  char *link;               /* the Link header (http_res_link), malloc'd, freed by the layer; NULL: none */
   int n_headers;
 } HttpRes;
 
@@ -219,6 +230,8 @@ void http_stop(HttpServer *s);
 /* A query-string argument ("" when given without a value) or a request header; NULL when absent. */
 const char *http_query(const HttpReq *rq, const char *key);
 const char *http_header(const HttpReq *rq, const char *key);
+/* The n-th (from 0) value of a query argument given several times (expand=a&expand=b); NULL past the last. */
+const char *http_query_nth(const HttpReq *rq, const char *key, size_t n);
 /* Answers status with v serialised (v is stolen; NULL answers "null"). */
 void http_json(HttpRes *rs, int status, json_t *v);
 /* Answers {"error": error, "detail": detail} (detail stolen; NULL gives null). Bytes
@@ -237,6 +250,8 @@ void http_error_from(HttpRes *rs, const Err *e, const char *error, json_t *detai
 void http_errorf(HttpRes *rs, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Adds a header to the answer (replacing one of the same name); -1 when full or too long. */
 int http_res_header(HttpRes *rs, const char *name, const char *value);
+/* Sets the Link header (paging: <URL>; rel="next"), copied; -1 when 4096 bytes or more or out of memory. */
+int http_res_link(HttpRes *rs, const char *value);
 /* Answers with bytes (copied) of the given content type. */
 void http_bytes(HttpRes *rs, int status, const char *content_type, const void *data, size_t len);
 /* Parses the body as a JSON object. On failure answers 400 (malformed JSON, with the
