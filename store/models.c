@@ -400,3 +400,86 @@ done:
   sdb_exec(s, "COMMIT", NULL);
   return out;
 }
+
+/* The newest revision of each repository, with what the Hub's listing filters on: the pipeline is
+** the first architecture that names one, as model info's pipeline_of reads it (instr: case and
+** all, as strstr). ?1 search, ?2 author, ?3 pipeline; NULL matches any. */
+#define MODELS_MATCHING                                                                                              \
+  "WITH l AS (SELECT m.name AS name, m.created AS created, r.created AS last_modified, r.commit_id AS \"commit\","    \
+  " r.seq AS seq, r.tokenizer IS NOT NULL AS has_tokenizer,"                                                         \
+  " json_extract(r.config, '$.architectures') AS architectures, json_extract(r.config, '$.model_type') AS model_type," \
+  " (SELECT CASE WHEN instr(value, 'ForSequenceClassification') THEN 'text-classification' ELSE 'fill-mask' END"     \
+  "   FROM json_each(r.config, '$.architectures')"                                                                    \
+  "   WHERE instr(value, 'ForSequenceClassification') OR instr(value, 'ForMaskedLM') ORDER BY key LIMIT 1) AS pipeline_tag" \
+  " FROM models m JOIN revisions r ON r.id = (SELECT id FROM revisions WHERE model_id = m.id ORDER BY seq DESC LIMIT 1)" \
+  " WHERE (?1 IS NULL OR instr(lower(m.name), lower(?1)) > 0)"                                                        \
+  " AND (?2 IS NULL OR substr(m.name, 1, length(?2) + 1) = ?2 || '/'))"                                               \
+  " SELECT * FROM l WHERE (?3 IS NULL OR pipeline_tag = ?3)"
+
+static void bind_query(sqlite3_stmt *st, const StoreModelQuery *q) {
+  sdb_bind_text(st, 1, q->search);
+  sdb_bind_text(st, 2, q->author);
+  sdb_bind_text(st, 3, q->pipeline);
+}
+
+json_t *store_models_query(Store *s, const StoreModelQuery *q, int64_t *total, Err *err) {
+  if (q->offset < 0 || q->limit < 0) { err_setk(err, ERR_INVALID, "models query: negative offset or limit"); return NULL; }
+  static const char *const by[] = {"name", "created", "last_modified"};
+  if ((unsigned)q->sort >= sizeof by / sizeof by[0]) { err_setk(err, ERR_INVALID, "models query: unknown sort"); return NULL; }
+  char sql[2048];
+  snprintf(sql, sizeof sql, "%s ORDER BY %s %s, name LIMIT ?4 OFFSET ?5", MODELS_MATCHING, by[q->sort],
+           q->descending ? "DESC" : "ASC");
+  /* One read transaction: the count and the page see the same repositories. */
+  if (sdb_exec(s, "BEGIN", err)) return NULL;
+  json_t *rows = NULL;
+  sqlite3_stmt *st = sdb_prep(s, "SELECT COUNT(*) FROM (" MODELS_MATCHING ")", err);
+  if (!st) goto done;
+  bind_query(st, q);
+  int rc = sqlite3_step(st);
+  int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  if (n < 0) { sdb_fail(s, err, "models"); goto done; }
+  if (total) *total = n;
+  if (!(st = sdb_prep(s, sql, err))) goto done;
+  bind_query(st, q);
+  sqlite3_bind_int64(st, 4, q->limit);
+  sqlite3_bind_int64(st, 5, q->offset);
+  if (!(rows = sdb_rows_json(s, st, err))) goto done;
+  /* json_extract gives an array as its JSON text: hand it back as the array. */
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    json_t *a = json_object_get(row, "architectures");
+    json_t *parsed = json_is_string(a) ? json_loads(json_string_value(a), JSON_DECODE_ANY, NULL) : NULL;
+    json_object_set_new(row, "architectures", json_is_array(parsed) ? parsed : (json_decref(parsed), json_null()));
+  }
+done:
+  sdb_exec(s, "COMMIT", NULL);
+  return rows;
+}
+
+json_t *store_revision_history(Store *s, int64_t model_id, int64_t seq, int64_t offset, int64_t limit, int64_t *total,
+                               Err *err) {
+  if (offset < 0 || limit < 0) { err_setk(err, ERR_INVALID, "revision history: negative offset or limit"); return NULL; }
+  if (sdb_exec(s, "BEGIN", err)) return NULL;
+  json_t *rows = NULL;
+  sqlite3_stmt *st = sdb_prep(s, "SELECT COUNT(*) FROM revisions WHERE model_id = ? AND seq <= ?", err);
+  if (!st) goto done;
+  sqlite3_bind_int64(st, 1, model_id);
+  sqlite3_bind_int64(st, 2, seq);
+  int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  if (n < 0) { sdb_fail(s, err, "revisions"); goto done; }
+  if (total) *total = n;
+  st = sdb_prep(s, "SELECT seq, commit_id AS \"commit\", message, created FROM revisions"
+                   " WHERE model_id = ? AND seq <= ? ORDER BY seq DESC LIMIT ? OFFSET ?", err);
+  if (!st) goto done;
+  sqlite3_bind_int64(st, 1, model_id);
+  sqlite3_bind_int64(st, 2, seq);
+  sqlite3_bind_int64(st, 3, limit);
+  sqlite3_bind_int64(st, 4, offset);
+  rows = sdb_rows_json(s, st, err);
+done:
+  sdb_exec(s, "COMMIT", NULL);
+  return rows;
+}

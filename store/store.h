@@ -293,6 +293,29 @@ json_t *store_models_list(Store *s, Err *err);
 /* {id, name, created, best (seq or null), revisions: [{seq, commit, message, created, run, step, epoch, metrics, has_optimizer}]} newest first */
 json_t *store_model_get(Store *s, const char *name, Err *err);
 
+/* How store_models_query orders repositories (ties, and equal values, by name ascending). */
+typedef enum StoreModelSort { STORE_SORT_NAME, STORE_SORT_CREATED, STORE_SORT_MODIFIED } StoreModelSort;
+/* A search of the repositories, as the Hub's GET /api/models filters, sorts and pages them. */
+typedef struct StoreModelQuery {
+  const char *search;       /* a substring of the name, any case; NULL: any */
+  const char *author;       /* the owner: names "author/..."; NULL: any */
+  const char *pipeline;     /* "fill-mask" or "text-classification", as the newest revision's
+                            ** config.json names it (the first architecture *ForSequenceClassification
+                            ** or *ForMaskedLM); NULL: any */
+  StoreModelSort sort;
+  int descending;
+  int64_t offset, limit;    /* the page: at most limit (>= 0) rows from offset (>= 0) */
+} StoreModelQuery;
+/* The page of repositories with at least one revision that match q: [{name, created (the repository's),
+** last_modified (its newest revision's created), commit, seq (the newest's), has_tokenizer, pipeline_tag
+** (or null), architectures (array or null), model_type (or null)}]; *total (may be NULL) counts every match. */
+json_t *store_models_query(Store *s, const StoreModelQuery *q, int64_t *total, Err *err);
+/* The history of revision seq of repository model_id: its revisions from seq back to the first,
+** newest first, the page [offset, offset + limit): [{seq, commit, message, created}]; *total
+** (may be NULL) counts the whole history. */
+json_t *store_revision_history(Store *s, int64_t model_id, int64_t seq, int64_t offset, int64_t limit, int64_t *total,
+                               Err *err);
+
 /* ---- jobs ---- */
 
 /* Queues a job of kind tokenizer, prepare or train with its description; returns its id. */

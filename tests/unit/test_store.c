@@ -308,6 +308,73 @@ static void open_busy_tests(void) {
   if (prc == 0 && system(rm) != 0) fprintf(stderr, "could not remove %s\n", rodir);
 }
 
+/* The Hub's listings: store_models_query filters by name (any case), owner and pipeline
+** (the newest revision's), sorts with ties by name, pages with a total; a repository without
+** a revision is not listed. store_revision_history walks back from a revision, newest first. */
+static void hub_list_tests(void) {
+  Err e = {0};
+  Store *s = store_open(make_db_path("hublist.db"), &e);
+  const char *mlm = "{\"architectures\": [\"RobertaForMaskedLM\"], \"model_type\": \"roberta\"}",
+             *cls = "{\"architectures\": [\"BertForSequenceClassification\"], \"model_type\": \"bert\"}";
+  StorePush pm = {.message = "first\nbody", .config_json = mlm, .weights = "w", .weights_len = 1};
+  StorePush pc = {.message = "cls", .config_json = cls, .weights = "c", .weights_len = 1};
+  int rc = s ? 0 : -1;
+  rc |= s ? store_push(s, "Alpha", &pm, NULL, &e) : -1;
+  rc |= s ? store_push(s, "team/beta", &pm, NULL, &e) : -1;
+  rc |= s ? store_push(s, "team/alpha-cls", &pc, NULL, &e) : -1;
+  rc |= s ? store_push(s, "Alpha", &pm, NULL, &e) : -1;
+  rc |= s ? store_push(s, "Alpha", &pm, NULL, &e) : -1;
+  rc |= s && store_model_create(s, "empty", &e) > 0 ? 0 : -1;
+  check(rc == 0, "hub_list_setup", "%s", e.msg);
+  int64_t total = -1;
+  StoreModelQuery q = {.limit = 10};
+  json_t *a = s ? store_models_query(s, &q, &total, &e) : NULL;
+  const char *n0 = json_string_value(json_object_get(json_array_get(a, 0), "name"));
+  check(json_array_size(a) == 3 && total == 3 && n0 && !strcmp(n0, "Alpha") &&
+            json_integer_value(json_object_get(json_array_get(a, 0), "seq")) == 3 &&
+            json_is_array(json_object_get(json_array_get(a, 0), "architectures")),
+        "store_models_query_all_with_revisions", "%zu %lld %s", json_array_size(a), (long long)total, n0 ? n0 : "-");
+  json_decref(a);
+  q = (StoreModelQuery){.search = "ALPHA", .limit = 10};
+  a = s ? store_models_query(s, &q, &total, &e) : NULL;
+  check(json_array_size(a) == 2 && total == 2, "store_models_query_search_any_case", "%zu", json_array_size(a));
+  json_decref(a);
+  q = (StoreModelQuery){.author = "team", .pipeline = "text-classification", .limit = 10};
+  a = s ? store_models_query(s, &q, &total, &e) : NULL;
+  const char *pt = json_string_value(json_object_get(json_array_get(a, 0), "pipeline_tag"));
+  check(json_array_size(a) == 1 && pt && !strcmp(pt, "text-classification"), "store_models_query_author_pipeline", "%zu",
+        json_array_size(a));
+  json_decref(a);
+  q = (StoreModelQuery){.author = "tea", .limit = 10};   /* an owner, not a prefix */
+  a = s ? store_models_query(s, &q, &total, &e) : NULL;
+  check(a && json_array_size(a) == 0 && total == 0, "store_models_query_author_whole_owner", "%zu", json_array_size(a));
+  json_decref(a);
+  q = (StoreModelQuery){.sort = STORE_SORT_NAME, .descending = 1, .offset = 1, .limit = 1};
+  a = s ? store_models_query(s, &q, &total, &e) : NULL;
+  const char *n1 = json_string_value(json_object_get(json_array_get(a, 0), "name"));
+  check(json_array_size(a) == 1 && total == 3 && n1 && !strcmp(n1, "team/alpha-cls"), "store_models_query_page", "%s",
+        n1 ? n1 : "-");
+  json_decref(a);
+  q = (StoreModelQuery){.limit = -1};
+  e = (Err){0};
+  a = s ? store_models_query(s, &q, &total, &e) : NULL;
+  check(!a && e.kind == ERR_INVALID, "store_models_query_refuses_negative_limit", "%s", e.msg);
+  StoreRevision r;
+  e = (Err){0};
+  rc = s ? store_resolve(s, "Alpha@2", &r, &e) : -1;
+  json_t *h = rc ? NULL : store_revision_history(s, r.model_id, r.seq, 0, 10, &total, &e);
+  check(json_array_size(h) == 2 && total == 2 && json_integer_value(json_object_get(json_array_get(h, 0), "seq")) == 2 &&
+            json_integer_value(json_object_get(json_array_get(h, 1), "seq")) == 1 &&
+            !strcmp(json_string_value(json_object_get(json_array_get(h, 0), "message")) ? json_string_value(json_object_get(json_array_get(h, 0), "message")) : "", "first\nbody"),
+        "store_revision_history_newest_first", "%zu %lld", json_array_size(h), (long long)total);
+  json_decref(h);
+  h = rc ? NULL : store_revision_history(s, r.model_id, r.seq, 1, 1, &total, &e);
+  check(json_array_size(h) == 1 && total == 2 && json_integer_value(json_object_get(json_array_get(h, 0), "seq")) == 1,
+        "store_revision_history_page", "%zu", json_array_size(h));
+  json_decref(h);
+  store_close(s);
+}
+
 /* One repository serves one pipeline: store_push itself refuses a classifier's revision
 ** over a masked LM's and the other way round (a training and a fine-tuning of one name
 ** started together both passed the check made when they started). */
@@ -1630,6 +1697,7 @@ int main(void) {
   api_tests();
   side_file_tests();
   repo_task_tests();
+  hub_list_tests();
   stream_tests();
   reader_tests();
   stream_lock_tests();
