@@ -15,6 +15,14 @@
 //        as the client answers the Hub's own (HubApiError 404 with X-Error-Code
 //        RepoNotFound / RevisionNotFound; a missing file: downloadFile null, which the
 //        client gives only for X-Error-Code EntryNotFound, fileExists false).
+//   node hub_client.mjs lists HUB REPO C2 C1 EXPORT2 EXPORT1 CACHE_DIR TOKEN
+//        the listings and identity against a store holding REPO (revisions C1 then C2, the
+//        exports EXPORT1 and EXPORT2) and team/demo-copy (an import of EXPORT2, pushed after):
+//        listModels (search, owner, task, sort, limit, additionalFields, and its paging by
+//        Link, forced to one model a page), listCommits (and by pages of one), countCommits,
+//        each by main, number and commit, with a missing repo / revision answered 404 and its
+//        X-Error-Code; whoAmI with TOKEN (the server's --token) and with another (401);
+//        snapshotDownload of main and of C1 (the snapshot folder holds the export's bytes).
 //   node hub_client.mjs encode DIR FILE
 //        transformers.js's AutoTokenizer loaded from the folder DIR, no network
 //        (allowRemoteModels false): each line of FILE -> its ids with the special tokens,
@@ -187,10 +195,105 @@ async function check(hubUrl, repo, commit, exportDir, cacheDir, revs) {
   });
 }
 
+async function lists(hubUrl, repo, c2, c1, export2, export1, cacheDir, token) {
+  const hub = await import('@huggingface/hub');
+  const files = fs.readdirSync(export2).sort();
+  const step = async (name, fn) => {
+    try { const why = await fn(); why ? fail(name, why) : pass(name); } catch (e) { fail(name, e && e.stack || e); }
+  };
+  const collect = async (gen) => { const got = []; for await (const x of gen) got.push(x); return got; };
+  await step('hub_list_models_search', async () => {
+    const got = await collect(hub.listModels({ hubUrl, search: { query: repo }, fetch: recordingFetch,
+      additionalFields: ['sha', 'createdAt', 'author', 'tags', 'library_name', 'filePaths'] }));
+    const names = got.map(m => m.name);
+    if (JSON.stringify(names) !== JSON.stringify([repo, 'team/demo-copy'])) return `names ${JSON.stringify(names)}`;
+    for (const m of got) {
+      if (!/^[0-9a-f]{24}$/.test(m.id)) return `id ${m.id}`;
+      if (m.private !== false || m.gated !== false || m.downloads !== 0 || m.likes !== 0) return `flags ${JSON.stringify(m)}`;
+      if (m.task !== 'fill-mask' || m.library_name !== 'transformers' || !m.tags.includes('fill-mask')) return `task ${JSON.stringify(m)}`;
+      if (isNaN(m.updatedAt.getTime()) || isNaN(new Date(m.createdAt).getTime())) return `dates ${JSON.stringify(m)}`;
+      if (JSON.stringify([...m.filePaths].sort()) !== JSON.stringify(files)) return `filePaths ${JSON.stringify(m.filePaths)}`;
+    }
+    if (got[0].sha !== c2) return `sha ${got[0].sha}, want ${c2}`;
+    if (got[1].author !== 'team' || got[0].author !== undefined) return `authors ${got[0].author} ${got[1].author}`;
+  });
+  await step('hub_list_models_owner', async () => {
+    const got = await collect(hub.listModels({ hubUrl, search: { owner: 'team' } }));
+    if (JSON.stringify(got.map(m => m.name)) !== '["team/demo-copy"]') return JSON.stringify(got);
+  });
+  await step('hub_list_models_task', async () => {
+    const mlm = await collect(hub.listModels({ hubUrl, search: { task: 'fill-mask' } }));
+    const cls = await collect(hub.listModels({ hubUrl, search: { task: 'text-classification' } }));
+    if (mlm.length !== 2 || cls.length !== 0) return `fill-mask ${mlm.length}, text-classification ${cls.length}`;
+  });
+  await step('hub_list_models_sort_limit', async () => {
+    const got = await collect(hub.listModels({ hubUrl, sort: 'lastModified' }));
+    if (got[0]?.name !== 'team/demo-copy' || got.length !== 2) return `lastModified first ${got[0]?.name} of ${got.length}`;
+    const one = await collect(hub.listModels({ hubUrl, limit: 1 }));
+    if (one.length !== 1) return `limit 1 gave ${one.length}`;
+  });
+  // The client asks for 500 a page; its own Link-following is seen with pages of one.
+  await step('hub_list_models_link_paging', async () => {
+    const urls = [];
+    const onePerPage = (url, init) => { urls.push(url); return fetch(urls.length === 1 ? url.replace('limit=500', 'limit=1') : url, init); };
+    const got = await collect(hub.listModels({ hubUrl, fetch: onePerPage }));
+    if (JSON.stringify(got.map(m => m.name)) !== JSON.stringify([repo, 'team/demo-copy'])) return `names ${JSON.stringify(got.map(m => m.name))}`;
+    if (urls.length !== 2 || !/[?&]p=1(&|$)/.test(urls[1])) return `fetched ${JSON.stringify(urls)}`;
+  });
+  const commitsOk = (got, want) => {
+    if (JSON.stringify(got.map(c => c.oid)) !== JSON.stringify(want)) return `oids ${JSON.stringify(got.map(c => c.oid))}, want ${JSON.stringify(want)}`;
+    for (const c of got)
+      if (!c.title || typeof c.message !== 'string' || c.authors[0]?.username !== 'maskd' || isNaN(c.date.getTime())) return `commit ${JSON.stringify(c)}`;
+  };
+  await step('hub_list_commits_main', async () => commitsOk(await collect(hub.listCommits({ repo, hubUrl })), [c2, c1]));
+  await step('hub_list_commits_pages_of_one', async () => {
+    const urls = [];
+    const got = await collect(hub.listCommits({ repo, hubUrl, batchSize: 1, fetch: (u, i) => { urls.push(u); return fetch(u, i); } }));
+    return commitsOk(got, [c2, c1]) || (urls.length !== 2 ? `fetched ${JSON.stringify(urls)}` : undefined);
+  });
+  await step('hub_list_commits_number', async () => commitsOk(await collect(hub.listCommits({ repo, hubUrl, revision: '1' })), [c1]));
+  await step('hub_list_commits_commit', async () => commitsOk(await collect(hub.listCommits({ repo, hubUrl, revision: c1 })), [c1]));
+  await step('hub_count_commits', async () => {
+    const n = await hub.countCommits({ repo, hubUrl }), n1 = await hub.countCommits({ repo, hubUrl, revision: c1 });
+    if (n !== 2 || n1 !== 1) return `main ${n}, ${c1} ${n1}`;
+  });
+  await expectHubError('hub_list_commits_missing_repo', 'RepoNotFound',
+    () => collect(hub.listCommits({ repo: 'no-such-repo', hubUrl, fetch: recordingFetch })));
+  await expectHubError('hub_count_commits_missing_revision', 'RevisionNotFound',
+    () => hub.countCommits({ repo, hubUrl, revision: '999999', fetch: recordingFetch }));
+  await step('hub_who_am_i', async () => {
+    const me = await hub.whoAmI({ hubUrl, accessToken: token });
+    if (me.type !== 'user' || me.name !== 'maskd' || me.auth.type !== 'access_token' || me.auth.accessToken?.role !== 'write' ||
+        !Array.isArray(me.orgs)) return JSON.stringify(me);
+  });
+  await step('hub_who_am_i_wrong_token', async () => {
+    try {
+      const me = await hub.whoAmI({ hubUrl, accessToken: 'hf_not_the_servers' });
+      return `no error: ${JSON.stringify(me)}`;
+    } catch (e) {
+      if (!(e instanceof hub.HubApiError) || e.statusCode !== 401) return `${e && e.statusCode} ${e && e.message}`;
+    }
+  });
+  for (const [rev, commit, dir] of [['main', c2, export2], [c1, c1, export1]]) {
+    await step(`hub_snapshot_download_${rev === 'main' ? 'main' : 'commit'}`, async () => {
+      const cache = path.join(cacheDir, 'snapshot');
+      const p = await hub.snapshotDownload({ repo, hubUrl, cacheDir: cache, revision: rev });
+      const want = path.join(cache, `models--${repo.replace(/\//g, '--')}`, 'snapshots', commit);
+      if (p !== want) return `snapshot at ${p}, want ${want}`;
+      const got = fs.readdirSync(p).sort();
+      if (JSON.stringify(got) !== JSON.stringify(files)) return `files ${JSON.stringify(got)}`;
+      for (const f of got)
+        if (!fs.readFileSync(path.join(p, f)).equals(fs.readFileSync(path.join(dir, f)))) return `${f}: bytes differ from the export's`;
+      if (rev === 'main' && fs.readFileSync(path.join(cache, `models--${repo}`, 'refs', 'main'), 'utf8') !== c2) return 'refs/main is not the commit';
+    });
+  }
+}
+
 (async () => {
+  if (cmd === 'lists' && args.length === 8) { await lists(...args); flush(); return; }
   if (cmd === 'encode' && args.length === 2) return encodeLocal(args[0], args[1]);
   if (cmd === 'remote-encode' && args.length === 4) return encodeRemote(...args);
   if (cmd === 'check' && args.length >= 6) { await check(args[0], args[1], args[2], args[3], args[4], args.slice(5)); flush(); return; }
-  process.stderr.write('usage: hub_client.mjs check HUB REPO COMMIT EXPORT_DIR CACHE_DIR REV... | encode DIR FILE | remote-encode HUB REPO REV FILE\n');
+  process.stderr.write('usage: hub_client.mjs check HUB REPO COMMIT EXPORT_DIR CACHE_DIR REV... | lists HUB REPO C2 C1 EXPORT2 EXPORT1 CACHE_DIR TOKEN | encode DIR FILE | remote-encode HUB REPO REV FILE\n');
   process.exit(2);
 })().catch(e => { flush(); process.stderr.write(String(e && e.stack || e) + '\n'); process.exit(1); });

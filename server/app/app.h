@@ -73,6 +73,31 @@ void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs);
 void route_hub_tree(void *app, HttpReq *rq, HttpRes *rs);
 /* POST /api/models/{repo}/paths-info/{rev} ({"paths", "expand"} or a form): those files' entries. */
 void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs);
+/* Shared by routes_hub.c and routes_hub_list.c. */
+/* Answers 404 {"error", "detail"} with the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound). */
+void hub_not_found(HttpRes *rs, const char *code, const char *error, json_t *detail);
+/* Resolves repo at rev (main, HEAD, a number, a commit) into r; else answers the 404 with its code (or the store's error) and returns -1. */
+int hub_revision(Store *s, HttpRes *rs, const char *repo, const char *rev, StoreRevision *r);
+/* Unix seconds as the Hub writes dates: ISO 8601 UTC with milliseconds ("2026-11-28T10:00:00.000Z"). */
+void hub_iso_date(double t, char out[48]);
+/* The pipeline config.json's architectures name (the first *ForSequenceClassification or *ForMaskedLM), or NULL. */
+const char *hub_pipeline_of(json_t *archs);
+/* Answers model info of repo at rev (route_hub_model_info's answer). */
+void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const char *rev);
+/* A repository's _id as the Hub shapes it (24 hex), stable for its name. */
+void hub_object_id(const char *name, char out[25]);
+
+/* routes_hub_list.c: the Hub's listings and identity. */
+/* GET /api/models: the repositories (listModels): search, author, pipeline_tag, filter, sort, direction,
+** limit, p, full, config, expand; a next page in Link. */
+void route_hub_models(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /api/models/{repo}/commits/{rev}: rev's history newest first (listCommits), p and limit, X-Total-Count, Link. */
+void route_hub_commits(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /api/models/{repo}/refs: {branches: [main], tags: [], converts: []}; for "/api/models/{name}/refs"
+** the model info of a repository named "{name}/refs" when there is one (that path is its model info's too). */
+void route_hub_refs(void *app, HttpReq *rq, HttpRes *rs);
+/* GET /api/whoami-v2: the server's one user for the token (401 without it or with another). */
+void route_hub_whoami(void *app, HttpReq *rq, HttpRes *rs);
 
 /* routes_fill.c: POST /fill-mask with a cache of loaded models, each answered in arrival order. */
 /* capacity models kept loaded; batch != 0 joins queued requests into one pass (up to a

@@ -43,13 +43,13 @@ typedef struct HubEntry {
 
 /* 404 with the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound), which
 ** the clients read to tell the three apart (a missing file is "no such file", not an error). */
-static void hub_not_found(HttpRes *rs, const char *code, const char *error, json_t *detail) {
+void hub_not_found(HttpRes *rs, const char *code, const char *error, json_t *detail) {
   http_error(rs, 404, error, detail);
   http_res_header(rs, "X-Error-Code", code);
 }
 
 /* Resolves repo at rev into r; answers the 404 (with its code) or error and returns -1 if it cannot. */
-static int hub_revision(Store *s, HttpRes *rs, const char *repo, const char *rev, StoreRevision *r) {
+int hub_revision(Store *s, HttpRes *rs, const char *repo, const char *rev, StoreRevision *r) {
   char spec[512];
   Err e = {0};
   /* The Hub's "HEAD" (modelInfo's default) is its default branch, maskd's "main": the newest.
@@ -168,7 +168,7 @@ static int lfs_pointer(const HubEntry *h, char *out, size_t cap) {
 }
 
 /* ISO 8601 in UTC with milliseconds, as the Hub writes dates. */
-static void iso_date(double t, char out[48]) {
+void hub_iso_date(double t, char out[48]) {
   time_t sec = (time_t)t;
   struct tm tm;
   gmtime_r(&sec, &tm);
@@ -176,6 +176,14 @@ static void iso_date(double t, char out[48]) {
   if (ms < 0 || ms > 999) ms = 0;
   snprintf(out, 48, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
            tm.tm_min, tm.tm_sec, ms);
+}
+
+/* The Hub's _id is a 24-hex database id: a stable one from the name. */
+void hub_object_id(const char *name, char out[25]) {
+  char hex[65];
+  store_sha256_hex(name, strlen(name), hex);
+  memcpy(out, hex, 24);
+  out[24] = '\0';
 }
 
 static int is_listed(const char *file) {
@@ -378,7 +386,7 @@ static json_t *tree_entry(const StoreRevision *r, const char *file, const HubEnt
   }
   if (expand) {
     char date[48];
-    iso_date(r->created, date);
+    hub_iso_date(r->created, date);
     json_object_set_new(o, "lastCommit", json_pack("{s:s, s:s, s:s}", "id", r->commit, "title",
                                                    r->message[0] ? r->message : "maskd revision", "date", date));
     /* The Hub's keys, all of them: huggingface_hub's RepoFile reads avScan and
@@ -510,7 +518,7 @@ void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs) {
 }
 
 /* The config's fields the Hub repeats in model info, and the pipeline they make. */
-static const char *pipeline_of(json_t *archs) {
+const char *hub_pipeline_of(json_t *archs) {
   size_t i;
   json_t *a;
   json_array_foreach(archs, i, a) {
@@ -526,7 +534,10 @@ void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs) {
   int with_rev = strstr(rq->pattern, "/revision/") != NULL;
   char repo[260];
   if (app_path_repo(rq, with_rev, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
-  const char *rev = with_rev ? rq->params[rq->n_params - 1] : "main";
+  hub_model_info(app, rq, rs, repo, with_rev ? rq->params[rq->n_params - 1] : "main");
+}
+
+void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const char *rev) {
   Store *s = app_store(app, rs);
   if (!s) return;
   StoreRevision r;
@@ -542,7 +553,7 @@ void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs) {
   free(cfg_text);
   json_t *archs = json_object_get(cfg, "architectures");
   json_t *mtype = json_object_get(cfg, "model_type");
-  const char *pipeline = pipeline_of(archs);
+  const char *pipeline = hub_pipeline_of(archs);
   int blobs = truthy(http_query(rq, "blobs"));
   json_t *siblings = json_array();
   int has_safetensors = 0;
@@ -568,11 +579,9 @@ void route_hub_model_info(void *app, HttpReq *rq, HttpRes *rs) {
     }
     json_array_append_new(siblings, sib);
   }
-  /* The Hub's _id is a 24-hex database id: a stable one from the name. */
-  char id[65], date[48];
-  store_sha256_hex(repo, strlen(repo), id);
-  id[24] = '\0';
-  iso_date(r.created, date);
+  char id[25], date[48];
+  hub_object_id(repo, id);
+  hub_iso_date(r.created, date);
   json_t *tags = json_pack("[s]", "transformers");
   if (has_safetensors) json_array_append_new(tags, json_string("safetensors"));
   if (json_is_string(mtype)) json_array_append(tags, mtype);

@@ -6,7 +6,9 @@
 # files, every file's bytes as `maskd export` writes them, the client's own answers for a
 # missing repo, revision and file; and transformers.js's AutoTokenizer fetched from the
 # server (env.remoteHost) encoding every WikiText-2 test line as `maskd tokenizer encode`
-# does on the exported folder.
+# does on the exported folder. The listings: listModels (search, owner, task, sort, limit,
+# additionalFields, Link paging), listCommits and countCommits, whoAmI with the server's token
+# and another, snapshotDownload of main and of a commit.
 # What the clients (@huggingface/hub 2.17.5, transformers.js 4.3.1) ask of the server:
 #   GET  /api/models/R/revision/REV?expand=...  (REV "HEAD" when none is given) -> JSON
 #        with _id, id, sha, lastModified, siblings [{rfilename}]
@@ -16,6 +18,12 @@
 #   HEAD /R/raw/REV/FILE (fileExists: 404 -> false)
 #   GET  /R/resolve/REV/FILE with Range: bytes=0-0 -> 206, Content-Range bytes 0-0/SIZE,
 #        ETag; then the whole file by a plain GET (transformers.js: HEAD and GET)
+#   GET  /api/models?limit=500&search=..&author=..&pipeline_tag=..&sort=..&expand=... -> [{_id, id,
+#        private, pipeline_tag, gated, downloads, likes, lastModified, ...}], Link: <URL>; rel="next"
+#   GET  /api/models/R/commits/REV?limit=N -> [{id, title, message, authors: [{user}], date}],
+#        Link for the next page; countCommits reads X-Total-Count (?limit=1)
+#   GET  /api/whoami-v2 with Authorization: Bearer hf_... -> {type, name, orgs, auth: {type, accessToken}}
+#   snapshotDownload: model info (sha), the tree (?recursive=true) by commit, paths-info and resolve
 #   404s with Content-Type application/json {"error": ...} and X-Error-Code RepoNotFound,
 #        RevisionNotFound or EntryNotFound (downloadFile answers null only for the last).
 # shellcheck source=tests/lib.sh
@@ -33,7 +41,9 @@ small_training_setup hub_client_setup 20000 || exit 1
   --epochs 2 --batch 8 --threads 1 --seed 3 --quiet >"$T/train.log" 2>&1 ||
   { fail hub_client_setup "training failed: $(tail -2 "$T/train.log")"; exit 1; }
 
-serve_start --db "$T/hub.db" --no-worker --quiet || { fail hub_client_start "$(cat "$T/err")"; exit 1; }
+# A token (reads stay open: no --auth-reads) for whoAmI; @huggingface/hub sends only hf_ ones.
+token=hf_maskd_hub_client_test
+serve_start --db "$T/hub.db" --no-worker --quiet --token "$token" || { fail hub_client_start "$(cat "$T/err")"; exit 1; }
 pass hub_client_start
 # The revisions' commits, newest first, from the server's own listing.
 curl -s --max-time 30 "$base/models/demo" >"$T/models.json"
@@ -49,6 +59,12 @@ node tests/hub_client.mjs check "$base" demo "$c2" "$T/export2" "$T/cache" main 
   fail hub_client_check_2 "$(tail -c 400 "$T/check2.err")"
 node tests/hub_client.mjs check "$base" demo "$c1" "$T/export1" "$T/cache" 1 "$c1" 2>"$T/check1.err" ||
   fail hub_client_check_1 "$(tail -c 400 "$T/check1.err")"
+
+# The listings, whoAmI and snapshotDownload, with a second repository pushed after demo.
+"$M" import --db "$T/hub.db" "$T/export2" team/demo-copy >"$T/import.log" 2>&1 ||
+  fail hub_client_import "$(tail -2 "$T/import.log")"
+node tests/hub_client.mjs lists "$base" demo "$c2" "$c1" "$T/export2" "$T/export1" "$T/cache" "$token" 2>"$T/lists.err" ||
+  fail hub_client_lists "$(tail -c 400 "$T/lists.err")"
 
 # transformers.js fetching the tokenizer from the server encodes as maskd does.
 "$M" tokenizer encode --tokenizer "$T/export2" --input "$DATA/test.txt" >"$T/maskd.ids" 2>"$T/maskd.ids.err"

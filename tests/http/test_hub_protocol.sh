@@ -6,7 +6,9 @@
 # X-Repo-Commit, X-Linked-*, tree oids as git names the files,
 # X-Error-Code on each kind of 404; /api/models/{repo}[/revision/{rev}], /tree/{rev} and
 # POST /paths-info/{rev} (JSON and form); downloads byte for byte what `maskd export` writes;
-# repos named like maskd's own routes do not shadow them.
+# repos named like maskd's own routes do not shadow them; the listings GET /api/models (search,
+# author, sort, direction, expand, full, config, filter, paging by Link), /commits/{rev}
+# (X-Total-Count, Link), /refs (and a repo named x/refs), /api/whoami-v2 with and without a token.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" hubproto
 serve_wrap=(timeout 300)
@@ -292,6 +294,102 @@ get /models/o/resolve/raw/main/config.json;        ok repo_owner_raw_named_resol
 get /api/models/o/revision/revision/main;          ok repo_owner_info_named_revision test "$(jget 'b["id"]')" = o/revision
 curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' "$base/tiny/resolve/main/config.json" >"$T/status"
 ok resolve_post_405 status_is 405
+
+# ---- the Hub's listings: GET /api/models (listModels, list_models) ----
+# tiny/refs: a repo whose model info path is also the refs path of repo "tiny".
+"$M" import --db "$T/hub.db" "$T/imp" tiny/refs >"$T/imp_refs.log" 2>&1 || fail list_setup "$(tail -2 "$T/imp_refs.log")"
+cr=$(sed -n 's|^imported .* as tiny/refs@\([0-9a-f]\{40\}\) .*|\1|p' "$T/imp_refs.log")
+get '/api/models?search=TINY'
+ok list_models_search test "$(jget '[m["id"] for m in b] == ["tiny", "tiny/refs", "user/tiny"] and
+  all(len(m["_id"]) == 24 and m["private"] is False and m["downloads"] == 0 and m["likes"] == 0 and
+      m["library_name"] == "transformers" and m["pipeline_tag"] == "fill-mask" and "fill-mask" in m["tags"] and
+      m["lastModified"].endswith("Z") and m["createdAt"].endswith("Z") for m in b) and
+  b[0]["sha"] == "'"$c2"'" and b[2]["author"] == "user" and "author" not in b[0]')" = True
+ok list_models_json_type test "$(hdr Content-Type)" = application/json
+get '/api/models?author=o&sort=id&direction=1'
+ok list_models_author test "$(jget '[m["id"] for m in b] == ["o/resolve", "o/revision"]')" = True
+get '/api/models?search=nothing-like-it'
+ok list_models_no_match test "$(cat "$T/status") $(jget 'b == []')" = "200 True"
+get '/api/models?sort=lastModified'
+ok list_models_sort_last_modified_descending test "$(jget 'len(b) >= 6 and [m["lastModified"] for m in b] == sorted((m["lastModified"] for m in b), reverse=True)')" = True
+get '/api/models?sort=createdAt&direction=1'
+ok list_models_sort_created_ascending test "$(jget 'len(b) >= 6 and [m["createdAt"] for m in b] == sorted(m["createdAt"] for m in b)')" = True
+# Paging: limit 1 and the Link header to the next page, built from the Host, until none.
+pages=0 ids= url="$base/api/models?search=tiny&limit=1"
+while [ -n "$url" ] && [ $pages -lt 10 ]; do
+  curl -s --max-time 30 -D "$T/hdr" -o "$T/body" "$url"
+  ids+="$(jget '",".join(m["id"] for m in b)') "
+  url=$(hdr Link | sed -n 's|^<\(http://[^>]*\)>; rel="next"$|\1|p'); pages=$((pages + 1))
+done
+ok list_models_link_paging test "$pages:$ids" = "3:tiny tiny/refs user/tiny "
+get '/api/models?search=tiny&limit=2'
+ok list_models_link_shape test "$(hdr Link)" = "<$base/api/models?limit=2&p=1&search=tiny>; rel=\"next\""
+get '/api/models?expand=sha&expand=author&search=tiny'
+ok list_models_expand_only_asked test "$(jget 'sorted(b[0]) == ["_id", "id", "sha"] and sorted(b[2]) == ["_id", "author", "id", "sha"]')" = True
+get '/api/models?expand%5B%5D=pipeline_tag&expand=cardData&search=user'
+ok list_models_expand_brackets_and_absent test "$(jget 'b == [{"_id": b[0]["_id"], "id": "user/tiny", "pipeline_tag": "fill-mask"}]')" = True
+get '/api/models?expand=nosuchfield'
+ok list_models_expand_unknown_400 error_is 400 nosuchfield
+get '/api/models?search=user&full=true&config=true'
+ok list_models_full_config test "$(jget 'sorted(s["rfilename"] for s in b[0]["siblings"]) == sorted("'"$files"'".split()) and
+  b[0]["config"] == {"architectures": ["RobertaForMaskedLM"], "model_type": "roberta"} and b[0]["gated"] is False')" = True
+get '/api/models?filter=fill-mask&filter=transformers&search=tiny'
+ok list_models_filter_pipeline test "$(jget 'len(b)')" = 3
+get '/api/models?pipeline_tag=text-classification'
+ok list_models_pipeline_none test "$(jget 'b')" = "[]"
+get '/api/models?filter=fill-mask&filter=text-classification'
+ok list_models_two_pipelines_none test "$(jget 'b')" = "[]"
+get '/api/models?filter=en'
+ok list_models_filter_unsupported_400 error_is 400 en
+get '/api/models?sort=num_parameters';   ok list_models_sort_unsupported_400 error_is 400 num_parameters
+get '/api/models?direction=2';           ok list_models_direction_400 status_is 400
+get '/api/models?limit=abc';             ok list_models_limit_not_int_400 error_is 400 limit
+get '/api/models?p=-1';                  ok list_models_p_negative_400 error_is 400 '"p"'
+get '/api/models?limit=99999999999999999999'; ok list_models_limit_huge_400 status_is 400
+get '/api/models?limit=5000';            ok list_models_limit_capped test "$(cat "$T/status") $(jget 'len(b) >= 6')" = "200 True"
+get '/api/models?p=999999999&limit=1000'; ok list_models_far_page_empty test "$(jget 'b')" = "[]"
+
+# ---- commits (listCommits, countCommits, list_repo_commits) ----
+commits_ok() {  # want ids (space-separated), want total
+  [ "$(jget '" ".join(c["id"] for c in b)')" = "$1" ] && [ "$(hdr X-Total-Count)" = "$2" ] &&
+    [ "$(jget 'all(c["title"] and isinstance(c["message"], str) and c["authors"][0]["user"] == "maskd" and
+      c["date"].endswith("Z") and len(c["date"]) == 24 for c in b)')" = True ]
+}
+get /api/models/tiny/commits/main;        ok commits_main commits_ok "$c2 $c1" 2
+get /api/models/tiny/commits/1;           ok commits_number commits_ok "$c1" 1
+get /api/models/tiny/commits/$c1;         ok commits_commit commits_ok "$c1" 1
+get /api/models/user/tiny/commits/HEAD;   ok commits_owner_head commits_ok "$cu" 1
+commits_first_page_ok() { commits_ok "$c2" 2 && [ "$(hdr Link)" = "<$base/api/models/tiny/commits/main?limit=1&p=1>; rel=\"next\"" ]; }
+get '/api/models/tiny/commits/main?limit=1'; ok commits_page_1 commits_first_page_ok
+get '/api/models/tiny/commits/main?limit=1&p=1'
+ok commits_page_2_last test "$(jget 'b[0]["id"]')" = "$c1" -a -z "$(hdr Link)" -a "$(hdr X-Total-Count)" = 2
+get /api/models/nosuch/commits/main;      ok commits_repo_not_found code_is RepoNotFound
+get /api/models/tiny/commits/99;          ok commits_revision_not_found code_is RevisionNotFound
+get '/api/models/tiny/commits/main?limit=0'; ok commits_limit_zero_400 error_is 400 limit
+get '/api/models/tiny/commits/main?p=x';     ok commits_p_bad_400 error_is 400 '"p"'
+
+# ---- refs (list_repo_refs) ----
+get /api/models/user/tiny/refs
+ok refs_owner test "$(jget 'b == {"branches": [{"name": "main", "ref": "refs/heads/main", "targetCommit": "'"$cu"'"}], "tags": [], "converts": []}')" = True
+get '/api/models/runs/refs?include_prs=1'
+ok refs_name_with_prs test "$(jget 'b["branches"][0]["name"] == "main" and len(b["branches"][0]["targetCommit"]) == 40 and b["pullRequests"] == []')" = True
+# /api/models/tiny/refs is the model info of repo "tiny/refs", which exists; its refs are one level down.
+get /api/models/tiny/refs;                ok refs_path_is_repo_model_info test "$(jget 'b["id"]')" = tiny/refs
+get /api/models/tiny/refs/refs;           ok refs_of_repo_named_refs test -n "$cr" -a "$(jget 'b["branches"][0]["targetCommit"]')" = "$cr"
+get /api/models/nosuch/refs;              ok refs_repo_not_found code_is RepoNotFound
+get /api/models/some/nosuch/refs;         ok refs_owner_repo_not_found code_is RepoNotFound
+
+# ---- whoami-v2 (whoAmI, whoami): the token's holder ----
+get /api/whoami-v2;                        ok whoami_no_token_401 test "$(cat "$T/status")" = 401 -a -n "$(jget 'b["error"]')"
+get -H 'Authorization: Bearer nope' /api/whoami-v2; ok whoami_wrong_token_401 error_is 401 Invalid
+get -H 'Authorization: Bearer tk' /api/whoami-v2
+ok whoami_token test "$(jget 'b["type"] == "user" and b["name"] == "maskd" and b["orgs"] == [] and b["email"] is None and
+  b["auth"] == {"type": "access_token", "accessToken": {"displayName": "maskd serve --token", "role": "write"}}')" = True
+# Without --token every request is let in: any bearer token is answered as valid, none is not.
+serve_stop
+serve_start --db "$T/hub.db" --quiet --no-worker || fail whoami_open_start "$(cat "$T/err")"
+get -H 'Authorization: Bearer hf_anything' /api/whoami-v2; ok whoami_no_server_token_any_bearer test "$(jget 'b["name"]')" = maskd
+get /api/whoami-v2;                        ok whoami_no_server_token_anonymous_401 status_is 401
 
 # ---- with --auth-reads the Hub routes want the token, as the clients send it (Bearer) ----
 serve_stop
