@@ -81,6 +81,15 @@ static int url_start(Url *u, HttpReq *rq, HttpRes *rs) {
   return 0;
 }
 
+/* Appends the page arguments: limit and the page number p. */
+static void url_page(Url *u, long long limit, long long p) {
+  char num[32];
+  snprintf(num, sizeof num, "%lld", limit);
+  url_arg(u, "limit", num);
+  snprintf(num, sizeof num, "%lld", p);
+  url_arg(u, "p", num);
+}
+
 /* Sets Link to u's URL as the next page; answers 500 when it could not be made (the
 ** client would stop at this page thinking it the last). */
 static int set_next(HttpRes *rs, Url *u) {
@@ -347,11 +356,7 @@ void route_hub_models(void *app, HttpReq *rq, HttpRes *rs) {
     Url u;
     if (url_start(&u, rq, rs)) { json_decref(items); return; }
     url_raw(&u, "/api/models?");
-    char num[32];
-    snprintf(num, sizeof num, "%lld", limit);
-    url_arg(&u, "limit", num);
-    snprintf(num, sizeof num, "%lld", p + 1);
-    url_arg(&u, "p", num);
+    url_page(&u, limit, p + 1);
     url_arg(&u, "search", q.search);
     url_arg(&u, "author", q.author);
     url_arg(&u, "pipeline_tag", q.pipeline);
@@ -412,11 +417,7 @@ void route_hub_commits(void *app, HttpReq *rq, HttpRes *rs) {
     url_raw(&u, "/commits/");
     url_enc(&u, rev);
     url_raw(&u, "?");
-    char num[32];
-    snprintf(num, sizeof num, "%lld", limit);
-    url_arg(&u, "limit", num);
-    snprintf(num, sizeof num, "%lld", p + 1);
-    url_arg(&u, "p", num);
+    url_page(&u, limit, p + 1);
     if (set_next(rs, &u)) { json_decref(items); return; }
   }
   char count[32];
