@@ -7,6 +7,7 @@
 ** of failing half-way) and rolls back on any error. Inputs are validated before
 ** the transaction starts, and CHECK / FOREIGN KEY constraints in the schema catch
 ** whatever slips through, so bad input is refused without touching the data. */
+#include "engine/core/json_text.h"
 #include "store/store.h"
 #include "store/store_db.h"
 
@@ -266,7 +267,7 @@ int sdb_check_json_object(const char *what, const char *text, Err *err) {
   /* Integers as reals: a valid file may hold one past int64 (tokenizer_config.json's
   ** model_max_length is 1e30 written out), and SQLite's json_valid takes it too. */
   json_t *v = json_loads(text, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
-  if (!v) return err_setk(err, ERR_INVALID, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, je.text);
+  if (!v) return err_setk(err, ERR_INVALID, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, json_error_message(&je));
   int ok = json_is_object(v);
   json_decref(v);
   return ok ? 0 : err_setk(err, ERR_INVALID, "%s: expected a JSON object", what);
@@ -276,7 +277,7 @@ int sdb_check_json_object(const char *what, const char *text, Err *err) {
 int sdb_check_json_array(const char *what, const char *text, Err *err) {
   json_error_t je;
   json_t *v = json_loads(text, 0, &je);
-  if (!v) return err_setk(err, ERR_INVALID, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, je.text);
+  if (!v) return err_setk(err, ERR_INVALID, "%s: malformed JSON at line %d, column %d: %s", what, je.line, je.column, json_error_message(&je));
   int ok = json_is_array(v);
   json_decref(v);
   return ok ? 0 : err_setk(err, ERR_INVALID, "%s: expected a JSON array", what);

@@ -1,3 +1,4 @@
+#include "engine/core/json_text.h"
 #include "engine/data/loader.h"
 #include "engine/core/files.h"
 
@@ -110,7 +111,7 @@ static int open_manifest(Loader *l, const char *path, Err *err) {
   if (!text) return -1;
   json_t *m = json_loadb(text, len, 0, &je);
   free(text);
-  if (!m) return err_set(err, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
+  if (!m) return err_set(err, "%s: not valid JSON: %s (line %d)", path, json_error_message(&je), je.line);
   int rc = 0;
   const char *format = json_string_value(json_object_get(m, "format"));
   json_t *shards = json_object_get(m, "shards");

@@ -2,6 +2,7 @@
 ** transformers would load them by (engine/io/hf_weights.h). Raw tensors are gathered
 ** first (every layout gives the same raw set), then the name rules run once, then
 ** the set is checked against the config's model table. */
+#include "engine/core/json_text.h"
 #include "engine/io/hf_weights.h"
 
 #include "engine/core/buf.h"
@@ -252,7 +253,7 @@ static int read_sharded(HfWeights *w, const char *dir, const char *index_path, i
   int rc = -1;
   const char **shards = NULL;
   char *path = NULL;
-  if (!root) { err_setk(err, ERR_BAD_INPUT, "%s: malformed JSON: %s", index_path, je.text); goto done; }
+  if (!root) { err_setk(err, ERR_BAD_INPUT, "%s: malformed JSON: %s", index_path, json_error_message(&je)); goto done; }
   json_t *map = json_object_get(root, "weight_map");
   if (!json_is_object(map) || !json_object_size(map)) {
     err_setk(err, ERR_BAD_INPUT, "%s: no weight_map object naming the shards", index_path);

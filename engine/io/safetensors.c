@@ -4,6 +4,7 @@
 ** implementation (safetensors' tensor.rs): header length bounded and inside the
 ** file, JSON object, known dtype, shape x dtype size equal to the offsets' span,
 ** and the tensors tiling the data buffer exactly. */
+#include "engine/core/json_text.h"
 #include "engine/io/safetensors.h"
 
 #include "engine/core/bf16.h"
@@ -180,7 +181,7 @@ static StFile *st_parse_header(StFile *f, const char *head, uint64_t n, Err *err
   if (n < 2 || head[0] != '{') { err_set(err, "header does not start with '{'"); goto fail; }
   json_error_t je;
   root = json_loadb(head, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-  if (!root) { err_set(err, "header JSON is malformed at column %d: %s", je.column, je.text); goto fail; }
+  if (!root) { err_set(err, "header JSON is malformed at column %d: %s", je.column, json_error_message(&je)); goto fail; }
   if (!json_is_object(root)) { err_set(err, "header is not a JSON object"); goto fail; }
   const unsigned char *data = f->buf ? f->buf + 8 + n : NULL;
   uint64_t data_at = 8 + n;

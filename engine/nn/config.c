@@ -2,6 +2,7 @@
 ** RobertaConfig: a field that is absent takes the class default, keys we do not
 ** use are ignored (real configs carry many), and anything that would make the
 ** model compute something other than the HF model is refused by name. */
+#include "engine/core/json_text.h"
 #include "engine/nn/config.h"
 #include "engine/core/buf.h"
 #include "engine/core/files.h"
@@ -201,7 +202,7 @@ static int parse_config(const char *json_text, ModelConfig *out, unsigned *state
   if (!json_text) return err_setk(err, ERR_BAD_INPUT, "config: no text");
   json_error_t je;
   json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
-  if (!root) return err_setk(err, ERR_BAD_INPUT, "config: malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+  if (!root) return err_setk(err, ERR_BAD_INPUT, "config: malformed JSON at line %d, column %d: %s", je.line, je.column, json_error_message(&je));
   int rc = -1;
   ModelConfig c;
   if (!json_is_object(root)) { err_set(err, "config: expected a JSON object, got %s", json_type_name(root)); goto done; }

@@ -13,6 +13,7 @@
 ** An entry is stale when the pair now at its position has another rank: a rank
 ** names one pair (a repeated merge keeps only its last rank), which is HF's test
 ** (the pair's merged id still equal) since spans at a position only grow. */
+#include "engine/core/json_text.h"
 #include "engine/tok/bpe.h"
 
 #include <stdlib.h>
@@ -282,7 +283,7 @@ Bpe *bpe_from_json(const json_t *model, Err *err) {
 Bpe *bpe_from_files_text(const char *vocab_json, size_t vlen, const char *merges_txt, size_t mlen, Err *err) {
   json_error_t je;
   json_t *vocab = json_loadb(vocab_json, vlen, 0, &je);
-  if (!vocab) { err_setk(err, ERR_BAD_INPUT, "vocab.json: %s at line %d", je.text, je.line); return NULL; }
+  if (!vocab) { err_setk(err, ERR_BAD_INPUT, "vocab.json: %s at line %d", json_error_message(&je), je.line); return NULL; }
   Bpe *b = build_vocab(vocab, err);
   json_decref(vocab);
   if (!b) return NULL;

@@ -17,6 +17,7 @@
 ** Alignment rules mirrored from HF's NormalizedString: a Replace's inserted bytes
 ** all take the span of the last byte they replace; a prepended replacement takes
 ** the span of the segment's first byte. */
+#include "engine/core/json_text.h"
 #include "engine/tok/tokenizer.h"
 #include "engine/core/files.h"
 #include "engine/core/buf.h"
@@ -1718,7 +1719,7 @@ fail:
 Tokenizer *tokenizer_from_json(const char *text, size_t len, Err *err) {
   json_error_t je;
   json_t *root = json_loadb(text, len, 0, &je);
-  if (!root) { err_setk(err, ERR_BAD_INPUT, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text); return NULL; }
+  if (!root) { err_setk(err, ERR_BAD_INPUT, "invalid JSON at line %d column %d: %s", je.line, je.column, json_error_message(&je)); return NULL; }
   Tokenizer *t = from_root(root, text, len, err);
   json_decref(root);
   if (!t) err_kind_default(err, ERR_BAD_INPUT);  /* the text is refused, whatever the check */

@@ -12,6 +12,7 @@
 **     add_prefix_space, trim_offsets true), ByteLevel decoder.
 ** The special tokens become added tokens in id order, special and not normalized;
 ** RoBERTa's mask token strips the space on its left (RobertaTokenizer's AddedToken). */
+#include "engine/core/json_text.h"
 #include "engine/tok/tokenizer_files.h"
 #include "engine/core/files.h"
 
@@ -37,7 +38,7 @@ static json_t *parse_object_flags(const char *text, size_t len, const char *name
   json_error_t je;
   json_t *o = json_loadb(text, len, flags, &je);
   if (!json_is_object(o)) {
-    err_setk(err, ERR_BAD_INPUT, "%s: not a JSON object (%s)", name, o ? "wrong type" : je.text);
+    err_setk(err, ERR_BAD_INPUT, "%s: not a JSON object (%s)", name, o ? "wrong type" : json_error_message(&je));
     json_decref(o);
     return NULL;
   }

@@ -1,3 +1,4 @@
+#include "engine/core/json_text.h"
 #include "engine/train/run_config.h"
 
 #include <ctype.h>
@@ -196,7 +197,7 @@ int run_config_set(RunConfig *rc, const char *key, const char *value, Err *err) 
 int run_config_apply_json(RunConfig *rc, const char *text, Err *err) {
   json_error_t je;
   json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-  if (!root) return err_set(err, "run description: invalid JSON at line %d: %s", je.line, je.text);
+  if (!root) return err_set(err, "run description: invalid JSON at line %d: %s", je.line, json_error_message(&je));
   int rcode = run_config_apply_object(rc, root, err);
   json_decref(root);
   return rcode;

@@ -278,6 +278,8 @@ int main(void) {
   refuse("config_refuse_empty", "", "malformed JSON");
   refuse("config_refuse_not_object", "[1, 2]", "JSON object");
   refuse("config_refuse_duplicate_key", "{\"model_type\": \"roberta\", \"model_type\": \"bert\"}", "malformed JSON");
+  /* A \u0000 in a string is said as what it is, not as jansson's JSON_ALLOW_NUL flag. */
+  refuse("config_refuse_nul_said_plainly", "{\"model_type\": \"rob\\u0000erta\"}", "a NUL character (\\u0000) in a string");
   refuse("config_refuse_missing_model_type", "{\"hidden_size\": 768}", "model_type");
   refuse("config_refuse_unknown_model_type", "{\"model_type\": \"gpt2\"}", "model_type");
   refuse("config_refuse_model_type_type", "{\"model_type\": 3}", "model_type");
