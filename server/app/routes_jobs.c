@@ -290,7 +290,10 @@ static void submit_finetune(App *a, HttpRes *rs, json_t *body) {
   const char *field = NULL;
   Err e = {0};
   json_t *ml = json_object_get(body, "max_length");
+  /* FT_MODEL resolved the name above: what fails here is a model gone since (422) or the
+  ** store, or its config, failing (the error's own status, not the user's 422). */
   if (store_load_config(s, json_string_value(json_object_get(body, "model")), &base, &base_cfg, &e)) {
+    if (e.kind != ERR_NOT_FOUND) { http_error_from(rs, &e, "cannot read the model to fine-tune", NULL); return; }
     http_error(rs, 422, "no such model to fine-tune", json_pack("{s:s, s:s, s:s}", "field", "model", "model",
                                                                json_string_value(json_object_get(body, "model")), "why", e.msg));
     return;
