@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/core/now.h"
+#include "engine/nn/config.h"
 #include "store/sha256.h"
 
 static int64_t model_id_tx(Store *s, const char *name, Err *err) {
@@ -63,13 +64,8 @@ static void read_revision(sqlite3_stmt *st, StoreRevision *r) {
   r->created = sqlite3_column_double(st, 12);
 }
 
-/* 1 when config.json text (NULL: none) is a sequence classifier's: its architectures
-** name *ForSequenceClassification, as config_parse reads the task. */
-static int config_is_classifier(const char *arch) {
-  static const char tail[] = "ForSequenceClassification";
-  size_t n = arch ? strlen(arch) : 0;
-  return n >= sizeof tail - 1 && !strcmp(arch + n - (sizeof tail - 1), tail);
-}
+/* 1 when an architectures name (NULL: none) is a sequence classifier's, by config_parse's rule. */
+static int config_is_classifier(const char *arch) { return config_task_of_architecture(arch) == MODEL_TASK_SEQ_CLS; }
 
 /* Inside the push's transaction: one repository serves one pipeline, so a revision
 ** whose task group (sequence classifier; masked LM or base model) differs from the
@@ -401,16 +397,15 @@ done:
   return out;
 }
 
-/* The newest revision of each repository, with what the Hub's listing filters on: the pipeline is
-** the first architecture that names one, as model info's pipeline_of reads it (instr: case and
-** all, as strstr). ?1 search, ?2 author, ?3 pipeline; NULL matches any. */
+/* The newest revision of each repository, with what the Hub's listing filters on: the pipeline
+** its config serves (maskd_pipeline, store.c: config_parse's rule, as model info and serving
+** read it). ?1 search, ?2 author, ?3 pipeline; NULL matches any. */
 #define MODELS_MATCHING                                                                                              \
   "WITH l AS (SELECT m.name AS name, m.created AS created, r.created AS last_modified, r.commit_id AS \"commit\","    \
   " r.seq AS seq, r.tokenizer IS NOT NULL AS has_tokenizer,"                                                         \
   " json_extract(r.config, '$.architectures') AS architectures, json_extract(r.config, '$.model_type') AS model_type," \
-  " (SELECT CASE WHEN instr(value, 'ForSequenceClassification') THEN 'text-classification' ELSE 'fill-mask' END"     \
-  "   FROM json_each(r.config, '$.architectures')"                                                                    \
-  "   WHERE instr(value, 'ForSequenceClassification') OR instr(value, 'ForMaskedLM') ORDER BY key LIMIT 1) AS pipeline_tag" \
+  " maskd_pipeline(json_type(r.config, '$.architectures'), json_extract(r.config, '$.architectures[0]'))"             \
+  "   AS pipeline_tag"                                                                                                \
   " FROM models m JOIN revisions r ON r.id = (SELECT id FROM revisions WHERE model_id = m.id ORDER BY seq DESC LIMIT 1)" \
   " WHERE (?1 IS NULL OR instr(lower(m.name), lower(?1)) > 0)"                                                        \
   " AND (?2 IS NULL OR substr(m.name, 1, length(?2) + 1) = ?2 || '/'))"                                               \

@@ -8,6 +8,7 @@
 ** the transaction starts, and CHECK / FOREIGN KEY constraints in the schema catch
 ** whatever slips through, so bad input is refused without touching the data. */
 #include "engine/core/json_text.h"
+#include "engine/nn/config.h"
 #include "store/store.h"
 #include "store/store_db.h"
 
@@ -374,6 +375,22 @@ static int migrate(Store *s, Err *err) {
   return 0;
 }
 
+/* maskd_pipeline(json_type(config, '$.architectures'), json_extract(config, '$.architectures[0]')):
+** the pipeline a config's architectures serve (config_task_of_architecture of the first name, or
+** of none when the list is absent or null; config_task_pipeline), NULL for none or for a list that
+** holds no name first: the Hub's listing filters and pages on it in SQL and answers what model
+** info (hub_pipeline_of) and serving answer for the same config. */
+static void sql_pipeline(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  const char *type = (const char *)sqlite3_value_text(argv[0]);
+  const char *p = NULL;
+  if (!type || !strcmp(type, "null")) p = config_task_pipeline(config_task_of_architecture(NULL));
+  else if (!strcmp(type, "array") && sqlite3_value_type(argv[1]) == SQLITE_TEXT)
+    p = config_task_pipeline(config_task_of_architecture((const char *)sqlite3_value_text(argv[1])));
+  if (p) sqlite3_result_text(ctx, p, -1, SQLITE_STATIC);
+  else sqlite3_result_null(ctx);
+}
+
 Store *store_open(const char *path, Err *err) {
   Store *s = calloc(1, sizeof *s);
   if (!s) { err_setk(err, ERR_NOMEM, "store: out of memory"); return NULL; }
@@ -391,6 +408,12 @@ Store *store_open(const char *path, Err *err) {
   s->busy_ms = end && !*end && ms >= 0 && ms <= 3600000 ? (int)ms : 30000;
   sqlite3_busy_timeout(s->db, s->busy_ms);
   sqlite3_extended_result_codes(s->db, 1);
+  if (sqlite3_create_function(s->db, "maskd_pipeline", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
+                              sql_pipeline, NULL, NULL) != SQLITE_OK) {
+    err_setk(err, ERR_NOMEM, "%s: %s", path, sqlite3_errmsg(s->db));
+    store_close(s);
+    return NULL;
+  }
   /* Checkpoints are big and keep-last-N deletes them, so freed pages must go back
   ** to the file system: incremental auto-vacuum and a WAL truncated back to 64 MiB
   ** after it grew for a large push. auto_vacuum is set only on a file with no pages

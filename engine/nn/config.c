@@ -147,12 +147,10 @@ static int parse_task(json_t *root, ModelConfig *c, Err *err) {
     size_t fl = strlen(fam);
     if (strncmp(a, fam, fl) != 0)
       return err_set(err, "config: architectures: \"%s\" does not match model_type %s", a, c->model_type == MODEL_ROBERTA ? "roberta" : "bert");
-    if (!strcmp(a + fl, "ForSequenceClassification")) c->task = MODEL_TASK_SEQ_CLS;
-    /* BertModel / RobertaModel checkpoints are bare encoders: kept to be fine-tuned, never served. */
-    else if (!strcmp(a + fl, "Model")) c->task = MODEL_TASK_ENCODER;
-    /* BertForPreTraining carries the MLM head (and NSP's, unused): a masked LM here. */
-    else if (strcmp(a + fl, "ForMaskedLM") && strcmp(a + fl, "ForPreTraining"))
+    int task = config_task_of_architecture(a);
+    if (task < 0)
       return err_set(err, "config: architectures: \"%s\" is not supported (expected %sForMaskedLM, %sForSequenceClassification or %sModel)", a, fam, fam, fam);
+    c->task = (ModelTask)task;
   }
   if (c->task != MODEL_TASK_SEQ_CLS) return 0;
   json_t *map = json_object_get(root, "id2label");
@@ -421,6 +419,26 @@ const char *config_architecture(const ModelConfig *c) {
   if (c->task == MODEL_TASK_ENCODER) return rob ? "RobertaModel" : "BertModel";
   return rob ? (cls ? "RobertaForSequenceClassification" : "RobertaForMaskedLM")
              : (cls ? "BertForSequenceClassification" : "BertForMaskedLM");
+}
+
+int config_task_of_architecture(const char *name) {
+  if (!name) return MODEL_TASK_MLM;
+  static const char *const families[] = {"Roberta", "Bert"};
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+    size_t fl = strlen(families[f]);
+    if (strncmp(name, families[f], fl)) continue;
+    const char *tail = name + fl;
+    if (!strcmp(tail, "ForSequenceClassification")) return MODEL_TASK_SEQ_CLS;
+    /* BertModel / RobertaModel checkpoints are bare encoders: kept to be fine-tuned, never served. */
+    if (!strcmp(tail, "Model")) return MODEL_TASK_ENCODER;
+    /* BertForPreTraining carries the MLM head (and NSP's, unused): a masked LM here. */
+    if (!strcmp(tail, "ForMaskedLM") || !strcmp(tail, "ForPreTraining")) return MODEL_TASK_MLM;
+  }
+  return -1;
+}
+
+const char *config_task_pipeline(int task) {
+  return task == MODEL_TASK_MLM ? "fill-mask" : task == MODEL_TASK_SEQ_CLS ? "text-classification" : NULL;
 }
 
 int config_preset(const char *name, ModelConfig *out, Err *err) {

@@ -98,6 +98,14 @@ const char *config_label(const ModelConfig *c, int id);
 void config_label_list(const ModelConfig *c, const char **names);
 /* The HF architecture name: "RobertaForMaskedLM", "BertForSequenceClassification", "BertModel", ... */
 const char *config_architecture(const ModelConfig *c);
+/* The task an architecture name gives, the one rule config_parse, the store and the
+** Hub's listings share: Roberta or Bert followed by ForMaskedLM or ForPreTraining (a
+** masked LM; NULL, no name, too), ForSequenceClassification, or Model; -1 for any
+** other name. (config_parse also refuses a family that differs from model_type.) */
+int config_task_of_architecture(const char *name);
+/* The Hugging Face pipeline a task serves: "fill-mask", "text-classification", or
+** NULL for a bare encoder (and a task < 0), which serves none. */
+const char *config_task_pipeline(int task);
 
 /* Positions before a sequence's first token's: RoBERTa's pad_token_id + 1 (its position
 ** ids start after the padding index), BERT's 0. */

@@ -80,7 +80,8 @@ void hub_not_found(HttpRes *rs, const char *code, const char *error, json_t *det
 int hub_revision(Store *s, HttpRes *rs, const char *repo, const char *rev, StoreRevision *r);
 /* Unix seconds as the Hub writes dates: ISO 8601 UTC with milliseconds ("2026-11-28T10:00:00.000Z"). */
 void hub_iso_date(double t, char out[48]);
-/* The pipeline config.json's architectures name (the first *ForSequenceClassification or *ForMaskedLM), or NULL. */
+/* The pipeline config.json's architectures (NULL: absent) serve by config_parse's rule
+** (config_task_of_architecture of the first name): "fill-mask", "text-classification", or NULL. */
 const char *hub_pipeline_of(json_t *archs);
 /* Answers model info of repo at rev (route_hub_model_info's answer). */
 void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const char *rev);

@@ -517,16 +517,12 @@ void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs) {
   http_res_header(rs, "X-Repo-Commit", r.commit);
 }
 
-/* The config's fields the Hub repeats in model info, and the pipeline they make. */
+/* The pipeline a config's architectures serve (config_parse's rule, as the listing's
+** SQL and serving read it): their first name, or none at all (a masked LM). */
 const char *hub_pipeline_of(json_t *archs) {
-  size_t i;
-  json_t *a;
-  json_array_foreach(archs, i, a) {
-    const char *n = json_string_value(a);
-    if (n && strstr(n, "ForSequenceClassification")) return "text-classification";
-    if (n && strstr(n, "ForMaskedLM")) return "fill-mask";
-  }
-  return NULL;
+  json_t *first = json_array_get(archs, 0);
+  if (archs && !json_is_null(archs) && !json_is_string(first)) return NULL;
+  return config_task_pipeline(config_task_of_architecture(json_string_value(first)));
 }
 
 /* GET /api/models/{repo} and /api/models/{repo}/revision/{rev}: model info. */

@@ -374,6 +374,35 @@ int main(void) {
          "problem_type");
   rc = config_parse("{\"model_type\": \"roberta\", \"architectures\": [\"RobertaForMaskedLM\"]}", &c, &e);
   check(rc == 0 && c.task == MODEL_TASK_MLM && c.num_labels == 0, "config_mlm_architecture", "%s", e.msg);
+  /* The one rule for an architectures name, which the store's listing and model info use too:
+  ** every name config_parse takes gives its task, every name it refuses -1. */
+  static const struct { const char *name; int task; const char *pipeline; } arch_names[] = {
+    {NULL, MODEL_TASK_MLM, "fill-mask"},
+    {"RobertaForMaskedLM", MODEL_TASK_MLM, "fill-mask"},
+    {"BertForPreTraining", MODEL_TASK_MLM, "fill-mask"},
+    {"BertForSequenceClassification", MODEL_TASK_SEQ_CLS, "text-classification"},
+    {"RobertaModel", MODEL_TASK_ENCODER, NULL},
+    {"BertForTokenClassification", -1, NULL},
+    {"DistilBertForMaskedLM", -1, NULL},
+    {"RobertaForMaskedLMHead", -1, NULL},
+    {"ForMaskedLM", -1, NULL},
+  };
+  for (size_t i = 0; i < sizeof arch_names / sizeof arch_names[0]; i++) {
+    int t = config_task_of_architecture(arch_names[i].name);
+    const char *p = config_task_pipeline(t);
+    char name[96];
+    snprintf(name, sizeof name, "config_task_of_architecture_%s", arch_names[i].name ? arch_names[i].name : "none");
+    check(t == arch_names[i].task && (p && arch_names[i].pipeline ? !strcmp(p, arch_names[i].pipeline) : p == arch_names[i].pipeline), name,
+          "task %d, pipeline %s", t, p ? p : "none");
+    if (!arch_names[i].name) continue;
+    char text[256];
+    const char *family = !strncmp(arch_names[i].name, "Roberta", 7) ? "roberta" : "bert";
+    snprintf(text, sizeof text, "{\"model_type\": \"%s\", \"architectures\": [\"%s\"]}", family, arch_names[i].name);
+    e = (Err){0};
+    rc = config_parse(text, &c, &e);
+    snprintf(name, sizeof name, "config_parse_agrees_on_%s", arch_names[i].name);
+    check(t < 0 ? rc != 0 : rc == 0 && (int)c.task == t, name, "rc %d task %d (%s)", rc, rc ? -1 : (int)c.task, e.msg);
+  }
   /* The Hub's configs as they are (bert-base-uncased, roberta-base), with torch_dtype. */
   static const char *const bert_base =
     "{\"architectures\":[\"BertForMaskedLM\"],\"attention_probs_dropout_prob\":0.1,\"gradient_checkpointing\":false,"

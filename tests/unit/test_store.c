@@ -375,6 +375,51 @@ static void hub_list_tests(void) {
   store_close(s);
 }
 
+/* The listing's pipeline is the one serving and model info give (config_parse's rule): a
+** config without architectures and a BertForPreTraining import are masked LMs (fill-mask),
+** a bare encoder serves none, nor does a name maskd does not know. */
+static void hub_list_pipeline_tests(void) {
+  Err e = {0};
+  Store *s = store_open(make_db_path("hubpipe.db"), &e);
+  static const struct { const char *repo, *config, *pipeline; } repos[] = {
+    {"noarch", "{\"model_type\": \"bert\"}", "fill-mask"},
+    {"nullarch", "{\"model_type\": \"bert\", \"architectures\": null}", "fill-mask"},
+    {"pretraining", "{\"architectures\": [\"BertForPreTraining\"]}", "fill-mask"},
+    {"encoder", "{\"architectures\": [\"RobertaModel\"]}", NULL},
+    {"classifier", "{\"architectures\": [\"RobertaForSequenceClassification\"]}", "text-classification"},
+    {"unknown", "{\"architectures\": [\"XForMaskedLM\"]}", NULL},
+    {"empty", "{\"architectures\": []}", NULL},
+  };
+  int rc = s ? 0 : -1;
+  for (size_t i = 0; i < sizeof repos / sizeof repos[0] && !rc; i++) {
+    StorePush p = {.message = "m", .config_json = repos[i].config, .weights = "w", .weights_len = 1};
+    rc = store_push(s, repos[i].repo, &p, NULL, &e);
+  }
+  check(rc == 0, "hub_list_pipeline_setup", "%s", e.msg);
+  StoreModelQuery q = {.limit = 10};
+  json_t *a = rc ? NULL : store_models_query(s, &q, NULL, &e);
+  for (size_t i = 0; i < sizeof repos / sizeof repos[0]; i++) {
+    const char *got = "(not listed)";
+    size_t j;
+    json_t *row;
+    json_array_foreach(a, j, row) {
+      if (strcmp(json_string_value(json_object_get(row, "name")), repos[i].repo)) continue;
+      json_t *pt = json_object_get(row, "pipeline_tag");
+      got = json_is_string(pt) ? json_string_value(pt) : NULL;
+    }
+    char name[80];
+    snprintf(name, sizeof name, "store_models_query_pipeline_%s", repos[i].repo);
+    check(repos[i].pipeline ? got && !strcmp(got, repos[i].pipeline) : !got, name, "%s", got ? got : "null");
+  }
+  json_decref(a);
+  int64_t total = -1;
+  q = (StoreModelQuery){.pipeline = "fill-mask", .limit = 10};
+  a = rc ? NULL : store_models_query(s, &q, &total, &e);
+  check(json_array_size(a) == 3 && total == 3, "store_models_query_filters_fill_mask_by_the_rule", "%zu", json_array_size(a));
+  json_decref(a);
+  store_close(s);
+}
+
 /* One repository serves one pipeline: store_push itself refuses a classifier's revision
 ** over a masked LM's and the other way round (a training and a fine-tuning of one name
 ** started together both passed the check made when they started). */
@@ -1698,6 +1743,7 @@ int main(void) {
   side_file_tests();
   repo_task_tests();
   hub_list_tests();
+  hub_list_pipeline_tests();
   stream_tests();
   reader_tests();
   stream_lock_tests();
