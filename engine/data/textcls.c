@@ -636,6 +636,13 @@ static int cell_int(const char *cell, long long *v) {
   return int_label(buf, v);
 }
 
+/* Where row i's cell is, in buf: its file and line when read from one, else its row alone. */
+static const char *cell_where(const TextClsRaw *r, size_t i, char *buf, size_t n) {
+  if (r->path && r->lines) snprintf(buf, n, "%s: line %ld (row %zu)", r->path, r->lines[i], i + 1);
+  else snprintf(buf, n, "row %zu", i + 1);
+  return buf;
+}
+
 int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, int ids_allowed,
                           TextClsReading *out, int *bad_file, Err *err) {
   *out = TEXTCLS_BY_NAME;
@@ -663,13 +670,13 @@ int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLa
       if (!hit) { rc = oom(err); break; }
       int named = hit->id;
       if (v == named) continue;
-      char m[80];
+      char m[80], where[sizeof err->msg / 2];
       *bad_file = f;
       rc = err_setk(err, ERR_BAD_INPUT,
-                    "row %zu: label %s is both a name in the labels file (id %d) and an id into it (the label '%s'); "
+                    "%s: label %s is both a name in the labels file (id %d) and an id into it (the label '%s'); "
                     "every label is one or the other: give names, or ids 0..%d throughout",
-                    i + 1, files[f]->labels[i], named, v < l->n && v >= 0 ? msg_text(l->names[v], 60, m, sizeof m) : "none",
-                    l->n - 1);
+                    cell_where(files[f], i, where, sizeof where), files[f]->labels[i], named,
+                    v < l->n && v >= 0 ? msg_text(l->names[v], 60, m, sizeof m) : "none", l->n - 1);
       break;
     }
   free(index);
@@ -683,10 +690,8 @@ int textcls_map_labels(const TextClsRaw *r, const TextClsLabels *l, TextClsReadi
   int rc = 0, nomem = 0;
   for (size_t i = 0; i < r->n && !rc; i++) {
     long long v;
-    /* Where the cell is: its file and line when read from one, else its row alone. */
     char where[sizeof err->msg / 2];
-    if (r->path && r->lines) snprintf(where, sizeof where, "%s: line %ld (row %zu)", r->path, r->lines[i], i + 1);
-    else snprintf(where, sizeof where, "row %zu", i + 1);
+    cell_where(r, i, where, sizeof where);
     if (how == TEXTCLS_BY_ID) {
       if (!cell_int(r->labels[i], &v) || v < 0 || v >= l->n) {
         char m[160];

@@ -384,5 +384,5 @@ sets = json.load(open(sys.argv[1]))["sets"]
 assert sets["train"]["labels"][:5] == [0, 1, 2, 3, 4], sets["train"]["labels"][:5]
 assert sets["test"]["labels"][:4] == [1, 2, 3, 4], sets["test"]["labels"][:4]' "$T/p-st/plan.json" 2>>"$T/st.err" &&
   pass finetune_cli_one_label_reading_for_all_files || fail finetune_cli_one_label_reading_for_all_files "$(cat "$T/st.err")"
-refuse finetune_cli_label_both_name_and_id "train: row 1: label 1 is both a name in the labels file (id 0) and an id into it" \
+refuse finetune_cli_label_both_name_and_id "train: $T/st-test.csv: line 2 (row 1): label 1 is both a name in the labels file (id 0) and an id into it" \
   --db "$T/a.db" --model base --labels "$T/stars.json" --train "$T/st-test.csv" --test "$T/st-test.csv" --validation-fraction 0 --name x
