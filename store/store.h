@@ -106,10 +106,16 @@ int store_blob_read(StoreBlobReader *r, uint64_t offset, void *dst, size_t n, Er
 int store_blob_verify(StoreBlobReader *r, Err *err);
 /* Frees the reader; NULL allowed. */
 void store_blob_close(StoreBlobReader *r);
-/* Deletes blobs no revision or tokenizer refers to and returns their pages to the
-** file system; *removed (may be NULL) counts them. A stream being written (by any
-** process) is kept; those of processes that are gone are dropped, not counted. */
+/* Deletes blobs no revision or tokenizer refers to; *removed (may be NULL) counts them.
+** A stream being written (by any process) is kept; those of processes that are gone are
+** dropped, not counted. Their pages stay in the file, free, for the next writes to reuse
+** (a training's next checkpoint is as large as the one it dropped): store_compact gives
+** them back to the file system. */
 int store_gc(Store *s, int64_t *removed, Err *err);
+/* Returns the file's free pages to the file system (incremental_vacuum), a megabyte per
+** write transaction with a pause between, so other writers are not held off for the
+** whole of it; *freed (may be NULL) counts the bytes. */
+int store_compact(Store *s, int64_t *freed, Err *err);
 
 /* ---- tokenizers ---- */
 

@@ -291,6 +291,19 @@ static int prune(TrainCtx *c, Err *err) {
   return rcode;
 }
 
+/* After a finished run: the pages its dropped checkpoints freed (left free while it ran,
+** for each next checkpoint to reuse) go back to the file system. The run is done
+** already; a failure here is said, not the run's. */
+static void compact_store(Store *db, int quiet) {
+  Err e = {0};
+  int64_t bytes = 0;
+  double t0 = now_monotonic();
+  if (store_compact(db, &bytes, &e)) fprintf(stderr, "maskd train: note: the store was not compacted: %s\n", e.msg);
+  else if (!quiet && bytes > 0)
+    fprintf(stderr, "store: %.1f MB of dropped checkpoints returned to the file system in %.1fs\n", (double)bytes / 1e6,
+            now_monotonic() - t0);
+}
+
 /* Streams one checkpoint file into the store as it is serialised (weights, or with
 ** optimizer != 0 the optimizer state), so a push holds a chunk, not copies of the model. */
 typedef struct { const TrainerCheckpoint *k; int optimizer; } CkptBlob;
@@ -495,6 +508,7 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
     else {
       if (!quiet) fprintf(stderr, "run %lld done in %s\n", (long long)run, el);
       status = 0;
+      compact_store(db, quiet);
     }
   } else if (r == TRAINER_STOPPED) {
     char why[32];

@@ -106,6 +106,11 @@ nstep=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM revisions WHERE message LIKE '%s
 orphans=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM blobs WHERE sha256 NOT IN (SELECT weights FROM revisions UNION SELECT optimizer FROM revisions WHERE optimizer IS NOT NULL UNION SELECT tokenizer FROM revisions WHERE tokenizer IS NOT NULL UNION SELECT blob FROM tokenizers)")
 [ "$nopt" -ge 1 ] && [ "$nopt" -le 2 ] && [ "$nstep" = 0 ] && [ "$orphans" = 0 ] && pass train_cli_keep_last_plus_best ||
   fail train_cli_keep_last_plus_best "$nopt with optimizer, $nstep step revisions, $orphans orphan blobs"
+# The dropped checkpoints' pages stayed free for the next ones while the run went on and
+# went back to the file system when it ended (store_compact), said on stderr.
+free=$(sqlite3 "$T/a.db" "PRAGMA freelist_count")
+[ "$free" = 0 ] && grep -q "MB of dropped checkpoints returned to the file system" "$T/a.err" &&
+  pass train_cli_store_compacted_at_the_end || fail train_cli_store_compacted_at_the_end "$free free pages; $(tail -3 "$T/a.err")"
 w=$(sqlite3 "$T/a.db" "SELECT weights FROM revisions ORDER BY seq DESC LIMIT 1")
 [ -f "$T/final/config.json" ] && [ -f "$T/final/tokenizer.json" ] && [ "$(sha256sum < "$T/final/model.safetensors" | cut -c1-64)" = "$w" ] &&
   pass train_cli_out_folder_is_last_revision || fail train_cli_out_folder_is_last_revision "weights $w"
