@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/app/app.h"
 
@@ -59,8 +60,10 @@ static void url_arg(Url *u, const char *key, const char *value) {
   url_enc(u, value);
 }
 
-/* Starts u with http://HOST (the request's Host: what the client reached this server by);
-** -1 after answering 400 when there is none fit to repeat in a URL. */
+/* Starts u with http://HOST (the request's Host: what the client reached this server by),
+** https:// when a proxy that ends TLS in front of it says so (X-Forwarded-Proto: https; a
+** client naming its own scheme only changes the link it is given); -1 after answering 400
+** when there is no Host fit to repeat in a URL. */
 static int url_start(Url *u, HttpReq *rq, HttpRes *rs) {
   const char *host = http_header(rq, "Host");
   size_t n = host ? strlen(host) : 0;
@@ -76,7 +79,8 @@ static int url_start(Url *u, HttpReq *rq, HttpRes *rs) {
   u->n = 0;
   u->over = 0;
   u->b[0] = '\0';
-  url_raw(u, "http://");
+  const char *proto = http_header(rq, "X-Forwarded-Proto");
+  url_raw(u, proto && !strcasecmp(proto, "https") ? "https://" : "http://");
   url_raw(u, host);
   return 0;
 }

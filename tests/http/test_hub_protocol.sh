@@ -324,6 +324,11 @@ done
 ok list_models_link_paging test "$pages:$ids" = "3:tiny tiny/refs user/tiny "
 get '/api/models?search=tiny&limit=2'
 ok list_models_link_shape test "$(hdr Link)" = "<$base/api/models?limit=2&p=1&search=tiny>; rel=\"next\""
+# Behind a proxy that ends TLS (X-Forwarded-Proto: https) the next page is an https URL; any other value, http.
+get -H 'X-Forwarded-Proto: https' '/api/models?search=tiny&limit=2'
+ok list_models_link_forwarded_https test "$(hdr Link)" = "<${base/http:/https:}/api/models?limit=2&p=1&search=tiny>; rel=\"next\""
+get -H 'X-Forwarded-Proto: gopher' '/api/models?search=tiny&limit=2'
+ok list_models_link_forwarded_other_is_http test "$(hdr Link)" = "<$base/api/models?limit=2&p=1&search=tiny>; rel=\"next\""
 get '/api/models?expand=sha&expand=author&search=tiny'
 ok list_models_expand_only_asked test "$(jget 'sorted(b[0]) == ["_id", "id", "sha"] and sorted(b[2]) == ["_id", "author", "id", "sha"]')" = True
 get '/api/models?expand%5B%5D=pipeline_tag&expand=cardData&search=user'
