@@ -484,10 +484,10 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
   return 0;
 }
 
-/* Pages an incremental_vacuum step moves or frees: 1 MiB, a few tens of milliseconds of
-** the write lock; and the pause after each, in which a writer waiting on the busy
-** handler (it retries every few to 100 ms) can take the lock. */
-enum { COMPACT_STEP_PAGES = 256, COMPACT_PAUSE_US = 20000 };
+/* Pages an incremental_vacuum step moves or frees: 4 MiB (of 4 KiB pages), tens of
+** milliseconds of the write lock; and the pause after each, in which a writer waiting on
+** the busy handler (it retries every few to 100 ms) can take the lock. */
+enum { COMPACT_STEP_PAGES = 1024, COMPACT_PAUSE_US = 20000 };
 
 int store_compact(Store *s, int64_t *freed, Err *err) {
   int64_t total = 0, page = 0;

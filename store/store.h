@@ -112,7 +112,7 @@ void store_blob_close(StoreBlobReader *r);
 ** (a training's next checkpoint is as large as the one it dropped): store_compact gives
 ** them back to the file system. */
 int store_gc(Store *s, int64_t *removed, Err *err);
-/* Returns the file's free pages to the file system (incremental_vacuum), a megabyte per
+/* Returns the file's free pages to the file system (incremental_vacuum), a few megabytes per
 ** write transaction with a pause between, so other writers are not held off for the
 ** whole of it; *freed (may be NULL) counts the bytes. */
 int store_compact(Store *s, int64_t *freed, Err *err);
