@@ -489,27 +489,36 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
 ** the busy handler (it retries every few to 100 ms) can take the lock. */
 enum { COMPACT_STEP_PAGES = 1024, COMPACT_PAUSE_US = 20000 };
 
+/* The one integer a PRAGMA answers, -1 (err set) when it cannot be read. */
+static int64_t pragma_int(Store *s, const char *sql, Err *err) {
+  sqlite3_stmt *st = sdb_prep(s, sql, err);
+  if (!st) return -1;
+  int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  if (v < 0) sdb_fail(s, err, sql);
+  return v;
+}
+
 int store_compact(Store *s, int64_t *freed, Err *err) {
-  int64_t total = 0, page = 0;
-  sqlite3_stmt *ps = sdb_prep(s, "PRAGMA page_size", err);
-  if (!ps) return -1;
-  if (sqlite3_step(ps) == SQLITE_ROW) page = sqlite3_column_int64(ps, 0);
-  sqlite3_finalize(ps);
-  if (page <= 0) return sdb_fail(s, err, "page_size");
-  for (;;) {
-    sqlite3_stmt *st = sdb_prep(s, "PRAGMA freelist_count", err);
-    if (!st) return -1;
-    int rc = sqlite3_step(st);
-    int64_t left = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
-    if (left < 0) return sdb_fail(s, err, "freelist_count");
-    if (left == 0) break;
+  int64_t total = 0, page = pragma_int(s, "PRAGMA page_size", err), mode = pragma_int(s, "PRAGMA auto_vacuum", err);
+  if (page <= 0 || mode < 0) return -1;
+  if (freed) *freed = 0;
+  /* A file made before the store set incremental auto-vacuum (mode 2) cannot give pages
+  ** back this way: incremental_vacuum does nothing there, and they stay for reuse. */
+  if (mode != 2) return 0;
+  int64_t first = -1;
+  for (int64_t before = -1;;) {
+    int64_t left = pragma_int(s, "PRAGMA freelist_count", err);
+    if (left < 0) return -1;
+    if (first < 0) first = left;
+    total = (first - left) * page;
+    if (left == 0 || left == before) break;   /* (no progress: never loop on it) */
+    before = left;
     /* Each step its own write transaction (autocommit): the whole vacuum of a dropped
     ** base optimizer state (880 MB) in one held the lock 10-20 s. */
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA incremental_vacuum(%d)", COMPACT_STEP_PAGES);
     if (sdb_exec(s, sql, err)) return -1;
-    total += (left < COMPACT_STEP_PAGES ? left : COMPACT_STEP_PAGES) * page;
     usleep(COMPACT_PAUSE_US);
   }
   if (freed) *freed = total;

@@ -990,6 +990,23 @@ static void api_tests(void) {
         q1(db, "PRAGMA auto_vacuum"), q1(db, "PRAGMA freelist_count"), pages * psize, (long long)freed, e.msg);
   freed = -1;
   check(store_compact(s, &freed, &e) == 0 && freed == 0, "store_compact_nothing_to_do", "freed %lld", (long long)freed);
+  {
+    /* A file made without incremental auto-vacuum (by an older maskd, or by hand): its free
+    ** pages cannot be given back this way, and store_compact says so by freeing none, at once. */
+    const char *plain = make_db_path("plain.db");
+    sqlite3 *h;
+    int prc = sqlite3_open(plain, &h) == SQLITE_OK &&
+              sqlite3_exec(h, "PRAGMA auto_vacuum = NONE; CREATE TABLE filler(x BLOB);"
+                              "INSERT INTO filler VALUES (zeroblob(4000000)); DELETE FROM filler;", NULL, NULL, NULL) == SQLITE_OK;
+    sqlite3_close(h);
+    Store *p = prc ? store_open(plain, &e) : NULL;
+    freed = -1;
+    double started = (double)time(NULL);
+    int comp = p ? store_compact(p, &freed, &e) : -1;
+    check(prc && comp == 0 && freed == 0 && q1(plain, "PRAGMA freelist_count") > 0 && (double)time(NULL) - started < 5,
+          "store_compact_without_auto_vacuum_returns", "rc %d freed %lld (%s)", comp, (long long)freed, e.msg);
+    store_close(p);
+  }
   check(store_revision_delete(s, 12345, &e) == -1 && strstr(e.msg, "12345"), "store_revision_delete_unknown", "%s", e.msg);
   snprintf(sql, sizeof sql, "DELETE FROM blobs WHERE sha256 = '%s'", rv[2].weights);
   {
