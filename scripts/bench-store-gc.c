@@ -4,7 +4,7 @@
 **      freed page) and as store_open sets it (FAST), alternated;
 **   2. the next push of the same size into the freed pages (how much the file grows);
 **   3. returning free pages to the file system, as store_gc did before (one
-**      PRAGMA incremental_vacuum, one transaction) and as store_compact does (a MiB per
+**      PRAGMA incremental_vacuum, one transaction) and as store_compact does (4 MiB per
 **      transaction), while a second connection commits a small write every 10 ms: the
 **      longest any of its writes waited.
 ** The measurements behind store_open's secure_delete and store_compact (BENCHMARKS.md,
