@@ -61,9 +61,14 @@ static void pack_a(uint16_t *dst16, const float *A, int lda, int trans_a, int i0
       for (int p = 0; p < kc; p += 32)
         pairs_transposed(dst + (size_t)ir * kp + (size_t)p / 2 * MR, MR, MR, A + (size_t)(i0 + ir) * lda + p0 + p,
                          NULL, lda, mc - ir < MR ? mc - ir : MR, kc - p < 32 ? kc - p : 32);
-  } else {
+  } else {   /* rows lda apart, a few lines of each: the pair 4 ahead asked for, as gemm_avx512.c's pack_a does */
     for (int q = 0; q < kp; q++) {
       const float *even = A + (size_t)(p0 + 2 * q) * lda + i0, *odd = 2 * q + 1 < kc ? even + lda : NULL;
+      if (2 * q + 9 < kc)
+        for (int j = 0; j < mc; j += 16) {
+          _mm_prefetch((const char *)(even + (size_t)8 * lda + j), _MM_HINT_T0);
+          _mm_prefetch((const char *)(even + (size_t)9 * lda + j), _MM_HINT_T0);
+        }
       for (int ir = 0; ir < mc; ir += MR) {
         int n = mc - ir < MR ? mc - ir : MR;
         _mm512_mask_storeu_epi32(dst + (size_t)ir * kp + (size_t)q * MR, lanes(MR),
@@ -89,15 +94,19 @@ static void pack_b(uint16_t *dst16, const float *B, const uint16_t *B16, int ldb
                            B16 ? B16 + at + p : NULL, ldb, rows, kc - p < 32 ? kc - p : 32);
       }
   } else if (!B16) {
-    for (int q = 0; q < kp; q++) {
-      const float *even = B + (size_t)(p0 + 2 * q) * ldb + j0, *odd = 2 * q + 1 < kc ? even + ldb : NULL;
+    /* Four pairs (8 rows of B) at a time, as gemm_avx512.c's pack_b: pair by pair,
+    ** each row's pieces went to panels kp * 128 bytes apart, the same L1 set for
+    ** every panel; four pairs fill 512 bytes of one panel before the next. */
+    for (int q4 = 0; q4 < kp; q4 += 4)
       for (int jr = 0; jr < nc; jr += NR)
-        for (int h = 0; h < NR; h += 16) {
-          int n = nc - jr - h;
-          _mm512_storeu_si512(dst + (size_t)jr * kp + (size_t)q * NR + h,
-                              n > 0 ? pair_rows(even + jr + h, odd ? odd + jr + h : NULL, n) : _mm512_setzero_si512());
+        for (int q = q4; q < q4 + 4 && q < kp; q++) {
+          const float *even = B + (size_t)(p0 + 2 * q) * ldb + j0, *odd = 2 * q + 1 < kc ? even + ldb : NULL;
+          for (int h = 0; h < NR; h += 16) {
+            int n = nc - jr - h;
+            _mm512_storeu_si512(dst + (size_t)jr * kp + (size_t)q * NR + h,
+                                n > 0 ? pair_rows(even + jr + h, odd ? odd + jr + h : NULL, n) : _mm512_setzero_si512());
+          }
         }
-    }
   } else {   /* bf16 B not transposed: no caller multiplies by one; element by element */
     for (int jr = 0; jr < nc; jr += NR)
       for (int q = 0; q < kp; q++)
