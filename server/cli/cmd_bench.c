@@ -368,8 +368,8 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   sh[ns++] = (Shape){"  dQ", 0, 0, T, d, T, L * B * A, 1};
   sh[ns++] = (Shape){"  dK", 1, 0, T, d, T, L * B * A, 1};
   set_threads(a->threads);
-  /* At bf16 the Linear layers' products are bf16 (float weights rounded as packed,
-  ** as training does); the attention's per-head products stay float, as in the model. */
+  /* At bf16 every product is bf16 (float operands rounded as packed), as training
+  ** does: the Linear layers' and the attention's per-head products (layer_kernels.inc). */
   int lin = a->bf16 ? BY_MASKD_BF16 : BY_MASKD;
   double total_t = 0, total_f = 0, fma = peak_of(lin, gemm_fma_peak(a->threads));
   if (!a->json) {
@@ -386,7 +386,7 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   }
   for (int i = 0; i < ns; i++) {
     int pt = sh[i].per_thread;
-    double best = 0, g = sgemm_gflops_t(pt ? BY_MASKD : lin, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1,
+    double best = 0, g = sgemm_gflops_t(lin, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1,
                                         pt, &best);
     double gb = sgemm_gflops_t(BY_OPENBLAS, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k, a->reps, 1, pt, &best);
     if (g < 0 || gb < 0) { fprintf(stderr, "maskd bench sgemm: out of memory\n"); return 1; }
