@@ -214,6 +214,49 @@ static void logits_at_rows_same_bits(void) {
   free(part);
 }
 
+/* A pass gives the same bits on one thread and on two, for a short text (whose
+** LayerNorm, embeddings and attention run on one thread even when two are given:
+** layer_kernels.inc's team_pays) and for a batch large enough to split them among
+** the threads (4 x 128 rows of 128 values: 2^19 operations of LayerNorm, 8.4 M
+** multiply-adds of attention): the forward with its loss, and the last layer's
+** logits at every position (model_logits_at, fill-mask's path). */
+static void threads_same_bits(void) {
+  enum { V = 300, H = 128, BMAX = 4, TMAX = 128 };
+  static const struct { const char *name; int B, T; } sizes[] = {{"short", 1, 16}, {"batch", BMAX, TMAX}};
+  static int32_t ids[BMAX * TMAX], lab[BMAX * TMAX], pos[BMAX * TMAX];
+  float *logits[2];
+  for (int t = 0; t < 2; t++) logits[t] = malloc(sizeof(float) * BMAX * TMAX * V);
+  for (int ty = 0; ty < 2; ty++)
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      int B = sizes[k].B, T = sizes[k].T, N = B * T, rc = 0;
+      double loss[2] = {0, 0};
+      for (int i = 0; i < N; i++) {
+        ids[i] = (int32_t)(5 + (i * 37) % (V - 5));
+        lab[i] = i % 7 ? MODEL_IGNORE_LABEL : (int32_t)((i * 13) % V);
+        pos[i] = i;
+      }
+      Err err = {0};
+      ModelConfig c = fixture_config(ty ? MODEL_BERT : MODEL_ROBERTA, V, H, 2, 4, 2 * H, TMAX + 2);
+      Model *m = model_new(&c, &err);
+      rc = !m;
+      if (m) model_init_weights(m, 9);
+      for (int t = 0; t < 2 && !rc; t++) {
+        model_set_threads(m, t + 1);
+        ModelBatch bl = {B, T, ids, NULL, NULL, lab}, bi = {B, T, ids, NULL, NULL, NULL};
+        ModelLoss l;
+        rc = model_plan(m, B, T, N, 1, &err) || model_forward(m, &bl, &l, &err) ||
+             model_plan(m, B, T, N, 0, &err) || model_logits_at(m, &bi, pos, N, logits[t], &err);
+        loss[t] = rc ? 0 : l.loss_sum;
+      }
+      char name[96];
+      snprintf(name, sizeof name, "model_%s_%s_same_bits_on_1_and_2_threads", ty ? "bert" : "roberta", sizes[k].name);
+      check(!rc && loss[0] == loss[1] && !memcmp(logits[0], logits[1], sizeof(float) * N * V), name,
+            "%s; loss %.9g (1 thread) against %.9g (2)", rc ? err.msg : "ran", loss[0], loss[1]);
+      if (m) model_free(m);
+    }
+  for (int t = 0; t < 2; t++) free(logits[t]);
+}
+
 int main(void) {
   Err err = {0};
   for (int ty = 0; ty < 2; ty++) {
@@ -336,5 +379,6 @@ int main(void) {
   threads_are_per_model();
   activation_table_fits();
   logits_at_rows_same_bits();
+  threads_same_bits();
   return check_exit();
 }
