@@ -572,6 +572,10 @@ function showRun(id) {
   $("#confusion-epoch").replaceChildren();
   $("#confusion-table tbody").replaceChildren();
   $("#cls-results").replaceChildren();
+  // The last run's configuration and revisions go too: the title, charts and confusion come
+  // from the event stream, often before this run's details, and stood beside another run's table.
+  $("#config-table tbody").replaceChildren();
+  $("#rev-table tbody").replaceChildren();
 
   function applyTask() {
     const task = (run && run.task) || "mlm", cls = isClassification(run);

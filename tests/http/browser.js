@@ -331,9 +331,16 @@ async function main() {
     await page.click("nav a[data-nav=runs]");
     await page.click(rowOf("browser-cls"));
     await page.waitForFunction(() => /^#\/runs\/\d+$/.test(location.hash), null, { timeout: 60000 });
+    // The run page showed last (browser-run's) leaves nothing behind: its configuration stood
+    // beside this run's title until this run's details came.
+    const stale = await page.evaluate(() => [...document.querySelectorAll("#config-table td, #rev-table td")].some((td) => /browser-run/.test(td.textContent)));
+    check(!stale, "browser_run_page_drops_the_last_runs_details", "browser-run's configuration or revisions shown on browser-cls's page");
     await page.waitForFunction(() => /done|failed/.test(document.querySelector("#run-title").textContent), null, { timeout: 60000 });
+    // The details (configuration) come from GET /runs/{id}, the charts and the confusion from
+    // the event stream: each in its own time.
     await page.waitForFunction(() => document.querySelector("#chart-f1").dataset.points > 0 &&
-                                     document.querySelectorAll("#confusion-table tbody tr").length > 0);
+                                     document.querySelectorAll("#confusion-table tbody tr").length > 0 &&
+                                     document.querySelectorAll("#config-table tbody tr").length > 0);
     const submitted = await page.evaluate(() => ({ title: document.querySelector("#run-title").textContent,
       f1: +document.querySelector("#chart-f1").dataset.points, conf: document.querySelectorAll("#confusion-table tbody tr").length,
       cfg: Object.fromEntries([...document.querySelectorAll("#config-table tr")].map((t) => [t.cells[0].textContent, t.cells[1].textContent])) }));
