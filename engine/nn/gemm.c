@@ -219,7 +219,7 @@ static int blocked_serial(const GemmKernels *k, int trans_a, int trans_b, int M,
 static int blocked_shared(const GemmKernels *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
                           const float *A, int lda, const float *B, int ldb, float beta, const float *bias, float *C,
                           float *G, const float *P, int ldc, int nt) {
-  int NR = k->nr, blocks = gemm_row_blocks(M, k->mc, nt), step = gemm_slice_step(K);
+  int NR = k->nr, blocks = (M + k->mc - 1) / k->mc, step = gemm_slice_step(K);
   float *pb = NULL;
   int failed = 0;
 #pragma omp parallel num_threads(nt)
@@ -248,11 +248,9 @@ static int blocked_shared(const GemmKernels *k, int trans_a, int trans_b, int M,
         ** every block has read it before the next step packs over it) */
 #pragma omp for schedule(dynamic, 1)
         for (int blk = 0; blk < blocks; blk++) {
-          int i0, i1;
-          gemm_row_block(M, k->mr, blocks, blk, &i0, &i1);
-          if (i0 < i1)
-            block_rows(k, trans_a, K, alpha, A, lda, beta, bias, C, G, P, ldc, i0, i1 - i0, jc, nc, pc, kc, pb, pa,
-                       acc);
+          int ic = blk * k->mc;
+          block_rows(k, trans_a, K, alpha, A, lda, beta, bias, C, G, P, ldc, ic, M - ic < k->mc ? M - ic : k->mc, jc,
+                     nc, pc, kc, pb, pa, acc);
         }
       }
     }

@@ -122,7 +122,6 @@ static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
 #define BLK_NC 2048
 #endif
 enum { BLK_MR = 6, BLK_NR = 16 };
-_Static_assert(BLK_MC % BLK_MR == 0, "gemm_row_block shares whole tiles: BLK_MC must be a multiple of BLK_MR");
 /* A slice's B panel is GEMM_KC x 16 floats, 48 KB at 768: more than Zen 3's
 ** 32 KB of L1, so each tile read it again from L2. Parts of 256 steps (16 KB)
 ** stay in L1 across the block's tiles (gemm_kernels.h's kc_part): on a Zen 3,

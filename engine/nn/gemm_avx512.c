@@ -115,7 +115,6 @@ static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
 #define BLK_NC 2048
 #endif
 enum { BLK_MR = 12, BLK_NR = 32 };
-_Static_assert(BLK_MC % BLK_MR == 0, "gemm_row_block shares whole tiles: BLK_MC must be a multiple of BLK_MR");
 
 /* A~ for the mc x kc block of op(A) at (i0, p0): MR-row panels, panel q at
 ** dst + q * MR * kc holding [p * MR + i] = op(A)[i0 + q MR + i][p0 + p], rows

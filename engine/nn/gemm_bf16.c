@@ -121,7 +121,7 @@ static void blocked_serial(const GemmBf16Kernels *k, const Operands *o, int i0, 
 ** untouched) when a thread's buffers cannot be had. K > 0: a team runs only past a
 ** million multiply-adds (blocked). */
 static int blocked_shared(const GemmBf16Kernels *k, const Operands *o, int nt) {
-  int NC = k->nc, NR = k->nr, K = o->K, step = gemm_slice_step(K), blocks = gemm_row_blocks(o->M, k->mc, nt);
+  int MC = k->mc, NC = k->nc, NR = k->nr, K = o->K, step = gemm_slice_step(K), blocks = (o->M + MC - 1) / MC;
   size_t per = k->wide_panels ? 2 : 1;
   uint16_t *pb = NULL;
   int failed = 0;
@@ -151,9 +151,8 @@ static int blocked_shared(const GemmBf16Kernels *k, const Operands *o, int nt) {
         ** by every block before the next step packs over it) */
 #pragma omp for schedule(dynamic, 1)
         for (int blk = 0; blk < blocks; blk++) {
-          int i0, i1;
-          gemm_row_block(o->M, k->mr, blocks, blk, &i0, &i1);
-          if (i0 < i1) block_rows(k, o, i0, i1 - i0, jc, nc, pc, kc, pa, pb);
+          int ic = blk * MC;
+          block_rows(k, o, ic, o->M - ic < MC ? o->M - ic : MC, jc, nc, pc, kc, pa, pb);
         }
       }
     }

@@ -17,7 +17,6 @@
 #include <string.h>
 
 enum { MR = 12, NR = 32, MC = 96, NC = 2048 };
-_Static_assert(MC % MR == 0, "gemm_row_block shares whole tiles: MC must be a multiple of MR");
 
 static inline __mmask32 lanes32(int n) { return n >= 32 ? 0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
 

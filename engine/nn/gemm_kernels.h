@@ -114,22 +114,6 @@ int gemm_shared_steps(void);
 ** blocks of mc: where the rows make at least 4 blocks a thread, enough to even out. */
 static inline int gemm_share_rows(int M, int mc, int nt) { return (M + mc - 1) / mc >= 4 * nt && gemm_shared_steps(); }
 
-/* How many blocks of rows nt threads share in each step of such a product: as
-** few as blocks of at most mc rows allow, rounded up to a multiple of nt, so that
-** the threads end a step together (1024 rows in blocks of 96 made 11: one thread
-** computed 6 while the other, after its 5, waited at the step's barrier). */
-static inline int gemm_row_blocks(int M, int mc, int nt) { return ((M + mc - 1) / mc + nt - 1) / nt * nt; }
-
-/* Rows [*i0, *i1) of block b of `blocks` (gemm_row_blocks): near-equal shares of
-** M's tiles of mr rows, each at most mc rows (mc a multiple of mr); the tiles stay
-** where they were, so the blocks' grouping leaves the bits unchanged. */
-static inline void gemm_row_block(int M, int mr, int blocks, int b, int *i0, int *i1) {
-  int tiles = (M + mr - 1) / mr;
-  *i0 = (int)((long)tiles * b / blocks) * mr;
-  *i1 = (int)((long)tiles * (b + 1) / blocks) * mr;
-  if (*i1 > M) *i1 = M;
-}
-
 /* The calling thread's packing buffer `slot` of at least n floats (64-byte aligned),
 ** grown on first need and kept (freed when the thread ends); NULL when it cannot be had. */
 enum { GEMM_BUF_XT, GEMM_BUF_A, GEMM_BUF_B, GEMM_BUF_ACC, GEMM_BUF_COUNT };
