@@ -97,11 +97,21 @@ double adamw_lr_at(const AdamWConfig *c, long step) {
   return (c->lr - end) * (1.0 - frac) + end;
 }
 
-/* The norm on `threads` threads: the sum's order, and so its last bits, follow the count. */
+/* The norm on `threads` threads, the same bits on any count: NORM_BLOCKS blocks cut by n
+** alone, each summed by adamw_sumsq on one thread, then the blocks' sums in order. (A
+** reduction over threads would add in an order that follows their number, and a fine-tuning
+** run's clipping, so its parameters, would follow --threads.) */
+enum { NORM_BLOCKS = 256 };
 static double grad_norm(const float *grads, size_t n, int threads) {
+  double part[NORM_BLOCKS];
+  size_t per = (n + NORM_BLOCKS - 1) / NORM_BLOCKS;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int b = 0; b < NORM_BLOCKS; b++) {
+    size_t lo = (size_t)b * per < n ? (size_t)b * per : n, hi = lo + per < n ? lo + per : n;
+    part[b] = adamw_sumsq(grads + lo, hi - lo);
+  }
   double s = 0;
-#pragma omp parallel for simd num_threads(threads) reduction(+ : s) schedule(static)
-  for (size_t i = 0; i < n; i++) s += (double)grads[i] * grads[i];
+  for (int b = 0; b < NORM_BLOCKS; b++) s += part[b];
   return sqrt(s);
 }
 

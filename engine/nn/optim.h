@@ -44,9 +44,11 @@ AdamW *adamw_new_sharded(const AdamWConfig *cfg, size_t n, const AdamWSegment *s
 void adamw_free(AdamW *o);
 /* Scheduled learning rate for an update made after `step` previous updates. */
 double adamw_lr_at(const AdamWConfig *cfg, long step);
-/* Euclidean norm of n gradients (accumulated in double), on omp_get_max_threads() threads. */
+/* Euclidean norm of n gradients (accumulated in double, in an order fixed by n alone), on
+** omp_get_max_threads() threads. */
 double adamw_grad_norm(const float *grads, size_t n);
-/* One update: clip (if configured), decay, Adam; returns the pre-clip gradient norm. */
+/* One update: clip (if configured), decay, Adam; returns the pre-clip gradient norm. The
+** result has the same bits on any o->threads. */
 double adamw_step(AdamW *o, float *params, float *grads);
 
 /* The same update in parts, for a trainer that owns only some ranges (data-parallel)

@@ -90,6 +90,7 @@ typedef struct Rec {
   int metrics_match;       /* every epoch's metrics equal cls_metrics of its predictions */
   const TextClsSet *valid;
   double lr[512];
+  double norm[512];        /* each step's gradient norm, as reported */
   long stop_after;         /* > 0: should_stop after this many steps */
   long spe;
   long allocs;             /* allocations during epoch 0's steps 2..spe */
@@ -97,7 +98,7 @@ typedef struct Rec {
 
 static void on_step(void *ctx, const FinetuneStep *s) {
   Rec *r = ctx;
-  if (r->steps < 512) r->lr[r->steps] = s->lr;
+  if (r->steps < 512) r->lr[r->steps] = s->lr, r->norm[r->steps] = s->grad_norm;
   r->steps++;
   if (s->step == 1) r->first_loss = s->loss;
   r->last_loss = s->loss;
@@ -188,7 +189,17 @@ int main(void) {
   int rb = run(&c, &o, &tr, &va, &b, &pb, &np, &e);
   check(rb == FINETUNE_DONE && !memcmp(pa, pb, np * sizeof(float)), "finetune_same_seed_same_bits", "runs differ");
   free(pb);
+  /* The same run on 2 threads: the same parameters and the same reported gradient norms, bit
+  ** for bit (the norm decides the clipping; summed in an order that followed the thread
+  ** count, its last bits did, and a clipping factor could round the other way). */
   FinetuneOptions o2 = o;
+  o2.threads = 2;
+  memset(&b, 0, sizeof b);
+  rb = run(&c, &o2, &tr, &va, &b, &pb, &np, &e);
+  check(rb == FINETUNE_DONE && !memcmp(pa, pb, np * sizeof(float)) && !memcmp(a.norm, b.norm, sizeof a.norm),
+        "finetune_same_bits_on_1_and_2_threads", "runs differ (first norms %.17g %.17g)", a.norm[0], b.norm[0]);
+  free(pb);
+  o2 = o;
   o2.seed = 12;
   memset(&b, 0, sizeof b);
   rb = run(&c, &o2, &tr, &va, &b, &pb, &np, &e);

@@ -84,6 +84,34 @@ int main(void) {
         "accepted a segment past the end");
   c.eps = 0;
   check(adamw_new(&c, 4, &all, 1, &err) == NULL, "optim_rejects_bad_config", "accepted eps 0");
+  /* The same update on 1, 2 and 3 threads: norm and parameters bit for bit (clipping acts,
+  ** so the norm's last bits reach the parameters), and the norm within 1e-12 of a sum in
+  ** long double. 2M + 3 gradients of magnitudes 1e-3..1e3, so the order of a sum shows. */
+  {
+    enum { M = 2000003 };
+    static float pg[3][M], gg[M];
+    rng_seed(&r, 9);
+    long double ref = 0;
+    for (int i = 0; i < M; i++) {
+      gg[i] = (float)(rng_normal(&r) * pow(10.0, 6.0 * rng_uniform(&r) - 3.0));
+      ref += (long double)gg[i] * gg[i];
+      pg[0][i] = pg[1][i] = pg[2][i] = (float)rng_normal(&r);
+    }
+    c = cfg_of(1e-3, 0.01, 1.0, 0, 10, 0);
+    AdamWSegment one = {0, M, 1};
+    double norms[3];
+    for (int t = 0; t < 3; t++) {
+      AdamW *ot = adamw_new(&c, M, &one, 1, &err);
+      ot->threads = t + 1;
+      norms[t] = adamw_step(ot, pg[t], gg);
+      adamw_free(ot);
+    }
+    check(!memcmp(&norms[0], &norms[1], sizeof(double)) && !memcmp(&norms[0], &norms[2], sizeof(double)) &&
+          !memcmp(pg[0], pg[1], sizeof pg[0]) && !memcmp(pg[0], pg[2], sizeof pg[0]),
+          "optim_same_bits_on_1_2_and_3_threads", "norms %.17g %.17g %.17g", norms[0], norms[1], norms[2]);
+    double exact = sqrt((double)ref);
+    check(fabs(norms[0] - exact) / exact < 1e-12, "optim_grad_norm_of_many", "%.17g against %.17g", norms[0], exact);
+  }
   float z[3] = {3, 4, 12};
   check(fabs(adamw_grad_norm(z, 3) - 13) < 1e-12, "optim_grad_norm", "%g", adamw_grad_norm(z, 3));
   return check_exit();
