@@ -111,7 +111,7 @@ static const CliOpt train_opts[] = {
   RUN_OPT("--seed", "N", "42", "seed of the weights, the shuffling and the masking"),
   RUN_OPT("--eval-seed", "N", "1234", "seed of the evaluation's masking"),
   RUN_OPT("--threads", "N", "0: all CPUs",
-          "threads, fixed when the run is created, so a resumed run uses\nthe same count"),
+          "threads; the numbers do not depend on them, so --resume RUN may\ngive another count"),
   RUN_OPT("--eval-batches", "N", "0: all", "evaluation batches"),
   RUN_OPT("--checkpoint-steps", "N", "0: epochs only", "a checkpoint every N steps"),
   RUN_OPT("--checkpoint-epochs", "N", "1", "a checkpoint every N epochs"),
@@ -538,11 +538,13 @@ static int job_description(const TrainArgs *a, Store *db, RunConfig *rc, int64_t
   return job_read_train(db, *job, a->data_dir, a->work_dir, rc, resume, cap, e);
 }
 
-/* The run options a resumed run may change: where it runs, and how each step is cut
+/* The run options a resumed run may change: where it runs, on how many threads (no sum
+** of a step follows their count: tests/cli/test_threads.sh), and how each step is cut
 ** (ranks x grad_accum must stay what it was; trainer_restore checks). */
 static int resume_override(const char *key) {
   while (*key == '-') key++;
-  return !strcmp(key, "ranks") || !strcmp(key, "hosts") || !strcmp(key, "grad-accum") || !strcmp(key, "grad_accum");
+  return !strcmp(key, "ranks") || !strcmp(key, "hosts") || !strcmp(key, "grad-accum") || !strcmp(key, "grad_accum") ||
+         !strcmp(key, "threads");
 }
 
 /* What every rank must agree on: the same program, kernels, data, model and training
@@ -717,7 +719,7 @@ int cmd_train(int argc, char **argv) {
       return 2;
     }
   }
-  /* A resumed run may move to other ranks (--ranks, --hosts, --grad-accum): nothing else changes. */
+  /* A resumed run may move to other ranks (--ranks, --hosts, --grad-accum) or threads: nothing else changes. */
   CliPairs moved = {0}, described = {0};
   for (int i = 0; i < args.run.n; i++) {
     CliPairs *to = args.resume && resume_override(args.run.key[i]) ? &moved : &described;
@@ -727,7 +729,7 @@ int cmd_train(int argc, char **argv) {
   args.run = described;
   if (args.resume && (args.run_file || args.run.n)) {
     fprintf(stderr, "maskd train: --resume continues the run as it was described; it takes no other run options "
-                    "(but --ranks, --hosts and --grad-accum)\n");
+                    "(but --ranks, --hosts, --grad-accum and --threads)\n");
     return 2;
   }
   if (args.job && (args.resume || args.resume_flag || args.run_file || args.run.n || args.out)) {
@@ -829,7 +831,7 @@ int cmd_train(int argc, char **argv) {
   /* Everything is checked; from here on failures are the run's and are recorded. */
   if (rank == 0) {
     if (run < 0) {
-      rc.threads = plan.train.threads;   /* stored resolved: a resumed run computes with the same threads */
+      rc.threads = plan.train.threads;   /* stored resolved: a resumed run keeps the count unless told another */
       cfg_json = run_config_to_json(&rc);
       run = job ? store_job_run_create(db, job, rc.name, cfg_json, &e) : store_run_create(db, rc.name, cfg_json, &e);
     }
@@ -843,7 +845,7 @@ int cmd_train(int argc, char **argv) {
     if (rank == 0) store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     goto fail_early;
   }
-  /* A run resumed on other ranks, hosts or grad_accum (trainer_restore has checked that
+  /* A run resumed on other ranks, hosts, grad_accum or threads (trainer_restore has checked that
   ** the global batch stays) is described from now on as it runs: GET /runs/{id}, and
   ** the next --resume, which continues where this one is. */
   if (rank == 0 && have_resume && moved.n) {
