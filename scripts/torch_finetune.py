@@ -70,7 +70,7 @@ What this script does with it (the same as maskd's loop, engine/train/finetune.h
 
 results.json: {"framework": "torch", "torch_version", "threads", "model_type",
 "num_labels", "parameters", "steps", "epochs": [{"epoch", "steps", "train_loss" (mean of
-the epoch's step losses), "train_seconds", "eval_seconds", "wall_seconds",
+the epoch's step losses), "step_losses" (each step's, in order), "train_seconds", "eval_seconds", "wall_seconds",
 "examples_per_s", "tokens_per_s" (real tokens), "lr_last", "valid": {loss, accuracy,
 macro_f1, weighted_f1, macro_precision, macro_recall, n, seconds} or null}], "valid"
 (the last epoch's), "test" (the same keys, plus "predictions") or null, "test_weights"
@@ -262,7 +262,8 @@ def run(plan_dir, threads, quiet, test_weights="last"):
                       + (f" grad_norm {gn.item():.3f}" if gn is not None else ""), flush=True)
         train_s = time.perf_counter() - t0
         ev = evaluate(torch, model, valid, int(hp["eval_batch"]), pad, smoothing)[0] if valid else None
-        ep = dict(epoch=e, steps=len(batches), train_loss=sum(losses) / max(1, len(losses)), train_seconds=train_s,
+        ep = dict(epoch=e, steps=len(batches), train_loss=sum(losses) / max(1, len(losses)), step_losses=losses,
+                  train_seconds=train_s,
                   eval_seconds=ev["seconds"] if ev else 0.0, wall_seconds=time.perf_counter() - t0,
                   examples_per_s=rows / train_s if train_s > 0 else 0.0,
                   tokens_per_s=tokens / train_s if train_s > 0 else 0.0, lr_last=sched.get_last_lr()[0], valid=ev)

@@ -186,6 +186,9 @@ static const FtField ft_fields[] = {
   {"label_smoothing", FT_NUM, 0, 1, 2, 0},
   {"seed", FT_INT, 0, 9007199254740992.0, 0, 0},
   {"dropout_seed", FT_INT, 0, 9007199254740992.0, 0, 0},
+  {"hidden_dropout_prob", FT_NUM, 0, 1, 2, 0},           /* over the base model's config, as from_pretrained's keywords */
+  {"attention_probs_dropout_prob", FT_NUM, 0, 1, 2, 0},
+  {"classifier_dropout", FT_NUM, 0, 1, 2, 0},
   {"length_grouped", FT_BOOL, 0, 0, 0, 0},
   {"precision", FT_PRECISION, 0, 0, 0, 0},
   {"threads", FT_INT, 0, 1024, 0, 0},

@@ -44,6 +44,9 @@ typedef struct FtArgs {
   long warmup_steps, max_steps;
   long long seed;
   long long dropout_seed;   /* -1: the seed's */
+  /* The encoder's and head's dropout over the base model's config, as keywords of HF's
+  ** from_pretrained override it: -1 keeps the config's. */
+  double hidden_dropout, attention_dropout, classifier_dropout;
   const char *precision, *export_plan;
   int json, quiet;
   const char *job, *data_dir, *work_dir;   /* --job: a queued job, its names resolved inside these */
@@ -65,6 +68,7 @@ static void ft_defaults(void *p) {
   a->clip_norm = 1.0;
   a->seed = 42;
   a->dropout_seed = -1;
+  a->hidden_dropout = a->attention_dropout = a->classifier_dropout = -1;
   a->precision = "fp32";
   a->validation_fraction = 0.1;
 }
@@ -118,6 +122,15 @@ static const CliOpt ft_opts[] = {
    .help = "seed of the head's weights, the order, the dropout and the held-out split"},
   {.name = "--dropout-seed", .kind = CLI_I64, .off = OFF(dropout_seed), .lo = 0, .hi = INT64_MAX, .arg = "N",
    .def = "--seed", .help = "seed of the dropout masks alone (same plan, other masks: to measure seed noise)"},
+  {.name = "--hidden-dropout-prob", .kind = CLI_DOUBLE, .off = OFF(hidden_dropout), .flo = 0, .fhi = 1,
+   .open = CLI_OPEN_HI, .arg = "X", .def = "the model's",
+   .help = "dropout after the embeddings, each attention output and feed-forward\n"
+           "(HF config's hidden_dropout_prob; 0 and the two below 0: no dropout)"},
+  {.name = "--attention-probs-dropout-prob", .kind = CLI_DOUBLE, .off = OFF(attention_dropout), .flo = 0, .fhi = 1,
+   .open = CLI_OPEN_HI, .arg = "X", .def = "the model's", .help = "dropout on the attention probabilities"},
+  {.name = "--classifier-dropout", .kind = CLI_DOUBLE, .off = OFF(classifier_dropout), .flo = 0, .fhi = 1,
+   .open = CLI_OPEN_HI, .arg = "X", .def = "the model's, else the hidden dropout",
+   .help = "dropout before the head's layers (HF config's classifier_dropout)"},
   {.name = "--length-grouped", .kind = CLI_FLAG, .off = OFF(length_grouped),
    .help = "batches of examples of similar length (HF's group_by_length)"},
   {.name = "--precision", .kind = CLI_STRING, .off = OFF(precision), .arg = "P", .def = CLI_DEFAULT,
@@ -366,8 +379,13 @@ static void out_layer_copy(float *buf, float *params, const ModelTensor *const o
 ** is kept only where its rows mean the new labels: a classifier base of the same
 ** labels gives its rows, reordered to the new ids where its order differs; for other
 ** labels (of the same count, which the shapes cannot tell) the layer starts new. */
-static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels, uint64_t seed, Err *e) {
+static int build_classifier(Store *db, FtModel *fm, const TextClsLabels *labels, const FtArgs *a, Err *e) {
+  uint64_t seed = (uint64_t)a->seed;
   fm->cfg = fm->base_cfg;
+  /* The dropout given over the config's; the pushed config.json says what trained. */
+  if (a->hidden_dropout >= 0) fm->cfg.hidden_dropout_prob = a->hidden_dropout;
+  if (a->attention_dropout >= 0) fm->cfg.attention_probs_dropout_prob = a->attention_dropout;
+  if (a->classifier_dropout >= 0) fm->cfg.classifier_dropout = a->classifier_dropout;
   if (config_set_labels(&fm->cfg, labels->n, (const char *const *)labels->names, e)) return err_prefix(e, "labels");
   if (!(fm->m = model_new(&fm->cfg, e))) return -1;
   model_init_weights(fm->m, seed);
@@ -467,6 +485,10 @@ static char *run_config_text(const FtArgs *a, const FtModel *fm, const FtData *d
   json_object_set_new(o, "label_smoothing", json_real(a->label_smoothing));
   json_object_set_new(o, "seed", json_integer(a->seed));
   json_object_set_new(o, "dropout_seed", json_integer(a->dropout_seed >= 0 ? a->dropout_seed : a->seed));
+  json_object_set_new(o, "hidden_dropout_prob", json_real(fm->cfg.hidden_dropout_prob));
+  json_object_set_new(o, "attention_probs_dropout_prob", json_real(fm->cfg.attention_probs_dropout_prob));
+  json_object_set_new(o, "classifier_dropout",
+                      fm->cfg.classifier_dropout >= 0 ? json_real(fm->cfg.classifier_dropout) : json_null());
   json_object_set_new(o, "length_grouped", json_boolean(a->length_grouped));
   json_object_set_new(o, "precision", json_string(a->precision));
   json_object_set_new(o, "threads", json_integer(threads));
@@ -977,7 +999,7 @@ int cmd_finetune(int argc, char **argv) {
       if (tokenize(fm.tok, &d.raw[i], d.label_ids[i], threads, a.max_length, all, nidx, one, 1, &e)) goto fail;
     }
   }
-  if (build_classifier(db, &fm, &d.labels, (uint64_t)a.seed, &e)) goto fail;
+  if (build_classifier(db, &fm, &d.labels, &a, &e)) goto fail;
 
   FinetuneOptions o = finetune_default_options();
   o.batch = a.batch; o.eval_batch = a.eval_batch; o.epochs = a.epochs; o.max_steps = a.max_steps;

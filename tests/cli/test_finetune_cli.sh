@@ -133,6 +133,30 @@ w6=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id 
 ds=$(sqlite3 "$T/a.db" "SELECT json_extract(config, '$.dropout_seed') || ',' || json_extract(config, '$.seed') FROM runs WHERE name = 'cls6'")
 [ -n "$w5" ] && [ "$w5" = "$w2" ] && [ -n "$w6" ] && [ "$w6" != "$w2" ] && [ "$ds" = "4,3" ] &&
   pass finetune_cli_dropout_seed || fail finetune_cli_dropout_seed "weights $w5 / $w6 against $w2; recorded dropout_seed,seed: $ds"
+# --hidden-dropout-prob, --attention-probs-dropout-prob, --classifier-dropout over the base's 0.1
+# (from_pretrained's keywords): all three 0 is no dropout, so another --dropout-seed changes
+# nothing; the pushed config.json, the run and the plan (the PyTorch side's config) say so.
+nod=(--hidden-dropout-prob 0 --attention-probs-dropout-prob 0 --classifier-dropout 0 --epochs 1 --max-steps 4 --quiet)
+"$M" finetune "${base[@]}" --name nod1 "${nod[@]}" 2>"$T/nod.err" &&
+  "$M" finetune "${base[@]}" --name nod2 "${nod[@]}" --dropout-seed 9 2>>"$T/nod.err" &&
+  "$M" finetune "${base[@]}" --export-plan "$T/plan-nod" "${nod[@]}" 2>>"$T/nod.err" &&
+  "$M" export --db "$T/a.db" nod1 "$T/out-nod" >/dev/null 2>>"$T/nod.err"
+w10=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'nod1'")
+w11=$(sqlite3 "$T/a.db" "SELECT r.weights FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'nod2'")
+$PY - "$T/a.db" "$T/out-nod/config.json" "$T/plan-nod/init/config.json" <<'EOF' && [ -n "$w10" ] && [ "$w10" = "$w11" ] && [ "$w10" != "$w2" ] &&
+import json, sqlite3, sys
+cfg = json.loads(sqlite3.connect(sys.argv[1]).execute("SELECT config FROM runs WHERE name = 'nod1'").fetchone()[0])
+keys = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
+assert [cfg[k] for k in keys] == [0, 0, 0], [cfg.get(k) for k in keys]
+for f in sys.argv[2:]:
+    c = json.load(open(f)); assert [c[k] for k in keys] == [0, 0, 0], (f, [c.get(k) for k in keys])
+EOF
+  pass finetune_cli_dropout_options || fail finetune_cli_dropout_options "weights $w10 / $w11 (with dropout $w2): $(tail -2 "$T/nod.err")"
+# One of them alone: the others stay the config's (the classifier's 0.3 over its null).
+"$M" finetune "${base[@]}" --name nod3 --classifier-dropout 0.3 --epochs 1 --max-steps 2 --quiet 2>/dev/null
+c12=$(sqlite3 "$T/a.db" "SELECT json_extract(config, '$.hidden_dropout_prob') || ',' || json_extract(config, '$.attention_probs_dropout_prob') || ',' || json_extract(config, '$.classifier_dropout') FROM runs WHERE name = 'nod3'")
+[ "$c12" = "0.1,0.1,0.3" ] && pass finetune_cli_dropout_option_alone || fail finetune_cli_dropout_option_alone "recorded $c12"
+refuse finetune_cli_refuses_dropout_one "--hidden-dropout-prob: expected a number in [0, 1)" "${base[@]}" --name x --hidden-dropout-prob 1
 "$M" finetune "${base[@]}" --test "$T/te.csv" --export-plan "$T/plan" --epochs 2 --quiet 2>"$T/plan.err"; rc=$?
 $PY - "$T/plan" "$ntest" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_export_plan || fail finetune_cli_export_plan "rc $rc $(cat "$T/plan.err")"
 import json, os, sys
@@ -185,8 +209,8 @@ grep -qF "more than the limit of 32768 bytes" <<<"$("$M" finetune "${base[@]}" -
   $PY -c 'import json, math, sys; h = json.load(open(sys.argv[1]))["hyper"]
 assert h["total_steps"] == 40 and h["warmup_steps"] == math.ceil(40 * 0.1) == 4, h' "$T/plan-wu/plan.json" 2>>"$T/wu.err" &&
   pass finetune_cli_warmup_steps_zero_takes_ratio || fail finetune_cli_warmup_steps_zero_takes_ratio "$(tail -1 "$T/wu.err")"
-n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")   # cls, cls2, cls3, cls5, cls6
-[ "$n" = 5 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
+n=$(sqlite3 "$T/a.db" "SELECT COUNT(*) FROM runs WHERE config LIKE '%text-classification%'")   # cls, cls2, cls3, cls5, cls6, nod1-3
+[ "$n" = 8 ] && pass finetune_cli_export_plan_records_nothing || fail finetune_cli_export_plan_records_nothing "$n runs"
 
 # --validation-fraction 0: no validation, every example trains, the last epoch is NAME@best and scores the test set.
 "$M" finetune "${base[@]}" --test "$T/te.csv" --name cls7 --epochs 2 --validation-fraction 0 --json >"$T/all.json" 2>"$T/all.err"; rc=$?

@@ -103,6 +103,14 @@ ok finetune_label_smoothing_done wait_for 60 /runs/smooth 'b["status"] == "done"
 post /runs "$(job dseed ',"dropout_seed": 5, "max_steps": 2' | sed 's/"epochs": 2/"epochs": 1/')"
 ok finetune_dropout_seed_accepted status_is 202
 ok finetune_dropout_seed_done wait_for 60 /runs/dseed 'b["status"] == "done" and b["config"]["dropout_seed"] == 5 and b["config"]["seed"] != 5'
+# The dropout fields, as from_pretrained's keywords, reach the run and the pushed config.json; 1 is refused.
+post /runs "$(job nodrop ',"hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0, "classifier_dropout": 0.25, "max_steps": 2' | sed 's/"epochs": 2/"epochs": 1/')"
+ok finetune_dropout_fields_accepted status_is 202
+ok finetune_dropout_fields_done wait_for 60 /runs/nodrop 'b["status"] == "done" and b["config"]["hidden_dropout_prob"] == 0 and b["config"]["attention_probs_dropout_prob"] == 0 and b["config"]["classifier_dropout"] == 0.25'
+call GET /models/nodrop/resolve/main/config.json
+ok finetune_dropout_fields_in_config test "$(jget 'b["hidden_dropout_prob"] == 0 and b["attention_probs_dropout_prob"] == 0 and b["classifier_dropout"] == 0.25')" = True
+post /runs "$(job baddrop ',"hidden_dropout_prob": 1')"
+ok finetune_dropout_field_refused test "$(status_is 422 && jget 'b["detail"]["field"] == "hidden_dropout_prob"' 2>/dev/null)" = True
 # Cancel stops a running fine-tuning job at a step boundary; its run is "cancelled".
 post /runs "$(job long | sed 's/"epochs": 2/"epochs": 5000/')"
 ok finetune_long_running wait_for 60 /runs/long 'b["status"] == "running" and b["step"] >= 2'
