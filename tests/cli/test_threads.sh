@@ -11,7 +11,7 @@
 small_training_setup threads_setup 200000 || exit 1
 # 32 x 32 rows a step: 1024 rows of 256, past team_pays' threshold for the layers.
 args=(--tokenizer "$T/tok.json" --train "$T/train" --validation "$T/valid" --config small --batch 32 --lr 1e-3
-      --max-steps 8 --warmup-steps 2 --clip-norm 0.5 --eval-batches 2 --checkpoint-steps 3 --seed 7 --quiet)
+      --max-steps 8 --warmup-steps 2 --clip-norm 0.5 --eval-batches 2 --seed 7 --quiet)
 
 dump() {  # everything that must match, at full precision
   sqlite3 "$1" "SELECT step, printf('%.17e %.17e %.17e', loss, lr, grad_norm) FROM step_metrics ORDER BY step;
@@ -41,7 +41,7 @@ cmp -s "$T/fp32-1.txt" "$T/ctl.txt" && fail threads_control_differs "seed 8 gave
 
 # Stopped on 1 thread after its first checkpoint (SIGTERM: a checkpoint and "interrupted"),
 # resumed on 2: the same end as fp32-1, and the run now says 2 threads.
-"$M" train --db "$T/s.db" --name r "${args[@]}" --threads 1 2>"$T/s.err" &
+"$M" train --db "$T/s.db" --name r "${args[@]}" --threads 1 --checkpoint-steps 3 2>"$T/s.err" &
 pid=$!
 for _ in $(seq 600); do
   s=$(sqlite3 "$T/s.db" "SELECT COALESCE(MAX(step), 0) FROM revisions" 2>/dev/null || echo 0)
