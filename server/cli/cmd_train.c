@@ -849,6 +849,7 @@ int cmd_train(int argc, char **argv) {
   ** the global batch stays) is described from now on as it runs: GET /runs/{id}, and
   ** the next --resume, which continues where this one is. */
   if (rank == 0 && have_resume && moved.n) {
+    rc.threads = plan.train.threads;   /* resolved, as a new run's ("--threads 0": all CPUs) */
     char *json = run_config_to_json(&rc);
     failed = json ? store_run_set_config(db, run, json, &e) != 0 : err_setk(&e, ERR_NOMEM, "out of memory") != 0;
     free(json);
