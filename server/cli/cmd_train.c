@@ -366,7 +366,8 @@ static int write_out(Trainer *t, const Tokenizer *tok, const char *dir, Err *err
   return tokenizer_save_pretrained(tok, config_max_tokens(model_config(trainer_model(t))), dir, err);
 }
 
-/* With --name ... --resume the options given must describe the stored run; names the first key that differs. */
+/* With --name ... --resume the options given must describe the stored run (the thread count aside:
+** it may change); names the first key that differs. */
 static int differing_key(const RunConfig *stored, const RunConfig *given, Err *err) {
   char *a = run_config_to_json(stored), *b = run_config_to_json(given);
   json_t *ja = a ? json_loads(a, 0, NULL) : NULL, *jb = b ? json_loads(b, 0, NULL) : NULL;
@@ -376,6 +377,7 @@ static int differing_key(const RunConfig *stored, const RunConfig *given, Err *e
   if (!ja || !jb) r = err_set(err, "out of memory");
   else
     json_object_foreach(ja, k, v) {
+      if (!strcmp(k, "threads")) continue;   /* the count may change (resume_override) */
       if (!json_equal(v, json_object_get(jb, k))) {
         r = err_set(err, "%s: differs from the stored run's (resume takes the run as it was described)", k);
         break;
@@ -725,6 +727,11 @@ int cmd_train(int argc, char **argv) {
     CliPairs *to = args.resume && resume_override(args.run.key[i]) ? &moved : &described;
     to->key[to->n] = args.run.key[i];
     to->val[to->n++] = args.run.val[i];
+    /* --name ... --resume describes the run, whose thread count may change too. */
+    if (args.resume_flag && !strcmp(args.run.key[i] + strspn(args.run.key[i], "-"), "threads")) {
+      moved.key[moved.n] = args.run.key[i];
+      moved.val[moved.n++] = args.run.val[i];
+    }
   }
   args.run = described;
   if (args.resume && (args.run_file || args.run.n)) {

@@ -40,28 +40,32 @@ dump "$T/ctl.db" > "$T/ctl.txt"
 cmp -s "$T/fp32-1.txt" "$T/ctl.txt" && fail threads_control_differs "seed 8 gave the same dump" || pass threads_control_differs
 
 # Stopped on 1 thread after its first checkpoint (SIGTERM: a checkpoint and "interrupted"),
-# resumed on 2: the same end as fp32-1, and the run now says 2 threads.
-"$M" train --db "$T/s.db" --name r "${args[@]}" --threads 1 --checkpoint-steps 3 2>"$T/s.err" &
-pid=$!
-for _ in $(seq 600); do
-  s=$(sqlite3 "$T/s.db" "SELECT COALESCE(MAX(step), 0) FROM revisions" 2>/dev/null || echo 0)
-  [ "${s:-0}" -ge 3 ] && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.02
-done
-kill -TERM "$pid" 2>/dev/null
-wait "$pid"
-st=$(sqlite3 "$T/s.db" "SELECT status FROM runs")
-if [ "$st" = interrupted ]; then
-  if "$M" train --db "$T/s.db" --resume r --threads 2 --quiet 2>>"$T/s.err"; then
-    dump "$T/s.db" > "$T/s.txt"
-    cmp -s "$T/fp32-1.txt" "$T/s.txt" && pass threads_resume_on_other_threads_same_bits ||
-      fail threads_resume_on_other_threads_same_bits "first difference: $(diff "$T/fp32-1.txt" "$T/s.txt" | sed -n 2p | cut -c1-120)"
-    th=$(sqlite3 "$T/s.db" "SELECT json_extract(config, '$.threads') FROM runs")
-    [ "$th" = 2 ] && pass threads_resume_records_the_count || fail threads_resume_records_the_count "stored threads $th"
+# resumed on 2, by run (--resume r --threads 2) and by its description (--name r [the run's
+# options] --threads 2 --resume): the same end as fp32-1, and the run now says 2 threads.
+stop_and_resume() {  # label, resume arguments...
+  local db="$T/$1.db" label=$1; shift
+  "$M" train --db "$db" --name r "${args[@]}" --threads 1 --checkpoint-steps 3 2>"$db.err" &
+  local pid=$! s st th
+  for _ in $(seq 600); do
+    s=$(sqlite3 "$db" "SELECT COALESCE(MAX(step), 0) FROM revisions" 2>/dev/null || echo 0)
+    [ "${s:-0}" -ge 3 ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  st=$(sqlite3 "$db" "SELECT status FROM runs")
+  if [ "$st" != interrupted ]; then
+    fail "threads_${label}_same_bits" "the run was not interrupted (status $st): $(tail -1 "$db.err")"
+  elif ! "$M" train --db "$db" "$@" 2>>"$db.err"; then
+    fail "threads_${label}_same_bits" "resume failed: $(tail -1 "$db.err")"
   else
-    fail threads_resume_on_other_threads_same_bits "resume failed: $(tail -1 "$T/s.err")"
+    dump "$db" > "$db.txt"
+    cmp -s "$T/fp32-1.txt" "$db.txt" && pass "threads_${label}_same_bits" ||
+      fail "threads_${label}_same_bits" "first difference: $(diff "$T/fp32-1.txt" "$db.txt" | sed -n 2p | cut -c1-120)"
+    th=$(sqlite3 "$db" "SELECT json_extract(config, '$.threads') FROM runs")
+    [ "$th" = 2 ] && pass "threads_${label}_records_the_count" || fail "threads_${label}_records_the_count" "stored threads $th"
   fi
-else
-  fail threads_resume_on_other_threads_same_bits "the run was not interrupted (status $st): $(tail -1 "$T/s.err")"
-fi
+}
+stop_and_resume resume_by_run --resume r --threads 2 --quiet
+stop_and_resume resume_by_description --name r "${args[@]}" --threads 2 --checkpoint-steps 3 --resume
