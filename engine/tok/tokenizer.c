@@ -1096,6 +1096,11 @@ const char *tokenizer_id_to_token(const Tokenizer *t, int id) {
   return model_token(t, id);
 }
 
+const char *tokenizer_added_content(const Tokenizer *t, int id) {
+  if (id < 0 || id >= t->vocab_size || t->added_of_id[id] < 0) return NULL;
+  return t->added[t->added_of_id[id]].content;
+}
+
 int tokenizer_is_special(const Tokenizer *t, int id) {
   if (id < 0 || id >= t->vocab_size || t->added_of_id[id] < 0) return 0;
   return t->added[t->added_of_id[id]].special;

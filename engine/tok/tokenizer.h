@@ -101,6 +101,10 @@ int tokenizer_token_to_id(const Tokenizer *t, const char *token);
 const char *tokenizer_id_to_token(const Tokenizer *t, int id);
 /* 1 when id is a special added token. */
 int tokenizer_is_special(const Tokenizer *t, int id);
+/* The content of added token id as its file gives it, or NULL when id is no added token.
+** (A normalized one's tokenizer_id_to_token is its normalized text, which need not look
+** up again: HF's token_to_id finds contents and model pieces only.) */
+const char *tokenizer_added_content(const Tokenizer *t, int id);
 
 /* Encodes text[0..len) (must be valid UTF-8); add_special applies the post-processor. */
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_special, Encoding *enc, Err *err);

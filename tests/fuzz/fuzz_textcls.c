@@ -5,6 +5,7 @@
 ** non-empty; the sorted labels map every row; a label file's names are distinct; a
 ** refusal carries a one-line message. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/data/textcls.h"
@@ -49,6 +50,15 @@ static int utf8_ok(const char *s) {
   return 1;
 }
 
+/* An integer label as textcls_labels_sorted orders by value: an optional '-', 1-18 digits,
+** no leading zero, not "-0" (written independently of textcls.c's int_label). */
+static int canonical_integer(const char *s) {
+  const char *d = s + (s[0] == '-');
+  size_t n = strlen(d);
+  if (n < 1 || n > 18 || (n > 1 && d[0] == '0') || (d != s && !strcmp(d, "0"))) return 0;
+  return strspn(d, "0123456789") == n;
+}
+
 static void check_read(const char *path) {
   TextClsRaw r = {0};
   Err err = {0};
@@ -66,7 +76,14 @@ static void check_read(const char *path) {
   if (textcls_labels_sorted(&r, &l, &err) == 0) {
     int32_t *ids = malloc(r.n * sizeof *ids);
     FUZZ_CHECK(ids && textcls_map_labels(&r, &l, TEXTCLS_BY_NAME, ids, &err) == 0, "the sorted labels do not map their own rows: %s", err.msg);
-    for (int i = 1; i < l.n; i++) FUZZ_CHECK(strcmp(l.names[i - 1], l.names[i]) < 0, "labels not sorted and distinct");
+    /* Sorted and distinct: by value when every name is an integer (written without a sign
+    ** of zero or leading zeros, so one value is one name), else bytewise. */
+    int integers = 1;
+    for (int i = 0; i < l.n && integers; i++) integers = canonical_integer(l.names[i]);
+    for (int i = 1; i < l.n; i++)
+      FUZZ_CHECK(integers ? strtoll(l.names[i - 1], NULL, 10) < strtoll(l.names[i], NULL, 10)
+                          : strcmp(l.names[i - 1], l.names[i]) < 0,
+                 "labels not sorted and distinct (%s)", integers ? "by value" : "bytewise");
     free(ids);
   }
   textcls_labels_free(&l);
