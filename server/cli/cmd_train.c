@@ -432,6 +432,7 @@ static int train_stored(Store *db, int64_t run, const char *resume, int resume_f
   if (r) return -1;
   if (resume_flag && given->threads == 0) given->threads = rc->threads;   /* "all CPUs" was resolved when stored */
   if (resume_flag && differing_key(rc, given, e)) return -1;
+  if (resume_flag) rc->threads = given->threads;   /* the count given (a --run file's too), or the stored one */
   return 0;
 }
 
