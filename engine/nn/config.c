@@ -152,6 +152,10 @@ static int parse_task(json_t *root, ModelConfig *c, Err *err) {
       return err_set(err, "config: architectures: \"%s\" is not supported (expected %sForMaskedLM, %sForSequenceClassification or %sModel)", a, fam, fam, fam);
     c->task = (ModelTask)task;
   }
+  /* Every config's (HF's RobertaConfig and BertConfig hold it): a masked LM's is what a
+  ** classifier fine-tuned from it starts with. */
+  json_t *cd = json_object_get(root, "classifier_dropout");
+  if (cd && !json_is_null(cd) && get_num(root, "classifier_dropout", &c->classifier_dropout, err)) return -1;
   if (c->task != MODEL_TASK_SEQ_CLS) return 0;
   json_t *map = json_object_get(root, "id2label");
   /* PretrainedConfig's default is 2 labels (LABEL_0, LABEL_1), and save_pretrained leaves
@@ -183,8 +187,6 @@ static int parse_task(json_t *root, ModelConfig *c, Err *err) {
     else if (!strcmp(p, "multi_label_classification")) c->problem_type = MODEL_MULTI_LABEL;
     else return err_set(err, "config: problem_type: expected \"single_label_classification\" or \"multi_label_classification\"");
   }
-  json_t *cd = json_object_get(root, "classifier_dropout");
-  if (cd && !json_is_null(cd) && get_num(root, "classifier_dropout", &c->classifier_dropout, err)) return -1;
   return 0;
 }
 

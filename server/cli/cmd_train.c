@@ -71,7 +71,8 @@ static const CliOpt train_opts[] = {
    .arg = "RUN",
    .help = "continue run RUN (id or name) from its newest checkpoint; as the\n"
            "last flag, --resume alone continues the newest run named NAME,\n"
-           "whose stored description the other options must then match"},
+           "whose stored description the other options must then match (but\n"
+           "--threads, which a resume may change)"},
   {.name = "--out", .kind = CLI_STRING, .off = offsetof(TrainArgs, out), .arg = "DIR",
    .help = "also write the final model folder (config.json, model.safetensors,\ntokenizer files) to DIR"},
   {.name = "--quiet", .kind = CLI_FLAG, .off = offsetof(TrainArgs, quiet), .help = "no progress line"},
@@ -411,7 +412,8 @@ static int train_describe(const TrainArgs *args, RunConfig *rc, RunConfig *given
 /* Part 2, a resumed run's stored description into rc; with --resume alone the options
 ** given must describe it. */
 static int train_stored(Store *db, int64_t run, const char *resume, int resume_flag, RunConfig *rc, RunConfig *given,
-                        Err *e) {
+                        int *threads_moved, Err *e) {
+  *threads_moved = 0;
   json_t *rj = store_run_get(db, run, e);
   if (!rj) return -1;
   StoreStatus st = STORE_STATUS_CREATED;
@@ -430,9 +432,14 @@ static int train_stored(Store *db, int64_t run, const char *resume, int resume_f
                                  : err_set(e, "run %s has no stored description", resume);
   json_decref(rj);
   if (r) return -1;
-  if (resume_flag && given->threads == 0) given->threads = rc->threads;   /* "all CPUs" was resolved when stored */
+  /* With --name ... --resume, 0 (not given) keeps the stored count ("all CPUs" was resolved
+  ** when stored); another count, from a flag or a --run file, replaces it. */
+  if (resume_flag && given->threads == 0) given->threads = rc->threads;
   if (resume_flag && differing_key(rc, given, e)) return -1;
-  if (resume_flag) rc->threads = given->threads;   /* the count given (a --run file's too), or the stored one */
+  if (resume_flag && given->threads != rc->threads) {
+    rc->threads = given->threads;
+    *threads_moved = 1;
+  }
   return 0;
 }
 
@@ -728,11 +735,6 @@ int cmd_train(int argc, char **argv) {
     CliPairs *to = args.resume && resume_override(args.run.key[i]) ? &moved : &described;
     to->key[to->n] = args.run.key[i];
     to->val[to->n++] = args.run.val[i];
-    /* --name ... --resume describes the run, whose thread count may change too. */
-    if (args.resume_flag && !strcmp(args.run.key[i] + strspn(args.run.key[i], "-"), "threads")) {
-      moved.key[moved.n] = args.run.key[i];
-      moved.val[moved.n++] = args.run.val[i];
-    }
   }
   args.run = described;
   if (args.resume && (args.run_file || args.run.n)) {
@@ -766,7 +768,7 @@ int cmd_train(int argc, char **argv) {
   int rank = dist_rank(d), world = dist_world(d);
   RunConfig rc, given;
   const char *resume = NULL;
-  int status = 1, failed = 0, have_resume = 0;
+  int status = 1, failed = 0, have_resume = 0, threads_moved = 0;
   Store *db = NULL;
   Trainer *t = NULL;
   char *cfg_json = NULL;
@@ -790,7 +792,7 @@ int cmd_train(int argc, char **argv) {
       failed = run < 0;
       /* A resume job works on its run from here on (cancel, /metrics), whatever follows. */
       if (!failed && job) failed = store_job_set_run(db, job, run, &e) != 0;
-      if (!failed) failed = train_stored(db, run, resume, args.resume_flag, &rc, &given, &e) != 0;
+      if (!failed) failed = train_stored(db, run, resume, args.resume_flag, &rc, &given, &threads_moved, &e) != 0;
       for (int i = 0; !failed && i < moved.n; i++) failed = run_config_set(&rc, moved.key[i], moved.val[i], &e) != 0;
     }
     /* What needs no file is checked before anything starts, mpirun's ranks included. */
@@ -856,7 +858,7 @@ int cmd_train(int argc, char **argv) {
   /* A run resumed on other ranks, hosts, grad_accum or threads (trainer_restore has checked that
   ** the global batch stays) is described from now on as it runs: GET /runs/{id}, and
   ** the next --resume, which continues where this one is. */
-  if (rank == 0 && have_resume && moved.n) {
+  if (rank == 0 && have_resume && (moved.n || threads_moved)) {
     rc.threads = plan.train.threads;   /* resolved, as a new run's ("--threads 0": all CPUs) */
     char *json = run_config_to_json(&rc);
     failed = json ? store_run_set_config(db, run, json, &e) != 0 : err_setk(&e, ERR_NOMEM, "out of memory") != 0;

@@ -343,6 +343,18 @@ int main(void) {
     check(same, type ? "config_cls_roundtrip_bert" : "config_cls_roundtrip_roberta", "rc %d %s", rc, e.msg);
     free(js);
   }
+  /* A masked LM's classifier_dropout is read and written back too (HF's configs hold it for
+  ** every architecture; fine-tuning starts from it). */
+  {
+    ModelConfig k, back;
+    config_preset("tiny", &k, &e);
+    k.classifier_dropout = 0.3;
+    char *js = config_to_json(&k);
+    rc = js ? config_parse(js, &back, &e) : -1;
+    check(rc == 0 && back.task != MODEL_TASK_SEQ_CLS && back.classifier_dropout == 0.3, "config_mlm_classifier_dropout",
+          "rc %d, read %g: %s", rc, rc == 0 ? back.classifier_dropout : -1.0, js ? js : "(null)");
+    free(js);
+  }
   {
     ModelConfig k;
     config_preset("tiny", &k, &e);
