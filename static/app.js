@@ -925,12 +925,20 @@ function runBody(f) {
     for (const k of ["validation", "test", "labels", "text_column", "label_column"]) if (c[k].value.trim()) body[k] = c[k].value.trim();
     for (const k of ["epochs", "batch", "max_length", "seed", "threads"]) if (c[k].value !== "") body[k] = parseInt(c[k].value, 10);
     if (c.lr.value !== "") body.lr = parseFloat(c.lr.value);
+    // "More options": what is left empty is the server's default, so it is not sent.
+    for (const k of ["warmup_ratio", "weight_decay", "label_smoothing", "clip_norm", "hidden_dropout_prob",
+                     "attention_probs_dropout_prob", "classifier_dropout", "validation_fraction"])
+      if (c[k].value !== "") body[k] = parseFloat(c[k].value);
+    if (c.precision.value !== "fp32") body.precision = c.precision.value;
+    if (c.length_grouped.checked) body.length_grouped = true;
     return body;
   }
   const m = $("#mlm-fields").elements;
   Object.assign(body, { tokenizer: pickValue(m.tokenizer), train: pickValue(m.train), config: m.config.value });
   if (pickValue(m.validation)) body.validation = pickValue(m.validation);
-  for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads"]) body[k] = parseInt(m[k].value, 10);
+  for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads", "ranks"]) body[k] = parseInt(m[k].value, 10);
+  for (const k of ["grad_accum", "keep_last"]) if (m[k].value !== "") body[k] = parseInt(m[k].value, 10);
+  for (const k of ["weight_decay", "mlm_probability", "label_smoothing", "clip_norm"]) if (m[k].value !== "") body[k] = parseFloat(m[k].value);
   const ck = parseInt(m.checkpoint_steps.value, 10);
   if (ck > 0) body.checkpoint_steps = ck;
   body.lr = parseFloat(m.lr.value);
@@ -965,7 +973,11 @@ $("#new-form").addEventListener("submit", async (ev) => {
     const field = e.detail && typeof e.detail.field === "string" ? e.detail.field : null;
     const fs = f.task.value === "text-classification" ? $("#cls-fields") : $("#mlm-fields");
     const input = field && (fs.elements[field] || f.elements[field]);
-    if (input && input.setAttribute) { input.setAttribute("aria-invalid", "true"); input.setAttribute("aria-describedby", "new-msg"); input.focus(); }
+    if (input && input.setAttribute) {
+      const more = input.closest("details");   /* a field of "More options" is shown to be marked */
+      if (more) more.open = true;
+      input.setAttribute("aria-invalid", "true"); input.setAttribute("aria-describedby", "new-msg"); input.focus();
+    }
   }
   btn.disabled = false;
 });

@@ -231,6 +231,9 @@ async function main() {
     await page.fill("#mlm-fields input[name=max_steps]", "100000");
     await page.fill("#mlm-fields input[name=batch]", "8");
     await page.selectOption("#mlm-fields select[name=precision]", "bf16");
+    await page.click("#mlm-fields details.more summary");
+    await page.fill("#mlm-fields input[name=mlm_probability]", "0.2");
+    await page.fill("#mlm-fields input[name=grad_accum]", "2");
     // Not logged in: refused, and the login form appears.
     await page.click("#new-form button[type=submit]");
     await page.waitForFunction(() => /401/.test(document.querySelector("#new-msg").textContent) &&
@@ -257,6 +260,10 @@ async function main() {
     await page.waitForFunction(() => [...document.querySelectorAll("#run-summary div")].some((d) =>
       d.querySelector("b").textContent === "Precision" && d.querySelector("span").textContent === "bf16"), null, { timeout: 30000 });
     check(true, "browser_form_precision", "");
+    // "More options" reached it too; what was left empty took the defaults.
+    const formRun = await page.evaluate(async () => (await (await fetch("/runs/" + location.hash.split("/").pop())).json()).config);
+    check(formRun.mlm_probability === 0.2 && formRun.grad_accum === 2 && formRun.weight_decay === 0.001 && formRun.keep_last === 2,
+          "browser_form_more_options", JSON.stringify(formRun));
     const stepFn = () => {
       const d = [...document.querySelectorAll("#run-summary div")].find((x) => x.querySelector("b").textContent === "Step");
       return d ? parseInt(d.querySelector("span").textContent, 10) : -1;
@@ -319,6 +326,20 @@ async function main() {
                                      document.querySelector("#cls-fields input[name=train]").getAttribute("aria-invalid") === "true");
     check(true, "browser_form_cls_refusal", "");
     await page.fill("#cls-fields input[name=train]", "banking77/train.csv");
+    // "More options" are sent when filled: a refusal of one opens them and marks it.
+    const moreClosed = await page.$eval("#cls-fields details.more", (d) => !d.open);
+    await page.click("#cls-fields details.more summary");
+    await page.fill("#cls-fields input[name=classifier_dropout]", "1");
+    await page.fill("#cls-fields input[name=label_smoothing]", "0.1");
+    await page.fill("#cls-fields input[name=hidden_dropout_prob]", "0");
+    await page.screenshot({ path: path.join(art, "new-cls-more.png"), fullPage: true });
+    await page.click("#cls-fields details.more summary");
+    await page.click("#new-form button[type=submit]");
+    await page.waitForFunction(() => /^422 .*classifier_dropout/.test(document.querySelector("#new-msg").textContent) &&
+                                     document.querySelector("#cls-fields input[name=classifier_dropout]").getAttribute("aria-invalid") === "true");
+    const moreOpened = await page.$eval("#cls-fields details.more", (d) => d.open);
+    check(moreClosed && moreOpened, "browser_form_cls_more_refusal", `closed at first ${moreClosed}, opened by the refusal ${moreOpened}`);
+    await page.fill("#cls-fields input[name=classifier_dropout]", "");
     await page.click("#new-form button[type=submit]");
     // Gone to the playground while the job starts: the page stays there (it jumped to the
     // run's page once the job had a run, wherever the user was).
@@ -345,8 +366,10 @@ async function main() {
       f1: +document.querySelector("#chart-f1").dataset.points, conf: document.querySelectorAll("#confusion-table tbody tr").length,
       cfg: Object.fromEntries([...document.querySelectorAll("#config-table tr")].map((t) => [t.cells[0].textContent, t.cells[1].textContent])) }));
     check(/^browser-cls done text classification$/.test(submitted.title) && submitted.f1 === 2 && submitted.conf >= 1 &&
-          submitted.cfg["model (base)"] === "seed-run" && submitted.cfg["train"] === "banking77/train.csv" && submitted.cfg["max_length"] === "32",
-          "browser_form_cls_run", JSON.stringify(submitted).slice(0, 400));
+          submitted.cfg["model (base)"] === "seed-run" && submitted.cfg["train"] === "banking77/train.csv" && submitted.cfg["max_length"] === "32" &&
+          submitted.cfg["label_smoothing"] === "0.1" && submitted.cfg["hidden_dropout_prob"] === "0" && submitted.cfg["classifier_dropout"] === "null",
+          "browser_form_cls_run", JSON.stringify(submitted).slice(0, 300) + " " +
+          JSON.stringify(["label_smoothing", "hidden_dropout_prob", "classifier_dropout"].map((k) => [k, submitted.cfg[k]])));
     await page.click("nav a[data-nav=runs]");
     await page.waitForSelector(rowOf("browser-cls") + " .tag");
     check(true, "browser_form_cls_listed", "");
