@@ -936,8 +936,8 @@ function runBody(f) {
   const m = $("#mlm-fields").elements;
   Object.assign(body, { tokenizer: pickValue(m.tokenizer), train: pickValue(m.train), config: m.config.value });
   if (pickValue(m.validation)) body.validation = pickValue(m.validation);
-  for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads", "ranks"]) body[k] = parseInt(m[k].value, 10);
-  for (const k of ["grad_accum", "keep_last"]) if (m[k].value !== "") body[k] = parseInt(m[k].value, 10);
+  for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads"]) body[k] = parseInt(m[k].value, 10);
+  for (const k of ["ranks", "grad_accum", "keep_last"]) if (m[k].value !== "") body[k] = parseInt(m[k].value, 10);
   for (const k of ["weight_decay", "mlm_probability", "label_smoothing", "clip_norm"]) if (m[k].value !== "") body[k] = parseFloat(m[k].value);
   const ck = parseInt(m.checkpoint_steps.value, 10);
   if (ck > 0) body.checkpoint_steps = ck;
