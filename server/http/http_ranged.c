@@ -8,13 +8,15 @@
 #include <string.h>
 #include <strings.h>
 
-/* Reads digits at *p into *v (no sign, no overflow); 0 on success. */
+/* Reads digits at *p into *v (no sign); 0 on success. A number past 64 bits reads as the
+** largest (strtoull's ERANGE answer): it is a valid range number (RFC 9110 14.1.1 sets no
+** limit), larger than any body, so an end is clamped and a start is unsatisfiable. */
 static int digits(const char **p, unsigned long long *v) {
   if (!isdigit((unsigned char)**p)) return -1;
   errno = 0;
   char *end;
   *v = strtoull(*p, &end, 10);
-  if (errno) return -1;
+  if (errno && errno != ERANGE) return -1;
   *p = end;
   return 0;
 }

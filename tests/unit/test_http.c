@@ -407,7 +407,10 @@ static void test_ranges(void) {
     {"bytes=-5", 100, 1, 95, 5}, {"bytes=-500", 100, 1, 0, 100}, {"bytes=50-999", 100, 1, 50, 50},
     {"BYTES=1-2", 100, 1, 1, 2}, {"bytes=100-", 100, -1, 0, 0}, {"bytes=100-200", 100, -1, 0, 0},
     {"bytes=-0", 100, -1, 0, 0}, {"bytes=0-", 0, -1, 0, 0}, {"bytes=5-1", 100, 0, 0, 0}, {"bytes=0-1,5-6", 100, 0, 0, 0},
-    {"items=0-1", 100, 0, 0, 0}, {"bytes=x-1", 100, 0, 0, 0}, {"bytes=1-2x", 100, 0, 0, 0}, {"bytes=-", 100, 0, 0, 0}};
+    {"items=0-1", 100, 0, 0, 0}, {"bytes=x-1", 100, 0, 0, 0}, {"bytes=1-2x", 100, 0, 0, 0}, {"bytes=-", 100, 0, 0, 0},
+    /* Numbers past 64 bits are as large as any: an end clamped, a suffix the whole, a start past the body. */
+    {"bytes=0-99999999999999999999", 100, 1, 0, 100}, {"bytes=-99999999999999999999", 100, 1, 0, 100},
+    {"bytes=99999999999999999999-", 100, -1, 0, 0}, {"bytes=99999999999999999999-99999999999999999999", 100, -1, 0, 0}};
   int bad = -1;
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     size_t off = 0, n = 0;
