@@ -282,6 +282,11 @@ static int hub_download(App *a, HttpRes *rs, const char *blob, int plan, size_t 
   return 0;
 }
 
+/* The Cache-Control of a file's answer: the file's own for its bytes (200, 206) and for a
+** 304, which carries what the 200 would (RFC 9111 4.3.4); none (no-store) for a 416, whose
+** body is an error about one request's Range, not the file. */
+static const char *file_cache(const HttpRes *rs, const char *cache) { return rs->status == 416 ? NULL : cache; }
+
 /* GET (and HEAD) /{repo}/resolve|raw/{rev}/{file}, also under /models/. */
 void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   char repo[260];
@@ -331,8 +336,10 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   }
   const char *ctype = strstr(file, ".json") ? "application/json" : raw ? "text/plain; charset=utf-8"
                                                                        : "application/octet-stream";
-  /* "main" or a number may name another revision later; a commit's bytes never change. */
-  const char *cache = strlen(rev) == 40 ? "public, max-age=31536000, immutable" : "no-cache";
+  /* "main" or a number may name another revision later; a commit's files never change,
+  ** but for maskd's own metrics.json (a fine-tuning run adds the test scores to its best
+  ** revision's at the end). */
+  const char *cache = strlen(rev) == 40 && strcmp(file, "metrics.json") ? "public, max-age=31536000, immutable" : "no-cache";
   const char *stored = raw || strcmp(file, "model.safetensors") ? NULL : hub_blob(&r, file);
   if (stored && stored[0]) {
     /* The weights are read in place, only the slice asked for: a client's Range: bytes=0-0
@@ -347,7 +354,7 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
     size_t off, n;
     int plan = http_ranged_plan(rq, rs, ctype, etag, (size_t)total, &off, &n);
     if (plan && hub_download(app, rs, stored, plan, off, n, (size_t)total, &e)) goto fail;
-    rs->cache = cache;
+    rs->cache = file_cache(rs, cache);
     return;
   }
   if (raw && !strcmp(file, "model.safetensors")) {  /* raw/ gives what git holds: the LFS pointer */
@@ -365,7 +372,7 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   snprintf(etag, sizeof etag, "\"%s\"", oid);
   http_res_header(rs, "X-Repo-Commit", r.commit);
   http_bytes_ranged(rq, rs, ctype, etag, data, len);
-  rs->cache = cache;
+  rs->cache = file_cache(rs, cache);
   return;
 fail:
   if (e.kind == ERR_NOT_FOUND) {

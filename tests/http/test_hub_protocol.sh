@@ -140,6 +140,13 @@ get -H 'Range: bytes=0-' /tiny/resolve/main/model.safetensors
 ok range_whole_is_206 bash -c "[ \$(cat '$T/status') = 206 ] && [ '$(hdr Content-Range)' = 'bytes 0-$((n - 1))/$n' ] && cmp -s '$T/body' '$w'"
 get -H "Range: bytes=$n-" /tiny/resolve/main/model.safetensors
 ok range_416 test "$(cat "$T/status")" = 416 -a "$(hdr Content-Range)" = "bytes */$n"
+# Numbers past 64 bits are valid and larger than any file: the end clamped, the start past it.
+get -H 'Range: bytes=0-99999999999999999999' /tiny/resolve/main/model.safetensors
+ok range_huge_end_clamped bash -c "[ \$(cat '$T/status') = 206 ] && [ '$(hdr Content-Range)' = 'bytes 0-$((n - 1))/$n' ] && cmp -s '$T/body' '$w'"
+get -H 'Range: bytes=-99999999999999999999' /tiny/resolve/main/config.json
+ok range_huge_suffix_whole bash -c "[ \$(cat '$T/status') = 206 ] && cmp -s '$T/body' '$T/exp2/config.json'"
+get -H 'Range: bytes=99999999999999999999-' /tiny/resolve/main/model.safetensors
+ok range_huge_start_416 test "$(cat "$T/status")" = 416 -a "$(hdr Content-Range)" = "bytes */$n"
 get -H 'Range: bytes=0-1,5-6' /tiny/resolve/main/config.json
 ok range_multi_whole bash -c "[ \$(cat '$T/status') = 200 ] && cmp -s '$T/body' '$T/exp2/config.json'"
 # If-Range: the range only while the client's validator is the file's (strong comparison);
@@ -182,6 +189,21 @@ get1 /tiny/resolve/$c1/model.safetensors;      ok resolve_commit_weights_no_redi
 get1 /tiny/raw/main/model.safetensors;         ok raw_pointer_no_redirect status_is 200
 get1 -H 'Range: bytes=100-199' /tiny/resolve/main/model.safetensors
 ok resolve_redirect_before_range test "$(cat "$T/status")" = 302
+
+# ---- caching: a commit's files are immutable, but for maskd's metrics.json (a fine-tuning
+# run adds its test scores to the best revision's at the end) and an error about a Range ----
+get /tiny/resolve/$c1/config.json
+ok cache_commit_immutable test "$(cat "$T/status")" = 200 -a "$(hdr Cache-Control)" = "public, max-age=31536000, immutable"
+get -H "If-None-Match: $(hdr ETag)" /tiny/resolve/$c1/config.json
+ok cache_commit_304_immutable test "$(cat "$T/status")" = 304 -a "$(hdr Cache-Control)" = "public, max-age=31536000, immutable"
+get /tiny/resolve/main/config.json
+ok cache_main_no_cache test "$(cat "$T/status")" = 200 -a "$(hdr Cache-Control)" = no-cache
+get /tiny/resolve/$c1/metrics.json
+ok cache_commit_metrics_no_cache test "$(hdr Cache-Control)" = no-cache
+get -H "Range: bytes=$n-" /tiny/resolve/$c1/model.safetensors
+m=$(hdr Cache-Control)
+get -H "Range: bytes=99999-" /tiny/resolve/$c1/config.json
+ok cache_416_not_stored test "$(cat "$T/status")" = 416 -a "$(hdr Cache-Control)" = no-store -a "$m" = no-store
 
 # ---- 404s the clients tell apart ----
 code_is() { status_is 404 && [ "$(hdr X-Error-Code)" = "$1" ] && [ -n "$(jget 'b["error"]')" ]; }
