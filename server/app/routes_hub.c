@@ -67,6 +67,10 @@ int hub_revision(Store *s, HttpRes *rs, const char *repo, const char *rev, Store
   json_t *m = store_model_get(s, repo, &e2);
   int has_model = m != NULL;
   json_decref(m);
+  if (!has_model && e2.kind != ERR_NOT_FOUND) {   /* the store busy or failing: not an answer about the repo */
+    http_error_from(rs, &e2, "cannot resolve the revision", json_pack("{s:s, s:s}", "revision", spec, "why", e2.msg));
+    return -1;
+  }
   if (has_model)
     hub_not_found(rs, "RevisionNotFound", "no such model revision",
                   json_pack("{s:s, s:s, s:s}", "model", repo, "revision", rev, "why", e.msg));
@@ -375,6 +379,13 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   rs->cache = file_cache(rs, cache);
   return;
 fail:
+  /* The revision may be gone since it was resolved: a training run's keep-last drops its
+  ** step checkpoints and their blobs go with them (the weights' blob then is missing).
+  ** That is a revision not found, as it is to a client asking a moment later, not a fault. */
+  if (e.kind != ERR_NOMEM && e.kind != ERR_BUSY) {
+    StoreRevision again;
+    if (hub_revision(s, rs, repo, r.commit, &again)) return;
+  }
   if (e.kind == ERR_NOT_FOUND) {
     hub_not_found(rs, "EntryNotFound", "file not in this revision", json_pack("{s:s, s:s}", "file", file, "why", e.msg));
     http_res_header(rs, "X-Repo-Commit", r.commit);

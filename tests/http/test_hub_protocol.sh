@@ -482,3 +482,29 @@ if "$M" train --db "$T/hub.db" --name big --tokenizer "$T/tok.json" --train "$T/
 else
   fail download_setup "$(tail -3 "$T/big.log")"
 fi
+
+# ---- downloads while a training run pushes step checkpoints and drops them (keep-last 1):
+# a revision dropped between the moment main was resolved and its blob read is not found
+# (404 RevisionNotFound, as it is a moment later), never a 500. (The old code answered 500
+# "blob ... is missing" to 24 of 3,200 such requests in the review that found it; here a
+# few hundred are made, which caught it in most runs but not every one.) ----
+serve_stop
+serve_start --db "$T/hub.db" --quiet --no-worker || fail prune_race_start "$(cat "$T/err")"
+"$M" train --db "$T/hub.db" --name churn --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
+  --max-steps 100000 --checkpoint-steps 1 --keep-last 1 --threads 1 --quiet >"$T/churn.log" 2>&1 &
+churn=$!
+for i in $(seq 50); do [ -s "$T/churn.log" ] || curl -s -o /dev/null -f "$base/churn/resolve/main/config.json" && break; sleep 0.2; done
+loops=()
+for l in 1 2 3 4; do
+  ( for i in $(seq 100); do
+      curl -s -L -o /dev/null --max-time 10 -w '%{http_code}\n' "$base/churn/resolve/main/model.safetensors"
+      curl -s -L -o /dev/null --max-time 10 -w '%{http_code}\n' -H 'Range: bytes=0-0' "$base/churn/resolve/main/model.safetensors"
+    done >"$T/churn$l" 2>/dev/null ) &
+  loops+=($!)
+done
+wait "${loops[@]}"
+kill "$churn" 2>/dev/null; wait "$churn" 2>/dev/null
+codes=$(cat "$T"/churn[1-4] | sort | uniq -c | tr -s ' \n' ' ')
+echo "# while pruning: status counts $codes"
+ok prune_race_no_500 bash -c "! cat '$T'/churn[1-4] | grep -q '^5'"
+ok prune_race_mostly_served bash -c "[ \$(cat '$T'/churn[1-4] | grep -c '^20[06]') -gt 300 ]"
