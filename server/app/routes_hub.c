@@ -593,9 +593,15 @@ void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const
     }
     json_array_append_new(siblings, sib);
   }
-  char id[25], date[48];
+  char id[25], date[48], created[48];
   hub_object_id(repo, id);
   hub_iso_date(r.created, date);
+  /* createdAt is the repository's, as the Hub's and as GET /api/models says it; lastModified
+  ** the revision's. (The revision's date stands in if the repository cannot be read now.) */
+  json_t *model = store_model_get(s, repo, NULL);
+  json_t *mc = json_object_get(model, "created");
+  hub_iso_date(json_is_number(mc) ? json_number_value(mc) : r.created, created);
+  json_decref(model);
   json_t *tags = json_pack("[s]", "transformers");
   if (has_safetensors) json_array_append_new(tags, json_string("safetensors"));
   if (json_is_string(mtype)) json_array_append(tags, mtype);
@@ -604,7 +610,7 @@ void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const
   if (archs) json_object_set(config, "architectures", archs);
   if (mtype) json_object_set(config, "model_type", mtype);
   json_t *info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:i, s:i, s:o, s:s, s:o, s:o}", "_id", id,
-                           "id", repo, "modelId", repo, "sha", r.commit, "lastModified", date, "createdAt", date,
+                           "id", repo, "modelId", repo, "sha", r.commit, "lastModified", date, "createdAt", created,
                            "private", 0, "disabled", 0, "gated", 0, "downloads", 0, "likes", 0, "tags", tags,
                            "library_name", "transformers", "config", config, "siblings", siblings);
   const char *slash = strchr(repo, '/');

@@ -368,9 +368,12 @@ void route_hub_models(void *app, HttpReq *rq, HttpRes *rs) {
     url_arg(&u, "direction", dir);
     if (full) url_arg(&u, "full", "true");
     if (config) url_arg(&u, "config", "true");
-    if (expand_given)
-      for (size_t j = 0; j < N_EXPANDABLE; j++)
-        if (want & expandable[j].bit) url_arg(&u, "expand", expandable[j].key);
+    /* expand as given, the keys maskd has no field for too: with only those, the page held
+    ** _id and id alone, and a link without expand gave the next one every default field. */
+    for (size_t k = 0; expand_given && k < 2; k++) {
+      const char *v;
+      for (size_t n = 0; (v = http_query_nth(rq, k ? "expand[]" : "expand", n)); n++) url_arg(&u, "expand", v);
+    }
     if (set_next(rs, &u)) { json_decref(items); return; }
   }
   http_json(rs, 200, items);

@@ -244,6 +244,11 @@ ok api_model_info test "$(jget 'b["id"] == b["modelId"] == "user/tiny" and b["sh
   b["lastModified"].endswith("Z") and sorted(s["rfilename"] for s in b["siblings"]) == sorted("'"$files"'".split())')" = True
 get /api/models/tiny
 ok api_model_info_main test "$(jget 'b["sha"]')" = "$c2"
+# createdAt is the repository's (as the listing says it), lastModified the newest revision's.
+info_dates=$(jget 'b["createdAt"] + " " + b["lastModified"]')
+get '/api/models?search=tiny&expand=createdAt&expand=lastModified'
+ok api_model_info_created_is_the_repos test "$info_dates" = "$(jget '[m["createdAt"] + " " + m["lastModified"] for m in b if m["id"] == "tiny"][0]')" -a \
+  "${info_dates% *}" "<" "${info_dates#* }"
 get '/api/models/tiny/revision/1?blobs=true'
 ok api_model_info_blobs test "$(jget '{s["rfilename"]: s["size"] for s in b["siblings"]}["model.safetensors"] == '"$(size "$T/exp1/model.safetensors")"' and
   b["sha"] == "'"$c1"'" and [s for s in b["siblings"] if s["rfilename"] == "model.safetensors"][0]["lfs"]["sha256"] == "'"$(sha "$T/exp1/model.safetensors")"'"')" = True
@@ -355,6 +360,16 @@ get '/api/models?expand=sha&expand=author&search=tiny'
 ok list_models_expand_only_asked test "$(jget 'sorted(b[0]) == ["_id", "id", "sha"] and sorted(b[2]) == ["_id", "author", "id", "sha"]')" = True
 get '/api/models?expand%5B%5D=pipeline_tag&expand=cardData&search=user'
 ok list_models_expand_brackets_and_absent test "$(jget 'b == [{"_id": b[0]["_id"], "id": "user/tiny", "pipeline_tag": "fill-mask"}]')" = True
+# Every page has the shape the first was asked for: expand goes on in the Link as given,
+# a key maskd has no field for too (with only such keys a page holds _id and id alone).
+shapes= url="$base/api/models?search=tiny&limit=1&expand=cardData"
+for i in 1 2 3; do
+  [ -n "$url" ] || break
+  curl -s --max-time 30 -D "$T/hdr" -o "$T/body" "$url"
+  shapes+="$(jget '",".join(sorted(b[0]))') "
+  url=$(hdr Link | sed -n 's|^<\(http://[^>]*\)>; rel="next"$|\1|p')
+done
+ok list_models_link_keeps_expand test "$shapes" = "_id,id _id,id _id,id "
 get '/api/models?expand=nosuchfield'
 ok list_models_expand_unknown_400 error_is 400 nosuchfield
 get '/api/models?search=user&full=true&config=true'
