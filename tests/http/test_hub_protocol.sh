@@ -223,6 +223,8 @@ get /tiny/resolve/main/sub/config.json;          ok error_entry_in_folder code_i
 get /user/tiny/raw/main/a/b/c.json;              ok error_entry_in_folder_owner code_is EntryNotFound
 get /api/models/tiny/revision/refs%2Fpr%2F1;     ok error_api_revision_with_slash code_is RevisionNotFound
 get /tiny/resolve/refs%2Fpr%2F1/config.json;     ok error_revision_with_slash code_is RevisionNotFound
+get /api/models/tiny/commits/refs%2Fpr%2F1;      ok error_commits_revision_with_slash code_is RevisionNotFound
+get /api/models/user/tiny/commits/refs%2Fpr%2F1; ok error_commits_revision_with_slash_owner code_is RevisionNotFound
 get /api/models/tiny/tree/main/sub%2Fdir;        ok error_tree_folders code_is EntryNotFound
 get /tiny/resolve/main/sub//config.json;         ok error_empty_segment_not_a_file status_is 404
 # An owner named like a Hub repository type would make /models/{name}/... mean two repos.
@@ -291,6 +293,8 @@ post_paths() {  # path, content type, body
 post_paths /api/models/tiny/paths-info/main application/json '{"paths": ["config.json", "model.safetensors", "nope.txt"], "expand": true}'
 ok paths_info_json test "$(jget '[e["path"] for e in b] == ["config.json", "model.safetensors"] and
   all(e["lastCommit"]["id"] == "'"$c2"'" for e in b) and b[1]["lfs"]["oid"] == "'"$(sha "$w")"'"')" = True
+post_paths /api/models/tiny/paths-info/refs%2Fpr%2F1 application/json '{"paths": ["config.json"]}'
+ok paths_info_revision_with_slash code_is RevisionNotFound
 post_paths /api/models/user/tiny/paths-info/1 application/x-www-form-urlencoded 'paths=tokenizer.json&paths=config.json&expand=False'
 ok paths_info_form test "$(jget 'sorted(e["path"] for e in b) == ["config.json", "tokenizer.json"] and "lastCommit" not in b[0]')" = True
 # A path named many times is answered once: the work and the answer are bounded by the revision.
