@@ -216,6 +216,70 @@ void sdb_stream_drop(Store *s, const char *key) {
   if (key && key[0]) stream_drop(s, key, 0, -1);
 }
 
+/* ---- pins: blobs a download is reading, kept from store_gc ---- */
+
+int store_blob_pin(Store *s, const char *hex, char key[65], Err *err) {
+  key[0] = '\0';
+  if (!sdb_is_hex(hex, 64, 64)) return err_setk(err, ERR_NOT_FOUND, "store: blob \"%.70s\": not a sha256", hex ? hex : "");
+  /* Named as a stream's temporary key is, for sdb_sweep_streams: pid namespace, pid,
+  ** start time, counter. */
+  char k[65];
+  int kn = snprintf(k, sizeof k, "~read-%llx-%d-%llx-%llx", (unsigned long long)own_pid_ns(), (int)getpid(),
+                    (unsigned long long)sdb_process_start(getpid()), ++stream_counter);
+  if (kn <= 0 || kn >= (int)sizeof k) return err_setk(err, ERR_INTERNAL, "store: blob pin: a key of %d bytes", kn);
+  /* The blob checked and pinned in one write transaction: gc's delete comes before it
+  ** (the blob is gone: not found) or after it (the blob stays). */
+  if (sdb_begin(s, err)) return -1;
+  sqlite3_stmt *st = sdb_prep(s, "SELECT 1 FROM blobs WHERE sha256 = ?", err);
+  if (!st) return sdb_rollback(s);
+  sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) {
+    if (rc == SQLITE_DONE) err_setk(err, ERR_NOT_FOUND, "store: blob %.12s is gone", hex);
+    else sdb_fail(s, err, "blob");
+    return sdb_rollback(s);
+  }
+  if (!(st = sdb_prep(s, "INSERT INTO blob_readers(key, sha256, created) VALUES (?, ?, ?)", err))) return sdb_rollback(s);
+  sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, hex, -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, 3, now_wall());
+  if (sdb_step_done(s, st, err, "blob pin") || sdb_commit(s, err)) return sdb_rollback(s);
+  memcpy(key, k, (size_t)kn + 1);
+  return 0;
+}
+
+void store_blob_unpin(Store *s, const char *key) {
+  if (!key || !key[0] || sdb_begin(s, NULL)) return;
+  sqlite3_stmt *st = sdb_prep(s, "DELETE FROM blob_readers WHERE key = ?", NULL);
+  if (!st) { sdb_rollback(s); return; }
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  if (sdb_step_done(s, st, NULL, "blob pin")) { sdb_rollback(s); return; }
+  sdb_commit(s, NULL);
+}
+
+/* Pins of processes that are gone (judged as streams are: in this pid namespace only). */
+static void sweep_pins(Store *s) {
+  sqlite3_stmt *st = sdb_prep(s, "SELECT key FROM blob_readers", NULL);
+  if (!st) return;
+  char keys[16][65];
+  int n = 0;
+  while (n < 16 && sqlite3_step(st) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(st, 0);
+    unsigned long long ns = 0, start = 0;
+    int pid = 0;
+    if (!key || strlen(key) > 64 || sscanf(key, "~read-%llx-%d-%llx-", &ns, &pid, &start) != 3) continue;
+    if (ns != 0 && ns == own_pid_ns() && sdb_pid_gone(pid, (int64_t)start)) memcpy(keys[n++], key, strlen(key) + 1);
+  }
+  sqlite3_finalize(st);
+  for (int i = 0; i < n; i++) {
+    /* Never waiting for the lock, as the streams' sweep: a busy store is swept later. */
+    sqlite3_busy_timeout(s->db, 0);
+    store_blob_unpin(s, keys[i]);
+    sqlite3_busy_timeout(s->db, s->busy_ms);
+  }
+}
+
 /* A stream whose row has not been touched for this long is stuck (or its pid was reused
 ** by another process): a live stream touches it at every chunk, CHUNK_BYTES apart. */
 #define STREAM_STALE_S 3600.0
@@ -247,6 +311,7 @@ void sdb_sweep_streams(Store *s) {
   /* Best effort, never waiting for the lock: a busy store is swept by a later call. */
   for (int i = 0; i < n; i++)
     if (stream_drop(s, keys[i], created[i], 0)) break;
+  sweep_pins(s);
 }
 
 int store_blob_put(Store *s, const void *data, size_t len, char hex[65], Err *err) {
@@ -474,7 +539,8 @@ int store_gc(Store *s, int64_t *removed, Err *err) {
            " SELECT weights FROM revisions"
            " UNION SELECT optimizer FROM revisions WHERE optimizer IS NOT NULL"
            " UNION SELECT tokenizer FROM revisions WHERE tokenizer IS NOT NULL"
-           " UNION SELECT blob FROM tokenizers)",
+           " UNION SELECT blob FROM tokenizers"
+           " UNION SELECT sha256 FROM blob_readers)",
            err))
     return sdb_rollback(s);
   int64_t n = sqlite3_changes(s->db);

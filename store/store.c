@@ -153,6 +153,11 @@ static const char *const MIGRATIONS[] = {
     ** NULL for rows of older versions: their pid alone is compared. */
     ("ALTER TABLE runs ADD COLUMN pid_start INTEGER;"
      "ALTER TABLE jobs ADD COLUMN pid_start INTEGER;"),
+    /* 8: blobs being read by a download (store_blob_pin), which store_gc keeps: a training
+    ** run's keep-last drops step checkpoints while their weights may be downloading. key
+    ** names the reading process as a stream's temporary key does (sdb_sweep_streams takes
+    ** a dead one's). No foreign key: a pin never holds back a delete but gc's. */
+    "CREATE TABLE blob_readers (key TEXT PRIMARY KEY, sha256 TEXT NOT NULL, created REAL NOT NULL);",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");

@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 typedef struct Store Store;
 
@@ -99,6 +99,13 @@ typedef struct StoreBlobReader StoreBlobReader;
 ** deleted (store_gc) while it is read makes the next read fail with ERR_NOT_FOUND ("was
 ** deleted while it was read"). NULL with err set: missing, damaged chunks, ERR_IO. */
 StoreBlobReader *store_blob_open(Store *s, const char *hex, uint64_t *len, Err *err);
+/* Keeps blob hex from store_gc until store_blob_unpin(key) (or until this process is gone:
+** its pins are swept then): a download pins what it streams, so a revision deleted meanwhile
+** (a training run's keep-last) does not cut it. key receives the pin's name. ERR_NOT_FOUND
+** when the blob is gone already; ERR_BUSY, ERR_IO. */
+int store_blob_pin(Store *s, const char *hex, char key[65], Err *err);
+/* Drops a pin of store_blob_pin (best effort: one left behind is swept with its process). */
+void store_blob_unpin(Store *s, const char *key);
 /* Copies n bytes at offset into dst; ERR_INVALID past the end, ERR_IO when SQLite fails. */
 int store_blob_read(StoreBlobReader *r, uint64_t offset, void *dst, size_t n, Err *err);
 /* Checks the bytes against the blob's sha256, as store_blob_get does: what was read

@@ -209,6 +209,7 @@ static int is_listed(const char *file) {
 ** [off, end), how far the client has it (at) and the bytes read ahead of that. */
 typedef struct Download {
   Store *store;
+  char pin[65];             /* the blob's pin (store_blob_pin): kept from store_gc until the end */
   StoreBlobReader *br;
   uint64_t at, end;
   int whole;                /* the whole blob: checked against its sha256 before its last bytes go */
@@ -220,6 +221,7 @@ typedef struct Download {
 static void download_free(void *ctx) {
   Download *d = ctx;
   store_blob_close(d->br);
+  if (d->store) store_blob_unpin(d->store, d->pin);
   store_close(d->store);
   free(d->ahead);
   free(d);
@@ -264,7 +266,10 @@ static int hub_download(App *a, HttpRes *rs, const char *blob, int plan, size_t 
     download_free(d);
     return err_setk(e, ERR_BUSY, "the server cannot open another store connection for this download now; try again");
   }
-  if (!(d->br = store_blob_open(d->store, blob, &len, e))) {
+  /* Pinned before it is opened: a revision dropped meanwhile (a training run's keep-last
+  ** takes its step checkpoints) leaves this blob to the end of the download, which else
+  ** was cut after its 200 and Content-Length had gone. */
+  if (store_blob_pin(d->store, blob, d->pin, e) || !(d->br = store_blob_open(d->store, blob, &len, e))) {
     download_free(d);
     return -1;
   }

@@ -160,7 +160,7 @@ static void open_tests(void) {
   int v1rc = rawexec(empty, "ALTER TABLE tokenizers DROP COLUMN source; ALTER TABLE tokenizers DROP COLUMN job_id;"
                  "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
                  "ALTER TABLE revisions DROP COLUMN tokenizer_config; ALTER TABLE revisions DROP COLUMN special_tokens_map;"
-                 "ALTER TABLE runs DROP COLUMN dist; ALTER TABLE runs DROP COLUMN pid_start; DROP TABLE jobs;"
+                 "ALTER TABLE runs DROP COLUMN dist; ALTER TABLE runs DROP COLUMN pid_start; DROP TABLE jobs; DROP TABLE blob_readers;"
                  "ALTER TABLE runs DROP COLUMN results; ALTER TABLE epoch_metrics DROP COLUMN macro_f1;"
                  "ALTER TABLE epoch_metrics DROP COLUMN weighted_f1; ALTER TABLE epoch_metrics DROP COLUMN confusion;"
                  "DROP TABLE models; CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
@@ -207,7 +207,7 @@ static void open_tests(void) {
   int v5rc = rawexec(v5, "ALTER TABLE tokenizers DROP COLUMN source; ALTER TABLE tokenizers DROP COLUMN job_id;"
                          "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
                          "ALTER TABLE jobs DROP COLUMN progress;"
-                         "ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE jobs DROP COLUMN pid_start;"
+                         "ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE jobs DROP COLUMN pid_start; DROP TABLE blob_readers;"
                          "INSERT INTO blobs(sha256, size, created) VALUES ('" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" "', 0, 1);"
                          "INSERT INTO tokenizers(name, vocab_size, blob, created) VALUES ('old-tok', 100,"
                          " 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 1);"
@@ -221,7 +221,8 @@ static void open_tests(void) {
   check(v5rc == SQLITE_OK && s && store_schema_version(s) == STORE_SCHEMA_VERSION && v5t && json_is_null(json_object_get(v5t, "source")) &&
             json_is_null(json_object_get(v5t, "job")) && v5d && json_is_null(json_object_get(v5d, "source")) &&
             json_is_null(json_object_get(v5d, "split")) && json_integer_value(json_object_get(v5d, "shards")) == 2 &&
-            json_integer_value(json_object_get(v5d, "samples")) == 12 && v5j && json_is_null(json_object_get(v5j, "progress")),
+            json_integer_value(json_object_get(v5d, "samples")) == 12 && v5j && json_is_null(json_object_get(v5j, "progress")) &&
+            q1(v5, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'blob_readers'") == 1,
         "store_migrates_v5_registry", "%s", e.msg);
   json_decref(v5t);
   json_decref(v5d);
@@ -1761,6 +1762,41 @@ static void reader_tests(void) {
   int again = br ? store_blob_read(br, 0, got, n, &ve) | store_blob_verify(br, &ve) : -1;
   check(rc == 0 && again == 0 && !memcmp(got, a, n), "blob_reader_reads_a_blob_pushed_again", "%d %d (%s)", rc, again, ve.msg);
   store_blob_close(br);
+
+  /* Pinned (as a download pins what it streams): the revision deleted and collected on
+  ** another connection, the blob stays and reads whole; unpinned, the next gc takes it. */
+  StoreRevision rb;
+  char pin[65] = "";
+  rc = store_resolve(w, "rd", &rb, &e) | store_blob_pin(s, rb.weights, pin, &e);
+  br = rc ? NULL : store_blob_open(s, rb.weights, &len, &e);
+  removed = -1;
+  del = store_revision_delete(w, rb.id, &e) | store_gc(w, &removed, &e);
+  Err pe = {0};
+  int whole = br ? store_blob_read(br, 0, got, n, &pe) | store_blob_verify(br, &pe) : -1;
+  store_blob_close(br);
+  check(rc == 0 && del == 0 && removed == 0 && whole == 0 && !memcmp(got, a, n) && pin[0] == '~',
+        "blob_pin_keeps_a_blob_from_gc", "%d %d %lld %d (%s %s)", rc, del, (long long)removed, whole, e.msg, pe.msg);
+  store_blob_unpin(s, pin);
+  int64_t removed2 = -1;
+  rc = store_gc(w, &removed2, &e);
+  check(rc == 0 && removed2 == 1, "blob_unpin_lets_gc_take_it", "%lld (%s)", (long long)removed2, e.msg);
+  Err me = {0};
+  rc = store_blob_pin(s, rb.weights, pin, &me);
+  check(rc == -1 && me.kind == ERR_NOT_FOUND && !pin[0], "blob_pin_of_a_collected_blob_not_found", "%d (%s)", rc, me.msg);
+  /* A pin whose process is gone (a dead pid, this pid namespace) is swept at the next open. */
+  char hp[65], dead[200];
+  rc = store_blob_put(w, "pinned by the dead", 18, hp, &e);
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0);
+  struct stat ns;
+  snprintf(dead, sizeof dead, "INSERT INTO blob_readers VALUES ('~read-%llx-%d-1-1', '%s', 1)",
+           stat("/proc/self/ns/pid", &ns) == 0 ? (unsigned long long)ns.st_ino : 0ULL, (int)child, hp);
+  rawexec(db, dead);
+  int held = (int)q1(db, "SELECT COUNT(*) FROM blob_readers");
+  store_close(store_open(db, &e));
+  check(rc == 0 && held == 1 && q1(db, "SELECT COUNT(*) FROM blob_readers") == 0, "blob_pin_of_a_dead_process_swept",
+        "%d pins before, %lld after (%s)", held, (long long)q1(db, "SELECT COUNT(*) FROM blob_readers"), e.msg);
   store_close(s);
   store_close(w);
   free(a);
