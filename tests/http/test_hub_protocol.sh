@@ -469,7 +469,8 @@ if "$M" train --db "$T/hub.db" --name big --tokenizer "$T/tok.json" --train "$T/
   if [ "${MASKD_SANITIZER_LOGS:-}" = 1 ]; then
     echo "SKIP download_peak_memory_below_a_copy: the peak counts ASan's quarantine in the sanitizer build"
   else
-    ok download_peak_memory_below_a_copy test $(( (after - before) * 1024 )) -lt $(( size / 4 ))
+    [ $(( (after - before) * 1024 )) -lt $(( size / 4 )) ] && pass download_peak_memory_below_a_copy ||
+      fail download_peak_memory_below_a_copy "server VmHWM $before -> $after kB over three downloads of $size bytes at once"
   fi
   echo "# model.safetensors $size bytes; server VmHWM $before -> $after kB over three downloads at once"
   get -H 'Authorization: Bearer tk' -I /big/resolve/main/model.safetensors
@@ -506,8 +507,9 @@ fi
 # a revision dropped between the moment main was resolved and its blob pinned is not found
 # (404 RevisionNotFound, as it is a moment later), never a 500; one dropped after is read
 # to its end (the download's pin keeps its blob from the run's store_gc), never cut after
-# its 200 and Content-Length went. (In two runs the code before answered 26 and 32 of these
-# 800 requests with 500 "blob ... is missing", and cut others: curl's exit 18.) ----
+# its 200 and Content-Length went. (Of 800 such requests, the code before answered 26 and 32
+# with 500 "blob ... is missing" in two runs, and without the pin 50 were cut: curl's exit
+# 18. Here 480 are made.) ----
 serve_stop
 serve_start --db "$T/hub.db" --quiet --no-worker || fail prune_race_start "$(cat "$T/err")"
 "$M" train --db "$T/hub.db" --name churn --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
@@ -516,7 +518,7 @@ churn=$!
 for i in $(seq 50); do [ -s "$T/churn.log" ] || curl -s -o /dev/null -f "$base/churn/resolve/main/config.json" && break; sleep 0.2; done
 loops=()
 for l in 1 2 3 4; do
-  ( for i in $(seq 100); do
+  ( for i in $(seq 60); do
       curl -s -L -o /dev/null --max-time 10 -w '%{http_code} %{exitcode}\n' "$base/churn/resolve/main/model.safetensors"
       curl -s -L -o /dev/null --max-time 10 -w '%{http_code} %{exitcode}\n' -H 'Range: bytes=0-0' "$base/churn/resolve/main/model.safetensors"
     done >"$T/churn$l" 2>/dev/null ) &
@@ -528,4 +530,4 @@ codes=$(cat "$T"/churn[1-4] | sort | uniq -c | tr -s ' \n' ' ')
 echo "# while pruning: status counts $codes"
 ok prune_race_no_500 bash -c "! cat '$T'/churn[1-4] | grep -q '^5'"
 ok prune_race_no_download_cut bash -c "! cat '$T'/churn[1-4] | grep -qv ' 0\$'"
-ok prune_race_mostly_served bash -c "[ \$(cat '$T'/churn[1-4] | grep -c '^20[06]') -gt 300 ]"
+ok prune_race_mostly_served bash -c "[ \$(cat '$T'/churn[1-4] | grep -c '^20[06]') -gt 180 ]"
