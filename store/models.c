@@ -45,7 +45,7 @@ int64_t store_model_create(Store *s, const char *name, Err *err) {
 
 #define REV_COLUMNS                                                                                            \
   "r.id, r.model_id, r.seq, m.name, r.commit_id, r.weights, COALESCE(r.optimizer, ''), COALESCE(r.tokenizer, ''), " \
-  "r.message, COALESCE(r.run_id, 0), r.step, r.epoch, r.created"
+  "r.message, COALESCE(r.run_id, 0), r.step, r.epoch, r.created, m.created"
 
 static void read_revision(sqlite3_stmt *st, StoreRevision *r) {
   memset(r, 0, sizeof *r);
@@ -62,6 +62,7 @@ static void read_revision(sqlite3_stmt *st, StoreRevision *r) {
   r->step = sqlite3_column_int64(st, 10);
   r->epoch = sqlite3_column_int64(st, 11);
   r->created = sqlite3_column_double(st, 12);
+  r->model_created = sqlite3_column_double(st, 13);
 }
 
 /* 1 when an architectures name (NULL: none) is a sequence classifier's, by config_parse's rule. */
@@ -160,10 +161,13 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
       (okey[0] && sdb_stream_finish_tx(s, okey, oh, p->optimizer_stream->len, err)) ||
       (p->tokenizer_json && sdb_blob_put_tx(s, p->tokenizer_json, strlen(p->tokenizer_json), th, err)))
     goto fail;
-  sqlite3_stmt *st = sdb_prep(s, "SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions WHERE model_id = ?", err);
+  sqlite3_stmt *st = sdb_prep(s, "SELECT COALESCE(MAX(seq), 0) + 1, (SELECT created FROM models WHERE id = ?1)"
+                                 " FROM revisions WHERE model_id = ?1", err);
   if (!st) goto fail;
   sqlite3_bind_int64(st, 1, mid);
-  int64_t seq = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 1;
+  int row = sqlite3_step(st) == SQLITE_ROW;
+  int64_t seq = row ? sqlite3_column_int64(st, 0) : 1;
+  double model_created = row ? sqlite3_column_double(st, 1) : 0;
   sqlite3_finalize(st);
   /* The commit id hashes what the revision is, like a git commit: repository,
   ** number, content, message and time. */
@@ -218,6 +222,7 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
     out->step = p->step;
     out->epoch = p->epoch;
     out->created = created;
+    out->model_created = model_created;
   }
   return 0;
 fail:

@@ -273,7 +273,8 @@ typedef struct StoreRevision {
   char weights[65], optimizer[65], tokenizer[65];   /* blob sha256s; "" when absent */
   char message[256];
   int64_t run, step, epoch;
-  double created;
+  double created;                 /* the revision's time; model_created its repository's */
+  double model_created;
 } StoreRevision;
 
 /* Creates the repository if needed; returns its id. */

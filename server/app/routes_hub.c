@@ -601,12 +601,7 @@ void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const
   char id[25], date[48], created[48];
   hub_object_id(repo, id);
   hub_iso_date(r.created, date);
-  /* createdAt is the repository's, as the Hub's and as GET /api/models says it; lastModified
-  ** the revision's. (The revision's date stands in if the repository cannot be read now.) */
-  json_t *model = store_model_get(s, repo, NULL);
-  json_t *mc = json_object_get(model, "created");
-  hub_iso_date(json_is_number(mc) ? json_number_value(mc) : r.created, created);
-  json_decref(model);
+  hub_iso_date(r.model_created, created);   /* the repository's, as the Hub's and GET /api/models' */
   json_t *tags = json_pack("[s]", "transformers");
   if (has_safetensors) json_array_append_new(tags, json_string("safetensors"));
   if (json_is_string(mtype)) json_array_append(tags, mtype);

@@ -1768,6 +1768,9 @@ static void reader_tests(void) {
   StoreRevision rb;
   char pin[65] = "";
   rc = store_resolve(w, "rd", &rb, &e) | store_blob_pin(s, rb.weights, pin, &e);
+  /* A revision says when its repository was made, pushed (ra) or resolved (rb, a later one). */
+  check(rc == 0 && ra.model_created > 0 && rb.model_created == ra.model_created && rb.created > ra.created,
+        "revision_model_created", "%.6f %.6f %.6f", ra.model_created, rb.model_created, rb.created);
   br = rc ? NULL : store_blob_open(s, rb.weights, &len, &e);
   removed = -1;
   del = store_revision_delete(w, rb.id, &e) | store_gc(w, &removed, &e);
