@@ -36,6 +36,7 @@ static const Command commands[] = {
   {"classify", cmd_classify, "classify texts as HF pipeline(\"text-classification\") does"},
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},
   {"import", cmd_import, "add a Hugging Face model folder to the store"},
+  {"average", cmd_average, "average revisions' weights into a new model (a model soup)"},
   {"runs", cmd_runs, "list training runs in the store"},
   {"models", cmd_models, "list model repositories and their revisions in the store"},
   {"serve", cmd_serve, "serve the HTTP API and the web page"},
