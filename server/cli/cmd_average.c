@@ -234,11 +234,21 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
   char *cfg_text = NULL, *tok_text = NULL, *side[2] = {NULL, NULL}, *msg = NULL;
   int rc = -1;
   if (!(s = store_open(db_path, err)) || !(g.rd = store_open(db_path, err))) goto done;
+  /* A new repository: not one that exists (with revisions or not), nor a run's, whose
+  ** pushes would land beside the average. A name of digits only is no run's (runs refuse it). */
   {
-    StoreRevision exists;
     Err e = {0};
-    if (store_resolve(s, a->name, &exists, &e) == 0) {
+    json_t *m = store_model_get(s, a->name, &e);
+    int taken = m != NULL;
+    json_decref(m);
+    if (!taken && e.kind != ERR_NOT_FOUND) { *err = e; goto done; }
+    if (taken) {
       err_setk(err, ERR_CONFLICT, "--name: a repository named %s exists; the average goes to a new one", a->name);
+      goto done;
+    }
+    if (a->name[strspn(a->name, "0123456789")] && store_run_find(s, a->name, &e) > 0) {
+      err_setk(err, ERR_CONFLICT, "--name: %s is a training run's name, and its repository's; the average goes to a new one",
+               a->name);
       goto done;
     }
   }

@@ -110,6 +110,9 @@ refuse average_refuses_other_dropout 1 'their config.json differ in "hidden_drop
 refuse average_refuses_mlm_with_classifier 1 'are not one model' --name x base@2 c1@best
 refuse average_refuses_one_revision_twice 1 'c1@best and c1@1 are one revision (c1@1)' --name x c1@best c1@1
 refuse average_refuses_taken_name 1 '--name: a repository named c2 exists' --name c2 c1@best c3@best
+sqlite3 "$DB" "INSERT INTO runs(name, config, status, created) VALUES ('queued-run', '{}', 'created', 0)" 2>"$T/sql.err" ||
+  fail average_setup_run "$(cat "$T/sql.err")"
+refuse average_refuses_a_runs_name 1 '--name: queued-run is a training run' --name queued-run c1@best c3@best
 refuse average_refuses_missing_revision 1 'c1@9' --name x c1@9 c2@best
 refuse average_refuses_missing_model 1 'nosuch' --name x nosuch c2@best
 refuse average_refuses_one_input 2 'expected two or more revisions' --name x c1@best
