@@ -12,13 +12,15 @@
 #include "engine/nn/config.h"
 #include "store/sha256.h"
 
-static int64_t model_id_tx(Store *s, const char *name, Err *err) {
+/* The repository's id, made when missing; must_be_new: ERR_CONFLICT when it exists. */
+static int64_t model_id_tx(Store *s, const char *name, int must_be_new, Err *err) {
   /* A new repository's name must be one the Hub's URLs can reach (an existing one stays). */
   sqlite3_stmt *st = sdb_prep(s, "SELECT 1 FROM models WHERE name = ?", err);
   if (!st) return -1;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   int exists = sqlite3_step(st) == SQLITE_ROW;
   sqlite3_finalize(st);
+  if (exists && must_be_new) return err_setk(err, ERR_CONFLICT, "push: a repository named %s exists", name);
   if (!exists && store_check_new_repo_name("model", name, err)) return -1;
   st = sdb_prep(s, "INSERT OR IGNORE INTO models(name, created) VALUES (?, ?)", err);
   if (!st) return -1;
@@ -37,7 +39,7 @@ static int64_t model_id_tx(Store *s, const char *name, Err *err) {
 int64_t store_model_create(Store *s, const char *name, Err *err) {
   if (store_check_name("model", name, err)) return -1;
   if (sdb_begin(s, err)) return -1;
-  int64_t id = model_id_tx(s, name, err);
+  int64_t id = model_id_tx(s, name, 0, err);
   if (id < 0) return sdb_rollback(s);
   if (sdb_commit(s, err)) return -1;
   return id;
@@ -111,6 +113,7 @@ static int precheck(Store *s, const char *model, const StorePush *p, Err *err) {
     sqlite3_finalize(st);
     if (src != SQLITE_ROW && src != SQLITE_DONE) rc = sdb_fail(s, err, "model");
     else if (mid == 0) rc = store_check_new_repo_name("model", model, err);
+    else if (p->new_repo) rc = err_setk(err, ERR_CONFLICT, "push: a repository named %s exists", model);
     else rc = check_task_tx(s, mid, model, p->config_json, err);
   }
   sdb_exec(s, "COMMIT", NULL);
@@ -154,7 +157,7 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   }
   if (sdb_begin(s, err)) goto fail;
   if (p->run && sdb_run_exists(s, p->run, err)) goto fail;
-  int64_t mid = model_id_tx(s, model, err);
+  int64_t mid = model_id_tx(s, model, p->new_repo, err);
   if (mid < 0 || check_task_tx(s, mid, model, p->config_json, err) ||
       (wkey[0] ? sdb_stream_finish_tx(s, wkey, wh, p->weights_stream->len, err) : sdb_blob_put_tx(s, p->weights, p->weights_len, wh, err)) ||
       (p->optimizer && sdb_blob_put_tx(s, p->optimizer, p->optimizer_len, oh, err)) ||
@@ -206,6 +209,12 @@ int store_push(Store *s, const char *model, const StorePush *p, StoreRevision *o
   sdb_bind_text(st, 15, p->special_tokens_map_json);
   if (sdb_step_done(s, st, err, "revision")) goto fail;
   int64_t rid = sqlite3_last_insert_rowid(s->db);
+  if (p->best) {
+    if (!(st = sdb_prep(s, "UPDATE models SET best_revision = ? WHERE id = ?", err))) goto fail;
+    sqlite3_bind_int64(st, 1, rid);
+    sqlite3_bind_int64(st, 2, mid);
+    if (sdb_step_done(s, st, err, "best revision")) goto fail;
+  }
   if (sdb_commit(s, err)) goto fail;
   if (out) {
     memset(out, 0, sizeof *out);

@@ -264,6 +264,9 @@ typedef struct StorePush {
   int64_t step, epoch;
   const char *metrics_json;       /* JSON object, e.g. {"eval_loss": 2.3} */
   const StoreStream *weights_stream, *optimizer_stream;   /* instead of weights / optimizer */
+  int new_repo;                   /* the repository must not exist yet: ERR_CONFLICT, nothing written, when
+                                  ** it does (checked before streaming and again under the push's lock) */
+  int best;                       /* the revision becomes its repository's best in the push's transaction */
 } StorePush;
 
 typedef struct StoreRevision {

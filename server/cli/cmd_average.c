@@ -28,6 +28,8 @@
 
 /* The most revisions one average takes (each is an open reader and a pin). */
 #define AVG_MAX_INPUTS 64
+/* The longest revision message the store keeps (StoreRevision.message). */
+#define AVG_MESSAGE_MAX 255
 /* Elements averaged at a time: what one read of each source and the write carry. */
 #define AVG_CHUNK (1 << 16)
 
@@ -171,6 +173,17 @@ static int open_weights(Store *rd, AvgInput *x, Err *err) {
   return 0;
 }
 
+/* Every tensor of input x is F32, as the store keeps weights (the average is taken of those numbers). */
+static int all_f32(const AvgInput *x, Err *err) {
+  for (int i = 0; i < st_count(x->weights); i++) {
+    const StTensor *t = st_tensor(x->weights, i);
+    if (t->dtype != ST_F32)
+      return err_setk(err, ERR_INVALID, "%s: tensor %s is %s; only F32 weights are averaged", x->spec, t->name,
+                      st_dtype_name(t->dtype));
+  }
+  return 0;
+}
+
 /* Input x holds input 0's tensors, by name, with the same shapes, and no other. */
 static int same_tensors(const AvgInput *a, const AvgInput *x, Err *err) {
   if (st_count(x->weights) != st_count(a->weights))
@@ -246,7 +259,9 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
       err_setk(err, ERR_CONFLICT, "--name: a repository named %s exists; the average goes to a new one", a->name);
       goto done;
     }
-    if (a->name[strspn(a->name, "0123456789")] && store_run_find(s, a->name, &e) > 0) {
+    int64_t run = a->name[strspn(a->name, "0123456789")] ? store_run_find(s, a->name, &e) : -1;
+    if (run < 0 && e.kind != ERR_NOT_FOUND && e.kind != ERR_NONE) { *err = e; goto done; }
+    if (run > 0) {
       err_setk(err, ERR_CONFLICT, "--name: %s is a training run's name, and its repository's; the average goes to a new one",
                a->name);
       goto done;
@@ -264,6 +279,13 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
         goto done;
       }
     if (!x->rev.weights[0]) { err_setk(err, ERR_INVALID, "%s has no weights", specs[i]); goto done; }
+    if (!x->rev.tokenizer[0]) { err_setk(err, ERR_INVALID, "%s has no tokenizer; a model to average needs one", specs[i]); goto done; }
+    /* The same weights under two names (imports of one folder) would count twice, as one revision given twice would. */
+    for (int j = 0; j < i; j++)
+      if (!strcmp(g.in[j].rev.weights, x->rev.weights)) {
+        err_setk(err, ERR_INVALID, "%s and %s hold the same weights; give each once", g.in[j].spec, specs[i]);
+        goto done;
+      }
   }
   size_t len;
   if (revision_text(s, &g.in[0].rev, "config.json", &cfg_text, &len, NULL, err)) { err_prefix(err, specs[0]); goto done; }
@@ -272,7 +294,7 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
   for (int i = 1; i < n; i++)
     if (same_model(s, &g.in[0], &g.in[i], cfg0, err)) goto done;
   for (int i = 0; i < n; i++)
-    if (open_weights(g.rd, &g.in[i], err) || (i && same_tensors(&g.in[0], &g.in[i], err))) goto done;
+    if (open_weights(g.rd, &g.in[i], err) || all_f32(&g.in[i], err) || (i && same_tensors(&g.in[0], &g.in[i], err))) goto done;
 
   /* The new file: input 0's tensors (F32), its metadata; sizes known before a byte is read. */
   const StFile *f0 = g.in[0].weights;
@@ -303,22 +325,30 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
     err_prefix(err, specs[0]);
     goto done;
   }
-  /* "Average of a@best (1f2e3d4c), b@best (...)": what went in, by the names given and commits. */
-  size_t cap = 64;
-  for (int i = 0; i < n; i++) cap += strlen(specs[i]) + 16;
-  if (!(msg = malloc(cap))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
-  if (a->message) snprintf(msg, cap, "%s", a->message);
+  /* "Average of a@best (1f2e3d4c), b@best (...)": what went in, by the names given and
+  ** commits, as many as a revision's message holds (AVG_MESSAGE_MAX), then "and N more". */
+  if (!(msg = malloc(AVG_MESSAGE_MAX + 1))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  if (a->message) snprintf(msg, AVG_MESSAGE_MAX + 1, "%s", a->message);
   else {
-    size_t at = (size_t)snprintf(msg, cap, "Average of");
-    for (int i = 0; i < n; i++)
-      at += (size_t)snprintf(msg + at, cap - at, "%s %s (%.8s)", i ? "," : "", specs[i], g.in[i].rev.commit);
+    size_t at = (size_t)snprintf(msg, AVG_MESSAGE_MAX + 1, "Average of");
+    for (int i = 0; i < n; i++) {
+      char item[AVG_MESSAGE_MAX + 1], more[32];
+      int n_item = snprintf(item, sizeof item, "%s %s (%.8s)", i ? "," : "", specs[i], g.in[i].rev.commit);
+      int rest = i + 1 < n ? snprintf(more, sizeof more, " and %d more", n - i - 1) : 0;
+      if (n_item < 0 || at + (size_t)n_item + (size_t)rest > AVG_MESSAGE_MAX) {
+        snprintf(msg + at, AVG_MESSAGE_MAX + 1 - at, i ? " and %d more" : " %d revisions", n - i);
+        break;
+      }
+      memcpy(msg + at, item, (size_t)n_item + 1);
+      at += (size_t)n_item;
+    }
   }
   StoreStream stream = {bytes, produce_mean, &g};
+  /* A new repository (checked again under the push's lock: another push may have made it
+  ** meanwhile), whose best (NAME@best, as a fine-tuning run's) is this revision. */
   StorePush p = {.message = msg, .config_json = cfg_text, .weights_stream = &stream, .tokenizer_json = tok_text,
-                 .tokenizer_config_json = side[0], .special_tokens_map_json = side[1]};
+                 .tokenizer_config_json = side[0], .special_tokens_map_json = side[1], .new_repo = 1, .best = 1};
   if (store_push(s, a->name, &p, made, err)) goto done;
-  /* NAME@best names it, as a fine-tuning run's best revision is named. */
-  if (store_model_set_best(s, made->id, err)) goto done;
   rc = 0;
 done:
   avg_free(&g);
@@ -343,6 +373,8 @@ int cmd_average(int argc, char **argv) {
   else if (np < 2) fprintf(stderr, "maskd average: expected two or more revisions, NAME@REV NAME@REV ... (maskd average --help)\n");
   else if (np > AVG_MAX_INPUTS) fprintf(stderr, "maskd average: at most %d revisions, got %d\n", AVG_MAX_INPUTS, np);
   else if (store_check_new_repo_name("--name", a.name, &err)) fprintf(stderr, "maskd average: %s\n", err.msg);
+  else if (a.message && (!*a.message || strlen(a.message) > AVG_MESSAGE_MAX))
+    fprintf(stderr, "maskd average: --message: 1 to %d bytes, got %zu\n", AVG_MESSAGE_MAX, strlen(a.message));
   else {
     const char *path = cli_db_path(a.db);
     struct stat st;

@@ -451,6 +451,36 @@ static void repo_task_tests(void) {
   store_close(s);
 }
 
+/* StorePush.new_repo refuses a repository that exists (with or without revisions; bytes or a
+** stream), writing nothing; StorePush.best makes the revision its repository's best. */
+static void push_new_repo_tests(void) {
+  Err e = {0};
+  Store *s = store_open(make_db_path("newrepo.db"), &e);
+  if (!s) { check(0, "store_new_repo_open", "%s", e.msg); return; }
+  const char *cfg = "{\"architectures\": [\"RobertaForMaskedLM\"]}";
+  StorePush p = {.message = "one", .config_json = cfg, .weights = "w1", .weights_len = 2, .new_repo = 1, .best = 1};
+  StoreRevision r1, best;
+  int a = store_push(s, "fresh", &p, &r1, &e);
+  int b = a ? -1 : store_resolve(s, "fresh@best", &best, &e);
+  check(a == 0 && b == 0 && best.id == r1.id && r1.seq == 1, "store_push_best_marks_the_revision", "%d %d (%s)", a, b, e.msg);
+  e = (Err){0};
+  p.weights = "w2";
+  int c = store_push(s, "fresh", &p, NULL, &e);
+  json_t *m = store_model_get(s, "fresh", NULL);
+  check(c == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "fresh exists") && json_array_size(json_object_get(m, "revisions")) == 1,
+        "store_push_new_repo_refuses_an_existing_one", "%d %s: %s", c, err_kind_name(e.kind), e.msg);
+  json_decref(m);
+  /* A repository without revisions (store_model_create) exists too; a streamed push is refused before it streams. */
+  int64_t id = store_model_create(s, "empty", &e);
+  StoreStream st = {2, NULL, NULL};
+  StorePush ps = {.message = "two", .config_json = cfg, .weights_stream = &st, .new_repo = 1};
+  e = (Err){0};
+  int d = id > 0 ? store_push(s, "empty", &ps, NULL, &e) : -1;
+  check(d == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "empty exists"), "store_push_new_repo_refuses_an_empty_one",
+        "%lld %d %s: %s", (long long)id, d, err_kind_name(e.kind), e.msg);
+  store_close(s);
+}
+
 /* An import keeps the folder's tokenizer side files as they came; other revisions have none. */
 static void side_file_tests(void) {
   Err e = {0};
@@ -1816,6 +1846,7 @@ int main(void) {
   api_tests();
   side_file_tests();
   repo_task_tests();
+  push_new_repo_tests();
   hub_list_tests();
   hub_list_pipeline_tests();
   stream_tests();
