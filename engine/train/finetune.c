@@ -184,12 +184,54 @@ fail:
   return NULL;
 }
 
+Finetune *finetune_evaluator_new(Model *m, const FinetuneOptions *o, Err *err) {
+  const ModelConfig *c = m ? model_config(m) : NULL;
+  if (!c || c->task != MODEL_TASK_SEQ_CLS || c->num_labels < 2)
+    return err_setk(err, ERR_INVALID, "evaluate: the model is not a sequence classifier"), NULL;
+  if (o->batch < 1 || o->eval_batch < 1 || o->threads < 1 || o->max_seq < 1 ||
+      !(o->label_smoothing >= 0 && o->label_smoothing < 1) || (o->precision != MODEL_FP32 && o->precision != MODEL_BF16))
+    return err_setk(err, ERR_INVALID, "evaluate: batch, eval_batch, threads and max_seq must be >= 1, "
+                                      "label_smoothing in [0, 1), a known precision"), NULL;
+  if (o->pad_id < 0 || o->pad_id >= c->vocab_size)
+    return err_setk(err, ERR_INVALID, "evaluate: padding id %d is outside the vocabulary of %d", o->pad_id, c->vocab_size), NULL;
+  if (o->max_seq > config_max_tokens(c))
+    return err_setk(err, ERR_BAD_INPUT, "evaluate: examples of %d tokens are longer than the model's %d positions", o->max_seq,
+                    config_max_tokens(c)), NULL;
+  Finetune *f = calloc(1, sizeof *f);
+  if (!f) return err_setk(err, ERR_NOMEM, "evaluate: out of memory"), NULL;
+  f->o = *o;
+  f->m = m;
+  f->cfg = c;
+  f->nl = c->num_labels;
+  f->seq = o->max_seq;
+  f->plan_rows = o->batch;
+  f->io_rows = o->batch > o->eval_batch ? o->batch : o->eval_batch;
+  model_set_threads(m, o->threads);
+  model_set_label_smoothing(m, (float)o->label_smoothing);
+  model_set_precision(m, o->precision);
+  if (model_plan(m, f->plan_rows, f->seq, f->plan_rows, 0, err)) goto fail;
+  size_t cells = (size_t)f->io_rows * (size_t)f->seq;
+  f->ids = malloc(cells * sizeof *f->ids);
+  f->mask = malloc(cells * sizeof *f->mask);
+  f->labels = malloc((size_t)f->io_rows * sizeof *f->labels);
+  f->examples = malloc((size_t)f->io_rows * sizeof *f->examples);
+  f->confusion = malloc((size_t)f->nl * (size_t)f->nl * sizeof *f->confusion);
+  if (!f->ids || !f->mask || !f->labels || !f->examples || !f->confusion) {
+    err_setk(err, ERR_NOMEM, "evaluate: out of memory for batches of %d x %d", f->io_rows, f->seq);
+    goto fail;
+  }
+  return f;
+fail:
+  finetune_free(f);
+  return NULL;
+}
+
 long finetune_total_steps(const Finetune *f) { return f->total; }
 long finetune_steps_per_epoch(const Finetune *f) { return f->spe; }
 long finetune_warmup_steps(const Finetune *f) { return f->warmup; }
 
 size_t finetune_epoch_order(const Finetune *f, int epoch, size_t *order) {
-  return textcls_batcher_order(f->tb, epoch, order);
+  return f->tb ? textcls_batcher_order(f->tb, epoch, order) : 0;
 }
 
 /* The prediction of one row of scores: the first largest. */
@@ -245,7 +287,7 @@ static int evaluate(Finetune *f, const TextClsSet *set, TextClsBatcher *b, Finet
     out->metrics.macro_precision = out->metrics.macro_recall = NAN;
   }
   out->epoch = -1;
-  out->step = f->opt->step;
+  out->step = f->opt ? f->opt->step : 0;
   out->train_loss = NAN;
   out->loss = labelled ? loss_sum / (double)labelled : NAN;
   out->n_labels = f->nl;
@@ -302,6 +344,7 @@ static int train_step(Finetune *f, int epoch, FinetuneStep *st, Err *err) {
 }
 
 int finetune_run(Finetune *f, const FinetuneCallbacks *cb, Err *err) {
+  if (!f->opt) return err_setk(err, ERR_INVALID, "finetune: an evaluator does not train");
   FinetuneCallbacks none = {0};
   if (!cb) cb = &none;
   for (int epoch = 0; f->opt->step < f->total; epoch++) {

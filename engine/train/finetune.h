@@ -92,8 +92,16 @@ enum { FINETUNE_DONE = 0, FINETUNE_STOPPED = 1 };
 ** classifier; ERR_BAD_INPUT for a label out of range or an example longer than the model. */
 Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *valid, const FinetuneOptions *o,
                        Err *err);
+/* An evaluator only (finetune_evaluate; no training: finetune_run refuses it): m planned
+** for inference over o->batch rows of up to o->max_seq tokens (> 0: the longest example it
+** will see), o->eval_batch rows padded together, o->label_smoothing in the loss, threads
+** and precision as o says; the optimizer and training options are not read. The same
+** predictions and loss as a finetune's evaluation of the same weights. Errors as
+** finetune_new's. */
+Finetune *finetune_evaluator_new(Model *m, const FinetuneOptions *o, Err *err);
 void finetune_free(Finetune *f);
-/* Runs from the start to the end: FINETUNE_DONE, FINETUNE_STOPPED, or -1 with err. */
+/* Runs from the start to the end: FINETUNE_DONE, FINETUNE_STOPPED, or -1 with err
+** (ERR_INVALID for an evaluator). */
 int finetune_run(Finetune *f, const FinetuneCallbacks *cb, Err *err);
 /* Evaluates the current weights on set (no dropout, set order, eval_batch rows padded
 ** together, forwarded in pieces of at most batch rows): fills out (epoch -1, confusion

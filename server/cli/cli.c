@@ -86,7 +86,7 @@ const char CLI_DEFAULT[] = "(the defaults' value)";
 const CliSpec *const cli_specs[] = {
   &cli_spec_tokenizer, &cli_spec_tokenizer_train, &cli_spec_prepare, &cli_spec_train, &cli_spec_fillmask,
   &cli_spec_classify, &cli_spec_export, &cli_spec_import, &cli_spec_runs, &cli_spec_models, &cli_spec_serve,
-  &cli_spec_bench, &cli_spec_finetune, &cli_spec_average,
+  &cli_spec_bench, &cli_spec_finetune, &cli_spec_average, &cli_spec_evaluate,
 };
 const int cli_n_specs = (int)(sizeof cli_specs / sizeof cli_specs[0]);
 

@@ -31,6 +31,7 @@
 #include "engine/tok/tokenizer.h"
 #include "engine/train/cls_metrics.h"
 #include "engine/train/finetune.h"
+#include "server/cli/cls_examples.h"
 #include "server/cli/commands.h"
 #include "server/cli/job_read.h"
 #include "server/cli/progress.h"
@@ -210,62 +211,6 @@ static void data_free(FtData *d) {
   textcls_labels_free(&d->labels);
   free(d->split_train);
   free(d->split_valid);
-}
-
-/* The ids of the examples idx[0..n) (all of them when idx is NULL) into s, each cut to
-** max_len tokens as HF's truncation=True does: text tokens dropped from the end, the
-** template's last token ([SEP]) kept last. */
-static int make_set(const int32_t *ids, const size_t *starts, const int32_t *labels, const size_t *idx, size_t n,
-                    int max_len, TextClsSet *s, Err *e) {
-  memset(s, 0, sizeof *s);
-  size_t total = 0;
-  for (size_t k = 0; k < n; k++) {
-    size_t i = idx ? idx[k] : k, len = starts[i + 1] - starts[i];
-    total += len < (size_t)max_len ? len : (size_t)max_len;
-  }
-  s->ids = malloc((total ? total : 1) * sizeof *s->ids);
-  s->starts = malloc((n + 1) * sizeof *s->starts);
-  s->labels = malloc((n ? n : 1) * sizeof *s->labels);
-  if (!s->ids || !s->starts || !s->labels) {
-    textcls_set_free(s);
-    return err_setk(e, ERR_NOMEM, "out of memory for %zu examples", n);
-  }
-  size_t at = 0;
-  for (size_t k = 0; k < n; k++) {
-    size_t i = idx ? idx[k] : k, len = starts[i + 1] - starts[i];
-    const int32_t *src = ids + starts[i];
-    s->starts[k] = at;
-    if (len <= (size_t)max_len) {
-      memcpy(s->ids + at, src, len * sizeof *src);
-      at += len;
-    } else {
-      memcpy(s->ids + at, src, (size_t)(max_len - 1) * sizeof *src);
-      s->ids[at + (size_t)max_len - 1] = src[len - 1];
-      at += (size_t)max_len;
-    }
-    if ((int)(at - s->starts[k]) > s->max_len) s->max_len = (int)(at - s->starts[k]);
-    s->labels[k] = labels[i];
-  }
-  s->starts[n] = at;
-  s->n = n;
-  return 0;
-}
-
-/* Tokenizes raw's texts ([CLS] ... [SEP]) into sets: the examples of idx (all when NULL). */
-static int tokenize(const Tokenizer *tok, const TextClsRaw *raw, const int32_t *labels, int threads, int max_len,
-                    const size_t *idx[2], const size_t n_idx[2], TextClsSet *out[2], int n_out, Err *e) {
-  size_t *lens = malloc((raw->n ? raw->n : 1) * sizeof *lens);
-  if (!lens) return err_setk(e, ERR_NOMEM, "out of memory");
-  for (size_t i = 0; i < raw->n; i++) lens[i] = strlen(raw->texts[i]);
-  int32_t *ids = NULL;
-  size_t *starts = NULL;
-  int r = tokenizer_encode_many(tok, (const char *const *)raw->texts, lens, raw->n, 1, threads, &ids, &starts, e);
-  free(lens);
-  for (int k = 0; r == 0 && k < n_out; k++)
-    r = make_set(ids, starts, labels, idx[k], idx[k] ? n_idx[k] : raw->n, max_len, out[k], e);
-  free(ids);
-  free(starts);
-  return r;
 }
 
 /* Reads the files, the labels and the split; the texts are tokenized later (the
@@ -989,14 +934,14 @@ int cmd_finetune(int argc, char **argv) {
     const size_t *idx[2] = {d.split_train, d.split_valid};
     size_t nidx[2] = {d.n_split_train, d.n_split_valid};
     TextClsSet *out[2] = {&d.set[S_TRAIN], &d.set[S_VALID]};
-    if (tokenize(fm.tok, &d.raw[S_TRAIN], d.label_ids[S_TRAIN], threads, a.max_length, idx, nidx, out,
+    if (cls_examples_tokenize(fm.tok, &d.raw[S_TRAIN], d.label_ids[S_TRAIN], threads, a.max_length, idx, nidx, out,
                  d.have[S_VALID] || !has_validation(&a, &d) ? 1 : 2, &e))
       goto fail;
     for (int i = S_VALID; i <= S_TEST; i++) {
       if (!d.have[i]) continue;
       const size_t *all[2] = {NULL, NULL};
       TextClsSet *one[2] = {&d.set[i], NULL};
-      if (tokenize(fm.tok, &d.raw[i], d.label_ids[i], threads, a.max_length, all, nidx, one, 1, &e)) goto fail;
+      if (cls_examples_tokenize(fm.tok, &d.raw[i], d.label_ids[i], threads, a.max_length, all, nidx, one, 1, &e)) goto fail;
     }
   }
   if (build_classifier(db, &fm, &d.labels, &a, &e)) goto fail;

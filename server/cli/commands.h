@@ -29,6 +29,7 @@ int cmd_classify(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_average(int argc, char **argv);
+int cmd_evaluate(int argc, char **argv);
 int cmd_runs(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
@@ -155,7 +156,7 @@ int cli_mode(const CliSpec *spec, const char *word);
 extern const CliSpec *const cli_specs[];
 extern const int cli_n_specs;
 extern const CliSpec cli_spec_tokenizer, cli_spec_tokenizer_train, cli_spec_prepare, cli_spec_train,
-    cli_spec_finetune, cli_spec_fillmask, cli_spec_classify, cli_spec_export, cli_spec_import, cli_spec_average, cli_spec_runs,
+    cli_spec_finetune, cli_spec_fillmask, cli_spec_classify, cli_spec_export, cli_spec_import, cli_spec_average, cli_spec_evaluate, cli_spec_runs,
     cli_spec_models, cli_spec_serve, cli_spec_bench;
 
 /* The fill-mask limit flags, shared by maskd serve and maskd fill-mask: --max-inputs,

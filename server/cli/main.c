@@ -34,6 +34,7 @@ static const Command commands[] = {
   {"finetune", cmd_finetune, "fine-tune a model's encoder for text classification (F1 per epoch)"},
   {"fill-mask", cmd_fillmask, "predict masked tokens as HF pipeline(\"fill-mask\") does"},
   {"classify", cmd_classify, "classify texts as HF pipeline(\"text-classification\") does"},
+  {"evaluate", cmd_evaluate, "score a classifier on labelled examples (loss, accuracy, F1)"},
   {"export", cmd_export, "write a model revision as a Hugging Face folder"},
   {"import", cmd_import, "add a Hugging Face model folder to the store"},
   {"average", cmd_average, "average revisions' weights into a new model (a model soup)"},

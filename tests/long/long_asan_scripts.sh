@@ -13,7 +13,7 @@ A=$PWD/build-asan/maskd
 need long_asan_scripts_build "no $A: run make asan first (make test-long does)" -x "$A"
 status=0
 for t in tests/http/test_serve_restart.sh tests/cli/test_resume.sh tests/cli/test_import_hf.sh \
-         tests/cli/test_export.sh tests/cli/test_finetune_cli.sh tests/cli/test_fillmask_ref.sh tests/cli/test_average.sh; do
+         tests/cli/test_export.sh tests/cli/test_finetune_cli.sh tests/cli/test_fillmask_ref.sh tests/cli/test_soup.sh; do
   MASKD=$A MASKD_SANITIZER_LOGS=1 MASKD_DATA=$DATA_ROOT bash "$t" 2>&1 | sed -E 's/^(PASS|FAIL|SKIP) /\1 asan_/' || status=1
 done
 exit $status

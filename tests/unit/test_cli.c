@@ -23,7 +23,7 @@ static int (*command_of(const CliSpec *s))(int, char **) {
     {"tokenizer", cmd_tokenizer}, {"prepare", cmd_prepare}, {"train", cmd_train}, {"fill-mask", cmd_fillmask},
     {"classify", cmd_classify},
     {"export", cmd_export}, {"import", cmd_import}, {"runs", cmd_runs}, {"models", cmd_models},
-    {"serve", cmd_serve}, {"bench", cmd_bench}, {"finetune", cmd_finetune}, {"average", cmd_average},
+    {"serve", cmd_serve}, {"bench", cmd_bench}, {"finetune", cmd_finetune}, {"average", cmd_average}, {"evaluate", cmd_evaluate},
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strncmp(s->name, cmds[i].name, strlen(cmds[i].name)) &&

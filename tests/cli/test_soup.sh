@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# maskd average and maskd evaluate: making a model soup and scoring it.
 # maskd average: the uniform weight average of revisions ("model soup") pushed as a new
 # repository. Checked against numpy (scripts/average-weights: each element summed in float64
 # in the order given, divided, stored as F32) byte for byte on the exported weights, for
@@ -8,7 +9,7 @@
 # other labels or dropout (config.json), another tokenizer, one revision twice, a name
 # taken, fewer than two, a missing revision, a bad name.
 # shellcheck source=tests/lib.sh
-. "$(dirname "$0")/../lib.sh" average "${1:-}"
+. "$(dirname "$0")/../lib.sh" soup "${1:-}"
 B=$DATA_ROOT/banking77
 need average_setup "no WikiText-2 at $DATA" -f "$DATA/train.txt"
 need average_setup "no BANKING77 at $B" -f "$B/train.csv"
@@ -42,9 +43,12 @@ tensors_equal() {  # name, a, b
 "$M" train --db "$DB" --name base --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
   --batch 8 --max-steps 6 --checkpoint-steps 3 --threads 1 --quiet >/dev/null 2>"$T/train.err" ||
   { fail average_setup "$(tail -2 "$T/train.err")"; exit 1; }
-awk 'NR == 1 || NR % 25 == 0' "$B/train.csv" > "$T/tr.csv"
-ft=(--db "$DB" --model base --train "$T/tr.csv" --label-column category --labels "$B/categories.json"
-    --max-length 32 --batch 16 --lr 1e-3 --threads 1 --seed 3 --epochs 1 --max-steps 5 --quiet)
+# Three intents (about 390 utterances): enough for a tiny model to learn them in 6 epochs.
+printf '["card_arrival", "card_linking", "exchange_rate"]\n' > "$T/three.json"
+awk -F, 'NR == 1 || $NF ~ /^(card_arrival|card_linking|exchange_rate)\r?$/' "$B/train.csv" > "$T/tr.csv"
+awk -F, 'NR == 1 || $NF ~ /^(card_arrival|card_linking|exchange_rate)\r?$/' "$B/test.csv" > "$T/te.csv"
+ft=(--db "$DB" --model base --train "$T/tr.csv" --label-column category --labels "$T/three.json"
+    --max-length 32 --batch 16 --lr 1e-2 --threads 1 --seed 3 --epochs 6 --quiet)
 for s in 1 2 3; do
   "$M" finetune "${ft[@]}" --dropout-seed $s --name "c$s" 2>"$T/ft.err" || { fail average_setup "$(tail -2 "$T/ft.err")"; exit 1; }
 done
@@ -70,6 +74,12 @@ msg=$(sqlite3 "$DB" "SELECT r.message FROM revisions r JOIN models m ON m.id = r
 grep -q '^Average of c1@best (........), c2@best (........), c3@best (........)$' <<<"$msg" && pass average_message_names_inputs ||
   fail average_message_names_inputs "$msg"
 
+# Many inputs: the default message names as many as a revision's message holds (255 bytes), then how many more.
+many=(c1@{1..6} c2@{1..6} c3@{1..6})
+"$M" average --db "$DB" --name soup18 "${many[@]}" --quiet 2>"$T/18.err"; rc=$?
+msg=$(sqlite3 "$DB" "SELECT r.message FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'soup18'")
+[ $rc = 0 ] && [ ${#msg} -le 255 ] && grep -qE '^Average of c1@1 \(........\), .* and [0-9]+ more$' <<<"$msg" &&
+  pass "average_many_inputs_message_cut (${#msg} bytes)" || fail average_many_inputs_message_cut "rc $rc: $msg $(cat "$T/18.err")"
 # The order given is the order summed (numpy's too): reversed, the bytes may differ, but
 # the reference follows.
 "$M" average --db "$DB" --name soup-rev c3@best c2@best c1@best --json >"$T/rev.json" 2>"$T/rev.err" &&
@@ -91,10 +101,10 @@ a=$("$M" fill-mask --db "$DB" --model base-avg "the [MASK] of the" 2>&1) &&
   pass average_mlm_fills_masks || fail average_mlm_fills_masks "$a / $b"
 
 # Refusals: one line naming the problem, status 1 (2 for the command line), nothing pushed.
-printf '["card_arrival", "card_linking", "exchange_rate"]\n' > "$T/three.json"
-awk -F, 'NR == 1 || $NF ~ /^(card_arrival|card_linking|exchange_rate)\r?$/' "$B/train.csv" > "$T/tr3.csv"
-"$M" finetune "${ft[@]}" --train "$T/tr3.csv" --labels "$T/three.json" --name three 2>/dev/null
+awk 'NR == 1 || NR % 25 == 0' "$B/train.csv" > "$T/tr77.csv"
+"$M" finetune "${ft[@]}" --train "$T/tr77.csv" --labels "$B/categories.json" --epochs 1 --max-steps 2 --name many 2>/dev/null
 "$M" finetune "${ft[@]}" --hidden-dropout-prob 0 --name nodrop 2>/dev/null
+"$M" finetune "${ft[@]}" --validation "$T/te.csv" --epochs 1 --max-steps 2 --name withval 2>/dev/null
 before=$(sqlite3 "$DB" "SELECT COUNT(*) FROM revisions")
 refuse() {  # name, wanted status, needle, args...
   local name=$1 want=$2 needle=$3; shift 3
@@ -104,15 +114,20 @@ refuse() {  # name, wanted status, needle, args...
   if [ $rc = "$want" ] && [ "$(wc -l <<<"$err")" = 1 ] && grep -qF -- "$needle" <<<"$err"; then pass "$name"
   else fail "$name" "rc $rc (wanted $want), stderr: $err (wanted $needle)"; fi
 }
-refuse average_refuses_other_labels 1 'c1@best and three@best are not one model: their config.json differ in "id2label"' \
-  --name x c1@best three@best
+refuse average_refuses_other_labels 1 'c1@best and many@best are not one model: their config.json differ in "id2label"' \
+  --name x c1@best many@best
 refuse average_refuses_other_dropout 1 'their config.json differ in "hidden_dropout_prob"' --name x c1@best nodrop@best
 refuse average_refuses_mlm_with_classifier 1 'are not one model' --name x base@2 c1@best
-refuse average_refuses_one_revision_twice 1 'c1@best and c1@1 are one revision (c1@1)' --name x c1@best c1@1
+best1=$(sqlite3 "$DB" "SELECT r.seq FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'c1' AND r.id = m.best_revision")
+refuse average_refuses_one_revision_twice 1 "c1@best and c1@$best1 are one revision (c1@$best1)" --name x c1@best "c1@$best1"
 refuse average_refuses_taken_name 1 '--name: a repository named c2 exists' --name c2 c1@best c3@best
 sqlite3 "$DB" "INSERT INTO runs(name, config, status, created) VALUES ('queued-run', '{}', 'created', 0)" 2>"$T/sql.err" ||
   fail average_setup_run "$(cat "$T/sql.err")"
 refuse average_refuses_a_runs_name 1 '--name: queued-run is a training run' --name queued-run c1@best c3@best
+refuse average_refuses_long_message 2 '--message: 1 to 255 bytes, got 256' --name x --message "$(printf 'm%.0s' $(seq 256))" c1@best c2@best
+"$M" export --db "$DB" c1@1 "$T/x-c1-1" >/dev/null 2>&1 && "$M" import --db "$DB" "$T/x-c1-1" twin1 >/dev/null 2>&1 &&
+  "$M" import --db "$DB" "$T/x-c1-1" twin2 >/dev/null 2>&1 || fail average_setup_twins "import failed"
+refuse average_refuses_the_same_weights_twice 1 'twin1 and twin2 hold the same weights; give each once' --name x twin1 twin2
 refuse average_refuses_missing_revision 1 'c1@9' --name x c1@9 c2@best
 refuse average_refuses_missing_model 1 'nosuch' --name x nosuch c2@best
 refuse average_refuses_one_input 2 'expected two or more revisions' --name x c1@best
@@ -128,8 +143,10 @@ tail -c 120000 "$DATA/train.txt" > "$T/tr2.txt"
     --batch 8 --max-steps 2 --threads 1 --quiet >/dev/null 2>"$T/b2.err" || fail average_setup_base2 "$(tail -2 "$T/b2.err")"
 refuse average_refuses_other_tokenizer 1 'base@2 and base2@1 are not one model: their tokenizer.json differ' --name x base@2 base2@1
 before2=$(sqlite3 "$DB" "SELECT COUNT(*) FROM revisions")
-[ "$before2" = $((before + 1)) ] && [ "$(sqlite3 "$DB" "SELECT COUNT(*) FROM models WHERE name = 'x'")" = 0 ] &&
-  pass average_refusals_push_nothing || fail average_refusals_push_nothing "revisions $before -> $before2 (1 trained)"
+left=$(sqlite3 "$DB" "SELECT (SELECT COUNT(*) FROM blob_readers) + (SELECT COUNT(*) FROM blob_chunks WHERE sha256 LIKE '~%')")
+[ "$left" = 0 ] && pass average_refusals_leave_no_pin_or_stream || fail average_refusals_leave_no_pin_or_stream "$left rows left"
+[ "$before2" = $((before + 3)) ] && [ "$(sqlite3 "$DB" "SELECT COUNT(*) FROM models WHERE name = 'x'")" = 0 ] &&
+  pass average_refusals_push_nothing || fail average_refusals_push_nothing "revisions $before -> $before2 (1 trained, 2 imported)"
 
 # Memory: the weights stream through the store's 16 MB chunks (a reader's, the writer's), so
 # averaging two 100 MB revisions peaks well below one of them (about 50 MB, whatever the size).
@@ -177,8 +194,76 @@ if [ "${MASKD_SANITIZER_LOGS:-}" = 1 ]; then
 elif make_big && "$M" import --db "$DB" "$T/big1" big1 >/dev/null 2>"$T/big.err" && "$M" import --db "$DB" "$T/big2" big2 >/dev/null 2>>"$T/big.err"; then
   size=$(sqlite3 "$DB" "SELECT b.size FROM blobs b JOIN revisions r ON r.weights = b.sha256 JOIN models m ON m.id = r.model_id
                         WHERE m.name = 'big1'")
-  peak=$(/usr/bin/time -f %M "$M" average --db "$DB" --name big-avg big1 big2 --quiet 2>&1 >/dev/null | tail -1)
-  if [ -n "$peak" ] && [ "${size:-0}" -gt 90000000 ] && [ $((peak * 1024)) -lt $((size * 3 / 4)) ]; then
+  /usr/bin/time -o "$T/peak" -f %M "$M" average --db "$DB" --name big-avg big1 big2 --quiet >/dev/null 2>"$T/avg.err"; rc=$?
+  peak=$(tail -1 "$T/peak")
+  made=$(sqlite3 "$DB" "SELECT COUNT(*) FROM models WHERE name = 'big-avg'")
+  if [ $rc = 0 ] && [ "$made" = 1 ] && [ -n "$peak" ] && [ "${size:-0}" -gt 90000000 ] && [ $((peak * 1024)) -lt $((size * 3 / 4)) ]; then
     pass "average_streams_weights (peak RSS $peak kB, weights $size bytes)"
-  else fail average_streams_weights "peak RSS ${peak:-?} kB against weights of ${size:-?} bytes"; fi
+  else fail average_streams_weights "rc $rc, big-avg made: $made, peak RSS ${peak:-?} kB against weights of ${size:-?} bytes $(tail -1 "$T/avg.err")"; fi
 else fail average_streams_weights "importing the 100 MB models failed: $(tail -2 "$T/big.err")"; fi
+
+# ---- maskd evaluate ----
+# A run's own best revision on the rows it held out gives the figures the run recorded for it
+# (the same rows, rebuilt from the split's seed and checked by their hash; the same evaluation).
+for m in c1 c2 c3; do
+  "$M" evaluate --db "$DB" --model "$m@best" --held-out-of "$m" --json >"$T/ev-$m.json" 2>"$T/ev.err"
+  rec=$(sqlite3 "$DB" "SELECT r.metrics FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = '$m' AND r.id = m.best_revision")
+  ok "evaluate_held_out_equals_run_$m" $PY -c "
+import json, sys
+e = json.load(open(sys.argv[1])); r = json.loads(sys.argv[2])
+assert e['examples'] == 40 and e['held_out_of'] == sys.argv[3], e
+for k in ('loss', 'accuracy', 'macro_f1', 'weighted_f1'):
+    assert abs(e[k] - r['eval_' + k]) <= 1e-7 * max(1, abs(r['eval_' + k])), (k, e[k], r['eval_' + k])
+assert r['eval_macro_f1'] > 0.6, r   # a model that learnt, so the check can fail
+" "$T/ev-$m.json" "$rec" "$m"
+done
+# The soup on the same rows: its own figure (the runs differ only in dropout, so it is near theirs).
+"$M" evaluate --db "$DB" --model soup --held-out-of c1 >"$T/ev-soup.txt" 2>"$T/ev.err" &&
+  grep -q '^soup@1 on 40 examples of .*tr.csv held out by c1: loss [0-9.]* - accuracy 0\.[0-9]* - macro_f1 ' "$T/ev-soup.txt" &&
+  pass evaluate_soup_held_out || fail evaluate_soup_held_out "$(cat "$T/ev-soup.txt" "$T/ev.err")"
+# --data: accuracy and F1 against scikit-learn over maskd classify's predictions of the same texts.
+"$M" evaluate --db "$DB" --model c2@best --data "$T/te.csv" --label-column category --json >"$T/ev-te.json" 2>"$T/ev.err" ||
+  fail evaluate_data "$(cat "$T/ev.err")"
+$PY - "$T/te.csv" "$M" "$DB" > "$T/sk.json" <<'PY'
+import csv, json, subprocess, sys
+from sklearn.metrics import accuracy_score, f1_score
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+out = subprocess.run([sys.argv[2], "classify", "--db", sys.argv[3], "--model", "c2@best", "--truncation", "--list", "--threads", "1", "--max-inputs", "0",
+                      "--"] + [r["text"] for r in rows], capture_output=True, text=True, check=True)
+pred = [x["label"] for x in json.loads(out.stdout)]
+gold = [r["category"] for r in rows]
+print(json.dumps({"n": len(rows), "accuracy": accuracy_score(gold, pred), "macro_f1": f1_score(gold, pred, average="macro"),
+                  "weighted_f1": f1_score(gold, pred, average="weighted")}))
+PY
+ok evaluate_data_equals_sklearn $PY -c "
+import json, sys
+e = json.load(open(sys.argv[1])); k = json.load(open(sys.argv[2]))
+assert e['examples'] == k['n'] and k['macro_f1'] > 0.6, (e, k)
+for m in ('accuracy', 'macro_f1', 'weighted_f1'):
+    assert abs(e[m] - k[m]) < 1e-12, (m, e[m], k[m])
+" "$T/ev-te.json" "$T/sk.json"
+# Refusals: one line, status 1 (2 for the command line).
+refuse_ev() {  # name, wanted status, needle, args...
+  local name=$1 want=$2 needle=$3; shift 3
+  local err rc
+  err=$("$M" evaluate --db "$DB" "$@" 2>&1 >/dev/null); rc=$?
+  err=$(grep -v '^maskd: note' <<<"$err")
+  if [ $rc = "$want" ] && [ "$(wc -l <<<"$err")" = 1 ] && grep -qF -- "$needle" <<<"$err"; then pass "$name"
+  else fail "$name" "rc $rc (wanted $want), stderr: $err (wanted $needle)"; fi
+}
+refuse_ev evaluate_needs_model 2 '--model is required' --data "$T/te.csv"
+refuse_ev evaluate_needs_one_source 2 'give one of --data FILE and --held-out-of RUN' --model c1
+refuse_ev evaluate_not_both_sources 2 'give one of --data FILE and --held-out-of RUN' --model c1 --data "$T/te.csv" --held-out-of c1
+refuse_ev evaluate_train_needs_held_out 2 '--train goes with --held-out-of' --model c1 --data "$T/te.csv" --train "$T/tr.csv"
+refuse_ev evaluate_refuses_mlm 1 'base is a fill-mask model; evaluate scores text classifiers' --model base --data "$T/te.csv"
+refuse_ev evaluate_refuses_missing_model 1 'nosuch' --model nosuch --data "$T/te.csv"
+refuse_ev evaluate_refuses_missing_run 1 '--held-out-of' --model c1 --held-out-of nosuch
+refuse_ev evaluate_refuses_changed_train_file 1 'is not the training file run c1 split' --model c1 --held-out-of c1 --train "$T/te.csv"
+refuse_ev evaluate_refuses_run_with_validation_file 1 'run withval held nothing out of its training file (it had a validation file)' \
+  --model c1 --held-out-of withval
+line=$(awk -F, 'NR > 1 && $NF !~ /^(card_arrival|card_linking|exchange_rate)\r?$/ {print NR; exit}' "$T/tr77.csv")
+refuse_ev evaluate_refuses_unknown_label 1 "tr77.csv: line $line (row $((line - 1))): label" --model c1 \
+  --data "$T/tr77.csv" --label-column category
+refuse_ev evaluate_refuses_long_max_length 1 "--max-length: 500 is more than the model's" --model c1 --data "$T/te.csv" \
+  --label-column category --max-length 500
+refuse_ev evaluate_refuses_missing_file 1 'nowhere.csv' --model c1 --data "$T/nowhere.csv"
