@@ -28,7 +28,7 @@
 #include "store/store.h"
 
 typedef struct EvalArgs {
-  const char *db, *model, *data, *held_out_of, *train, *text_column, *label_column;
+  const char *db, *model, *data, *held_out_of, *train, *text_column, *label_column, *precision;
   int max_length, batch, eval_batch, threads, json;
   double label_smoothing;
 } EvalArgs;
@@ -66,6 +66,8 @@ static const CliOpt eval_opts[] = {
    .help = "rows per forward pass"},
   {.name = "--eval-batch", .kind = CLI_INT, .off = offsetof(EvalArgs, eval_batch), .lo = 1, .hi = 65536, .arg = "B",
    .def = "64", .help = "examples padded together"},
+  {.name = "--precision", .kind = CLI_STRING, .off = offsetof(EvalArgs, precision), .arg = "fp32|bf16", .def = "fp32",
+   .help = "the Linear layers' products, as fine-tuning's --precision (RUN's with --held-out-of)"},
   {.name = "--threads", .kind = CLI_INT, .off = offsetof(EvalArgs, threads), .lo = 0, .hi = 4096, .arg = "N",
    .def = "0: all CPUs", .help = "threads"},
   {.name = "--json", .kind = CLI_FLAG, .off = offsetof(EvalArgs, json), .help = "print a JSON summary on stdout"},
@@ -95,6 +97,7 @@ const CliSpec cli_spec_evaluate = {
 typedef struct HeldOut {
   const char *train, *text_column, *label_column;   /* into cfg */
   double fraction, label_smoothing;
+  const char *precision;
   uint64_t seed;
   int max_length, batch, eval_batch;
   const char *indices_sha256;
@@ -125,6 +128,7 @@ static int read_run(Store *s, const char *spec, HeldOut *h, Err *err) {
   h->fraction = json_number_value(fr);
   json_t *ls = json_object_get(c, "label_smoothing");
   h->label_smoothing = json_is_number(ls) ? json_number_value(ls) : 0;
+  h->precision = obj_text(c, "precision");
   h->max_length = (int)json_integer_value(json_object_get(c, "max_length"));
   h->batch = (int)json_integer_value(json_object_get(c, "batch"));
   h->eval_batch = (int)json_integer_value(json_object_get(c, "eval_batch"));
@@ -225,6 +229,11 @@ static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
   o.label_smoothing = !isnan(a->label_smoothing) ? a->label_smoothing : a->held_out_of ? h.label_smoothing : 0;
   o.threads = threads;
   o.pad_id = cfg.pad_token_id;
+  const char *prec = a->precision ? a->precision : h.precision ? h.precision : "fp32";
+  if (model_precision_parse(prec, &o.precision)) {
+    err_setk(err, ERR_INVALID, "--precision: expected fp32 or bf16, got '%s'", prec);
+    goto done;
+  }
   o.max_seq = set.max_len;
   FinetuneEval ev;
   if (!(f = finetune_evaluator_new(m, &o, err)) || finetune_evaluate(f, &set, &ev, err)) goto done;
@@ -274,6 +283,11 @@ int cmd_evaluate(int argc, char **argv) {
     return 2;
   }
   if (a.train && !a.held_out_of) { fprintf(stderr, "maskd evaluate: --train goes with --held-out-of\n"); return 2; }
+  ModelPrecision prec;
+  if (a.precision && model_precision_parse(a.precision, &prec)) {
+    fprintf(stderr, "maskd evaluate: --precision: expected fp32 or bf16, got '%s'\n", a.precision);
+    return 2;
+  }
   Err err = {0};
   json_t *res = NULL;
   if (evaluate(&a, &res, &err)) {

@@ -217,6 +217,15 @@ for k in ('loss', 'accuracy', 'macro_f1', 'weighted_f1'):
 assert r['eval_macro_f1'] > 0.6, r   # a model that learnt, so the check can fail
 " "$T/ev-$m.json" "$rec" "$m"
 done
+# A run trained with bf16 products is scored with them (the run's precision), to its recorded figures.
+"$M" finetune "${ft[@]}" --precision bf16 --epochs 2 --name c16 2>"$T/ft.err" || fail evaluate_setup_bf16 "$(tail -1 "$T/ft.err")"
+"$M" evaluate --db "$DB" --model c16@best --held-out-of c16 --json >"$T/ev-c16.json" 2>"$T/ev.err"
+rec=$(sqlite3 "$DB" "SELECT r.metrics FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'c16' AND r.id = m.best_revision")
+ok evaluate_held_out_bf16_run $PY -c "
+import json, sys
+e = json.load(open(sys.argv[1])); r = json.loads(sys.argv[2])
+assert abs(e['loss'] - r['eval_loss']) <= 1e-7 * abs(r['eval_loss']) and abs(e['macro_f1'] - r['eval_macro_f1']) <= 1e-7, (e, r)
+" "$T/ev-c16.json" "$rec"
 # The soup on the same rows: its own figure (the runs differ only in dropout, so it is near theirs).
 "$M" evaluate --db "$DB" --model soup --held-out-of c1 >"$T/ev-soup.txt" 2>"$T/ev.err" &&
   grep -q '^soup@1 on 40 examples of .*tr.csv held out by c1: loss [0-9.]* - accuracy 0\.[0-9]* - macro_f1 ' "$T/ev-soup.txt" &&
@@ -255,6 +264,7 @@ refuse_ev evaluate_needs_model 2 '--model is required' --data "$T/te.csv"
 refuse_ev evaluate_needs_one_source 2 'give one of --data FILE and --held-out-of RUN' --model c1
 refuse_ev evaluate_not_both_sources 2 'give one of --data FILE and --held-out-of RUN' --model c1 --data "$T/te.csv" --held-out-of c1
 refuse_ev evaluate_train_needs_held_out 2 '--train goes with --held-out-of' --model c1 --data "$T/te.csv" --train "$T/tr.csv"
+refuse_ev evaluate_refuses_bad_precision 2 "--precision: expected fp32 or bf16, got 'fp8'" --model c1 --data "$T/te.csv" --precision fp8
 refuse_ev evaluate_refuses_mlm 1 'base is a fill-mask model; evaluate scores text classifiers' --model base --data "$T/te.csv"
 refuse_ev evaluate_refuses_missing_model 1 'nosuch' --model nosuch --data "$T/te.csv"
 refuse_ev evaluate_refuses_missing_run 1 '--held-out-of' --model c1 --held-out-of nosuch
