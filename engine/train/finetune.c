@@ -82,6 +82,19 @@ static int ev_reserve(Finetune *f, size_t n, Err *err) {
   return 0;
 }
 
+/* The batch arrays (io_rows x seq) and the confusion matrix, for f's io_rows, seq and nl. */
+static int batch_buffers(Finetune *f, Err *err) {
+  size_t cells = (size_t)f->io_rows * (size_t)f->seq;
+  f->ids = malloc(cells * sizeof *f->ids);
+  f->mask = malloc(cells * sizeof *f->mask);
+  f->labels = malloc((size_t)f->io_rows * sizeof *f->labels);
+  f->examples = malloc((size_t)f->io_rows * sizeof *f->examples);
+  f->confusion = malloc((size_t)f->nl * (size_t)f->nl * sizeof *f->confusion);
+  if (!f->ids || !f->mask || !f->labels || !f->examples || !f->confusion)
+    return err_setk(err, ERR_NOMEM, "finetune: out of memory for batches of %d x %d", f->io_rows, f->seq);
+  return 0;
+}
+
 Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *valid, const FinetuneOptions *o,
                        Err *err) {
   const ModelConfig *c = m ? model_config(m) : NULL;
@@ -167,16 +180,7 @@ Finetune *finetune_new(Model *m, const TextClsSet *train, const TextClsSet *vali
   if (!f->opt) goto fail;
   f->opt->threads = o->threads;
 
-  size_t cells = (size_t)f->io_rows * (size_t)seq;
-  f->ids = malloc(cells * sizeof *f->ids);
-  f->mask = malloc(cells * sizeof *f->mask);
-  f->labels = malloc((size_t)f->io_rows * sizeof *f->labels);
-  f->examples = malloc((size_t)f->io_rows * sizeof *f->examples);
-  f->confusion = malloc((size_t)f->nl * (size_t)f->nl * sizeof *f->confusion);
-  if (!f->ids || !f->mask || !f->labels || !f->examples || !f->confusion) {
-    err_setk(err, ERR_NOMEM, "finetune: out of memory for batches of %d x %d", f->io_rows, seq);
-    goto fail;
-  }
+  if (batch_buffers(f, err)) goto fail;
   if (valid && ev_reserve(f, valid->n, err)) goto fail;
   return f;
 fail:
@@ -210,16 +214,7 @@ Finetune *finetune_evaluator_new(Model *m, const FinetuneOptions *o, Err *err) {
   model_set_label_smoothing(m, (float)o->label_smoothing);
   model_set_precision(m, o->precision);
   if (model_plan(m, f->plan_rows, f->seq, f->plan_rows, 0, err)) goto fail;
-  size_t cells = (size_t)f->io_rows * (size_t)f->seq;
-  f->ids = malloc(cells * sizeof *f->ids);
-  f->mask = malloc(cells * sizeof *f->mask);
-  f->labels = malloc((size_t)f->io_rows * sizeof *f->labels);
-  f->examples = malloc((size_t)f->io_rows * sizeof *f->examples);
-  f->confusion = malloc((size_t)f->nl * (size_t)f->nl * sizeof *f->confusion);
-  if (!f->ids || !f->mask || !f->labels || !f->examples || !f->confusion) {
-    err_setk(err, ERR_NOMEM, "evaluate: out of memory for batches of %d x %d", f->io_rows, f->seq);
-    goto fail;
-  }
+  if (batch_buffers(f, err)) goto fail;
   return f;
 fail:
   finetune_free(f);

@@ -106,10 +106,10 @@ awk 'NR == 1 || NR % 25 == 0' "$B/train.csv" > "$T/tr77.csv"
 "$M" finetune "${ft[@]}" --hidden-dropout-prob 0 --name nodrop 2>/dev/null
 "$M" finetune "${ft[@]}" --validation "$T/te.csv" --epochs 1 --max-steps 2 --name withval 2>/dev/null
 before=$(sqlite3 "$DB" "SELECT COUNT(*) FROM revisions")
-refuse() {  # name, wanted status, needle, args...
+refuse() {  # name, wanted status, needle, args... (of maskd $cmd)
   local name=$1 want=$2 needle=$3; shift 3
   local err rc
-  err=$("$M" average --db "$DB" "$@" 2>&1 >/dev/null); rc=$?
+  err=$("$M" "${cmd:-average}" --db "$DB" "$@" 2>&1 >/dev/null); rc=$?
   err=$(grep -v '^maskd: note' <<<"$err")
   if [ $rc = "$want" ] && [ "$(wc -l <<<"$err")" = 1 ] && grep -qF -- "$needle" <<<"$err"; then pass "$name"
   else fail "$name" "rc $rc (wanted $want), stderr: $err (wanted $needle)"; fi
@@ -252,28 +252,21 @@ for m in ('accuracy', 'macro_f1', 'weighted_f1'):
     assert abs(e[m] - k[m]) < 1e-12, (m, e[m], k[m])
 " "$T/ev-te.json" "$T/sk.json"
 # Refusals: one line, status 1 (2 for the command line).
-refuse_ev() {  # name, wanted status, needle, args...
-  local name=$1 want=$2 needle=$3; shift 3
-  local err rc
-  err=$("$M" evaluate --db "$DB" "$@" 2>&1 >/dev/null); rc=$?
-  err=$(grep -v '^maskd: note' <<<"$err")
-  if [ $rc = "$want" ] && [ "$(wc -l <<<"$err")" = 1 ] && grep -qF -- "$needle" <<<"$err"; then pass "$name"
-  else fail "$name" "rc $rc (wanted $want), stderr: $err (wanted $needle)"; fi
-}
-refuse_ev evaluate_needs_model 2 '--model is required' --data "$T/te.csv"
-refuse_ev evaluate_needs_one_source 2 'give one of --data FILE and --held-out-of RUN' --model c1
-refuse_ev evaluate_not_both_sources 2 'give one of --data FILE and --held-out-of RUN' --model c1 --data "$T/te.csv" --held-out-of c1
-refuse_ev evaluate_train_needs_held_out 2 '--train goes with --held-out-of' --model c1 --data "$T/te.csv" --train "$T/tr.csv"
-refuse_ev evaluate_refuses_bad_precision 2 "--precision: expected fp32 or bf16, got 'fp8'" --model c1 --data "$T/te.csv" --precision fp8
-refuse_ev evaluate_refuses_mlm 1 'base is a fill-mask model; evaluate scores text classifiers' --model base --data "$T/te.csv"
-refuse_ev evaluate_refuses_missing_model 1 'nosuch' --model nosuch --data "$T/te.csv"
-refuse_ev evaluate_refuses_missing_run 1 '--held-out-of' --model c1 --held-out-of nosuch
-refuse_ev evaluate_refuses_changed_train_file 1 'is not the training file run c1 split' --model c1 --held-out-of c1 --train "$T/te.csv"
-refuse_ev evaluate_refuses_run_with_validation_file 1 'run withval held nothing out of its training file (it had a validation file)' \
+cmd=evaluate
+refuse evaluate_needs_model 2 '--model is required' --data "$T/te.csv"
+refuse evaluate_needs_one_source 2 'give one of --data FILE and --held-out-of RUN' --model c1
+refuse evaluate_not_both_sources 2 'give one of --data FILE and --held-out-of RUN' --model c1 --data "$T/te.csv" --held-out-of c1
+refuse evaluate_train_needs_held_out 2 '--train goes with --held-out-of' --model c1 --data "$T/te.csv" --train "$T/tr.csv"
+refuse evaluate_refuses_bad_precision 2 "--precision: expected fp32 or bf16, got 'fp8'" --model c1 --data "$T/te.csv" --precision fp8
+refuse evaluate_refuses_mlm 1 'base is a fill-mask model; evaluate scores text classifiers' --model base --data "$T/te.csv"
+refuse evaluate_refuses_missing_model 1 'nosuch' --model nosuch --data "$T/te.csv"
+refuse evaluate_refuses_missing_run 1 '--held-out-of' --model c1 --held-out-of nosuch
+refuse evaluate_refuses_changed_train_file 1 'is not the training file run c1 split' --model c1 --held-out-of c1 --train "$T/te.csv"
+refuse evaluate_refuses_run_with_validation_file 1 'run withval held nothing out of its training file (it had a validation file)' \
   --model c1 --held-out-of withval
 line=$(awk -F, 'NR > 1 && $NF !~ /^(card_arrival|card_linking|exchange_rate)\r?$/ {print NR; exit}' "$T/tr77.csv")
-refuse_ev evaluate_refuses_unknown_label 1 "tr77.csv: line $line (row $((line - 1))): label" --model c1 \
+refuse evaluate_refuses_unknown_label 1 "tr77.csv: line $line (row $((line - 1))): label" --model c1 \
   --data "$T/tr77.csv" --label-column category
-refuse_ev evaluate_refuses_long_max_length 1 "--max-length: 500 is more than the model's" --model c1 --data "$T/te.csv" \
+refuse evaluate_refuses_long_max_length 1 "--max-length: 500 is more than the model's" --model c1 --data "$T/te.csv" \
   --label-column category --max-length 500
-refuse_ev evaluate_refuses_missing_file 1 'nowhere.csv' --model c1 --data "$T/nowhere.csv"
+refuse evaluate_refuses_missing_file 1 'nowhere.csv' --model c1 --data "$T/nowhere.csv"
