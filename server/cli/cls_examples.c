@@ -1,8 +1,12 @@
 /* Text-classification examples made model input (server/cli/cls_examples.h). */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/train/cls_metrics.h"
 #include "server/cli/cls_examples.h"
+#include "store/store.h"
 
 /* The ids of the examples idx[0..n) (all of them when idx is NULL) into s, each cut to
 ** max_len tokens as HF's truncation=True does: text tokens dropped from the end, the
@@ -59,3 +63,37 @@ int cls_examples_tokenize(const Tokenizer *tok, const TextClsRaw *raw, const int
   return r;
 }
 
+
+int cls_examples_split_sha256(const size_t *idx, size_t n, char hex[65], Err *e) {
+  size_t cap = n * 21 + 1, at = 0;
+  char *text = malloc(cap);
+  if (!text) return err_setk(e, ERR_NOMEM, "out of memory");
+  text[0] = '\0';
+  for (size_t k = 0; k < n; k++) at += (size_t)snprintf(text + at, cap - at, "%s%zu", k ? "," : "", idx[k]);
+  store_sha256_hex(text, at, hex);
+  free(text);
+  return 0;
+}
+
+json_t *cls_examples_eval_json(const FinetuneEval *ev, size_t n) {
+  json_t *o = json_object();
+  if (!o) return NULL;
+  struct { const char *k; double v; } f[] = {
+    {"loss", ev->loss}, {"accuracy", ev->metrics.accuracy}, {"macro_f1", ev->metrics.macro_f1},
+    {"weighted_f1", ev->metrics.weighted_f1}, {"macro_precision", ev->metrics.macro_precision},
+    {"macro_recall", ev->metrics.macro_recall}, {"runtime", ev->seconds}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    json_object_set_new(o, f[i].k, isfinite(f[i].v) ? json_real(f[i].v) : json_null());
+  json_object_set_new(o, "examples", json_integer((json_int_t)n));
+  return o;
+}
+
+json_t *cls_examples_confusions_json(const FinetuneEval *ev, const ModelConfig *cfg) {
+  ClsConfusion top[10];
+  int n = ev->confusion ? cls_top_confusions(ev->confusion, ev->n_labels, 10, top) : 0;
+  json_t *a = json_array();
+  for (int i = 0; a && i < n; i++)
+    json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "true", config_label(cfg, top[i].true_id), "pred",
+                                       config_label(cfg, top[i].pred_id), "count", (json_int_t)top[i].count));
+  return a;
+}

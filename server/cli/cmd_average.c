@@ -29,7 +29,7 @@
 /* The most revisions one average takes (each is an open reader and a pin). */
 #define AVG_MAX_INPUTS 64
 /* The longest revision message the store keeps (StoreRevision.message). */
-#define AVG_MESSAGE_MAX 255
+#define AVG_MESSAGE_MAX ((int)sizeof(((StoreRevision *)0)->message) - 1)
 /* Elements averaged at a time: what one read of each source and the write carry. */
 #define AVG_CHUNK (1 << 16)
 
@@ -109,24 +109,18 @@ static void config_difference(json_t *a, json_t *b, const char **key) {
   }
 }
 
-/* Reads a revision's file as text (NUL-terminated); *absent = 1 (and 0 returned) for a
-** side file the revision was pushed without. */
+/* A revision's file as text (store_revision_file's bytes end in a NUL); *absent = 1 (and 0
+** returned) for a side file the revision was pushed without, when absent is given. */
 static int revision_text(Store *s, const StoreRevision *r, const char *file, char **text, size_t *len, int *absent,
                          Err *err) {
-  void *data = NULL;
   Err e = {0};
-  *text = NULL; *len = 0;
+  void *data = NULL;
   if (absent) *absent = 0;
-  if (store_revision_file(s, r, file, &data, len, &e)) {
-    if (absent && e.kind == ERR_NOT_FOUND) { *absent = 1; return 0; }
-    *err = e;
-    return -1;
-  }
-  if (!(*text = malloc(*len + 1))) { free(data); return err_setk(err, ERR_NOMEM, "out of memory"); }
-  memcpy(*text, data, *len);
-  (*text)[*len] = '\0';
-  free(data);
-  return 0;
+  int rc = store_revision_file(s, r, file, &data, len, &e);
+  *text = data;
+  if (rc && absent && e.kind == ERR_NOT_FOUND) { *absent = 1; return 0; }
+  if (rc) *err = e;
+  return rc;
 }
 
 /* The input's config.json, side files and tokenizer against input 0's: the same, or an
@@ -247,18 +241,10 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
   char *cfg_text = NULL, *tok_text = NULL, *side[2] = {NULL, NULL}, *msg = NULL;
   int rc = -1;
   if (!(s = store_open(db_path, err)) || !(g.rd = store_open(db_path, err))) goto done;
-  /* A new repository: not one that exists (with revisions or not), nor a run's, whose
-  ** pushes would land beside the average. A name of digits only is no run's (runs refuse it). */
+  /* A new repository (the push refuses one that exists: StorePush.new_repo), and no run's
+  ** name, whose pushes would land beside the average. A name of digits only is no run's. */
   {
     Err e = {0};
-    json_t *m = store_model_get(s, a->name, &e);
-    int taken = m != NULL;
-    json_decref(m);
-    if (!taken && e.kind != ERR_NOT_FOUND) { *err = e; goto done; }
-    if (taken) {
-      err_setk(err, ERR_CONFLICT, "--name: a repository named %s exists; the average goes to a new one", a->name);
-      goto done;
-    }
     int64_t run = a->name[strspn(a->name, "0123456789")] ? store_run_find(s, a->name, &e) : -1;
     if (run < 0 && e.kind != ERR_NOT_FOUND && e.kind != ERR_NONE) { *err = e; goto done; }
     if (run > 0) {
@@ -272,20 +258,18 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
     x->spec = specs[i];
     if (store_resolve(s, specs[i], &x->rev, err)) { err_prefix(err, specs[i]); goto done; }
     g.n = i + 1;
-    for (int j = 0; j < i; j++)
-      if (g.in[j].rev.id == x->rev.id) {
-        err_setk(err, ERR_INVALID, "%s and %s are one revision (%s@%lld); give each once", g.in[j].spec, specs[i],
-                 x->rev.model, (long long)x->rev.seq);
-        goto done;
-      }
     if (!x->rev.weights[0]) { err_setk(err, ERR_INVALID, "%s has no weights", specs[i]); goto done; }
     if (!x->rev.tokenizer[0]) { err_setk(err, ERR_INVALID, "%s has no tokenizer; a model to average needs one", specs[i]); goto done; }
-    /* The same weights under two names (imports of one folder) would count twice, as one revision given twice would. */
-    for (int j = 0; j < i; j++)
-      if (!strcmp(g.in[j].rev.weights, x->rev.weights)) {
+    /* One revision given twice, or the same weights under two names (imports of one folder), would count twice. */
+    for (int j = 0; j < i; j++) {
+      if (g.in[j].rev.id == x->rev.id)
+        err_setk(err, ERR_INVALID, "%s and %s are one revision (%s@%lld); give each once", g.in[j].spec, specs[i],
+                 x->rev.model, (long long)x->rev.seq);
+      else if (!strcmp(g.in[j].rev.weights, x->rev.weights))
         err_setk(err, ERR_INVALID, "%s and %s hold the same weights; give each once", g.in[j].spec, specs[i]);
-        goto done;
-      }
+      else continue;
+      goto done;
+    }
   }
   size_t len;
   if (revision_text(s, &g.in[0].rev, "config.json", &cfg_text, &len, NULL, err)) { err_prefix(err, specs[0]); goto done; }
@@ -328,7 +312,7 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
   /* "Average of a@best (1f2e3d4c), b@best (...)": what went in, by the names given and
   ** commits, as many as a revision's message holds (AVG_MESSAGE_MAX), then "and N more". */
   if (!(msg = malloc(AVG_MESSAGE_MAX + 1))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
-  if (a->message) snprintf(msg, AVG_MESSAGE_MAX + 1, "%s", a->message);
+  if (a->message) snprintf(msg, (size_t)AVG_MESSAGE_MAX + 1, "%s", a->message);
   else {
     size_t at = (size_t)snprintf(msg, AVG_MESSAGE_MAX + 1, "Average of");
     for (int i = 0; i < n; i++) {
@@ -348,7 +332,10 @@ static int do_average(const char *db_path, const AvgArgs *a, const char **specs,
   ** meanwhile), whose best (NAME@best, as a fine-tuning run's) is this revision. */
   StorePush p = {.message = msg, .config_json = cfg_text, .weights_stream = &stream, .tokenizer_json = tok_text,
                  .tokenizer_config_json = side[0], .special_tokens_map_json = side[1], .new_repo = 1, .best = 1};
-  if (store_push(s, a->name, &p, made, err)) goto done;
+  if (store_push(s, a->name, &p, made, err)) {
+    if (err->kind == ERR_CONFLICT) err_setk(err, ERR_CONFLICT, "--name: a repository named %s exists; the average goes to a new one", a->name);
+    goto done;
+  }
   rc = 0;
 done:
   avg_free(&g);

@@ -135,17 +135,6 @@ static int read_run(Store *s, const char *spec, HeldOut *h, Err *err) {
   return 0;
 }
 
-/* The same hash maskd finetune records: the held-out indices as decimal text, comma-separated. */
-static int indices_sha256(const size_t *idx, size_t n, char hex[65], Err *err) {
-  size_t cap = n * 21 + 1, at = 0;
-  char *text = malloc(cap);
-  if (!text) return err_setk(err, ERR_NOMEM, "out of memory");
-  text[0] = '\0';
-  for (size_t k = 0; k < n; k++) at += (size_t)snprintf(text + at, cap - at, "%s%zu", k ? "," : "", idx[k]);
-  store_sha256_hex(text, at, hex);
-  free(text);
-  return 0;
-}
 
 static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
   int rc = -1;
@@ -186,16 +175,15 @@ static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
   const TextClsRaw *files[1] = {&raw};
   TextClsReading how;
   int bad;
-  if (textcls_label_reading(files, 1, &labels, 1, &how, &bad, err) ||
-      !(ids = malloc((raw.n ? raw.n : 1) * sizeof *ids)) || textcls_map_labels(&raw, &labels, how, ids, err)) {
-    if (!ids) err_setk(err, ERR_NOMEM, "out of memory");
+  if (!(ids = malloc((raw.n ? raw.n : 1) * sizeof *ids))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
+  if (textcls_label_reading(files, 1, &labels, 1, &how, &bad, err) || textcls_map_labels(&raw, &labels, how, ids, err)) {
     err_prefix(err, a->held_out_of ? "--held-out-of's training file" : "--data");
     goto done;
   }
   if (a->held_out_of) {
     char hex[65];
     if (textcls_split(raw.n, h.fraction, h.seed, &tr_idx, &n_tr, &va_idx, &n_va, err) ||
-        indices_sha256(va_idx, n_va, hex, err))
+        cls_examples_split_sha256(va_idx, n_va, hex, err))
       goto done;
     if (strcmp(hex, h.indices_sha256)) {
       err_setk(err, ERR_INVALID, "--held-out-of: %s is not the training file run %s split (%zu rows; its held-out rows "
@@ -238,21 +226,14 @@ static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
   FinetuneEval ev;
   if (!(f = finetune_evaluator_new(m, &o, err)) || finetune_evaluate(f, &set, &ev, err)) goto done;
 
-  json_t *res = json_pack("{s:s, s:I, s:s, s:s, s:I}", "model", r.model, "revision", (json_int_t)r.seq, "commit", r.commit,
-                          "data", file, "examples", (json_int_t)set.n);
+  json_t *res = cls_examples_eval_json(&ev, set.n), *conf = cls_examples_confusions_json(&ev, &cfg);
+  if (!res || !conf || json_object_update_new(res, json_pack("{s:s, s:I, s:s, s:s}", "model", r.model, "revision",
+                                                          (json_int_t)r.seq, "commit", r.commit, "data", file))) {
+    json_decref(res); json_decref(conf);
+    err_setk(err, ERR_NOMEM, "out of memory");
+    goto done;
+  }
   if (a->held_out_of) json_object_set_new(res, "held_out_of", json_string(obj_text(h.run, "name")));
-  struct { const char *k; double v; } nums[] = {{"loss", ev.loss}, {"accuracy", ev.metrics.accuracy},
-                                                {"macro_f1", ev.metrics.macro_f1}, {"weighted_f1", ev.metrics.weighted_f1},
-                                                {"macro_precision", ev.metrics.macro_precision},
-                                                {"macro_recall", ev.metrics.macro_recall}, {"runtime", ev.seconds}};
-  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
-    json_object_set_new(res, nums[i].k, isfinite(nums[i].v) ? json_real(nums[i].v) : json_null());
-  ClsConfusion top[10];
-  int n_top = cls_top_confusions(ev.confusion, ev.n_labels, 10, top);
-  json_t *conf = json_array();
-  for (int i = 0; i < n_top; i++)
-    json_array_append_new(conf, json_pack("{s:s, s:s, s:I}", "true", config_label(&cfg, top[i].true_id), "pred",
-                                          config_label(&cfg, top[i].pred_id), "count", (json_int_t)top[i].count));
   json_object_set_new(res, "confusion", conf);
   *summary = res;
   rc = 0;

@@ -241,15 +241,8 @@ static int read_data(const FtArgs *a, FtData *d, Err *e) {
     if (textcls_split(d->raw[S_TRAIN].n, a->validation_fraction, (uint64_t)a->seed, &d->split_train, &d->n_split_train,
                       &d->split_valid, &d->n_split_valid, e))
       return err_prefix(e, "train: the held-out split");
-    /* What the split was, checkable without the list: the indices' text hashed. */
-    size_t cap = d->n_split_valid * 21 + 1, n = 0;
-    char *text = malloc(cap);
-    if (!text) return err_setk(e, ERR_NOMEM, "out of memory");
-    text[0] = '\0';
-    for (size_t k = 0; k < d->n_split_valid; k++)
-      n += (size_t)snprintf(text + n, cap - n, "%s%zu", k ? "," : "", d->split_valid[k]);
-    store_sha256_hex(text, n, d->split_sha256);
-    free(text);
+    /* What the split was, checkable without the list (maskd evaluate --held-out-of checks it). */
+    if (cls_examples_split_sha256(d->split_valid, d->n_split_valid, d->split_sha256, e)) return -1;
   }
   return 0;
 }
@@ -569,13 +562,8 @@ static void cb_step(void *ctx, const FinetuneStep *s) {
 
 /* The top confusions of an evaluation as JSON text [{"true", "pred", "count"}] (malloc'd). */
 static char *confusions_text(const FinetuneEval *e, const ModelConfig *cfg) {
-  ClsConfusion top[10];
-  int n = e->confusion ? cls_top_confusions(e->confusion, e->n_labels, 10, top) : 0;
-  json_t *a = json_array();
-  for (int i = 0; i < n; i++)
-    json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "true", config_label(cfg, top[i].true_id), "pred",
-                                       config_label(cfg, top[i].pred_id), "count", (json_int_t)top[i].count));
-  char *t = json_dumps(a, JSON_COMPACT);
+  json_t *a = cls_examples_confusions_json(e, cfg);
+  char *t = a ? json_dumps(a, JSON_COMPACT) : NULL;
   json_decref(a);
   return t;
 }
@@ -660,19 +648,6 @@ static int cb_should_stop(void *ctx) {
   return stop_signal != 0 || c->failed;
 }
 
-/* The test metrics as a JSON object (a new reference). */
-static json_t *eval_json(const FinetuneEval *e, size_t n) {
-  json_t *o = json_object();
-  struct { const char *k; double v; } f[] = {
-    {"loss", e->loss}, {"accuracy", e->metrics.accuracy}, {"macro_f1", e->metrics.macro_f1},
-    {"weighted_f1", e->metrics.weighted_f1}, {"macro_precision", e->metrics.macro_precision},
-    {"macro_recall", e->metrics.macro_recall}, {"runtime", e->seconds}};
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-    json_object_set_new(o, f[i].k, isfinite(f[i].v) ? json_real(f[i].v) : json_null());
-  json_object_set_new(o, "examples", json_integer((json_int_t)n));
-  return o;
-}
-
 /* After the last epoch: the best weights back, the test set scored, the results stored
 ** in the run and in the best revision's metrics. *summary receives the test metrics. */
 static int score_test(FtCtx *c, json_t **summary, Err *e) {
@@ -685,10 +660,8 @@ static int score_test(FtCtx *c, json_t **summary, Err *e) {
   progress_line(&c->prog, "test (best epoch %d, %s@%lld): loss %.4f - accuracy %.4f - macro_f1 %.4f - weighted_f1 %.4f",
                 c->best_epoch + 1, c->a->name, (long long)c->best_seq, ev.loss, ev.metrics.accuracy, ev.metrics.macro_f1,
                 ev.metrics.weighted_f1);
-  json_t *t = eval_json(&ev, c->d->set[S_TEST].n);
-  char *conf = confusions_text(&ev, model_config(m));
-  json_t *cj = conf ? json_loads(conf, 0, NULL) : NULL;
-  free(conf);
+  json_t *t = cls_examples_eval_json(&ev, c->d->set[S_TEST].n);
+  json_t *cj = cls_examples_confusions_json(&ev, model_config(m));
   json_object_set_new(t, "confusion", cj ? cj : json_array());
   json_t *res = json_pack("{s:O, s:I, s:I}", "test", t, "best_revision", (json_int_t)c->best_seq, "best_epoch",
                           (json_int_t)(c->best_epoch + 1));
