@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "server/cli/commands.h"
 
@@ -26,6 +27,16 @@ const char *cli_db_path(const char *flag) {
   if (flag) return flag;
   const char *e = getenv("MASKD_DB");
   return e && *e ? e : "maskd.db";
+}
+
+Store *cli_store_open_existing(const char *flag, Err *err) {
+  const char *path = cli_db_path(flag);
+  struct stat st;
+  if (stat(path, &st)) {
+    err_setk(err, ERR_NOT_FOUND, "no store at %s (--db PATH or MASKD_DB)", path);
+    return NULL;
+  }
+  return store_open(path, err);
 }
 
 int cli_parse_long(const char *s, long lo, long hi, long *out) {

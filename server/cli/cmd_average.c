@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/io/safetensors.h"
 #include "engine/nn/config.h"
@@ -233,14 +232,14 @@ static void avg_free(Avg *g) {
   free(g->out); free(g->meta); free(g->acc); free(g->piece); free(g->mean);
 }
 
-static int do_average(const char *db_path, const AvgArgs *a, const char **specs, int n, StoreRevision *made, Err *err) {
+static int do_average(const AvgArgs *a, const char **specs, int n, StoreRevision *made, Err *err) {
   Avg g;
   memset(&g, 0, sizeof g);
   Store *s = NULL;
   json_t *cfg0 = NULL;
   char *cfg_text = NULL, *tok_text = NULL, *side[2] = {NULL, NULL}, *msg = NULL;
   int rc = -1;
-  if (!(s = store_open(db_path, err)) || !(g.rd = store_open(db_path, err))) goto done;
+  if (!(s = cli_store_open_existing(a->db, err)) || !(g.rd = store_open(cli_db_path(a->db), err))) goto done;
   /* A new repository (the push refuses one that exists: StorePush.new_repo), and no run's
   ** name, whose pushes would land beside the average. A name of digits only is no run's. */
   {
@@ -363,12 +362,9 @@ int cmd_average(int argc, char **argv) {
   else if (a.message && (!*a.message || strlen(a.message) > AVG_MESSAGE_MAX))
     fprintf(stderr, "maskd average: --message: 1 to %d bytes, got %zu\n", AVG_MESSAGE_MAX, strlen(a.message));
   else {
-    const char *path = cli_db_path(a.db);
-    struct stat st;
     StoreRevision made;
     status = 1;
-    if (stat(path, &st)) fprintf(stderr, "maskd average: no store at %s (--db PATH or MASKD_DB)\n", path);
-    else if (do_average(path, &a, pos, np, &made, &err)) fprintf(stderr, "maskd average: %s\n", err.msg);
+    if (do_average(&a, pos, np, &made, &err)) fprintf(stderr, "maskd average: %s\n", err.msg);
     else {
       status = 0;
       if (a.json) {

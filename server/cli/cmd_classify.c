@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/core/platform.h"
 #include "engine/infer/textclass.h"
@@ -124,10 +123,7 @@ int cmd_classify(int argc, char **argv) {
   if (args.dir) {
     tc = textclass_load_dir(args.dir, &o, &err);
   } else {
-    const char *path = cli_db_path(args.db);
-    struct stat st;
-    if (stat(path, &st)) { fprintf(stderr, "maskd classify: no store at %s (--db PATH or MASKD_DB)\n", path); goto done; }
-    if (!(s = store_open(path, &err))) { fprintf(stderr, "maskd classify: %s\n", err.msg); goto done; }
+    if (!(s = cli_store_open_existing(args.db, &err))) { fprintf(stderr, "maskd classify: %s\n", err.msg); goto done; }
     tc = store_load_textclass(s, args.model, &o, &err);
   }
   if (!tc) { fprintf(stderr, "maskd classify: %s\n", err.msg); goto done; }

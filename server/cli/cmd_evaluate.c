@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/core/platform.h"
 #include "engine/data/textcls.h"
@@ -152,10 +151,7 @@ static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
   size_t *tr_idx = NULL, *va_idx = NULL, n_tr = 0, n_va = 0;
   void *tj = NULL;
   size_t tj_len = 0;
-  const char *path = cli_db_path(a->db);
-  struct stat st;
-  if (stat(path, &st)) { err_setk(err, ERR_NOT_FOUND, "no store at %s (--db PATH or MASKD_DB)", path); goto done; }
-  if (!(s = store_open(path, err))) goto done;
+  if (!(s = cli_store_open_existing(a->db, err))) goto done;
   if (store_load_config(s, a->model, &r, &cfg, err)) { err_prefix(err, "--model"); goto done; }
   if (cfg.task != MODEL_TASK_SEQ_CLS) {
     err_setk(err, ERR_INVALID, "--model: %s is a %s model; evaluate scores text classifiers", a->model,

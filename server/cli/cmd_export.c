@@ -363,10 +363,8 @@ const CliSpec cli_spec_import = {
 };
 
 static Store *open_store(const char *db, const char *cmd, int must_exist) {
-  const char *path = cli_db_path(db);
   Err err = {0};
-  if (must_exist && !exists(path)) { fprintf(stderr, "maskd %s: no store at %s (--db PATH or MASKD_DB)\n", cmd, path); return NULL; }
-  Store *s = store_open(path, &err);
+  Store *s = must_exist ? cli_store_open_existing(db, &err) : store_open(cli_db_path(db), &err);
   if (!s) fprintf(stderr, "maskd %s: %s\n", cmd, err.msg);
   return s;
 }

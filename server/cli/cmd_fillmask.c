@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/infer/fillmask.h"
 #include "engine/core/platform.h"
@@ -120,10 +119,7 @@ int cmd_fillmask(int argc, char **argv) {
   if (dir) {
     fm = fillmask_load_dir(dir, &o, &err);
   } else {
-    const char *path = cli_db_path(db);
-    struct stat st;
-    if (stat(path, &st)) { fprintf(stderr, "maskd fill-mask: no store at %s (--db PATH or MASKD_DB)\n", path); goto done; }
-    if (!(s = store_open(path, &err))) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }
+    if (!(s = cli_store_open_existing(db, &err))) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }
     fm = store_load_fillmask(s, model, &o, &err);
   }
   if (!fm) { fprintf(stderr, "maskd fill-mask: %s\n", err.msg); goto done; }

@@ -887,7 +887,7 @@ int cmd_finetune(int argc, char **argv) {
 
   /* What needs no store first: the data files, the labels. */
   if (read_data(&a, &d, &e)) goto fail;
-  if (!(db = store_open(cli_db_path(a.db_path), &e))) goto fail;
+  if (!(db = cli_store_open_existing(a.db_path, &e))) goto fail;
   int recovered = 0;
   if (store_runs_recover(db, &recovered, &e)) goto fail;
   if (load_base(db, a.model, &fm, &e)) goto fail;

@@ -40,6 +40,10 @@ int cmd_bench(int argc, char **argv);
 void cli_pipeline_refusal(const char *cmd, const FillMaskError *fe);
 /* The store path: the --db flag when given (non-NULL), else $MASKD_DB, else ./maskd.db. */
 const char *cli_db_path(const char *flag);
+/* Opens the store of cli_db_path(flag) for a command that reads from it: NULL with ERR_NOT_FOUND
+** "no store at PATH" when the file is absent (a mistyped --db must not create an empty store),
+** else store_open's result. */
+Store *cli_store_open_existing(const char *flag, Err *err);
 /* Parses a whole decimal number in [lo, hi] into *out; -1 (and *out untouched) otherwise. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
 /* 1 when s reads as an option: '-' and then anything but a digit or '.' ("-" alone, "-1"

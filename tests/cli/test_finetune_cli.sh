@@ -41,6 +41,10 @@ refuse finetune_cli_refuses_missing_file "nowhere.csv" "${base[@]}" --train "$T/
 refuse finetune_cli_refuses_bad_lr "--lr: expected" "${base[@]}" --name x --lr -1
 refuse finetune_cli_refuses_long_max_length "positions" "${base[@]}" --name x --max-length 4000
 refuse finetune_cli_needs_name "--name is required" "${base[@]}"
+# A mistyped --db names the missing store, and creates no empty one.
+refuse finetune_cli_refuses_no_store "no store at $T/none.db" "${base[@]}" --db "$T/none.db" --name x
+if [ -e "$T/none.db" ]; then fail finetune_cli_no_store_left_absent "$T/none.db was created"
+else pass finetune_cli_no_store_left_absent; fi
 refuse finetune_cli_refuses_base_as_name "--name: base is the repository of the base model" "${base[@]}" --name base
 # --job is maskd serve's hand-off: the job's description only, a running text-classification job, no command-only field.
 refuse finetune_cli_job_takes_no_options "--job runs the job as it was queued" --db "$T/a.db" --job 1 --work-dir "$T" --model base
