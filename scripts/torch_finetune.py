@@ -38,6 +38,8 @@ PLAN_DIR is what `maskd finetune --export-plan PLAN_DIR` writes:
         "valid": {"ids": [...], "labels": [...]},  # or null: no per-epoch evaluation
         "test":  {"ids": [...], "labels": [...]}   # or null: no final test
       },
+      "split": {"seed": 42, "fraction": 0.1,       # or null; for a share held out of train: the
+                "train_rows": [...], "valid_rows": [...]},   # file's rows of each set (unused here)
       "order": [                                   # per epoch, the training batches in order,
         [[17, 4, 230, ...], [9, 88, ...], ...],    # each a list of train-set indices (its rows);
         ...                                        # exactly the steps maskd takes (max_steps cut)

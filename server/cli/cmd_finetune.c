@@ -465,8 +465,10 @@ static json_t *set_json(const TextClsSet *s) {
 /* plan.json as scripts/torch_finetune.py reads it ("maskd-finetune-plan" version 1):
 ** labels, pad_id, hyper, sets {train, valid, test} (ids with [CLS] ... [SEP], cut), and
 ** order: per epoch the training batches, each the list of its rows' train-set indices,
-** exactly the steps this run takes (cut at max_steps). init/ is the classifier before
-** any step. */
+** exactly the steps this run takes (cut at max_steps); split: null, or for a share held
+** out of --train {seed, fraction, train_rows, valid_rows}, the training file's (0-based)
+** rows each set holds, in set order (to keep the held-out text out of a pretraining
+** corpus, say). init/ is the classifier before any step. */
 static int export_plan(const char *dir, const FtArgs *a, FtModel *fm, const FtData *d, Finetune *f, Err *e) {
   if (files_make_dirs(dir, e)) return -1;
   json_t *o = json_pack("{s:s, s:i}", "format", "maskd-finetune-plan", "version", 1);
@@ -477,6 +479,15 @@ static int export_plan(const char *dir, const FtArgs *a, FtModel *fm, const FtDa
   json_object_set_new(sets, "valid", has_validation(a, d) ? set_json(&d->set[S_VALID]) : json_null());
   json_object_set_new(sets, "test", d->have[S_TEST] ? set_json(&d->set[S_TEST]) : json_null());
   json_object_set_new(o, "sets", sets);
+  json_t *split = json_null();
+  if (d->split_valid) {
+    json_t *rows[2] = {json_array(), json_array()};
+    for (size_t i = 0; i < d->n_split_train; i++) json_array_append_new(rows[0], json_integer((json_int_t)d->split_train[i]));
+    for (size_t i = 0; i < d->n_split_valid; i++) json_array_append_new(rows[1], json_integer((json_int_t)d->split_valid[i]));
+    split = json_pack("{s:I, s:f, s:o, s:o}", "seed", (json_int_t)a->seed, "fraction", a->validation_fraction,
+                      "train_rows", rows[0], "valid_rows", rows[1]);
+  }
+  json_object_set_new(o, "split", split);
   long spe = finetune_steps_per_epoch(f), total = finetune_total_steps(f);
   int epochs = (int)((total + spe - 1) / spe);
   size_t *order = malloc((d->set[S_TRAIN].n ? d->set[S_TRAIN].n : 1) * sizeof *order);

@@ -162,9 +162,18 @@ c12=$(sqlite3 "$T/a.db" "SELECT json_extract(config, '$.hidden_dropout_prob') ||
 [ "$c12" = "0.1,0.1,0.3" ] && pass finetune_cli_dropout_option_alone || fail finetune_cli_dropout_option_alone "recorded $c12"
 refuse finetune_cli_refuses_dropout_one "--hidden-dropout-prob: expected a number in [0, 1)" "${base[@]}" --name x --hidden-dropout-prob 1
 "$M" finetune "${base[@]}" --test "$T/te.csv" --export-plan "$T/plan" --epochs 2 --quiet 2>"$T/plan.err"; rc=$?
-$PY - "$T/plan" "$ntest" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_export_plan || fail finetune_cli_export_plan "rc $rc $(cat "$T/plan.err")"
-import json, os, sys
+split_sha=$(sqlite3 "$T/a.db" "SELECT json_extract(config, '$.split.validation_indices_sha256') FROM runs WHERE name = 'cls2'")
+$PY - "$T/plan" "$ntest" "$T/tr.csv" "$split_sha" <<'EOF' && [ $rc = 0 ] && pass finetune_cli_export_plan || fail finetune_cli_export_plan "rc $rc $(cat "$T/plan.err")"
+import csv, hashlib, json, os, sys
 d = sys.argv[1]; p = json.load(open(os.path.join(d, "plan.json"))); S = p["sets"]
+# The held-out split's rows: a partition of the file's rows, the run's recorded split (by its
+# hash), each set's labels those of its rows in the file.
+sp = p["split"]; rows = list(csv.DictReader(open(sys.argv[3])))
+assert sp["seed"] == 3 and sp["fraction"] == 0.1 and len(sp["valid_rows"]) == 40 and len(sp["train_rows"]) == 360, sp["seed"]
+assert sorted(sp["train_rows"] + sp["valid_rows"]) == list(range(400)) and sp["valid_rows"] == sorted(sp["valid_rows"])
+assert hashlib.sha256(",".join(map(str, sp["valid_rows"])).encode()).hexdigest() == sys.argv[4], sys.argv[4]
+for name, key in (("train", "train_rows"), ("valid", "valid_rows")):
+    assert S[name]["labels"] == [p["labels"].index(rows[r]["category"]) for r in sp[key]], name
 assert p["format"] == "maskd-finetune-plan" and p["version"] == 1 and p["pad_id"] == 3
 assert len(p["labels"]) == 77 and len(S["train"]["ids"]) == 360 and len(S["valid"]["ids"]) == 40 and len(S["test"]["ids"]) == int(sys.argv[2])
 assert max(len(r) for r in S["train"]["ids"]) <= 32 and len(set(r[0] for r in S["train"]["ids"])) == 1
@@ -177,6 +186,10 @@ EOF
 "$M" finetune "${base[@]}" --export-plan "$T/plan2" --epochs 3 --max-steps 30 --quiet 2>/dev/null
 $PY -c 'import json, sys; o = json.load(open(sys.argv[1]))["order"]; assert [len(e) for e in o] == [23, 7], [len(e) for e in o]' "$T/plan2/plan.json" &&
   pass finetune_cli_export_plan_max_steps || fail finetune_cli_export_plan_max_steps "order not cut at max_steps"
+# A given validation file holds nothing out of train: no split in the plan.
+"$M" finetune "${base[@]}" --validation "$T/te.csv" --export-plan "$T/plan-v" --max-steps 2 --quiet 2>/dev/null
+$PY -c 'import json, sys; p = json.load(open(sys.argv[1])); assert p["split"] is None and len(p["sets"]["train"]["ids"]) == 400' \
+  "$T/plan-v/plan.json" && pass finetune_cli_export_plan_no_split || fail finetune_cli_export_plan_no_split "split not null"
 # A .json array of records (pandas' to_json(orient="records")) reads as the CSV does.
 $PY -c 'import csv, json, sys; json.dump(list(csv.DictReader(open(sys.argv[1], newline=""))), open(sys.argv[2], "w"), indent=1)' \
   "$T/tr.csv" "$T/tr-records.json"
