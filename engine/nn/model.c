@@ -266,6 +266,28 @@ void model_init_weights(Model *m, uint64_t seed) {
 const ModelConfig *model_config(const Model *m) { return &m->cfg; }
 size_t model_num_params(const Model *m) { return m->n_params; }
 float *model_params(Model *m) { return m->params; }
+const ModelTensor *model_nonfinite_tensor(Model *m) {
+  for (int i = 0; i < model_tensor_count(m); i++) {
+    const ModelTensor *t = model_tensor(m, i);
+    float *p;
+    uint16_t *half;
+    model_tensor_storage(m, i, &p, &half);
+    /* NaN and the infinities are the values whose exponent bits are all ones: an integer
+    ** test the compiler vectorises, without a branch per element. */
+    uint32_t bad = 0;
+    if (p) {
+      for (size_t j = 0; j < t->numel; j++) {
+        uint32_t bits;
+        memcpy(&bits, p + j, sizeof bits);
+        bad |= (bits & 0x7f800000u) == 0x7f800000u;
+      }
+    } else {
+      for (size_t j = 0; j < t->numel; j++) bad |= (half[j] & 0x7f80u) == 0x7f80u;
+    }
+    if (bad) return t;
+  }
+  return NULL;
+}
 float *model_grads(Model *m) {
   /* Zeroed but not written since: make the zeros real for the reader. */
   if (m->grads && m->grads_zeroed) {

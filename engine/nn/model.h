@@ -94,6 +94,9 @@ int model_tensor_count(const Model *m);
 const ModelTensor *model_tensor(const Model *m, int i);
 /* The named tensor with this HF name, or NULL. */
 const ModelTensor *model_tensor_by_name(const Model *m, const char *name);
+/* The first named tensor holding a NaN or an infinity (in whichever storage holds it), or
+** NULL when every value is finite: what a trainer checks before it saves weights. */
+const ModelTensor *model_nonfinite_tensor(Model *m);
 
 /* Plans activations for batches of (batch, seq) with the MLM head computed at up
 ** to head_rows positions (a classifier ignores head_rows: its head takes each row's

@@ -187,3 +187,19 @@ IFS='|' read -r nolabel mean stored <<<"$lp"
 # "no validation set".
 grep -q 'no validation metrics: the validation set drew no masked token' "$T/lp.out" && ! grep -q 'no validation set' "$T/lp.out" &&
   pass train_cli_validation_without_masked_tokens_said || fail train_cli_validation_without_masked_tokens_said "$(grep '^epoch 1/1:' "$T/lp.out")"
+# A run whose weights stop being finite ends failed with one line saying so, and saves nothing:
+# the repository's newest revision stays the last finite one (a revision of NaN weights became
+# the model's main, and every fill-mask of it a 500). lr 1e30: the second step's loss is NaN;
+# lr 1e300: the first update already overflows, caught before the checkpoint saves it.
+"$M" train --db "$T/dv.db" "${base[@]}" --name dv --max-steps 2 --quiet >/dev/null 2>&1
+for c in "1e30 4 at step 2" "1e300 1 by step 1"; do
+  read -r lr steps said <<<"$c"
+  "$M" train --db "$T/dv.db" "${base[@]}" --name dv --lr "$lr" --max-steps "$steps" --warmup-steps 0 --quiet >"$T/dv.out" 2>&1; rc=$?
+  out=$(grep -v '^maskd: note' "$T/dv.out")
+  res=$(sqlite3 "$T/dv.db" "SELECT status FROM runs ORDER BY id DESC LIMIT 1")"|"$(sqlite3 "$T/dv.db" "SELECT COUNT(*) FROM revisions")
+  if [ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "training diverged $said" <<<"$out" && [ "$res" = "failed|1" ]; then
+    pass "train_cli_diverged_weights_not_saved_lr_$lr"
+  else
+    fail "train_cli_diverged_weights_not_saved_lr_$lr" "rc $rc, $res: $out"
+  fi
+done

@@ -382,6 +382,25 @@ int main(void) {
     check(finetune_new(m, &tr, &va, &bad, &e) == NULL && e.kind == ERR_INVALID, "finetune_refuses_bad_pad", "%s", e.msg);
     model_free(m);
   }
+  /* Weights that stop being finite end the run with ERR_INVALID before an epoch's callback
+  ** (the push) sees them: lr 1e300 overflows the first update; its gradient norm was finite,
+  ** so one step is caught by the epoch's check of the weights, two by the second step's NaN. */
+  for (long steps = 1; steps <= 2; steps++) {
+    FinetuneOptions big = o;
+    big.lr = 1e300;
+    big.warmup_steps = 0;
+    big.max_steps = steps;
+    Rec d;
+    memset(&d, 0, sizeof d);
+    float *pd = NULL;
+    Err de = {0};
+    int rd = run(&c, &big, &tr, &va, &d, &pd, &np, &de);
+    const char *want = steps == 1 ? "fine-tuning diverged by step 1: " : "fine-tuning diverged at step 2: loss nan";
+    check(rd == -1 && de.kind == ERR_INVALID && d.epochs == 0 && d.steps == steps && strstr(de.msg, want),
+          steps == 1 ? "finetune_diverged_weights_not_pushed_1_step" : "finetune_diverged_weights_not_pushed_2_steps",
+          "rc %d, %d epochs seen, %ld steps: %s", rd, d.epochs, d.steps, de.msg);
+    free(pd);
+  }
   free_set(&tr);
   free_set(&va);
   free_set(&longer);
