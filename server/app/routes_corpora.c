@@ -22,11 +22,12 @@
 
 /* How many of the n bytes at p end on a whole character: a read that splits one leaves
 ** its 1-3 bytes for the next piece. Only the lead byte is looked at; whether the bytes
-** make a valid character is tokenizer_utf8_valid's business. */
+** make a valid character is tokenizer_utf8_valid's business, and a byte that leads no
+** character (0xC0, 0xC1, 0xF5-0xFF) is left to it too, to be named at its offset. */
 static size_t whole_characters(const unsigned char *p, size_t n) {
   size_t i = n, tail = 0;
   while (i > 0 && tail < 3 && (p[i - 1] & 0xC0) == 0x80) { i--; tail++; }
-  if (i == 0 || p[i - 1] < 0xC0) return n;   /* ends on ASCII or stray continuations: checked as they are */
+  if (i == 0 || p[i - 1] < 0xC2 || p[i - 1] > 0xF4) return n;   /* ASCII, stray continuations, no lead: checked as they are */
   unsigned lead = p[i - 1];
   size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
   return n - (i - 1) < need ? i - 1 : n;

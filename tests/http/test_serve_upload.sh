@@ -104,6 +104,14 @@ up fresh -H "$bin" --data-binary @"$T/over.txt"
 ok overlong_utf8_422 error_is 422 '"offset": 9'
 up fresh -H "$bin" --data-binary ''
 ok empty_body_422 error_is 422 empty
+not_said() { ! grep -qF -- "$1" "$T/body"; }
+# A last byte that leads no character is not UTF-8 at its offset, not a character cut short.
+for b in ff c0 c1 f5; do
+  printf "last byte \\x$b" > "$T/last.txt"
+  up fresh -H "$bin" --data-binary @"$T/last.txt"
+  ok "no_lead_last_byte_${b}_422" error_is 422 '"offset": 10'
+  ok "no_lead_last_byte_${b}_not_cut_short" not_said 'inside a character'
+done
 printf 'a surrogate \xed\xa0\x80' > "$T/sur.txt"
 up fresh -H "$bin" --data-binary @"$T/sur.txt"
 ok surrogate_422 error_is 422 '"offset": 12'
