@@ -581,8 +581,9 @@ void route_jobs(void *app, HttpReq *rq, HttpRes *rs) {
 
 static int64_t parse_id(const char *s) {
   char *end;
+  errno = 0;   /* past INT64_MAX strtoll answers INT64_MAX: another job's number */
   long long v = strtoll(s, &end, 10);
-  return *s && !*end && v > 0 ? (int64_t)v : -1;
+  return *s && !*end && !errno && v > 0 ? (int64_t)v : -1;
 }
 
 void route_job(void *app, HttpReq *rq, HttpRes *rs) {

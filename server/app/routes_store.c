@@ -149,8 +149,9 @@ void route_run_metrics(void *app, HttpReq *rq, HttpRes *rs) {
   long long since_step = 0;
   if (since) {
     char *end;
+    errno = 0;   /* past INT64_MAX strtoll answers INT64_MAX, the store's "epochs only" */
     since_step = strtoll(since, &end, 10);
-    if (!*since || *end || since_step < 0) {
+    if (!*since || *end || errno || since_step < 0) {
       http_error(rs, 400, "query parameter 'since' must be a step number >= 0", json_pack("{s:s}", "since", since));
       return;
     }

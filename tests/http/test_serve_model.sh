@@ -177,6 +177,11 @@ call GET '/runs/demo/metrics?since=25'
 ok run_metrics_since test "$(jget '[s["step"] for s in b["steps"]] == [26, 27, 28, 29, 30]')" = True
 call GET '/runs/demo/metrics?since=x'
 ok run_metrics_bad_since error_is 400 since
+call GET '/runs/demo/metrics?since=99999999999999999999'   # past INT64_MAX: no step number
+ok run_metrics_since_past_int64 error_is 400 since
+call GET /jobs/99999999999999999999
+ok job_id_past_int64_404 error_is 404 '"job": "99999999999999999999"'
+ok job_id_past_int64_not_renamed sh -c '! grep -q 9223372036854775807 "$1"' _ "$T/body"   # INT64_MAX was named
 call GET /runs/nosuch
 ok run_unknown error_is 404 nosuch
 call GET /runs/demo/events --max-time 10
