@@ -369,6 +369,15 @@ void route_submit_run(void *app, HttpReq *rq, HttpRes *rs) {
       goto done;
     }
     if (store_check_run_name(rc.name, &e)) { http_error(rs, 422, "invalid run description", json_string(e.msg)); goto done; }
+    /* What the job's maskd train refuses at its start, refused now by the same check: a name
+    ** whose repository holds a classifier (the push would fail after the first epoch). */
+    Store *s = app_store(a, rs);
+    if (!s) goto done;
+    if (store_check_repo_task(s, rc.name, MODEL_TASK_MLM, &e)) {
+      if (e.kind == ERR_CONFLICT) http_error(rs, 422, "invalid run description", json_pack("{s:s, s:s}", "field", "name", "why", e.msg));
+      else http_error_from(rs, &e, "cannot check the run's name", NULL);
+      goto done;
+    }
     /* Both given, they must agree, as on the command line: the hosts' slots are the ranks. */
     if (json_object_get(body, "ranks") && rc.hosts[0] && rc.ranks != run_config_host_slots(rc.hosts)) {
       http_error(rs, 422, "invalid run description",

@@ -87,6 +87,10 @@ call GET /runs/cls/metrics
 ok finetune_run_metrics test "$(jget 'len(b["epochs"]) == 2 and all(0 <= e["eval_macro_f1"] <= 1 and 0 <= e["eval_weighted_f1"] <= 1 and isinstance(e["confusion"], list) and len(e["confusion"]) <= 10 and all(set(c) == {"true", "pred", "count"} for c in e["confusion"]) for e in b["epochs"]) and len(b["steps"]) > 0')" = True
 call GET /models/cls/resolve/best/config.json
 ok finetune_best_config test "$(jget 'b["architectures"] == ["RobertaForSequenceClassification"] and len(b["id2label"]) == 77')" = True
+# A masked LM's training into the classifier's repository is refused before it is queued (the
+# job's maskd train refused it at its start, after a 202).
+post /runs '{"name": "cls", "tokenizer": "tok.json", "train": "shards", "config": "tiny", "max_steps": 1}'
+ok train_into_classifier_repository_refused error_is 422 '"field": "name", "why": "model repository \"cls\" holds a RobertaForSequenceClassification'
 # A second job with a bad column fails with the command's one line as its error.
 post /runs "$(job cls2 ',"text_column": "nope"')"
 jobid=$(jget 'b["id"]')
