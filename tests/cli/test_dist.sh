@@ -424,3 +424,20 @@ for d in 0.05 0.15 0.25 0.35; do
     { early_ok=0; echo "# stop after ${d}s: rc $rc, run '$st', processes left '$left': $(tail -1 "$T/e$d.err")"; }
 done
 [ $early_ok = 1 ] && pass dist_stop_while_ranks_start_is_heard || fail dist_stop_while_ranks_start_is_heard "see above"
+
+# A run whose weights stop being finite stops on every rank at once, with one line and nothing
+# saved: at the second step's NaN (lr 1e30), and at the checkpoint after an update that
+# overflowed on a finite gradient (lr 1e300): every rank holds the same weights, so every rank
+# refuses together and none waits for the others.
+for c in "1e30 4 at step 2" "1e300 1 by step 1"; do
+  read -r lr steps said <<<"$c"
+  timeout 120 "$M" train --db "$T/dv.db" "${args[@]}" --name dv --lr "$lr" --max-steps "$steps" --warmup-steps 0 --ranks 2 \
+    2>"$T/dv.err"; rc=$?
+  out=$(grep -v '^maskd: note' "$T/dv.err")
+  res=$(sqlite3 "$T/dv.db" "SELECT status FROM runs ORDER BY id DESC LIMIT 1")"|"$(sqlite3 "$T/dv.db" "SELECT COUNT(*) FROM revisions")
+  if [ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "training diverged $said" <<<"$out" && [ "$res" = "failed|0" ]; then
+    pass "dist_diverged_ranks_stop_together_lr_$lr"
+  else
+    fail "dist_diverged_ranks_stop_together_lr_$lr" "rc $rc, $res: $(head -c 300 <<<"$out")"
+  fi
+done
