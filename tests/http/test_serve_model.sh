@@ -313,6 +313,15 @@ start || fail restart_start2 "$(cat "$T/err")"
 ok queued_job_runs_after_restart wait_for 120 /runs/later 'b["status"] == "done"'
 # The run is done when its process says so; its job when the worker has seen that process exit.
 ok no_job_lost_or_duplicated wait_for 10 /jobs '[j["status"] for j in b] == ["done", "failed", "done", "done", "cancelled", "cancelled", "done"]'
+# A run into demo whose weights overflow (lr 1e300) fails, saying so, and pushes nothing: demo's
+# newest revision, what a request naming no revision gets, stays the last finite one (it became
+# the NaN one, and every fill-mask of demo answered 500).
+post /runs "$(runjson demo 1 ',"lr":1e300,"warmup_steps":0')"
+ok diverged_run_accepted status_is 202
+jid=$(jget 'b["id"]')
+ok diverged_run_fails_saying_so wait_for 60 "/jobs/$jid" 'b["status"] == "failed" and "training diverged by step 1" in b["error"]'
+call POST /fill-mask --data-binary '{"inputs": "It [MASK] .", "model": "demo"}'
+ok diverged_run_left_demo_serving status_is 200
 call POST /fill-mask --data-binary '{"inputs": "It [MASK] ."}'
 call GET /metrics
 ok metrics_jobs grep -q '^maskd_jobs{state="done"} 4$' "$T/body"
