@@ -8,6 +8,7 @@
 #include "engine/core/now.h"
 #include "engine/core/rng.h"
 #include "engine/nn/optim.h"
+#include "engine/train/divergence.h"
 
 struct Finetune {
   FinetuneOptions o;
@@ -356,14 +357,7 @@ int finetune_run(Finetune *f, const FinetuneCallbacks *cb, Err *err) {
       if (!isnan(st.loss)) { loss_sum += st.loss; counted++; }
       st.epoch_frac = (double)epoch + (double)pos / (double)f->spe;
       if (cb->on_step) cb->on_step(cb->ctx, &st);
-      /* A gradient norm no longer finite (a NaN loss of labelled rows makes it NaN; a step
-      ** without labelled rows has a NaN loss and a zero norm), or an infinite loss: the
-      ** update carried it into the weights. */
-      if (!isfinite(st.grad_norm) || isinf(st.loss))
-        return err_setk(err, ERR_INVALID,
-                        "fine-tuning diverged at step %ld: loss %g, gradient norm %g; the weights are no "
-                        "longer finite, so the run stops without saving them (a lower learning rate keeps "
-                        "them finite)", st.step, fabs(st.loss), fabs(st.grad_norm));
+      if (divergence_check_step("fine-tuning", st.step, st.loss, st.grad_norm, err)) return -1;
     }
     FinetuneEval ev;
     if (f->valid) {
@@ -377,11 +371,7 @@ int finetune_run(Finetune *f, const FinetuneCallbacks *cb, Err *err) {
     }
     ev.epoch = epoch;
     ev.train_loss = counted ? loss_sum / (double)counted : NAN;
-    const ModelTensor *bad = model_nonfinite_tensor(f->m);
-    if (bad)
-      return err_setk(err, ERR_INVALID,
-                      "fine-tuning diverged by step %ld: %s holds values that are not finite, so the run "
-                      "stops without saving them (a lower learning rate keeps them finite)", f->opt->step, bad->name);
+    if (divergence_check_weights(f->m, "fine-tuning", f->opt->step, err)) return -1;
     if (cb->on_epoch && cb->on_epoch(cb->ctx, f->m, epoch, &ev, err)) return -1;
   }
   return FINETUNE_DONE;

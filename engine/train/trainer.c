@@ -8,6 +8,7 @@
 #include "engine/data/loader.h"
 #include "engine/core/platform.h"
 #include "engine/core/rng.h"
+#include "engine/train/divergence.h"
 #include "engine/train/grad_sync.h"
 
 /* Words of CkptState.extra: the loader's six, the epoch's running train-loss sum
@@ -532,24 +533,11 @@ static int read_moments(void *ctx, int which, size_t offset, size_t count, float
   return gsync_moments_read(ctx, which, offset, count, dst, err);
 }
 
-/* The run's end when its loss or gradient norm stops being finite: the update has carried
-** the NaN (or infinity) into the weights, and a checkpoint would push them. */
-static int diverged(long step, double loss, double grad_norm, Err *err) {
-  return err_setk(err, ERR_INVALID,
-                  "training diverged at step %ld: loss %g, gradient norm %g; the weights are no longer "
-                  "finite, so the run stops without saving them (a lower learning rate keeps them finite)",
-                  step, fabs(loss), fabs(grad_norm));   /* fabs: "nan", never "-nan" */
-}
-
 /* Collective: rank 0's callback persists the checkpoint while the others answer its
 ** requests for their moments; every rank returns rank 0's verdict. Weights that are not
 ** finite are never saved: every rank holds the same parameters, so every rank refuses. */
 static int checkpoint(Trainer *t, const TrainerCallbacks *cb, TrainerCkptKind kind, const TrainerEval *ev, Err *err) {
-  const ModelTensor *bad = model_nonfinite_tensor(t->m);
-  if (bad)
-    return err_setk(err, ERR_INVALID,
-                    "training diverged by step %ld: %s holds values that are not finite, so the run stops "
-                    "without saving them (a lower learning rate keeps them finite)", t->step, bad->name);
+  if (divergence_check_weights(t->m, "training", t->step, err)) return -1;
   if (t->me != 0) return gsync_moments_serve(t->gs, err);
   int rc = 0;
   if (cb && cb->on_checkpoint) {
@@ -582,7 +570,7 @@ int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
     if (!isnan(st.loss)) { t->loss_sum += st.loss; t->loss_steps++; }
     st.epoch_frac = (double)t->epoch + (double)t->pos / (double)t->spe;
     if (lead && lead->on_step) lead->on_step(lead->ctx, &st);
-    if (!isfinite(st.grad_norm) || (st.labels && !isfinite(st.loss))) return diverged(st.step, st.loss, st.grad_norm, err);
+    if (divergence_check_step("training", st.step, st.loss, st.grad_norm, err)) return -1;
     if (t->pos == t->spe || t->step == t->total) {
       TrainerEval ev;
       int have_eval = t->valid != NULL;

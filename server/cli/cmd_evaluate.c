@@ -134,7 +134,6 @@ static int read_run(Store *s, const char *spec, HeldOut *h, Err *err) {
   return 0;
 }
 
-
 static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
   int rc = -1;
   Store *s = NULL;
