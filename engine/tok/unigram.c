@@ -145,11 +145,14 @@ static int da_place(Builder *b, int32_t s, int lo, int hi, size_t depth) {
   return 0;
 }
 
-static const Unigram *sort_model;
-static int cmp_piece(const void *pa, const void *pb) {
+/* qsort_r's comparator: the model comes as its argument, never through a global, since
+** the server's handler threads build tokenizers at once (a shared pointer let one
+** thread's sort read another's freed model). */
+static int cmp_piece(const void *pa, const void *pb, void *model) {
+  const Unigram *u = model;
   int a = *(const int32_t *)pa, b = *(const int32_t *)pb;
   size_t la, lb;
-  const char *sa = piece_bytes(sort_model, a, &la), *sb = piece_bytes(sort_model, b, &lb);
+  const char *sa = piece_bytes(u, a, &la), *sb = piece_bytes(u, b, &lb);
   int c = memcmp(sa, sb, la < lb ? la : lb);
   if (c) return c;
   if (la != lb) return la < lb ? -1 : 1;
@@ -201,8 +204,7 @@ Unigram *unigram_new(int n, const char *const *pieces, const double *scores, int
     if (u->off[i + 1] - u->off[i] > 1) order[m++] = i;
     else u->empty_id = i;
   }
-  sort_model = u;
-  qsort(order, (size_t)m, sizeof *order, cmp_piece);
+  qsort_r(order, (size_t)m, sizeof *order, cmp_piece, u);
   int k = 0;
   for (int i = 0; i < m; i++) {
     if (k > 0) {

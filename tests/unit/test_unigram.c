@@ -2,7 +2,10 @@
 ** every segmentation on small random vocabularies (best path, log Z, marginals),
 ** a naive O(n^2) dynamic programme without the trie on long strings, and the trie
 ** against a linear scan of the pieces. */
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/core/rng.h"
@@ -157,6 +160,37 @@ static void naive_dp(const Vocab *v, const char *s, size_t len, double *best, do
   free(a); free(b);
 }
 
+/* Models built on several threads at once (as the server's handlers build a revision's
+** tokenizer for its side files): each thread's pieces differ, and every one must still be
+** found under its own id. Unigram's constructor once sorted through a global pointer to
+** the model, so a thread's sort compared another thread's (freed) pieces. */
+#define PAR_THREADS 4
+#define PAR_PIECES 30000
+typedef struct ParJob { int seed, rounds, ok; } ParJob;
+static void *build_models(void *arg) {
+  ParJob *j = arg;
+  char (*text)[16] = malloc(sizeof *text * PAR_PIECES);
+  const char **ptr = malloc(sizeof *ptr * PAR_PIECES);
+  double *score = malloc(sizeof *score * PAR_PIECES);
+  j->ok = text && ptr && score;
+  for (int round = 0; j->ok && round < j->rounds; round++) {
+    for (int i = 0; i < PAR_PIECES; i++) {
+      /* Distinct pieces whose order by bytes is not their id order. */
+      static const int mult[PAR_THREADS] = {7919, 7927, 7933, 7937};   /* each thread its own order */
+      snprintf(text[i], sizeof text[i], "t%d_%05d", j->seed, (int)(((long)i * mult[j->seed]) % PAR_PIECES));
+      ptr[i] = text[i];
+      score[i] = -1.0 - i % 17;
+    }
+    Err err;
+    Unigram *u = unigram_new(PAR_PIECES, ptr, score, -1, &err);
+    if (!u) { j->ok = 0; break; }
+    for (int i = 0; i < PAR_PIECES; i++) j->ok &= unigram_piece_id(u, text[i], strlen(text[i])) == i;
+    unigram_free(u);
+  }
+  free(text); free(ptr); free(score);
+  return NULL;
+}
+
 int main(void) {
   Rng r;
   rng_seed(&r, 2024);
@@ -180,6 +214,20 @@ int main(void) {
       unigram_free(u);
     }
     check(ok && trials > 0, "unigram_trie_lookup", "trie lookup differs from a linear scan");
+  }
+
+  {
+    pthread_t th[PAR_THREADS];
+    ParJob jobs[PAR_THREADS];
+    int started = 0, ok = 1;
+    for (int i = 0; i < PAR_THREADS; i++) {
+      jobs[i] = (ParJob){.seed = i, .rounds = 6};
+      if (pthread_create(&th[i], NULL, build_models, &jobs[i]) == 0) started++;
+      else break;
+    }
+    for (int i = 0; i < started; i++) { pthread_join(th[i], NULL); ok &= jobs[i].ok; }
+    check(ok && started == PAR_THREADS, "unigram_built_on_threads_at_once",
+          "a model built while other threads built theirs lost pieces (%d threads started)", started);
   }
 
   /* Viterbi, encode_without and forward-backward against enumeration. */
