@@ -384,6 +384,8 @@ void route_hub_file(void *app, HttpReq *rq, HttpRes *rs) {
   rs->cache = file_cache(rs, cache);
   return;
 fail:
+  /* What was said about the file (ETag, sizes, ranges) is not said about an error. */
+  http_res_clear_headers(rs);
   /* The revision may be gone since it was resolved: a training run's keep-last drops its
   ** step checkpoints and their blobs go with them (the weights' blob then is missing).
   ** That is a revision not found, as it is to a client asking a moment later, not a fault. */
@@ -430,17 +432,27 @@ static int names_hold(json_t *names, const char *file) {
   return 0;
 }
 
+/* After a listing that found files missing: 1 when the revision itself is gone (a training
+** run's keep-last dropped it since it was resolved, taking its files), answered as the 404
+** RevisionNotFound a client asking a moment later gets; never a 200 with part of its files. */
+static int revision_vanished(Store *s, HttpRes *rs, const char *repo, const StoreRevision *r) {
+  StoreRevision again;
+  return hub_revision(s, rs, repo, r->commit, &again) != 0;
+}
+
 /* The entries of the listed files that names holds (all of them when names is NULL), each
 ** once, whatever a request repeats: at most N_LISTED entries, so the answer and the work are
-** bounded by the revision, not by the body. NULL on a store error. */
-static json_t *entries(Store *s, const StoreRevision *r, json_t *names, int expand, Err *e) {
+** bounded by the revision, not by the body. *missing counts the files not found. NULL on a
+** store error. */
+static json_t *entries(Store *s, const StoreRevision *r, json_t *names, int expand, int *missing, Err *e) {
+  *missing = 0;
   json_t *out = json_array();
   for (size_t i = 0; i < N_LISTED; i++) {
     const char *file = listed[i];
     if (names && !names_hold(names, file)) continue;  /* paths-info leaves out what does not exist */
     HubEntry h;
     if (hub_entry(s, r, file, &h, e)) {
-      if (e->kind == ERR_NOT_FOUND) { *e = (Err){0}; continue; }
+      if (e->kind == ERR_NOT_FOUND) { *e = (Err){0}; ++*missing; continue; }
       json_decref(out);
       return NULL;
     }
@@ -468,8 +480,10 @@ void route_hub_tree(void *app, HttpReq *rq, HttpRes *rs) {
     return;
   }
   Err e = {0};
-  json_t *list = entries(s, &r, NULL, truthy(http_query(rq, "expand")), &e);
+  int missing;
+  json_t *list = entries(s, &r, NULL, truthy(http_query(rq, "expand")), &missing, &e);
   if (!list) { http_error_from(rs, &e, "cannot list the files", json_string(e.msg)); return; }
+  if (missing && revision_vanished(s, rs, repo, &r)) { json_decref(list); return; }
   http_json(rs, 200, list);
 }
 
@@ -533,9 +547,11 @@ void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs) {
   StoreRevision r;
   if (!s || hub_revision(s, rs, repo, rq->params[rq->n_params - 1], &r)) { json_decref(paths); return; }
   Err e = {0};
-  json_t *list = entries(s, &r, paths, expand, &e);
+  int missing;
+  json_t *list = entries(s, &r, paths, expand, &missing, &e);
   json_decref(paths);
   if (!list) { http_error_from(rs, &e, "cannot describe the files", json_string(e.msg)); return; }
+  if (missing && revision_vanished(s, rs, repo, &r)) { json_decref(list); return; }
   http_json(rs, 200, list);
   http_res_header(rs, "X-Repo-Commit", r.commit);
 }
@@ -575,11 +591,11 @@ void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const
   const char *pipeline = hub_pipeline_of(archs);
   int blobs = truthy(http_query(rq, "blobs"));
   json_t *siblings = json_array();
-  int has_safetensors = 0;
+  int has_safetensors = 0, missing = 0;
   for (size_t i = 0; i < N_LISTED; i++) {
     HubEntry h;
     if (hub_entry(s, &r, listed[i], &h, &e)) {
-      if (e.kind == ERR_NOT_FOUND) { e = (Err){0}; continue; }
+      if (e.kind == ERR_NOT_FOUND) { e = (Err){0}; missing++; continue; }
       json_decref(siblings);
       json_decref(cfg);
       http_error_from(rs, &e, "cannot list the files", json_string(e.msg));
@@ -598,6 +614,7 @@ void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const
     }
     json_array_append_new(siblings, sib);
   }
+  if (missing && revision_vanished(s, rs, repo, &r)) { json_decref(siblings); json_decref(cfg); return; }
   char id[25], date[48], created[48];
   hub_object_id(repo, id);
   hub_iso_date(r.created, date);

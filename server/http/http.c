@@ -250,6 +250,12 @@ int http_res_header(HttpRes *rs, const char *name, const char *value) {
   return 0;
 }
 
+void http_res_clear_headers(HttpRes *rs) {
+  rs->n_headers = 0;
+  free(rs->link);
+  rs->link = NULL;
+}
+
 void http_bytes(HttpRes *rs, int status, const char *content_type, const void *data, size_t len) {
   res_reset(rs);
   rs->status = status;

@@ -250,6 +250,9 @@ void http_error_from(HttpRes *rs, const Err *e, const char *error, json_t *detai
 void http_errorf(HttpRes *rs, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Adds a header to the answer (replacing one of the same name); -1 when full or too long. */
 int http_res_header(HttpRes *rs, const char *name, const char *value);
+/* Drops every header added so far (and the Link header): an answer that turns into an
+** error after it described a file must not carry that file's headers. */
+void http_res_clear_headers(HttpRes *rs);
 /* Sets the Link header (paging: <URL>; rel="next"), copied; -1 when 4096 bytes or more or out of memory. */
 int http_res_link(HttpRes *rs, const char *value);
 /* Answers with bytes (copied) of the given content type. */
