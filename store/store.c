@@ -396,6 +396,22 @@ static void sql_pipeline(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   else sqlite3_result_null(ctx);
 }
 
+/* 1 (err set, ERR_BAD_INPUT) when s holds tables but no maskd schema (user_version 0):
+** another program's database, which migrating would fill with maskd's tables and switch
+** to WAL for good. Checked before any pragma that writes. */
+static int foreign_database(Store *s, Err *err) {
+  sqlite3_stmt *st = sdb_prep(s, "SELECT (SELECT user_version FROM pragma_user_version), "
+                                 "(SELECT count(*) FROM sqlite_schema)", err);
+  if (!st) return 1;
+  int rc = sqlite3_step(st), foreign = 0;
+  if (rc != SQLITE_ROW) sdb_fail(s, err, "reading the schema");
+  else if (sqlite3_column_int64(st, 0) == 0 && sqlite3_column_int64(st, 1) > 0)
+    foreign = err_setk(err, ERR_BAD_INPUT, "%s is an SQLite database without maskd's schema (another program's?): "
+                       "maskd will not write into it; give --db a new path or a maskd store", s->path) != 0;
+  sqlite3_finalize(st);
+  return rc != SQLITE_ROW || foreign;
+}
+
 Store *store_open(const char *path, Err *err) {
   Store *s = calloc(1, sizeof *s);
   if (!s) { err_setk(err, ERR_NOMEM, "store: out of memory"); return NULL; }
@@ -431,6 +447,10 @@ Store *store_open(const char *path, Err *err) {
   int fresh = pc_rc == SQLITE_ROW && sqlite3_column_int64(pc, 0) == 0;
   if (pc && pc_rc != SQLITE_ROW) sdb_fail(s, err, "page_count");
   sqlite3_finalize(pc);
+  if (pc_rc == SQLITE_ROW && !fresh && foreign_database(s, err)) {
+    store_close(s);
+    return NULL;
+  }
   if (pc_rc != SQLITE_ROW || (fresh && sdb_exec(s, "PRAGMA auto_vacuum = INCREMENTAL", err)) ||
       sdb_exec(s, "PRAGMA journal_size_limit = 67108864", err)) {
     err_prefix(err, path);

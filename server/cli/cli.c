@@ -32,7 +32,8 @@ const char *cli_db_path(const char *flag) {
 Store *cli_store_open_existing(const char *flag, Err *err) {
   const char *path = cli_db_path(flag);
   struct stat st;
-  if (stat(path, &st)) {
+  /* An empty file is no store either: opening it would make one. */
+  if (stat(path, &st) || (S_ISREG(st.st_mode) && st.st_size == 0)) {
     err_setk(err, ERR_NOT_FOUND, "no store at %s (--db PATH or MASKD_DB)", path);
     return NULL;
   }

@@ -44,7 +44,7 @@ static const CliOpt fill_opts[] = {
   {.name = "--indent", .kind = CLI_INT, .off = OFF(indent), .lo = 0, .hi = 1000000000, .arg = "N",
    .help = "pretty-print with N spaces"},
   {.name = "--ascii", .kind = CLI_FLAG, .off = OFF(ascii), .help = "escape non-ASCII as Python does"},
-  {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1000000000, .arg = "N", .def = "all CPUs",
+  {.name = "--threads", .kind = CLI_INT, .off = OFF(threads), .lo = 1, .hi = 1024, .arg = "N", .def = "all CPUs",
    .help = "threads for the model"},
   {.name = "--precision", .kind = CLI_CHOICE, .off = OFF(precision), .arg = "fp32|bf16", .def = "fp32",
    .help = "how the weight matrices are kept: float, or bfloat16 (half the memory;\n"

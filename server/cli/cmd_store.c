@@ -66,12 +66,8 @@ static int list_args(const CliSpec *spec, int argc, char **argv, const char **db
 
 /* Opens an existing store; listing never creates one. */
 static Store *open_existing(const char *cmd, const char *db) {
-  if (access(db, F_OK) != 0) {
-    fprintf(stderr, "maskd %s: no database at %s (give --db PATH or set MASKD_DB)\n", cmd, db);
-    return NULL;
-  }
   Err err = {0};
-  Store *s = store_open(db, &err);
+  Store *s = cli_store_open_existing(db, &err);
   if (!s) fprintf(stderr, "maskd %s: %s\n", cmd, err.msg);
   return s;
 }

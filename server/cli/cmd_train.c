@@ -707,6 +707,20 @@ static int rank_layout(RunConfig *rc, const CliPairs *given, int resume, Err *e)
   return 0;
 }
 
+/* -1 (err set) when dir already holds a model's config.json or weights. */
+static int out_holds_model(const char *dir, Err *err) {
+  static const char *const names[] = {"config.json", "model.safetensors"};
+  for (int i = 0; i < 2; i++) {
+    char path[4096];
+    struct stat st;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path)
+      return err_setk(err, ERR_BAD_INPUT, "--out: the path is too long");
+    if (stat(path, &st) == 0)
+      return err_setk(err, ERR_BAD_INPUT, "--out: %s exists: a model is there already (give another folder, or remove it)", path);
+  }
+  return 0;
+}
+
 int cmd_train(int argc, char **argv) {
   /* The flags -> a RunConfig -> a run in the store -> the trainer. Under mpirun, rank 0
   ** alone reads and writes the store and hands the description to the other ranks. */
@@ -802,6 +816,8 @@ int cmd_train(int argc, char **argv) {
     if (!failed && !resume && store_check_repo_task(db, rc.name, MODEL_TASK_MLM, &e)) failed = err_prefix(&e, "--name") != 0;
     /* --out is written when the run ends: a place it cannot be is refused now, not then. */
     if (!failed && args.out) failed = files_make_dirs(args.out, &e) != 0 && err_prefix(&e, "--out") != 0;
+    /* ... and a model already there is not overwritten (export's rule, without its --force). */
+    if (!failed && args.out) failed = out_holds_model(args.out, &e) != 0;
     /* A job's hosts are the operator's choice, checked against the server's list as it is
     ** now (a resumed run's stored hosts included), before mpirun could reach any. */
     if (!failed && args.job) failed = job_hosts_allow(rc.hosts, args.job_hosts, NULL, 0, &e) != 0;

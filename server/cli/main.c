@@ -1,5 +1,6 @@
 /* maskd: train and serve masked language models on CPUs. This file only
 ** dispatches to the subcommands in server/cli/cmd_*.c. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +52,17 @@ static void usage(FILE *f) {
   for (int i = 0; i < n_commands; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* A command's output that did not reach stdout (a full disk, a closed pipe, a file-size
+** limit) makes the command fail: stdio only remembers the error, so look once at the
+** end, after the last flush, and turn a success into exit status 1. */
+static int output_written(const char *cmd, int rc) {
+  errno = 0;
+  int flushed = fflush(stdout) == 0;
+  if (flushed && !ferror(stdout)) return rc;
+  fprintf(stderr, "maskd %s: the output could not be written%s%s\n", cmd, errno ? ": " : "", errno ? strerror(errno) : "");
+  return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
   platform_fix_openblas_env(argv);
   /* A misspelt or unrunnable MASKD_ISA would otherwise be ignored silently
@@ -65,10 +77,13 @@ int main(int argc, char **argv) {
   ** reports and cleans up after, instead of the process being killed mid-file. */
   signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) { usage(stderr); return 2; }
-  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
-  if (!strcmp(argv[1], "--version")) return cmd_version(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return output_written("--help", 0);
+  }
+  if (!strcmp(argv[1], "--version")) return output_written("version", cmd_version(argc - 1, argv + 1));
   for (int i = 0; i < n_commands; i++)
-    if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], commands[i].name)) return output_written(commands[i].name, commands[i].run(argc - 1, argv + 1));
   fprintf(stderr, "maskd: unknown command '%s' (maskd --help lists them)\n", argv[1]);
   return 2;
 }

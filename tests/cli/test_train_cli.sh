@@ -86,6 +86,23 @@ refuse train_cli_refuses_out_not_a_directory "--out: $T/a-file: not a directory"
 n=$(sqlite3 "$T/r.db" "SELECT COUNT(*) FROM runs" 2>/dev/null || echo 0)
 [ "$n" = 0 ] && pass train_cli_refusals_record_nothing || fail train_cli_refusals_record_nothing "$n runs recorded"
 
+# A file that is not a maskd store is never written into: another program's SQLite
+# database is refused before any pragma (the code before filled it with maskd's tables
+# and left it in WAL mode), by training and by the listings; an empty file is no store to
+# a listing (the code before made one there).
+sqlite3 "$T/notes.db" "CREATE TABLE notes(x); INSERT INTO notes VALUES ('mine')"
+cp "$T/notes.db" "$T/notes0.db"
+out=$("$M" train --db "$T/notes.db" "${base[@]}" 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -q "notes.db is an SQLite database without maskd's schema" <<<"$out" && cmp -s "$T/notes.db" "$T/notes0.db" &&
+  [ ! -e "$T/notes.db-wal" ] && pass train_cli_refuses_foreign_database || fail train_cli_refuses_foreign_database "rc $rc: $out"
+out=$("$M" runs --db "$T/notes.db" 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -q "without maskd's schema" <<<"$out" && cmp -s "$T/notes.db" "$T/notes0.db" &&
+  pass runs_cli_refuses_foreign_database || fail runs_cli_refuses_foreign_database "rc $rc: $out"
+: > "$T/empty.db"
+out=$("$M" models --db "$T/empty.db" 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -q "no store at $T/empty.db" <<<"$out" && [ ! -s "$T/empty.db" ] &&
+  pass models_cli_empty_file_is_no_store || fail models_cli_empty_file_is_no_store "rc $rc, $(stat -c %s "$T/empty.db") bytes: $out"
+
 # A run from a JSON description plus flags; plain progress lines on a pipe; revisions per epoch.
 cat > "$T/run.json" <<JSON
 {"name": "cli", "tokenizer": "$T/tok.json", "train": "$T/train", "validation": "$T/valid", "config": "$T/cfg.json",
@@ -94,6 +111,13 @@ JSON
 "$M" train --db "$T/a.db" --run "$T/run.json" --out "$T/final" 2>"$T/a.err"; rc=$?
 [ $rc = 0 ] && [ "$(sqlite3 "$T/a.db" "SELECT status FROM runs")" = done ] && pass train_cli_run_done ||
   fail train_cli_run_done "rc $rc: $(tail -2 "$T/a.err")"
+# --out holds the model now: another run's --out there is refused before it starts (the
+# code before overwrote it when the run ended), and the folder is left as it was.
+sum0=$(sha256sum "$T/final/model.safetensors" 2>/dev/null)
+out=$("$M" train --db "$T/a.db" "${base[@]}" --name other --max-steps 1 --out "$T/final" 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && grep -q "^maskd train: --out: $T/final/config.json exists: a model is there already" <<<"$out" &&
+  [ -n "$sum0" ] && [ "$(sha256sum "$T/final/model.safetensors")" = "$sum0" ] &&
+  pass train_cli_out_not_overwritten || fail train_cli_out_not_overwritten "rc $rc: $out"
 grep -q '^epoch 2/2: loss [0-9.]* - val_loss [0-9.]* - val_accuracy [0-9.]* - val_perplexity [0-9.]*' "$T/a.err" &&
   grep -q '^epoch 1/2 step 1/[0-9]* loss' "$T/a.err" && ! grep -q $'\r' "$T/a.err" &&
   pass train_cli_progress_lines || fail train_cli_progress_lines "$(head -5 "$T/a.err")"
@@ -117,6 +141,19 @@ w=$(sqlite3 "$T/a.db" "SELECT weights FROM revisions ORDER BY seq DESC LIMIT 1")
 "$M" runs --db "$T/a.db" | grep -q '^1 *cli *done *[0-9]*/[0-9]* *2 ' &&
   "$M" models --db "$T/a.db" cli | grep -q 'Training in progress epoch 2' && "$M" runs --db "$T/a.db" --json | grep -q '"status": "done"' &&
   pass train_cli_runs_models || fail train_cli_runs_models "$("$M" runs --db "$T/a.db"; "$M" models --db "$T/a.db" cli)"
+# Output that cannot be written (a full disk: /dev/full) is an error, not a silent success.
+for c in "runs --db $T/a.db" "models --db $T/a.db" "--help" "version" "tokenizer encode --tokenizer $T/tok.json --input $T/va.txt"; do
+  out=$("$M" $c 2>&1 >/dev/full); rc=$?
+  [ $rc = 1 ] && grep -q "the output could not be written" <<<"$out" &&
+    pass "cli_full_disk_fails_${c%% *}" || fail "cli_full_disk_fails_${c%% *}" "rc $rc: $out"
+done
+# --threads is capped at 1024 as train's (the code before took 1000000000 silently and,
+# under ASan, died allocating scratch for them).
+for c in fill-mask classify; do
+  out=$("$M" $c --db "$T/a.db" --model cli --threads 100000 "a <mask> b" 2>&1 >/dev/null); rc=$?
+  [ $rc = 2 ] && grep -q "^maskd $c: --threads: expected an integer in \[1, 1024\], got '100000'" <<<"$out" &&
+    pass "${c}_cli_refuses_huge_threads" || fail "${c}_cli_refuses_huge_threads" "rc $rc: $out"
+done
 out=$("$M" train --db "$T/a.db" --resume cli 2>&1); rc=$?
 [ $rc != 0 ] && grep -q "already done" <<<"$out" && pass train_cli_refuses_resume_done || fail train_cli_refuses_resume_done "rc $rc: $out"
 
