@@ -2,7 +2,11 @@
 // (npm tokenizers@0.23.2). One input line in, one output line out, in the same
 // formats `maskd tokenizer encode|decode` prints, so outputs compare with cmp.
 //
-//   node hf_tokenize.js encode TOKENIZER FILE [--no-special] [--pieces|--offsets] [--jsonl]
+//   node hf_tokenize.js encode TOKENIZER FILE [--no-special] [--pieces|--offsets|--type-ids] [--jsonl]
+//        [--pair] [--max-length=N [--truncation=longest_first|only_first|only_second]]
+//        (--pair: each line is two texts split at the first tab, or with --jsonl a JSON
+//        [a, b]; --max-length: HF's setTruncation, special tokens counted; one ERR line per
+//        line HF refuses, as for single texts)
 //   node hf_tokenize.js decode TOKENIZER FILE [--skip-special]
 //   node hf_tokenize.js train OUT.json FILE...      (HF's Unigram trainer, seed pipeline)
 //   node hf_tokenize.js bench TOKENIZER FILE         (encodeBatch MB/s on FILE's lines; JSON
@@ -65,6 +69,7 @@ function format(enc, line, mode, tok) {
     const bo = byteOffsets(line);
     return enc.getOffsets().map(([a, b]) => `${bo[a]}:${bo[b]}`).join(' ');
   }
+  if (mode === 'type-ids') return enc.getTypeIds().join(' ');
   return enc.getIds().join(' ');
 }
 
@@ -87,9 +92,29 @@ function loadTok(p) { if (!tokCache.has(p)) tokCache.set(p, hf.Tokenizer.fromFil
 async function encodeText(tokPath, file, flags) {
   const tok = loadTok(tokPath);
   const opts = { addSpecialTokens: !flags.includes('--no-special') };
-  const mode = flags.includes('--pieces') ? 'pieces' : flags.includes('--offsets') ? 'offsets' : 'ids';
+  const mode = flags.includes('--pieces') ? 'pieces' : flags.includes('--offsets') ? 'offsets'
+    : flags.includes('--type-ids') ? 'type-ids' : 'ids';
   let lines = readLines(file);
   if (flags.includes('--jsonl')) lines = lines.map(l => JSON.parse(l));
+  const value = name => { const f = flags.find(x => x.startsWith(name + '=')); return f ? f.slice(name.length + 1) : null; };
+  const maxLength = value('--max-length');
+  if (flags.includes('--pair') || maxLength) {
+    const strategy = { longest_first: 'LongestFirst', only_first: 'OnlyFirst', only_second: 'OnlySecond' }[value('--truncation') || 'longest_first'];
+    if (maxLength) tok.setTruncation(Number(maxLength), { strategy });
+    const out = [];
+    try {
+      for (const line of lines) {
+        let a = line, b = null;
+        if (flags.includes('--pair')) {
+          if (Array.isArray(line)) [a, b] = line;
+          else { const k = line.indexOf('\t'); a = line.slice(0, k); b = line.slice(k + 1); }
+        }
+        try { out.push(format(await tok.encode(a, b, opts), a, mode, tok)); }
+        catch (e) { out.push('ERR ' + String(e.message || e).split('\n')[0]); }
+      }
+    } finally { tok.disableTruncation(); }
+    return out.length ? out.join('\n') + '\n' : '';
+  }
   const out = [];
   const B = 2000;
   for (let i = 0; i < lines.length; i += B) {

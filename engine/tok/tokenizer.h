@@ -111,6 +111,25 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_s
 /* Encodes a pair (type ids 0/1 as the pair template says). */
 int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
                           int add_special, Encoding *enc, Err *err);
+/* How a too-long input is cut (HF tokenizers' TruncationStrategy; the cut is always
+** from the right, HF's default direction). */
+typedef enum TokTruncation {
+  TOK_TRUNC_NONE = 0,          /* do_not_truncate */
+  TOK_TRUNC_LONGEST_FIRST,     /* the longer sequence first; both halved when both must go */
+  TOK_TRUNC_ONLY_FIRST,        /* the first sequence only */
+  TOK_TRUNC_ONLY_SECOND        /* the second sequence only */
+} TokTruncation;
+/* The tokens the post-processor adds around one sequence (pair 0) or a pair (pair 1). */
+int tokenizer_added_tokens(const Tokenizer *t, int pair);
+/* Encodes a (b NULL: alone) or the pair a, b with special tokens, cut first by `how`
+** to at most max_len tokens with the template's own counted, as HF's encode() does with
+** truncation set (the cut sequences then get the template). ERR_BAD_INPUT, with HF's
+** reasons, when it cannot: max_len under the template's tokens, only_first/only_second
+** on a sequence too short to give up enough, only_second without a second sequence. */
+int tokenizer_encode_truncated(const Tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                               int max_len, TokTruncation how, Encoding *enc, Err *err);
+/* "longest_first", "only_first", "only_second", "do_not_truncate" into *out: 0, else -1. */
+int tokenizer_truncation_parse(const char *name, TokTruncation *out);
 /* Encoding.getTokens()'s string of token i of e (encoded from text, one sequence):
 ** the vocabulary's, except that an added token's is the text it was cut from (the
 ** whitespace lstrip / rstrip took included; for a normalized one, that text

@@ -16,10 +16,13 @@
 
 typedef struct TokArgs {
   const char *tokenizer, *input, *out;
-  int pieces, offsets, no_special, skip_special, threads, jsonl;
+  int pieces, offsets, no_special, skip_special, threads, jsonl, pair, type_ids, max_length, truncation;
 } TokArgs;
 
-static void tok_defaults(void *p) { memset(p, 0, sizeof(TokArgs)); }
+static void tok_defaults(void *p) {
+  memset(p, 0, sizeof(TokArgs));
+  ((TokArgs *)p)->truncation = -1;   /* not given: longest_first when --max-length is */
+}
 
 /* The modes: the verbs of maskd tokenizer (train has its own spec). */
 enum { TOK_ENCODE, TOK_DECODE, TOK_EXPORT };
@@ -43,6 +46,16 @@ static const CliOpt tok_opts[] = {
    .help = "encoding threads"},
   {.name = "--jsonl", .kind = CLI_FLAG, .off = OFF(jsonl), .help = "each input line is a JSON string",
    .modes = 1u << TOK_ENCODE},
+  {.name = "--pair", .kind = CLI_FLAG, .off = OFF(pair),
+   .help = "each line is two texts separated by a tab (with --jsonl: a JSON list of two strings),\n"
+           "encoded as a pair", .modes = 1u << TOK_ENCODE},
+  {.name = "--max-length", .kind = CLI_INT, .off = OFF(max_length), .lo = 1, .hi = 1 << 30, .arg = "N",
+   .help = "cut each input to N tokens, special tokens included (HF's truncation)", .modes = 1u << TOK_ENCODE},
+  {.name = "--truncation", .kind = CLI_CHOICE, .off = OFF(truncation),
+   .arg = "do_not_truncate|longest_first|only_first|only_second", .def = "longest_first with --max-length",
+   .help = "how --max-length cuts (HF's TruncationStrategy)", .modes = 1u << TOK_ENCODE},
+  {.name = "--type-ids", .kind = CLI_FLAG, .off = OFF(type_ids), .help = "print the token type ids instead of the ids",
+   .modes = 1u << TOK_ENCODE},
   {.name = "--skip-special-tokens", .kind = CLI_FLAG, .off = OFF(skip_special), .help = "leave special tokens out",
    .modes = 1u << TOK_DECODE},
 };
@@ -53,7 +66,8 @@ const CliSpec cli_spec_tokenizer = {
   .usage =
     "usage: maskd tokenizer train --input FILE... --vocab-size N --out tokenizer.json [options]\n"
     "       maskd tokenizer encode --tokenizer T [--input FILE] [--pieces | --offsets]\n"
-    "                              [--no-special-tokens] [--threads N] [--jsonl]\n"
+    "                              [--no-special-tokens] [--threads N] [--jsonl] [--pair]\n"
+    "                              [--max-length N [--truncation STRATEGY]] [--type-ids]\n"
     "       maskd tokenizer decode --tokenizer T [--input FILE] [--skip-special-tokens]\n"
     "       maskd tokenizer export --tokenizer T --out DIR\n"
     "\n"
@@ -62,6 +76,9 @@ const CliSpec cli_spec_tokenizer = {
     "        Special tokens ([CLS] ... [SEP]) are added as HF's encode() does unless\n"
     "        --no-special-tokens. --threads: encoding threads (default: all CPUs).\n"
     "        --jsonl: each input line is a JSON string (for texts holding newlines).\n"
+    "        --pair: each line holds two texts (tab between them, or --jsonl's [a, b]),\n"
+    "        encoded as HF's encode(a, b) does; --max-length N cuts to N tokens as HF's\n"
+    "        truncation does (--truncation: the strategy); --type-ids prints type ids.\n"
     "decode: reads space-separated ids per line and prints the decoded text.\n"
     "export: writes DIR/tokenizer.json (HF's layout), tokenizer_config.json and\n"
     "        special_tokens_map.json (as transformers saves the family's fast tokenizer:\n"
@@ -131,42 +148,76 @@ static void out_int(Out *o, long v) {
   out_put(o, tmp + k, (size_t)(24 - k));
 }
 
-/* --jsonl: replaces every line by the string it encodes (kept alive in *vals). */
-static int decode_jsonl(const char **lines, size_t *lens, size_t n, json_t **vals) {
+/* --jsonl: replaces every line by the string it encodes (kept alive in *vals); with
+** pairs (seconds != NULL) each line is a list of two strings, the second into seconds. */
+static int decode_jsonl(const char **lines, size_t *lens, size_t n, json_t **vals, const char **seconds,
+                        size_t *second_lens) {
   for (size_t i = 0; i < n; i++) {
     json_error_t je;
     json_t *v = json_loadb(lines[i], lens[i], JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-    if (!v || !json_is_string(v)) {
-      fprintf(stderr, "maskd tokenizer encode: line %zu: not a JSON string%s%s\n", i + 1, v ? "" : ": ", v ? "" : je.text);
-      json_decref(v);
+    vals[i] = v;
+    json_t *a = seconds ? json_array_get(v, 0) : v, *b = seconds ? json_array_get(v, 1) : NULL;
+    if (!v || !json_is_string(a) || (seconds && (json_array_size(v) != 2 || !json_is_string(b)))) {
+      fprintf(stderr, "maskd tokenizer encode: line %zu: not a JSON %s%s%s\n", i + 1,
+              seconds ? "list of two strings" : "string", v ? "" : ": ", v ? "" : je.text);
       return -1;
     }
-    vals[i] = v;
-    lines[i] = json_string_value(v);
-    lens[i] = json_string_length(v);
+    lines[i] = json_string_value(a);
+    lens[i] = json_string_length(a);
+    if (seconds) { seconds[i] = json_string_value(b); second_lens[i] = json_string_length(b); }
   }
   return 0;
 }
 
-static int cmd_encode(Tokenizer *t, char *text, size_t len, int pieces, int offsets, int add_special, int threads, int jsonl) {
-  const char **lines;
-  size_t *lens;
+/* --pair without --jsonl: cuts every line at its first tab into two texts. */
+static int split_tabs(const char **lines, size_t *lens, size_t n, const char **seconds, size_t *second_lens) {
+  for (size_t i = 0; i < n; i++) {
+    const char *tab = memchr(lines[i], '\t', lens[i]);
+    if (!tab) {
+      fprintf(stderr, "maskd tokenizer encode: line %zu: no tab between the pair's two texts (--pair)\n", i + 1);
+      return -1;
+    }
+    seconds[i] = tab + 1;
+    second_lens[i] = lens[i] - (size_t)(tab + 1 - lines[i]);
+    lens[i] = (size_t)(tab - lines[i]);
+  }
+  return 0;
+}
+
+/* What encode prints and how it cuts. */
+typedef struct EncodeHow {
+  int pieces, offsets, type_ids, add_special, threads, jsonl, pair, max_length;
+  TokTruncation truncation;
+} EncodeHow;
+
+static int cmd_encode(Tokenizer *t, char *text, size_t len, const EncodeHow *how) {
+  const char **lines, **seconds = NULL;
+  size_t *lens, *second_lens = NULL;
   size_t n = split_lines(text, len, &lines, &lens);
   if (n == (size_t)-1) { fprintf(stderr, "maskd tokenizer encode: out of memory\n"); return 1; }
   Out o = {malloc(1 << 20), 0, 1 << 20};
-  int rc = 0;
+  int rc = 0, pieces = how->pieces, offsets = how->offsets;
   Err err;
-  json_t **vals = jsonl ? calloc(n + 1, sizeof *vals) : NULL;
-  if (!o.p || (jsonl && !vals)) { fprintf(stderr, "maskd tokenizer encode: out of memory\n"); rc = 1; goto done; }
-  if (jsonl && decode_jsonl(lines, lens, n, vals) < 0) { rc = 1; goto done; }
-  if (!pieces && !offsets) {
+  json_t **vals = how->jsonl ? calloc(n + 1, sizeof *vals) : NULL;
+  if (how->pair) {
+    seconds = malloc(sizeof *seconds * (n + 1));
+    second_lens = malloc(sizeof *second_lens * (n + 1));
+  }
+  if (!o.p || (how->jsonl && !vals) || (how->pair && (!seconds || !second_lens))) {
+    fprintf(stderr, "maskd tokenizer encode: out of memory\n");
+    rc = 1;
+    goto done;
+  }
+  if (how->jsonl && decode_jsonl(lines, lens, n, vals, seconds, second_lens) < 0) { rc = 1; goto done; }
+  if (how->pair && !how->jsonl && split_tabs(lines, lens, n, seconds, second_lens) < 0) { rc = 1; goto done; }
+  if (!pieces && !offsets && !how->type_ids && !how->pair && !how->max_length) {
     /* Blocks of lines, so the id arrays stay small and warm in cache. */
     const size_t block = 16384;
     for (size_t b0 = 0; b0 < n; b0 += block) {
       size_t nb = n - b0 < block ? n - b0 : block;
       int32_t *ids;
       size_t *starts;
-      if (tokenizer_encode_many(t, lines + b0, lens + b0, nb, add_special, threads, &ids, &starts, &err) < 0) {
+      if (tokenizer_encode_many(t, lines + b0, lens + b0, nb, how->add_special, how->threads, &ids, &starts, &err) < 0) {
         /* "text N" is 0-based within the block; lines are 1-based for people. */
         long long bad = -1;
         if (sscanf(err.msg, "text %lld:", &bad) == 1) {
@@ -188,7 +239,14 @@ static int cmd_encode(Tokenizer *t, char *text, size_t len, int pieces, int offs
   } else {
     Encoding e = {0};
     for (size_t i = 0; i < n; i++) {
-      if (tokenizer_encode(t, lines[i], lens[i], add_special, &e, &err) < 0) {
+      /* A pair's tokens index into their own sequence's text: the second's follow the first's
+      ** (type ids tell them apart only where the template says so, so count them). */
+      int r = how->max_length || how->pair
+                ? tokenizer_encode_truncated(t, lines[i], lens[i], how->pair ? seconds[i] : NULL,
+                                             how->pair ? second_lens[i] : 0, how->max_length,
+                                             how->max_length ? how->truncation : TOK_TRUNC_NONE, &e, &err)
+                : tokenizer_encode(t, lines[i], lens[i], how->add_special, &e, &err);
+      if (r < 0) {
         fprintf(stderr, "maskd tokenizer encode: line %zu: %s\n", i + 1, err.msg);
         rc = 1;
         break;
@@ -196,6 +254,8 @@ static int cmd_encode(Tokenizer *t, char *text, size_t len, int pieces, int offs
       for (int j = 0; j < e.n; j++) {
         if (j) out_put(&o, " ", 1);
         if (offsets) { out_int(&o, e.offsets[2 * j]); out_put(&o, ":", 1); out_int(&o, e.offsets[2 * j + 1]); }
+        else if (how->type_ids) out_int(&o, e.type_ids[j]);
+        else if (!pieces) out_int(&o, e.ids[j]);
         else { size_t pl; const char *p = tokenizer_token_string(t, &e, j, lines[i], &pl); out_put(&o, p, pl); }
       }
       out_put(&o, "\n", 1);
@@ -205,7 +265,7 @@ static int cmd_encode(Tokenizer *t, char *text, size_t len, int pieces, int offs
 done:
   if (o.p) { if (rc == 0) out_flush(&o); free(o.p); }
   if (vals) { for (size_t i = 0; i < n; i++) json_decref(vals[i]); free(vals); }
-  free(lines); free(lens);
+  free(lines); free(lens); free(seconds); free(second_lens);
   return rc;
 }
 
@@ -271,7 +331,22 @@ int cmd_tokenizer(int argc, char **argv) {
   int pieces = args.pieces, offsets = args.offsets, add_special = !args.no_special, skip_special = args.skip_special;
   int threads = args.threads, jsonl = args.jsonl;
   if (!tok_path) { fprintf(stderr, "maskd tokenizer %s: --tokenizer is required\n", verb); return 2; }
-  if (pieces && offsets) { fprintf(stderr, "maskd tokenizer encode: --pieces and --offsets exclude each other\n"); return 2; }
+  if (pieces + offsets + args.type_ids > 1) {
+    fprintf(stderr, "maskd tokenizer encode: --pieces, --offsets and --type-ids exclude each other\n");
+    return 2;
+  }
+  if (args.pair && (pieces || offsets)) {
+    fprintf(stderr, "maskd tokenizer encode: --pieces and --offsets are for single texts, not --pair\n");
+    return 2;
+  }
+  if ((args.pair || args.max_length) && !add_special) {
+    fprintf(stderr, "maskd tokenizer encode: --pair and --max-length add the special tokens; leave out --no-special-tokens\n");
+    return 2;
+  }
+  if (args.truncation >= 0 && !args.max_length) {
+    fprintf(stderr, "maskd tokenizer encode: --truncation needs --max-length (the length to cut to)\n");
+    return 2;
+  }
   if (mode == TOK_EXPORT && !out_dir) { fprintf(stderr, "maskd tokenizer export: --out is required\n"); return 2; }
   Err err;
   Tokenizer *t = tokenizer_load_path(tok_path, &err);
@@ -295,8 +370,10 @@ int cmd_tokenizer(int argc, char **argv) {
     return 1;
   }
   if (threads == 0) threads = platform_cpu_count();
-  int rc = mode == TOK_ENCODE ? cmd_encode(t, text, len, pieces, offsets, add_special, threads, jsonl) : cmd_decode(t, text, len, skip_special);
-  if (fflush(stdout) != 0 && rc == 0) { fprintf(stderr, "maskd tokenizer %s: write error\n", verb); rc = 1; }
+  EncodeHow how = {.pieces = pieces, .offsets = offsets, .type_ids = args.type_ids, .add_special = add_special,
+                   .threads = threads, .jsonl = jsonl, .pair = args.pair, .max_length = args.max_length,
+                   .truncation = args.truncation >= 0 ? (TokTruncation)args.truncation : TOK_TRUNC_LONGEST_FIRST};
+  int rc = mode == TOK_ENCODE ? cmd_encode(t, text, len, &how) : cmd_decode(t, text, len, skip_special);
   free(text);
   tokenizer_free(t);
   return rc;
