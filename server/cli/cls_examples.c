@@ -6,6 +6,7 @@
 
 #include "engine/train/cls_metrics.h"
 #include "server/cli/cls_examples.h"
+#include "store/sha256.h"
 #include "store/store.h"
 
 /* The ids of the examples idx[0..n) (all of them when idx is NULL) into s, each cut to
@@ -73,6 +74,17 @@ int cls_examples_split_sha256(const size_t *idx, size_t n, char hex[65], Err *e)
   store_sha256_hex(text, at, hex);
   free(text);
   return 0;
+}
+
+void cls_examples_rows_sha256(const TextClsRaw *raw, const size_t *idx, size_t n, char hex[65]) {
+  StoreSha256 c;
+  unsigned char digest[32];
+  store_sha256_init(&c);
+  for (size_t k = 0; k < n; k++) {
+    store_sha256_update(&c, raw->texts[idx[k]], strlen(raw->texts[idx[k]]) + 1);
+    store_sha256_update(&c, raw->labels[idx[k]], strlen(raw->labels[idx[k]]) + 1);
+  }
+  store_sha256_final(&c, digest, hex);
 }
 
 json_t *cls_examples_eval_json(const FinetuneEval *ev, size_t n) {

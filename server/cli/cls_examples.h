@@ -24,6 +24,10 @@ int cls_examples_tokenize(const Tokenizer *tok, const TextClsRaw *raw, const int
 /* The sha256 (hex) of held-out indices idx[0..n) written in decimal, comma-separated: what a
 ** fine-tuning run records of its split, and what maskd evaluate checks a rebuilt split against. */
 int cls_examples_split_sha256(const size_t *idx, size_t n, char hex[65], Err *e);
+/* The sha256 (hex) of the held-out rows themselves: for each idx[k] in order, its text and
+** its label name, each followed by a NUL. A file that splits into the same indices but holds
+** other rows there hashes otherwise. */
+void cls_examples_rows_sha256(const TextClsRaw *raw, const size_t *idx, size_t n, char hex[65]);
 /* An evaluation of n examples as JSON: loss, accuracy, macro/weighted F1, macro precision and
 ** recall, runtime (null where not finite) and examples; new reference, NULL when out of memory. */
 json_t *cls_examples_eval_json(const FinetuneEval *ev, size_t n);

@@ -49,7 +49,8 @@ static const CliOpt eval_opts[] = {
    .help = "labelled examples: CSV with a header row, or JSON Lines / a JSON array"},
   {.name = "--held-out-of", .kind = CLI_STRING, .off = offsetof(EvalArgs, held_out_of), .arg = "RUN",
    .help = "instead of --data: the rows fine-tuning run RUN (name or id) held out of its\n"
-           "training file, checked against the hash it recorded; its columns, max length,\n"
+           "training file, checked against the hashes it recorded of their indices and of their\n"
+           "texts and labels (runs before 2026-11-29: the indices only); its columns, max length,\n"
            "label smoothing and batches unless given"},
   {.name = "--train", .kind = CLI_STRING, .off = offsetof(EvalArgs, train), .arg = "FILE",
    .help = "with --held-out-of: RUN's training file, where its recorded path does not reach it"},
@@ -81,7 +82,7 @@ const CliSpec cli_spec_evaluate = {
     "The labels are the model's (config.json's id2label): each label cell names one of them, or,\n"
     "when every cell is an integer and some is no name, is its id. --held-out-of RUN scores the rows\n"
     "that fine-tuning run RUN held out of its training file (the same seed and share, checked\n"
-    "against the hash of the rows it recorded), with RUN's columns, max length, label smoothing and\n"
+    "against the hashes of the rows it recorded), with RUN's columns, max length, label smoothing and\n"
     "batches: the validation figure of a model soup of RUN's plan (maskd average), comparable\n"
     "with RUN's own.\n",
   .opts = eval_opts,
@@ -100,6 +101,7 @@ typedef struct HeldOut {
   uint64_t seed;
   int max_length, batch, eval_batch;
   const char *indices_sha256;
+  const char *rows_sha256;      /* NULL for a run recorded before it was */
   json_t *run;                                        /* owns the strings */
 } HeldOut;
 
@@ -120,6 +122,7 @@ static int read_run(Store *s, const char *spec, HeldOut *h, Err *err) {
   h->text_column = obj_text(c, "text_column");
   h->label_column = obj_text(c, "label_column");
   h->indices_sha256 = obj_text(split, "validation_indices_sha256");
+  h->rows_sha256 = obj_text(split, "validation_rows_sha256");
   json_t *seed = json_object_get(split, "seed"), *fr = json_object_get(split, "fraction");
   if (!h->train || !h->text_column || !h->label_column || !h->indices_sha256 || !json_is_integer(seed) || !json_is_number(fr))
     return err_setk(err, ERR_INTERNAL, "--held-out-of: run %s's recorded config lacks its split", name ? name : spec);
@@ -183,6 +186,14 @@ static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
     if (strcmp(hex, h.indices_sha256)) {
       err_setk(err, ERR_INVALID, "--held-out-of: %s is not the training file run %s split (%zu rows; its held-out rows "
                "hash otherwise)", file, obj_text(h.run, "name"), raw.n);
+      goto done;
+    }
+    /* The same indices can hold other rows (a shuffled or edited file of as many rows):
+    ** their texts and labels are checked too, where the run recorded them. */
+    cls_examples_rows_sha256(&raw, va_idx, n_va, hex);
+    if (h.rows_sha256 && strcmp(hex, h.rows_sha256)) {
+      err_setk(err, ERR_INVALID, "--held-out-of: %s is not the training file run %s split: its %zu held-out rows "
+               "(texts and labels) differ from those the run held out", file, obj_text(h.run, "name"), n_va);
       goto done;
     }
   }

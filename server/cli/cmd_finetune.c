@@ -194,6 +194,7 @@ typedef struct FtData {
   size_t *split_train, *split_valid;   /* the held-out split's indices, ascending */
   size_t n_split_train, n_split_valid;
   char split_sha256[65];      /* of the held-out indices as decimal text joined by "," */
+  char rows_sha256[65];       /* of the held-out rows' texts and labels (cls_examples_rows_sha256) */
 } FtData;
 
 enum { S_TRAIN = 0, S_VALID = 1, S_TEST = 2 };
@@ -243,6 +244,7 @@ static int read_data(const FtArgs *a, FtData *d, Err *e) {
       return err_prefix(e, "train: the held-out split");
     /* What the split was, checkable without the list (maskd evaluate --held-out-of checks it). */
     if (cls_examples_split_sha256(d->split_valid, d->n_split_valid, d->split_sha256, e)) return -1;
+    cls_examples_rows_sha256(&d->raw[S_TRAIN], d->split_valid, d->n_split_valid, d->rows_sha256);
   }
   return 0;
 }
@@ -440,10 +442,10 @@ static char *run_config_text(const FtArgs *a, const FtModel *fm, const FtData *d
   json_object_set_new(o, "examples", sizes);
   if (!has_validation(a, d)) json_object_set_new(o, "split", json_null());
   else if (!d->have[S_VALID])
-    json_object_set_new(o, "split", json_pack("{s:I, s:f, s:I, s:I, s:s}", "seed", (json_int_t)a->seed, "fraction",
+    json_object_set_new(o, "split", json_pack("{s:I, s:f, s:I, s:I, s:s, s:s}", "seed", (json_int_t)a->seed, "fraction",
                                               a->validation_fraction, "train", (json_int_t)d->n_split_train,
                                               "validation", (json_int_t)d->n_split_valid, "validation_indices_sha256",
-                                              d->split_sha256));
+                                              d->split_sha256, "validation_rows_sha256", d->rows_sha256));
   char *text = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   return text;

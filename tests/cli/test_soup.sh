@@ -263,6 +263,17 @@ refuse evaluate_refuses_mlm 1 'base is a fill-mask model; evaluate scores text c
 refuse evaluate_refuses_missing_model 1 'nosuch' --model nosuch --data "$T/te.csv"
 refuse evaluate_refuses_missing_run 1 '--held-out-of' --model c1 --held-out-of nosuch
 refuse evaluate_refuses_changed_train_file 1 'is not the training file run c1 split' --model c1 --held-out-of c1 --train "$T/te.csv"
+# The same rows shuffled split into the same indices: the rows there are other ones (most of
+# them trained on), which the code before scored as c1's held-out rows.
+$PY - "$T/tr.csv" "$T/tr_shuffled.csv" <<'PY'
+import random, sys
+lines = open(sys.argv[1], newline="").read().splitlines(True)
+body = lines[1:]
+random.Random(3).shuffle(body)
+open(sys.argv[2], "w", newline="").writelines(lines[:1] + body)
+PY
+refuse evaluate_refuses_shuffled_train_file 1 "is not the training file run c1 split: its 40 held-out rows (texts and labels) differ" \
+  --model c1 --held-out-of c1 --train "$T/tr_shuffled.csv"
 refuse evaluate_refuses_run_with_validation_file 1 'run withval held nothing out of its training file (it had a validation file)' \
   --model c1 --held-out-of withval
 line=$(awk -F, 'NR > 1 && $NF !~ /^(card_arrival|card_linking|exchange_rate)\r?$/ {print NR; exit}' "$T/tr77.csv")
