@@ -227,10 +227,14 @@ int textclass_scores(const float *logits, int n, TextClassFunction fn, float *ou
 
 /* ---- requests ---- */
 
-typedef struct TcItem { int32_t *ids; int n; } TcItem;
+/* One input's tokens; type_ids NULL when all are 0 (or the model takes none). */
+typedef struct TcItem { int32_t *ids, *type_ids; int n; } TcItem;
+/* One input: a text, or a text and its pair (pair NULL: none). */
+typedef struct TcInput { const char *text, *pair; } TcInput;
 
 struct TextClassRequest {
   int n, is_list;
+  int one_dict;             /* a single {"text"[, "text_pair"]} input: the legacy answer is its dict, not [dict] */
   long long top_k;          /* >= 1, TEXTCLASS_TOP_K_LEGACY or TEXTCLASS_TOP_K_ALL */
   TextClassFunction fn;     /* never DEFAULT */
   TcItem *items;
@@ -239,7 +243,7 @@ struct TextClassRequest {
 
 void textclass_request_free(TextClassRequest *r) {
   if (!r) return;
-  for (int i = 0; r->items && i < r->n; i++) free(r->items[i].ids);
+  for (int i = 0; r->items && i < r->n; i++) { free(r->items[i].ids); free(r->items[i].type_ids); }
   free(r->items);
   free(r);
 }
@@ -253,14 +257,12 @@ static const char *where(char *buf, size_t cap, int is_list, int i) {
   return buf;
 }
 
-TextClassRequest *textclass_prepare_texts(const TextClass *tc, const char *const *texts, int n, int is_list,
-                                          long long top_k, TextClassFunction fn, int truncation, FillMaskError *fe) {
-  FillMaskError ignored;
-  if (!fe) fe = &ignored;
-  memset(fe, 0, sizeof *fe);
+/* The request of inputs[0..n) (see textclass_prepare_texts; truncation is HF's strategy). */
+static TextClassRequest *prepare_inputs(const TextClass *tc, const TcInput *inputs, int n, int is_list, long long top_k,
+                                        TextClassFunction fn, TokTruncation truncation, FillMaskError *fe) {
   const TextClassLimits *lim = &tc->limits;
   char w[48];
-  if (n < 0 || (n > 0 && !texts)) return pipeline_fail(fe, ERR_INVALID, "text-classification: no inputs");
+  if (n < 0 || (n > 0 && !inputs)) return pipeline_fail(fe, ERR_INVALID, "text-classification: no inputs");
   if (!is_list && n != 1) return pipeline_fail(fe, ERR_INVALID, "text-classification: a single input must be exactly one text");
   if (top_k < 1 && top_k != TEXTCLASS_TOP_K_LEGACY && top_k != TEXTCLASS_TOP_K_ALL)
     return pipeline_fail(fe, ERR_INVALID, "top_k: must be a positive integer or null, got %lld", top_k);
@@ -281,49 +283,52 @@ TextClassRequest *textclass_prepare_texts(const TextClass *tc, const char *const
   /* HF slices the sorted list ([:top_k]): a top_k past the labels is every label. */
   r->top_k = top_k > tc->num_labels ? tc->num_labels : top_k;
   r->fn = fn == TEXTCLASS_FN_DEFAULT ? tc->default_fn : fn;
-  const int V = model_config(tc->model)->vocab_size;
+  const ModelConfig *cfg = model_config(tc->model);
+  const int V = cfg->vocab_size;
+  /* The type ids the tokenizer gives go to the model where HF's tokenizer returns them:
+  ** BertTokenizerFast's model_input_names hold token_type_ids, RobertaTokenizerFast's do not. */
+  const int takes_types = cfg->model_type == MODEL_BERT;
   Encoding enc = {0};
   for (int i = 0; i < n; i++) {
-    const char *tx = texts[i];
+    const char *tx = inputs[i].text, *px = inputs[i].pair;
     if (!tx) { pipeline_fail(fe, ERR_INVALID, "%snot a string", where(w, sizeof w, 1, i)); goto refused; }
-    if (tokenizer_encode(tc->tok, tx, strlen(tx), 1, &enc, &fe->err)) {
+    /* truncation=True cuts to the model's positions (HF: the tokenizer's model_max_length,
+    ** which maskd's exported tokenizer_config says is them); without it a longer input is
+    ** refused, as HF's forward fails on it. */
+    if (tokenizer_encode_truncated(tc->tok, tx, strlen(tx), px, px ? strlen(px) : 0, tc->cut_to, truncation, &enc,
+                                   &fe->err)) {
       if (is_list) { char p[32]; snprintf(p, sizeof p, "inputs[%d]", i); err_prefix(&fe->err, p); }
       err_kind_default(&fe->err, ERR_BAD_INPUT);
       goto refused;
     }
-    int len = enc.n;
     TcItem *it = &r->items[i];
-    if (!truncation && len > tc->max_tokens) {
+    if (enc.n > tc->max_tokens) {
       pipeline_fail(fe, ERR_BAD_INPUT,
                     "%sinput of %d tokens is longer than the model's maximum of %d positions", where(w, sizeof w, is_list, i),
-                    len, tc->max_tokens);
+                    enc.n, tc->max_tokens);
       fe->truncation_helps = 1;
       goto refused;
     }
-    /* truncation=True: the text's tokens are cut so that the template's own tokens
-    ** ([CLS] before, [SEP] after: those the post-processor added) fit around them. */
-    int head = 0, tail = 0;
-    while (head < len && enc.special[head]) head++;
-    while (tail < len - head && enc.special[len - 1 - tail]) tail++;
-    int keep = len - head - tail, cut = truncation && len > tc->cut_to;
-    if (cut) {
-      keep = tc->cut_to - head - tail;
-      if (keep < 0) {
-        pipeline_fail(fe, ERR_BAD_INPUT, "%sthe special tokens alone (%d) are longer than the maximum of %d",
-                      where(w, sizeof w, is_list, i), head + tail, tc->cut_to);
-        goto refused;
-      }
-    }
-    it->n = cut ? head + keep + tail : len;
+    it->n = enc.n;
     if (!(it->ids = malloc(sizeof(int32_t) * (size_t)(it->n > 0 ? it->n : 1)))) {
       pipeline_fail(fe, ERR_NOMEM, "out of memory");
       goto refused;
     }
-    if (cut) {
-      memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)(head + keep));
-      memcpy(it->ids + head + keep, enc.ids + len - tail, sizeof(int32_t) * (size_t)tail);
-    } else {
-      memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)len);
+    memcpy(it->ids, enc.ids, sizeof(int32_t) * (size_t)it->n);
+    int typed = 0;
+    for (int t = 0; takes_types && t < it->n; t++) typed |= enc.type_ids[t] != 0;
+    if (typed) {
+      if (!(it->type_ids = malloc(sizeof(int32_t) * (size_t)it->n))) {
+        pipeline_fail(fe, ERR_NOMEM, "out of memory");
+        goto refused;
+      }
+      memcpy(it->type_ids, enc.type_ids, sizeof(int32_t) * (size_t)it->n);
+      for (int t = 0; t < it->n; t++)
+        if (it->type_ids[t] < 0 || it->type_ids[t] >= cfg->type_vocab_size) {
+          pipeline_fail(fe, ERR_BAD_INPUT, "%sthe tokenizer gives token type %d, but the model has %d (type_vocab_size)",
+                        where(w, sizeof w, is_list, i), it->type_ids[t], cfg->type_vocab_size);
+          goto refused;
+        }
     }
     if (it->n == 0) {
       /* A tokenizer without a template gives nothing for "": the model cannot run on no token. */
@@ -351,6 +356,54 @@ refused:
   return NULL;
 }
 
+TextClassRequest *textclass_prepare_texts(const TextClass *tc, const char *const *texts, int n, int is_list,
+                                          long long top_k, TextClassFunction fn, int truncation, FillMaskError *fe) {
+  FillMaskError ignored;
+  if (!fe) fe = &ignored;
+  memset(fe, 0, sizeof *fe);
+  if (n < 0 || (n > 0 && !texts)) return pipeline_fail(fe, ERR_INVALID, "text-classification: no inputs");
+  TcInput *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
+  if (!in) return pipeline_fail(fe, ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) in[i].text = texts[i];
+  TextClassRequest *r = prepare_inputs(tc, in, n, is_list, top_k, fn, truncation ? TOK_TRUNC_LONGEST_FIRST : TOK_TRUNC_NONE, fe);
+  free(in);
+  return r;
+}
+
+/* The name of a JSON value's type, for refusals. */
+static const char *json_kind(const json_t *x) {
+  return json_is_object(x) ? "an object" : json_is_array(x) ? "a list" : json_is_null(x) ? "null"
+         : json_is_boolean(x) ? "a boolean" : json_is_string(x) ? "a string" : "a number";
+}
+
+/* One input of the HTTP form: a string, or {"text": str, "text_pair": str} (HF's dict
+** input, text_pair optional). -1 with fe filled. */
+static int read_input(const json_t *x, const char *at, TcInput *out, FillMaskError *fe) {
+  out->pair = NULL;
+  if (json_is_string(x)) { out->text = json_string_value(x); return 0; }
+  if (!json_is_object(x)) {
+    pipeline_fail(fe, ERR_INVALID, "%s: expected a string or {\"text\", \"text_pair\"}, got %s", at, json_kind(x));
+    return -1;
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)x, key, v) {
+    if (strcmp(key, "text") && strcmp(key, "text_pair")) {
+      pipeline_fail(fe, ERR_INVALID, "%s: unknown key '%s' (text, text_pair)", at, key);
+      return -1;
+    }
+    if (!json_is_string(v)) {
+      pipeline_fail(fe, ERR_INVALID, "%s.%s: expected a string, got %s", at, key, json_kind(v));
+      return -1;
+    }
+  }
+  const json_t *t = json_object_get(x, "text"), *p = json_object_get(x, "text_pair");
+  if (!t) { pipeline_fail(fe, ERR_INVALID, "%s: a dict input needs \"text\"", at); return -1; }
+  out->text = json_string_value(t);
+  out->pair = p ? json_string_value(p) : NULL;
+  return 0;
+}
+
 TextClassRequest *textclass_prepare(const TextClass *tc, const json_t *inputs, const json_t *parameters,
                                     FillMaskError *fe) {
   FillMaskError ignored;
@@ -358,10 +411,20 @@ TextClassRequest *textclass_prepare(const TextClass *tc, const json_t *inputs, c
   memset(fe, 0, sizeof *fe);
   long long top_k = TEXTCLASS_TOP_K_LEGACY;
   TextClassFunction fn = TEXTCLASS_FN_DEFAULT;
-  int truncation = 0, n = 0, is_list = 0;
-  const char **texts = NULL, *one = NULL;
+  TokTruncation truncation = TOK_TRUNC_NONE;
+  int n = 0, is_list = json_is_array(inputs), one_dict = json_is_object(inputs);
   TextClassRequest *r = NULL;
-  if (pipeline_inputs(inputs, &texts, &one, &n, &is_list, fe)) return NULL;
+  size_t m = is_list ? json_array_size(inputs) : 1;
+  if (m > (size_t)1 << 30) return pipeline_fail(fe, ERR_TOO_LARGE, "inputs: %zu texts", m);
+  TcInput *in = calloc(m > 0 ? m : 1, sizeof *in);
+  if (!in) return pipeline_fail(fe, ERR_NOMEM, "out of memory");
+  n = (int)m;
+  for (size_t i = 0; i < m; i++) {
+    char at[40];
+    if (is_list) snprintf(at, sizeof at, "inputs[%zu]", i);
+    else snprintf(at, sizeof at, "inputs");
+    if (read_input(is_list ? json_array_get(inputs, i) : inputs, at, &in[i], fe)) goto done;
+  }
   if (parameters && !json_is_null(parameters)) {
     if (!json_is_object(parameters)) { pipeline_fail(fe, ERR_INVALID, "parameters: expected an object"); goto done; }
     const char *key;
@@ -384,11 +447,10 @@ TextClassRequest *textclass_prepare(const TextClass *tc, const json_t *inputs, c
       } else if (!strcmp(key, "truncation")) {
         if (json_is_null(v)) continue;
         const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-        if (json_is_boolean(v)) truncation = json_is_true(v);
-        else if (s && (!strcmp(s, "longest_first") || !strcmp(s, "only_first"))) truncation = 1;
-        else if (s && !strcmp(s, "do_not_truncate")) truncation = 0;
-        else {
-          pipeline_fail(fe, ERR_INVALID, "parameters.truncation: expected true or false");
+        if (json_is_boolean(v)) truncation = json_is_true(v) ? TOK_TRUNC_LONGEST_FIRST : TOK_TRUNC_NONE;
+        else if (!s || tokenizer_truncation_parse(s, &truncation)) {
+          pipeline_fail(fe, ERR_INVALID, "parameters.truncation: expected true, false, \"longest_first\", \"only_first\", "
+                                         "\"only_second\" or \"do_not_truncate\"");
           goto done;
         }
       } else {
@@ -397,9 +459,10 @@ TextClassRequest *textclass_prepare(const TextClass *tc, const json_t *inputs, c
       }
     }
   }
-  r = textclass_prepare_texts(tc, texts, n, is_list, top_k, fn, truncation, fe);
+  r = prepare_inputs(tc, in, n, is_list, top_k, fn, truncation, fe);
+  if (r) r->one_dict = one_dict;
 done:
-  if (texts != &one) free(texts);
+  free(in);
   return r;
 }
 
@@ -473,7 +536,7 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
   PipelineSlot *slots = malloc(sizeof *slots * (size_t)(total > 0 ? total : 1));
   Cand *cand = malloc(sizeof *cand * (size_t)L);
   float *scores = malloc(sizeof(float) * (size_t)L);
-  int32_t *ids = NULL, *att = NULL;
+  int32_t *ids = NULL, *att = NULL, *types = NULL;
   float *logits = NULL;
   if (!parts || !slots || !cand || !scores) {
     for (int i = 0; i < n; i++) pipeline_fail(&errors[i], ERR_NOMEM, "out of memory");
@@ -497,14 +560,25 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
     int live = 0;
     for (int r = 0; r < b; r++) live += errors[batch[r].req].err.kind == ERR_NONE;
     if (!live) continue;
-    free(ids); free(att); free(logits);
+    free(ids); free(att); free(types); free(logits);
     ids = malloc(sizeof(int32_t) * (size_t)b * T);
     att = malloc(sizeof(int32_t) * (size_t)b * T);
+    types = NULL;
     logits = malloc(sizeof(float) * (size_t)b * L);
     Err e = {0};
     if (!ids || !att || !logits) err_setk(&e, ERR_NOMEM, "out of memory for a batch of %d x %d tokens", b, T);
     if (!e.msg[0]) pipeline_pad(batch, b, T, pad, ids, att);
-    ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att};
+    /* Type ids where some input of the pass has them (a pair's second text), 0 elsewhere
+    ** and on padding, as HF pads token_type_ids. */
+    int typed = 0;
+    for (int k = 0; k < b; k++) typed |= ((const TcItem *)batch[k].item)->type_ids != NULL;
+    if (!e.msg[0] && typed && !(types = calloc((size_t)b * T, sizeof *types)))
+      err_setk(&e, ERR_NOMEM, "out of memory for a batch of %d x %d tokens", b, T);
+    for (int k = 0; types && k < b; k++) {
+      const TcItem *it = batch[k].item;
+      if (it->type_ids) memcpy(types + (size_t)k * T, it->type_ids, sizeof *types * (size_t)it->n);
+    }
+    ModelBatch mb = {.batch = b, .seq = T, .input_ids = ids, .attention_mask = att, .token_type_ids = types};
     if (e.msg[0] || ensure_plan(tc, b, T, &e) || model_classify(tc->model, &mb, logits, &e)) {
       for (int i = 0; i < n; i++)
         if (errors[i].err.kind == ERR_NONE) pipeline_fail(&errors[i], e.kind ? e.kind : ERR_INTERNAL, "%s", e.msg);
@@ -523,13 +597,13 @@ void textclass_answer(TextClass *tc, TextClassRequest *const *reqs, int n, json_
     if (errors[i].err.kind != ERR_NONE) continue;
     const TextClassRequest *r = reqs[i];
     if (r->is_list) results[i] = json_incref(parts[i]);
-    else if (r->top_k == TEXTCLASS_TOP_K_LEGACY) results[i] = json_incref(parts[i]);   /* [ {..} ]: HF's [result] */
+    else if (r->top_k == TEXTCLASS_TOP_K_LEGACY && !r->one_dict) results[i] = json_incref(parts[i]);   /* [ {..} ]: HF's [result] */
     else results[i] = json_incref(json_array_get(parts[i], 0));
   }
 done:
   for (int i = 0; parts && i < n; i++) json_decref(parts[i]);
   free(parts); free(slots); free(cand); free(scores);
-  free(ids); free(att); free(logits);
+  free(ids); free(att); free(types); free(logits);
 }
 
 json_t *textclass_run(TextClass *tc, const char *const *texts, int n, int is_list, long long top_k,

@@ -2,11 +2,11 @@
 ** pipelines) uses engine/core, nn, tok and io; never engine/train. (ARCHITECTURE.md)
 **
 ** The text-classification pipeline: what Hugging Face transformers'
-** pipeline("text-classification") answers, number for number. Each input is
-** encoded with [CLS] ... [SEP] (an input longer than the model's positions is
-** refused, as HF's forward fails on it, unless parameters.truncation is true: then
-** its text tokens are cut so that it fits, as the tokenizer's truncation=True
-** does), the classifier's logits go
+** pipeline("text-classification") answers, number for number. Each input (a text,
+** or a text pair) is encoded with the tokenizer's template ([CLS] ... [SEP]; an input
+** longer than the model's positions is refused, as HF's forward fails on it, unless
+** parameters.truncation cuts it, as the tokenizer's truncation does:
+** tokenizer_encode_truncated), the classifier's logits go
 ** through function_to_apply ("softmax" by default for a single-label model with
 ** more than one label, "sigmoid" for a multi-label one, or "none") and the labels
 ** come back as {"label", "score"} objects, best first:
@@ -89,10 +89,13 @@ const char *textclass_function_name(TextClassFunction f);
 ** numpy's pairwise sum): bit for bit numpy's. fn DEFAULT is refused: returns -1. */
 int textclass_scores(const float *logits, int n, TextClassFunction fn, float *out);
 
-/* Parses and encodes one request (the HTTP form: inputs a string or a list of strings;
+/* Parses and encodes one request (the HTTP form: inputs a string, a dict {"text",
+** "text_pair"} (a text pair; text_pair optional), or a list of either; a single dict's
+** legacy answer is its dict, not a list, as the pipeline's __call__ gives it; a pair's
+** type ids go to a BERT model, as BertTokenizerFast returns them, not to a RoBERTa one;
 ** parameters NULL or an object with top_k (integer >= 1 or null), function_to_apply
-** ("softmax", "sigmoid", "none", any case as HF's enum lookup) and truncation (bool,
-** or "longest_first"/"only_first" = true, "do_not_truncate" = false); unknown
+** ("softmax", "sigmoid", "none", any case as HF's enum lookup) and truncation (bool:
+** longest_first or none, or a strategy's name: tokenizer_truncation_parse); unknown
 ** parameters refused by name). Errors as FillMaskError's kinds (ERR_INVALID fields,
 ** ERR_BAD_INPUT texts, ERR_TOO_LARGE limits). Reads the pipeline only: any thread. */
 TextClassRequest *textclass_prepare(const TextClass *tc, const json_t *inputs, const json_t *parameters,

@@ -177,7 +177,17 @@ cat > "$T/ref_cases.json" <<'EOF2'
  {"model": "tiny-bert", "inputs": "cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat",
   "parameters": {"truncation": true}},
  {"model": "tiny-cls", "inputs": "cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat cat",
-  "parameters": {"truncation": true, "top_k": null}}]
+  "parameters": {"truncation": true, "top_k": null}},
+ {"model": "tiny-bert", "inputs": {"text": "a good film", "text_pair": "the cat sat on the mat ."}},
+ {"model": "tiny-bert", "inputs": [{"text": "the river was red", "text_pair": "bad"}, "a good film", {"text": "x"}],
+  "parameters": {"top_k": null}},
+ {"model": "tiny-bert", "inputs": {"text": "fine"}, "parameters": {"top_k": 2, "function_to_apply": "none"}},
+ {"model": "tiny-cls", "inputs": {"text": "a red house", "text_pair": "the blue tree was big"}, "parameters": {"top_k": 2}},
+ {"model": "tiny-cls", "inputs": {"text": "a red house"}},
+ {"model": "tiny-bert", "inputs": {"text": "cat dog cat dog cat dog cat dog cat dog cat dog cat dog cat dog cat dog cat dog cat dog cat dog cat dog",
+  "text_pair": "the mat the mat the mat the mat the mat the mat the mat the mat the mat the mat the mat"}, "parameters": {"truncation": true}},
+ {"model": "tiny-bert", "inputs": {"text": "a good film", "text_pair": "the river was red the river was red the river was red the river was red the river was red the river was red the river was red the river was red the river was red"},
+  "parameters": {"truncation": "only_second", "top_k": null}}]
 EOF2
 ref_check() {
   $PY - "$T" "$base" "$M" <<'EOF2'
@@ -200,6 +210,17 @@ def encode(text):
     out = subprocess.run([M, "tokenizer", "encode", "--tokenizer", T + "/tok.json", "--jsonl"], input=json.dumps(text) + "\n",
                          capture_output=True, text=True, check=True).stdout
     return [int(x) for x in out.split()]
+def hf_encode(text, pair, limit, strategy):
+    # HF tokenizers itself (tests/hf_tokenize.js) for dict inputs: ids and type ids, cut as
+    # tokenizer(text, text_pair, truncation=strategy) cuts to model_max_length.
+    with open(T + "/pair.jsonl", "w") as f:
+        f.write(json.dumps([text, pair] if pair is not None else text) + "\n")
+    args = ["node", "tests/hf_tokenize.js", "encode", T + "/tok.json", T + "/pair.jsonl", "--jsonl"]
+    if pair is not None: args.append("--pair")
+    if strategy: args += ["--max-length=%d" % limit, "--truncation=" + strategy]
+    ids = subprocess.run(args, capture_output=True, text=True, check=True).stdout.split()
+    types = subprocess.run(args + ["--type-ids"], capture_output=True, text=True, check=True).stdout.split()
+    return [int(x) for x in ids], [int(x) for x in types]
 # transformers 4.46 pipelines/text_classification.py
 def sigmoid(_outputs):
     return 1.0 / (1.0 + np.exp(-_outputs))
@@ -235,16 +256,25 @@ def pipeline(case):
     limit = c.max_position_embeddings - (c.pad_token_id + 1 if c.model_type == "roberta" else 0)
     inputs = case["inputs"]
     results = []
+    trunc = params.get("truncation")
+    strategy = "longest_first" if trunc is True else trunc if isinstance(trunc, str) else None
     for text in (inputs if isinstance(inputs, list) else [inputs]):
-        ids = encode(text)
-        if len(ids) > limit and params.get("truncation"):
-            ids = ids[:limit - 1] + ids[-1:]
+        types = None
+        if isinstance(text, dict):
+            ids, types = hf_encode(text["text"], text.get("text_pair"), limit, strategy)
+        else:
+            ids = encode(text)
+            if len(ids) > limit and params.get("truncation"):
+                ids = ids[:limit - 1] + ids[-1:]
         x = torch.tensor([ids])
+        # token_type_ids as HF's tokenizer returns them: BERT's, not RoBERTa's (model_input_names).
+        tt = torch.tensor([types]) if types is not None and c.model_type == "bert" else None
         with torch.no_grad():
-            _, logits = hf_style_cls_forward(sd, c, x, torch.ones_like(x), None, torch.zeros(1, dtype=torch.long))
+            _, logits = hf_style_cls_forward(sd, c, x, torch.ones_like(x), tt, torch.zeros(1, dtype=torch.long))
         results.append(postprocess(d, logits[0], fn, top_k, legacy))
     if not isinstance(inputs, list):
-        return [results[0]] if legacy else results[0]
+        # TextClassificationPipeline.__call__: a str input's legacy answer is [result].
+        return [results[0]] if legacy and isinstance(inputs, str) else results[0]
     return results
 def same(a, b, where):
     if isinstance(a, list):

@@ -441,7 +441,11 @@ static void test_refusals(void) {
   struct { const char *in, *params; ErrKind kind; const char *needle; } cases[] = {
     {"3", NULL, ERR_INVALID, "inputs"},
     {"null", NULL, ERR_INVALID, "inputs"},
-    {"{\"text\": \"a\"}", NULL, ERR_INVALID, "inputs"},
+    {"{\"text_pair\": \"a\"}", NULL, ERR_INVALID, "inputs: a dict input needs \"text\""},
+    {"{\"text\": 3}", NULL, ERR_INVALID, "inputs.text: expected a string, got a number"},
+    {"{\"text\": \"a\", \"pair\": \"b\"}", NULL, ERR_INVALID, "inputs: unknown key 'pair' (text, text_pair)"},
+    {"[\"a\", {\"text\": \"b\", \"text_pair\": null}]", NULL, ERR_INVALID, "inputs[1].text_pair: expected a string, got null"},
+    {"{\"text\": \"a\", \"text_pair\": \"b\"}", "{\"truncation\": \"only_third\"}", ERR_INVALID, "truncation"},
     {"[\"a\", 3]", NULL, ERR_INVALID, "inputs[1]"},
     {"[[\"a\"]]", NULL, ERR_INVALID, "inputs[0]"},
     {"\"a\"", "[1]", ERR_INVALID, "parameters"},
