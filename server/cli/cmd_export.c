@@ -401,6 +401,12 @@ int cmd_import(int argc, char **argv) {
   const char *pos[2];
   int parsed = move_args(&cli_spec_import, argc, argv, &a, pos, "DIR and NAME");
   if (parsed) return parsed > 0 ? 0 : 2;
+  /* A folder that is not there is said so, before any store is opened (or made). */
+  struct stat st;
+  if (stat(pos[0], &st) || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "maskd import: %s: %s\n", pos[0], stat(pos[0], &st) ? strerror(errno) : "not a directory");
+    return 1;
+  }
   Store *s = open_store(a.db, "import", 0);
   if (!s) return 1;
   Err err = {0};

@@ -348,6 +348,7 @@ int cmd_tokenizer(int argc, char **argv) {
     return 2;
   }
   if (mode == TOK_EXPORT && !out_dir) { fprintf(stderr, "maskd tokenizer export: --out is required\n"); return 2; }
+  if (mode == TOK_EXPORT && !out_dir[0]) { fprintf(stderr, "maskd tokenizer export: --out: empty directory name\n"); return 2; }
   Err err;
   Tokenizer *t = tokenizer_load_path(tok_path, &err);
   if (!t) { fprintf(stderr, "maskd tokenizer %s: %s\n", verb, err.msg); return 1; }

@@ -347,6 +347,8 @@ kill -HUP $p 2> /dev/null; { wait $p; } 2> /dev/null; rc=$?
 # Import reads the folder's JSON side files only when they are regular files of sane size.
 cp -r "$T/rob" "$T/fifoside"; rm "$T/fifoside/tokenizer_config.json"; mkfifo "$T/fifoside/tokenizer_config.json"
 refuse export_import_refuses_fifo "FIFO, not a regular file" timeout 20 "$M" import --db "$DB" "$T/fifoside" fifoside
+refuse import_refuses_missing_folder "maskd import: $T/nofolder: No such file or directory" "$M" import --db "$T/none.db" "$T/nofolder" x
+refuse import_refuses_file_as_folder "maskd import: $T/rob/config.json: not a directory" "$M" import --db "$T/none.db" "$T/rob/config.json" x
 refuse export_refuse_no_store "no store at" "$M" export --db "$T/none.db" tiny-rob "$T/y"
 refuse export_refuse_fillmask_no_store "no store at" "$M" fill-mask --db "$T/none.db" --model tiny-rob "[MASK]"
 refuse export_refuse_fillmask_unknown_model "nosuch" "$M" fill-mask --db "$DB" --model nosuch "[MASK]"
