@@ -540,12 +540,14 @@ static json_t *paths_request(const HttpReq *rq, HttpRes *rs, int *expand) {
 void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs) {
   char repo[260];
   if (app_path_repo(rq, 1, repo, sizeof repo)) { hub_not_found(rs, "RepoNotFound", "model name too long", NULL); return; }
+  /* The repository and revision first, as the Hub answers: a request for a model that is
+  ** not there is a 404 RepoNotFound whatever its body holds. */
+  Store *s = app_store(app, rs);
+  StoreRevision r;
+  if (!s || hub_revision(s, rs, repo, rq->params[rq->n_params - 1], &r)) return;
   int expand = 0;
   json_t *paths = paths_request(rq, rs, &expand);
   if (!paths) return;
-  Store *s = app_store(app, rs);
-  StoreRevision r;
-  if (!s || hub_revision(s, rs, repo, rq->params[rq->n_params - 1], &r)) { json_decref(paths); return; }
   Err e = {0};
   int missing;
   json_t *list = entries(s, &r, paths, expand, &missing, &e);

@@ -295,6 +295,12 @@ ok paths_info_json test "$(jget '[e["path"] for e in b] == ["config.json", "mode
   all(e["lastCommit"]["id"] == "'"$c2"'" for e in b) and b[1]["lfs"]["oid"] == "'"$(sha "$w")"'"')" = True
 post_paths /api/models/tiny/paths-info/refs%2Fpr%2F1 application/json '{"paths": ["config.json"]}'
 ok paths_info_revision_with_slash code_is RevisionNotFound
+# The repository before the body, as the Hub answers: a bad body for a model that is not
+# there is its 404 (the code before answered 400 for the body).
+post_paths /api/models/nosuch/paths-info/main application/json '{"paths": 3}'
+ok paths_info_missing_repo_before_body code_is RepoNotFound
+post_paths /api/models/tiny/paths-info/main application/json '{"paths": 3}'
+ok paths_info_bad_body_422 status_is 422
 post_paths /api/models/user/tiny/paths-info/1 application/x-www-form-urlencoded 'paths=tokenizer.json&paths=config.json&expand=False'
 ok paths_info_form test "$(jget 'sorted(e["path"] for e in b) == ["config.json", "tokenizer.json"] and "lastCommit" not in b[0]')" = True
 # A path named many times is answered once: the work and the answer are bounded by the revision.
