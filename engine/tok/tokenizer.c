@@ -491,9 +491,8 @@ static int model_encode(const Tokenizer *t, Work *w, const char *s, size_t n) {
   }
 }
 
-/* Encodes the word wbuf[ws..we) (w0/w1: each wbuf byte's original span, when align)
-** and appends its tokens. Without offsets, words go through the cache. */
-/* A word (or an added token) ends at e->n: where lazy encoding would have stopped. */
+/* A word ends at e->n: where tokenizers 0.23's lazy encoding could stop (an added token
+** is no such end: HF goes on to the next word's). */
 static void word_ended(Work *w, const Encoding *e) {
   if (w->lazy_max > 0 && w->lazy_len < 0 && e->n - w->seq_start >= w->lazy_max) w->lazy_len = e->n - w->seq_start;
 }
@@ -501,6 +500,8 @@ static void word_ended(Work *w, const Encoding *e) {
 static int encode_word_tokens(const Tokenizer *t, Work *w, const char *wbuf, size_t ws, size_t we, const int32_t *w0,
                               const int32_t *w1, int type_id, int align, Encoding *e, Err *err);
 
+/* Encodes the word wbuf[ws..we) (w0/w1: each wbuf byte's original span, when align)
+** and appends its tokens. Without offsets, words go through the cache. */
 static int encode_word(const Tokenizer *t, Work *w, const char *wbuf, size_t ws, size_t we, const int32_t *w0,
                        const int32_t *w1, int type_id, int align, Encoding *e, Err *err) {
   if (encode_word_tokens(t, w, wbuf, ws, we, w0, w1, type_id, align, e, err) < 0) return -1;
@@ -906,7 +907,7 @@ static void enc_drop(Encoding *e, int from, int count) {
 /* The lengths HF's truncation leaves to sequences of na and nb tokens (pair: nb
 ** counts) under target tokens (max_len with the template's tokens taken off); -1 with
 ** err when the strategy cannot. Measured against tokenizers 0.23.2 over every length
-** up to 24 and max_len up to 22 (tests/cli/test_tokenizer_hf.sh keeps it so). */
+** up to 24 and max_len up to 22; tests/cli/test_tokenizer_pairs.sh keeps it so on real text. */
 static int truncated_lengths(int na, int nb, int lazy_a, int lazy_b, int pair, int target, TokTruncation how, int *ka,
                              int *kb, Err *err) {
   *ka = na;
