@@ -694,7 +694,9 @@ function showRun(id) {
     if (seq != null) {
       const ref = name + "@best";
       const what = el("span", {}, el("code", { text: ref }), ` = ${name}@${seq}` + (rev ? ` (epoch ${rev.epoch}, ${rev.commit.slice(0, 8)})` : ""));
-      cards.push(el("div", { class: "best-revision" }, el("b", { text: res.best_revision != null ? "Best revision" : "Best revision so far" }), what,
+      // "So far" only while the run goes on: a finished run without a test file stores no results.
+      const settled = res.best_revision != null || run.status !== "running";
+      cards.push(el("div", { class: "best-revision" }, el("b", { text: settled ? "Best revision" : "Best revision so far" }), what,
         el("span", { class: "links" },
           el("a", { href: "#/classify/" + encodeURIComponent(ref), text: "classify with it" }), " · ",
           el("a", { href: `/models/${encodeURIComponent(name)}/resolve/best/config.json`, text: "config.json" }))));
@@ -901,6 +903,14 @@ async function showNew() {
     fillPick(m.tokenizer, tokItems, { empty: "no tokenizer yet: train one in Data", wants: [fresh("tokenizer"), kept("tokenizer"), lp.tokenizer] });
     fillPick(m.train, setItems, { empty: "no dataset yet: prepare one in Data", wants: [fresh("train"), kept("train"), lp.train] });
     fillPick(m.validation, setItems, { none: "none", wants: [fresh("validation"), kept("validation"), lp.validation] });
+    // A validation set cut by another registered tokenizer than the chosen one fails the run
+    // (an older job's, beside a tokenizer just made in Data): one cut by the chosen tokenizer
+    // instead, else none.
+    const tokName = pickValue(m.tokenizer), val = sets.find((d) => d.name === pickValue(m.validation));
+    if (val && val.tokenizer && toks.some((t) => t.name === tokName) && val.tokenizer !== tokName) {
+      const same = sets.filter((d) => d.tokenizer === tokName && d.split === "validation").pop();
+      m.validation.value = same ? same.name : "";
+    }
     Object.assign(madeSeen, made);
     const keep = c.model.value;
     c.model.replaceChildren(...(models.length ? models.map((x) => el("option", { value: x.name,
@@ -936,12 +946,13 @@ function runBody(f) {
   const m = $("#mlm-fields").elements;
   Object.assign(body, { tokenizer: pickValue(m.tokenizer), train: pickValue(m.train), config: m.config.value });
   if (pickValue(m.validation)) body.validation = pickValue(m.validation);
-  for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads"]) body[k] = parseInt(m[k].value, 10);
-  for (const k of ["ranks", "grad_accum", "keep_last"]) if (m[k].value !== "") body[k] = parseInt(m[k].value, 10);
+  // A field left empty is the server's default: not sent (NaN would go as null, refused).
+  for (const k of ["epochs", "max_steps", "batch", "warmup_steps", "seed", "threads", "ranks", "grad_accum", "keep_last"])
+    if (m[k].value !== "") body[k] = parseInt(m[k].value, 10);
   for (const k of ["weight_decay", "mlm_probability", "label_smoothing", "clip_norm"]) if (m[k].value !== "") body[k] = parseFloat(m[k].value);
   const ck = parseInt(m.checkpoint_steps.value, 10);
   if (ck > 0) body.checkpoint_steps = ck;
-  body.lr = parseFloat(m.lr.value);
+  if (m.lr.value !== "") body.lr = parseFloat(m.lr.value);
   body.precision = m.precision.value;
   return body;
 }
@@ -993,7 +1004,12 @@ async function showPlayground(want) {
     const opts = [];
     // The models' revisions asked at once (one after another, 66 models took 2.7 s).
     const fulls = await Promise.all(models.map((m) => api("GET", "/models/" + encodeURIComponent(m.name))));
+    // Classifiers have their own playground: only masked LMs here (config.json's architectures).
+    const cfgs = await Promise.all(models.map((m) =>
+      api("GET", `/models/${encodeURIComponent(m.name)}/resolve/main/config.json`).catch(() => null)));
     models.forEach((m, i) => {
+      const arch = cfgs[i] && Array.isArray(cfgs[i].architectures) ? String(cfgs[i].architectures[0]) : "";
+      if (arch.endsWith("ForSequenceClassification")) return;
       opts.push(el("option", { value: m.name, text: `${m.name} (newest)` }));
       for (const r of fulls[i].revisions || [])
         opts.push(el("option", { value: `${m.name}@${r.commit}`, text: `${m.name}@${r.commit.slice(0, 8)} · ${r.message}` }));

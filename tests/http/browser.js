@@ -60,6 +60,7 @@ async function main() {
     const clsId = await page.$eval(rowOf(clsRun), (tr) => tr.dataset.run);
     const longId = await page.$eval(rowOf(longRun), (tr) => tr.dataset.run);
     const seedId = await page.$eval(rowOf("seed-run"), (tr) => tr.dataset.run);
+    const noTestId = await page.$eval(rowOf("cls-notest"), (tr) => tr.dataset.run);
     // Status badges readable (WCAG AA: text contrast at least 4.5 against its background;
     // "done" and "interrupted" read 3.8 and 2.9), a long name cut and whole in its tooltip.
     const contrast = await page.evaluate(() => {
@@ -211,6 +212,13 @@ async function main() {
           JSON.stringify(clsCfg) === JSON.stringify([["task", "text-classification"], ["model (base)", "seed-run"]]),
           "browser_cls_task_and_base", JSON.stringify({ clsSummary, clsCfg }));
     await page.screenshot({ path: path.join(art, "run-cls.png"), fullPage: true });
+    // A finished run without a test file: its best revision is the best, not "so far".
+    await page.goto(base + "/#/runs/" + noTestId);
+    await page.waitForSelector("#cls-results .best-revision b");
+    const noTestBest = await page.$eval("#cls-results .best-revision b", (b) => b.textContent);
+    check(noTestBest === "Best revision", "browser_cls_done_without_test_best", noTestBest);
+    await page.goto(base + "/#/runs/" + clsId);
+    await page.waitForSelector("#cls-results .best-revision a[href^='#/classify/']");
     // NAME@best in the classify playground: picked there, and it answers.
     await page.click("#cls-results .best-revision a[href^='#/classify/']");
     await page.waitForFunction((m) => document.querySelector("#tc-model").value === m, clsRun + "@best");
@@ -234,6 +242,11 @@ async function main() {
     await page.click("#mlm-fields details.more summary");
     await page.fill("#mlm-fields input[name=mlm_probability]", "0.2");
     await page.fill("#mlm-fields input[name=grad_accum]", "2");
+    // A field left empty is the server's default, not sent (the page sent NaN as null, which
+    // POST /runs refused: "seed: must be a whole number").
+    await page.fill("#mlm-fields input[name=seed]", "");
+    const sent = await page.evaluate(() => runBody(document.querySelector("#new-form")));
+    check(!("seed" in sent) && sent.batch === 8 && sent.grad_accum === 2, "browser_form_empty_field_not_sent", JSON.stringify(sent));
     // Not logged in: refused, and the login form appears.
     await page.click("#new-form button[type=submit]");
     await page.waitForFunction(() => /401/.test(document.querySelector("#new-msg").textContent) &&
@@ -377,6 +390,11 @@ async function main() {
     // The playground: bars for the top k.
     await page.click("nav a[data-nav=playground]");
     await page.waitForFunction(() => document.querySelectorAll("#fill-model option").length > 0);
+    // Only masked LMs: the classifier has its own playground (the page offered it here, and
+    // picked it first by name, so the first Fill failed).
+    const fillModels = await page.$$eval("#fill-model option", (os) => os.map((o) => o.value));
+    check(fillModels.includes("seed-run") && !fillModels.some((v) => v.split("@")[0] === clsRun),
+          "browser_playground_lists_masked_lms_only", JSON.stringify(fillModels.slice(0, 6)));
     await page.selectOption("#fill-model", "seed-run");
     await page.fill("#fill-form input[name=top_k]", "4");
     await page.click("#fill-form button[type=submit]");

@@ -52,6 +52,10 @@ awk -F, -v p="$four" 'NR == 1 || $NF ~ p' "$B/test.csv" > "$T/banking77/test.csv
 "$MASKD" finetune --db "$T/hub.db" --model seed-run --name cls-run --train "$T/banking77/train.csv" --test "$T/banking77/test.csv" \
   --label-column category --epochs 3 --max-length 32 --batch 16 --lr 1e-3 --threads 1 --seed 3 --quiet >"$T/finetune.log" 2>&1 ||
   { fail browser_setup "maskd finetune: $(tail -3 "$T/finetune.log")"; exit 1; }
+# A finished fine-tuning run without a test file (it stores no results).
+"$MASKD" finetune --db "$T/hub.db" --model seed-run --name cls-notest --train "$T/banking77/train.csv" \
+  --label-column category --epochs 1 --max-steps 3 --max-length 32 --batch 16 --threads 1 --quiet >"$T/finetune2.log" 2>&1 ||
+  { fail browser_setup "maskd finetune: $(tail -3 "$T/finetune2.log")"; exit 1; }
 # A run of 150,000 steps, as a long pretraining records them: 2 steps trained, the rest of
 # its step metrics written into the store over them (training them takes minutes).
 "$MASKD" train --db "$T/hub.db" --name long-run --tokenizer "$T/tok.json" --train "$T/shards" --config tiny --max-steps 2 \
