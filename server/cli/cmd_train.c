@@ -518,6 +518,11 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
     else {
       if (!quiet) fprintf(stderr, "run %lld done in %s\n", (long long)run, el);
       status = 0;
+      /* keep-last once more, and the blobs no revision holds collected: a process killed
+      ** during the last push's prune (or a download's pin on a dropped blob then) left
+      ** them, and the run's resume comes straight here. Done is done: a failure is said. */
+      Err pe = {0};
+      if (prune(c, &pe)) fprintf(stderr, "maskd train: run %lld done; tidying its checkpoints failed: %s\n", (long long)run, pe.msg);
       compact_store(db, quiet);
     }
   } else if (r == TRAINER_STOPPED) {

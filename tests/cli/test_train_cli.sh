@@ -141,6 +141,18 @@ w=$(sqlite3 "$T/a.db" "SELECT weights FROM revisions ORDER BY seq DESC LIMIT 1")
 "$M" runs --db "$T/a.db" | grep -q '^1 *cli *done *[0-9]*/[0-9]* *2 ' &&
   "$M" models --db "$T/a.db" cli | grep -q 'Training in progress epoch 2' && "$M" runs --db "$T/a.db" --json | grep -q '"status": "done"' &&
   pass train_cli_runs_models || fail train_cli_runs_models "$("$M" runs --db "$T/a.db"; "$M" models --db "$T/a.db" cli)"
+# A run killed during its last push's keep-last prune (or whose last prune met a download's
+# pin) ends with more checkpoints than it keeps, and orphan blobs; its resume, at the last
+# step, goes straight to done, which now prunes and collects (the code before left them:
+# here 4 revisions with optimizer state and 9 blobs instead of 1 and 3). The state is made
+# by a run that kept 4, then told it keeps 1 and was interrupted.
+"$M" train --db "$T/kp.db" --name kp --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" --max-steps 20 \
+  --checkpoint-steps 5 --keep-last 4 --batch 8 --threads 1 --quiet >"$T/kp.log" 2>&1 &&
+  sqlite3 "$T/kp.db" "UPDATE runs SET status = 'interrupted', config = json_set(config, '$.keep_last', 1)" &&
+  "$M" train --db "$T/kp.db" --resume 1 --threads 1 >>"$T/kp.log" 2>&1; rc=$?
+kp=$(sqlite3 "$T/kp.db" "SELECT (SELECT COUNT(*) FROM revisions WHERE optimizer IS NOT NULL) || ' ' || (SELECT COUNT(*) FROM blobs) || ' ' || (SELECT status FROM runs)")
+[ $rc = 0 ] && [ "$kp" = "1 3 done" ] && pass train_cli_done_prunes_and_collects ||
+  fail train_cli_done_prunes_and_collects "rc $rc, optimizer states, blobs, status: $kp; $(tail -2 "$T/kp.log")"
 # Output that cannot be written (a full disk: /dev/full) is an error, not a silent success.
 for c in "runs --db $T/a.db" "models --db $T/a.db" "--help" "version" "tokenizer encode --tokenizer $T/tok.json --input $T/va.txt"; do
   out=$("$M" $c 2>&1 >/dev/full); rc=$?
