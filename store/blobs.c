@@ -227,6 +227,9 @@ int store_blob_pin(Store *s, const char *hex, char key[65], Err *err) {
   int kn = snprintf(k, sizeof k, "~read-%llx-%d-%llx-%llx", (unsigned long long)own_pid_ns(), (int)getpid(),
                     (unsigned long long)sdb_process_start(getpid()), ++stream_counter);
   if (kn <= 0 || kn >= (int)sizeof k) return err_setk(err, ERR_INTERNAL, "store: blob pin: a key of %d bytes", kn);
+  /* A store this process may only read cannot be pinned, nor pruned by it: the download
+  ** reads unpinned (key stays empty: nothing to unpin) rather than failing. */
+  if (sqlite3_db_readonly(s->db, "main") == 1) return 0;
   /* The blob checked and pinned in one write transaction: gc's delete comes before it
   ** (the blob is gone: not found) or after it (the blob stays). */
   if (sdb_begin(s, err)) return -1;
