@@ -444,6 +444,16 @@ Store *store_open(const char *path, Err *err) {
   ** be opened at all. Reading page_count takes no lock in WAL mode. */
   sqlite3_stmt *pc = sdb_prep(s, "PRAGMA page_count", err);
   int pc_rc = pc ? sqlite3_step(pc) : SQLITE_ERROR;
+  /* A WAL store is read through its -shm file, which SQLite makes beside it: a reader
+  ** that may not write the folder (and finds no -shm there) gets "attempt to write a
+  ** readonly database", which names neither. */
+  if (pc_rc != SQLITE_ROW && (sqlite3_errcode(s->db) & 0xff) == SQLITE_READONLY) {
+    sqlite3_finalize(pc);
+    err_setk(err, ERR_IO, "%s: cannot read this store: SQLite needs to make its -shm file beside it, in a folder this "
+             "user may not write (a WAL store's readers need the folder writable)", path);
+    store_close(s);
+    return NULL;
+  }
   int fresh = pc_rc == SQLITE_ROW && sqlite3_column_int64(pc, 0) == 0;
   if (pc && pc_rc != SQLITE_ROW) sdb_fail(s, err, "page_count");
   sqlite3_finalize(pc);

@@ -285,6 +285,17 @@ static int pin_and_read(const char *db) {
   return ok ? 0 : 1;
 }
 
+/* Opens db expecting the refusal of a WAL store whose folder the user may not write:
+** 0 when it says so (the -shm file, the folder), not SQLite's "readonly database". */
+static int refused_for_shm(const char *db) {
+  Err e = {0};
+  Store *s = store_open(db, &e);
+  int ok = !s && strstr(e.msg, "needs to make its -shm file beside it") && strstr(e.msg, "folder");
+  if (!ok) fprintf(stderr, "refused_for_shm %s: %s\n", db, s ? "opened" : e.msg);
+  store_close(s);
+  return ok ? 0 : 1;
+}
+
 /* Opening a store reads: it neither waits on another connection's write transaction
 ** (a training's push, a CLI command's) nor needs a writable file. */
 static void open_busy_tests(void) {
@@ -328,6 +339,13 @@ static void open_busy_tests(void) {
   crc = prc == 0 ? in_child(pin_and_read, ro, 20, 1) : -1;
   if (crc == 125) check_skip("store_blob_pin_read_only_file", "cannot run as user nobody");
   else check(crc == 0, "store_blob_pin_read_only_file", "child exit %d (setup %d)", crc, prc);
+  /* In a folder it may not write either, SQLite cannot make the -shm file a WAL reader
+  ** needs: said so (it said "attempt to write a readonly database"). */
+  char shut[1600];
+  snprintf(shut, sizeof shut, "chmod 755 %s && rm -f %s-wal %s-shm", rodir, ro, ro);
+  crc = prc == 0 && system(shut) == 0 ? in_child(refused_for_shm, ro, 20, 1) : -1;
+  if (crc == 125) check_skip("store_open_read_only_folder_says_why", "cannot run as user nobody");
+  else check(crc == 0, "store_open_read_only_folder_says_why", "child exit %d (setup %d)", crc, prc);
   char rm[600];
   snprintf(rm, sizeof rm, "rm -rf %s", rodir);
   if (prc == 0 && system(rm) != 0) fprintf(stderr, "could not remove %s\n", rodir);
