@@ -74,7 +74,7 @@ static const CliOpt train_opts[] = {
            "whose stored description the other options must then match (but\n"
            "--threads, which a resume may change)"},
   {.name = "--out", .kind = CLI_STRING, .off = offsetof(TrainArgs, out), .arg = "DIR",
-   .help = "also write the final model folder (config.json, model.safetensors,\ntokenizer files) to DIR"},
+   .help = "also write the final model folder (config.json, model.safetensors,\ntokenizer files) to DIR (refused when DIR holds a model already)"},
   {.name = "--quiet", .kind = CLI_FLAG, .off = offsetof(TrainArgs, quiet), .help = "no progress line"},
   {.name = "--job", .kind = CLI_STRING, .off = offsetof(TrainArgs, job), .arg = "ID",
    .help = "run training job ID of the store's queue, as maskd serve's worker\n"
