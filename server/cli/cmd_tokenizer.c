@@ -239,8 +239,8 @@ static int cmd_encode(Tokenizer *t, char *text, size_t len, const EncodeHow *how
   } else {
     Encoding e = {0};
     for (size_t i = 0; i < n; i++) {
-      /* A pair's tokens index into their own sequence's text: the second's follow the first's
-      ** (type ids tell them apart only where the template says so, so count them). */
+      /* Pairs and cut inputs as HF's encode(a, b) with truncation set (the template always
+      ** added: --no-special-tokens is refused with them); single texts as before. */
       int r = how->max_length || how->pair
                 ? tokenizer_encode_truncated(t, lines[i], lens[i], how->pair ? seconds[i] : NULL,
                                              how->pair ? second_lens[i] : 0, how->max_length,
