@@ -908,7 +908,7 @@ async function showNew() {
     // instead, else none.
     const tokName = pickValue(m.tokenizer), val = sets.find((d) => d.name === pickValue(m.validation));
     if (val && val.tokenizer && toks.some((t) => t.name === tokName) && val.tokenizer !== tokName) {
-      const same = sets.filter((d) => d.tokenizer === tokName && d.split === "validation").pop();
+      const same = sets.filter((d) => d.tokenizer === tokName && d.split && d.split !== "train").pop();
       m.validation.value = same ? same.name : "";
     }
     Object.assign(madeSeen, made);
