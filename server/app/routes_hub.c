@@ -440,6 +440,15 @@ static int revision_vanished(Store *s, HttpRes *rs, const char *repo, const Stor
   return hub_revision(s, rs, repo, r->commit, &again) != 0;
 }
 
+/* A store error while a revision's files were read: the 404 of a revision dropped
+** meanwhile (its blobs go with it, and a read of one fails as a missing blob), else the
+** error's own answer. */
+static void answer_read_error(Store *s, HttpRes *rs, const char *repo, const StoreRevision *r, const Err *e,
+                              const char *what) {
+  if (e->kind != ERR_NOMEM && e->kind != ERR_BUSY && revision_vanished(s, rs, repo, r)) return;
+  http_error_from(rs, e, what, json_string(e->msg));
+}
+
 /* The entries of the listed files that names holds (all of them when names is NULL), each
 ** once, whatever a request repeats: at most N_LISTED entries, so the answer and the work are
 ** bounded by the revision, not by the body. *missing counts the files not found. NULL on a
@@ -482,7 +491,7 @@ void route_hub_tree(void *app, HttpReq *rq, HttpRes *rs) {
   Err e = {0};
   int missing;
   json_t *list = entries(s, &r, NULL, truthy(http_query(rq, "expand")), &missing, &e);
-  if (!list) { http_error_from(rs, &e, "cannot list the files", json_string(e.msg)); return; }
+  if (!list) { answer_read_error(s, rs, repo, &r, &e, "cannot list the files"); return; }
   if (missing && revision_vanished(s, rs, repo, &r)) { json_decref(list); return; }
   http_json(rs, 200, list);
 }
@@ -552,7 +561,7 @@ void route_hub_paths_info(void *app, HttpReq *rq, HttpRes *rs) {
   int missing;
   json_t *list = entries(s, &r, paths, expand, &missing, &e);
   json_decref(paths);
-  if (!list) { http_error_from(rs, &e, "cannot describe the files", json_string(e.msg)); return; }
+  if (!list) { answer_read_error(s, rs, repo, &r, &e, "cannot describe the files"); return; }
   if (missing && revision_vanished(s, rs, repo, &r)) { json_decref(list); return; }
   http_json(rs, 200, list);
   http_res_header(rs, "X-Repo-Commit", r.commit);
@@ -583,7 +592,7 @@ void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const
   void *cfg_text = NULL;
   size_t cfg_len = 0;
   if (store_revision_file(s, &r, "config.json", &cfg_text, &cfg_len, &e)) {
-    http_error_from(rs, &e, "cannot read the config", json_string(e.msg));
+    answer_read_error(s, rs, repo, &r, &e, "cannot read the config");
     return;
   }
   json_t *cfg = json_loadb(cfg_text, cfg_len, 0, NULL);
@@ -600,7 +609,7 @@ void hub_model_info(void *app, HttpReq *rq, HttpRes *rs, const char *repo, const
       if (e.kind == ERR_NOT_FOUND) { e = (Err){0}; missing++; continue; }
       json_decref(siblings);
       json_decref(cfg);
-      http_error_from(rs, &e, "cannot list the files", json_string(e.msg));
+      answer_read_error(s, rs, repo, &r, &e, "cannot list the files");
       return;
     }
     has_safetensors |= h.lfs;
