@@ -12,12 +12,17 @@
 # whole length, where HF's lazy encoding decides which side counts as longer). A pair HF
 # refuses (only_first / only_second with a side too short to give up enough, only_second
 # of a single text, a length under the template's own tokens) is refused by maskd with
-# one line and a non-zero exit.
+# one line and a non-zero exit. make test runs a representative part (lengths none, 4, 6 and
+# 13; only_first / only_second at 12; 300 pairs); TOK_PAIRS_LONG=1 (tests/long/
+# long_tokenizer_pairs.sh) runs 1200 pairs at nine lengths and both strategies at three.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" tokpairs
 D=$DATA_ROOT
 H=tests/hf_tokenize.js
 need tokenizer_pairs_setup "tests/node_modules/tokenizers is missing (run scripts/setup)" -d tests/node_modules/tokenizers
+long=${TOK_PAIRS_LONG:-0}
+npairs=300 lengths="none 4 6 13" singles="20" only_lengths="12"
+[ "$long" = 1 ] && npairs=1200 lengths="none 4 5 6 9 13 20 32 64" singles="3 8 20" only_lengths="12 24 40"
 need tokenizer_pairs_setup "$D/wikitext-2/valid.txt missing (MASKD_DATA=$D)" -f "$D/wikitext-2/valid.txt"
 need tokenizer_pairs_setup "$D/banking77/test.csv missing (MASKD_DATA=$D)" -f "$D/banking77/test.csv"
 
@@ -28,11 +33,11 @@ head -c 400000 "$D/wikitext-2/train.txt" > "$T/train.txt"
   node $H train-bpe "$T/bpe.json" "$T/train.txt" --vocab 3000; } >"$T/setup.log" 2>&1 ||
   { fail tokenizer_pairs_setup "$(tail -3 "$T/setup.log")"; exit 1; }
 
-# 600 pairs (tab between the two texts): BANKING77 test utterances against WikiText-2 valid
+# $npairs pairs (tab between the two texts): BANKING77 test utterances against WikiText-2 valid
 # lines and each other, a fifth with an added token inside, some sides empty.
-$PY - "$D" "$T/pairs.tsv" <<'EOF'
+$PY - "$D" "$T/pairs.tsv" "$npairs" <<'EOF'
 import csv, random, sys
-d, out = sys.argv[1], sys.argv[2]
+d, out, npairs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r = random.Random(7)
 bank = [row["text"].replace("\t", " ").replace("\n", " ") for row in csv.DictReader(open(d + "/banking77/test.csv", encoding="utf-8"))]
 wiki = [l.strip().replace("\t", " ") for l in open(d + "/wikitext-2/valid.txt", encoding="utf-8") if l.strip() and not l.startswith(" =")]
@@ -46,7 +51,7 @@ def side():
         t = " ".join(w)
     return t
 with open(out, "w", encoding="utf-8") as f:
-    for _ in range(600):
+    for _ in range(npairs):
         f.write(side() + "\t" + side() + "\n")
 EOF
 cut -f1 "$T/pairs.tsv" > "$T/firsts.txt"
@@ -56,7 +61,7 @@ for tk in uni wpu wpc bpe; do
   tok="$T/$tk.json"
   # Without truncation, and cut to lengths from the template's own tokens up (4 is
   # RoBERTa's pair template alone: both sides emptied) to more than most pairs need.
-  for ml in none 4 6 13 32; do
+  for ml in $lengths; do
     a=(); h=()
     [ $ml != none ] && { a=(--max-length $ml); h=(--max-length=$ml); }
     for what in ids type-ids; do
@@ -67,7 +72,7 @@ for tk in uni wpu wpc bpe; do
     done
   done
   # A single text cut the same way (the first texts alone).
-  for ml in 3 20; do
+  for ml in $singles; do
     node $H encode "$tok" "$T/firsts.txt" --max-length=$ml > "$T/h" 2>"$T/h.err"
     M_ --tokenizer "$tok" --input "$T/firsts.txt" --max-length $ml > "$T/m" 2>"$T/m.err"
     same "tokenizer_single_${tk}_max_length_$ml" "$T/h" "$T/m"
@@ -75,9 +80,9 @@ for tk in uni wpu wpc bpe; do
   # only_first / only_second: the pairs HF cuts are compared in one run; of those HF
   # refuses, three are each refused by maskd alone.
   for tr in only_first only_second; do
-    for ml in 12 40; do
+    for ml in $only_lengths; do
       node $H encode "$tok" "$T/pairs.tsv" --pair --max-length=$ml --truncation=$tr > "$T/h_all"
-      [ "$(wc -l < "$T/h_all")" = 600 ] || { fail "tokenizer_pairs_${tk}_${tr}_$ml" "HF gave $(wc -l < "$T/h_all") lines"; continue; }
+      [ "$(wc -l < "$T/h_all")" = "$npairs" ] || { fail "tokenizer_pairs_${tk}_${tr}_$ml" "HF gave $(wc -l < "$T/h_all") lines"; continue; }
       paste "$T/h_all" "$T/pairs.tsv" | grep -v '^ERR' | cut -f2- > "$T/ok.tsv"
       grep -v '^ERR' "$T/h_all" > "$T/h"
       M_ --tokenizer "$tok" --input "$T/ok.tsv" --pair --max-length $ml --truncation $tr > "$T/m" 2>"$T/m.err"
