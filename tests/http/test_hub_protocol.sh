@@ -512,23 +512,6 @@ else
   fail download_setup "$(tail -3 "$T/big.log")"
 fi
 
-# ---- the generated side files asked for at once: each answer builds the revision's
-# tokenizer, and Unigram's constructor sorted its pieces through one global pointer, so
-# parallel builds read each other's freed models (the code before died of SIGSEGV within
-# a few hundred such requests from 4 clients, but not always: tests/unit/test_unigram.c's
-# unigram_built_on_threads_at_once is the check that fails there; here 4 x 30) ----
-loops=()
-for l in 1 2 3 4; do
-  ( for i in $(seq 15); do
-      curl -s -o /dev/null --max-time 10 -w '%{http_code}\n' "$base/tiny/resolve/$c1/tokenizer_config.json"
-      curl -s -o /dev/null --max-time 10 -w '%{http_code}\n' "$base/api/models/tiny/tree/$c1"
-    done >"$T/side$l" 2>/dev/null ) &
-  loops+=($!)
-done
-wait "${loops[@]}"
-ok parallel_side_files_all_200 bash -c "[ \$(cat '$T'/side[1-4] | grep -c '^200\$') = 120 ]"
-get /healthz; ok parallel_side_files_server_alive status_is 200
-
 # ---- downloads while a training run pushes step checkpoints and drops them (keep-last 1):
 # a revision dropped between the moment main was resolved and its blob pinned is not found
 # (404 RevisionNotFound, as it is a moment later), never a 500; one dropped after is read
@@ -555,14 +538,14 @@ done
 # such tree requests with 3 or 4 of the 5 files). And a 404 after a file's headers were
 # set does not carry them (the code before sent the dropped file's ETag and X-Linked-*),
 # and a blob pruned under a listing's read is that 404 too (it was a 500, "blob ... is missing").
-( for i in $(seq 50); do
+( for i in $(seq 35); do
     b=$(curl -s --max-time 10 -w ' %{http_code}' "$base/api/models/churn/tree/main")
     echo "${b##* } $(grep -o '"path"' <<<"$b" | wc -l)"
     b=$(curl -s --max-time 10 -w ' %{http_code}' "$base/api/models/churn")
     echo "${b##* } $(grep -o '"rfilename"' <<<"$b" | wc -l)"
   done >"$T/churn_list" 2>/dev/null ) &
 loops+=($!)
-( for i in $(seq 50); do
+( for i in $(seq 35); do
     curl -s -L -o /dev/null --max-time 10 -D - "$base/churn/resolve/main/model.safetensors" | tr -d '\r' |
       awk 'tolower($1) ~ /^http\// { st = $2; etag = 0 } tolower($1) == "etag:" || tolower($1) == "x-linked-size:" { etag = 1 }
            END { print st, etag }'
@@ -572,7 +555,7 @@ wait "${loops[@]}"
 kill "$churn" 2>/dev/null; wait "$churn" 2>/dev/null
 echo "# listings while pruning: $(sort "$T/churn_list" | uniq -c | tr -s ' \n' ' ')"
 ok prune_race_listing_whole_or_404 bash -c "! grep -v '^200 5\$' '$T/churn_list' | grep -qv '^404 '"
-ok prune_race_listing_mostly_served bash -c "[ \$(grep -c '^200 5\$' '$T/churn_list') -gt 40 ]"
+ok prune_race_listing_mostly_served bash -c "[ \$(grep -c '^200 5\$' '$T/churn_list') -gt 25 ]"
 ok prune_race_404_without_file_headers bash -c "! grep -q '^404 1\$' '$T/churn_404'"
 codes=$(cat "$T"/churn[1-4] | sort | uniq -c | tr -s ' \n' ' ')
 echo "# while pruning: status counts $codes"
