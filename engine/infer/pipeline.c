@@ -56,6 +56,11 @@ void pipeline_pad(const PipelineSlot *s, int b, int T, int32_t pad_id, int32_t *
     }
 }
 
+const char *pipeline_json_kind(const json_t *x) {
+  return json_is_object(x) ? "an object" : json_is_array(x) ? "a list" : json_is_null(x) ? "null"
+         : json_is_boolean(x) ? "a boolean" : json_is_string(x) ? "a string" : "a number";
+}
+
 int pipeline_inputs(const json_t *inputs, const char ***texts, const char **one, int *n, int *is_list, FillMaskError *fe) {
   *texts = NULL;
   *n = 0;
@@ -78,9 +83,7 @@ int pipeline_inputs(const json_t *inputs, const char ***texts, const char **one,
     const json_t *x = json_array_get(inputs, i);
     if (!json_is_string(x)) {
       free(t);
-      pipeline_fail(fe, ERR_INVALID, "inputs[%zu]: expected a string, got %s", i,
-                    json_is_object(x) ? "an object" : json_is_array(x) ? "a list" : json_is_null(x) ? "null"
-                    : json_is_boolean(x) ? "a boolean" : "a number");
+      pipeline_fail(fe, ERR_INVALID, "inputs[%zu]: expected a string, got %s", i, pipeline_json_kind(x));
       return -1;
     }
     t[i] = json_string_value(x);

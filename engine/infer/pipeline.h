@@ -27,6 +27,8 @@ int pipeline_pass_size(const PipelineSlot *s, int remaining, int max_batch);
 /* The pass's input_ids and attention_mask [b, T] (T at least every slot's n): each
 ** slot's ids with mask 1, then pad_id with mask 0. */
 void pipeline_pad(const PipelineSlot *s, int b, int T, int32_t pad_id, int32_t *ids, int32_t *att);
+/* A JSON value's kind as refusals name it, Python's way: "a string", "a list", "a number", ... */
+const char *pipeline_json_kind(const json_t *x);
 /* Reads inputs (a string, or a list of strings) into *texts (pointers into inputs;
 ** free() *texts when *texts != one), *n and *is_list; one is room for the single
 ** string's pointer. 0, or -1 with fe filled (ERR_INVALID, naming the element). */

@@ -370,19 +370,13 @@ TextClassRequest *textclass_prepare_texts(const TextClass *tc, const char *const
   return r;
 }
 
-/* The name of a JSON value's type, for refusals. */
-static const char *json_kind(const json_t *x) {
-  return json_is_object(x) ? "an object" : json_is_array(x) ? "a list" : json_is_null(x) ? "null"
-         : json_is_boolean(x) ? "a boolean" : json_is_string(x) ? "a string" : "a number";
-}
-
 /* One input of the HTTP form: a string, or {"text": str, "text_pair": str} (HF's dict
 ** input, text_pair optional). -1 with fe filled. */
 static int read_input(const json_t *x, const char *at, TcInput *out, FillMaskError *fe) {
   out->pair = NULL;
   if (json_is_string(x)) { out->text = json_string_value(x); return 0; }
   if (!json_is_object(x)) {
-    pipeline_fail(fe, ERR_INVALID, "%s: expected a string or {\"text\", \"text_pair\"}, got %s", at, json_kind(x));
+    pipeline_fail(fe, ERR_INVALID, "%s: expected a string or {\"text\", \"text_pair\"}, got %s", at, pipeline_json_kind(x));
     return -1;
   }
   const char *key;
@@ -393,7 +387,7 @@ static int read_input(const json_t *x, const char *at, TcInput *out, FillMaskErr
       return -1;
     }
     if (!json_is_string(v)) {
-      pipeline_fail(fe, ERR_INVALID, "%s.%s: expected a string, got %s", at, key, json_kind(v));
+      pipeline_fail(fe, ERR_INVALID, "%s.%s: expected a string, got %s", at, key, pipeline_json_kind(v));
       return -1;
     }
   }
