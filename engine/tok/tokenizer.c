@@ -864,13 +864,12 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_s
 
 int tokenizer_encode_pair(const Tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
                           int add_special, Encoding *e, Err *err) {
+  if (add_special) return tokenizer_encode_truncated(t, a, alen, b, blen, 0, TOK_TRUNC_NONE, e, err);
   e->n = 0;
   if (encode_seq(t, a, alen, 0, 1, e, err) < 0) return -1;
   int na = e->n;
   if (encode_seq(t, b, blen, 1, 1, e, err) < 0) return -1;
-  if (trim_offsets(t, e, 0, na, a, alen, err) < 0 || trim_offsets(t, e, na, e->n, b, blen, err) < 0) return -1;
-  if (add_special && t->has_post) return apply_template(t, t->pair, t->n_pair, e, na, e->n - na, err);
-  return 0;
+  return trim_offsets(t, e, 0, na, a, alen, err) < 0 || trim_offsets(t, e, na, e->n, b, blen, err) < 0 ? -1 : 0;
 }
 
 int tokenizer_added_tokens(const Tokenizer *t, int pair) {
