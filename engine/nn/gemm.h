@@ -56,7 +56,20 @@ void gemm_bf16_gelu_grad(int trans_a, int trans_b, int M, int N, int K, const fl
 ** in bfloat16: a Linear layer whose weights are kept in bf16 (serving). */
 void gemm_bf16w_bias(int M, int N, int K, const float *A, int lda, const uint16_t *W, int ldw, const float *bias,
                      float *C, float *G, int ldc, int threads);
-/* What the bf16 products run: "avx512bf16-blocked", "avx512-bf16-emulated", ... */
+/* What the bf16 products run: "avx512bf16-blocked", "avx512-bf16-emulated",
+** "avx512-bf16-emulated+avx512bf16-few-rows" (below), ... */
 const char *gemm_bf16_backend(void);
+/* Which kernels the blocked bf16 product runs at the avx512bf16 level (every
+** choice gives the same bits): AUTO, the default, takes vdpbf16ps where
+** gemm_bf16_dot_ratio() >= 1 and the avx512 float emulation elsewhere (the few-row
+** product keeps vdpbf16ps); the others force one, for tests and measurements. */
+typedef enum { GEMM_BF16_BLOCKED_AUTO, GEMM_BF16_BLOCKED_VDPBF16PS, GEMM_BF16_BLOCKED_EMULATED } GemmBf16Blocked;
+void gemm_bf16_blocked_select(GemmBf16Blocked choice);
+/* vdpbf16ps's multiply-add rate over the float FMA's on one thread, in registers,
+** measured once (about a millisecond); 0 where the CPU lacks AVX512-BF16. */
+double gemm_bf16_dot_ratio(void);
+/* 1 when a bf16 product of M x N runs vdpbf16ps (weights_bf16: B^T held in bf16,
+** gemm_bf16w_bias, whose few rows take their own product). */
+int gemm_bf16_runs_vdpbf16ps(int M, int N, int weights_bf16);
 
 #endif

@@ -10,14 +10,70 @@
 #include "engine/nn/gemm_bf16_kernels.h"
 #include "engine/core/cpu.h"
 
+#include "engine/core/now.h"
+
 #include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The kernels of a level: vdpbf16ps at avx512bf16, the float emulation below it. */
+/* At avx512bf16 the blocked product, whose time is its multiply-adds, runs
+** vdpbf16ps only where the instruction multiplies-adds at least as fast as the
+** float FMA: twice as fast on AMD's Zen 5, but half as fast on Intel's cores with
+** AVX512-BF16 (a Xeon with AMX, family 6 model 167: one vdpbf16ps every two
+** cycles, 102 GFLOP/s a thread against the FMA's 204), where the emulation, the
+** same bits, ran the base model's training products 1.35x faster (BENCHMARKS.md,
+** issue 15). There the blocked product takes the avx512 emulation's kernels and
+** the few-row product keeps vdpbf16ps: it streams weights from memory, and its
+** half-size rows still won (base fill-mask 1x16: 21 ms against 26 emulated). The
+** rates are measured once, on first use, in about a millisecond. */
+static double dot_ratio;   /* vdpbf16ps's multiply-add rate over the FMA's; 0 without AVX512-BF16 */
+static GemmBf16Kernels emulated_blocked;   /* the avx512 emulation's blocked product, vdpbf16ps's few rows */
+static pthread_once_t measured = PTHREAD_ONCE_INIT;
+static _Atomic int blocked_choice = GEMM_BF16_BLOCKED_AUTO;
+
+/* The best of 5 rates of a loop of registers (flops a second): the shortest run
+** is the one nothing interrupted. */
+static double loop_rate(double (*loop)(long)) {
+  double best = 0;
+  for (int rep = 0; rep < 5; rep++) {
+    double t = now_monotonic(), flops = loop(20000), dt = now_monotonic() - t;
+    if (dt > 0 && flops / dt > best) best = flops / dt;
+  }
+  return best;
+}
+
+static void measure(void) {
+  emulated_blocked = gemm_bf16_kernels_avx512;
+  emulated_blocked.backend = "avx512-bf16-emulated+avx512bf16-few-rows";
+  emulated_blocked.few_rows_packed_size = gemm_bf16_kernels_avx512bf16.few_rows_packed_size;
+  emulated_blocked.few_rows_pack = gemm_bf16_kernels_avx512bf16.few_rows_pack;
+  emulated_blocked.few_rows_range = gemm_bf16_kernels_avx512bf16.few_rows_range;
+  emulated_blocked.dot_loop = gemm_bf16_kernels_avx512bf16.dot_loop;
+  if (cpu_isa_best() < CPU_ISA_AVX512BF16) return;
+  double fma = loop_rate(gemm_kernels_avx512.fma_loop);
+  dot_ratio = fma > 0 ? loop_rate(gemm_bf16_kernels_avx512bf16.dot_loop) / fma : 0;
+}
+
+double gemm_bf16_dot_ratio(void) {
+  pthread_once(&measured, measure);
+  return dot_ratio;
+}
+
+void gemm_bf16_blocked_select(GemmBf16Blocked choice) { atomic_store(&blocked_choice, choice); }
+
+/* The kernels of a level: vdpbf16ps at avx512bf16 (its blocked product by the
+** float emulation where the rates above say so), the float emulation below it. */
 static const GemmBf16Kernels *kernels_of(CpuIsa isa) {
   switch (isa) {
-  case CPU_ISA_AVX512BF16: return &gemm_bf16_kernels_avx512bf16;
+  case CPU_ISA_AVX512BF16: {
+    int choice = atomic_load(&blocked_choice);
+    double ratio = gemm_bf16_dot_ratio();   /* also makes emulated_blocked */
+    if (choice == GEMM_BF16_BLOCKED_VDPBF16PS || (choice == GEMM_BF16_BLOCKED_AUTO && ratio >= 1.0))
+      return &gemm_bf16_kernels_avx512bf16;
+    return &emulated_blocked;
+  }
   case CPU_ISA_AVX512: return &gemm_bf16_kernels_avx512;
   case CPU_ISA_AVX2: return &gemm_bf16_kernels_avx2;
   default: return &gemm_bf16_kernels_generic;
@@ -25,6 +81,16 @@ static const GemmBf16Kernels *kernels_of(CpuIsa isa) {
 }
 
 const char *gemm_bf16_backend(void) { return kernels_of(cpu_isa())->backend; }
+
+/* product()'s test for the few-row product, shapes and operands. */
+static int takes_few_rows(int M, int N, int weights_bf16) {
+  return weights_bf16 && M <= GEMM_FEW_ROWS_MAX && N >= 4 * M;
+}
+
+int gemm_bf16_runs_vdpbf16ps(int M, int N, int weights_bf16) {
+  const GemmBf16Kernels *k = kernels_of(cpu_isa());
+  return takes_few_rows(M, N, weights_bf16) ? k->dot_loop != NULL : k == &gemm_bf16_kernels_avx512bf16;
+}
 
 /* Thread buffers hold floats; a panel of n uint16s takes n / 2 of them (64-byte aligned). */
 static uint16_t *buffer16(int slot, size_t n) { return (uint16_t *)gemm_thread_buffer(slot, n / 2 + 16); }
@@ -200,8 +266,8 @@ static void product(const Operands *o, int threads) {
   if (o->M <= 0 || o->N <= 0) return;
   int nt = omp_in_parallel() || threads < 1 ? 1 : threads;
   const GemmBf16Kernels *k = kernels_of(cpu_isa());
-  if (o->B16 && !o->trans_a && o->trans_b && o->M <= GEMM_FEW_ROWS_MAX && o->N >= 4 * o->M && o->K > 0 &&
-      o->alpha != 0.0f && !o->P && few_rows(k, o, nt))
+  if (takes_few_rows(o->M, o->N, o->B16 && !o->trans_a && o->trans_b) && o->K > 0 && o->alpha != 0.0f && !o->P &&
+      few_rows(k, o, nt))
     return;
   /* Without memory for a thread's panels (a few hundred KB) nothing is left to
   ** compute with: OpenBLAS has no product with this arithmetic. */

@@ -51,6 +51,9 @@ typedef struct GemmBf16Kernels {
   void (*few_rows_pack)(uint16_t *xt, const float *A, int lda, int M, int K);
   void (*few_rows_range)(int M, int K, const uint16_t *xt, const uint16_t *B, int ldb, int j0, int j1, float alpha,
                          float beta, const float *bias, float *C, float *G, int ldc);
+  /* iters steps of independent vdpbf16ps held in registers, as GemmKernels.fma_loop
+  ** (flops counted two multiply-adds a lane); NULL in the emulation's tables. */
+  double (*dot_loop)(long iters);
 } GemmBf16Kernels;
 
 extern const GemmBf16Kernels gemm_bf16_kernels_generic, gemm_bf16_kernels_avx2, gemm_bf16_kernels_avx512,

@@ -234,15 +234,20 @@ static void product(int by, int ta, int tb, int M, int N, int K, const float *A,
 /* B's bytes per element as the product reads it. */
 static int b_bytes(int by) { return by == BY_MASKD_BF16W ? 2 : 4; }
 
-/* 1 when vdpbf16ps computes the product: two multiply-adds per 32-bit lane in an FMA's slot. */
-static int by_dpbf16(int by) { return (by == BY_MASKD_BF16 || by == BY_MASKD_BF16W) && cpu_isa() == CPU_ISA_AVX512BF16; }
+/* 1 when vdpbf16ps computes the M x N product: two multiply-adds per 32-bit lane. */
+static int by_dpbf16(int by, long M, long N) {
+  return (by == BY_MASKD_BF16 || by == BY_MASKD_BF16W) && gemm_bf16_runs_vdpbf16ps((int)M, (int)N, by == BY_MASKD_BF16W);
+}
 
 /* The bound a product's GFLOP/s is measured against, from the measured FMA peak:
-** twice it for vdpbf16ps; the float emulation of bf16 runs at the FMA's rate. */
-static double peak_of(int by, double fma) { return by_dpbf16(by) ? 2.0 * fma : fma; }
+** vdpbf16ps's measured rate relative to it (2x on Zen 5, 0.5x on Intel's cores);
+** the float emulation of bf16 runs at the FMA's rate. */
+static double peak_of(int by, long M, long N, double fma) {
+  return by_dpbf16(by, M, N) ? gemm_bf16_dot_ratio() * fma : fma;
+}
 
-/* What peak_of() is: "FMA" or "2x FMA (vdpbf16ps)". */
-static const char *peak_name(int by) { return by_dpbf16(by) ? "2x FMA (vdpbf16ps)" : "FMA"; }
+/* What peak_of() is: "FMA" or "vdpbf16ps". */
+static const char *peak_name(int by, long M, long N) { return by_dpbf16(by, M, N) ? "vdpbf16ps" : "FMA"; }
 
 /* Median GFLOP/s of reps C = A*B products (row-major, M x K times K x N) after one
 ** untimed call, by maskd's product or OpenBLAS's; with copies > 1 the products
@@ -328,14 +333,18 @@ static void print_kernels_text(int bf16) {
   char line[256];
   kernels_info_line(line, (int)sizeof line);
   printf("  %s\n", line);
-  if (bf16) printf("  precision bf16: bf16 products by %s\n", gemm_bf16_backend());
+  if (bf16 && gemm_bf16_dot_ratio() > 0)
+    printf("  precision bf16: bf16 products by %s (vdpbf16ps multiplies-adds at %.2fx the FMA's rate)\n",
+           gemm_bf16_backend(), gemm_bf16_dot_ratio());
+  else if (bf16) printf("  precision bf16: bf16 products by %s\n", gemm_bf16_backend());
   else printf("  precision fp32\n");
 }
 
 static void print_kernels_json(int bf16) {
   KernelsInfo k;
   kernels_info(&k);
-  printf("\"precision\":\"%s\",\"bf16_backend\":\"%s\",", bf16 ? "bf16" : "fp32", gemm_bf16_backend());
+  printf("\"precision\":\"%s\",\"bf16_backend\":\"%s\",\"dot_ratio\":%.4f,", bf16 ? "bf16" : "fp32",
+         gemm_bf16_backend(), gemm_bf16_dot_ratio());
   printf("\"isa\":\"%s\",\"isa_best\":\"%s\",\"avx512_bf16\":%d,\"cpu\":\"", k.isa, k.best, k.avx512_bf16);
   for (const char *c = k.cpu; *c; c++)   /* a model name is plain text; escape what JSON requires anyway */
     if (*c == '"' || *c == '\\') printf("\\%c", *c);
@@ -371,7 +380,7 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   /* At bf16 every product is bf16 (float operands rounded as packed), as training
   ** does: the Linear layers' and the attention's per-head products (layer_kernels.inc). */
   int lin = a->bf16 ? BY_MASKD_BF16 : BY_MASKD;
-  double total_t = 0, total_f = 0, fma = peak_of(lin, gemm_fma_peak(a->threads));
+  double total_t = 0, total_f = 0, fma = peak_of(lin, n, V, gemm_fma_peak(a->threads));
   if (!a->json) {
     printf("maskd bench sgemm: the matrix products of a training step of %s, batch %ld x seq %ld, head at %ld rows, "
            "%d threads, %s\n", a->config, B, T, n, a->threads, a->bf16 ? "bf16 Linear layers" : "fp32");
@@ -407,7 +416,7 @@ static int bench_sgemm_shapes(const BenchArgs *a) {
   else
     printf("  all products: %.1f GFLOP in %.1f ms = %.1f GFLOP/s (%.0f%% of the %s peak, %.1f): a training step\n"
            "  cannot be faster than this (%.0f tokens/s)\n", total_f * 1e-9, total_t * 1e3, all,
-           fma > 0 ? 100.0 * all / fma : 0.0, peak_name(lin), fma, (double)BT / total_t);
+           fma > 0 ? 100.0 * all / fma : 0.0, peak_name(lin, n, V), fma, (double)BT / total_t);
   return 0;
 }
 
@@ -425,7 +434,7 @@ static int bench_sgemm(const BenchArgs *a) {
   }
   const char *core = openblas_get_corename();
   const char *backend = a->bf16 ? gemm_bf16_backend() : gemm_backend();
-  double fma = gemm_fma_peak(a->threads), peak = peak_of(by, fma);
+  double fma = gemm_fma_peak(a->threads), peak = peak_of(by, a->m, a->n, fma);
   double ms = 2.0 * a->m * a->n * a->k / (g * 1e9) * 1e3, b_gbs = g / (2.0 * a->m) * b_bytes(by);
   if (a->json) {
     printf("{");
@@ -444,7 +453,7 @@ static int bench_sgemm(const BenchArgs *a) {
            gb / (2.0 * a->m) * 4.0);
     if (peak > 0)
       printf("  %s peak %.1f GFLOP/s (multiply-adds in registers): maskd at %.0f%%; FMA peak %.1f: OpenBLAS at %.0f%%\n",
-             peak_name(by), peak, 100.0 * g / peak, fma, fma > 0 ? 100.0 * gb / fma : 0.0);
+             peak_name(by, a->m, a->n), peak, 100.0 * g / peak, fma, fma > 0 ? 100.0 * gb / fma : 0.0);
     print_kernels_text(a->bf16);
   }
   return 0;

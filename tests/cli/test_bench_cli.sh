@@ -92,10 +92,11 @@ bad bad_copies "--copies" sgemm --mnk 16,200,64 --copies 0
 # --precision: the report names it and the bf16 product's kernels. Training at bf16 still
 # learns (float master weights); inference keeps the weights in bf16, as serving does; the
 # bf16 product with B^T holds B in bf16 (2 bytes read per element) and, at the generic
-# level, runs the float emulation.
+# level, runs the float emulation; its peak is vdpbf16ps's measured rate where vdpbf16ps
+# runs (2x the FMA's on Zen 5, 0.5x on Intel's cores), else the FMA's.
 bad bad_precision "--precision" train --config tiny --batch 2 --seq 8 --steps 1 --precision fp16
 check_json bench_train_bf16_json train \
-  'j["precision"]=="bf16" and j["bf16_backend"].endswith(("-bf16-emulated","bf16-blocked"))
+  'j["precision"]=="bf16" and j["bf16_backend"].endswith(("-bf16-emulated","bf16-blocked","-few-rows"))
    and abs(j["gflop_per_step"]-3*2464512e-9)<1e-6 and j["step_ms_median"]>0
    and abs(j["loss_first"]-math.log(300))<0.3 and j["loss_last"]<j["loss_first"]' \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 3 --warmup 1 --threads 1 --peak 100 --precision bf16
@@ -106,7 +107,7 @@ check_json bench_infer_fp32_json infer 'j["precision"]=="fp32"' \
   --config "$tmp/config.json" --batch 1 --seq 8 --steps 1 --threads 1 --peak 100 --precision fp32
 check_json bench_sgemm_bf16_bt_json sgemm \
   'j["precision"]=="bf16" and j["backend"]==j["bf16_backend"] and j["b_bytes"]==2 and j["gflops_median"]>0
-   and min(abs(j["peak_gflops"]-f*j["fma_peak_gflops"]) for f in (1, 2))<0.02
+   and abs(j["peak_gflops"]-(j["dot_ratio"] if j["isa"]=="avx512bf16" else 1)*j["fma_peak_gflops"])<0.001*j["peak_gflops"]+0.05
    and abs(j["ms_median"]-2*16*200*64/(j["gflops_median"]*1e9)*1e3)<0.01*j["ms_median"]+1e-5' \
   --mnk 16,200,64 --bt --copies 3 --reps 4 --threads 2 --precision bf16
 check_json bench_sgemm_bf16_at_json sgemm \

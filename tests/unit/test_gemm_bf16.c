@@ -311,6 +311,59 @@ static void levels_agree(void) {
   cpu_isa_select(best, &err);
 }
 
+/* At avx512bf16 the blocked product runs vdpbf16ps or the avx512 emulation by
+** their measured rates (gemm.h): the choice follows the rate, and the emulation's
+** blocked product beside vdpbf16ps's few rows (the table Intel's cores get) gives
+** vdpbf16ps's bits. (The other checks force vdpbf16ps, so that they test it on
+** every CPU that has it.) */
+static void blocked_choice(void) {
+  if (cpu_isa_best() < CPU_ISA_AVX512BF16) {
+    check_skip("gemm_bf16_blocked_kernels_follow_the_measured_rate", "this CPU lacks AVX512-BF16 (vdpbf16ps)");
+    check_skip("gemm_bf16_avx512bf16_emulated_blocked_matches_vdpbf16ps_bits", "this CPU lacks AVX512-BF16 (vdpbf16ps)");
+    return;
+  }
+  Err err;
+  cpu_isa_select(CPU_ISA_AVX512BF16, &err);
+  double ratio = gemm_bf16_dot_ratio();
+  gemm_bf16_blocked_select(GEMM_BF16_BLOCKED_AUTO);
+  int dot = gemm_bf16_runs_vdpbf16ps(512, 768, 0), few = gemm_bf16_runs_vdpbf16ps(16, 768, 1);
+  const char *auto_backend = gemm_bf16_backend();
+  gemm_bf16_blocked_select(GEMM_BF16_BLOCKED_EMULATED);
+  const char *emu_backend = gemm_bf16_backend();
+  int emu_dot = gemm_bf16_runs_vdpbf16ps(512, 768, 0), emu_few = gemm_bf16_runs_vdpbf16ps(16, 768, 1);
+  check(ratio > 0.1 && ratio < 10 && dot == (ratio >= 1.0) && few && !emu_dot && emu_few &&
+            !strcmp(auto_backend, dot ? "avx512bf16-blocked" : emu_backend) &&
+            !strcmp(emu_backend, "avx512-bf16-emulated+avx512bf16-few-rows"),
+        "gemm_bf16_blocked_kernels_follow_the_measured_rate",
+        "vdpbf16ps at %.2fx the FMA's rate: auto ran %s (blocked by vdpbf16ps %d, few rows %d), forced emulation %s",
+        ratio, auto_backend, dot, few, emu_backend);
+  printf("# vdpbf16ps multiplies-adds at %.2fx the FMA's rate here: the blocked bf16 product runs %s\n", ratio,
+         auto_backend);
+
+  Case cs[16 * 4 * 6];
+  int n = 0, bad = 0;
+  char where[160] = "";
+  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
+    for (int t = 0; t < 4; t++)
+      for (int kind = 0; kind < 6; kind++)
+        if (!(is_w(kind) && t)) cs[n++] = case_of(d, t, kind);
+  for (int i = 0; i < n; i++) {
+    size_t len = out_len(&cs[i]);
+    float *x = malloc(len * sizeof(float)), *y = malloc(len * sizeof(float));
+    gemm_bf16_blocked_select(GEMM_BF16_BLOCKED_EMULATED);
+    outputs(&cs[i], 3000 + (uint64_t)i, x, len);
+    gemm_bf16_blocked_select(GEMM_BF16_BLOCKED_VDPBF16PS);
+    outputs(&cs[i], 3000 + (uint64_t)i, y, len);
+    if (memcmp(x, y, (len - 1) * sizeof(float)) && !bad++)
+      snprintf(where, sizeof where, "kind %d ta %d tb %d %dx%dx%d", cs[i].kind, cs[i].ta, cs[i].tb, cs[i].M, cs[i].N,
+               cs[i].K);
+    free(x); free(y);
+  }
+  check(bad == 0, "gemm_bf16_avx512bf16_emulated_blocked_matches_vdpbf16ps_bits",
+        "%d of %d products differ in some bit (first: %s)", bad, n, where);
+  gemm_bf16_blocked_select(GEMM_BF16_BLOCKED_VDPBF16PS);
+}
+
 /* A Linear layer's rows get the same bits in a pass of few rows (the few-row
 ** kernel, bf16 weights read in place) as among many (the blocked one): the first
 ** 16 rows of a 40-row product against the same 16 alone, bias and GELU, K past one
@@ -377,6 +430,7 @@ static void threads_share_steps(CpuIsa isa) {
 
 int main(void) {
   sanitized = getenv("MASKD_ASAN") != NULL;
+  gemm_bf16_blocked_select(GEMM_BF16_BLOCKED_VDPBF16PS);   /* the avx512bf16 checks test vdpbf16ps itself */
   premises();
   for (int lv = CPU_ISA_GENERIC; lv < CPU_ISA_COUNT; lv++) {
     Err err = {0};
@@ -400,5 +454,6 @@ int main(void) {
     }
   }
   levels_agree();
+  blocked_choice();
   return check_exit();
 }
