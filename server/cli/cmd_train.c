@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/nn/gemm.h"
 #include "engine/io/checkpoint.h"
 #include "engine/nn/kernels_info.h"
 #include "engine/core/cpu.h"
@@ -490,10 +491,14 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
   c->epochs = (int)((c->total + trainer_steps_per_epoch(t) - 1) / trainer_steps_per_epoch(t));
   c->last_flush = now_monotonic();
   progress_init(&c->prog, stderr, quiet, trainer_step(t));
+  /* The bf16 products' kernels are named: emulated in float (no AVX512-BF16, or
+  ** Intel's slow vdpbf16ps) they are no faster than fp32's. */
+  char bf16[96] = "";
+  if (model_precision(trainer_model(t)) == MODEL_BF16)
+    snprintf(bf16, sizeof bf16, ", bf16 products (%s)", gemm_bf16_backend());
   progress_line(&c->prog, "run %lld \"%s\": %ld steps (%ld per epoch, warm-up %ld), batch %ld x %ld x %d tokens, %zu parameters%s%s",
                 (long long)run, rc->name, c->total, trainer_steps_per_epoch(t), trainer_warmup_steps(t), rc->batch, rc->grad_accum,
-                trainer_seq_len(t), model_num_params(trainer_model(t)),
-                model_precision(trainer_model(t)) == MODEL_BF16 ? ", bf16 products" : "", trainer_step(t) ? ", resumed" : "");
+                trainer_seq_len(t), model_num_params(trainer_model(t)), bf16, trainer_step(t) ? ", resumed" : "");
   if (trainer_ranks(t) > 1)
     progress_line(&c->prog, "%d ranks (global batch %d x %ld x %ld): %s", trainer_ranks(t), trainer_ranks(t), rc->batch,
                   rc->grad_accum, where);

@@ -30,6 +30,15 @@ total=$(sqlite3 "$T/a.db" "SELECT total_steps FROM runs")
 p=$(sqlite3 "$T/a.db" "SELECT json_extract(config, '$.precision') FROM runs")
 [ "$p" = bf16 ] && pass train_bf16_stored || fail train_bf16_stored "the run's config has precision \"$p\""
 
+# The run's first line names the bf16 products' kernels, as `maskd version` does: emulated
+# in float (no AVX512-BF16, or Intel's vdpbf16ps at half the FMA's rate) they are no
+# faster than fp32's, and a user deciding on bf16 should see that.
+kernels=$("$M" version 2>/dev/null | sed -n 's/.*, bf16 gemm \([a-z0-9+-]*\),.*/\1/p')
+"$M" train --db "$T/n.db" --name named --tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" \
+  --max-steps 1 --batch 8 --threads 1 --precision bf16 2>"$T/n.err"
+[ -n "$kernels" ] && grep -q "parameters, bf16 products ($kernels)" "$T/n.err" && pass train_bf16_names_its_kernels ||
+  fail train_bf16_names_its_kernels "kernels '$kernels': $(head -1 "$T/n.err")"
+
 dump() {  # everything that must match, at full precision
   sqlite3 "$1" "SELECT step, printf('%.17e %.17e %.17e', loss, lr, grad_norm) FROM step_metrics ORDER BY step;
                 SELECT epoch, printf('%.17e %.17e %.17e', train_loss, eval_loss, eval_accuracy) FROM epoch_metrics ORDER BY epoch;
