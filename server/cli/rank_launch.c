@@ -62,6 +62,20 @@ static void relay_stop(int sig) {
   if (launched_mpirun > 0) kill(launched_mpirun, relayed++ ? SIGTERM : relay_as);
 }
 
+/* 1 when the store holds run `name` with the status "running" (an empty name: the run is
+** not known, so it may be); 0 when it has ended or does not exist. */
+static int left_running(Store *db, const char *name) {
+  if (!name[0]) return 1;
+  Err e = {0};
+  int64_t run = store_run_find(db, name, &e);
+  if (run <= 0) return 0;
+  json_t *j = store_run_get(db, run, &e);
+  const char *st = j ? json_string_value(json_object_get(j, "status")) : NULL;
+  int running = !j || (st && !strcmp(st, "running"));
+  json_decref(j);
+  return running;
+}
+
 /* The hosts mpirun is given (--hosts, or a hostfile's names), checked before it starts:
 ** each must resolve, as mpirun and ssh will resolve it (a name that does not gave a vague
 ** message of mpirun's, then seconds of waiting for a rank 0 that never ran), and one of
@@ -265,9 +279,12 @@ int rank_launch(const RunConfig *rc, const char *db_path, const char *hostfile, 
     Err e = {0};
     int recovered = 0;
     Store *db = store_open(db_path, &e);
-    /* mpirun may end a moment before the rank 0 it killed is gone: look again for a few seconds. */
+    /* mpirun may end a moment before the rank 0 it killed is gone: look again for a few
+    ** seconds, while the run is left "running". One that ended, or that rank 0 never
+    ** recorded (a rank refused it at the start), has nothing to recover: every such
+    ** refusal waited the whole 5 s before its line. */
     for (int tries = 0; db && tries < 50 && !recovered; tries++) {
-      if (store_runs_recover(db, &recovered, &e) || recovered) break;
+      if (store_runs_recover(db, &recovered, &e) || recovered || !left_running(db, rc->name)) break;
       struct timespec pause = {0, 100000000};
       nanosleep(&pause, NULL);
     }

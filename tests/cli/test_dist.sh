@@ -352,9 +352,15 @@ for h in localhost:0 localhost:x localhost:-1 localhost:99999999999999999999 loc
     fail "dist_host_slots_refused[$h]" "rc $rc: $(head -c 300 <<<"$out")"
 done
 # A failing or stopped run shows maskd's one line, not mpirun's blocks after it naming another rank.
+# It comes as soon as mpirun ends (about 2 s here): the launcher looked for a run to recover
+# for 5 s more though rank 0 had recorded none.
+t0=$(date +%s%N)
 out=$("$M" train --db "$T/n.db" "${args[@]}" --batch 4000 --ranks 2 2>&1); rc=$?
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ $rc = 1 ] && [ "$(grep -c . <<<"$out")" = 1 ] && grep -q "^maskd train: .*make no full batch of 4000 x 2 ranks" <<<"$out" &&
   pass dist_failure_is_one_line || fail dist_failure_is_one_line "rc $rc: $(head -c 400 <<<"$out")"
+[ "$took" -lt 5500 ] && pass dist_refused_run_answers_without_waiting ||
+  fail dist_refused_run_answers_without_waiting "the refusal took $took ms (the launcher waits for a run to recover?)"
 ! grep -q "Primary job\|mpirun detected\|Forwarding signal" "$T/s.err" && pass dist_stop_is_one_line ||
   fail dist_stop_is_one_line "$(grep -v '^-*$' "$T/s.err" | head -3 | tr '\n' ' ')"
 
