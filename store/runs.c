@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -72,7 +73,10 @@ int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *
     sqlite3_bind_int64(st, 5, run);
     sdb_bind_process_start(st, 6);
   }
-  return sdb_update_one(s, st, "run", run, err);
+  int rc = sdb_update_one(s, st, "run", run, err);
+  if (rc == 0 && running) sdb_alive_hold(s, run);
+  else if (rc == 0) sdb_alive_release(s, run);
+  return rc;
 }
 
 
@@ -97,7 +101,7 @@ int store_run_claim(Store *s, int64_t run, Err *err) {
   int64_t start = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
   sqlite3_finalize(st);
   /* A "running" run whose process is gone (killed before it could say so) is free. */
-  if (status == STORE_STATUS_RUNNING && !sdb_pid_gone(pid, start)) {
+  if (status == STORE_STATUS_RUNNING && (sdb_alive_held(s, run) || !sdb_pid_gone(pid, start))) {
     err_setk(err, ERR_CONFLICT, "run %lld is already running (pid %lld)", (long long)run, (long long)pid);
     return sdb_rollback(s);
   }
@@ -113,7 +117,9 @@ int store_run_claim(Store *s, int64_t run, Err *err) {
     sqlite3_bind_int64(st, 3, run);
     sdb_bind_process_start(st, 4);
   }
-  return sdb_update_one(s, st, "run", run, err);
+  if (sdb_update_one(s, st, "run", run, err)) return -1;
+  sdb_alive_hold(s, run);
+  return 0;
 }
 
 int store_run_progress(Store *s, int64_t run, int64_t step, int64_t total_steps, int64_t epoch, Err *err) {
@@ -199,6 +205,43 @@ int sdb_pid_gone(int64_t pid, int64_t start) {
   return now >= 0 && now != start;
 }
 
+/* PATH-alive, opened (created) once; -1 when it cannot be (a read-only folder). */
+static int alive_fd(Store *s) {
+  if (s->alive_fd < 0) {
+    char path[sizeof s->path + 8];
+    snprintf(path, sizeof path, "%s-alive", s->path);
+    s->alive_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  }
+  return s->alive_fd;
+}
+
+/* F_OFD_SETLK or F_OFD_GETLK (type F_WRLCK or F_UNLCK) on run's byte; the fcntl result, the lock in *fl. */
+static int alive_lock(Store *s, int cmd, short type, int64_t run, struct flock *fl) {
+  int fd = alive_fd(s);
+  if (fd < 0 || run <= 0) return -1;
+  memset(fl, 0, sizeof *fl);
+  fl->l_type = type;
+  fl->l_whence = SEEK_SET;
+  fl->l_start = (off_t)run;
+  fl->l_len = 1;
+  return fcntl(fd, cmd, fl);
+}
+
+void sdb_alive_hold(Store *s, int64_t run) {
+  struct flock fl;
+  alive_lock(s, F_OFD_SETLK, F_WRLCK, run, &fl);
+}
+
+void sdb_alive_release(Store *s, int64_t run) {
+  struct flock fl;
+  if (s->alive_fd >= 0) alive_lock(s, F_OFD_SETLK, F_UNLCK, run, &fl);
+}
+
+int sdb_alive_held(Store *s, int64_t run) {
+  struct flock fl;
+  return alive_lock(s, F_OFD_GETLK, F_WRLCK, run, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
 /* Binds this process's start time (NULL when it cannot be read) at i. */
 void sdb_bind_process_start(sqlite3_stmt *st, int i) {
   int64_t t = sdb_process_start((int64_t)getpid());
@@ -219,6 +262,7 @@ static int gone_rows(Store *s, const char *table, int64_t **ids, int *k, Err *er
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t start = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
     if (!sdb_pid_gone(sqlite3_column_int64(st, 1), start)) continue;
+    if (!strcmp(table, "runs") && sdb_alive_held(s, sqlite3_column_int64(st, 0))) continue;   /* another pid namespace's */
     if (*k == cap) {
       int64_t *more = realloc(*ids, (size_t)(cap = cap ? 2 * cap : 16) * sizeof **ids);
       if (!more) { sqlite3_finalize(st); return err_setk(err, ERR_NOMEM, "store: out of memory"); }

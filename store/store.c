@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- migrations: MIGRATIONS[v - 1] takes the schema from v - 1 to v ---- */
 
@@ -416,6 +417,7 @@ Store *store_open(const char *path, Err *err) {
   Store *s = calloc(1, sizeof *s);
   if (!s) { err_setk(err, ERR_NOMEM, "store: out of memory"); return NULL; }
   snprintf(s->path, sizeof s->path, "%s", path);
+  s->alive_fd = -1;
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
     err_setk(err, ERR_IO, "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : "cannot open");
     store_close(s);
@@ -502,6 +504,7 @@ Store *store_open(const char *path, Err *err) {
 
 void store_close(Store *s) {
   if (!s) return;
+  if (s->alive_fd >= 0) close(s->alive_fd);   /* releases the runs' locks it held */
   sqlite3_close(s->db);
   free(s);
 }

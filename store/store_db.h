@@ -19,6 +19,7 @@ struct Store {
   sqlite3 *db;
   char path[512];
   int busy_ms;        /* the busy timeout store_open set: restored after a write that would not wait */
+  int alive_fd;       /* PATH-alive, whose byte locks say which runs live (runs.c); -1 until opened */
 };
 
 /* Blobs are stored in chunks: SQLite caps one value at 1e9 bytes, and a base
@@ -96,6 +97,15 @@ int64_t sdb_process_start(int64_t pid);
 /* runs.c: 1 when the process recorded as (pid, start) runs no more: no such pid, a zombie, or
 ** another process that got the pid since (its start differs; start < 0: not compared). */
 int sdb_pid_gone(int64_t pid, int64_t start);
+/* runs.c: the file PATH-alive beside the database, where each process running a run holds
+** a lock (open file description locks, released by the kernel when the process ends) on one
+** byte, the run's id: unlike the pid, it is seen from every pid namespace on the machine (a
+** run trained in a container judged a process of the host's instead). Best effort: a store
+** whose folder is read-only keeps no locks, and its runs are judged by their pids alone. */
+void sdb_alive_hold(Store *s, int64_t run);
+void sdb_alive_release(Store *s, int64_t run);
+/* runs.c: 1 when some open file description other than this store's holds run's lock. */
+int sdb_alive_held(Store *s, int64_t run);
 /* runs.c: binds this process's sdb_process_start (NULL when unreadable) as parameter i. */
 void sdb_bind_process_start(sqlite3_stmt *st, int i);
 /* runs.c: 0 when run exists, else -1 with ERR_NOT_FOUND (foreign-key failures name what was missing). */
