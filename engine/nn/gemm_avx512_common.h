@@ -37,6 +37,17 @@ static inline void transpose16(__m512 r[16]) {
   }
 }
 
+/* The end of a peak loop (fma_loop, dot_loop): the 24 chains summed and stored
+** through a volatile, so that the compiler keeps the loop. */
+static inline void peak_loop_keep(const __m512 acc[24]) {
+  __m512 s = acc[0];
+  for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  volatile float sink = out[0];
+  (void)sink;
+}
+
 /* GELU of the n <= 32 values v into dst (masked to n). */
 static inline void gelu_store(float *dst, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
   float x[32] __attribute__((aligned(64))), y[32] __attribute__((aligned(64)));

@@ -218,8 +218,7 @@ static void few_rows_range(int M, int K, const uint16_t *xt, const uint16_t *B, 
 }
 
 /* vdpbf16ps's rate in registers, as gemm_avx512.c's fma_loop measures the FMA's:
-** 24 chains, more than the instruction's latency times its units on any CPU
-** known; the sum is returned through a volatile store so the loop is kept. */
+** 24 chains, more than the instruction's latency times its units on any CPU known. */
 static double dot_loop(long iters) {
   __m512 acc[24];
   __m512bh x = (__m512bh)_mm512_set1_epi32(0x3F803F80), y = (__m512bh)_mm512_set1_epi32(0x33003300);
@@ -227,12 +226,7 @@ static double dot_loop(long iters) {
   for (long it = 0; it < iters; it++)
 #pragma GCC unroll 24
     for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-  __m512 s = acc[0];
-  for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  volatile float sink = out[0];
-  (void)sink;
+  peak_loop_keep(acc);
   return 4.0 * 16 * 24 * (double)iters;
 }
 
