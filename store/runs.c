@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/core/now.h"
@@ -73,9 +74,11 @@ int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *
     sqlite3_bind_int64(st, 5, run);
     sdb_bind_process_start(st, 6);
   }
+  /* The lock before the row says "running", so that no process in between finds the row
+  ** running with its lock free (from another pid namespace: gone); dropped if it fails. */
+  if (running) sdb_alive_hold(s, run);
   int rc = sdb_update_one(s, st, "run", run, err);
-  if (rc == 0 && running) sdb_alive_hold(s, run);
-  else if (rc == 0) sdb_alive_release(s, run);
+  if (rc != 0 ? running : !running) sdb_alive_release(s, run);
   return rc;
 }
 
@@ -117,8 +120,11 @@ int store_run_claim(Store *s, int64_t run, Err *err) {
     sqlite3_bind_int64(st, 3, run);
     sdb_bind_process_start(st, 4);
   }
-  if (sdb_update_one(s, st, "run", run, err)) return -1;
-  sdb_alive_hold(s, run);
+  sdb_alive_hold(s, run);   /* before the row says "running", as in store_run_set_status */
+  if (sdb_update_one(s, st, "run", run, err)) {
+    sdb_alive_release(s, run);
+    return -1;
+  }
   return 0;
 }
 
@@ -205,17 +211,27 @@ int sdb_pid_gone(int64_t pid, int64_t start) {
   return now >= 0 && now != start;
 }
 
-/* PATH-alive, opened (created) once; -1 when it cannot be (a read-only folder). */
+/* PATH-alive, opened (created, with the database's mode, as SQLite makes its -wal) once;
+** -1 when it cannot be (a read-only folder). PATH is the database's file as SQLite names it,
+** links resolved: beside it, as -wal and -shm are, whatever path the store was opened by. A
+** read lock is all a process holds, so a file it may only read still takes its locks. */
 static int alive_fd(Store *s) {
-  if (s->alive_fd < 0) {
-    char path[sizeof s->path + 8];
-    snprintf(path, sizeof path, "%s-alive", s->path);
-    s->alive_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  }
+  if (s->alive_fd >= 0) return s->alive_fd;
+  const char *db = sqlite3_db_filename(s->db, "main");
+  if (!db || !db[0]) return -1;
+  size_t n = strlen(db) + sizeof "-alive";
+  char *path = malloc(n);
+  if (!path) return -1;
+  snprintf(path, n, "%s-alive", db);
+  struct stat st;
+  mode_t mode = stat(db, &st) == 0 ? st.st_mode & 0666 : 0644;
+  s->alive_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode);
+  if (s->alive_fd < 0) s->alive_fd = open(path, O_RDONLY | O_CLOEXEC);
+  free(path);
   return s->alive_fd;
 }
 
-/* F_OFD_SETLK or F_OFD_GETLK (type F_WRLCK or F_UNLCK) on run's byte; the fcntl result, the lock in *fl. */
+/* F_OFD_SETLK or F_OFD_GETLK (type F_RDLCK, F_WRLCK or F_UNLCK) on run's byte; the fcntl result, the lock in *fl. */
 static int alive_lock(Store *s, int cmd, short type, int64_t run, struct flock *fl) {
   int fd = alive_fd(s);
   if (fd < 0 || run <= 0) return -1;
@@ -229,7 +245,7 @@ static int alive_lock(Store *s, int cmd, short type, int64_t run, struct flock *
 
 void sdb_alive_hold(Store *s, int64_t run) {
   struct flock fl;
-  alive_lock(s, F_OFD_SETLK, F_WRLCK, run, &fl);
+  alive_lock(s, F_OFD_SETLK, F_RDLCK, run, &fl);
 }
 
 void sdb_alive_release(Store *s, int64_t run) {
@@ -238,7 +254,7 @@ void sdb_alive_release(Store *s, int64_t run) {
 }
 
 int sdb_alive_held(Store *s, int64_t run) {
-  struct flock fl;
+  struct flock fl;   /* a write lock would conflict with any other's read lock: none, F_UNLCK */
   return alive_lock(s, F_OFD_GETLK, F_WRLCK, run, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 

@@ -840,7 +840,7 @@ int cmd_train(int argc, char **argv) {
   /* Alone and asked for ranks: become mpirun running this same command. */
   if (!d && (rc.ranks > 1 || rc.hosts[0] || args.hostfile)) {
     store_close(db);
-    return rank_launch(&rc, args.db_path, args.hostfile, names_key(&args.run, "ranks") || names_key(&moved, "ranks"), argc, argv);
+    return rank_launch(&rc, resume ? run : 0, args.db_path, args.hostfile, names_key(&args.run, "ranks") || names_key(&moved, "ranks"), argc, argv);
   }
   dist_bcast(d, &rc, sizeof rc, 0, NULL);
   dist_bcast(d, &have_resume, sizeof have_resume, 0, NULL);

@@ -62,12 +62,12 @@ static void relay_stop(int sig) {
   if (launched_mpirun > 0) kill(launched_mpirun, relayed++ ? SIGTERM : relay_as);
 }
 
-/* 1 when the store holds run `name` with the status "running" (an empty name: the run is
-** not known, so it may be); 0 when it has ended or does not exist. */
-static int left_running(Store *db, const char *name) {
-  if (!name[0]) return 1;
+/* 1 when the store holds the run (resumed: its id; 0: the newest of name, a new run)
+** with the status "running" (neither known: it may be); 0 when it has ended or does not exist. */
+static int left_running(Store *db, int64_t resumed, const char *name) {
+  if (resumed <= 0 && !name[0]) return 1;
   Err e = {0};
-  int64_t run = store_run_find(db, name, &e);
+  int64_t run = resumed > 0 ? resumed : store_run_find(db, name, &e);
   if (run <= 0) return 0;
   json_t *j = store_run_get(db, run, &e);
   const char *st = j ? json_string_value(json_object_get(j, "status")) : NULL;
@@ -116,7 +116,8 @@ static int hosts_check(const RunConfig *rc, const char *hostfile, char *remote, 
 /* SIGINT and SIGTERM stop the run as they stop a one-process run (at a step boundary,
 ** with a checkpoint); a second one ends it at once. With a hostfile, --ranks is the
 ** count; without, the hostfile's slots are. */
-int rank_launch(const RunConfig *rc, const char *db_path, const char *hostfile, int ranks_given, int argc, char **argv) {
+int rank_launch(const RunConfig *rc, int64_t resumed, const char *db_path, const char *hostfile, int ranks_given, int argc,
+                char **argv) {
   char exe[4096], np[32];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) { fprintf(stderr, "maskd train: cannot find this program's path for mpirun\n"); return 1; }
@@ -284,7 +285,7 @@ int rank_launch(const RunConfig *rc, const char *db_path, const char *hostfile, 
     ** recorded (a rank refused it at the start), has nothing to recover: every such
     ** refusal waited the whole 5 s before its line. */
     for (int tries = 0; db && tries < 50 && !recovered; tries++) {
-      if (store_runs_recover(db, &recovered, &e) || recovered || !left_running(db, rc->name)) break;
+      if (store_runs_recover(db, &recovered, &e) || recovered || !left_running(db, resumed, rc->name)) break;
       struct timespec pause = {0, 100000000};
       nanosleep(&pause, NULL);
     }

@@ -10,8 +10,10 @@
 
 /* Runs `maskd` argv (argv[0] "train") under mpirun with rc's ranks and hosts (hostfile:
 ** mpirun's --hostfile, or NULL; ranks_given: --ranks was on the command line) and waits
-** for it; db_path is the store whose run is recovered when the ranks die. Returns the
+** for it; db_path is the store whose run (resumed: its id; 0: a new run, rc's name) is
+** recovered when the ranks die. Returns the
 ** exit status to give: mpirun's, 130 for a stop, 2 for refused hosts, 1 when it cannot start. */
-int rank_launch(const RunConfig *rc, const char *db_path, const char *hostfile, int ranks_given, int argc, char **argv);
+int rank_launch(const RunConfig *rc, int64_t resumed, const char *db_path, const char *hostfile, int ranks_given, int argc,
+                char **argv);
 
 #endif

@@ -17,15 +17,20 @@ small_training_setup run_alive_setup 200000 || exit 1
 common=(--tokenizer "$T/tok.json" --train "$T/train" --config "$T/cfg.json" --batch 8 --threads 1 --quiet)
 status() { sqlite3 "$T/a.db" "SELECT status FROM runs WHERE name = '$1'" 2>/dev/null; }
 
-# The run in a pid namespace of its own, long enough to outlast the checks.
-unshare --pid --fork --mount-proc --kill-child "$M" train --db "$T/a.db" --name ns "${common[@]}" --epochs 500 \
+# The run in a pid namespace of its own, long enough to outlast the checks, opening the store
+# through a link to its file: its lock is taken beside the file SQLite opens (as -wal is), not
+# beside the link, where the others would not look.
+"$M" train --db "$T/a.db" --name first "${common[@]}" --max-steps 1 2>"$T/first.err" ||
+  fail run_alive_first_run "$(tail -1 "$T/first.err")"
+ln -s "$T/a.db" "$T/link.db"
+unshare --pid --fork --mount-proc --kill-child "$M" train --db "$T/link.db" --name ns "${common[@]}" --epochs 500 \
   --checkpoint-steps 100000 2>"$T/ns.err" &
 upid=$!
 at_exit "kill -9 $upid 2>/dev/null"
 wait_until 600 0.05 eval '[ "$(status ns)" = running ]'
-pid=$(sqlite3 "$T/a.db" "SELECT pid FROM runs WHERE name = 'ns'")
-[ "$(status ns)" = running ] && [ "$pid" = 1 ] && pass run_alive_namespaced_run_records_its_own_pid ||
-  fail run_alive_namespaced_run_records_its_own_pid "status '$(status ns)', pid '$pid' (want running, 1): $(tail -2 "$T/ns.err")"
+rpid=$(sqlite3 "$T/a.db" "SELECT pid FROM runs WHERE name = 'ns'")
+[ "$(status ns)" = running ] && [ "$rpid" = 1 ] && pass run_alive_namespaced_run_records_its_own_pid ||
+  fail run_alive_namespaced_run_records_its_own_pid "status '$(status ns)', pid '$rpid' (want running, 1): $(tail -2 "$T/ns.err")"
 
 # Another training on the store recovers the runs whose process is gone as it starts.
 "$M" train --db "$T/a.db" --name other "${common[@]}" --max-steps 1 2>"$T/other.err" ||
@@ -40,7 +45,7 @@ out=$(timeout 20 "$M" train --db "$T/a.db" --resume ns --quiet 2>&1); rc=$?
 
 # Killed (the namespace's pid 1: everything in it ends), the run is recovered as before.
 { kill -9 "$upid"; wait "$upid"; } 2>/dev/null
-wait_until 100 0.05 eval '! pgrep -f "train --db $T/a.db --name ns" >/dev/null'
+wait_until 100 0.05 eval '! pgrep -f "train --db $T/link.db --name ns" >/dev/null'
 "$M" train --db "$T/a.db" --name third "${common[@]}" --max-steps 1 2>"$T/third.err" ||
   fail run_alive_third_run "$(tail -1 "$T/third.err")"
 [ "$(status ns)" = interrupted ] && pass run_alive_killed_run_recovered ||
