@@ -171,6 +171,8 @@ static const int shapes[][3] = {{1, 1, 1},    {13, 33, 257}, {6, 16, 768},  {7, 
                                 {37, 5, 900}, {95, 47, 2001}, {300, 40, 17}, {7, 19, 0},   {40, 4200, 31},
                                 {1, 40, 300}, {16, 300, 77},  {9, 50, 1001}, {32, 200, 96}, {24, 100, 31},
                                 {250, 250, 250}};
+/* The checks hold every case of these shapes in arrays of 16 x 4 x 6 (shapes, transposes, kinds). */
+_Static_assert(sizeof shapes / sizeof shapes[0] <= 16, "more shapes than the case arrays hold");
 
 static Case case_of(size_t d, int t, int kind) {
   Case c = {kind, t & 1, t >> 1, shapes[d][0], shapes[d][1], shapes[d][2], (int)(d % 3), 1 + (int)(d & 1), 1, 0};
