@@ -99,9 +99,10 @@ int64_t sdb_process_start(int64_t pid);
 int sdb_pid_gone(int64_t pid, int64_t start);
 /* runs.c: the file PATH-alive beside the database (PATH as SQLite names its file), where each
 ** process running a run holds a read lock (open file description locks, released by the kernel
-** when the process ends) on one byte, the run's id, from before its row says "running": unlike the pid, it is seen from every pid namespace on the machine (a
-** run trained in a container judged a process of the host's instead). Best effort: a store
-** whose folder is read-only keeps no locks, and its runs are judged by their pids alone. */
+** when the process ends) on one byte, the run's id, from before its row says "running".
+** Unlike the pid, it is seen from every pid namespace on the machine (a run trained in a
+** container was judged by a process of the host's instead). Best effort: a store whose folder
+** is read-only keeps no locks, and its runs are judged by their pids alone. */
 void sdb_alive_hold(Store *s, int64_t run);
 void sdb_alive_release(Store *s, int64_t run);
 /* runs.c: 1 when some open file description other than this store's holds run's lock. */

@@ -22,7 +22,7 @@
 ** vdpbf16ps only where the instruction multiplies-adds at least as fast as the
 ** float FMA: twice as fast on AMD's Zen 5, but half as fast on Intel's cores with
 ** AVX512-BF16 (a Xeon with AMX, family 6 model 167: one vdpbf16ps every two
-** cycles, 102 GFLOP/s a thread against the FMA's 204), where the emulation, the
+** cycles, about 100 GFLOP/s a thread against the FMA's 200), where the emulation, the
 ** same bits, ran the base model's training products 1.35x faster (BENCHMARKS.md,
 ** issue 15). There the blocked product takes the avx512 emulation's kernels and
 ** the few-row product keeps vdpbf16ps: it streams weights from memory, and its

@@ -276,14 +276,21 @@ static int base_cases(Case *cs) {
   return n;
 }
 
-static void levels_agree(void) {
-  CpuIsa best = cpu_isa_best();
-  Case random_cases[16 * 4 * 6];
-  int nr = 0;
+/* Every shape in every transpose and kind (bf16 weights only as a Linear layer takes
+** them) into cs (16 x 4 x 6); returns how many. */
+static int shape_cases(Case *cs) {
+  int n = 0;
   for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
     for (int t = 0; t < 4; t++)
       for (int kind = 0; kind < 6; kind++)
-        if (!(is_w(kind) && t)) random_cases[nr++] = case_of(d, t, kind);
+        if (!(is_w(kind) && t)) cs[n++] = case_of(d, t, kind);
+  return n;
+}
+
+static void levels_agree(void) {
+  CpuIsa best = cpu_isa_best();
+  Case random_cases[16 * 4 * 6];
+  int nr = shape_cases(random_cases);
   Case base[32];
   int nb = base_cases(base);
   /* Every level below the CPU's best against the best: vdpbf16ps against each
@@ -343,12 +350,8 @@ static void blocked_choice(void) {
          auto_backend);
 
   Case cs[16 * 4 * 6];
-  int n = 0, bad = 0;
+  int n = shape_cases(cs), bad = 0;
   char where[160] = "";
-  for (size_t d = 0; d < sizeof shapes / sizeof shapes[0]; d++)
-    for (int t = 0; t < 4; t++)
-      for (int kind = 0; kind < 6; kind++)
-        if (!(is_w(kind) && t)) cs[n++] = case_of(d, t, kind);
   for (int i = 0; i < n; i++) {
     size_t len = out_len(&cs[i]);
     float *x = malloc(len * sizeof(float)), *y = malloc(len * sizeof(float));
