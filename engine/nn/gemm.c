@@ -157,12 +157,16 @@ static void block_rows(const GemmKernels *k, int trans_a, int K, float alpha, co
   for (int jr = 0; jr < nc; jr += NR)
     for (int q = 0; q < kc || q == 0; q += kp) {
       int kq = kc - q < kp ? kc - q : kp;
+      /* The next B panel, which the tiles over this one bring into L2 a share
+      ** each (kc x 4 floats: NR / 4 tiles cover it) before a tile must wait on L3. */
+      const float *next = jr + NR < nc && parts == 1 ? pb + (size_t)(jr + NR) * kc : NULL;
       for (int ir = 0; ir < mc; ir += MR) {
         size_t at = (size_t)(ic + ir) * ldc + jc + jr;
         const float *a = pa + mcp * q + (size_t)ir * kq, *b = pb + (size_t)jr * kc + (size_t)q * NR;
+        const float *ahead = next && ir / MR < NR / 4 ? next + (size_t)(ir / MR) * kc * 4 : NULL;
         int mr = mc - ir < MR ? mc - ir : MR, nr = nc - jr < NR ? nc - jr : NR;
         if (parts == 1)
-          k->tile(kc, a, b, C + at, ldc, alpha, beta, bias ? bias + jc + jr : NULL, G ? G + at : NULL,
+          k->tile(kc, a, b, ahead, C + at, ldc, alpha, beta, bias ? bias + jc + jr : NULL, G ? G + at : NULL,
                   P ? P + at : NULL, pc == 0, pc + kc >= K, mr, nr);
         else
           k->tile_part(kq, a, b, acc + (size_t)ir * NR, q == 0, q + kq >= kc, C + at, ldc, alpha, beta,

@@ -315,8 +315,9 @@ blk_tile(int kp, const float *a, const float *b, float *acc, int start, int fini
 }
 
 /* The whole slice at once (gemm_kernels.h's tile). */
-static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta,
-                       const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
+static void blk_kernel(int kc, const float *a, const float *b, const float *ahead, float *c, int ldc, float alpha,
+                       float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
+  (void)ahead;   /* measured on Intel's AVX-512 tile only (BENCHMARKS.md, issue 14) */
   blk_tile(kc, a, b, NULL, 1, 1, c, ldc, alpha, beta, bias, g, gp, first, last, mr, nr);
 }
 

@@ -107,9 +107,12 @@ static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
 ** base forward and a small training step (BENCHMARKS.md, gemm.c's
 ** measurements). Threads split M or N, each packing its own share of
 ** one operand and all of the other, so they never wait for one another
-** inside a product. GEMM_KC, BLK_MC and BLK_NC can be set when compiling, to measure. */
+** inside a product. MC 132 (11 panels, a 405 KB block of A) beat 96 by 1.5-2.5%
+** in the base model's products on an Intel Xeon (2 MB of L2; 192 the same, 264
+** worse: BENCHMARKS.md, issue 14). GEMM_KC, BLK_MC and BLK_NC can be set when
+** compiling, to measure. */
 #ifndef BLK_MC
-#define BLK_MC 96   /* a multiple of BLK_MR */
+#define BLK_MC 132   /* a multiple of BLK_MR */
 #endif
 #ifndef BLK_NC
 #define BLK_NC 2048
@@ -178,8 +181,9 @@ static void pack_b(float *dst, const float *B, int ldb, int trans_b, int j0, int
 /* The mr x nr tile of C at c from kc steps of packed panels a and b. first:
 ** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none);
 ** otherwise C += alpha acc. last, with g: g (same ldc) = GELU(C), and C is not
-** stored at all when g == c; with gp: C is multiplied by GELU'(gp) (same ldc). */
-static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc, float alpha,
+** stored at all when g == c; with gp: C is multiplied by GELU'(gp) (same ldc).
+** ahead (kc x 4 floats, or NULL) is asked for into L2, 16 bytes a step. */
+static void blk_kernel(int kc, const float *a, const float *b, const float *ahead, float *c, int ldc, float alpha,
                        float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr) {
   __m512 acc[BLK_MR][2];
 #pragma GCC unroll 12
@@ -189,15 +193,20 @@ static void blk_kernel(int kc, const float *a, const float *b, float *c, int ldc
     _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
     _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
   }
-  /* The panels come from L2 (B's is 96 KB at KC 768): each step asks for the
+  /* The panels come from L2 (B's is 96 KB at KC 768): each step asks for B's
   ** lines 16 steps ahead, and the loop is unrolled by 4. On an Intel Xeon (family
   ** 6 model 167) the base model's products went from 61-62% to 65-67% of the FMA
-  ** peak (BENCHMARKS.md, issue 14); a shallower KC did nothing there. */
+  ** peak (BENCHMARKS.md, issue 14); a shallower KC did nothing there. A's stream
+  ** needs no asking (scripts/probe-tile-avx512.c). A block's first tile over a B
+  ** panel read it from L3, half as slow again as the others there: the tiles
+  ** before it ask for it into L2, a share each (`ahead`). */
+  const char *l2 = (const char *)(ahead ? ahead : b);   /* without ahead: lines already read, a no-op */
 #pragma GCC unroll 4
   for (int p = 0; p < kc; p++) {
     _mm_prefetch((const char *)(b + 16 * BLK_NR), _MM_HINT_T0);
     _mm_prefetch((const char *)(b + 16 * BLK_NR + 16), _MM_HINT_T0);
-    _mm_prefetch((const char *)(a + 16 * BLK_MR), _MM_HINT_T0);
+    _mm_prefetch(l2, _MM_HINT_T1);
+    l2 += 16;
     __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < BLK_MR; i++) {

@@ -57,9 +57,11 @@ typedef struct GemmKernels {
   /* The mr x nr (at most) tile of C at c from kc steps of the panels a and b. first:
   ** C = alpha acc + beta C + bias (C not read when beta == 0; bias NULL = none), else
   ** C += alpha acc. last, with g: g (ldc too) = GELU(C), C not stored when g == c;
-  ** with gp: C times GELU'(gp). */
-  void (*tile)(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta, const float *bias,
-               float *g, const float *gp, int first, int last, int mr, int nr);
+  ** with gp: C times GELU'(gp). ahead: kc x 4 floats that later tiles will read (a
+  ** share of the next B panel), which the tile may ask for into L2 as it goes; NULL
+  ** for none. Only the time depends on it. */
+  void (*tile)(int kc, const float *a, const float *b, const float *ahead, float *c, int ldc, float alpha, float beta,
+               const float *bias, float *g, const float *gp, int first, int last, int mr, int nr);
   /* Where a B panel of a whole slice (kc x nr floats) does not fit in L1, gemm.c
   ** walks the slice in parts of at most kc_part steps, each part over all the
   ** block's tiles, so that the part of the B panel stays in L1 while they read it;
