@@ -154,13 +154,17 @@ static void block_rows(const GemmBf16Kernels *k, const Operands *o, int ic, int 
   int MR = k->mr, NR = k->nr, kp = (kc + 1) / 2;
   size_t per = k->wide_panels ? 2 : 1;
   k->pack_a(pa, o->A, o->lda, o->trans_a, ic, mc, pc, kc);
-  for (int jr = 0; jr < nc; jr += NR)
+  int shares = (int)(per * NR / 8);   /* a panel is 2 per NR kp uint16s, a share 16 kp (the tile's `ahead`) */
+  for (int jr = 0; jr < nc; jr += NR) {
+    const uint16_t *next = jr + NR < nc ? pb + per * (size_t)(jr + NR) * 2 * kp : NULL;   /* as gemm.c's block_rows */
     for (int ir = 0; ir < mc; ir += MR) {
       size_t at = (size_t)(ic + ir) * o->ldc + jc + jr;
-      k->tile(kp, pa + per * (size_t)ir * 2 * kp, pb + per * (size_t)jr * 2 * kp, o->C + at, o->ldc, o->alpha, o->beta,
-              o->bias ? o->bias + jc + jr : NULL, o->G ? o->G + at : NULL, o->P ? o->P + at : NULL, pc == 0,
+      const uint16_t *ahead = next && ir / MR < shares ? next + (size_t)(ir / MR) * 16 * kp : NULL;
+      k->tile(kp, pa + per * (size_t)ir * 2 * kp, pb + per * (size_t)jr * 2 * kp, ahead, o->C + at, o->ldc, o->alpha,
+              o->beta, o->bias ? o->bias + jc + jr : NULL, o->G ? o->G + at : NULL, o->P ? o->P + at : NULL, pc == 0,
               pc + kc >= o->K, mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR);
     }
+  }
 }
 
 /* Rows [i0, i1) x columns [j0, j1) of C on the calling thread, whose panels() succeeded. */

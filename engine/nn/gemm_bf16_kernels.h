@@ -40,9 +40,11 @@ typedef struct GemmBf16Kernels {
   void (*pack_b)(uint16_t *dst, const float *B, const uint16_t *B16, int ldb, int trans_b, int j0, int nc, int p0,
                  int kc);
   /* The mr x nr (at most) tile of C at c from kp pairs of the panels a and b;
-  ** first / last, alpha, beta, bias, g, gp as GemmKernels.tile. */
-  void (*tile)(int kp, const uint16_t *a, const uint16_t *b, float *c, int ldc, float alpha, float beta,
-               const float *bias, float *g, const float *gp, int first, int last, int mr, int nr);
+  ** first / last, alpha, beta, bias, g, gp as GemmKernels.tile. ahead: 16 kp
+  ** uint16s (32 bytes a pair) that later tiles will read, which the tile may ask
+  ** for into L2 as it goes (GemmKernels.tile's ahead); NULL for none. */
+  void (*tile)(int kp, const uint16_t *a, const uint16_t *b, const uint16_t *ahead, float *c, int ldc, float alpha,
+               float beta, const float *bias, float *g, const float *gp, int first, int last, int mr, int nr);
   /* The few-row product, A[M, K] (M <= GEMM_FEW_ROWS_MAX) times a bf16 B[N, K]^T
   ** read in place: uint16s the packed A needs, its packing, and columns [j0, j1)
   ** of C = alpha A B^T + beta C + bias, G = GELU(C), as GemmKernels' few rows
