@@ -158,7 +158,8 @@ static void block_rows(const GemmKernels *k, int trans_a, int K, float alpha, co
     for (int q = 0; q < kc || q == 0; q += kp) {
       int kq = kc - q < kp ? kc - q : kp;
       /* The next B panel, which the tiles over this one bring into L2 a share
-      ** each (kc x 4 floats: NR / 4 tiles cover it) before a tile must wait on L3. */
+      ** each (kc x 4 floats: NR / 4 tiles cover it, where the block has that
+      ** many) before a tile must wait on L3. Only the time depends on it. */
       const float *next = jr + NR < nc && parts == 1 ? pb + (size_t)(jr + NR) * kc : NULL;
       for (int ir = 0; ir < mc; ir += MR) {
         size_t at = (size_t)(ic + ir) * ldc + jc + jr;

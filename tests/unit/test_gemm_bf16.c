@@ -21,6 +21,7 @@
 #include "engine/core/bf16.h"
 #include "engine/nn/fastmath.h"
 #include "engine/nn/gemm.h"
+#include "engine/nn/gemm_bf16_kernels.h"
 #include "tests/unit/check.h"
 
 #include <immintrin.h>
@@ -405,6 +406,16 @@ static void few_rows_as_many(CpuIsa isa) {
 ** product and transpose, with K in one slice and several. */
 static void threads_share_steps(CpuIsa isa) {
   static const int dims[][3] = {{700, 40, 300}, {800, 33, 1000}};
+  /* The level's table (vdpbf16ps's at avx512bf16: main() selects it) must make
+  ** enough blocks of these rows for 2 threads to share them, or this tests nothing. */
+  const GemmBf16Kernels *k = isa >= CPU_ISA_AVX512BF16 ? &gemm_bf16_kernels_avx512bf16
+                             : isa == CPU_ISA_AVX512    ? &gemm_bf16_kernels_avx512
+                             : isa == CPU_ISA_AVX2      ? &gemm_bf16_kernels_avx2
+                                                        : &gemm_bf16_kernels_generic;
+  char name[96];
+  snprintf(name, sizeof name, "gemm_bf16_%s_shapes_take_the_shared_path", cpu_isa_name(isa));
+  if (!gemm_shared_steps()) check_skip(name, "MASKD_GEMM_SHARE=fixed: no thread shares steps");
+  else check(gemm_share_rows(700, k->mc, 2), name, "700 rows in blocks of %d make too few blocks for 2 threads", k->mc);
   int bad = 0, runs = 0;
   char where[160] = "";
   for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
@@ -428,7 +439,6 @@ static void threads_share_steps(CpuIsa isa) {
         }
         free(x); free(y);
       }
-  char name[96];
   snprintf(name, sizeof name, "gemm_bf16_%s_threads_share_steps_same_bits", cpu_isa_name(isa));
   check(bad == 0, name, "%d of %d products on two threads differ from one thread's (first: %s)", bad, runs, where);
 }
