@@ -426,7 +426,7 @@ static void sequence_checks_run(CpuIsa isa) {
                                   {45, 24, 1001}, {20, 30, 1536}, {97, 20, 255}, {100, 100, 100},
                                   /* enough blocks of rows for threads to share the steps (gemm.c's
                                   ** blocked_shared: checked below), each on one thread and on two */
-                                  {1100, 40, 300}, {1100, 40, 300}, {1100, 16, 1000}, {1100, 16, 1000}};
+                                  {1100, 40, 160}, {1100, 40, 160}, {1100, 16, 800}, {1100, 16, 800}};
   /* The few-row path (M <= 32 against B^T): K past one slice and not. */
   static const int few[][3] = {{16, 100, 3072}, {5, 64, 1537}, {32, 200, 800}, {9, 50, 769}, {1, 40, 300},
                                {24, 130, 2304}};
