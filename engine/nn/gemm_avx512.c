@@ -107,7 +107,7 @@ static void few_rows_pack(float *xt, const float *A, int lda, int M, int K) {
 ** base forward and a small training step (BENCHMARKS.md, gemm.c's
 ** measurements). Threads split M or N, each packing its own share of
 ** one operand and all of the other, so they never wait for one another
-** inside a product. MC 132 (11 panels, a 405 KB block of A) beat 96 by 1.5-2.5%
+** inside a product. MC 132 (11 panels, a 405 KB block of A) beat 96 by 1.0-2.5%
 ** in the base model's products on an Intel Xeon (2 MB of L2; 192 the same, 264
 ** worse: BENCHMARKS.md, issue 14). GEMM_KC, BLK_MC and BLK_NC can be set when
 ** compiling, to measure. */
