@@ -3,4 +3,5 @@
 #define LAYER_KERNELS_TABLE layer_kernels_avx2
 #include "engine/nn/layer_kernels.inc"
 #define ADAM_RANGE_FN adam_range_avx2
+#define ADAM_SUMSQ_FN adam_sumsq_avx2
 #include "engine/nn/adam_kernels.inc"

@@ -170,16 +170,14 @@ void adamw_apply(const AdamW *o, const AdamWUpdate *u, float *p, const float *g,
 }
 
 double adamw_sumsq(const float *g, size_t n) {
-  /* Eight running sums, each over every eighth element, then added in lane order: the
-  ** compiler may vectorise the lanes but cannot reorder a lane's additions. */
-  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) s[j] += (double)g[i + j] * (double)g[i + j];
-  for (int j = 0; i < n; i++, j++) s[j] += (double)g[i] * (double)g[i];
-  double t = 0;
-  for (int j = 0; j < 8; j++) t += s[j];
-  return t;
+  /* Eight running sums, each over every eighth element, then added in lane order:
+  ** adam_kernels.h's, at the level in use (the same bits at each). */
+  switch (cpu_isa()) {
+  case CPU_ISA_AVX512BF16:
+  case CPU_ISA_AVX512: return adam_sumsq_avx512(g, n);
+  case CPU_ISA_AVX2: return adam_sumsq_avx2(g, n);
+  default: return adam_sumsq_generic(g, n);
+  }
 }
 
 double adamw_step(AdamW *o, float *params, float *grads) {

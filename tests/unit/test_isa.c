@@ -376,6 +376,37 @@ static void test_adam(CpuIsa isa) {
   check(same, name, "%s", why);
 }
 
+/* The clipping norm's sum of squares: every level's bits are the generic level's,
+** at lengths around the 8 lanes, on values of mixed sizes; and the generic level's
+** value is the sum within 1e-12 of a long double sum (the reference). */
+static AdamSumsqFn *const sumsq_fns[CPU_ISA_COUNT] = {adam_sumsq_generic, adam_sumsq_avx2, adam_sumsq_avx512,
+                                                     adam_sumsq_avx512};
+static void test_sumsq(CpuIsa isa) {
+  static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 1003, 4096};
+  int same = 1, close = 1;
+  char why[160] = "";
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    size_t n = lens[li];
+    float *g = frand(n + 1, 1, 0);
+    for (size_t i = 0; i < n; i++) g[i] *= (i % 3 == 0) ? 1e3f : (i % 3 == 1) ? 1e-3f : 1.0f;
+    double a = adam_sumsq_generic(g, n), b = sumsq_fns[isa](g, n);
+    long double ref = 0;
+    for (size_t i = 0; i < n; i++) ref += (long double)g[i] * (long double)g[i];
+    if (memcmp(&a, &b, sizeof a)) {
+      if (same && close) snprintf(why, sizeof why, "length %zu: %.17g against the generic level's %.17g", n, b, a);
+      same = 0;
+    }
+    if (fabsl((long double)a - ref) > 1e-12L * ref) {
+      if (same && close) snprintf(why, sizeof why, "length %zu: %.17g against the long double sum %.17Lg", n, a, ref);
+      close = 0;
+    }
+    free(g);
+  }
+  char name[64];
+  snprintf(name, sizeof name, "isa_adam_sumsq_bits_%s", cpu_isa_name(isa));
+  check(same && close, name, "%s", why);
+}
+
 /* ------------------------------------------------------------- cpu.c */
 
 static void test_cpu(void) {
@@ -507,6 +538,7 @@ int main(void) {
     test_crossentropy(isa, 0);
     test_crossentropy(isa, 0.1f);
     test_adam(isa);
+    test_sumsq(isa);
     test_attention_padding(isa);
   }
   return check_exit();
