@@ -23,8 +23,9 @@ extern AdamRangeFn adam_range_generic, adam_range_avx2, adam_range_avx512;
 ** double sums, sum j over g[j], g[j + 8], ... in order (each square exact in double),
 ** then the eight added in order. The vector levels keep each sum in its own lane, so
 ** every level gives the same bits; the generic level's scalar loop is the
-** definition. Why per level: at x86-64-v2 the loop ran at 5.7 GB/s on one Intel
-** thread, under the memory's rate, and took a third of a base step's optimizer. */
+** definition. Why per level: built for x86-64-v2, the eight chains ran under the
+** memory's rate; per level, base's optimizer phase took 95-104 ms instead of
+** 116-120 on an Intel Xeon (BENCHMARKS.md, issue 14's Intel section). */
 typedef double AdamSumsqFn(const float *g, size_t n);
 extern AdamSumsqFn adam_sumsq_generic, adam_sumsq_avx2, adam_sumsq_avx512;
 
