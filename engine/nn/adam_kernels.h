@@ -1,6 +1,6 @@
-/* AdamW's element-wise update as one function per instruction-set level
-** (internal to engine/nn): adam_kernels.inc compiled for generic, AVX2 and
-** AVX-512 code (isa_*.c); optim.c calls the one of cpu_isa()'s level. Every
+/* AdamW's element-wise update and the clipping norm's sum of squares, one table
+** per instruction-set level (internal to engine/nn): adam_kernels.inc compiled for
+** generic, AVX2 and AVX-512 code (isa_*.c); optim.c calls cpu_isa()'s level's. Every
 ** level gives every element the same bits: the vector loops do the scalar
 ** loop's operations one by one, fused where it fuses. */
 #ifndef MASKD_ADAM_KERNELS_H
@@ -17,7 +17,6 @@ typedef struct AdamRange {
 /* The update of elements [glo, ghi) (global indices, within r's span); decayed
 ** says whether weight decay applies to them. */
 typedef void AdamRangeFn(const AdamRange *r, size_t glo, size_t ghi, int decayed);
-extern AdamRangeFn adam_range_generic, adam_range_avx2, adam_range_avx512;
 
 /* The sum of squares of g[0, n) as adamw_sumsq defines it (optim.h): eight running
 ** double sums, sum j over g[j], g[j + 8], ... in order (each square exact in double),
@@ -27,6 +26,12 @@ extern AdamRangeFn adam_range_generic, adam_range_avx2, adam_range_avx512;
 ** memory's rate; per level, base's optimizer phase took 95-104 ms instead of
 ** 116-120 on an Intel Xeon (BENCHMARKS.md, issue 14's Intel section). */
 typedef double AdamSumsqFn(const float *g, size_t n);
-extern AdamSumsqFn adam_sumsq_generic, adam_sumsq_avx2, adam_sumsq_avx512;
+
+/* A level's two loops (adam_kernels.inc, compiled once per level by isa_*.c). */
+typedef struct AdamKernels {
+  AdamRangeFn *range;
+  AdamSumsqFn *sumsq;
+} AdamKernels;
+extern const AdamKernels adam_kernels_generic, adam_kernels_avx2, adam_kernels_avx512;
 
 #endif

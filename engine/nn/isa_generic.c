@@ -2,6 +2,5 @@
 ** the baseline level (x86-64-v2): the layers (layer_kernels.inc) and AdamW's update (adam_kernels.inc). */
 #define LAYER_KERNELS_TABLE layer_kernels_generic
 #include "engine/nn/layer_kernels.inc"
-#define ADAM_RANGE_FN adam_range_generic
-#define ADAM_SUMSQ_FN adam_sumsq_generic
+#define ADAM_KERNELS_TABLE adam_kernels_generic
 #include "engine/nn/adam_kernels.inc"

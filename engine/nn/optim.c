@@ -117,18 +117,18 @@ static double grad_norm(const float *grads, size_t n, int threads) {
 
 double adamw_grad_norm(const float *grads, size_t n) { return grad_norm(grads, n, omp_get_max_threads()); }
 
-static AdamRangeFn *adam_range(void) {
+static const AdamKernels *adam_kernels(void) {
   switch (cpu_isa()) {
   case CPU_ISA_AVX512BF16:
-  case CPU_ISA_AVX512: return adam_range_avx512;
-  case CPU_ISA_AVX2: return adam_range_avx2;
-  default: return adam_range_generic;
+  case CPU_ISA_AVX512: return &adam_kernels_avx512;
+  case CPU_ISA_AVX2: return &adam_kernels_avx2;
+  default: return &adam_kernels_generic;
   }
 }
 
 /* The update over [base, base + n) on `threads` threads, cut at the decay runs. */
 static void apply_ranges(const AdamW *o, const AdamRange *r, size_t n, int threads) {
-  AdamRangeFn *range = adam_range();
+  AdamRangeFn *range = adam_kernels()->range;
 #pragma omp parallel num_threads(threads)
   {
     /* One contiguous slice per thread, 16-float aligned so slices share no cache line. */
@@ -172,12 +172,7 @@ void adamw_apply(const AdamW *o, const AdamWUpdate *u, float *p, const float *g,
 double adamw_sumsq(const float *g, size_t n) {
   /* Eight running sums, each over every eighth element, then added in lane order:
   ** adam_kernels.h's, at the level in use (the same bits at each). */
-  switch (cpu_isa()) {
-  case CPU_ISA_AVX512BF16:
-  case CPU_ISA_AVX512: return adam_sumsq_avx512(g, n);
-  case CPU_ISA_AVX2: return adam_sumsq_avx2(g, n);
-  default: return adam_sumsq_generic(g, n);
-  }
+  return adam_kernels()->sumsq(g, n);
 }
 
 double adamw_step(AdamW *o, float *params, float *grads) {

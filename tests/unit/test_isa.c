@@ -27,8 +27,8 @@ enum { THREADS = 2 };
 /* avx512bf16 runs avx512's float loops (its own kernels are the bf16 products, test_gemm_bf16). */
 static const LayerKernels *const tables[CPU_ISA_COUNT] = {&layer_kernels_generic, &layer_kernels_avx2,
                                                           &layer_kernels_avx512, &layer_kernels_avx512};
-static AdamRangeFn *const adam_fns[CPU_ISA_COUNT] = {adam_range_generic, adam_range_avx2, adam_range_avx512,
-                                                     adam_range_avx512};
+static const AdamKernels *const adam_tables[CPU_ISA_COUNT] = {&adam_kernels_generic, &adam_kernels_avx2,
+                                                             &adam_kernels_avx512, &adam_kernels_avx512};
 
 static Rng rng;
 
@@ -355,7 +355,7 @@ static void test_adam(CpuIsa isa) {
       float *p[2] = {fdup(p0, n), fdup(p0, n)}, *mm[2] = {fdup(m0, n), fdup(m0, n)}, *vv[2] = {fdup(v0, n), fdup(v0, n)};
       for (int k = 0; k < 2; k++) {
         AdamRange r = {p[k], g, mm[k], vv[k], 1000, 0.5f, 0.9f, 0.999f, 1e-8f, 1e-3f * 1.2f, 1.01f, 1.0f - 1e-3f * 0.01f};
-        adam_fns[k ? isa : CPU_ISA_GENERIC](&r, glo, ghi, decayed);
+        adam_tables[k ? isa : CPU_ISA_GENERIC]->range(&r, glo, ghi, decayed);
       }
       if (memcmp(p[0], p[1], n * sizeof(float)) || memcmp(mm[0], mm[1], n * sizeof(float)) ||
           memcmp(vv[0], vv[1], n * sizeof(float))) {
@@ -379,8 +379,6 @@ static void test_adam(CpuIsa isa) {
 /* The clipping norm's sum of squares: every level's bits are the generic level's,
 ** at lengths around the 8 lanes, on values of mixed sizes; and the generic level's
 ** value is the sum within 1e-12 of a long double sum (the reference). */
-static AdamSumsqFn *const sumsq_fns[CPU_ISA_COUNT] = {adam_sumsq_generic, adam_sumsq_avx2, adam_sumsq_avx512,
-                                                     adam_sumsq_avx512};
 static void test_sumsq(CpuIsa isa) {
   static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 1003, 4096};
   int same = 1, close = 1;
@@ -389,7 +387,7 @@ static void test_sumsq(CpuIsa isa) {
     size_t n = lens[li];
     float *g = frand(n + 1, 1, 0);
     for (size_t i = 0; i < n; i++) g[i] *= (i % 3 == 0) ? 1e3f : (i % 3 == 1) ? 1e-3f : 1.0f;
-    double a = adam_sumsq_generic(g, n), b = sumsq_fns[isa](g, n);
+    double a = adam_kernels_generic.sumsq(g, n), b = adam_tables[isa]->sumsq(g, n);
     long double ref = 0;
     for (size_t i = 0; i < n; i++) ref += (long double)g[i] * (long double)g[i];
     if (memcmp(&a, &b, sizeof a)) {
