@@ -100,6 +100,7 @@ struct Model {
   float smoothing;               /* label smoothing of the loss (model_set_label_smoothing) */
   int prof_on;
   double prof[MODEL_PHASE_COUNT];
+  double prof_product[2][MODEL_PRODUCT_COUNT];   /* [backward][product], part of prof's matmul */
 
   ModelGradReady grad_ready;     /* told when a gradient group is final (data-parallel overlap) */
   void *grad_ready_ctx;
@@ -112,10 +113,30 @@ static inline void prof_end(Model *m, int phase, double t0) {
   if (m->prof_on) m->prof[phase] += omp_get_wtime() - t0;
 }
 #define PROF(m, phase, stmt) do { double t0_ = prof_begin(m); stmt; prof_end(m, phase, t0_); } while (0)
+/* A Linear layer's products, timed as PROF's matmul phase and also by product. */
+static inline void prof_product_end(Model *m, int product, int backward, double t0) {
+  if (!m->prof_on) return;
+  double t = omp_get_wtime() - t0;
+  m->prof[MODEL_PHASE_MATMUL] += t;
+  m->prof_product[backward][product] += t;
+}
+#define PROF_PRODUCT(m, product, backward, stmt)                                                                    \
+  do { double t0_ = prof_begin(m); stmt; prof_product_end(m, product, backward, t0_); } while (0)
 
 void model_profile_enable(Model *m, int on) {
   m->prof_on = on;
   memset(m->prof, 0, sizeof m->prof);
+  memset(m->prof_product, 0, sizeof m->prof_product);
+}
+
+void model_profile_products(const Model *m, double forward[MODEL_PRODUCT_COUNT], double backward[MODEL_PRODUCT_COUNT]) {
+  memcpy(forward, m->prof_product[0], sizeof m->prof_product[0]);
+  memcpy(backward, m->prof_product[1], sizeof m->prof_product[1]);
+}
+
+const char *model_product_name(int product) {
+  static const char *const names[] = {"QKV", "attn.out", "ffn.up", "ffn.down", "head"};
+  return product >= 0 && product < MODEL_PRODUCT_COUNT ? names[product] : "?";
 }
 
 void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]) {
@@ -648,19 +669,19 @@ static const float *last_layer_rows_forward(Model *m, const float *x, int M) {
   dao.rows = dfo.rows = m->hrows;
   dao.cols = dfo.cols = H;
   float *kv = a->qkv, *q = a->qkv + (size_t)N * 2 * H;
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, kv, NULL, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H));
+  PROF_PRODUCT(m, MODEL_PRODUCT_QKV, 0, linear(m, kv, NULL, x, w->qkv_w + (size_t)H * H, w->qkv_b + H, N, H, 2 * H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     for (int i = 0; i < M; i++) memcpy(m->hin + (size_t)i * H, x + (size_t)m->hrows[i] * H, (size_t)H * sizeof(float));
   });
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, q, NULL, m->hin, w->qkv_w, w->qkv_b, M, H, H));
+  PROF_PRODUCT(m, MODEL_PRODUCT_QKV, 0, linear(m, q, NULL, m->hin, w->qkv_w, w->qkv_b, M, H, H));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_forward(m->prec, a->ctx, a->att, q, kv, m->hrows, m->qstart,
                                                         m->mask_add, B, T, H, m->A, M, &datt, m->att_scratch, nt));
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, M, H, H));
+  PROF_PRODUCT(m, MODEL_PRODUCT_ATTN_OUT, 0, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, M, H, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, m->hin, m->proj, w->ln1_w, w->ln1_b, M, H, eps, &dao, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I));
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ffact, w->fo_w, w->fo_b, M, I, H));
+  PROF_PRODUCT(m, MODEL_PRODUCT_FFN_UP, 0, linear(m, a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, M, H, I));
+  PROF_PRODUCT(m, MODEL_PRODUCT_FFN_DOWN, 0, linear(m, m->proj, NULL, a->ffact, w->fo_w, w->fo_b, M, I, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, M, H, eps, &dfo, nt);
   });
@@ -680,15 +701,15 @@ static const float *encoder_layers_forward(Model *m, int n_layers) {
     LayerDropout datt = dropout_site(m, 1 + 3 * l, m->cfg.attention_probs_dropout_prob);
     LayerDropout dao = dropout_site(m, 2 + 3 * l, m->cfg.hidden_dropout_prob);
     LayerDropout dfo = dropout_site(m, 3 + 3 * l, m->cfg.hidden_dropout_prob);
-    PROF(m, MODEL_PHASE_MATMUL, linear(m, a->qkv, NULL, x, w->qkv_w, w->qkv_b, N, H, 3 * H));
+    PROF_PRODUCT(m, MODEL_PRODUCT_QKV, 0, linear(m, a->qkv, NULL, x, w->qkv_w, w->qkv_b, N, H, 3 * H));
     PROF(m, MODEL_PHASE_ATTENTION,
          attention_forward(m->prec, a->ctx, a->att, a->qkv, m->mask_add, B, T, H, m->A, &datt, m->att_scratch, nt));
-    PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, N, H, H));
+    PROF_PRODUCT(m, MODEL_PRODUCT_ATTN_OUT, 0, linear(m, m->proj, NULL, a->ctx, w->ao_w, w->ao_b, N, H, H));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       residual_layernorm_forward(a->res1, a->h1, a->m1, a->r1, x, m->proj, w->ln1_w, w->ln1_b, N, H, eps, &dao, nt);
     });
-    PROF(m, MODEL_PHASE_MATMUL, linear(m, a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I));
-    PROF(m, MODEL_PHASE_MATMUL, linear(m, m->proj, NULL, a->ffact, w->fo_w, w->fo_b, N, m->I, H));
+    PROF_PRODUCT(m, MODEL_PRODUCT_FFN_UP, 0, linear(m, a->ffpre, a->ffact, a->h1, w->fi_w, w->fi_b, N, H, m->I));
+    PROF_PRODUCT(m, MODEL_PRODUCT_FFN_DOWN, 0, linear(m, m->proj, NULL, a->ffact, w->fo_w, w->fo_b, N, m->I, H));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       residual_layernorm_forward(a->res2, a->out, a->m2, a->r2, a->h1, m->proj, w->ln2_w, w->ln2_b, N, H, eps, &dfo,
                                  nt);
@@ -711,11 +732,11 @@ static void head_forward(Model *m, const float *x, int M, int gathered, float *o
     });
     m->head_in = m->hin;
   }
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H));
+  PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 0, linear(m, m->hpre, m->hact, m->head_in, m->p.hd_w, m->p.hd_b, M, H, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     layernorm_forward(m->hln, m->hm, m->hr, m->hact, m->p.hln_w, m->p.hln_b, M, H, (float)m->cfg.layer_norm_eps, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, out, NULL, m->hln, m->p.wte, m->p.hbias, M, H, m->V));
+  PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 0, linear(m, out, NULL, m->hln, m->p.wte, m->p.hbias, M, H, m->V));
 }
 
 /* The classifier's dropout probability: classifier_dropout, or hidden_dropout_prob when null (HF). */
@@ -743,7 +764,7 @@ static void cls_head_forward(Model *m, const float *x, int M, float *out) {
     });
     m->cls_x = m->cls_in;
   }
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, m->hpre, NULL, m->cls_x, m->p.cd_w, m->p.cd_b, M, H, H));
+  PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 0, linear(m, m->hpre, NULL, m->cls_x, m->p.cd_w, m->p.cd_b, M, H, H));
   PROF(m, MODEL_PHASE_ELEMENTWISE, tanh_forward(m->hact, m->hpre, MH, nt));
   m->cls_t = m->hact;
   if (d_out.p > 0) {
@@ -753,7 +774,7 @@ static void cls_head_forward(Model *m, const float *x, int M, float *out) {
     });
     m->cls_t = m->hln;
   }
-  PROF(m, MODEL_PHASE_MATMUL, linear(m, out, NULL, m->cls_t, m->p.co_w, m->p.co_b, M, H, m->C));
+  PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 0, linear(m, out, NULL, m->cls_t, m->p.co_w, m->p.co_b, M, H, m->C));
 }
 
 /* Head rows in flat order, so each batch row's are one run: qstart[r] is row r's first. */
@@ -910,18 +931,20 @@ static void last_layer_rows_backward(Model *m, const float *x, const float *dout
     layernorm_backward(dA, gw->ln2_w, gw->ln2_b, dout, a->res2, a->m2, a->r2, w->ln2_w, M, H, 0, acc, nt);
     dropout_backward(dB, dA, MH, &dfo, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL,
+  PROF_PRODUCT(m, MODEL_PRODUCT_FFN_DOWN, 1,
        gelu_matmul_backward(m->prec, m->dI, gw->fo_w, gw->fo_b, dB, a->ffact, a->ffpre, w->fo_w, M, I, H, acc, nt));
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->prec, dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, nt));
+  PROF_PRODUCT(m, MODEL_PRODUCT_FFN_UP, 1,
+               matmul_backward(m->prec, dA, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, M, H, I, 1, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     layernorm_backward(dB, gw->ln1_w, gw->ln1_b, dA, a->res1, a->m1, a->r1, w->ln1_w, M, H, 0, acc, nt);
     dropout_backward(dA, dB, MH, &dao, nt);
   });
   /* dB now holds the residual's share of d(input rows); dA the attention output's gradient. */
-  PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->prec, m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, nt));
+  PROF_PRODUCT(m, MODEL_PRODUCT_ATTN_OUT, 1,
+               matmul_backward(m->prec, m->proj, gw->ao_w, gw->ao_b, dA, a->ctx, w->ao_w, M, H, H, 0, acc, nt));
   PROF(m, MODEL_PHASE_ATTENTION, attention_rows_backward(m->prec, dq, dkv, m->proj, q, kv, a->att, m->hrows,
                                                          m->qstart, B, T, H, m->A, M, &datt, m->att_scratch, nt));
-  PROF(m, MODEL_PHASE_MATMUL, {
+  PROF_PRODUCT(m, MODEL_PRODUCT_QKV, 1, {
     matmul_backward(m->prec, dB, gw->qkv_w, gw->qkv_b, dq, m->hin, w->qkv_w, M, H, H, 1, acc, nt);
     matmul_backward(m->prec, dfull, gw->qkv_w + (size_t)H * H, gw->qkv_b + H, dkv, x, w->qkv_w + (size_t)H * H, N, H, 2 * H, 0,
                     acc, nt);
@@ -944,13 +967,13 @@ static void cls_head_backward(Model *m, float loss_scale, int acc) {
   LayerDropout d_in = cls_dropout_site(m, 0), d_out = cls_dropout_site(m, 1);
   PROF(m, MODEL_PHASE_LOSS,
        crossentropy_backward(m->logits, m->logits, m->hlabels, M, C, m->smoothing, loss_scale, nt));
-  PROF(m, MODEL_PHASE_MATMUL,
+  PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 1,
        matmul_backward(m->prec, m->dh1, g->co_w, g->co_b, m->logits, m->cls_t, p->co_w, M, H, C, 0, acc, nt));
   PROF(m, MODEL_PHASE_ELEMENTWISE, {
     if (d_out.p > 0) dropout_backward(m->dh1, m->dh1, MH, &d_out, nt);
     tanh_backward(m->dh2, m->dh1, m->hact, MH, nt);
   });
-  PROF(m, MODEL_PHASE_MATMUL,
+  PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 1,
        matmul_backward(m->prec, m->dh1, g->cd_w, g->cd_b, m->dh2, m->cls_x, p->cd_w, M, H, H, 0, acc, nt));
   if (m->cfg.model_type == MODEL_ROBERTA && d_in.p > 0)
     PROF(m, MODEL_PHASE_ELEMENTWISE, dropout_backward(m->dh1, m->dh1, MH, &d_in, nt));
@@ -978,13 +1001,13 @@ void model_backward(Model *m, float loss_scale) {
     PROF(m, MODEL_PHASE_LOSS,
          crossentropy_backward(m->logits, m->logits, m->hlabels, M, V, m->smoothing, loss_scale, nt));
     /* The decoder is tied: its weight gradient lands in the word embeddings' gradient. */
-    PROF(m, MODEL_PHASE_MATMUL,
+    PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 1,
          matmul_backward(m->prec, m->dh1, g->wte, g->hbias, m->logits, m->hln, p->wte, M, H, V, 0, acc, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       layernorm_backward(m->dh2, g->hln_w, g->hln_b, m->dh1, m->hact, m->hm, m->hr, p->hln_w, M, H, 0, acc, nt);
       gelu_backward(m->dh2, m->dh2, m->hpre, (size_t)M * H, nt);
     });
-    PROF(m, MODEL_PHASE_MATMUL,
+    PROF_PRODUCT(m, MODEL_PRODUCT_HEAD, 1,
          matmul_backward(m->prec, m->dh1, g->hd_w, g->hd_b, m->dh2, m->head_in, p->hd_w, M, H, H, 0, acc, nt));
   }
   grad_ready(m, 0);
@@ -1006,18 +1029,19 @@ void model_backward(Model *m, float loss_scale) {
       layernorm_backward(dY, gw->ln2_w, gw->ln2_b, dX, a->res2, a->m2, a->r2, w->ln2_w, N, H, 0, acc, nt);
       if (dfo.p > 0) dropout_backward(dX, dY, NH, &dfo, nt); else dffn = dY;
     });
-    PROF(m, MODEL_PHASE_MATMUL,
+    PROF_PRODUCT(m, MODEL_PRODUCT_FFN_DOWN, 1,
          gelu_matmul_backward(m->prec, m->dI, gw->fo_w, gw->fo_b, dffn, a->ffact, a->ffpre, w->fo_w, N, I, H, acc, nt));
-    PROF(m, MODEL_PHASE_MATMUL, matmul_backward(m->prec, dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, nt));
+    PROF_PRODUCT(m, MODEL_PRODUCT_FFN_UP, 1,
+                 matmul_backward(m->prec, dY, gw->fi_w, gw->fi_b, m->dI, a->h1, w->fi_w, N, H, I, 1, acc, nt));
     PROF(m, MODEL_PHASE_ELEMENTWISE, {
       layernorm_backward(dX, gw->ln1_w, gw->ln1_b, dY, a->res1, a->m1, a->r1, w->ln1_w, N, H, 0, acc, nt);
       if (dao.p > 0) dropout_backward(dY, dX, NH, &dao, nt); else dattn = dX;
     });
-    PROF(m, MODEL_PHASE_MATMUL,
+    PROF_PRODUCT(m, MODEL_PRODUCT_ATTN_OUT, 1,
          matmul_backward(m->prec, m->proj, gw->ao_w, gw->ao_b, dattn, a->ctx, w->ao_w, N, H, H, 0, acc, nt));
     PROF(m, MODEL_PHASE_ATTENTION,
          attention_backward(m->prec, m->dqkv, m->proj, a->qkv, a->att, B, T, H, m->A, &datt, m->att_scratch, nt));
-    PROF(m, MODEL_PHASE_MATMUL,
+    PROF_PRODUCT(m, MODEL_PRODUCT_QKV, 1,
          matmul_backward(m->prec, dX, gw->qkv_w, gw->qkv_b, m->dqkv, x, w->qkv_w, N, H, 3 * H, 1, acc, nt));
     grad_ready(m, m->L - l);
   }

@@ -176,6 +176,18 @@ void model_profile_enable(Model *m, int on);
 void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]);
 /* "matmul", "attention", "loss", "elementwise". */
 const char *model_phase_name(int phase);
+/* The matmul phase by the Linear layer it serves, summed over the layers: the
+** forward's product, and the backward's two (dx, dW) with the bias's gradient
+** (and GELU' for the FFN's down projection). Head = the MLM head's dense and
+** decoder, or the classifier's two. Set beside the phases, at no extra clock read. */
+typedef enum {
+  MODEL_PRODUCT_QKV, MODEL_PRODUCT_ATTN_OUT, MODEL_PRODUCT_FFN_UP, MODEL_PRODUCT_FFN_DOWN, MODEL_PRODUCT_HEAD,
+  MODEL_PRODUCT_COUNT
+} ModelProduct;
+/* Seconds accumulated per product, forward and backward, since the last model_profile_enable(). */
+void model_profile_products(const Model *m, double forward[MODEL_PRODUCT_COUNT], double backward[MODEL_PRODUCT_COUNT]);
+/* "QKV", "attn.out", "ffn.up", "ffn.down", "head": bench sgemm --config's names. */
+const char *model_product_name(int product);
 /* Floating-point operations of the matrix products of one model_forward (training
 ** = 0) or model_forward + model_backward (training = 1) over batch x seq tokens
 ** with head_rows labelled positions (multiply-add = 2). model_forward computes the

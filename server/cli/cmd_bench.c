@@ -139,7 +139,9 @@ const CliSpec cli_spec_bench = {
     "\n"
     "train: timed AdamW training steps (forward, backward, optimizer with lr 1e-3, weight decay 0.01 and\n"
     "       clipping at norm 1) of a freshly initialised model on one synthetic batch with 15% of\n"
-    "       the positions labelled; the MLM head runs at the labelled rows only.\n"
+    "       the positions labelled; the MLM head runs at the labelled rows only. The report splits\n"
+    "       the step into phases, and its matrix products by Linear layer (QKV, attn.out, ffn.up,\n"
+    "       ffn.down, head), to set beside sgemm --config's products timed alone.\n"
     "infer: timed forward passes returning the logits at those same positions.\n"
     "sgemm: the C = A*B single-precision speed of maskd's product (the one the model uses) and\n"
     "       of OpenBLAS's, side by side (default 2048^3); with --config/--batch/--seq, each\n"
@@ -522,6 +524,7 @@ typedef struct BenchRun {
   double peak;
   double *t_step, *t_fwd, *t_bwd, *t_opt;   /* per step, warm-up included */
   double prof[MODEL_PHASE_COUNT], fb_sum, loss_first, loss_last;
+  double prod_fwd[MODEL_PRODUCT_COUNT], prod_bwd[MODEL_PRODUCT_COUNT];   /* the matmul phase by product */
 } BenchRun;
 
 static void bench_run_free(BenchRun *r) {
@@ -639,6 +642,7 @@ static int bench_steps(const BenchArgs *a, BenchRun *r) {
     if (s >= a->warmup) r->fb_sum += t2 - t0;
   }
   model_profile_read(r->m, r->prof);
+  model_profile_products(r->m, r->prod_fwd, r->prod_bwd);
   return 0;
 }
 
@@ -685,6 +689,11 @@ static void bench_report(const BenchArgs *a, BenchRun *r) {
       psum += prof[p];
     }
     printf("\"other\":%.3f}", (fb_sum - psum) / ns * 1e3);
+    printf(",\"products_ms\":{");
+    for (int p = 0; p < MODEL_PRODUCT_COUNT; p++)
+      printf("%s\"%s\":{\"forward\":%.3f,\"backward\":%.3f}", p ? "," : "", model_product_name(p),
+             r->prod_fwd[p] / ns * 1e3, r->prod_bwd[p] / ns * 1e3);
+    printf("}");
     if (train) printf(",\"loss_first\":%.6f,\"loss_last\":%.6f", r->loss_first, r->loss_last);
     printf("}\n");
   } else {
@@ -711,6 +720,13 @@ static void bench_report(const BenchArgs *a, BenchRun *r) {
       psum += prof[p];
     }
     printf(" other %.2f\n", (fb_sum - psum) / ns * 1e3);
+    /* The matmul phase by Linear layer, to set beside bench sgemm --config's products timed alone. */
+    printf("  matmul by product (mean ms per step%s):", train ? ", forward + backward" : "");
+    for (int p = 0; p < MODEL_PRODUCT_COUNT; p++) {
+      printf(" %s %.2f", model_product_name(p), r->prod_fwd[p] / ns * 1e3);
+      if (train) printf(" + %.2f", r->prod_bwd[p] / ns * 1e3);
+    }
+    printf("\n");
   }
 }
 

@@ -75,11 +75,16 @@ check_json bench_train_json train \
    and abs(j["gflops"]-j["gflop_per_step"]/j["step_ms_median"]*1e3)<0.01*j["gflops"]+1e-3
    and abs(j["loss_first"]-math.log(300))<0.3 and j["loss_last"]<j["loss_first"]
    and j["peak_gflops"]==100 and 0 < j["executed_gflop_per_step"] <= j["gflop_per_step"]
-   and abs(j["peak_fraction"]-j["executed_gflops"]/100)<1e-3 and all(j["phases_ms"][k]>0 for k in ("forward","backward","optimizer"))' \
+   and abs(j["peak_fraction"]-j["executed_gflops"]/100)<1e-3 and all(j["phases_ms"][k]>0 for k in ("forward","backward","optimizer"))
+   and list(j["products_ms"])==["QKV","attn.out","ffn.up","ffn.down","head"]
+   and all(v["forward"]>0 and v["backward"]>0 for v in j["products_ms"].values())
+   and abs(sum(v["forward"]+v["backward"] for v in j["products_ms"].values())-j["profile_ms"]["matmul"])<0.011' \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 3 --warmup 1 --threads 1 --peak 100
 check_json bench_infer_json infer \
   'j["mode"]=="infer" and j["head_rows"]==9 and abs(j["gflop_per_step"]-2464512e-9)<1e-6
-   and j["step_ms_median"]>0 and j["params"]>300*32' \
+   and j["step_ms_median"]>0 and j["params"]>300*32
+   and all(v["forward"]>0 and v["backward"]==0 for v in j["products_ms"].values())
+   and abs(sum(v["forward"] for v in j["products_ms"].values())-j["profile_ms"]["matmul"])<0.006' \
   --config "$tmp/config.json" --batch 3 --seq 20 --steps 2 --threads 2 --peak 100
 check_json bench_sgemm_json sgemm 'j["gflops_median"]>0 and j["m"]==64 and j["n"]==48 and j["k"]==32' \
   --mnk 64,48,32 --reps 3 --threads 1
