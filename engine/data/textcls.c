@@ -643,12 +643,12 @@ static const char *cell_where(const TextClsRaw *r, size_t i, char *buf, size_t n
   return buf;
 }
 
-int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, int ids_allowed,
+int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, TextClsIds ids,
                           TextClsReading *out, int *bad_file, Err *err) {
   *out = TEXTCLS_BY_NAME;
   *bad_file = -1;
   if (l->n <= 0) return err_setk(err, ERR_INVALID, "an empty label set");
-  if (!ids_allowed) return 0;
+  if (ids == TEXTCLS_NAMES_ONLY) return 0;
   NameId *index = name_index(l);
   if (!index) return oom(err);
   /* Decided over every file at once: read per file, a test file whose integers all
@@ -663,7 +663,10 @@ int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLa
     }
   if (nomem) { free(index); return oom(err); }
   if (all_ints && !all_names) *out = TEXTCLS_BY_ID;
-  for (int f = 0; all_ints && all_names && f < n && !rc; f++)   /* both readings possible: they must agree */
+  /* Both readings possible: beside a labels file they must agree; against a model's
+  ** labels the names win, as the fine-tuning run that made them read its cells (a run
+  ** without a labels file names its labels after the cells, "1".."5" as ids 0..4). */
+  for (int f = 0; ids == TEXTCLS_IDS_AGREEING && all_ints && all_names && f < n && !rc; f++)
     for (size_t i = 0; i < files[f]->n; i++) {
       cell_int(files[f]->labels[i], &v);
       const NameId *hit = cell_name(index, l, files[f]->labels[i], &nomem);

@@ -69,11 +69,17 @@ void textcls_labels_free(TextClsLabels *l);
 /* How a run's label cells name their labels: by name, or as ids 0..n-1 into the names
 ** (an integer column beside its ClassLabel names, as HF datasets writes it to CSV). */
 typedef enum { TEXTCLS_BY_NAME, TEXTCLS_BY_ID } TextClsReading;
+/* Whether label cells may be ids, and what wins when every cell could be either. */
+typedef enum {
+  TEXTCLS_NAMES_ONLY,     /* names only (fine-tuning without a labels file: the names are the cells) */
+  TEXTCLS_IDS_AGREEING,   /* ids too (fine-tuning beside a labels file); all names and all ids: the readings must agree */
+  TEXTCLS_NAMES_FIRST     /* ids too (scoring against a model's labels); all names: by name, as the run read them */
+} TextClsIds;
 /* One reading for all n files of a run, so a cell means one label in every file: by id
-** only when ids_allowed (a --labels file was given), every cell of every file is an
-** integer, and some cell is no name; else by name. ERR_BAD_INPUT, *bad_file the file,
+** only when ids allows it, every cell of every file is an integer, and some cell is no
+** name; else by name. Under TEXTCLS_IDS_AGREEING, ERR_BAD_INPUT, *bad_file the file,
 ** when the cells are all names and all ids and the two readings differ. */
-int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, int ids_allowed,
+int textcls_label_reading(const TextClsRaw *const *files, int n, const TextClsLabels *l, TextClsIds ids,
                           TextClsReading *out, int *bad_file, Err *err);
 /* Label ids of every example of r into ids[r->n], read as how says. A cell names a
 ** label exactly or, failing that, with the whitespace around it stripped, as HF

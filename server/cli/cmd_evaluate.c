@@ -174,7 +174,7 @@ static int evaluate(const EvalArgs *a, json_t **summary, Err *err) {
   TextClsReading how;
   int bad;
   if (!(ids = malloc((raw.n ? raw.n : 1) * sizeof *ids))) { err_setk(err, ERR_NOMEM, "out of memory"); goto done; }
-  if (textcls_label_reading(files, 1, &labels, 1, &how, &bad, err) || textcls_map_labels(&raw, &labels, how, ids, err)) {
+  if (textcls_label_reading(files, 1, &labels, TEXTCLS_NAMES_FIRST, &how, &bad, err) || textcls_map_labels(&raw, &labels, how, ids, err)) {
     err_prefix(err, a->held_out_of ? "--held-out-of's training file" : "--data");
     goto done;
   }

@@ -230,7 +230,8 @@ static int read_data(const FtArgs *a, FtData *d, Err *e) {
   for (int i = 0; i < 3; i++)
     if (d->have[i]) { which[n_files] = i; files[n_files++] = &d->raw[i]; }
   TextClsReading how;
-  if (textcls_label_reading(files, n_files, &d->labels, a->labels != NULL, &how, &bad, e))
+  if (textcls_label_reading(files, n_files, &d->labels, a->labels ? TEXTCLS_IDS_AGREEING : TEXTCLS_NAMES_ONLY,
+                            &how, &bad, e))
     return err_prefix(e, bad >= 0 ? set_names[which[bad]] : "labels");
   for (int i = 0; i < 3; i++) {
     if (!d->have[i]) continue;

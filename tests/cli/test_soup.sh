@@ -252,6 +252,31 @@ assert e['examples'] == k['n'] and k['macro_f1'] > 0.4, (e, k)
 for m in ('accuracy', 'macro_f1', 'weighted_f1'):
     assert abs(e[m] - k[m]) < 1e-12, (m, e[m], k[m])
 " "$T/ev-te.json" "$T/sk.json"
+# Integer labels that are not 0..n-1 (star ratings 1, 5, 10), fine-tuned without a labels file:
+# the run names its labels after the cells ("1", "10", "5" by value: ids 0, 2, 1), and evaluate
+# reads the same cells by those names, on the run's held-out rows and on another file, where
+# every cell is both a name and an integer (an id past the end, or another label's).
+for f in tr te; do
+  awk -F, 'BEGIN { OFS = "," } NR == 1 { print; next }
+           { sub(/\r$/, ""); $NF = $NF == "card_arrival" ? 1 : $NF == "card_linking" ? 5 : 10; print }' \
+    "$T/$f.csv" > "$T/$f-stars.csv"
+done
+"$M" finetune --db "$DB" --model base --train "$T/tr-stars.csv" --label-column category --max-length 32 --batch 16 \
+  --lr 1e-2 --threads 1 --seed 3 --epochs 2 --quiet --name stars 2>"$T/ft.err" ||
+  fail evaluate_setup_stars "$(tail -1 "$T/ft.err")"
+"$M" evaluate --db "$DB" --model stars@best --held-out-of stars --json >"$T/ev-stars.json" 2>"$T/ev.err"
+rec=$(sqlite3 "$DB" "SELECT r.metrics FROM revisions r JOIN models m ON m.id = r.model_id WHERE m.name = 'stars' AND r.id = m.best_revision")
+ok evaluate_integer_names_held_out $PY -c "
+import json, sys
+e = json.load(open(sys.argv[1])); r = json.loads(sys.argv[2])
+assert e['examples'] == 40 and abs(e['macro_f1'] - r['eval_macro_f1']) <= 1e-7 and abs(e['loss'] - r['eval_loss']) <= 1e-7 * r['eval_loss'], (e, r)
+" "$T/ev-stars.json" "$rec"
+"$M" evaluate --db "$DB" --model stars@best --data "$T/te-stars.csv" --label-column category --json >"$T/ev-st.json" 2>"$T/ev.err"
+ok evaluate_integer_names_data $PY -c "
+import json, sys
+e = json.load(open(sys.argv[1]))
+assert e['examples'] == sum(1 for _ in open(sys.argv[2])) - 1, e
+" "$T/ev-st.json" "$T/te-stars.csv"
 # Refusals: one line, status 1 (2 for the command line).
 cmd=evaluate
 refuse evaluate_needs_model 2 '--model is required' --data "$T/te.csv"

@@ -181,7 +181,7 @@ static void test_jsonl(void) {
 }
 
 /* One file's label ids, read as a run of that one file reads them. */
-static int map_one(const TextClsRaw *r, const TextClsLabels *l, int ids_allowed, int32_t *ids, Err *e) {
+static int map_one(const TextClsRaw *r, const TextClsLabels *l, TextClsIds ids_allowed, int32_t *ids, Err *e) {
   TextClsReading how;
   int bad;
   if (textcls_label_reading(&r, 1, l, ids_allowed, &how, &bad, e)) return -1;
@@ -228,12 +228,12 @@ static void test_labels(void) {
     char *spaced[] = {" a", "b c ", "\td\r", "a"};
     TextClsRaw rs = {.n = 4, .texts = t3, .labels = spaced};
     int32_t ids[4] = {-1, -1, -1, -1};
-    int r1 = rc == 0 ? map_one(&rs, &l, 1, ids, &e) : -1;
+    int r1 = rc == 0 ? map_one(&rs, &l, TEXTCLS_IDS_AGREEING, ids, &e) : -1;
     check(r1 == 0 && ids[0] == 0 && ids[1] == 1 && ids[2] == 2 && ids[3] == 0, "labels_cells_stripped", "rc %d ids %d %d %d %d (%s)",
           r1, ids[0], ids[1], ids[2], ids[3], e.msg);
     char *spaced_ids[] = {" 2", "0 ", "1", " 1\t"};
     TextClsRaw ri2 = {.n = 4, .texts = t3, .labels = spaced_ids};
-    r1 = rc == 0 ? map_one(&ri2, &l, 1, ids, &e) : -1;
+    r1 = rc == 0 ? map_one(&ri2, &l, TEXTCLS_IDS_AGREEING, ids, &e) : -1;
     check(r1 == 0 && ids[0] == 2 && ids[1] == 0 && ids[2] == 1 && ids[3] == 1, "labels_id_cells_stripped", "rc %d ids %d %d %d %d (%s)",
           r1, ids[0], ids[1], ids[2], ids[3], e.msg);
     /* A cell that is no label, read from a file: the message names the file and the line. */
@@ -242,7 +242,7 @@ static void test_labels(void) {
     const char *csv = puts_("cells.csv", "text,label\nx, a \n\"multi\nline\",b c\ny, zz\n");
     int r2 = textcls_read(csv, "text", "label", &rf, &fe);
     int32_t fids[3];
-    if (r2 == 0) r2 = map_one(&rf, &l, 1, fids, &fe);
+    if (r2 == 0) r2 = map_one(&rf, &l, TEXTCLS_IDS_AGREEING, fids, &fe);
     check(r2 == -1 && strstr(fe.msg, "cells.csv: line 5 (row 3): label ' zz' is not one of the 3 labels"), "labels_miss_names_file_line",
           "rc %d: %s", r2, fe.msg);
     textcls_raw_free(&rf);
@@ -261,7 +261,7 @@ static void test_labels(void) {
             !strcmp(l.names[3], "\xC3\xA9t\xC3\xA9"),
         "labels_sorted_bytewise", "rc %d n %d", rc, l.n);
   int32_t ids[6];
-  rc = map_one(&r, &l, 0, ids, &e);
+  rc = map_one(&r, &l, TEXTCLS_NAMES_ONLY, ids, &e);
   check(rc == 0 && ids[0] == 2 && ids[1] == 3 && ids[2] == 0 && ids[3] == 2 && ids[4] == 1 && ids[5] == 0, "map_labels", "rc %d: %s", rc,
         e.msg);
   textcls_labels_free(&l);
@@ -302,18 +302,18 @@ static void test_labels(void) {
     TextClsRaw ri = {.n = 4, .texts = texts, .labels = as_ids};
     int32_t got[4];
     Err ie = {0};
-    rc = map_one(&ri, &l3, 1, got, &ie);
+    rc = map_one(&ri, &l3, TEXTCLS_IDS_AGREEING, got, &ie);
     check(rc == 0 && got[0] == 2 && got[1] == 0 && got[2] == 1 && got[3] == 0, "map_labels_integer_ids", "rc %d: %s", rc, ie.msg);
     char *past[] = {"2", "0", "3"};
     TextClsRaw rp = {.n = 3, .texts = texts, .labels = past};
-    rc = map_one(&rp, &l3, 1, got, &ie);
+    rc = map_one(&rp, &l3, TEXTCLS_IDS_AGREEING, got, &ie);
     check(rc == -1 && strstr(ie.msg, "row 3: label 3 is no id of the 3 labels"), "map_labels_integer_past_names_refused", "rc %d: %s", rc, ie.msg);
     char *mixed2[] = {"a", "1"};
     TextClsRaw rx = {.n = 2, .texts = texts, .labels = mixed2};
-    rc = map_one(&rx, &l3, 1, got, &ie);
+    rc = map_one(&rx, &l3, TEXTCLS_IDS_AGREEING, got, &ie);
     check(rc == -1 && strstr(ie.msg, "row 2: label '1'"), "map_labels_names_and_integers_refused", "rc %d: %s", rc, ie.msg);
     /* Without a labels file the names are train's own: integers are never ids. */
-    rc = map_one(&ri, &l3, 0, got, &ie);
+    rc = map_one(&ri, &l3, TEXTCLS_NAMES_ONLY, got, &ie);
     check(rc == -1 && strstr(ie.msg, "row 1: label '2' is not one of the 3 labels"), "map_labels_no_ids_without_labels_file",
           "rc %d: %s", rc, ie.msg);
   }
@@ -330,22 +330,34 @@ static void test_labels(void) {
     int bad_file = -2;
     Err re = {0};
     int32_t a[3] = {-1, -1, -1}, b[2] = {-1, -1};
-    rc = textcls_label_reading(both, 2, &l5, 1, &how, &bad_file, &re);
+    rc = textcls_label_reading(both, 2, &l5, TEXTCLS_IDS_AGREEING, &how, &bad_file, &re);
     if (rc == 0) rc = textcls_map_labels(&tr, &l5, how, a, &re) || textcls_map_labels(&te, &l5, how, b, &re) ? -1 : 0;
     check(rc == 0 && how == TEXTCLS_BY_ID && a[1] == 1 && b[0] == 1 && b[1] == 2, "label_reading_one_for_all_files",
           "rc %d how %d train 1 -> %d, test 1 -> %d: %s", rc, (int)how, a[1], b[0], re.msg);
     /* Every cell a name and an id, the readings differing: refused, naming the file. */
     const TextClsRaw *test_only[2] = {&tr, &te};
     test_only[0] = &te;
-    rc = textcls_label_reading(test_only, 1, &l5, 1, &how, &bad_file, &re);
+    rc = textcls_label_reading(test_only, 1, &l5, TEXTCLS_IDS_AGREEING, &how, &bad_file, &re);
     check(rc == -1 && bad_file == 0 && re.kind == ERR_BAD_INPUT &&
               strstr(re.msg, "row 1: label 1 is both a name in the labels file (id 0) and an id into it (the label '2')"),
           "label_reading_ambiguous_refused", "rc %d file %d: %s", rc, bad_file, re.msg);
     /* Names "0".."4": both readings agree, nothing to refuse. */
     char *zero_based[] = {"0", "1", "2", "3", "4"};
     TextClsLabels lz = {5, zero_based};
-    rc = textcls_label_reading(test_only, 1, &lz, 1, &how, &bad_file, &re);
+    rc = textcls_label_reading(test_only, 1, &lz, TEXTCLS_IDS_AGREEING, &how, &bad_file, &re);
     check(rc == 0 && how == TEXTCLS_BY_NAME, "label_reading_names_equal_ids", "rc %d: %s", rc, re.msg);
+    /* Against a model's labels (maskd evaluate) the names win: a run fine-tuned without
+    ** a labels file on cells 1..5 named its labels "1".."5", ids 0..4, and its own files
+    ** are read as it read them; a file holding a 0, no name, is read by id. */
+    rc = textcls_label_reading(test_only, 1, &l5, TEXTCLS_NAMES_FIRST, &how, &bad_file, &re);
+    if (rc == 0) rc = textcls_map_labels(&te, &l5, how, b, &re);
+    check(rc == 0 && how == TEXTCLS_BY_NAME && b[0] == 0 && b[1] == 1, "label_reading_names_first",
+          "rc %d how %d: 1 -> %d, 2 -> %d: %s", rc, (int)how, b[0], b[1], re.msg);
+    const TextClsRaw *train_only[1] = {&tr};
+    rc = textcls_label_reading(train_only, 1, &l5, TEXTCLS_NAMES_FIRST, &how, &bad_file, &re);
+    if (rc == 0) rc = textcls_map_labels(&tr, &l5, how, a, &re);
+    check(rc == 0 && how == TEXTCLS_BY_ID && a[0] == 0 && a[2] == 4, "label_reading_names_first_ids",
+          "rc %d how %d: 0 -> %d, 4 -> %d: %s", rc, (int)how, a[0], a[2], re.msg);
   }
 
   /* A label the set does not have: named, with its row. */
@@ -354,7 +366,7 @@ static void test_labels(void) {
   char *labels3[] = {"a", "b", "zzz", "q"};
   TextClsRaw r3 = {.n = 4, .texts = texts, .labels = labels3};
   Err ue = {0};
-  rc = map_one(&r3, &l2, 0, ids, &ue);
+  rc = map_one(&r3, &l2, TEXTCLS_NAMES_ONLY, ids, &ue);
   check(rc == -1 && ue.kind == ERR_BAD_INPUT && strstr(ue.msg, "row 3: label 'zzz' is not one of the 2 labels"), "map_labels_unknown",
         "rc %d kind %s [%s]", rc, err_kind_name(ue.kind), ue.msg);
 }
@@ -993,7 +1005,7 @@ static void test_banking77(void) {
   if (rc == 0) rc = textcls_labels_sorted(&r, &sorted, &e);
   if (rc) { check(0, "banking77_labels", "%s", e.msg); textcls_raw_free(&r); return; }
   int32_t *ids = malloc(r.n * sizeof *ids);
-  rc = map_one(&r, &file_labels, 1, ids, &e);
+  rc = map_one(&r, &file_labels, TEXTCLS_IDS_AGREEING, ids, &e);
   int ok = rc == 0 && file_labels.n == 77 && sorted.n == 77 && !strcmp(file_labels.names[0], "card_arrival");
   for (int i = 0; ok && i < 77; i++) ok &= textcls_label_id(&file_labels, sorted.names[i]) >= 0;
   for (size_t i = 0; ok && i < r.n; i++) ok &= !strcmp(file_labels.names[ids[i]], r.labels[i]);
