@@ -268,12 +268,9 @@ blk_tile(int kp, const float *a, const float *b, float *acc, int start, int fini
       r[i][0] = _mm256_load_ps(acc + i * BLK_NR);
       r[i][1] = _mm256_load_ps(acc + i * BLK_NR + 8);
     }
-  /* C's lines are needed only after the kp steps: asking for them now hides the wait. */
-  if (finish)
-    for (int i = 0; i < mr; i++) {
-      _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
-      _mm_prefetch((const char *)(c + (size_t)i * ldc + 15), _MM_HINT_T0);
-    }
+  /* C's lines (and GELU's input's) are needed only after the kp steps: asking for them now hides the wait. */
+  if (finish) gemm_prefetch_tile_rows(c, (size_t)ldc, mr, BLK_NR);
+  if (finish && last && gp) gemm_prefetch_tile_rows(gp, (size_t)ldc, mr, BLK_NR);
   for (int p = 0; p < kp; p++) {
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6

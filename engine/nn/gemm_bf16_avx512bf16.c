@@ -127,10 +127,8 @@ static void tile(int kp, const uint16_t *a16, const uint16_t *b16, const uint16_
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int i = 0; i < mr; i++) {
-    _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
-    _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
-  }
+  gemm_prefetch_tile_rows(c, (size_t)ldc, mr, 32);   /* C's lines and GELU's input's, for the epilogue */
+  if (last && gp) gemm_prefetch_tile_rows(gp, (size_t)ldc, mr, 32);
   for (int p = 0; p < kp; p++) {
     __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1);
 #pragma GCC unroll 12

@@ -109,6 +109,18 @@ static inline void gemm_few_rows_store(const float (*tile)[GEMM_FEW_ROWS_MAX], i
     }
 }
 
+/* Asks for the lines of rows [0, mr) of a tile, w floats each, rows ld apart, into
+** L1 before its steps: C's, which the epilogue reads or writes, and with them the
+** GELU input whose derivative the last slice multiplies in (gp), which nothing else
+** brings: the base model's FFN backward waited on it there, 9% of that product in a
+** training step on an Intel Xeon (BENCHMARKS.md, issue 14). Only the time depends on it. */
+static inline void gemm_prefetch_tile_rows(const float *p, size_t ld, int mr, int w) {
+  for (int i = 0; i < mr; i++) {
+    __builtin_prefetch(p + (size_t)i * ld, 0, 3);
+    __builtin_prefetch(p + (size_t)i * ld + w - 1, 0, 3);
+  }
+}
+
 /* 1 when a blocked product's threads share its steps (gemm.c's blocked_shared, and
 ** gemm_bf16.c's), 0 under MASKD_GEMM_SHARE=fixed: a fixed share of C each, to measure. */
 int gemm_shared_steps(void);
