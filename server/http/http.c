@@ -705,10 +705,40 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
   return 0;  /* suspended: asked again once resumed */
 }
 
+/* A stream's context, released on a handler thread (stream_destroy). */
+typedef struct StreamRelease {
+  Job job;
+  void (*free_fn)(void *ctx);
+  void *ctx;
+} StreamRelease;
+
+static void run_release(HttpServer *s, Job *j) {
+  (void)s;
+  StreamRelease *r = CONTAINER(j, StreamRelease, job);
+  r->free_fn(r->ctx);
+  free(r);
+}
+
+/* libmicrohttpd's end of a stream's response, on the loop. Its context may have store
+** work left (a download drops its blob's pin: a write, which waits up to the busy
+** timeout for another process's write transaction), and the loop must never wait: every
+** connection, /healthz's too, would wait with it. So a handler thread releases it; once
+** the pool has closed (the server stopping, its handlers gone), this thread does. */
 static void stream_destroy(void *cls) {
   Stream *ss = cls;
   if (ss->counted) streams_release(ss->s, ss->ip, ss->ip_len);
-  if (ss->free_fn) ss->free_fn(ss->ctx);
+  if (ss->free_fn) {
+    StreamRelease *r = malloc(sizeof *r);
+    if (r) {
+      r->job.run = r->job.cancel = run_release;
+      r->free_fn = ss->free_fn;
+      r->ctx = ss->ctx;
+    }
+    if (!r || pool_push(ss->s, &r->job)) {
+      free(r);
+      ss->free_fn(ss->ctx);
+    }
+  }
   free(ss);
 }
 
@@ -778,6 +808,14 @@ static enum MHD_Result preflight(ReqState *st, struct MHD_Connection *c, const c
   return answer_bare(st, c, MHD_HTTP_NO_CONTENT, r);
 }
 
+/* The body of a HEAD of an event stream, never read (libmicrohttpd sends a HEAD's
+** headers alone): it gives the answer GET's headers, chunked with no Content-Length,
+** where a buffer would claim an empty body. */
+static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)cls, (void)pos, (void)buf, (void)max;
+  return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
 /* Queues rs on c (the loop only). A stream is counted against the limits here. */
 static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *rs, ReqState *st) {
   struct MHD_Response *r;
@@ -818,9 +856,11 @@ static enum MHD_Result queue(HttpServer *s, struct MHD_Connection *c, HttpRes *r
                                           stream_reader, ss, stream_destroy);
     if (!r) { stream_destroy(ss); return MHD_NO; }
   } else {
+    int unsized_head = rs->stream != NULL;   /* a HEAD of an event stream: GET's headers, no body */
     if (rs->stream && rs->stream_free) rs->stream_free(rs->stream_ctx);
     rs->stream_free = NULL;
-    r = MHD_create_response_from_buffer(rs->len, rs->body ? rs->body : (void *)"", MHD_RESPMEM_MUST_COPY);
+    r = unsized_head ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64, no_body, NULL, NULL)
+                     : MHD_create_response_from_buffer(rs->len, rs->body ? rs->body : (void *)"", MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
   }
   int status = rs->status ? rs->status : 500;
@@ -989,7 +1029,7 @@ static enum MHD_Result upload_failed(HttpServer *s, struct MHD_Connection *c, Re
 /* First call for a request (headers complete): path checks, route, guards, token,
 ** content type and declared size. Refusals are answered at once. */
 static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char *url, const char *method,
-                             ReqState *st) {
+                             const char *version, ReqState *st) {
   st->c = c;
   st->conn = conn_of(c);
   conn_state(st->conn, C_BODY);
@@ -1001,6 +1041,10 @@ static enum MHD_Result begin(HttpServer *s, struct MHD_Connection *c, const char
   st->segs = malloc(ulen + 1);
   if (!st->path || !st->segs) return MHD_NO;
   if (atomic_load(&s->stopping)) return refuse(s, c, st, 503, "the server is shutting down", NULL);
+  /* HTTP/1.1 requires Host (RFC 9112, 3.2), and the guard's Host check (DNS rebinding)
+  ** can only judge one that is there; HTTP/1.0 may leave it out. */
+  if (version && !strcmp(version, MHD_HTTP_VERSION_1_1) && !hdr(c, MHD_HTTP_HEADER_HOST))
+    return refuse(s, c, st, 400, "an HTTP/1.1 request needs a Host header", NULL);
   if (has_encoded_nul(st->raw_uri))
     return refuse(s, c, st, 400, "the URL holds an encoded NUL (%00)", json_pack("{s:o}", "url",
                                                                                  http_json_text(st->raw_uri)));
@@ -1128,7 +1172,6 @@ static enum MHD_Result dispatch(HttpServer *s, struct MHD_Connection *c, ReqStat
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-  (void)version;
   HttpServer *s = cls;
   ReqState *st = *con_cls;
   if (!st) {  /* uri_logged could not allocate */
@@ -1137,7 +1180,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   switch (atomic_load(&st->phase)) {
     case R_NEW:
-      return begin(s, c, url, method, st);
+      return begin(s, c, url, method, version, st);
     case R_BODY:
       if (!*upload_size) return dispatch(s, c, st);
       if (st->upload_path || st->upload_refused) {

@@ -124,7 +124,9 @@ typedef struct HttpReq {
 ** sends); 0 when there is nothing to send yet (the layer calls it again about
 ** stream_poll_s later: send a ": keep-alive\n\n" comment now and then, so a gone
 ** client is noticed); -1 at the end of the stream. free_fn is called once when the
-** connection ends, whatever the reason. The layer ends every stream at http_stop(). */
+** connection ends, whatever the reason, on a handler thread (so it may wait, on the
+** store's lock say), or on http_stop()'s once the handlers are closing. The layer ends
+** every stream at http_stop(). */
 typedef ssize_t (*HttpStreamFn)(void *ctx, char *buf, size_t max);
 
 #define HTTP_MAX_HEADERS 8

@@ -562,3 +562,50 @@ echo "# while pruning: status counts $codes"
 ok prune_race_no_500 bash -c "! cat '$T'/churn[1-4] | grep -q '^5'"
 ok prune_race_no_download_cut bash -c "! cat '$T'/churn[1-4] | grep -qv ' 0\$'"
 ok prune_race_mostly_served bash -c "[ \$(cat '$T'/churn[1-4] | grep -c '^20[06]') -gt 180 ]"
+
+# A download that ends while another process holds the store's write lock: the download's
+# pin is dropped by a handler thread, which waits for the lock, while the loop goes on
+# serving (the loop dropped it itself, and every connection, /healthz too, waited up to
+# the busy timeout; one that waited past it left the pin behind). The weights (13 MB) are
+# more than the client's 4 KB window and the sockets' buffers take, so the download is
+# still open, its pin in blob_readers, when the lock is taken; the client then resets it.
+sed 's/"hidden_size": 16/"hidden_size": 256/; s/"num_hidden_layers": 2/"num_hidden_layers": 4/;
+     s/"intermediate_size": 32/"intermediate_size": 1024/' "$T/cfg.json" > "$T/wide.json"
+"$M" train --db "$T/hub.db" --name wide --tokenizer "$T/tok.json" --train "$T/train" --config "$T/wide.json" \
+  --max-steps 1 --threads 1 --quiet >"$T/wide.log" 2>&1 || fail unpin_setup "$(tail -2 "$T/wide.log")"
+ok download_end_under_lock_loop_serves $PY - "$port" "$T/hub.db" <<'PY'
+import socket, sqlite3, struct, sys, time, urllib.request
+port, db = int(sys.argv[1]), sys.argv[2]
+head = urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/wide/resolve/main/model.safetensors",
+                                                     method="HEAD"), timeout=20)
+path = head.url.split(f"127.0.0.1:{port}", 1)[1]   # the commit's URL the 302 named
+con = sqlite3.connect(db, timeout=20, isolation_level=None)
+def pins():
+    return con.execute("SELECT COUNT(*) FROM blob_readers").fetchone()[0]
+time.sleep(0.5)
+before = pins()   # other connections' (the HEAD's, the earlier tests'), dropped or not yet
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", port))
+s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+assert s.recv(12).startswith(b"HTTP/1.1 200"), "the download did not start"
+time.sleep(0.5)
+con.execute("BEGIN IMMEDIATE")
+try:
+    assert pins() == before + 1, f"{pins()} pins, {before} before, while the download is open: the check could not fail"
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    time.sleep(1.0)   # the server sees the reset and ends the stream
+    t = time.monotonic()
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=8).read()
+    waited = time.monotonic() - t
+    assert waited < 1.0, f"/healthz took {waited:.1f} s while the lock was held"
+finally:
+    con.execute("COMMIT")
+for _ in range(100):   # the handler drops the pin once the lock is free
+    if pins() <= before:
+        break
+    time.sleep(0.1)
+else:
+    sys.exit("the download's pin was not dropped after the lock was released")
+PY

@@ -188,6 +188,11 @@ call GET /runs/demo/events --max-time 10
 ok run_events grep -q '^event: end' "$T/body"
 ok run_events_progress grep -q '^data: {.*"status": *"done"' "$T/body"
 ok run_events_metrics grep -q '^event: metrics' "$T/body"
+# HEAD answers GET's headers: a stream of unknown length (chunked), not an empty body.
+curl -s --max-time 10 -D "$T/get-h" -o /dev/null "$base/runs/demo/events"
+curl -s --max-time 10 -I "$base/runs/demo/events" >"$T/head-h"
+ok run_events_head_as_get sh -c 'grep -qi "^transfer-encoding: chunked" "$1" && grep -qi "^transfer-encoding: chunked" "$2" &&
+  ! grep -qi "^content-length" "$2" && grep -qi "^content-type: text/event-stream" "$2"' _ "$T/get-h" "$T/head-h"
 
 # Models: revisions and the Hub's resolve URLs.
 call GET /models/demo
