@@ -571,6 +571,7 @@ int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
     st.epoch_frac = (double)t->epoch + (double)t->pos / (double)t->spe;
     if (lead && lead->on_step) lead->on_step(lead->ctx, &st);
     if (divergence_check_step("training", st.step, st.loss, st.grad_norm, err)) return -1;
+    int saved = 0;   /* an epoch checkpoint at this step: no step checkpoint beside it */
     if (t->pos == t->spe || t->step == t->total) {
       TrainerEval ev;
       int have_eval = t->valid != NULL;
@@ -589,11 +590,15 @@ int trainer_run(Trainer *t, const TrainerCallbacks *cb, Err *err) {
       ls.batch = 0;
       if (loader_set_state(t->train, &ls, err)) return -1;
       if (lead && lead->on_eval) lead->on_eval(lead->ctx, &ev);
-      if (t->epoch % t->opt.checkpoint_epochs == 0 || t->step == t->total)
+      if (t->epoch % t->opt.checkpoint_epochs == 0 || t->step == t->total) {
         if (checkpoint(t, cb, TRAINER_CKPT_EPOCH, have_eval ? &ev : NULL, err)) return -1;
-    } else if (t->opt.checkpoint_steps > 0 && t->step % t->opt.checkpoint_steps == 0) {
-      if (checkpoint(t, cb, TRAINER_CKPT_STEPS, NULL, err)) return -1;
+        saved = 1;
+      }
     }
+    /* Every checkpoint_steps steps, an epoch's end included where that epoch makes none
+    ** (--checkpoint-epochs 2 ends epoch 1 without one). */
+    if (!saved && t->opt.checkpoint_steps > 0 && t->step % t->opt.checkpoint_steps == 0)
+      if (checkpoint(t, cb, TRAINER_CKPT_STEPS, NULL, err)) return -1;
   }
   return TRAINER_DONE;
 }

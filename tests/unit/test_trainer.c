@@ -189,6 +189,24 @@ static void test_resume(void) {
   /* Checkpoints: steps 5,10,15,20,25,30,35 minus none at epoch ends (12, 24, 36 are epoch ones). */
   check(a->n_ckpt == 3 + 7, "trainer_checkpoint_count", "%d checkpoints", a->n_ckpt);
 
+  /* A step checkpoint that falls on the end of an epoch that makes none (every 6 steps,
+  ** every 2nd epoch): steps 6, 12, 18 and 30, epochs 2 and 3 (steps 24 and 36). */
+  {
+    TrainerOptions o2 = o;
+    o2.checkpoint_steps = 6;
+    o2.checkpoint_epochs = 2;
+    Record *r2 = calloc(1, sizeof *r2);
+    r2->save_at = 12;
+    float *p2;
+    size_t np2;
+    int st2;
+    int rc2 = run(&c, &o2, r2, NULL, &p2, &np2, &st2);
+    check(rc2 == 0 && r2->n_ckpt == 6 && r2->w && r2->saved_kind == TRAINER_CKPT_STEPS,
+          "trainer_step_checkpoint_at_epoch_without_one", "rc %d, %d checkpoints, step 12's %s (kind %d)", rc2,
+          r2->n_ckpt, r2->w ? "made" : "missing", r2->saved_kind);
+    free(p2); free(r2->w); free(r2->s); free(r2);
+  }
+
   Record *b = calloc(1, sizeof *b);
   rc = run(&c, &o, b, a, &pb, &npb, &st);
   int ok = rc == 0 && st == TRAINER_DONE && b->last_step == 36 && same_from(a, b, 21, 36) &&
