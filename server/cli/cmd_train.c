@@ -540,6 +540,12 @@ static int train_loop(Store *db, int64_t run, const RunConfig *rc, Trainer *t, c
     }
   }
   if (r < 0) {
+    /* The steps buffered since the last flush go in first, with the run's progress: a
+    ** diverged run's last steps are the ones that show how it went. Best effort: a
+    ** store that failed keeps the error already in e. */
+    Err fe2 = {0};
+    if (c->nbuf && flush_steps(c, &fe2) == 0)
+      store_run_progress(db, run, c->last.step, c->last.total_steps, c->last.epoch, &fe2);
     store_run_set_status(db, run, STORE_STATUS_FAILED, e.msg, NULL);
     fprintf(stderr, "maskd train: %s\n", e.msg);
     status = 1;

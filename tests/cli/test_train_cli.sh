@@ -251,4 +251,10 @@ for c in "1e30 4 at step 2" "1e300 1 by step 1"; do
   else
     fail "train_cli_diverged_weights_not_saved_lr_$lr" "rc $rc, $res: $out"
   fi
+  # Its steps up to the one that diverged are recorded, and its progress with them (they
+  # were lost when the run failed between two flushes of the buffered metrics).
+  rec=$(sqlite3 "$T/dv.db" "SELECT step || '|' || (SELECT MAX(step) FROM step_metrics WHERE run_id = runs.id) FROM runs ORDER BY id DESC LIMIT 1")
+  want=${said##* }
+  [ "$rec" = "$want|$want" ] && pass "train_cli_diverged_steps_recorded_lr_$lr" ||
+    fail "train_cli_diverged_steps_recorded_lr_$lr" "run step | last step metric: $rec, not $want|$want"
 done
