@@ -40,6 +40,9 @@
 #include "server/app/workspace.h"
 #include "store/load.h"
 
+/* Why a job the server's stop interrupted is "interrupted": recovery finds them by it. */
+#define SERVER_STOPPED "the server stopped"
+
 extern char **environ;
 
 struct Worker {
@@ -69,8 +72,28 @@ static void workspace_refusal(HttpRes *rs, const Err *e, const char *field) {
   http_error_from(rs, e, e->msg, json_pack("{s:s}", "field", field));
 }
 
-/* "resume": a run id or name that the store knows and that is not running; on
-** success id_text receives the run's id, which is all the job passes on. */
+/* 1 when job j (a row of store_jobs_list) works on run: it made the run, or it resumes
+** it (a resume job names its run by id, and links to it only once its process starts). */
+static int job_targets_run(json_t *j, int64_t run) {
+  if (json_integer_value(json_object_get(j, "run")) == run) return 1;
+  json_t *params = json_object_get(j, "params");
+  json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+  char id[32];
+  snprintf(id, sizeof id, "%lld", (long long)run);
+  int hit = !strcmp(json_string_value(json_object_get(p, "resume")) ?: "", id);
+  json_decref(p);
+  return hit;
+}
+
+static int job_live(json_t *j) {
+  StoreStatus st = STORE_STATUS_DONE;
+  store_status_parse(json_string_value(json_object_get(j, "status")), &st);
+  return st == STORE_STATUS_QUEUED || st == STORE_STATUS_RUNNING;
+}
+
+/* "resume": a run id or name that the store knows, that is not running and that no
+** queued or running job already resumes (two would train it twice, and a cancel reached
+** only one); on success id_text receives the run's id, which is all the job passes on. */
 static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_text, size_t cap) {
   Err e = {0};
   const char *v = json_string_value(resume);
@@ -83,7 +106,9 @@ static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_tex
   if (!s) return -1;
   int64_t run = store_run_find(s, v, &e);
   if (run < 1) { http_error(rs, 422, "no such run to resume", json_pack("{s:s, s:s}", "field", "resume", "run", v)); return -1; }
-  /* What maskd train --resume refuses, refused here, before a job is queued to fail. */
+  /* What maskd train --resume refuses, refused here, before a job is queued to fail; a
+  ** run whose process is gone (killed outright) is interrupted first, as --resume finds it. */
+  store_runs_recover(s, NULL, &e);
   json_t *rj = store_run_get(s, run, &e);
   if (!rj) { http_error_from(rs, &e, "cannot read the run", json_string(e.msg)); return -1; }
   StoreStatus st = STORE_STATUS_CREATED;
@@ -93,6 +118,19 @@ static int resume_target(App *a, HttpRes *rs, const json_t *resume, char *id_tex
     http_error(rs, 409, st == STORE_STATUS_DONE ? "the run is already done; only a stopped run can be resumed"
                                                 : "the run is still running; only a stopped run can be resumed",
                json_pack("{s:s, s:s, s:s}", "field", "resume", "run", v, "status", store_status_name(st)));
+    return -1;
+  }
+  json_t *jobs = store_jobs_list(s, &e);
+  if (!jobs) { http_error_from(rs, &e, "cannot read the jobs", json_string(e.msg)); return -1; }
+  int64_t live = 0;
+  size_t i;
+  json_t *j;
+  json_array_foreach(jobs, i, j)
+    if (!live && job_live(j) && job_targets_run(j, run)) live = json_integer_value(json_object_get(j, "id"));
+  json_decref(jobs);
+  if (live > 0) {
+    http_error(rs, 409, "a job already resumes this run; cancel it or wait for it",
+               json_pack("{s:s, s:s, s:I}", "field", "resume", "run", v, "job", (json_int_t)live));
     return -1;
   }
   snprintf(id_text, cap, "%lld", (long long)run);
@@ -642,13 +680,24 @@ void route_cancel_run(void *app, HttpReq *rq, HttpRes *rs) {
     http_error_from(rs, &e, "no such run", json_pack("{s:s}", "run", rq->params[0]));
     return;
   }
+  /* Every queued or running job of the run is cancelled (a resume queued behind the one
+  ** running would train it on after the cancel); the answer is the newest's. With none
+  ** live, the newest that made or resumed it says it has ended. */
   json_t *jobs = store_jobs_list(s, &e);
-  int64_t job = -1;
+  int64_t job = -1, newest = -1;
   size_t i;
   json_t *j;
-  json_array_foreach(jobs, i, j)
-    if (json_integer_value(json_object_get(j, "run")) == run) { job = json_integer_value(json_object_get(j, "id")); break; }
+  json_array_foreach(jobs, i, j) {
+    if (!job_targets_run(j, run)) continue;
+    int64_t id = json_integer_value(json_object_get(j, "id"));
+    if (newest < 1) newest = id;
+    if (!job_live(j)) continue;
+    Err e2 = {0};
+    if (job < 1) job = id;
+    else store_job_cancel(s, id, &e2);
+  }
   json_decref(jobs);
+  if (job < 1) job = newest;
   if (job < 1) http_error(rs, 409, "this run was not started by the server's job queue (stop it where it runs)",
                           json_pack("{s:I}", "run", (json_int_t)run));
   else cancel_job(s, rs, job);
@@ -954,7 +1003,7 @@ static int wait_for_old_process(Worker *w, Store *s, int64_t job, const char *pa
     if (st != STORE_STATUS_RUNNING) break;
     if (!said) fprintf(stderr, "maskd serve: job %lld waits for run %lld's process to stop\n", (long long)job, (long long)run);
     if (store_job_cancel_requested(s, job, &e2) == 1) { store_job_finish(s, job, STORE_STATUS_CANCELLED, NULL, &e2); return 1; }
-    if (atomic_load(&w->stop)) { store_job_finish(s, job, STORE_STATUS_INTERRUPTED, "the server stopped", &e2); return 1; }
+    if (atomic_load(&w->stop)) { store_job_finish(s, job, STORE_STATUS_INTERRUPTED, SERVER_STOPPED, &e2); return 1; }
     usleep(200 * 1000);
   }
   if (st == STORE_STATUS_INTERRUPTED) return 0;
@@ -1062,7 +1111,9 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     store_job_finish(s, job, STORE_STATUS_CANCELLED, NULL, &e);
   } else if (cancelled == 2) {
     store_job_finish(s, job, STORE_STATUS_INTERRUPTED,
-                     killed ? "the server stopped (the job was killed after the grace period)" : "the server stopped", &e);
+                     killed ? SERVER_STOPPED " (the job was killed after the grace period)" : SERVER_STOPPED, &e);
+  } else if (stopped) {   /* a signal to the job's own process (its run checkpointed): resumable, not failed */
+    store_job_finish(s, job, STORE_STATUS_INTERRUPTED, why[0] ? why : "the job's process was stopped", &e);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     /* What a tokenizer or prepare job made is registered, or the job fails with why. */
     Err re = {0};
@@ -1099,63 +1150,95 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* After recovery: the training jobs that were running (in `before`) and are now
-** "interrupted", whose policy is resume, are queued again as a resume of their run.
-** A run whose process still lives (status still "running": the server died, its
-** maskd train is checkpointing on the SIGTERM its death sent) is queued too, and the
-** resume waits for that process to end; a run already ended needs nothing. */
+/* A training job the server's stop or death interrupted (j, its row), whose policy is
+** resume, queued again as a resume of its run. A run whose process still lives
+** (status still "running": the server died, its maskd train is checkpointing on the
+** SIGTERM its death sent) is queued too, and the resume waits for that process to end;
+** a run already ended needs nothing. */
+static void requeue_job(App *a, Store *s, json_t *j) {
+  int64_t job = json_integer_value(json_object_get(j, "id"));
+  Err e = {0};
+  json_t *params = json_object_get(j, "params");
+  json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+  const char *policy = json_string_value(json_object_get(p, "on_restart"));
+  int resume = policy ? !strcmp(policy, "resume") : a->on_restart_resume;
+  /* A new run is linked to its job in the transaction that makes it: a job with no run
+  ** made none. A resume job names its run by id. */
+  int64_t run = json_integer_value(json_object_get(j, "run"));
+  const char *resumed = json_string_value(json_object_get(p, "resume"));
+  if (resume && run < 1 && resumed) run = store_run_find(s, resumed, &e);  /* it died before it linked the run */
+  json_t *next = NULL;
+  if (!resume) {
+  } else if (run > 0 && json_object_get(p, "task")) {
+    err_set(&e, "a fine-tuning run is not resumed (its epochs so far are kept; submit the job again)");
+  } else if (run > 0) {
+    json_t *r = store_run_get(s, run, &e);
+    const char *st = json_string_value(json_object_get(r, "status")) ?: "";
+    /* Still running: its process outlived the server (killed outright) and is stopping
+    ** on its SIGTERM; the resume waits for it (wait_for_old_process). */
+    if (status_of(r) == STORE_STATUS_INTERRUPTED || status_of(r) == STORE_STATUS_RUNNING) {
+      char id[32];
+      snprintf(id, sizeof id, "%lld", (long long)run);
+      next = json_pack("{s:s, s:s, s:I}", "resume", id, "on_restart", "resume", "requeued_from", (json_int_t)job);
+    } else {
+      err_set(&e, "its run %lld is %s", (long long)run, st[0] ? st : "gone");
+    }
+    json_decref(r);
+  } else if (p) {  /* no run was made yet: the same description, from the start */
+    next = json_copy(p);
+    json_object_set_new(next, "on_restart", json_string("resume"));
+    json_object_set_new(next, "requeued_from", json_integer(job));
+  }
+  char *text = next ? json_dumps(next, JSON_COMPACT) : NULL;
+  int64_t id = text ? store_job_submit(s, "train", text, &e) : 0;
+  if (id > 0) fprintf(stderr, "maskd serve: job %lld was interrupted; queued again as job %lld\n", (long long)job, (long long)id);
+  else if (resume) fprintf(stderr, "maskd serve: job %lld was interrupted and is not resumed%s%s\n", (long long)job,
+                           e.msg[0] ? ": " : "", e.msg);
+  free(text);
+  json_decref(next);
+  json_decref(p);
+}
 
+/* 1 when a job of `jobs` was queued again from job id (its "requeued_from"). */
+static int requeued_already(json_t *jobs, int64_t id) {
+  size_t i;
+  json_t *j;
+  json_array_foreach(jobs, i, j) {
+    json_t *params = json_object_get(j, "params");
+    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+    int hit = json_integer_value(json_object_get(p, "requeued_from")) == id;
+    json_decref(p);
+    if (hit) return 1;
+  }
+  return 0;
+}
+
+/* After recovery, the training jobs a server's end interrupted go to requeue_job: those
+** that were running (in `before`) and are now "interrupted" (the server died), and those
+** a stop (SIGTERM, SIGINT) marked interrupted, whose run is still interrupted; each once:
+** none that a job was already queued from. A stop leaves the choice to the next start,
+** as a death does: its --on-restart, or the job's own "on_restart". */
 static void requeue_interrupted(App *a, Store *s, json_t *before) {
   size_t i;
   json_t *j;
   json_array_foreach(before, i, j) {
-    if (status_of(j) != STORE_STATUS_RUNNING) continue;
     if (strcmp(json_string_value(json_object_get(j, "kind")) ?: "", "train")) continue;
-    int64_t job = json_integer_value(json_object_get(j, "id"));
+    int64_t id = json_integer_value(json_object_get(j, "id"));
     Err e = {0};
-    json_t *now = store_job_get(s, job, &e);
-    int interrupted = status_of(now) == STORE_STATUS_INTERRUPTED;
-    json_decref(now);
-    if (!interrupted) continue;
-    json_t *params = json_object_get(j, "params");
-    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
-    const char *policy = json_string_value(json_object_get(p, "on_restart"));
-    int resume = policy ? !strcmp(policy, "resume") : a->on_restart_resume;
-    /* A new run is linked to its job in the transaction that makes it: a job with no run
-    ** made none. A resume job names its run by id. */
-    int64_t run = json_integer_value(json_object_get(j, "run"));
-    const char *resumed = json_string_value(json_object_get(p, "resume"));
-    if (resume && run < 1 && resumed) run = store_run_find(s, resumed, &e);  /* it died before it linked the run */
-    json_t *next = NULL;
-    if (!resume) {
-    } else if (run > 0 && json_object_get(p, "task")) {
-      err_set(&e, "a fine-tuning run is not resumed (its epochs so far are kept; submit the job again)");
-    } else if (run > 0) {
-      json_t *r = store_run_get(s, run, &e);
-      const char *st = json_string_value(json_object_get(r, "status")) ?: "";
-      /* Still running: its process outlived the server (killed outright) and is stopping
-      ** on its SIGTERM; the resume waits for it (wait_for_old_process). */
-      if (status_of(r) == STORE_STATUS_INTERRUPTED || status_of(r) == STORE_STATUS_RUNNING) {
-        char id[32];
-        snprintf(id, sizeof id, "%lld", (long long)run);
-        next = json_pack("{s:s, s:s, s:I}", "resume", id, "on_restart", "resume", "requeued_from", (json_int_t)job);
-      } else {
-        err_set(&e, "its run %lld is %s", (long long)run, st[0] ? st : "gone");
-      }
+    if (status_of(j) == STORE_STATUS_RUNNING) {
+      json_t *now = store_job_get(s, id, &e);
+      int interrupted = status_of(now) == STORE_STATUS_INTERRUPTED;
+      json_decref(now);
+      if (interrupted) requeue_job(a, s, j);
+    } else if (status_of(j) == STORE_STATUS_INTERRUPTED &&
+               !strncmp(json_string_value(json_object_get(j, "error")) ?: "", SERVER_STOPPED, strlen(SERVER_STOPPED)) &&
+               !requeued_already(before, id)) {
+      int64_t run = json_integer_value(json_object_get(j, "run"));
+      json_t *r = run > 0 ? store_run_get(s, run, &e) : NULL;
+      int open = run < 1 || status_of(r) == STORE_STATUS_INTERRUPTED;   /* resumed by hand since, or gone: left */
       json_decref(r);
-    } else if (p) {  /* no run was made yet: the same description, from the start */
-      next = json_copy(p);
-      json_object_set_new(next, "on_restart", json_string("resume"));
-      json_object_set_new(next, "requeued_from", json_integer(job));
+      if (open) requeue_job(a, s, j);
     }
-    char *text = next ? json_dumps(next, JSON_COMPACT) : NULL;
-    int64_t id = text ? store_job_submit(s, "train", text, &e) : 0;
-    if (id > 0) fprintf(stderr, "maskd serve: job %lld was interrupted; queued again as job %lld\n", (long long)job, (long long)id);
-    else if (resume) fprintf(stderr, "maskd serve: job %lld was interrupted and is not resumed%s%s\n", (long long)job,
-                             e.msg[0] ? ": " : "", e.msg);
-    free(text);
-    json_decref(next);
-    json_decref(p);
   }
 }
 

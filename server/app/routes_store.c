@@ -97,9 +97,18 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
   if (json_is_string(model)) json_object_set(run, "model", model);
 }
 
+/* Runs whose process is gone (a maskd train killed outright) are marked interrupted
+** before any is reported, as `maskd runs` does: else the API showed one running, its
+** ETA frozen, and refused to resume it. A read unless one is found; best effort. */
+static void recover_runs(Store *s) {
+  Err e = {0};
+  store_runs_recover(s, NULL, &e);
+}
+
 void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
   Store *s = app_store(app, rs);
   if (!s) return;
+  recover_runs(s);
   Err e = {0};
   json_t *runs = store_runs_list(s, &e);
   if (!runs) { http_error_from(rs, &e, "cannot list runs", json_string(e.msg)); return; }
@@ -135,6 +144,7 @@ void route_run(void *app, HttpReq *rq, HttpRes *rs) {
   if (!s) return;
   int64_t id = path_run(s, rq, rs);
   if (id < 1) { return; }
+  recover_runs(s);
   Err e = {0};
   json_t *run = store_run_get(s, id, &e);
   if (!run) { http_error_from(rs, &e, "cannot read the run", json_string(e.msg)); return; }

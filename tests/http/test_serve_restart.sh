@@ -4,6 +4,7 @@
 # --on-restart resume (or a job's "on_restart": "resume") the job is queued once
 # more as a resume of its run, which then finishes with exactly its step count, as
 # one run, with one resume job; a job's "on_restart": "interrupt" wins over the flag.
+# A stop (SIGTERM) leaves its job to the next start the same way, requeued once.
 # When the server alone is killed, its job's process stops itself (no orphan).
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" serverestart
@@ -102,6 +103,57 @@ crash stay || fail stay_crash "the run did not reach step 12"
 start --on-restart resume || fail stay_restart "$(cat "$T/err")"
 sleep 1.5
 ok job_policy_wins test "$(jobs_of stay | tr '\n' ' ')" = "interrupted,- "
+
+# ---- a stop (SIGTERM), not a death: the next start with --on-restart resume queues the
+# job once more too (it stayed "interrupted", never requeued), and a later start not again ----
+call POST /runs --data-binary "$(runjson calm 60)"
+wait_for 120 /runs/calm 'b["status"] == "running" and b["step"] >= 12' || fail calm_running "the run did not reach step 12"
+kill -TERM "$spid"; wait "$pid"; pid= spid=
+start --on-restart resume || fail calm_restart "$(cat "$T/err")"
+ok stopped_run_resumed_done wait_for 240 /runs/calm 'b["status"] == "done" and b["step"] == 60'
+calm_jobs() { jobs_of calm | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
+for _ in $(seq 50); do [ "$(calm_jobs)" = "interrupted,- done,N " ] && break; sleep 0.2; done
+ok stopped_job_requeued_once test "$(calm_jobs)" = "interrupted,- done,N "
+kill -TERM "$spid"; wait "$pid"; pid= spid=
+start --on-restart resume || fail calm_restart_again "$(cat "$T/err")"
+sleep 1.5
+ok stopped_job_not_requeued_again test "$(calm_jobs)" = "interrupted,- done,N "
+ok stay_still_not_requeued test "$(jobs_of stay | tr '\n' ' ')" = "interrupted,- "
+# A signal to the job's own process (SIGINT): it checkpoints and exits 130, so the job is
+# "interrupted" like its run (resumable), not "failed"; not requeued, a person stopped it.
+call POST /runs --data-binary "$(runjson nudge 400)"
+wait_for 120 /runs/nudge 'b["status"] == "running" and b["step"] >= 12' || fail nudge_running "the run did not reach step 12"
+kill -INT "$(pgrep -P "$spid" | head -1)"
+for _ in $(seq 100); do [ "$(jobs_of nudge | tr '\n' ' ')" != "running,- " ] && break; sleep 0.2; done
+call GET /runs/nudge
+nudge_run=$(jget 'b["status"]')
+ok signalled_job_interrupted test "$(jobs_of nudge | tr '\n' ' ')|$nudge_run" = "interrupted,- |interrupted"
+# Resumed over HTTP: a second resume while the first is queued or running is refused (two
+# jobs trained the run twice, and a cancel stopped only one of them); the cancel ends it.
+call POST /runs --data-binary '{"resume": "nudge"}'
+ok resume_accepted test "$(cat "$T/status")" = 202
+call POST /runs --data-binary '{"resume": "nudge"}'
+ok second_resume_refused sh -c 'test "$(cat "$1")" = 409 && grep -q "a job already resumes this run" "$2"' _ "$T/status" "$T/body"
+wait_for 120 /runs/nudge 'b["status"] == "running"' || fail nudge_resumed "the resumed run did not start"
+call POST /runs/nudge/cancel
+ok resumed_run_cancel_accepted test "$(cat "$T/status")" = 202
+ok resumed_run_cancelled wait_for 120 /runs/nudge 'b["status"] == "cancelled"'
+# A run of the command line killed outright (kill -9): the API reports it interrupted, as
+# `maskd runs` does, and resumes it (it said "running", its ETA frozen, and refused: 409).
+"$MASKD" train --db "$T/hub.db" --name cli --tokenizer "$T/tok.json" --train "$T/shards" --config tiny --max-steps 400 \
+  --batch 16 --checkpoint-steps 5 --threads 1 --quiet >/dev/null 2>&1 &
+cli=$!
+wait_for 120 /runs/cli 'b["status"] == "running" and b["step"] >= 6' || fail cli_running "the run did not reach step 6"
+kill -9 "$cli"; wait "$cli" 2>/dev/null
+call GET /runs/cli
+ok killed_cli_run_interrupted test "$(jget 'b["status"]')" = interrupted
+call GET /runs
+ok killed_cli_run_listed_interrupted test "$(jget '[r["status"] for r in b if r["name"] == "cli"]')" = "['interrupted']"
+call POST /runs --data-binary '{"resume": "cli"}'
+ok killed_cli_run_resumed test "$(cat "$T/status")" = 202
+wait_for 120 /runs/cli 'b["status"] == "running"' || fail cli_resumed "the resumed run did not start"
+call POST /runs/cli/cancel
+ok killed_cli_run_cancelled wait_for 120 /runs/cli 'b["status"] == "cancelled"'
 
 # ---- the server alone killed (kill -9): its job's process gets SIGTERM and stops (no
 # orphan training on that nothing can cancel), checkpointing; the run is interrupted by
