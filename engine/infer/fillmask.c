@@ -139,9 +139,11 @@ done:
 
 /* ---- decoding as transformers' PreTrainedTokenizerFast.decode does ---- */
 
-static char *decode(const FillMask *fm, const int32_t *ids, int n, int skip_special, Err *err) {
-  char *s = tokenizer_decode(fm->tok, ids, n, skip_special, err);
-  if (s && fm->clean_up) tokenizer_clean_up_spaces(s);   /* transformers' clean_up_tokenization */
+/* The text and its length in *len: a byte-level token may decode to a NUL byte, which
+** HF's JSON carries as \u0000 (a C string would end there). */
+static char *decode(const FillMask *fm, const int32_t *ids, int n, int skip_special, size_t *len, Err *err) {
+  char *s = tokenizer_decode_len(fm->tok, ids, n, skip_special, len, err);
+  if (s && fm->clean_up) *len = tokenizer_clean_up_spaces(s, *len);   /* transformers' clean_up_tokenization */
   return s;
 }
 
@@ -674,12 +676,13 @@ static json_t *item_result(FillMask *fm, const FillMaskRequest *r, const Item *i
       }
       int32_t one = id;
       fe->err.msg[0] = 0;
-      char *ts = decode(fm, &one, 1, 0, &fe->err);
-      char *ss = ts ? decode(fm, seq, ns, single, &fe->err) : NULL;
+      size_t tl = 0, sl = 0;
+      char *ts = decode(fm, &one, 1, 0, &tl, &fe->err);
+      char *ss = ts ? decode(fm, seq, ns, single, &sl, &fe->err) : NULL;
       json_t *o = json_object();
       int bad = !ts || !ss || !o;
       if (!bad) {
-        json_t *js = json_string(ts), *jq = json_string(ss);
+        json_t *js = json_stringn(ts, tl), *jq = json_stringn(ss, sl);
         bad = !js || !jq;
         bad |= json_object_set_new(o, "score", json_real((double)cand[j].p));
         bad |= json_object_set_new(o, "token", json_integer(id));

@@ -1152,14 +1152,14 @@ char *tokenizer_decode_len(const Tokenizer *t, const int32_t *ids, int n, int sk
   return b.p;
 }
 
-void tokenizer_clean_up_spaces(char *s) {
+size_t tokenizer_clean_up_spaces(char *s, size_t n) {
   static const char *from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
   static const char *to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
   for (int r = 0; r < 10; r++) {
     /* One pass per pattern, as Python's str.replace chain does. */
     size_t fl = strlen(from[r]), tl = strlen(to[r]);
-    char *rd = s, *wr = s, *hit;
-    while ((hit = strstr(rd, from[r]))) {
+    char *rd = s, *wr = s, *end = s + n, *hit;
+    while ((hit = memmem(rd, (size_t)(end - rd), from[r], fl))) {
       size_t run = (size_t)(hit - rd);
       memmove(wr, rd, run);
       wr += run;
@@ -1167,8 +1167,11 @@ void tokenizer_clean_up_spaces(char *s) {
       wr += tl;
       rd = hit + fl;
     }
-    memmove(wr, rd, strlen(rd) + 1);
+    memmove(wr, rd, (size_t)(end - rd));
+    n = (size_t)(wr - s) + (size_t)(end - rd);
   }
+  s[n] = '\0';
+  return n;
 }
 
 /* ---- lookups --------------------------------------------------------------------- */

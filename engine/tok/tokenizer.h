@@ -155,8 +155,10 @@ char *tokenizer_decode_len(const Tokenizer *t, const int32_t *ids, int n, int sk
 /* transformers' clean_up_tokenization (applied by decode when the tokenizer config
 ** says clean_up_tokenization_spaces): " ." -> ".", " ?", " !", " ,", " ' " -> "'",
 ** " n't", " 'm", " 's", " 've", " 're", each replaced left to right in that order.
-** Rewrites s in place (it only shrinks). */
-void tokenizer_clean_up_spaces(char *s);
+** Rewrites the n bytes at s in place (it only shrinks; NUL bytes are text like any
+** other, as a byte-level decode may hold them) and returns the new length, after
+** which it puts a NUL. */
+size_t tokenizer_clean_up_spaces(char *s, size_t n);
 
 /* What training sees of a text, as HF's trainer does: the normalizer then the
 ** pre-tokenizer over the whole text (no added-token matching); calls word() for

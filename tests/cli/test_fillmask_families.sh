@@ -9,7 +9,8 @@
 # transformers saves BertTokenizerFast / RobertaTokenizerFast ([MASK] / <mask> with lstrip,
 # RoBERTa's pad 1 and positions after it); `maskd import` takes each into a store and
 # `maskd fill-mask --db --model` answers. Cases: one mask, two masks, a list, targets (in
-# the vocabulary, not a single token, with a leading space for BPE, unknown), accents, CJK.
+# the vocabulary, not a single token, with a leading space for BPE, unknown; BPE's token of
+# the byte 0, whose text holds a NUL that JSON carries as \u0000), accents, CJK.
 # Scores within 1e-5 and printed as Python prints the float32 value; everything else identical.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh" fillfam
@@ -74,7 +75,8 @@ cat > "$T/cases-roberta.json" <<'JSON'
  {"name": "cjk", "inputs": "東京 is the <mask> of 日本 😀."},
  {"name": "glued", "inputs": "abc<mask>def"},
  {"name": "no_space_before", "inputs": "The city of<mask>."},
- {"name": "top_k_1", "inputs": "It was a <mask> day.", "top_k": 1}
+ {"name": "top_k_1", "inputs": "It was a <mask> day.", "top_k": 1},
+ {"name": "nul_byte", "inputs": "Hello <mask> world.", "targets": ["Ā", "Ċ"]}
 ]
 JSON
 jobs=()

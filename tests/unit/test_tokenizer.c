@@ -146,10 +146,14 @@ int main(void) {
     for (int i = 0; i < 7; i++) {
       char tmp[64];
       strcpy(tmp, in[i]);
-      tokenizer_clean_up_spaces(tmp);
-      if (strcmp(tmp, want[i])) { ok = 0; snprintf(buf, sizeof buf, "'%s' -> '%s'", in[i], tmp); }
+      size_t n = tokenizer_clean_up_spaces(tmp, strlen(tmp));
+      if (strcmp(tmp, want[i]) || n != strlen(want[i])) { ok = 0; snprintf(buf, sizeof buf, "'%s' -> '%s'", in[i], tmp); }
     }
     check(ok, "tokenizer_clean_up_spaces", "%s", buf);
+    /* A NUL byte (a byte-level token's) is text: what follows it is cleaned and kept. */
+    char nul[] = "a\0b , c .";
+    size_t n = tokenizer_clean_up_spaces(nul, sizeof nul - 1);
+    check(n == 7 && !memcmp(nul, "a\0b, c.", 8), "tokenizer_clean_up_spaces_nul", "length %zu", n);
   }
   /* What the trainer sees: normalised, Metaspace words, no special matching. */
   {
