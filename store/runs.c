@@ -62,7 +62,7 @@ int store_run_set_status(Store *s, int64_t run, StoreStatus status, const char *
   if (sdb_begin(s, err)) return -1;
   int running = status == STORE_STATUS_RUNNING;
   sqlite3_stmt *st = sdb_prep(s,
-                          running ? "UPDATE runs SET status = ?1, started = COALESCE(started, ?2), finished = NULL,"
+                          running ? "UPDATE runs SET status = ?1, started = COALESCE(started, ?2), claimed = ?2, finished = NULL,"
                                     " error = ?3, pid = ?4, pid_start = ?6 WHERE id = ?5"
                                   : "UPDATE runs SET status = ?1, finished = ?2, error = ?3, pid = ?4, pid_start = ?6 WHERE id = ?5",
                           err);
@@ -112,8 +112,8 @@ int store_run_claim(Store *s, int64_t run, Err *err) {
     err_setk(err, ERR_CONFLICT, "run %lld is already done; only a stopped run can be resumed", (long long)run);
     return sdb_rollback(s);
   }
-  st = sdb_prep(s, "UPDATE runs SET status = 'running', started = COALESCE(started, ?1), finished = NULL, error = NULL,"
-                   " pid = ?2, pid_start = ?4 WHERE id = ?3", err);
+  st = sdb_prep(s, "UPDATE runs SET status = 'running', started = COALESCE(started, ?1), claimed = ?1, finished = NULL,"
+                   " error = NULL, pid = ?2, pid_start = ?4 WHERE id = ?3", err);
   if (st) {
     sqlite3_bind_double(st, 1, now_wall());
     sqlite3_bind_int64(st, 2, (sqlite3_int64)getpid());
@@ -415,7 +415,7 @@ json_t *sdb_one_row(Store *s, sqlite3_stmt *st, const char *what, int64_t id, Er
 json_t *store_run_get(Store *s, int64_t run, Err *err) {
   sqlite3_stmt *st = sdb_prep(s,
                           "SELECT id, name, status, config, created, started, finished, error, step, total_steps, epoch, pid, dist,"
-                          " results FROM runs WHERE id = ?", err);
+                          " results, claimed FROM runs WHERE id = ?", err);
   if (!st) return NULL;
   sqlite3_bind_int64(st, 1, run);
   return sdb_one_row(s, st, "run", run, err);

@@ -159,6 +159,9 @@ static const char *const MIGRATIONS[] = {
     ** names the reading process as a stream's temporary key does (sdb_sweep_streams takes
     ** a dead one's). No foreign key: a pin never holds back a delete but gc's. */
     "CREATE TABLE blob_readers (key TEXT PRIMARY KEY, sha256 TEXT NOT NULL, created REAL NOT NULL);",
+    /* 9: when the process running a run took it (its start, or its resume): the rate an
+    ** ETA is taken from counts only the steps since, not the time the run lay stopped. */
+    "ALTER TABLE runs ADD COLUMN claimed REAL;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");

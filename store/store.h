@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include "engine/core/err.h"
 
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 typedef struct Store Store;
 
@@ -213,7 +213,7 @@ int store_epoch_metrics_add(Store *s, int64_t run, const StoreEpochMetric *m, Er
 /* The run's id for "ID" or a run name (the newest of that name); -1 if none. */
 int64_t store_run_find(Store *s, const char *id_or_name, Err *err);
 /* {id, name, status, config (object), created, started, finished, error, step, total_steps, epoch, pid, dist,
-** results (object or null)} */
+** results (object or null), claimed (when its latest process took it: started, or resumed; null before)} */
 json_t *store_run_get(Store *s, int64_t run, Err *err);
 /* Runs, newest first: [{id, name, status, created, started, finished, step, total_steps, epoch, error,
 ** last_loss, eval_loss}] */

@@ -65,22 +65,30 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
     json_t *last = json_array_get(steps, n - 1);
     loss = num(last, "loss");
     tps = num(last, "tokens_per_s");
-    json_t *first = json_array_get(steps, 0);
+    /* The rate counts only steps since the run's process took it: a resumed run's window
+    ** held steps from before it stopped, and the time it lay stopped slowed the rate down. */
+    double claimed = num(run, "claimed");
+    size_t f = 0;
+    while (isfinite(claimed) && f + 1 < n && num(json_array_get(steps, f), "time") < claimed) f++;
+    json_t *first = json_array_get(steps, f);
     double dt = num(last, "time") - num(first, "time");
     double ds = num(last, "step") - num(first, "step");
     double total = num(run, "total_steps");
     StoreStatus status = STORE_STATUS_COUNT;
     store_status_parse(json_string_value(json_object_get(run, "status")), &status);
-    /* Step metrics are written in blocks that share a time; when the recent window is
-    ** one block, fall back to the rate since the run started. */
+    /* Step metrics are written in blocks that share a time; when the window since the
+    ** claim is one block, fall back to the rate since the claim (a store of an older
+    ** version has none: since the run started), over the steps trained since. */
     if (!(ds > 0 && dt > 0)) {
-      dt = num(last, "time") - num(run, "started");
-      ds = num(last, "step");
+      int since_claim = isfinite(claimed) && num(first, "time") >= claimed;
+      dt = num(last, "time") - (since_claim ? claimed : num(run, "started"));
+      ds = since_claim ? num(last, "step") - num(first, "step") + 1 : num(last, "step");
     }
     if (ds > 0 && dt > 0 && isfinite(total) && status == STORE_STATUS_RUNNING)
       eta = (total - num(last, "step")) * dt / ds;
   }
   json_decref(m);
+  json_object_del(run, "claimed");   /* the store's bookkeeping, not the API's */
   set_num(run, "loss", loss);
   set_num(run, "tokens_per_s", tps);
   set_num(run, "eta_s", eta);

@@ -154,6 +154,23 @@ ok killed_cli_run_resumed test "$(cat "$T/status")" = 202
 wait_for 120 /runs/cli 'b["status"] == "running"' || fail cli_resumed "the resumed run did not start"
 call POST /runs/cli/cancel
 ok killed_cli_run_cancelled wait_for 120 /runs/cli 'b["status"] == "cancelled"'
+# The ETA of a resumed run comes from the steps since it resumed: 40 steps at 1 s before a
+# stop of 1000 s, 20 at 1 s after; 140 to go, so 140 s (the rate over the last 50 steps,
+# stop included, said 5700 s). A live process (sleep) holds the run, as maskd train would.
+sleep 300 & holder=$!
+$PY - "$T/hub.db" "$holder" <<'PYEOF' || fail eta_setup "could not write the run"
+import json, sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1]); t0 = time.time() - 1100; claimed = t0 + 1040
+cur = db.execute("INSERT INTO runs(name, config, status, created, started, claimed, pid, step, total_steps) VALUES"
+                 " ('eta', '{}', 'running', ?, ?, ?, ?, 60, 200)", (t0, t0, claimed, int(sys.argv[2])))
+rows = [(cur.lastrowid, s, 2.0, 1.0, t0 + s if s <= 40 else claimed + (s - 40)) for s in range(1, 61)]
+db.executemany("INSERT INTO step_metrics(run_id, step, loss, tokens_per_s, time) VALUES (?, ?, ?, 100.0, ?)", [(r, s, l, t) for r, s, l, _, t in rows])
+db.commit()
+PYEOF
+call GET /runs/eta
+ok resumed_run_eta test "$(jget 'round(b["eta_s"]) if b.get("eta_s") is not None else None')" = 140
+ok run_claim_not_shown test "$(jget '"claimed" in b')" = False
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
 # ---- the server alone killed (kill -9): its job's process gets SIGTERM and stops (no
 # orphan training on that nothing can cancel), checkpointing; the run is interrupted by

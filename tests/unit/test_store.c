@@ -161,6 +161,7 @@ static void open_tests(void) {
                  "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
                  "ALTER TABLE revisions DROP COLUMN tokenizer_config; ALTER TABLE revisions DROP COLUMN special_tokens_map;"
                  "ALTER TABLE runs DROP COLUMN dist; ALTER TABLE runs DROP COLUMN pid_start; DROP TABLE jobs; DROP TABLE blob_readers;"
+                 "ALTER TABLE runs DROP COLUMN claimed;"
                  "ALTER TABLE runs DROP COLUMN results; ALTER TABLE epoch_metrics DROP COLUMN macro_f1;"
                  "ALTER TABLE epoch_metrics DROP COLUMN weighted_f1; ALTER TABLE epoch_metrics DROP COLUMN confusion;"
                  "DROP TABLE models; CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
@@ -195,7 +196,8 @@ static void open_tests(void) {
   check(v1rc == SQLITE_OK && s && q1(empty, "PRAGMA user_version") == STORE_SCHEMA_VERSION && v1job &&
             !strcmp(json_string_value(json_object_get(json_object_get(v1job, "params"), "name")) ?: "", "v1") &&
             finetune_rc != SQLITE_OK && q1(empty, "SELECT COUNT(*) FROM jobs") == 1 &&
-            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'dist'") == 1,
+            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'dist'") == 1 &&
+            q1(empty, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'claimed'") == 1,
         "store_migrates_v1_jobs", "%s", e.msg);
   json_decref(v1job);
   /* A version-5 file (no registry columns, no job progress) with a tokenizer, a dataset and a
@@ -208,6 +210,7 @@ static void open_tests(void) {
                          "ALTER TABLE datasets DROP COLUMN source; ALTER TABLE datasets DROP COLUMN job_id;"
                          "ALTER TABLE jobs DROP COLUMN progress;"
                          "ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE jobs DROP COLUMN pid_start; DROP TABLE blob_readers;"
+                         "ALTER TABLE runs DROP COLUMN claimed;"
                          "INSERT INTO blobs(sha256, size, created) VALUES ('" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" "', 0, 1);"
                          "INSERT INTO tokenizers(name, vocab_size, blob, created) VALUES ('old-tok', 100,"
                          " 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 1);"
@@ -894,10 +897,16 @@ static void api_tests(void) {
     }
     check(piped && wins == 1 && conflicts == 3, "store_run_claim_one_of_many", "%d claims won, %d refused as running", wins,
           conflicts);
+    /* The claim's time is the run's (an ETA counts the steps since): after the winner's. */
+    snprintf(sql, sizeof sql, "SELECT CAST(claimed * 1000 AS INTEGER) FROM runs WHERE id = %lld", (long long)cr);
+    long long first_claim = q1(db, sql);
+    usleep(20000);
     int again = store_run_claim(s, cr, &e);
+    long long second_claim = q1(db, sql);
     snprintf(sql, sizeof sql, "SELECT pid = %d AND status = 'running' AND error IS NULL FROM runs WHERE id = %lld",
              (int)getpid(), (long long)cr);
     check(again == 0 && q1(db, sql) == 1, "store_run_claim_after_its_process_is_gone", "%s", e.msg);
+    check(first_claim > 0 && second_claim > first_claim, "store_run_claim_time", "%lld then %lld", first_claim, second_claim);
     int twice = store_run_claim(s, cr, &e);
     check(twice == -1 && e.kind == ERR_CONFLICT && strstr(e.msg, "already running"), "store_run_claim_refuses_running",
           "%d (%s)", twice, e.msg);
