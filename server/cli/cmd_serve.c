@@ -165,9 +165,9 @@ static const CliOpt serve_opts[] = {
            "Requests are answered in arrival order; a pass takes the oldest\n"
            "waiting up to --max-tokens tokens (512 when that is 0)"},
   {.name = "--on-restart", .kind = CLI_CHOICE, .off = OFF(on_restart), .arg = "interrupt|resume", .def = CLI_DEFAULT,
-   .help = "a training job that was running when the server died: leave it\n"
-           "\"interrupted\", or queue it again as a resume of its run from its newest\n"
-           "checkpoint; a job's own \"on_restart\" wins"},
+   .help = "a training job running when the server died or stopped: leave it\n"
+           "\"interrupted\", or queue it again (once) as a resume of its run from its\n"
+           "newest checkpoint; a job's own \"on_restart\" wins"},
   {.name = "--stop-grace", .kind = CLI_DOUBLE, .off = OFF(stop_grace), .flo = 0, .fhi = 3600, .arg = "S",
    .def = CLI_DEFAULT,
    .help = "on SIGINT/SIGTERM a running job is asked to stop (training\n"
