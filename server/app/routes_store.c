@@ -71,14 +71,19 @@ static void run_summary(Store *s, json_t *run, int64_t id, double now) {
     size_t f = 0;
     while (isfinite(claimed) && f + 1 < n && num(json_array_get(steps, f), "time") < claimed) f++;
     json_t *first = json_array_get(steps, f);
-    double dt = num(last, "time") - num(first, "time");
-    double ds = num(last, "step") - num(first, "step");
+    /* Step metrics are written in blocks that share a time, the block's last step's: the
+    ** rate runs from the end of the first block (from its first row, the steps of that
+    ** block done before its time counted as done after it, and an ETA of 1 s was 8). */
+    size_t g = f;
+    while (g + 1 < n && num(json_array_get(steps, g + 1), "time") == num(first, "time")) g++;
+    json_t *anchor = json_array_get(steps, g);
+    double dt = num(last, "time") - num(anchor, "time");
+    double ds = num(last, "step") - num(anchor, "step");
     double total = num(run, "total_steps");
     StoreStatus status = STORE_STATUS_COUNT;
     store_status_parse(json_string_value(json_object_get(run, "status")), &status);
-    /* Step metrics are written in blocks that share a time; when the window since the
-    ** claim is one block, fall back to the rate since the claim (a store of an older
-    ** version has none: since the run started), over the steps trained since. */
+    /* When the window since the claim is one block, the rate since the claim (a store of
+    ** an older version has none: since the run started), over the steps trained since. */
     if (!(ds > 0 && dt > 0)) {
       int since_claim = isfinite(claimed) && num(first, "time") >= claimed;
       dt = num(last, "time") - (since_claim ? claimed : num(run, "started"));

@@ -156,7 +156,7 @@ call POST /runs/cli/cancel
 ok killed_cli_run_cancelled wait_for 120 /runs/cli 'b["status"] == "cancelled"'
 # The ETA of a resumed run comes from the steps since it resumed: 40 steps at 1 s before a
 # stop of 1000 s, 20 at 1 s after; 140 to go, so 140 s (the rate over the last 50 steps,
-# stop included, said 5700 s). A live process (sleep) holds the run, as maskd train would.
+# stop included, said 5700 s). A live process (sleep) holds the runs, as maskd train would.
 sleep 300 & holder=$!
 $PY - "$T/hub.db" "$holder" <<'PYEOF' || fail eta_setup "could not write the run"
 import json, sqlite3, sys, time
@@ -167,8 +167,21 @@ rows = [(cur.lastrowid, s, 2.0, 1.0, t0 + s if s <= 40 else claimed + (s - 40)) 
 db.executemany("INSERT INTO step_metrics(run_id, step, loss, tokens_per_s, time) VALUES (?, ?, ?, 100.0, ?)", [(r, s, l, t) for r, s, l, _, t in rows])
 db.commit()
 PYEOF
+# And metrics written in blocks of 10 steps that share their last step's time (1 s a step):
+# the rate runs from the end of the window's first block (from its first row it said 114 s).
+$PY - "$T/hub.db" "$holder" <<'PYEOF' || fail eta_setup "could not write the run"
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1]); t0 = time.time() - 70
+cur = db.execute("INSERT INTO runs(name, config, status, created, started, claimed, pid, step, total_steps) VALUES"
+                 " ('eta-blocks', '{}', 'running', ?, ?, ?, ?, 60, 200)", (t0, t0, t0, int(sys.argv[2])))
+db.executemany("INSERT INTO step_metrics(run_id, step, loss, tokens_per_s, time) VALUES (?, ?, 2.0, 100.0, ?)",
+               [(cur.lastrowid, s, t0 + 10 * ((s + 9) // 10)) for s in range(1, 61)])
+db.commit()
+PYEOF
 call GET /runs/eta
 ok resumed_run_eta test "$(jget 'round(b["eta_s"]) if b.get("eta_s") is not None else None')" = 140
+call GET /runs/eta-blocks
+ok run_eta_from_block_ends test "$(jget 'round(b["eta_s"]) if b.get("eta_s") is not None else None')" = 140
 ok run_claim_not_shown test "$(jget '"claimed" in b')" = False
 kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
