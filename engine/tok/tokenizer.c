@@ -1277,16 +1277,22 @@ static int cmp_match_key(const void *x, const void *y) {
 
 /* Ids of added tokens (a model piece's id when the content is one, else the next
 ** free id, as HF's AddedVocabulary assigns them), the match strings, the lookup
-** tables. */
+** tables. HF counts from the vocabulary's number of entries, not from its highest id
+** + 1: where its ids have gaps, that count is some token's id, and a file whose added
+** token would take it is refused (HF gives both the one id). */
 static int finish(Tokenizer *t, Err *err) {
   static unsigned long serials;
   t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-  int next = model_size(t);
+  int next = 0, size = model_size(t);
+  for (int id = 0; id < size; id++) next += model_token(t, id) != NULL;
   for (int i = 0; i < t->n_added; i++) {
     Added *a = &t->added[i];
     int prev = -1;
     for (int j = 0; j < i; j++) if (!strcmp(t->added[j].content, a->content)) prev = t->added[j].id;
     int mid = model_token_id(t, a->content, strlen(a->content));
+    if (prev < 0 && mid < 0 && next < size && model_token(t, next))
+      return err_set(err, "added token '%.60s' would take id %d, as HF numbers tokens after the vocabulary's %d entries, "
+                     "but the vocabulary's ids have gaps and '%.60s' has %d", a->content, next, next, model_token(t, next), next);
     a->id = prev >= 0 ? prev : mid >= 0 ? mid : next++;
     if (a->id >= next) next = a->id + 1;
     /* Normalized added tokens are searched for in their normalised form. */
@@ -1470,6 +1476,9 @@ static int add_replace(Tokenizer *t, json_t *o, Err *err) {
     return err_set(err, "normalizer: Replace pattern is neither String nor Regex");
   }
   if (!json_is_string(s) || !json_is_string(content)) return err_set(err, "normalizer: Replace pattern/content must be strings");
+  /* HF inserts the content between every two characters for an empty pattern: refused
+  ** rather than ignored (this normalizer replaces what it finds, and finds nothing). */
+  if (json_string_length(s) == 0) return err_set(err, "normalizer: Replace with an empty pattern is not supported");
   Replace *r = realloc(t->repl, ((size_t)t->n_repl + 1) * sizeof *r);
   if (!r) return err_set(err, "out of memory");
   t->repl = r;

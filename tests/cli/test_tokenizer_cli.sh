@@ -68,6 +68,30 @@ expect_error tokenizer_cli_unknown_verb "unknown verb" frobnicate
 expect_error tokenizer_cli_unknown_option "unknown option" encode --tokenizer "$T/tok.json" --bogus
 expect_error tokenizer_cli_bad_threads "threads" encode --tokenizer "$T/tok.json" --threads 0
 expect_error tokenizer_cli_bad_jsonl "line 1: not a JSON string" encode --tokenizer "$T/tok.json" --input "$T/in.txt" --jsonl
+# A WordPiece vocabulary whose ids have a gap ([MASK] added, not in it): HF numbers added
+# tokens from the vocabulary's number of entries (6), not its highest id + 1 (maskd said 8),
+# and where that id is taken ('foo' has 6) HF gives both the one id: refused.
+for foo in 7 6; do
+  $PY - "$T/gap$foo.json" "$foo" <<'PYEOF'
+import json, sys
+A = lambda i, c: {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+json.dump({"version": "1.0", "added_tokens": [A(0, "[PAD]"), A(1, "[UNK]"), A(2, "[CLS]"), A(3, "[SEP]"), A(7, "[MASK]")],
+           "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
+           "pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+           "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+           "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+                     "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "hello": 4, "foo": int(sys.argv[2])}}}, open(sys.argv[1], "w"))
+PYEOF
+done
+printf 'hello [MASK] foo\n' > "$T/gap.txt"
+out=$("$M" tokenizer encode --tokenizer "$T/gap7.json" --input "$T/gap.txt" 2>&1)
+ok tokenizer_cli_added_id_after_vocabulary_entries "$([ "$out" = "2 4 6 7 3" ] && echo 1)" "$out (HF: 2 4 6 7 3)"
+expect_error tokenizer_cli_added_id_taken_refused "would take id 6" encode --tokenizer "$T/gap6.json" --input "$T/gap.txt"
+# A Replace normalizer with an empty pattern (HF puts its content between every two
+# characters) is refused, not ignored.
+$PY -c 'import json, sys; d = json.load(open(sys.argv[1])); d["normalizer"]["normalizers"][0]["pattern"]["String"] = ""; json.dump(d, open(sys.argv[2], "w"))' \
+  "$T/tok.json" "$T/empty-replace.json"
+expect_error tokenizer_cli_empty_replace_refused "Replace with an empty pattern is not supported" encode --tokenizer "$T/empty-replace.json" --input "$T/in.txt"
 # Inputs and tokenizers that are not regular files are refused at once, never read.
 mkfifo "$T/fifo"
 expect_error tokenizer_cli_input_dev_zero "character device, not a regular file" encode --tokenizer "$T/tok.json" --input /dev/zero
