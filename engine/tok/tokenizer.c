@@ -1283,8 +1283,9 @@ static int cmp_match_key(const void *x, const void *y) {
 static int finish(Tokenizer *t, Err *err) {
   static unsigned long serials;
   t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-  int next = 0, size = model_size(t);
-  for (int id = 0; id < size; id++) next += model_token(t, id) != NULL;
+  int entries = 0, size = model_size(t);
+  for (int id = 0; id < size; id++) entries += model_token(t, id) != NULL;
+  int next = entries;
   for (int i = 0; i < t->n_added; i++) {
     Added *a = &t->added[i];
     int prev = -1;
@@ -1292,7 +1293,7 @@ static int finish(Tokenizer *t, Err *err) {
     int mid = model_token_id(t, a->content, strlen(a->content));
     if (prev < 0 && mid < 0 && next < size && model_token(t, next))
       return err_set(err, "added token '%.60s' would take id %d, as HF numbers tokens after the vocabulary's %d entries, "
-                     "but the vocabulary's ids have gaps and '%.60s' has %d", a->content, next, next, model_token(t, next), next);
+                     "but the vocabulary's ids have gaps and '%.60s' has %d", a->content, next, entries, model_token(t, next), next);
     a->id = prev >= 0 ? prev : mid >= 0 ? mid : next++;
     if (a->id >= next) next = a->id + 1;
     /* Normalized added tokens are searched for in their normalised form. */

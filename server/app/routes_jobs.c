@@ -1076,6 +1076,10 @@ static void run_job(Worker *w, Store *s, int64_t job, const char *kind, const ch
     }
     usleep(cancelled ? 50 * 1000 : 200 * 1000);
   }
+  /* A Ctrl-C at a terminal reaches the job's process too (one process group): it can stop
+  ** and be reaped between two looks at w->stop, and is then the server's stop all the same. */
+  if (!cancelled && atomic_load(&w->stop) && (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 130)))
+    cancelled = 2;
   if (train) { Err e2 = {0}; run = store_job_run(s, job, &e2); }   /* it may have linked it since the last poll */
   /* A killed maskd train could not mark its run: the run says "running" with a pid that is
   ** gone. Killed by this server past the grace period, or by anyone else (the OOM killer, a
@@ -1237,6 +1241,11 @@ static void requeue_interrupted(App *a, Store *s, json_t *before) {
       json_t *r = run > 0 ? store_run_get(s, run, &e) : NULL;
       int open = run < 1 || status_of(r) == STORE_STATUS_INTERRUPTED;   /* resumed by hand since, or gone: left */
       json_decref(r);
+      /* Only the run's newest job: one resumed by hand since and stopped again is the one. */
+      size_t k;
+      json_t *later;
+      json_array_foreach(before, k, later)
+        if (run > 0 && json_integer_value(json_object_get(later, "id")) > id && job_targets_run(later, run)) open = 0;
       if (open) requeue_job(a, s, j);
     }
   }

@@ -54,38 +54,49 @@ static double best_eval_loss(const json_t *metrics) {
 static void run_summary(Store *s, json_t *run, int64_t id, double now) {
   Err e = {0};
   int64_t step = (int64_t)json_integer_value(json_object_get(run, "step"));
-  json_t *m = store_run_metrics(s, id, step > 50 ? step - 50 : 0, &e);
+  /* The newest ETA_WINDOW steps: more than two of maskd train's blocks of metrics (64
+  ** steps at most, or 5 s), so that a rate from the end of the window's first block to
+  ** its last row spans at least one whole block. */
+  enum { ETA_WINDOW = 200 };
+  json_t *m = store_run_metrics(s, id, step > ETA_WINDOW ? step - ETA_WINDOW : 0, &e);
   json_t *epochs_only = store_run_metrics(s, id, INT64_MAX, &e);
   set_num(run, "best_eval_loss", best_eval_loss(epochs_only));
   json_decref(epochs_only);
   json_t *steps = json_object_get(m, "steps");
   size_t n = json_array_size(steps);
   double loss = NAN, tps = NAN, eta = NAN;
-  if (n) {
-    json_t *last = json_array_get(steps, n - 1);
+  /* Only the steps recorded since the run's process took it count (when the store
+  ** knows when: runs.claimed): a resumed run's window held steps from before it
+  ** stopped, and after a kill -9 steps past its checkpoint, recorded before, stay in the
+  ** store until it trains them again. */
+  double claimed = num(run, "claimed");
+  size_t f = 0, l = n;   /* the rows since the claim: [f, l) in step order */
+  if (isfinite(claimed)) {
+    while (f < n && num(json_array_get(steps, f), "time") < claimed) f++;
+    l = f;
+    while (l < n && num(json_array_get(steps, l), "time") >= claimed) l++;
+    if (f == l) f = 0, l = n;   /* none yet: the newest there are */
+  }
+  if (l > f) {
+    json_t *last = json_array_get(steps, l - 1), *first = json_array_get(steps, f);
     loss = num(last, "loss");
     tps = num(last, "tokens_per_s");
-    /* The rate counts only steps since the run's process took it: a resumed run's window
-    ** held steps from before it stopped, and the time it lay stopped slowed the rate down. */
-    double claimed = num(run, "claimed");
-    size_t f = 0;
-    while (isfinite(claimed) && f + 1 < n && num(json_array_get(steps, f), "time") < claimed) f++;
-    json_t *first = json_array_get(steps, f);
     /* Step metrics are written in blocks that share a time, the block's last step's: the
     ** rate runs from the end of the first block (from its first row, the steps of that
     ** block done before its time counted as done after it, and an ETA of 1 s was 8). */
     size_t g = f;
-    while (g + 1 < n && num(json_array_get(steps, g + 1), "time") == num(first, "time")) g++;
+    while (g + 1 < l && num(json_array_get(steps, g + 1), "time") == num(first, "time")) g++;
     json_t *anchor = json_array_get(steps, g);
     double dt = num(last, "time") - num(anchor, "time");
     double ds = num(last, "step") - num(anchor, "step");
     double total = num(run, "total_steps");
     StoreStatus status = STORE_STATUS_COUNT;
     store_status_parse(json_string_value(json_object_get(run, "status")), &status);
-    /* When the window since the claim is one block, the rate since the claim (a store of
-    ** an older version has none: since the run started), over the steps trained since. */
+    /* One block since the claim: the rate since the claim over the steps trained since
+    ** (the window reaches back to the claim: it holds more than a block), or, for a
+    ** store of an older version with no claim, since the run started. */
     if (!(ds > 0 && dt > 0)) {
-      int since_claim = isfinite(claimed) && num(first, "time") >= claimed;
+      int since_claim = isfinite(claimed) && num(first, "time") >= claimed && f > 0;
       dt = num(last, "time") - (since_claim ? claimed : num(run, "started"));
       ds = since_claim ? num(last, "step") - num(first, "step") + 1 : num(last, "step");
     }
@@ -132,6 +143,7 @@ void route_runs(void *app, HttpReq *rq, HttpRes *rs) {
     int64_t id = (int64_t)json_integer_value(json_object_get(r, "id"));
     json_t *full = store_run_get(s, id, &e);
     if (full) json_object_set(r, "config", json_object_get(full, "config"));
+    if (full) json_object_set(r, "claimed", json_object_get(full, "claimed"));   /* for the ETA */
     json_decref(full);
     run_summary(s, r, id, now);
     json_object_del(r, "config");
@@ -222,6 +234,7 @@ static void events_poll(Events *ev) {
   Err e = {0};
   Store *s = app_thread_store(ev->app, &e);
   if (!s) { append(ev, "error", "{\"error\":\"cannot open the store\"}"); ev->ended = 1; return; }
+  recover_runs(s);   /* a run whose process was killed outright ends its page's stream */
   json_t *run = store_run_get(s, ev->run, &e);
   if (!run) { append(ev, "error", "{\"error\":\"the run is gone\"}"); ev->ended = 1; return; }
   json_t *m = store_run_metrics(s, ev->run, ev->since, &e);

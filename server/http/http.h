@@ -124,9 +124,10 @@ typedef struct HttpReq {
 ** sends); 0 when there is nothing to send yet (the layer calls it again about
 ** stream_poll_s later: send a ": keep-alive\n\n" comment now and then, so a gone
 ** client is noticed); -1 at the end of the stream. free_fn is called once when the
-** connection ends, whatever the reason, on a handler thread (so it may wait, on the
-** store's lock say), or on http_stop()'s once the handlers are closing. The layer ends
-** every stream at http_stop(). */
+** connection ends, whatever the reason: on a handler thread once the stream has run (so
+** it may wait, on the store's lock say); at once, on the loop, for a stream never started
+** (refused, no memory for it, a HEAD of an event stream); on the loop or http_stop()'s
+** thread once the handlers have closed. The layer ends every stream at http_stop(). */
 typedef ssize_t (*HttpStreamFn)(void *ctx, char *buf, size_t max);
 
 #define HTTP_MAX_HEADERS 8

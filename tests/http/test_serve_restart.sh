@@ -119,6 +119,22 @@ start --on-restart resume || fail calm_restart_again "$(cat "$T/err")"
 sleep 1.5
 ok stopped_job_not_requeued_again test "$(calm_jobs)" = "interrupted,- done,N "
 ok stay_still_not_requeued test "$(jobs_of stay | tr '\n' ' ')" = "interrupted,- "
+# Stopped under the default (interrupt), resumed by hand, stopped again: a start with
+# --on-restart resume requeues the run's newest job alone, not the first one too.
+kill -TERM "$spid"; wait "$pid"; pid= spid=
+start || fail twice_start "$(cat "$T/err")"
+call POST /runs --data-binary "$(runjson twice 60)"
+wait_for 120 /runs/twice 'b["status"] == "running" and b["step"] >= 12' || fail twice_running "the run did not reach step 12"
+kill -TERM "$spid"; wait "$pid"; pid= spid=
+start || fail twice_restart "$(cat "$T/err")"
+call POST /runs --data-binary '{"resume": "twice"}'
+wait_for 120 /runs/twice 'b["status"] == "running" and b["step"] >= 17' || fail twice_resumed "the resumed run did not reach step 17"
+kill -TERM "$spid"; wait "$pid"; pid= spid=
+start --on-restart resume || fail twice_restart_resume "$(cat "$T/err")"
+ok twice_run_done wait_for 240 /runs/twice 'b["status"] == "done" and b["step"] == 60'
+twice_jobs() { jobs_of twice | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
+for _ in $(seq 50); do [ "$(twice_jobs)" = "interrupted,- interrupted,- done,N " ] && break; sleep 0.2; done
+ok newest_stopped_job_requeued_alone test "$(twice_jobs)" = "interrupted,- interrupted,- done,N "
 # A signal to the job's own process (SIGINT): it checkpoints and exits 130, so the job is
 # "interrupted" like its run (resumable), not "failed"; not requeued, a person stopped it.
 call POST /runs --data-binary "$(runjson nudge 400)"
@@ -178,8 +194,33 @@ db.executemany("INSERT INTO step_metrics(run_id, step, loss, tokens_per_s, time)
                [(cur.lastrowid, s, t0 + 10 * ((s + 9) // 10)) for s in range(1, 61)])
 db.commit()
 PYEOF
+# A fast run (10 steps a second) whose metrics come in blocks of 64 steps: 1360 to go, 136 s
+# (a window of 50 steps, one block, said 1741 s); and a run killed at step 100 after its
+# checkpoint at 80, resumed to step 90: its steps 91-100 from before stay in the store with
+# their old times; 110 to go at 1 s, 110 s (it had no ETA).
+$PY - "$T/hub.db" "$holder" <<'PYEOF' || fail eta_setup "could not write the runs"
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1]); now = time.time()
+def run(name, step, total, started, claimed, rows):
+    cur = db.execute("INSERT INTO runs(name, config, status, created, started, claimed, pid, step, total_steps) VALUES"
+                     " (?, '{}', 'running', ?, ?, ?, ?, ?, ?)", (name, started, started, claimed, int(sys.argv[2]), step, total))
+    db.executemany("INSERT INTO step_metrics(run_id, step, loss, tokens_per_s, time) VALUES (?, ?, 2.0, 100.0, ?)",
+                   [(cur.lastrowid, s, t) for s, t in rows])
+t0 = now - 70
+run("eta-fast", 640, 2000, t0, t0, [(s, t0 + 6.4 * ((s + 63) // 64)) for s in range(1, 641)])
+t0 = now - 1100; claimed = t0 + 1090
+run("eta-stale", 90, 200, t0, claimed, [(s, claimed + (s - 80) if 80 < s <= 90 else t0 + s) for s in range(1, 101)])
+db.commit()
+PYEOF
 call GET /runs/eta
 ok resumed_run_eta test "$(jget 'round(b["eta_s"]) if b.get("eta_s") is not None else None')" = 140
+call GET /runs
+ok resumed_run_eta_listed test "$(jget '[round(r["eta_s"]) for r in b if r["name"] == "eta"]')" = "[140]"
+ok run_claim_not_listed test "$(jget 'any("claimed" in r for r in b)')" = False
+call GET /runs/eta-fast
+ok fast_run_eta test "$(jget 'round(b["eta_s"]) if b.get("eta_s") is not None else None')" = 136
+call GET /runs/eta-stale
+ok resumed_run_eta_past_stale_steps test "$(jget 'round(b["eta_s"]) if b.get("eta_s") is not None else None')" = 110
 call GET /runs/eta-blocks
 ok run_eta_from_block_ends test "$(jget 'round(b["eta_s"]) if b.get("eta_s") is not None else None')" = 140
 ok run_claim_not_shown test "$(jget '"claimed" in b')" = False
