@@ -1327,6 +1327,8 @@ static int finish(Tokenizer *t, Err *err) {
     for (int i = 0; i < count; i++) t->by_match[f][i] = keys[i].index;
     free(keys);
   }
+  /* Ids run to the model's highest + 1 where its ids have gaps past the added tokens'. */
+  if (next < size) next = size;
   t->vocab_size = next;
   t->added_of_id = malloc(((size_t)next + 1) * sizeof *t->added_of_id);
   if (!t->added_of_id) return err_set(err, "out of memory");
