@@ -66,6 +66,21 @@ for j in reversed(b):
 EOF2
 }
 
+# jobs_settled RUN WANT: jobs_of RUN as one line (requeued_from ids as N), once it reads WANT
+# or after 10 s; stop_server: SIGTERM to the server, waited for.
+jobs_settled() {
+  local got
+  for _ in $(seq 50); do got=$(jobs_of "$1" | sed 's/,[0-9]*$/,N/' | tr '\n' ' '); [ "$got" = "$2" ] && break; sleep 0.2; done
+  echo "$got"
+}
+stop_server() { kill -TERM "$spid"; wait "$pid"; pid= spid=; }
+# train_until RUN STEP [BODY]: posts BODY (a new 60-step run RUN) and waits until RUN runs past STEP.
+train_until() {
+  call POST /runs --data-binary "${3:-$(runjson "$1" 60)}"
+  wait_for 120 "/runs/$1" "b[\"status\"] == \"running\" and b[\"step\"] >= $2" || fail "$1_running" "the run did not reach step $2"
+}
+finished() { wait_for 240 "/runs/$1" 'b["status"] == "done" and b["step"] == 60'; }
+
 start || { fail serve_restart_start "$(cat "$T/err")"; exit 1; }
 call POST /runs --data-binary "$(runjson bad 10 ',"on_restart":"sometimes"')"
 ok on_restart_bad_value test "$(cat "$T/status")" = 422
@@ -89,9 +104,7 @@ start --on-restart resume || fail again_restart "$(cat "$T/err")"
 ok resumed_run_done wait_for 240 /runs/again 'b["status"] == "done"'
 ok resumed_run_steps test "$(jget 'b["step"]')" = 60
 # The run is done when its process says so, its job when the worker has seen that process exit.
-again_jobs() { jobs_of again | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
-for _ in $(seq 50); do [ "$(again_jobs)" = "interrupted,- done,N " ] && break; sleep 0.2; done
-ok resumed_job_once test "$(again_jobs)" = "interrupted,- done,N "
+ok resumed_job_once test "$(jobs_settled again 'interrupted,- done,N ')" = "interrupted,- done,N "
 call GET /runs
 ok resumed_one_run test "$(jget 'sum(r["name"] == "again" for r in b)')" = 1
 ok keep_not_resumed test "$(jobs_of keep | tr '\n' ' ')" = "interrupted,- "
@@ -106,35 +119,28 @@ ok job_policy_wins test "$(jobs_of stay | tr '\n' ' ')" = "interrupted,- "
 
 # ---- a stop (SIGTERM), not a death: the next start with --on-restart resume queues the
 # job once more too (it stayed "interrupted", never requeued), and a later start not again ----
-call POST /runs --data-binary "$(runjson calm 60)"
-wait_for 120 /runs/calm 'b["status"] == "running" and b["step"] >= 12' || fail calm_running "the run did not reach step 12"
-kill -TERM "$spid"; wait "$pid"; pid= spid=
+train_until calm 12
+stop_server
 start --on-restart resume || fail calm_restart "$(cat "$T/err")"
-ok stopped_run_resumed_done wait_for 240 /runs/calm 'b["status"] == "done" and b["step"] == 60'
-calm_jobs() { jobs_of calm | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
-for _ in $(seq 50); do [ "$(calm_jobs)" = "interrupted,- done,N " ] && break; sleep 0.2; done
-ok stopped_job_requeued_once test "$(calm_jobs)" = "interrupted,- done,N "
-kill -TERM "$spid"; wait "$pid"; pid= spid=
+ok stopped_run_resumed_done finished calm
+ok stopped_job_requeued_once test "$(jobs_settled calm 'interrupted,- done,N ')" = "interrupted,- done,N "
+stop_server
 start --on-restart resume || fail calm_restart_again "$(cat "$T/err")"
 sleep 1.5
-ok stopped_job_not_requeued_again test "$(calm_jobs)" = "interrupted,- done,N "
+ok stopped_job_not_requeued_again test "$(jobs_settled calm 'interrupted,- done,N ')" = "interrupted,- done,N "
 ok stay_still_not_requeued test "$(jobs_of stay | tr '\n' ' ')" = "interrupted,- "
 # Stopped under the default (interrupt), resumed by hand, stopped again: a start with
 # --on-restart resume requeues the run's newest job alone, not the first one too.
-kill -TERM "$spid"; wait "$pid"; pid= spid=
+stop_server
 start || fail twice_start "$(cat "$T/err")"
-call POST /runs --data-binary "$(runjson twice 60)"
-wait_for 120 /runs/twice 'b["status"] == "running" and b["step"] >= 12' || fail twice_running "the run did not reach step 12"
-kill -TERM "$spid"; wait "$pid"; pid= spid=
+train_until twice 12
+stop_server
 start || fail twice_restart "$(cat "$T/err")"
-call POST /runs --data-binary '{"resume": "twice"}'
-wait_for 120 /runs/twice 'b["status"] == "running" and b["step"] >= 17' || fail twice_resumed "the resumed run did not reach step 17"
-kill -TERM "$spid"; wait "$pid"; pid= spid=
+train_until twice 17 '{"resume": "twice"}'
+stop_server
 start --on-restart resume || fail twice_restart_resume "$(cat "$T/err")"
-ok twice_run_done wait_for 240 /runs/twice 'b["status"] == "done" and b["step"] == 60'
-twice_jobs() { jobs_of twice | sed 's/,[0-9]*$/,N/' | tr '\n' ' '; }
-for _ in $(seq 50); do [ "$(twice_jobs)" = "interrupted,- interrupted,- done,N " ] && break; sleep 0.2; done
-ok newest_stopped_job_requeued_alone test "$(twice_jobs)" = "interrupted,- interrupted,- done,N "
+ok twice_run_done finished twice
+ok newest_stopped_job_requeued_alone test "$(jobs_settled twice 'interrupted,- interrupted,- done,N ')" = "interrupted,- interrupted,- done,N "
 # A signal to the job's own process (SIGINT): it checkpoints and exits 130, so the job is
 # "interrupted" like its run (resumable), not "failed"; not requeued, a person stopped it.
 call POST /runs --data-binary "$(runjson nudge 400)"
