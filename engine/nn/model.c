@@ -100,7 +100,7 @@ struct Model {
   float smoothing;               /* label smoothing of the loss (model_set_label_smoothing) */
   int prof_on;
   double prof[MODEL_PHASE_COUNT];
-  double prof_product[2][MODEL_PRODUCT_COUNT];   /* [backward][product], part of prof's matmul */
+  double prof_product[2][MODEL_PRODUCT_COUNT];   /* [backward][product]: the matmul phase, summed on reading */
 
   ModelGradReady grad_ready;     /* told when a gradient group is final (data-parallel overlap) */
   void *grad_ready_ctx;
@@ -113,12 +113,9 @@ static inline void prof_end(Model *m, int phase, double t0) {
   if (m->prof_on) m->prof[phase] += omp_get_wtime() - t0;
 }
 #define PROF(m, phase, stmt) do { double t0_ = prof_begin(m); stmt; prof_end(m, phase, t0_); } while (0)
-/* A Linear layer's products, timed as PROF's matmul phase and also by product. */
+/* A Linear layer's products, timed by product: the matmul phase is their sum. */
 static inline void prof_product_end(Model *m, int product, int backward, double t0) {
-  if (!m->prof_on) return;
-  double t = omp_get_wtime() - t0;
-  m->prof[MODEL_PHASE_MATMUL] += t;
-  m->prof_product[backward][product] += t;
+  if (m->prof_on) m->prof_product[backward][product] += omp_get_wtime() - t0;
 }
 #define PROF_PRODUCT(m, product, backward, stmt)                                                                    \
   do { double t0_ = prof_begin(m); stmt; prof_product_end(m, product, backward, t0_); } while (0)
@@ -141,6 +138,8 @@ const char *model_product_name(int product) {
 
 void model_profile_read(const Model *m, double seconds[MODEL_PHASE_COUNT]) {
   memcpy(seconds, m->prof, sizeof m->prof);
+  for (int b = 0; b < 2; b++)
+    for (int p = 0; p < MODEL_PRODUCT_COUNT; p++) seconds[MODEL_PHASE_MATMUL] += m->prof_product[b][p];
 }
 
 const char *model_phase_name(int phase) {

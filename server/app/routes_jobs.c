@@ -72,12 +72,18 @@ static void workspace_refusal(HttpRes *rs, const Err *e, const char *field) {
   http_error_from(rs, e, e->msg, json_pack("{s:s}", "field", field));
 }
 
+/* A job row's params as an object (a new reference; NULL when unreadable): the store's
+** rows carry them as an object or as the JSON text. */
+static json_t *job_params(json_t *j) {
+  json_t *params = json_object_get(j, "params");
+  return json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+}
+
 /* 1 when job j (a row of store_jobs_list) works on run: it made the run, or it resumes
 ** it (a resume job names its run by id, and links to it only once its process starts). */
 static int job_targets_run(json_t *j, int64_t run) {
   if (json_integer_value(json_object_get(j, "run")) == run) return 1;
-  json_t *params = json_object_get(j, "params");
-  json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+  json_t *p = job_params(j);
   char id[32];
   snprintf(id, sizeof id, "%lld", (long long)run);
   int hit = !strcmp(json_string_value(json_object_get(p, "resume")) ?: "", id);
@@ -857,8 +863,7 @@ static int name_running(json_t *running, const char *name, size_t n) {
   size_t i;
   json_t *j;
   json_array_foreach(running, i, j) {
-    json_t *params = json_object_get(j, "params");
-    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+    json_t *p = job_params(j);
     const char *jn = json_string_value(json_object_get(p, "name"));
     int same = jn && strlen(jn) == n && !strncmp(jn, name, n);
     json_decref(p);
@@ -1162,8 +1167,7 @@ static void *worker_main(void *arg) {
 static void requeue_job(App *a, Store *s, json_t *j) {
   int64_t job = json_integer_value(json_object_get(j, "id"));
   Err e = {0};
-  json_t *params = json_object_get(j, "params");
-  json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+  json_t *p = job_params(j);
   const char *policy = json_string_value(json_object_get(p, "on_restart"));
   int resume = policy ? !strcmp(policy, "resume") : a->on_restart_resume;
   /* A new run is linked to its job in the transaction that makes it: a job with no run
@@ -1208,8 +1212,7 @@ static int requeued_already(json_t *jobs, int64_t id) {
   size_t i;
   json_t *j;
   json_array_foreach(jobs, i, j) {
-    json_t *params = json_object_get(j, "params");
-    json_t *p = json_is_string(params) ? json_loads(json_string_value(params), 0, NULL) : json_incref(params);
+    json_t *p = job_params(j);
     int hit = json_integer_value(json_object_get(p, "requeued_from")) == id;
     json_decref(p);
     if (hit) return 1;
